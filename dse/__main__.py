@@ -1,0 +1,5 @@
+"""`python -m dse` runs the CLI."""
+
+from dse.cli import app
+
+app()

@@ -1,0 +1,142 @@
+"""Memory technologies and GPUs derived with another memory ("what if the H100 had GDDR7?").
+
+The technology catalog is data (`data/memory_technologies.yaml`, sourced in comments). Deriving a GPU swaps
+the memory system only: bandwidth follows from bus width x per-pin rate, capacity from the number of devices
+(stacks) on the bus times the capacity per device, and DRAM energy per bit from the technology.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec, MemorySpec, _Frozen
+from dse.units import normalize_unit_keys
+
+
+class MemoryTechSpec(_Frozen):
+    """One DRAM technology; rates per pin, widths and capacities per device (GDDR chip or HBM stack)."""
+
+    name: str
+    kind: Literal["hbm", "gddr", "lpddr"]
+    energy_j_per_bit: float = Field(gt=0, description="default device energy per bit (sourced in the YAML)")
+    energy_low_j_per_bit: float = Field(gt=0)
+    energy_high_j_per_bit: float = Field(gt=0)
+    data_rate_min_bit_per_s: float = Field(gt=0)
+    data_rate_max_bit_per_s: float = Field(gt=0)
+    data_rate_typical_bit_per_s: float = Field(gt=0)
+    device_width_bits: int = Field(gt=0)
+    capacity_per_device_bytes: float = Field(gt=0, description="default capacity per device or stack")
+    capacity_per_device_max_bytes: float = Field(gt=0)
+    max_bus_width_bits: int = Field(gt=0, description="widest bus considered buildable")
+    typical_bus_width_bits: int = Field(gt=0)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> MemoryTechSpec:
+        if not self.data_rate_min_bit_per_s <= self.data_rate_typical_bit_per_s <= self.data_rate_max_bit_per_s:
+            raise ValueError("data rates must satisfy min <= typical <= max")
+        if not self.energy_low_j_per_bit <= self.energy_j_per_bit <= self.energy_high_j_per_bit:
+            raise ValueError("energy per bit must lie in its [low, high] range")
+        return self
+
+
+@cache
+def _tech_catalog() -> dict[str, MemoryTechSpec]:
+    text = resources.files("dse.hardware").joinpath("data/memory_technologies.yaml").read_text()
+    raw = yaml.safe_load(text)
+    return {
+        name: MemoryTechSpec.model_validate({"name": name, **normalize_unit_keys(entry)})
+        for name, entry in raw.items()
+    }
+
+
+def list_memory_technologies() -> list[str]:
+    return sorted(_tech_catalog())
+
+
+def load_memory_tech(name: str) -> MemoryTechSpec:
+    key = name.strip().lower().replace("-", "").replace("_", "")
+    catalog = _tech_catalog()
+    if key not in catalog:
+        raise ConfigError(f"unknown memory technology '{name}'; known: {', '.join(list_memory_technologies())}")
+    return catalog[key]
+
+
+def build_memory(
+    technology: str,
+    *,
+    bus_width_bits: int | None = None,
+    data_rate_bit_per_s: float | None = None,
+    capacity_per_device_bytes: float | None = None,
+    energy_j_per_bit: float | None = None,
+) -> MemorySpec:
+    """A memory system of `technology`; unspecified knobs take the technology's typical values.
+
+    Raises ConfigError with the reason when the combination cannot be built.
+    """
+    tech = load_memory_tech(technology)
+    width = tech.typical_bus_width_bits if bus_width_bits is None else int(bus_width_bits)
+    rate = tech.data_rate_typical_bit_per_s if data_rate_bit_per_s is None else float(data_rate_bit_per_s)
+    per_device = tech.capacity_per_device_bytes if capacity_per_device_bytes is None else capacity_per_device_bytes
+    if width <= 0 or width % tech.device_width_bits:
+        raise ConfigError(
+            f"{tech.name}: bus width {width} bits is not a positive multiple of the "
+            f"{tech.device_width_bits}-bit device/stack interface"
+        )
+    if width > tech.max_bus_width_bits:
+        raise ConfigError(
+            f"{tech.name}: bus width {width} bits exceeds the {tech.max_bus_width_bits}-bit maximum considered "
+            "buildable (die perimeter for PHYs)"
+        )
+    lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s
+    if not lo <= rate <= hi:
+        raise ConfigError(
+            f"{tech.name}: data rate {rate / 1e9:g} Gb/s per pin is outside {lo / 1e9:g}-{hi / 1e9:g} Gb/s"
+        )
+    if not 0 < per_device <= tech.capacity_per_device_max_bytes:
+        raise ConfigError(
+            f"{tech.name}: {per_device / 2**30:g} GiB per device is outside "
+            f"(0, {tech.capacity_per_device_max_bytes / 2**30:g}] GiB"
+        )
+    num_devices = width // tech.device_width_bits
+    return MemorySpec(
+        technology=tech.name,
+        bus_width_bits=width,
+        data_rate_bit_per_s=rate,
+        capacity_bytes=num_devices * per_device,
+        energy_j_per_bit=tech.energy_j_per_bit if energy_j_per_bit is None else energy_j_per_bit,
+        num_devices=num_devices,
+    )
+
+
+def with_memory(
+    gpu: GpuSpec,
+    technology: str,
+    *,
+    bus_width_bits: int | None = None,
+    data_rate_bit_per_s: float | None = None,
+    capacity_per_device_bytes: float | None = None,
+) -> GpuSpec:
+    """`gpu` with its memory replaced; everything else (die, clocks, power tables) is kept.
+
+    When the technology stays the same and no width is given, the GPU's own bus width is kept.
+    """
+    tech = load_memory_tech(technology)
+    if bus_width_bits is None and tech.name == gpu.memory.technology:
+        bus_width_bits = gpu.memory.bus_width_bits
+    memory = build_memory(
+        tech.name,
+        bus_width_bits=bus_width_bits,
+        data_rate_bit_per_s=data_rate_bit_per_s,
+        capacity_per_device_bytes=capacity_per_device_bytes,
+    )
+    try:
+        return GpuSpec.model_validate({**gpu.model_dump(), "memory": memory.model_dump()})
+    except ValidationError as exc:  # pragma: no cover - memory was validated above
+        raise ConfigError(str(exc)) from exc

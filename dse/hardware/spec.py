@@ -1,0 +1,185 @@
+"""Hardware description: `GpuSpec` and its parts, immutable and SI inside.
+
+GPU YAML files (`dse/hardware/data/gpus/*.yaml`) may use human units in their keys (`sm_clock_max_mhz`,
+`l2_mib`, `data_rate_gbit_per_s`); `dse.units.normalize_unit_keys` converts them to the SI fields below
+before validation. Derived quantities (memory bandwidth, peak rates) are properties, never stored twice.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TensorDtype = Literal["tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+Provenance = Literal["measured", "datasheet", "derived", "estimated"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DvfsTable(_Frozen):
+    """A quantity tabulated against SM clock, linearly interpolated and clamped at the ends."""
+
+    source: Provenance
+    note: str = ""
+    clock_hz: tuple[float, ...] = Field(min_length=1)
+    value: tuple[float, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> DvfsTable:
+        if len(self.clock_hz) != len(self.value):
+            raise ValueError(f"clock_hz has {len(self.clock_hz)} entries but value has {len(self.value)}")
+        if any(b <= a for a, b in zip(self.clock_hz, self.clock_hz[1:], strict=False)):
+            raise ValueError("clock_hz must be strictly increasing")
+        if any(v < 0 for v in self.value):
+            raise ValueError("values must be non-negative")
+        return self
+
+    def at(self, sm_clock_hz: float | np.ndarray) -> float | np.ndarray:
+        """Interpolated value at one clock or an array of clocks."""
+        out = np.interp(sm_clock_hz, self.clock_hz, self.value)
+        return float(out) if np.ndim(out) == 0 else out
+
+
+class ClockSpec(_Frozen):
+    """SM clocks. Tensor peaks are quoted at `sm_clock_tensor_spec_hz`, often below the maximum."""
+
+    sm_clock_min_hz: float = Field(gt=0)
+    sm_clock_max_hz: float = Field(gt=0)
+    sm_clock_tensor_spec_hz: float = Field(gt=0)
+    sm_clock_default_hz: float | None = Field(default=None, gt=0)
+    sm_clock_step_hz: float = Field(default=15e6, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> ClockSpec:
+        if not self.sm_clock_min_hz <= self.sm_clock_max_hz:
+            raise ValueError("sm_clock_min must not exceed sm_clock_max")
+        if not self.sm_clock_min_hz <= self.sm_clock_tensor_spec_hz <= self.sm_clock_max_hz:
+            raise ValueError("sm_clock_tensor_spec must lie between sm_clock_min and sm_clock_max")
+        return self
+
+    @property
+    def boost_clock_hz(self) -> float:
+        """The clock the GPU runs at by default under load, before any power-cap throttling."""
+        return self.sm_clock_default_hz or self.sm_clock_max_hz
+
+
+class SmSpec(_Frozen):
+    """Per-SM, per-clock rates and occupancy limits."""
+
+    tensor_flop_per_clk: dict[TensorDtype, float] = Field(
+        description="dense Tensor Core FLOP per clock per SM, by input dtype (tf32 = fp32 on tensor cores)"
+    )
+    fp32_flop_per_clk: float = Field(gt=0, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)")
+    sfu_op_per_clk: float = Field(gt=0, description="special-function (exp, rsqrt) ops per clock per SM")
+    smem_bytes_per_clk: float = Field(gt=0, description="shared-memory bandwidth per SM")
+    smem_bytes: float = Field(gt=0, description="max shared memory per SM usable by threadblocks")
+    registers: int = Field(gt=0, description="32-bit registers per SM")
+    max_threads: int = Field(gt=0)
+    max_threadblocks: int = Field(gt=0)
+
+    @field_validator("tensor_flop_per_clk")
+    @classmethod
+    def _positive(cls, rates: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, v in rates.items() if not v > 0]
+        if bad:
+            raise ValueError(f"tensor rates must be positive (leave a dtype out if unsupported): {bad}")
+        return rates
+
+
+class L2Spec(_Frozen):
+    l2_bytes: float = Field(gt=0)
+    l2_bytes_per_clk: float = Field(gt=0, description="whole-chip L2 bandwidth per SM clock")
+
+
+class MemorySpec(_Frozen):
+    """Off-chip DRAM. Bandwidth is derived: bus width x per-pin data rate / 8."""
+
+    technology: str
+    bus_width_bits: int = Field(gt=0)
+    data_rate_bit_per_s: float = Field(gt=0, description="per-pin data rate")
+    capacity_bytes: float = Field(gt=0)
+    energy_j_per_bit: float = Field(gt=0, description="DRAM access + I/O energy per bit moved")
+    num_devices: int = Field(gt=0, description="HBM stacks or GDDR devices")
+
+    @property
+    def bw_bytes_per_s(self) -> float:
+        return self.bus_width_bits * self.data_rate_bit_per_s / 8.0
+
+
+class PowerSpec(_Frozen):
+    tdp_w: float = Field(gt=0, description="default power limit (board power)")
+    power_cap_min_w: float | None = Field(default=None, gt=0)
+    idle_power_w: DvfsTable = Field(description="board power with no work, against SM clock")
+    core_v: DvfsTable = Field(description="SM supply voltage against SM clock")
+
+
+class GpuSpec(_Frozen):
+    """One GPU, catalog entry plus any overrides, SI units."""
+
+    name: str
+    display_name: str
+    architecture: str
+    compute_capability: str
+    num_sms: int = Field(gt=0)
+    clocks: ClockSpec
+    sm: SmSpec
+    l2: L2Spec
+    memory: MemorySpec
+    power: PowerSpec
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> GpuSpec:
+        lo, hi = self.power.idle_power_w.clock_hz[0], self.power.idle_power_w.clock_hz[-1]
+        if hi < self.clocks.sm_clock_min_hz * 0.5 or lo > self.clocks.sm_clock_max_hz * 1.5:
+            raise ValueError("power.idle_power_w table does not cover the SM clock range")
+        return self
+
+    # Peak rates at a clock. Tensor peaks scale with the clock from the per-SM per-clock rate.
+    def tensor_peak_flop_per_s(self, dtype: str, sm_clock_hz: float | None = None) -> float:
+        rate = self.sm.tensor_flop_per_clk.get(dtype)  # type: ignore[call-overload]
+        if rate is None:
+            raise KeyError(f"{self.name} has no {dtype} tensor cores (has {sorted(self.sm.tensor_flop_per_clk)})")
+        clock_hz = self.clocks.sm_clock_tensor_spec_hz if sm_clock_hz is None else sm_clock_hz
+        return rate * self.num_sms * clock_hz
+
+    def fp32_peak_flop_per_s(self, sm_clock_hz: float | None = None) -> float:
+        clock_hz = self.clocks.sm_clock_max_hz if sm_clock_hz is None else sm_clock_hz
+        return self.sm.fp32_flop_per_clk * self.num_sms * clock_hz
+
+    def l2_bw_bytes_per_s(self, sm_clock_hz: float | None = None) -> float:
+        clock_hz = self.clocks.sm_clock_max_hz if sm_clock_hz is None else sm_clock_hz
+        return self.l2.l2_bytes_per_clk * clock_hz
+
+    def smem_bw_bytes_per_s(self, sm_clock_hz: float | None = None) -> float:
+        clock_hz = self.clocks.sm_clock_max_hz if sm_clock_hz is None else sm_clock_hz
+        return self.sm.smem_bytes_per_clk * self.num_sms * clock_hz
+
+    def summary(self) -> dict[str, float | int | str]:
+        """Flat SI-keyed summary (what `dse gpu show --json` prints at its top level)."""
+        out: dict[str, float | int | str] = {
+            "name": self.name,
+            "display_name": self.display_name,
+            "architecture": self.architecture,
+            "num_sms": self.num_sms,
+            "sm_clock_min_hz": self.clocks.sm_clock_min_hz,
+            "sm_clock_max_hz": self.clocks.sm_clock_max_hz,
+            "sm_clock_tensor_spec_hz": self.clocks.sm_clock_tensor_spec_hz,
+            "memory_technology": self.memory.technology,
+            "memory_bus_width_bits": self.memory.bus_width_bits,
+            "memory_data_rate_bit_per_s": self.memory.data_rate_bit_per_s,
+            "memory_bw_bytes_per_s": self.memory.bw_bytes_per_s,
+            "memory_capacity_bytes": self.memory.capacity_bytes,
+            "memory_energy_j_per_bit": self.memory.energy_j_per_bit,
+            "l2_bytes": self.l2.l2_bytes,
+            "l2_bw_bytes_per_s": self.l2_bw_bytes_per_s(),
+            "fp32_peak_flop_per_s": self.fp32_peak_flop_per_s(),
+            "tdp_w": self.power.tdp_w,
+        }
+        for dtype in self.sm.tensor_flop_per_clk:
+            out[f"tensor_{dtype}_peak_flop_per_s"] = self.tensor_peak_flop_per_s(dtype)
+        return out
