@@ -125,16 +125,24 @@ def with_memory(
 ) -> GpuSpec:
     """`gpu` with its memory replaced; everything else (die, clocks, power tables) is kept.
 
-    When the technology stays the same and no width is given, the GPU's own bus width is kept.
+    When the technology stays the same, the GPU's own bus width, data rate, capacity per device and energy per
+    bit are kept unless given (so changing only the data rate of an L40S keeps its 48 GB).
     """
     tech = load_memory_tech(technology)
-    if bus_width_bits is None and tech.name == gpu.memory.technology:
-        bus_width_bits = gpu.memory.bus_width_bits
+    energy_j_per_bit = None
+    if tech.name == gpu.memory.technology:
+        own = gpu.memory
+        bus_width_bits = own.bus_width_bits if bus_width_bits is None else bus_width_bits
+        data_rate_bit_per_s = own.data_rate_bit_per_s if data_rate_bit_per_s is None else data_rate_bit_per_s
+        if capacity_per_device_bytes is None:
+            capacity_per_device_bytes = own.capacity_bytes / own.num_devices
+        energy_j_per_bit = own.energy_j_per_bit
     memory = build_memory(
         tech.name,
         bus_width_bits=bus_width_bits,
         data_rate_bit_per_s=data_rate_bit_per_s,
         capacity_per_device_bytes=capacity_per_device_bytes,
+        energy_j_per_bit=energy_j_per_bit,
     )
     try:
         return GpuSpec.model_validate({**gpu.model_dump(), "memory": memory.model_dump()})
