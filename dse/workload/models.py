@@ -1,0 +1,335 @@
+"""The model catalog: Hugging-Face `config.json` files, as published, read into `LlmArch`.
+
+    list_models()                             # ['bert-large', 'gpt2', 'llama-3.1-70b', ...]
+    load_model_config("llama-3.1-8b")         # catalog entry; also "Llama_3.1_8B", "meta-llama/Llama-3.1-8B"
+    load_model_config("path/to/config.json")  # any local HF config (or the folder holding it)
+
+Catalog files live in `data/models/<name>.json`: the published config with one added `_source` key naming
+the Hub repository. Supported `model_type`s: llama, mistral, qwen2 (RMSNorm, RoPE, GQA, gated SiLU MLP),
+gpt2 and opt (LayerNorm, learned positions, GELU/ReLU MLP) and bert (encoder). Each family has its own
+field names (GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/
+do_layer_norm_before) and its own defaults, copied from the transformers `*Config` classes.
+
+An HF config carries many keys irrelevant here (dropout, token ids), so unknown keys are ignored, unlike
+`dse`'s own files; the resulting `LlmArch` is strict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dse.errors import ConfigError, format_validation_error
+from dse.workload.llm import LlmArch
+
+_MISSING = object()
+
+# HF hidden_act / activation_function -> LlmArch.activation
+_ACTIVATIONS: dict[str, str] = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu": "gelu",
+    "gelu_new": "gelu",
+    "gelu_fast": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+}
+
+
+def _models_dir() -> Any:
+    return resources.files("dse.workload").joinpath("data/models")
+
+
+def _key(name: str) -> str:
+    """Lookup key: case, separators and dots do not matter ("Llama_3.1-8B" == "llama-3.1-8b")."""
+    return re.sub(r"[\s._/-]", "", name.lower())
+
+
+def list_models() -> list[str]:
+    """Names of the catalog models."""
+    return sorted(p.name.removesuffix(".json") for p in _models_dir().iterdir() if p.name.endswith(".json"))
+
+
+@cache
+def _catalog_index() -> dict[str, str]:
+    """Lookup key -> catalog name, for each name and for the Hub repository named in `_source`."""
+    index: dict[str, str] = {}
+    for name in list_models():
+        index[_key(name)] = name
+        source = str(_read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json").get("_source", ""))
+        repo = re.search(r"huggingface\.co/([\w.-]+)/([\w.-]+)", source)
+        if repo:
+            index.setdefault(_key(repo.group(2)), name)
+            index.setdefault(_key(f"{repo.group(1)}/{repo.group(2)}"), name)
+    return index
+
+
+def _read_json(path: Any, source: str) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"model config '{source}' cannot be read: {exc}") from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a JSON object of config fields at the top level")
+    return raw
+
+
+def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
+    """(raw config, source for messages, model name)."""
+    path = Path(name_or_path)
+    looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".json" or path.exists()
+    if looks_like_path:
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise ConfigError(f"model config file '{path}' does not exist")
+        name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+        return _read_json(path, str(path)), str(path), name
+    name = _catalog_index().get(_key(str(name_or_path)))
+    if name is None:
+        raise ConfigError(
+            f"unknown model '{name_or_path}'; known: {', '.join(list_models())} (or a path to a config.json)"
+        )
+    return _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json"), f"{name}.json", name
+
+
+class _Fields:
+    """Typed reads from a raw HF config; every error names the file and the field."""
+
+    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
+        self.raw, self.source = raw, source
+
+    def _get(self, key: str, default: Any, aliases: tuple[str, ...]) -> Any:
+        for k in (key, *aliases):
+            if self.raw.get(k) is not None:
+                return self.raw[k]
+        if default is _MISSING:
+            also = f" (or {', '.join(aliases)})" if aliases else ""
+            model_type = self.raw.get("model_type")
+            raise ConfigError(
+                f"{self.source}: missing required field '{key}'{also} for model_type '{model_type}'"
+            )
+        return default
+
+    def int(self, key: str, default: Any = _MISSING, *aliases: str) -> int:
+        value = self._get(key, default, aliases)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{self.source}: field '{key}' must be a positive integer, got {value!r}")
+        return value
+
+    def float(self, key: str, default: Any = _MISSING) -> float:
+        value = self._get(key, default, ())
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{self.source}: field '{key}' must be a positive number, got {value!r}")
+        return float(value)
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        value = self._get(key, default, ())
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.source}: field '{key}' must be true or false, got {value!r}")
+        return value
+
+    def activation(self, key: str, default: str) -> str:
+        value = self._get(key, default, ())
+        if value not in _ACTIVATIONS:
+            supported = ", ".join(_ACTIVATIONS)
+            raise ConfigError(f"{self.source}: field '{key}' is '{value}'; supported: {supported}")
+        return _ACTIVATIONS[value]
+
+
+def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
+    """llama, mistral, qwen2: defaults of LlamaConfig / MistralConfig / Qwen2Config."""
+    d = f.int("hidden_size")
+    num_heads = f.int("num_attention_heads")
+    qwen2 = model_type == "qwen2"
+    # MistralConfig defaults to a 4096 window, `null` disables it; Qwen2 uses one only if use_sliding_window.
+    sliding_window: int | None = None
+    if "sliding_window" in f.raw and f.raw["sliding_window"] is None:
+        sliding_window = None
+    elif model_type == "mistral":
+        sliding_window = f.int("sliding_window", 4096)
+    elif qwen2 and f.bool("use_sliding_window", False):
+        sliding_window = f.int("sliding_window")
+    attention_bias = f.bool("attention_bias", False)
+    return {
+        "family": "decoder",
+        "hidden_size": d,
+        "num_layers": f.int("num_hidden_layers"),
+        "num_heads": num_heads,
+        "num_kv_heads": f.int("num_key_value_heads", num_heads),
+        "head_dim": f.int("head_dim", d // num_heads),
+        "intermediate_size": f.int("intermediate_size"),
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": f.int("max_position_embeddings"),
+        "embed_dim": d,
+        "norm": "rmsnorm",
+        "norm_eps": f.float("rms_norm_eps", 1e-6),
+        "norm_position": "pre",
+        "activation": f.activation("hidden_act", "silu"),
+        "gated_mlp": True,
+        "position_embedding": "rope",
+        "qkv_bias": True if qwen2 else attention_bias,
+        "o_bias": False if qwen2 else attention_bias,
+        "mlp_bias": f.bool("mlp_bias", False),
+        "tie_word_embeddings": f.bool("tie_word_embeddings", False),
+        "rope_theta": f.float("rope_theta", 10000.0),
+        "sliding_window": sliding_window,
+    }
+
+
+def _gpt2(f: _Fields, model_type: str) -> dict[str, Any]:
+    """GPT2Config: n_embd, n_layer, n_head, n_inner (None = 4 x n_embd), n_positions."""
+    d = f.int("n_embd", _MISSING, "hidden_size")
+    num_heads = f.int("n_head", _MISSING, "num_attention_heads")
+    num_positions = f.int("n_positions", _MISSING, "max_position_embeddings")
+    return {
+        "family": "decoder",
+        "hidden_size": d,
+        "num_layers": f.int("n_layer", _MISSING, "num_hidden_layers"),
+        "num_heads": num_heads,
+        "num_kv_heads": num_heads,
+        "head_dim": d // num_heads,
+        "intermediate_size": f.int("n_inner", 4 * d),
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": num_positions,
+        "embed_dim": d,
+        "norm": "layernorm",
+        "norm_eps": f.float("layer_norm_epsilon", 1e-5),
+        "norm_position": "pre",
+        "activation": f.activation("activation_function", "gelu_new"),
+        "gated_mlp": False,
+        "position_embedding": "learned",
+        "num_position_embeddings": num_positions,
+        "qkv_bias": True,
+        "o_bias": True,
+        "mlp_bias": True,
+        "tie_word_embeddings": f.bool("tie_word_embeddings", True),
+    }
+
+
+def _opt(f: _Fields, model_type: str) -> dict[str, Any]:
+    """OPTConfig: ffn_dim, word_embed_proj_dim, do_layer_norm_before; positions offset by 2 rows."""
+    d = f.int("hidden_size")
+    num_heads = f.int("num_attention_heads")
+    max_positions = f.int("max_position_embeddings")
+    pre_ln = f.bool("do_layer_norm_before", True)
+    bias = f.bool("enable_bias", True)
+    return {
+        "family": "decoder",
+        "hidden_size": d,
+        "num_layers": f.int("num_hidden_layers"),
+        "num_heads": num_heads,
+        "num_kv_heads": num_heads,
+        "head_dim": d // num_heads,
+        "intermediate_size": f.int("ffn_dim"),
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": max_positions,
+        "embed_dim": f.int("word_embed_proj_dim", d),
+        "norm": "layernorm",
+        "norm_eps": 1e-5,  # nn.LayerNorm default; OPTConfig has no eps field
+        "norm_position": "pre" if pre_ln else "post",
+        "activation": f.activation("activation_function", "relu"),
+        "gated_mlp": False,
+        "position_embedding": "learned",
+        # NOTE(dse): OPTLearnedPositionalEmbedding keeps 2 extra rows (a fairseq padding offset).
+        "num_position_embeddings": max_positions + 2,
+        "qkv_bias": bias,
+        "o_bias": bias,
+        "mlp_bias": bias,
+        "tie_word_embeddings": f.bool("tie_word_embeddings", True),
+        "final_norm": pre_ln and not f.bool("_remove_final_layer_norm", False),
+    }
+
+
+def _bert(f: _Fields, model_type: str) -> dict[str, Any]:
+    """BertConfig: post-LN encoder with token-type embeddings and a pooler (counted as BertModel)."""
+    d = f.int("hidden_size")
+    num_heads = f.int("num_attention_heads")
+    max_positions = f.int("max_position_embeddings")
+    return {
+        "family": "encoder",
+        "hidden_size": d,
+        "num_layers": f.int("num_hidden_layers"),
+        "num_heads": num_heads,
+        "num_kv_heads": num_heads,
+        "head_dim": d // num_heads,
+        "intermediate_size": f.int("intermediate_size"),
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": max_positions,
+        "embed_dim": d,
+        "norm": "layernorm",
+        "norm_eps": f.float("layer_norm_eps", 1e-12),
+        "norm_position": "post",
+        "activation": f.activation("hidden_act", "gelu"),
+        "gated_mlp": False,
+        "position_embedding": "learned",
+        "num_position_embeddings": max_positions,
+        "type_vocab_size": f.int("type_vocab_size", 2),
+        "qkv_bias": True,
+        "o_bias": True,
+        "mlp_bias": True,
+        "tie_word_embeddings": f.bool("tie_word_embeddings", True),
+        "embedding_norm": True,
+        "final_norm": False,
+        "pooler": True,
+    }
+
+
+_READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
+    "llama": _llama_like,
+    "mistral": _llama_like,
+    "qwen2": _llama_like,
+    "gpt2": _gpt2,
+    "opt": _opt,
+    "bert": _bert,
+}
+
+
+def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") -> LlmArch:
+    """Normalize a Hugging-Face config mapping into an `LlmArch`.
+
+    Args:
+        raw: the parsed `config.json`.
+        name: the model's name in op names and reports.
+        source: where the config came from, for error messages (defaults to `name`).
+    """
+    source = source or name
+    model_type = raw.get("model_type")
+    if model_type is None:
+        raise ConfigError(f"{source}: missing required field 'model_type'; supported: {', '.join(_READERS)}")
+    if model_type not in _READERS:
+        supported = ", ".join(_READERS)
+        raise ConfigError(f"{source}: model_type '{model_type}' is not supported; supported: {supported}")
+    fields = _READERS[model_type](_Fields(raw, source), model_type)
+    if fields["hidden_size"] % fields["num_heads"] and "head_dim" not in raw:
+        raise ConfigError(
+            f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "
+            f"heads {fields['num_heads']} and no head_dim is given"
+        )
+    try:
+        return LlmArch(name=name, model_type=model_type, **fields)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from exc
+
+
+def load_model_config(name_or_path: str | Path) -> LlmArch:
+    """An `LlmArch` from the catalog (case, `_`, `.` and `-` ignored; Hub repo ids accepted) or a local file.
+
+    Args:
+        name_or_path: a catalog name (`list_models()`), the Hub id named in a catalog entry's `_source`
+            (`meta-llama/Llama-3.1-8B`), or the path of an HF `config.json` or of the folder holding it.
+    """
+    raw, source, name = _resolve(name_or_path)
+    return arch_from_hf_config(raw, name=name, source=source)

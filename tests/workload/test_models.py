@@ -1,0 +1,214 @@
+"""The model catalog: published configs, name lookup, local config.json files and their errors."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from dse.errors import ConfigError
+from dse.workload.llm import LlmArch
+from dse.workload.models import arch_from_hf_config, list_models, load_model_config
+
+CATALOG = [
+    "bert-large",
+    "gpt2",
+    "llama-3.1-70b",
+    "llama-3.1-8b",
+    "mistral-7b",
+    "opt-1.3b",
+    "qwen2-1.5b",
+    "qwen2.5-7b",
+]
+
+# Published parameter counts: the independent reference for `LlmArch.num_params` (within 1%).
+PUBLISHED_PARAMS = {
+    "llama-3.1-8b": 8.03e9,  # HF meta-llama/Llama-3.1-8B, safetensors metadata "8.03B params"
+    "llama-3.1-70b": 70.6e9,  # HF meta-llama/Llama-3.1-70B, "70.6B params"
+    "mistral-7b": 7.24e9,  # HF mistralai/Mistral-7B-v0.1, "7.24B params"
+    "qwen2.5-7b": 7.61e9,  # Qwen/Qwen2.5-7B model card: "Number of Parameters: 7.61B"
+    "qwen2-1.5b": 1.54e9,  # Qwen2 blog / Qwen/Qwen2-1.5B card: 1.54B
+    "gpt2": 124e6,  # HF openai-community/gpt2, "124M params"
+    "opt-1.3b": 1.32e9,  # HF facebook/opt-1.3b, "1.32B params" (OPT paper, Table 1: 1.3B)
+}
+# Qwen model cards also publish non-embedding counts (everything but the embedding table and LM head).
+PUBLISHED_NON_EMBEDDING = {"qwen2.5-7b": 6.53e9, "qwen2-1.5b": 1.31e9}
+
+
+def _catalog_json(name: str) -> dict[str, object]:
+    text = resources.files("dse.workload").joinpath(f"data/models/{name}.json").read_text()
+    return json.loads(text)
+
+
+def test_list_models_is_the_catalog() -> None:
+    assert list_models() == CATALOG
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_catalog_files_name_their_hub_source(name: str) -> None:
+    raw = _catalog_json(name)
+    assert "huggingface.co/" in str(raw["_source"])
+    assert isinstance(raw["architectures"], list) and raw["model_type"]
+
+
+@pytest.mark.parametrize(("name", "published"), sorted(PUBLISHED_PARAMS.items()))
+def test_num_params_matches_published(name: str, published: float) -> None:
+    assert load_model_config(name).num_params == pytest.approx(published, rel=0.01)
+
+
+def test_bert_large_params_between_published_figures() -> None:
+    # Devlin et al. 2019 quote 340M; the HF card of google-bert/bert-large-uncased 336M (BertModel + pooler).
+    assert 335e6 <= load_model_config("bert-large").num_params <= 340e6
+
+
+@pytest.mark.parametrize(("name", "published"), sorted(PUBLISHED_NON_EMBEDDING.items()))
+def test_non_embedding_params_match_published(name: str, published: float) -> None:
+    counts = load_model_config(name).param_counts()
+    assert counts["layers"] + counts["other"] == pytest.approx(published, rel=0.01)
+
+
+def test_tied_embeddings_counted_once() -> None:
+    tied = load_model_config("qwen2-1.5b")
+    assert tied.tie_word_embeddings and tied.param_counts()["lm_head"] == 0
+    untied = load_model_config("llama-3.1-8b")
+    assert untied.param_counts()["lm_head"] == untied.param_counts()["embedding"] == 128256 * 4096
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [
+        ("llama-3.1-8b", "llama-3.1-8b"),
+        ("Llama_3.1_8B", "llama-3.1-8b"),
+        ("LLAMA-3_1-70B", "llama-3.1-70b"),
+        ("meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
+        ("qwen2_5_7b", "qwen2.5-7b"),
+        ("Qwen2-1.5B", "qwen2-1.5b"),
+        ("mistralai/Mistral-7B-v0.1", "mistral-7b"),
+        ("Mistral-7B", "mistral-7b"),
+        ("bert-large-uncased", "bert-large"),
+        ("BERT_large", "bert-large"),
+        ("openai-community/gpt2", "gpt2"),
+        ("OPT-1.3B", "opt-1.3b"),
+    ],
+)
+def test_name_variants_resolve(alias: str, name: str) -> None:
+    assert load_model_config(alias).name == name
+
+
+def test_unknown_name_lists_known_models() -> None:
+    with pytest.raises(ConfigError, match="unknown model 'llama-9b'") as info:
+        load_model_config("llama-9b")
+    for name in CATALOG:
+        assert name in str(info.value)
+
+
+def test_normalized_families() -> None:
+    llama = load_model_config("llama-3.1-8b")
+    assert (llama.family, llama.norm, llama.activation) == ("decoder", "rmsnorm", "silu")
+    assert llama.gated_mlp and llama.position_embedding == "rope"
+    assert (llama.num_heads, llama.num_kv_heads, llama.head_dim) == (32, 8, 128)
+    assert not (llama.qkv_bias or llama.o_bias or llama.mlp_bias)
+    qwen = load_model_config("qwen2.5-7b")
+    assert qwen.qkv_bias and not qwen.o_bias and (qwen.num_heads, qwen.num_kv_heads) == (28, 4)
+    assert load_model_config("mistral-7b").sliding_window == 4096
+    gpt2 = load_model_config("gpt2")
+    assert (gpt2.hidden_size, gpt2.num_layers, gpt2.intermediate_size) == (768, 12, 3072)
+    assert gpt2.activation == "gelu"
+    assert gpt2.tie_word_embeddings and gpt2.norm == "layernorm" and gpt2.num_position_embeddings == 1024
+    opt = load_model_config("opt-1.3b")
+    assert opt.activation == "relu" and opt.num_position_embeddings == 2050 and opt.norm_position == "pre"
+    bert = load_model_config("bert-large")
+    assert (bert.family, bert.norm_position, bert.type_vocab_size) == ("encoder", "post", 2)
+    assert not bert.causal
+
+
+def _write_config(directory: Path, raw: dict[str, object]) -> Path:
+    path = directory / "config.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def test_local_config_json(tmp_path: Path) -> None:
+    raw = _catalog_json("llama-3.1-8b")
+    raw["hidden_size"] = 2048
+    model_dir = tmp_path / "my-llama"
+    model_dir.mkdir()
+    path = _write_config(model_dir, raw)
+    arch = load_model_config(path)
+    assert arch.name == "my-llama" and arch.hidden_size == 2048 and arch.head_dim == 64
+    assert arch.num_params < load_model_config("llama-3.1-8b").num_params
+    assert load_model_config(str(path)) == arch
+    assert load_model_config(model_dir) == arch  # a folder holding config.json
+
+
+def test_local_opt_with_embedding_projection(tmp_path: Path) -> None:
+    # facebook/opt-350m: word_embed_proj_dim 512 < hidden 1024, post-LN, no final norm; HF reports 331M.
+    raw = _catalog_json("opt-1.3b")
+    raw.update(
+        hidden_size=1024,
+        ffn_dim=4096,
+        num_attention_heads=16,
+        word_embed_proj_dim=512,
+        do_layer_norm_before=False,
+    )
+    arch = load_model_config(_write_config(tmp_path, raw))
+    assert arch.embed_dim == 512 and arch.norm_position == "post" and not arch.final_norm
+    assert arch.num_params == pytest.approx(331e6, rel=0.01)
+
+
+def test_missing_required_field_names_file_and_field(tmp_path: Path) -> None:
+    raw = _catalog_json("mistral-7b")
+    del raw["hidden_size"]
+    path = _write_config(tmp_path, raw)
+    with pytest.raises(ConfigError, match="hidden_size") as info:
+        load_model_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_gpt2_missing_field_names_hf_key(tmp_path: Path) -> None:
+    raw = _catalog_json("gpt2")
+    del raw["n_embd"]
+    with pytest.raises(ConfigError, match="'n_embd'"):
+        load_model_config(_write_config(tmp_path, raw))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("num_hidden_layers", "32", "num_hidden_layers.*positive integer"),
+        ("num_attention_heads", 0, "num_attention_heads.*positive integer"),
+        ("num_key_value_heads", 5, "num_kv_heads"),
+        ("hidden_act", "mish", "hidden_act.*mish"),
+        ("tie_word_embeddings", "no", "tie_word_embeddings.*true or false"),
+        ("model_type", "mamba", "model_type 'mamba' is not supported"),
+    ],
+)
+def test_bad_field_values(tmp_path: Path, field: str, value: object, message: str) -> None:
+    raw = _catalog_json("llama-3.1-8b")
+    raw[field] = value
+    with pytest.raises(ConfigError, match=message):
+        load_model_config(_write_config(tmp_path, raw))
+
+
+def test_missing_file_and_invalid_json(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_model_config(tmp_path / "nope.json")
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match=f"{bad}: not valid JSON"):
+        load_model_config(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="JSON object"):
+        load_model_config(bad)
+
+
+def test_arch_from_mapping_and_strictness() -> None:
+    arch = arch_from_hf_config(_catalog_json("qwen2-1.5b"), name="q")
+    assert arch.name == "q" and arch.num_params == load_model_config("qwen2-1.5b").num_params
+    with pytest.raises(ValidationError):
+        arch.hidden_size = 1  # type: ignore[misc]  # frozen
+    with pytest.raises(ValidationError):
+        LlmArch(**arch.model_dump(), colour="red")  # extra keys are forbidden
