@@ -36,7 +36,7 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int]] = {
     "silu_mul": (5.0, 1.0, 2),    # gated MLP: silu(gate) * up, fused
     "gelu_mul": (9.0, 1.0, 2),
     "tanh": (1.0, 1.0, 1),
-    "rotary": (6.0, 0.0, 1),      # q/k rotation with cached cos/sin (sin/cos tables read: counted as one input)
+    "rotary": (6.0, 0.0, 1),      # q/k rotation with cached cos/sin (the tables' reads count as one input)
     "exp": (1.0, 1.0, 1),
 }
 
@@ -45,7 +45,8 @@ def _check_positive(op: object, *fields: str) -> None:
     for field in fields:
         value = getattr(op, field)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{type(op).__name__} '{getattr(op, 'name', '')}': {field} must be a positive integer, got {value!r}")
+            where = f"{type(op).__name__} '{getattr(op, 'name', '')}'"
+            raise ValueError(f"{where}: {field} must be a positive integer, got {value!r}")
 
 
 def _check_dtype(op: object, *fields: str) -> None:
@@ -120,14 +121,23 @@ class AttentionOp:
     count: int = 1
 
     def __post_init__(self) -> None:
-        _check_positive(self, "batch", "num_heads", "num_kv_heads", "head_dim", "seq_len_q", "seq_len_kv", "count")
+        _check_positive(
+            self, "batch", "num_heads", "num_kv_heads", "head_dim", "seq_len_q", "seq_len_kv", "count"
+        )
         _check_dtype(self, "dtype", "kv_dtype")
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"AttentionOp '{self.name}': num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+            raise ValueError(
+                f"AttentionOp '{self.name}': num_heads {self.num_heads} is not a multiple of num_kv_heads "
+                f"{self.num_kv_heads}"
+            )
         if self.seq_len_q > self.seq_len_kv:
-            raise ValueError(f"AttentionOp '{self.name}': seq_len_q {self.seq_len_q} exceeds seq_len_kv {self.seq_len_kv}")
+            raise ValueError(
+                f"AttentionOp '{self.name}': seq_len_q {self.seq_len_q} exceeds seq_len_kv {self.seq_len_kv}"
+            )
         if self.backend not in ("flash", "eager", "decode"):
-            raise ValueError(f"AttentionOp '{self.name}': backend '{self.backend}' is not flash, eager or decode")
+            raise ValueError(
+                f"AttentionOp '{self.name}': backend '{self.backend}' is not flash, eager or decode"
+            )
 
     @property
     def cache_dtype(self) -> str:
@@ -222,7 +232,8 @@ class ElementwiseOp:
         _check_positive(self, "num_elements", "count")
         _check_dtype(self, "dtype", "out_dtype")
         if self.kind not in ELEMENTWISE_KINDS:
-            raise ValueError(f"ElementwiseOp '{self.name}': kind '{self.kind}' is not one of {', '.join(ELEMENTWISE_KINDS)}")
+            kinds = ", ".join(ELEMENTWISE_KINDS)
+            raise ValueError(f"ElementwiseOp '{self.name}': kind '{self.kind}' is not one of {kinds}")
 
     @property
     def num_inputs(self) -> int:
