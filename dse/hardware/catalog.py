@@ -73,7 +73,9 @@ def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
         return data, str(path)
     name = _canonical(str(name_or_path))
     if name not in list_gpus():
-        raise ConfigError(f"unknown GPU '{name_or_path}'; known: {', '.join(list_gpus())} (or a path to a YAML file)")
+        raise ConfigError(
+            f"unknown GPU '{name_or_path}'; known: {', '.join(list_gpus())} (or a path to a YAML file)"
+        )
     return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml"
 
 
@@ -84,12 +86,16 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
             where = ".".join(parts[:i]) or "the GPU"
             keys = sorted(k for k, v in node.items() if isinstance(v, dict)) if isinstance(node, dict) else []
-            raise ConfigError(f"override '{path}': '{part}' is not a section of {where}; sections: {', '.join(keys)}")
+            raise ConfigError(
+                f"override '{path}': '{part}' is not a section of {where}; sections: {', '.join(keys)}"
+            )
         node = node[part]
     key, factor = si_key(parts[-1])
     if key not in node:
         where = ".".join(parts[:-1]) or "the GPU"
-        raise ConfigError(f"override '{path}': unknown field '{parts[-1]}' in {where}; fields: {', '.join(sorted(node))}")
+        raise ConfigError(
+            f"override '{path}': unknown field '{parts[-1]}' in {where}; fields: {', '.join(sorted(node))}"
+        )
     if factor != 1.0:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigError(f"override '{path}': expected a number, got {value!r}")

@@ -39,7 +39,11 @@ class MemoryTechSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> MemoryTechSpec:
-        if not self.data_rate_min_bit_per_s <= self.data_rate_typical_bit_per_s <= self.data_rate_max_bit_per_s:
+        if (
+            not self.data_rate_min_bit_per_s
+            <= self.data_rate_typical_bit_per_s
+            <= self.data_rate_max_bit_per_s
+        ):
             raise ValueError("data rates must satisfy min <= typical <= max")
         if not self.energy_low_j_per_bit <= self.energy_j_per_bit <= self.energy_high_j_per_bit:
             raise ValueError("energy per bit must lie in its [low, high] range")
@@ -64,7 +68,9 @@ def load_memory_tech(name: str) -> MemoryTechSpec:
     key = name.strip().lower().replace("-", "").replace("_", "")
     catalog = _tech_catalog()
     if key not in catalog:
-        raise ConfigError(f"unknown memory technology '{name}'; known: {', '.join(list_memory_technologies())}")
+        raise ConfigError(
+            f"unknown memory technology '{name}'; known: {', '.join(list_memory_technologies())}"
+        )
     return catalog[key]
 
 
@@ -83,7 +89,9 @@ def build_memory(
     tech = load_memory_tech(technology)
     width = tech.typical_bus_width_bits if bus_width_bits is None else int(bus_width_bits)
     rate = tech.data_rate_typical_bit_per_s if data_rate_bit_per_s is None else float(data_rate_bit_per_s)
-    per_device = tech.capacity_per_device_bytes if capacity_per_device_bytes is None else capacity_per_device_bytes
+    per_device = (
+        tech.capacity_per_device_bytes if capacity_per_device_bytes is None else capacity_per_device_bytes
+    )
     if width <= 0 or width % tech.device_width_bits:
         raise ConfigError(
             f"{tech.name}: bus width {width} bits is not a positive multiple of the "
@@ -91,7 +99,8 @@ def build_memory(
         )
     if width > tech.max_bus_width_bits:
         raise ConfigError(
-            f"{tech.name}: bus width {width} bits exceeds the {tech.max_bus_width_bits}-bit maximum considered "
+            f"{tech.name}: bus width {width} bits exceeds the {tech.max_bus_width_bits}-bit maximum "
+            "considered "
             "buildable (die perimeter for PHYs)"
         )
     lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s

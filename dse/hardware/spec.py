@@ -143,7 +143,9 @@ class GpuSpec(_Frozen):
     def tensor_peak_flop_per_s(self, dtype: str, sm_clock_hz: float | None = None) -> float:
         rate = self.sm.tensor_flop_per_clk.get(dtype)  # type: ignore[call-overload]
         if rate is None:
-            raise KeyError(f"{self.name} has no {dtype} tensor cores (has {sorted(self.sm.tensor_flop_per_clk)})")
+            raise KeyError(
+                f"{self.name} has no {dtype} tensor cores (has {sorted(self.sm.tensor_flop_per_clk)})"
+            )
         clock_hz = self.clocks.sm_clock_tensor_spec_hz if sm_clock_hz is None else sm_clock_hz
         return rate * self.num_sms * clock_hz
 

@@ -18,7 +18,13 @@ NormKind = Literal["layernorm", "rmsnorm"]
 
 # Storage size; tf32 is stored as fp32.
 BYTES_PER_ELEMENT: dict[str, float] = {
-    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5,
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
 }
 
 # Elementwise kinds: CUDA-core FLOP and SFU (transcendental) ops per output element, and input count.
@@ -27,16 +33,16 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int]] = {
     # kind: (flop_per_element, sfu_op_per_element, num_inputs)
     "add": (1.0, 0.0, 2),
     "mul": (1.0, 0.0, 2),
-    "scale": (1.0, 0.0, 1),       # tensor x scalar or tensor + scalar
+    "scale": (1.0, 0.0, 1),  # tensor x scalar or tensor + scalar
     "cast": (0.0, 0.0, 1),
     "copy": (0.0, 0.0, 1),
     "relu": (1.0, 0.0, 1),
-    "gelu": (8.0, 1.0, 1),        # tanh approximation
-    "silu": (4.0, 1.0, 1),        # x * sigmoid(x): exp on the SFU
-    "silu_mul": (5.0, 1.0, 2),    # gated MLP: silu(gate) * up, fused
+    "gelu": (8.0, 1.0, 1),  # tanh approximation
+    "silu": (4.0, 1.0, 1),  # x * sigmoid(x): exp on the SFU
+    "silu_mul": (5.0, 1.0, 2),  # gated MLP: silu(gate) * up, fused
     "gelu_mul": (9.0, 1.0, 2),
     "tanh": (1.0, 1.0, 1),
-    "rotary": (6.0, 0.0, 1),      # q/k rotation with cached cos/sin (the tables' reads count as one input)
+    "rotary": (6.0, 0.0, 1),  # q/k rotation with cached cos/sin (the tables' reads count as one input)
     "exp": (1.0, 1.0, 1),
 }
 

@@ -1,0 +1,121 @@
+"""The `dse` command as a user runs it: output, JSON keys, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+
+runner = CliRunner()
+ENERGAIZER = Path(__file__).resolve().parents[2] / "shared" / "data" / "energaizer" / "workloads" / "all"
+
+
+def run_ok(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def run_json(*args: str) -> dict:
+    return json.loads(run_ok(*args, "--json"))
+
+
+def assert_one_line_error(args: list[str], *needles: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    for needle in needles:
+        assert needle in result.output, result.output
+
+
+def test_gpus_lists_catalog() -> None:
+    data = run_json("gpus")
+    names = {row["name"] for row in data["gpus"]}
+    assert {"h100-sxm", "a100-sxm-80gb", "h200-sxm", "l4", "b200", "rtx-4090"} <= names
+    assert "gddr7" in data["memory_technologies"]
+
+
+def test_gpu_show_json_has_si_keys() -> None:
+    data = run_json("gpu", "show", "h100-sxm")
+    assert data["num_sms"] == 132
+    # H100 SXM datasheet: 3.35 TB/s, 80 GB
+    assert data["memory_bw_bytes_per_s"] == pytest.approx(3.35e12, rel=0.02)
+    assert data["memory_capacity_bytes"] == pytest.approx(80 * 2**30, rel=0.03)
+
+
+def test_gpu_show_gddr7_what_if() -> None:
+    data = run_json("gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32")
+    # 512 bit x 32 Gb/s / 8 = 2.048 TB/s; 16 x32 devices of 2 GiB
+    assert data["memory_bw_bytes_per_s"] == pytest.approx(2.048e12, rel=1e-6)
+    assert data["memory_capacity_bytes"] == pytest.approx(32 * 2**30)
+    assert data["num_sms"] == 132
+
+
+def test_gpu_show_set_override() -> None:
+    assert run_json("gpu", "show", "h100-sxm", "--set", "gpu.num_sms=144")["num_sms"] == 144
+
+
+def test_gpu_show_table_renders() -> None:
+    assert "H100" in run_ok("gpu", "show", "h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["gpu", "show", "h999"], ["unknown GPU 'h999'", "h100-sxm"]),
+        (["gpu", "show", "h100-sxm", "--memory", "hbm9"], ["unknown memory technology", "gddr7"]),
+        (["gpu", "show", "h100-sxm", "--set", "num_sms=-4"], ["num_sms"]),
+        (["gpu", "show", "h100-sxm", "--set", "nonsense"], ["PATH=VALUE"]),
+        (["gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "5120"], ["5120"]),
+        (["gpu", "show", "h100-sxm", "--bus-width-bits", "512"], ["--memory"]),
+        (["workload", "show", "--model", "gpt-99"], ["unknown model", "llama-3.1-8b"]),
+        (["workload", "show", "--model", "gpt2", "--phase", "train"], ["prefill", "decode"]),
+        (["workload", "show", "--model", "gpt2", "--precision", "fp64"], ["fp64"]),
+        (["workload", "show", "--kernels", "/nonexistent/file.json"], ["/nonexistent/file.json"]),
+        (["workload", "show"], ["--model", "--kernels"]),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> None:
+    assert_one_line_error(args, *needles)
+
+
+def test_models_lists_catalog() -> None:
+    rows = {row["name"]: row for row in run_json("models")["models"]}
+    assert {"gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b"} <= set(rows)
+    # Published parameter count of Llama-3.1-8B: 8.03 B (model card)
+    assert rows["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_workload_show_model_json_totals() -> None:
+    data = run_json("workload", "show", "--model", "llama-3.1-8b", "--phase", "prefill", "--batch", "1", "--seq-len", "1024")
+    assert data["total_flop"] == pytest.approx(sum(op["total_flop"] for op in data["ops"]))
+    assert data["num_params"] == pytest.approx(8.03e9, rel=0.01)
+    # Forward pass ~ 2 x params x tokens (plus attention): within a few percent
+    assert data["total_flop"] == pytest.approx(2 * 7.5e9 * 1024, rel=0.15)
+    names = [op["name"] for op in data["ops"]]
+    assert any("layer[0-31]" in name for name in names)
+
+
+def test_workload_show_decode_table() -> None:
+    out = run_ok("workload", "show", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "32", "--seq-len", "1024")
+    assert "total" in out
+
+
+@pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")
+def test_workload_show_kernels_file() -> None:
+    data = run_json("workload", "show", "--kernels", str(ENERGAIZER / "gpt2model_gpt2_pbf16_b1_s1024_modeprefill.json"))
+    assert data["num_kernels"] > 100
+    assert data["total_flop"] > 0
+
+
+def test_python_dash_m_entry_point() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dse", "--help"], capture_output=True, text=True, check=True)
+    assert "gpus" in out.stdout
