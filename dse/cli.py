@@ -251,7 +251,10 @@ def workload_show_cmd(
     if as_json:
         _print_json({"name": graph.name, **totals, "meta": graph.meta, "ops": rows})
         return
-    table = Table("op", "kind", "count", "GFLOP", "MB", title=graph.name)
+    table = Table(title=graph.name)
+    table.add_column("op", overflow="fold")
+    for header in ("kind", "count", "GFLOP", "MB"):
+        table.add_column(header, justify="right" if header != "kind" else "left")
     for r in rows:
         table.add_row(
             str(r["name"]),

@@ -364,6 +364,7 @@ def build_prefill_graph(
     builder = _Builder(arch, batch=batch, q_len=seq_len, kv_len=seq_len, precision=prec, backend=backend)
     meta: dict[str, object] = {
         "model": arch.name,
+        "num_params": arch.num_params,
         "phase": "prefill",
         "batch": batch,
         "seq_len": seq_len,
@@ -402,6 +403,7 @@ def build_decode_graph(
     builder = _Builder(arch, batch=batch, q_len=1, kv_len=context_len + 1, precision=prec, backend=backend)
     meta: dict[str, object] = {
         "model": arch.name,
+        "num_params": arch.num_params,
         "phase": "decode",
         "batch": batch,
         "context_len": context_len,
