@@ -43,7 +43,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dse.errors import ConfigError
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import AttentionBackend, AttentionOp, Dtype, ElementwiseOp, GemmOp, NormKind, NormOp, Op
+from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
+    AttentionBackend,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormKind,
+    NormOp,
+    Op,
+)
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -161,6 +171,46 @@ class LlmArch(BaseModel):
     def num_params(self) -> int:
         """All parameters, embeddings included, tied embeddings once."""
         return sum(self.param_counts().values())
+
+
+# ---- memory footprint (bytes), used by the serving predictor's capacity check
+
+
+def weight_bytes(arch: LlmArch, precision: str) -> float:
+    """Bytes of all weights: transformer layers in the GEMM precision, the rest in the activation dtype.
+
+    Embeddings, norms and the LM head stay in the activation dtype under fp8 (as fp8 checkpoints ship them).
+    """
+    prec = _check_precision(precision)
+    counts = arch.param_counts()
+    gemm_b = BYTES_PER_ELEMENT[prec]
+    act_b = BYTES_PER_ELEMENT[_act_dtype(prec)]
+    return counts["layers"] * gemm_b + (arch.num_params - counts["layers"]) * act_b
+
+
+def kv_cache_bytes(arch: LlmArch, precision: str, num_tokens: int) -> float:
+    """KV cache of `num_tokens` tokens (summed over sequences) in the activation dtype."""
+    return (
+        float(num_tokens)
+        * arch.kv_cache_elements_per_token
+        * BYTES_PER_ELEMENT[_act_dtype(_check_precision(precision))]
+    )
+
+
+def prefill_activation_bytes(
+    arch: LlmArch, precision: str, *, batch: int, seq_len: int, attention: str
+) -> float:
+    """Peak transient activations of one prefill layer (layers run one after another) plus fp32 logits.
+
+    Per token: residual, normed input, attention output and MLP output (4 d), Q/K/V, and the MLP's up/gate
+    outputs and activation (3 ff). Eager attention also materializes one layer's score matrix.
+    """
+    act_b = BYTES_PER_ELEMENT[_act_dtype(_check_precision(precision))]
+    tokens = batch * seq_len
+    per_token = 4 * arch.hidden_size + arch.q_dim + 2 * arch.kv_dim + 3 * arch.intermediate_size
+    scores = batch * arch.num_heads * seq_len * seq_len if attention == "eager" else 0
+    logits = batch * arch.vocab_size * 4.0
+    return (tokens * per_token + scores) * act_b + logits
 
 
 # ---- builders
