@@ -1,0 +1,90 @@
+"""Human units for the page: the one place where SI names become ms, mJ, W, GB and MHz.
+
+Inside `dse` every quantity is SI and its name ends in its unit (`e2e_latency_s`, `energy_j`). The report
+is an output edge, so it converts here, picks the scale from the data (ms for milliseconds, µs below), and
+says the unit in every axis title, hover line and table header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.report.frames import METRIC_PREFIX, PARAM_PREFIX
+
+# SI suffix -> ladder of (factor, unit), largest first; the first step where the median is >= 1 wins.
+_LADDERS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
+    ("_bytes_per_s", ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"))),
+    ("_flop_per_s", ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"))),
+    ("_j_per_bit", ((1e-12, "pJ/bit"),)),
+    ("_per_s", ((1.0, "1/s"),)),
+    ("_s", ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))),
+    ("_j", ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ"))),
+    ("_w", ((1.0, "W"),)),
+    ("_bytes", ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))),
+    ("_hz", ((1e6, "MHz"),)),
+    ("_v", ((1.0, "V"),)),
+    ("_frac", ((0.01, "%"),)),
+    # Inputs that already carry a human unit (study paths such as `sm_clock_mhz`) keep it.
+    ("_mhz", ((1.0, "MHz"),)),
+    ("_gb", ((1.0, "GB"),)),
+    ("_c", ((1.0, "°C"),)),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DisplayUnit:
+    """How one column is shown: a label, a unit and the factor that turns SI values into that unit."""
+
+    label: str
+    unit: str = ""
+    factor: float = 1.0
+
+    @property
+    def title(self) -> str:
+        """`label (unit)` for axes, headers and hover lines."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    def convert(self, values: np.ndarray) -> np.ndarray:
+        """SI values -> display values."""
+        return values / self.factor if self.factor != 1.0 else values
+
+
+def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
+    """Pick the label, unit and scale for a `metric.*` or `param.*` column from its values."""
+    is_param = column.startswith(PARAM_PREFIX)
+    name = column.removeprefix(METRIC_PREFIX).removeprefix(PARAM_PREFIX)
+    for suffix, ladder in _LADDERS:
+        if not name.endswith(suffix):
+            continue
+        factor, unit = ladder[-1]
+        if values is not None and len(ladder) > 1:
+            finite = np.abs(np.asarray(values, dtype=float))
+            finite = finite[np.isfinite(finite) & (finite > 0)]
+            if finite.size:
+                median = float(np.median(finite))
+                factor, unit = next(((f, u) for f, u in ladder if median / f >= 1.0), ladder[-1])
+        # Parameters keep their study path (users search for it); metrics drop the unit suffix.
+        label = name if is_param else name.removesuffix(suffix).replace("_", " ")
+        return DisplayUnit(label, unit, factor)
+    return DisplayUnit(name if is_param else name.replace("_", " "))
+
+
+def round_sig(values: np.ndarray, digits: int = 4) -> np.ndarray:
+    """Round to `digits` significant digits so that JSON holds `12.35`, not `12.345678901234`."""
+    a = np.asarray(values, dtype=float)
+    out = a.copy()
+    ok = np.isfinite(a) & (a != 0)
+    if not ok.any():
+        return out
+    exp = digits - 1 - np.floor(np.log10(np.abs(a[ok]))).astype(int)
+    # Divide an integer by an exact power of ten (or multiply for large numbers) so that the result is
+    # the double nearest the decimal and prints short.
+    pos = exp >= 0
+    vals = a[ok]
+    res = np.empty_like(vals)
+    res[pos] = np.round(vals[pos] * 10.0 ** exp[pos]) / 10.0 ** exp[pos]
+    res[~pos] = np.round(vals[~pos] / 10.0 ** (-exp[~pos])) * 10.0 ** (-exp[~pos])
+    out[ok] = res
+    return out

@@ -1,0 +1,477 @@
+"""The Pareto view: `build_pareto_info(trials, objectives) -> ParetoInfo` (data, tested) and
+`plot_pareto(info) -> go.Figure` (drawing, smoke-tested), split as in optuna's `_pareto_front.py`.
+
+Each point falls in one class: `front` (feasible and non-dominated), `dominated` (feasible), `infeasible`
+(evaluated but breaking a constraint; kept with its reason) or `failed` (an error or no objective values;
+counted, not drawn). The scatter uses WebGL (`Scattergl`) and keeps hover data compact: one `customdata`
+row per point (rounded, display units) and one `hovertemplate` per trace, so 50,000 points stay a few MB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.report._imports import try_import
+from dse.report.display import DisplayUnit, display_unit, round_sig
+from dse.report.frames import Objective, ParamInfo, infer_parameters, metric_columns
+
+with try_import() as _imports:
+    import plotly.graph_objects as go
+
+STATUS_ORDER = ("front", "dominated", "infeasible", "failed")
+FRONT_COLOR = "#e4572e"
+DOMINATED_COLOR = "#b8b8b8"
+INFEASIBLE_COLOR = "#7b4fa0"
+LINE_COLOR = "#222222"
+# Hover/customdata carries at most this many metrics besides the plotted objectives.
+MAX_HOVER_METRICS = 12
+
+
+def nondominated_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
+    """True for rows no other row dominates (all objectives no worse, one strictly better).
+
+    Rows with a non-finite value are never on the front. 2-D uses a sort and a running minimum
+    (O(n log n)); more objectives compare each candidate, in lexicographic order, with the front so far.
+    Identical rows are all kept.
+    """
+    vals = np.asarray(values, dtype=float).copy()
+    n = vals.shape[0]
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    for j, d in enumerate(directions):
+        if d == "maximize":
+            vals[:, j] = -vals[:, j]
+    ok = np.flatnonzero(np.isfinite(vals).all(axis=1))
+    v = vals[ok]
+    order = np.lexsort(v.T[::-1])
+    if v.shape[1] == 2:
+        best_y = np.inf
+        last: np.ndarray | None = None
+        for i in order:
+            x, y = v[i]
+            if y < best_y or (last is not None and x == last[0] and y == last[1]):
+                mask[ok[i]] = True
+                best_y = min(best_y, y)
+                last = v[i]
+        return mask
+    front: list[np.ndarray] = []
+    for i in order:
+        cand = v[i]
+        if front:
+            f = np.asarray(front)
+            if (np.all(f <= cand, axis=1) & np.any(f < cand, axis=1)).any():
+                continue
+        front.append(cand)
+        mask[ok[i]] = True
+    return mask
+
+
+@dataclass(frozen=True, kw_only=True)
+class Axis:
+    """One plotted objective: its trials column, direction and display unit."""
+
+    column: str
+    direction: str
+    unit: DisplayUnit
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParetoInfo:
+    """Everything the Pareto scatter shows, computed without plotly.
+
+    `points` is the trials frame plus `status` (one of STATUS_ORDER), `plotted` (has finite x and y),
+    and `_x`/`_y` (the plotted objectives in display units). `front_order` lists the row labels of the
+    front sorted along x. `selected` names a few front points (best of each objective, the knee) by row
+    label, for the energy breakdown and the front table.
+    """
+
+    objectives: tuple[Objective, ...]
+    x: Axis
+    y: Axis
+    points: pd.DataFrame
+    params: tuple[ParamInfo, ...]
+    metrics: tuple[str, ...]
+    metric_units: dict[str, DisplayUnit]
+    param_units: dict[str, DisplayUnit]
+    front_order: tuple[int, ...]
+    selected: dict[str, int]
+    color_by: str | None
+    front_from_log: bool
+
+    def count(self, status: str) -> int:
+        """Number of points in one class."""
+        return int((self.points["status"] == status).sum())
+
+    @property
+    def n_points(self) -> int:
+        """All logged points."""
+        return len(self.points)
+
+    @property
+    def n_plotted(self) -> int:
+        """Points drawn in the scatter (those with finite objective values)."""
+        return int(self.points["plotted"].sum())
+
+    @property
+    def varying_params(self) -> tuple[ParamInfo, ...]:
+        """Parameters that take more than one value in this run."""
+        return tuple(p for p in self.params if p.kind != "constant")
+
+
+def _knee(front_xy: np.ndarray) -> int:
+    """Index of the knee of a front given as minimised, front-ordered values (max distance to the chord)."""
+    if len(front_xy) < 3:
+        return 0
+    lo, hi = front_xy.min(axis=0), front_xy.max(axis=0)
+    norm = (front_xy - lo) / np.where(hi > lo, hi - lo, 1.0)
+    if norm.shape[1] == 2:
+        a, b = norm[0], norm[-1]
+        d = b - a
+        dist = np.abs(d[0] * (norm[:, 1] - a[1]) - d[1] * (norm[:, 0] - a[0])) / max(np.hypot(*d), 1e-12)
+        return int(np.argmax(dist))
+    return int(np.argmin(np.linalg.norm(norm, axis=1)))
+
+
+def _pick_axes(objectives: Sequence[Objective]) -> tuple[Objective, Objective]:
+    """Latency-like objective on x, energy-like on y when there is one; else the first two."""
+    if len(objectives) < 2:
+        raise ValueError("a Pareto view needs at least two objectives")
+    xs = [o for o in objectives if o.column.endswith("_s")]
+    ys = [o for o in objectives if o.column.endswith("_j")]
+    if xs and ys:
+        return xs[0], ys[0]
+    return objectives[0], objectives[1]
+
+
+def build_pareto_info(
+    trials: pd.DataFrame,
+    objectives: Sequence[Objective],
+    *,
+    parameters: Sequence[ParamInfo] | None = None,
+    color_by: str | None = None,
+) -> ParetoInfo:
+    """Classify every point and order the front.
+
+    Args:
+        trials: one row per point in the trials.parquet layout (`frames.read_trials`).
+        objectives: the run's objectives; the first latency-like and energy-like ones are plotted.
+        parameters: parameter descriptions (`frames.infer_parameters`); inferred when omitted.
+        color_by: a parameter path or column to colour by (`sm_clock_mhz` or `param.sm_clock_mhz`).
+
+    The front comes from the log's `on_front` column when it has one, else it is computed over all
+    objectives from the feasible, error-free points.
+    """
+    objectives = tuple(objectives)
+    ox, oy = _pick_axes(objectives)
+    df = trials.reset_index(drop=True).copy()
+    params = tuple(parameters) if parameters is not None else infer_parameters(df)
+    feasible = (
+        df["feasible"].fillna(False).astype(bool) if "feasible" in df else pd.Series(True, index=df.index)
+    )
+    error = df["error"] if "error" in df else pd.Series(None, index=df.index)
+    errored = error.notna() & (error.astype(str).str.len() > 0)
+    obj_vals = np.column_stack(
+        [pd.to_numeric(df[o.column], errors="coerce").to_numpy(float) for o in objectives]
+    )
+    has_values = np.isfinite(obj_vals).all(axis=1)
+    candidates = (feasible & ~errored).to_numpy() & has_values
+
+    front_from_log = "on_front" in df and df["on_front"].notna().any()
+    if front_from_log:
+        on_front = df["on_front"].fillna(False).astype(bool).to_numpy() & candidates
+    else:
+        on_front = np.zeros(len(df), dtype=bool)
+        idx = np.flatnonzero(candidates)
+        on_front[idx] = nondominated_mask(obj_vals[idx], [o.direction for o in objectives])
+
+    status = np.select(
+        [errored.to_numpy(), ~feasible.to_numpy(), ~has_values, on_front],
+        ["failed", "infeasible", "failed", "front"],
+        default="dominated",
+    )
+    df["status"] = status
+    xu = display_unit(ox.column, df.loc[candidates, ox.column].to_numpy(float))
+    yu = display_unit(oy.column, df.loc[candidates, oy.column].to_numpy(float))
+    df["_x"] = xu.convert(pd.to_numeric(df[ox.column], errors="coerce").to_numpy(float))
+    df["_y"] = yu.convert(pd.to_numeric(df[oy.column], errors="coerce").to_numpy(float))
+    # Infeasible points that have objective values are drawn (marked x); those without are only counted.
+    df["plotted"] = np.isfinite(df["_x"]) & np.isfinite(df["_y"]) & (status != "failed")
+
+    front_rows = np.flatnonzero(status == "front")
+    front_rows = front_rows[np.lexsort((df["_y"].to_numpy()[front_rows], df["_x"].to_numpy()[front_rows]))]
+    selected: dict[str, int] = {}
+    if len(front_rows):
+        signs = np.array([-1.0 if o.direction == "maximize" else 1.0 for o in objectives])
+        fvals = obj_vals[front_rows] * signs
+        for j, o in enumerate(objectives):
+            label = display_unit(o.column).label
+            selected[f"best {label}"] = int(front_rows[int(np.argmin(fvals[:, j]))])
+        knee = int(front_rows[_knee(fvals)])
+        if knee not in selected.values():
+            selected["knee"] = knee
+        # Keep the page's order: best x, knee, best y, then any further objectives.
+        keys = list(selected)
+        ordered = [keys[0]] + (["knee"] if "knee" in selected else []) + [k for k in keys[1:] if k != "knee"]
+        seen: set[int] = set()
+        selected = {k: selected[k] for k in ordered if not (selected[k] in seen or seen.add(selected[k]))}
+
+    metrics = tuple(metric_columns(df))
+    metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
+    param_units = {
+        p.column: display_unit(p.column, None if p.is_categorical else df[p.column].to_numpy(float))
+        for p in params
+        if p.kind != "constant"
+    }
+    color_col = None
+    if color_by:
+        wanted = color_by if color_by.startswith("param.") else "param." + color_by
+        if wanted not in {p.column for p in params}:
+            raise ValueError(f"--color-by {color_by!r}: no such parameter; known: {[p.path for p in params]}")
+        color_col = wanted
+    return ParetoInfo(
+        objectives=objectives,
+        x=Axis(column=ox.column, direction=ox.direction, unit=xu),
+        y=Axis(column=oy.column, direction=oy.direction, unit=yu),
+        points=df,
+        params=params,
+        metrics=metrics,
+        metric_units=metric_units,
+        param_units=param_units,
+        front_order=tuple(int(i) for i in front_rows),
+        selected=selected,
+        color_by=color_col,
+        front_from_log=bool(front_from_log),
+    )
+
+
+# --- hover data -------------------------------------------------------------------------------------
+
+
+def _hover_metrics(info: ParetoInfo) -> list[str]:
+    skip = {info.x.column, info.y.column}
+    return [m for m in info.metrics if m not in skip][:MAX_HOVER_METRICS]
+
+
+def customdata_columns(info: ParetoInfo) -> list[str]:
+    """Columns packed into each point's `customdata`, in order: point_id, varying params, metrics."""
+    return ["point_id", *(p.column for p in info.varying_params), *_hover_metrics(info)]
+
+
+def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarray:
+    """One column in display units, rounded, as an object array with None for missing values."""
+    s = rows[col]
+    param = next((p for p in info.params if p.column == col), None)
+    if col == "point_id" or (param is not None and param.is_categorical):
+        vals = s.astype(object).where(s.notna(), None).to_numpy(object)
+        return np.array([v if v is None or isinstance(v, str) else str(v) for v in vals], dtype=object)
+    unit = info.metric_units.get(col) or info.param_units.get(col) or DisplayUnit(col)
+    num = unit.convert(pd.to_numeric(s, errors="coerce").to_numpy(float))
+    digits = 6 if param is not None else 4
+    num = round_sig(num, digits)
+    out = num.astype(object)
+    whole = np.isfinite(num) & (num == np.round(num)) & (np.abs(num) < 2**53)
+    out[whole] = num[whole].astype(np.int64).astype(object)
+    out[~np.isfinite(num)] = None
+    return out
+
+
+def build_customdata(info: ParetoInfo, rows: pd.DataFrame, *, with_reason: bool = False) -> np.ndarray:
+    """The `customdata` array for a set of rows (see `customdata_columns`), plus the reason if asked."""
+    cols = customdata_columns(info)
+    data = np.empty((len(rows), len(cols) + int(with_reason)), dtype=object)
+    for j, col in enumerate(cols):
+        data[:, j] = _display_values(info, rows, col)
+    if with_reason:
+        reason = rows["reason"] if "reason" in rows else pd.Series("", index=rows.index)
+        data[:, -1] = reason.fillna("").astype(str).to_numpy(object)
+    return data
+
+
+def hovertemplate(info: ParetoInfo, status: str, *, with_reason: bool = False) -> str:
+    """One trace's hover template: every parameter and metric with its unit."""
+    cols = customdata_columns(info)
+    lines = [f"<b>%{{customdata[0]}}</b> ({status})"]
+    lines.append(f"{info.x.unit.title}: %{{x:.4g}}")
+    lines.append(f"{info.y.unit.title}: %{{y:.4g}}")
+    for j, col in enumerate(cols[1:], start=1):
+        if col in info.param_units:
+            lines.append(f"{info.param_units[col].title} = %{{customdata[{j}]}}")
+        else:
+            lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]:.4g}}")
+    for p in info.params:
+        if p.kind == "constant":
+            lines.append(f"{p.path} = {p.constant_value} (constant)")
+    if with_reason:
+        lines.append(f"<b>infeasible:</b> %{{customdata[{len(cols)}]}}")
+    return "<br>".join(lines) + "<extra></extra>"
+
+
+# --- colour -----------------------------------------------------------------------------------------
+
+
+def color_values(info: ParetoInfo, rows: pd.DataFrame, column: str) -> np.ndarray:
+    """Numbers to colour by: display values, or integer codes for a categorical parameter."""
+    param = next(p for p in info.params if p.column == column)
+    if param.is_categorical:
+        codes = {v: i for i, v in enumerate(param.categories or ())}
+        return np.array([codes.get(v, np.nan) for v in rows[column]], dtype=np.float32)
+    unit = info.param_units.get(column, DisplayUnit(column))
+    return unit.convert(pd.to_numeric(rows[column], errors="coerce").to_numpy(float)).astype(np.float32)
+
+
+def _colorbar(info: ParetoInfo, column: str) -> dict[str, Any]:
+    param = next(p for p in info.params if p.column == column)
+    bar: dict[str, Any] = {"title": {"text": info.param_units.get(column, DisplayUnit(param.path)).title}}
+    if param.is_categorical:
+        cats = param.categories or ()
+        bar |= {"tickvals": list(range(len(cats))), "ticktext": [str(c) for c in cats]}
+    return bar
+
+
+def _marker_colors(info: ParetoInfo, column: str) -> dict[str, Any]:
+    plotted = info.points[info.points["plotted"] & info.points["status"].isin(["front", "dominated"])]
+    vals = color_values(info, plotted, column)
+    finite = vals[np.isfinite(vals)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    return {"cmin": lo, "cmax": hi if hi > lo else lo + 1, "colorscale": "Viridis"}
+
+
+# --- axes -------------------------------------------------------------------------------------------
+
+LOG_SPAN = 100.0  # start an axis in log scale when its positive values span more than this factor
+
+
+def _axis_type(info: ParetoInfo, col: str) -> str:
+    vals = info.points.loc[info.points["plotted"], col].to_numpy(float)
+    if vals.size == 0 or (vals <= 0).any():
+        return "linear"
+    return "log" if vals.max() / vals.min() > LOG_SPAN else "linear"
+
+
+def _axis_type_menus(info: ParetoInfo) -> list[dict[str, Any]]:
+    """Two small button groups to switch each axis between linear and log scale."""
+    menus = []
+    for k, (axis, col) in enumerate((("xaxis", "_x"), ("yaxis", "_y"))):
+        active = 1 if _axis_type(info, col) == "log" else 0
+        menus.append(
+            {
+                "type": "buttons",
+                "direction": "right",
+                "active": active,
+                "showactive": True,
+                "x": 0.0 + 0.2 * k,
+                "xanchor": "left",
+                "y": 1.0,
+                "yanchor": "bottom",
+                "pad": {"t": 2, "b": 2},
+                "font": {"size": 11},
+                "buttons": [
+                    {
+                        "label": f"{axis[0]} linear",
+                        "method": "relayout",
+                        "args": [{f"{axis}.type": "linear"}],
+                    },
+                    {"label": f"{axis[0]} log", "method": "relayout", "args": [{f"{axis}.type": "log"}]},
+                ],
+            }
+        )
+    return menus
+
+
+# --- figure -----------------------------------------------------------------------------------------
+
+
+def plot_pareto(info: ParetoInfo) -> go.Figure:
+    """Energy-versus-latency scatter: front highlighted and connected, dominated grey, infeasible x.
+
+    Trace names are stable (`dominated`, `infeasible`, `front line`, `front`): the page's colour-by
+    control and the browser test find traces by name.
+    """
+    _imports.check()
+    pts = info.points
+    fig = go.Figure()
+    dom = pts[(pts["status"] == "dominated") & pts["plotted"]]
+    infeas = pts[(pts["status"] == "infeasible") & pts["plotted"]]
+    front = pts.loc[list(info.front_order)]
+    cscale = _marker_colors(info, info.color_by) if info.color_by else {}
+
+    def xy(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+        return {"x": rows["_x"].to_numpy(np.float32), "y": rows["_y"].to_numpy(np.float32)}
+
+    dom_marker: dict[str, Any] = {"size": 4, "color": DOMINATED_COLOR, "opacity": 0.6}
+    fig.add_trace(
+        go.Scattergl(
+            name="dominated",
+            mode="markers",
+            **xy(dom),
+            marker=dom_marker,
+            customdata=build_customdata(info, dom),
+            hovertemplate=hovertemplate(info, "dominated"),
+        )
+    )
+    fig.add_trace(
+        go.Scattergl(
+            name="infeasible",
+            mode="markers",
+            **xy(infeas),
+            marker={"symbol": "x", "size": 6, "color": INFEASIBLE_COLOR, "opacity": 0.7},
+            customdata=build_customdata(info, infeas, with_reason=True),
+            hovertemplate=hovertemplate(info, "infeasible", with_reason=True),
+        )
+    )
+    two_d = len(info.objectives) == 2
+    fig.add_trace(
+        go.Scattergl(
+            name="front line",
+            mode="lines",
+            **xy(front),
+            line={
+                "shape": "hv" if info.x.direction == "minimize" else "vh",
+                "color": LINE_COLOR,
+                "width": 1.5,
+            },
+            hoverinfo="skip",
+            showlegend=False,
+            visible=two_d,
+        )
+    )
+    front_marker: dict[str, Any] = {
+        "size": 9,
+        "line": {"width": 1, "color": LINE_COLOR},
+        "color": FRONT_COLOR,
+    }
+    if info.color_by:
+        front_marker |= cscale | {
+            "color": color_values(info, front, info.color_by),
+            "showscale": True,
+            "colorbar": _colorbar(info, info.color_by),
+        }
+    fig.add_trace(
+        go.Scattergl(
+            name=f"Pareto front ({len(front)})",
+            mode="markers",
+            **xy(front),
+            marker=front_marker,
+            customdata=build_customdata(info, front),
+            hovertemplate=hovertemplate(info, "front"),
+        )
+    )
+    fig.update_layout(updatemenus=_axis_type_menus(info))
+    note = "" if two_d else f" (front over {len(info.objectives)} objectives, drawn in the first two)"
+    fig.update_layout(
+        title={"text": f"{info.y.unit.label} vs {info.x.unit.label}{note}"},
+        xaxis={"title": {"text": info.x.unit.title}, "type": _axis_type(info, "_x")},
+        yaxis={"title": {"text": info.y.unit.title}, "type": _axis_type(info, "_y")},
+        hovermode="closest",
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        margin={"l": 70, "r": 30, "t": 70, "b": 60},
+        template="plotly_white",
+        height=560,
+    )
+    return fig

@@ -1,0 +1,95 @@
+"""Reading run directories: parquet first, the JSONL log when the run was killed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import write_run
+
+from dse.errors import ConfigError
+from dse.report.frames import Objective, load_run, point_params, read_points_jsonl
+
+
+def test_load_run_prefers_parquet_and_reads_summary(small_run: Path) -> None:
+    run = load_run(small_run)
+    assert run.source == "trials.parquet"
+    assert run.complete
+    assert len(run.trials) == 300
+    assert run.objectives == (
+        Objective("metric.e2e_latency_s", "minimize"),
+        Objective("metric.energy_per_output_token_j", "minimize"),
+    )
+    kinds = {p.path: p.kind for p in run.parameters}
+    assert kinds == {
+        "gpu.num_sms": "int",
+        "sm_clock_mhz": "int",
+        "precision": "categorical",
+        "gpu.memory.technology": "categorical",
+        "batch": "int",
+        "workload.seq_len": "constant",
+    }
+    by_path = {p.path: p for p in run.parameters}
+    assert by_path["precision"].categories == ("bf16", "fp8", "fp16")  # the declared order, not sorted
+    assert by_path["workload.seq_len"].constant_value == 4096
+    assert run.breakdowns is not None and run.study_yaml and run.env
+
+
+def test_fallback_to_jsonl_matches_parquet(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, 200, parquet=False, summary=False)
+    with (run_dir / "points.jsonl").open("a") as fh:
+        fh.write('{"point_id": "torn-by-kil')  # a run killed mid-write
+    run = load_run(run_dir)
+    assert run.source == "points.jsonl"
+    assert not run.complete
+    assert len(run.trials) == 200
+    # Objectives come from study.resolved.yaml's mapping spelling.
+    assert [o.column for o in run.objectives] == ["metric.e2e_latency_s", "metric.energy_per_output_token_j"]
+    reference = pd.read_parquet(write_run(tmp_path / "ref", 200) / "trials.parquet")
+    for col in [c for c in reference.columns if c.startswith(("param.", "metric."))]:
+        a, b = run.trials[col].to_numpy(), reference[col].to_numpy()
+        if a.dtype.kind in "fc":
+            np.testing.assert_allclose(a, b.astype(float), equal_nan=True)
+        else:
+            assert list(a) == list(b), col
+
+
+def test_jsonl_keeps_the_last_record_of_a_point(tmp_path: Path) -> None:
+    log = tmp_path / "points.jsonl"
+    recs = [
+        {
+            "point_id": "a",
+            "params": {"gpu": {"num_sms": 100}},
+            "metrics": {"energy_j": 1.0},
+            "feasible": True,
+        },
+        {
+            "point_id": "a",
+            "params": {"gpu": {"num_sms": 100}},
+            "metrics": {"energy_j": 2.0},
+            "feasible": True,
+        },
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    df = read_points_jsonl(log)
+    assert len(df) == 1
+    assert df.loc[0, "metric.energy_j"] == 2.0
+    assert "param.gpu.num_sms" in df.columns  # nested params flatten to dotted paths
+
+
+def test_point_params_gives_python_scalars(small_run: Path) -> None:
+    run = load_run(small_run)
+    params = point_params(run.trials.iloc[0].to_dict(), run.parameters)
+    assert set(params) == {p.path for p in run.parameters}
+    assert type(params["gpu.num_sms"]) is int
+    assert isinstance(params["precision"], str)
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a directory"):
+        load_run(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="no trials.parquet or points.jsonl"):
+        load_run(tmp_path)

@@ -1,0 +1,98 @@
+"""The HTML report: self-contained, complete, and small enough for 50,000 points."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from conftest import write_run
+
+from dse.report.html import write_html_report
+
+EXTERNAL = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.I)
+
+
+def _figure_json(page: str, div_id: str) -> list[dict]:
+    """The `data` argument of the Plotly.newPlot call for one div."""
+    start = page.index(f'Plotly.newPlot(                        "{div_id}",')
+    arr = page[start:].split(",", 1)[1].lstrip()
+    data, _ = json.JSONDecoder().raw_decode(arr)
+    return data
+
+
+def test_report_is_self_contained_and_complete(small_run: Path) -> None:
+    path = write_html_report(small_run)
+    assert path == small_run / "report.html"
+    page = path.read_text(encoding="utf-8")
+    assert not EXTERNAL.search(page), "the page must not load anything from the network"
+    assert page.count("<script") - page.count("<script>") >= 1  # plotly.js inlined in <head>
+    assert (
+        page.index("</head>") > len(page) // 10
+        and "cdn.plot.ly/plotly" not in page[: page.index("</head>")][:200]
+    )
+    assert page.count("Plotly.newPlot(") == 5  # scatter, parcoords, 2 breakdowns, DVFS
+    for section in ("pareto", "front", "parcoords", "breakdown", "dvfs", "settings"):
+        assert f'<section id="{section}">' in page
+    assert "point budget reached (300 points)" in page
+    data = _figure_json(page, "pareto-plot")
+    assert [t["name"] for t in data][:3] == ["dominated", "infeasible", "front line"]
+    assert any('"ticktext":["bf16","fp8","fp16"]' in chunk for chunk in [page.replace(" ", "")])
+    table = page[page.index('id="front-table"') :]
+    table = table[: table.index("</table>")]
+    front_size = json.loads((small_run / "summary.json").read_text())["front_size"]
+    assert table.count("<tr") == front_size + 1
+    assert "knee" in table
+
+
+def test_color_by_and_out(small_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "elsewhere" / "r.html"
+    path = write_html_report(small_run, color_by="gpu.memory.technology", out=out)
+    assert path == out and out.is_file() and not (small_run / "report.html").exists()
+    page = out.read_text(encoding="utf-8")
+    assert '<option value="gpu.memory.technology" selected>' in page
+
+
+def test_breakdown_fn_is_called_for_selected_front_points(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, 300)
+    calls: list[dict] = []
+
+    def breakdown_fn(params: dict) -> dict:
+        calls.append(params)
+        if len(calls) == 2:
+            raise RuntimeError("predictor blew up")
+        return {
+            "by_module": {"dram": 1.0, "tensor": 2.0, "idle": 0.5},
+            "by_op": {f"llama-3.1-8b/layer[{i}]/attn/qkv_proj": 0.1 * i for i in range(14)},
+        }
+
+    page = write_html_report(run_dir, breakdown_fn=breakdown_fn).read_text(encoding="utf-8")
+    assert 2 <= len(calls) <= 3
+    assert all(type(c["gpu.num_sms"]) is int and c["workload.seq_len"] == 4096 for c in calls)
+    assert "predictor blew up" in page  # the failure is reported, the report still written
+    assert "breakdown-module-plot" in page and "breakdown-op-plot" in page
+    ops = _figure_json(page, "breakdown-op-plot")
+    assert len(ops) == 11 and ops[-1]["name"] == "other ops"  # 10 largest + the pooled rest
+    assert ops[0]["name"] == "layer[13]/attn/qkv_proj"  # the shared model name is dropped
+
+
+def test_killed_run_without_clock_or_breakdowns(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, 200, parquet=False, summary=False, clock_varies=False)
+    page = write_html_report(run_dir).read_text(encoding="utf-8")
+    assert "No summary.json" in page and "points.jsonl" in page
+    assert "not a varying parameter" in page and "dvfs-plot" not in page
+    assert "No energy breakdown" in page
+    assert "front was computed for this report" in page
+
+
+def test_50k_points_stay_under_15_mb(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, 50_000, jsonl=False)
+    start = time.perf_counter()
+    path = write_html_report(run_dir)
+    elapsed = time.perf_counter() - start
+    size_mb = path.stat().st_size / 1e6
+    print(f"50k-point report: {size_mb:.2f} MB in {elapsed:.1f} s")
+    assert size_mb < 15.0
+    data = _figure_json(path.read_text(encoding="utf-8"), "pareto-plot")
+    assert {t["type"] for t in data} == {"scattergl"}

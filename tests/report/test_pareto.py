@@ -1,0 +1,98 @@
+"""ParetoInfo (data, tested in full) and plot_pareto (smoke test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import naive_front, write_run
+
+from dse.report.frames import load_run
+from dse.report.pareto_plot import build_pareto_info, nondominated_mask, plot_pareto
+
+
+@pytest.mark.parametrize("n_obj", [2, 3])
+def test_nondominated_mask_matches_naive(n_obj: int) -> None:
+    rng = np.random.default_rng(n_obj)
+    values = rng.integers(0, 12, size=(400, n_obj)).astype(float)  # many ties and duplicates
+    values[::37] = np.nan
+    mask = nondominated_mask(values, ["minimize"] * n_obj)
+    ok = np.isfinite(values).all(axis=1)
+    expected = np.zeros(len(values), dtype=bool)
+    expected[ok] = naive_front(values[ok])
+    np.testing.assert_array_equal(mask, expected)
+
+
+def test_nondominated_mask_maximize() -> None:
+    values = np.array([[1.0, 5.0], [2.0, 6.0], [3.0, 4.0]])  # minimise x, maximise y
+    assert nondominated_mask(values, ["minimize", "maximize"]).tolist() == [True, True, False]
+
+
+def test_build_pareto_info_classifies_and_counts(small_run: Path) -> None:
+    run = load_run(small_run)
+    info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters)
+    t = run.trials
+    assert info.n_points == run.summary["n_points"] == len(t)
+    assert info.count("front") == run.summary["front_size"] == int(t["on_front"].sum())
+    assert info.count("front") + info.count("dominated") == run.summary["n_feasible"]
+    assert info.count("failed") == run.summary["n_failed"]
+    assert info.count("infeasible") == int((~t["feasible"] & t["error"].isna()).sum())
+    np.testing.assert_array_equal(info.points["status"] == "front", t["on_front"])
+    assert info.n_plotted == info.n_points - info.count("failed")
+    assert info.front_from_log
+    # Axes: latency on x in seconds-family units, energy per token on y.
+    assert info.x.column == "metric.e2e_latency_s" and info.y.column == "metric.energy_per_output_token_j"
+    assert info.y.unit.unit == "mJ"
+    # Front sorted along x, y falling: a staircase.
+    fx = info.points.loc[list(info.front_order), "_x"].to_numpy()
+    fy = info.points.loc[list(info.front_order), "_y"].to_numpy()
+    assert np.all(np.diff(fx) >= 0) and np.all(np.diff(fy) <= 0)
+    assert list(info.selected)[0] == "best e2e latency"
+    assert info.selected["best e2e latency"] == info.front_order[0]
+    assert info.selected["best energy per output token"] == info.front_order[-1]
+    assert all(info.points.loc[i, "status"] == "front" for i in info.selected.values())
+
+
+def test_front_is_computed_when_the_log_has_none(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path, 300, parquet=False, summary=False))
+    assert "on_front" not in run.trials
+    info = build_pareto_info(run.trials, run.objectives)
+    assert not info.front_from_log
+    reference = load_run(write_run(tmp_path / "ref", 300)).trials
+    np.testing.assert_array_equal(
+        (info.points["status"] == "front").to_numpy(), reference["on_front"].to_numpy()
+    )
+
+
+def test_color_by_accepts_a_path_and_rejects_unknown(small_run: Path) -> None:
+    run = load_run(small_run)
+    info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by="precision")
+    assert info.color_by == "param.precision"
+    with pytest.raises(ValueError, match="no such parameter"):
+        build_pareto_info(run.trials, run.objectives, color_by="gpu.nope")
+
+
+def test_plot_pareto_smoke(small_run: Path) -> None:
+    run = load_run(small_run)
+    info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by="precision")
+    fig = plot_pareto(info)
+    names = [t.name for t in fig.data]
+    assert names[:3] == ["dominated", "infeasible", "front line"] and names[3].startswith("Pareto front")
+    assert {t.type for t in fig.data} == {"scattergl"}
+    drawn = sum(len(t.x) for t in fig.data if t.name != "front line")
+    assert drawn == info.n_plotted
+    front = fig.data[3]
+    assert len(front.marker.color) == info.count("front")
+    assert list(front.marker.colorbar.ticktext) == ["bf16", "fp8", "fp16"]
+    for path in (
+        "gpu.num_sms",
+        "sm_clock_mhz (MHz)",
+        "precision",
+        "gpu.memory.technology",
+        "workload.seq_len",
+    ):
+        assert path in front.hovertemplate
+    assert "avg power (W)" in front.hovertemplate and "memory (GB)" in front.hovertemplate
+    assert "infeasible:" in fig.data[1].hovertemplate
+    assert fig.data[2].line.shape == "hv"
