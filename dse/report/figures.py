@@ -172,7 +172,7 @@ def _stacked_bars(
                 x=round_sig(unit.convert(x), 4),
                 customdata=np.round(share, 4),
                 marker={"color": colors.get(part)} if part in colors else {},
-                hovertemplate=f"{part}: %{{x:.4g}} {unit.unit} (%{{customdata:.1%}})<extra>%{{y}}</extra>",
+                hovertemplate=f"{part}: %{{x:.4~g}} {unit.unit} (%{{customdata:.1%}})<extra>%{{y}}</extra>",
             )
         )
     fig.update_layout(
@@ -272,7 +272,7 @@ def plot_dvfs(info: ParetoInfo) -> go.Figure | None:
                 name="median over other parameters",
                 legendgroup="median",
                 showlegend=show,
-                hovertemplate=f"%{{x:.0f}} {cunit.unit}: median %{{y:.4g}} {unit.unit}<extra></extra>",
+                hovertemplate=f"%{{x:.0f}} {cunit.unit}: median %{{y:.4~g}} {unit.unit}<extra></extra>",
             ),
             row=1,
             col=k,
@@ -287,7 +287,7 @@ def plot_dvfs(info: ParetoInfo) -> go.Figure | None:
                 legendgroup="front",
                 showlegend=show,
                 customdata=front["point_id"].to_numpy(object),
-                hovertemplate=f"%{{customdata}}<br>%{{x:.0f}} {cunit.unit}: %{{y:.4g}} {unit.unit}"
+                hovertemplate=f"%{{customdata}}<br>%{{x:.0f}} {cunit.unit}: %{{y:.4~g}} {unit.unit}"
                 "<extra></extra>",
             ),
             row=1,

@@ -28,6 +28,7 @@ from dse.report.pareto_plot import (
     FRONT_COLOR,
     ParetoInfo,
     build_pareto_info,
+    category_colorscale,
     customdata_columns,
     plot_pareto,
 )
@@ -95,18 +96,22 @@ _COLOR_JS = """
       return;
     }
     const vf = values(gd.data[iF], p), vd = values(gd.data[iD], p);
-    let lo = Infinity, hi = -Infinity;
-    for (const arr of chk.checked ? [vf, vd] : [vf]) {
-      for (const v of arr) if (v !== null && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-    }
-    if (!isFinite(lo)) { lo = 0; hi = 1; }
-    if (hi <= lo) hi = lo + 1;
     const bar = {title: {text: p.title}};
+    let scale;
     if (p.categories) {
       bar.tickvals = p.categories.map((_, i) => i);
       bar.ticktext = p.categories.map(String);
+      scale = {"marker.colorscale": [p.colorscale], "marker.cmin": [-0.5],
+               "marker.cmax": [p.categories.length - 0.5]};
+    } else {
+      let lo = Infinity, hi = -Infinity;
+      for (const arr of chk.checked ? [vf, vd] : [vf]) {
+        for (const v of arr) if (v !== null && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+      }
+      if (!isFinite(lo)) { lo = 0; hi = 1; }
+      if (hi <= lo) hi = lo + 1;
+      scale = {"marker.colorscale": ["Viridis"], "marker.cmin": [lo], "marker.cmax": [hi]};
     }
-    const scale = {"marker.colorscale": ["Viridis"], "marker.cmin": [lo], "marker.cmax": [hi]};
     Plotly.restyle(gd, Object.assign({"marker.color": [vf], "marker.showscale": [true],
                                       "marker.colorbar": [bar]}, scale), [iF]);
     Plotly.restyle(gd, Object.assign({"marker.color": [chk.checked ? vd : META.dominated],
@@ -182,6 +187,7 @@ def _pareto_section(info: ParetoInfo) -> str:
                 "col": cols.index(p.column),
                 "title": info.param_units[p.column].title,
                 "categories": [str(c) for c in p.categories] if p.categories else None,
+                "colorscale": category_colorscale(len(p.categories)) if p.categories else None,
             }
         )
     meta = json.dumps({"params": meta_params, "front": FRONT_COLOR, "dominated": DOMINATED_COLOR})

@@ -297,13 +297,13 @@ def hovertemplate(info: ParetoInfo, status: str, *, with_reason: bool = False) -
     """One trace's hover template: every parameter and metric with its unit."""
     cols = customdata_columns(info)
     lines = [f"<b>%{{customdata[0]}}</b> ({status})"]
-    lines.append(f"{info.x.unit.title}: %{{x:.4g}}")
-    lines.append(f"{info.y.unit.title}: %{{y:.4g}}")
+    lines.append(f"{info.x.unit.title}: %{{x:.4~g}}")
+    lines.append(f"{info.y.unit.title}: %{{y:.4~g}}")
     for j, col in enumerate(cols[1:], start=1):
         if col in info.param_units:
             lines.append(f"{info.param_units[col].title} = %{{customdata[{j}]}}")
         else:
-            lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]:.4g}}")
+            lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]:.4~g}}")
     for p in info.params:
         if p.kind == "constant":
             lines.append(f"{p.path} = {p.constant_value} (constant)")
@@ -334,12 +334,29 @@ def _colorbar(info: ParetoInfo, column: str) -> dict[str, Any]:
     return bar
 
 
-def _marker_colors(info: ParetoInfo, column: str) -> dict[str, Any]:
-    plotted = info.points[info.points["plotted"] & info.points["status"].isin(["front", "dominated"])]
-    vals = color_values(info, plotted, column)
+CATEGORY_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+def category_colorscale(n: int) -> list[list[Any]]:
+    """A stepped colour scale for integer codes 0..n-1 (used with cmin=-0.5, cmax=n-0.5)."""
+    n = max(n, 1)
+    scale: list[list[Any]] = []
+    for i in range(n):
+        color = CATEGORY_COLORS[i % len(CATEGORY_COLORS)]
+        scale += [[i / n, color], [(i + 1) / n, color]]
+    return scale
+
+
+def color_scale(info: ParetoInfo, column: str) -> dict[str, Any]:
+    """`colorscale`, `cmin`, `cmax` for colouring the front by one parameter (the page's default view)."""
+    param = next(p for p in info.params if p.column == column)
+    if param.is_categorical:
+        n = len(param.categories or ())
+        return {"colorscale": category_colorscale(n), "cmin": -0.5, "cmax": n - 0.5}
+    vals = color_values(info, info.points.loc[list(info.front_order)], column)
     finite = vals[np.isfinite(vals)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    return {"cmin": lo, "cmax": hi if hi > lo else lo + 1, "colorscale": "Viridis"}
+    return {"colorscale": "Viridis", "cmin": lo, "cmax": hi if hi > lo else lo + 1}
 
 
 # --- axes -------------------------------------------------------------------------------------------
@@ -365,9 +382,9 @@ def _axis_type_menus(info: ParetoInfo) -> list[dict[str, Any]]:
                 "direction": "right",
                 "active": active,
                 "showactive": True,
-                "x": 0.0 + 0.2 * k,
+                "x": 0.0 + 0.16 * k,
                 "xanchor": "left",
-                "y": 1.0,
+                "y": 1.01,
                 "yanchor": "bottom",
                 "pad": {"t": 2, "b": 2},
                 "font": {"size": 11},
@@ -399,7 +416,7 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
     dom = pts[(pts["status"] == "dominated") & pts["plotted"]]
     infeas = pts[(pts["status"] == "infeasible") & pts["plotted"]]
     front = pts.loc[list(info.front_order)]
-    cscale = _marker_colors(info, info.color_by) if info.color_by else {}
+    cscale = color_scale(info, info.color_by) if info.color_by else {}
 
     def xy(rows: pd.DataFrame) -> dict[str, np.ndarray]:
         return {"x": rows["_x"].to_numpy(np.float32), "y": rows["_y"].to_numpy(np.float32)}
@@ -463,9 +480,10 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
         )
     )
     fig.update_layout(updatemenus=_axis_type_menus(info))
-    note = "" if two_d else f" (front over {len(info.objectives)} objectives, drawn in the first two)"
+    # No figure title: the page's heading names the plot, and the axis-scale buttons sit up there.
+    note = "" if two_d else f"front over {len(info.objectives)} objectives, drawn in the first two"
     fig.update_layout(
-        title={"text": f"{info.y.unit.label} vs {info.x.unit.label}{note}"},
+        title={"text": note, "x": 0.5, "y": 0.98, "font": {"size": 13}},
         xaxis={"title": {"text": info.x.unit.title}, "type": _axis_type(info, "_x")},
         yaxis={"title": {"text": info.y.unit.title}, "type": _axis_type(info, "_y")},
         hovermode="closest",
