@@ -168,7 +168,7 @@ def rel_std(values: Sequence[float]) -> float:
     return float(arr.std(ddof=1) / abs(arr.mean()))
 
 
-def _counter_available(gpu: GpuProbe) -> bool:
+def counter_available(gpu: GpuProbe) -> bool:
     try:
         gpu.energy_j()
     except MeasurementError as exc:
@@ -392,7 +392,7 @@ def measure_ops(
     if not clocks:
         raise ConfigError("no clocks to measure at (use [None] for the GPU's own choice)")
     label = gpu_label or gpu_handle.name
-    use_counter = _counter_available(gpu_handle)
+    use_counter = counter_available(gpu_handle)
     rng = random.Random(protocol.seed)
     samples: list[KernelSample] = []
     for clock in clocks:

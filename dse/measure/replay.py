@@ -160,9 +160,9 @@ class ReplayGpu:
     def power_at(self, t_s: float) -> float:
         """Board power at virtual time `t_s` (idle outside recorded activity)."""
         i = bisect.bisect_right(self._starts, t_s) - 1
-        if 0 <= i < len(self._segments) and t_s < self._segments[i].t1_s:
-            return self._segments[i].power_w
-        return self._segments[-1].power_w if self._segments else self.idle_power_w_now()
+        if i < 0:
+            return self.idle_power_w_now()
+        return self._segments[i].power_w  # the last segment holds at and after its end
 
     def energy_between_j(self, t0_s: float, t1_s: float) -> float:
         """Exact energy of the recorded activity between two virtual times."""
