@@ -85,7 +85,7 @@ _COLOR_JS = """
       const codes = new Map(p.categories.map((c, i) => [String(c), i]));
       return cd.map((r) => (codes.has(String(r[p.col])) ? codes.get(String(r[p.col])) : null));
     }
-    return cd.map((r) => r[p.col]);
+    return cd.map((r) => (typeof r[p.col] === "number" ? r[p.col] : null));
   }
   function apply() {
     const iF = find("Pareto front"), iD = find("dominated");
@@ -461,6 +461,7 @@ def write_html_report(
         breakdown_fn: `params -> {"by_module": {name: energy_j}, "by_op": {name: energy_j}}`, called for a
             few selected front points; without it the run's breakdowns.json is used, if any.
     """
+    _imports.check()
     run = load_run(run_dir)
     page = build_report_html(run, color_by=color_by, breakdown_fn=breakdown_fn)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE

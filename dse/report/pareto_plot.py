@@ -28,6 +28,7 @@ FRONT_COLOR = "#e4572e"
 DOMINATED_COLOR = "#b8b8b8"
 INFEASIBLE_COLOR = "#7b4fa0"
 LINE_COLOR = "#222222"
+MISSING = "–"  # shown in hover for a parameter or metric a point does not have
 # Hover/customdata carries at most this many metrics besides the plotted objectives.
 MAX_HOVER_METRICS = 12
 
@@ -269,7 +270,9 @@ def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarra
     param = next((p for p in info.params if p.column == col), None)
     if col == "point_id" or (param is not None and param.is_categorical):
         vals = s.astype(object).where(s.notna(), None).to_numpy(object)
-        return np.array([v if v is None or isinstance(v, str) else str(v) for v in vals], dtype=object)
+        return np.array(
+            [MISSING if v is None else v if isinstance(v, str) else str(v) for v in vals], dtype=object
+        )
     unit = info.metric_units.get(col) or info.param_units.get(col) or DisplayUnit(col)
     num = unit.convert(pd.to_numeric(s, errors="coerce").to_numpy(float))
     digits = 6 if param is not None else 4
@@ -277,7 +280,7 @@ def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarra
     out = num.astype(object)
     whole = np.isfinite(num) & (num == np.round(num)) & (np.abs(num) < 2**53)
     out[whole] = num[whole].astype(np.int64).astype(object)
-    out[~np.isfinite(num)] = None
+    out[~np.isfinite(num)] = MISSING
     return out
 
 
@@ -303,7 +306,8 @@ def hovertemplate(info: ParetoInfo, status: str, *, with_reason: bool = False) -
         if col in info.param_units:
             lines.append(f"{info.param_units[col].title} = %{{customdata[{j}]}}")
         else:
-            lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]:.4~g}}")
+            # Already rounded to 4 significant digits; no d3 format, which would print a gap as 0.
+            lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]}}")
     for p in info.params:
         if p.kind == "constant":
             lines.append(f"{p.path} = {p.constant_value} (constant)")

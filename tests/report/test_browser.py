@@ -84,7 +84,10 @@ def test_report_in_headless_chromium(tmp_path: Path, record_property: pytest.Rec
         assert all(t["type"] == "scattergl" for t in traces)
         assert sum(drawn.values()) == n_with_values
         failed = n_log - n_with_values
-        assert f"{failed} point(s) have no objective values" in b.evaluate("document.body.innerText")
+        text = b.evaluate("document.body.innerText")
+        assert f"{failed} point(s) have no objective values" in text
+        assert "WebGL is not supported" not in text  # plotly's message when scattergl cannot draw
+        assert b.evaluate("document.querySelectorAll('#pareto-plot canvas').length") > 0
 
         target = b.evaluate(FRONT_POINT_PIXEL)
         b.mouse_move(target["x"] - 30, target["y"] - 30)

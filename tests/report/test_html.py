@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -96,3 +98,18 @@ def test_50k_points_stay_under_15_mb(tmp_path: Path) -> None:
     assert size_mb < 15.0
     data = _figure_json(path.read_text(encoding="utf-8"), "pareto-plot")
     assert {t["type"] for t in data} == {"scattergl"}
+
+
+def test_without_plotly_the_package_imports_and_says_how_to_install(small_run: Path) -> None:
+    code = (
+        "import sys; sys.modules['plotly'] = None\n"
+        "import dse.report as r\n"
+        "from dse.errors import DseError\n"
+        "try:\n"
+        f"    r.write_html_report({str(small_run)!r})\n"
+        "except DseError as exc:\n"
+        "    print('ERR', exc)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "ERR" in res.stdout and "pip install" in res.stdout, res.stdout + res.stderr
+    assert not (small_run / "report.html").exists()

@@ -96,3 +96,20 @@ def test_plot_pareto_smoke(small_run: Path) -> None:
     assert "avg power (W)" in front.hovertemplate and "memory (GB)" in front.hovertemplate
     assert "infeasible:" in fig.data[1].hovertemplate
     assert fig.data[2].line.shape == "hv"
+
+
+def test_missing_values_show_as_a_dash_in_hover_data(small_run: Path) -> None:
+    from dse.report.pareto_plot import MISSING, build_customdata, customdata_columns
+
+    run = load_run(small_run)
+    t = run.trials.copy()
+    t.loc[0, "param.precision"] = None
+    t.loc[0, "metric.ttft_s"] = np.nan
+    t.loc[0, "param.gpu.num_sms"] = np.nan
+    info = build_pareto_info(t, run.objectives, parameters=run.parameters)
+    cols = customdata_columns(info)
+    row = build_customdata(info, info.points.iloc[[0, 1]])
+    for col in ("param.precision", "metric.ttft_s", "param.gpu.num_sms"):
+        assert row[0, cols.index(col)] == MISSING
+        assert row[1, cols.index(col)] != MISSING
+    assert row[1, cols.index("metric.ttft_s")] == 20  # 0.02 s shown as 20 ms, rounded
