@@ -21,6 +21,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from dse.measure.harness import UnsupportedOpError
 from dse.measure.nvml import NO_LOCK_HINT
 from dse.measure.sampler import PowerTrace
 from dse.measure.samples import KernelSample, op_fields
+from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 
 logger = logging.getLogger(__name__)
@@ -328,3 +330,154 @@ def synthetic_fallback(spec: GpuSpec, *, launch_overhead_s: float = 4e-6) -> Fal
         return latency_s, min(spec.power.tdp_w, idle_w + dynamic * (spec.power.tdp_w - idle_w))
 
     return estimate
+
+
+class ReplayModelRunner:
+    """A workload graph "run" on a ReplayGpu: the `ModelRunner` for tests and `dse measure model --dry-run`.
+
+    Ops run in graph order, layer ops (names with `/layer[`) interleaved layer by layer, each call at the
+    op's replayed (latency, power) with `gap_s` of idle between kernels. `profile()` returns a chrome trace
+    shaped like the torch profiler's (user annotations, runtime launches, kernels with correlation ids)
+    on a profiler clock offset from the virtual clock by `profiler_offset_s`, so alignment is exercised.
+    `expected_energy_j_by_op()` gives the exact per-op energy of one pass.
+    """
+
+    def __init__(
+        self,
+        gpu: ReplayGpu,
+        graph: WorkloadGraph,
+        *,
+        name: str,
+        gap_s: float = 2e-6,
+        profiler_offset_s: float = 1000.0,
+    ) -> None:
+        self._gpu = gpu
+        self.graph = graph
+        self.name = name
+        self.label = graph.name
+        self.kernel_name = ""
+        meta = graph.meta
+        seq_len = int(meta.get("seq_len", meta.get("context_len", 1)))  # type: ignore[call-overload]
+        decode = meta.get("phase") == "decode"
+        self.meta: dict[str, object] = {
+            "precision": meta.get("precision", ""),
+            "attention": meta.get("attention", ""),
+            "batch": meta.get("batch"),
+            "seq_len": seq_len,
+            "seq_len_q": 1 if decode else seq_len,
+            "seq_len_kv": seq_len + 1 if decode else seq_len,
+        }
+        self._gap_s = gap_s
+        self._offset_s = profiler_offset_s
+        self._costs = {op.name: gpu.lookup(op)[:2] for op in graph.ops}
+        self._order = self._schedule()
+
+    def _schedule(self) -> list[Op]:
+        layer_ops = [op for op in self.graph.ops if "/layer[" in op.name]
+        num_layers = max((op.count for op in layer_ops), default=0)
+        before, after, seen_layer = [], [], False
+        for op in self.graph.ops:
+            if "/layer[" in op.name:
+                seen_layer = True
+            else:
+                (after if seen_layer else before).extend([op] * op.count)
+        per_layer = [op for op in layer_ops for _ in range(op.count // max(num_layers, 1))]
+        return before + per_layer * num_layers + after
+
+    def pass_latency_s(self) -> float:
+        return sum(self._costs[op.name][0] + self._gap_s for op in self._order)
+
+    def pass_energy_j(self) -> float:
+        idle = self._gpu.idle_power_w_now()
+        return sum(lat * p + self._gap_s * idle for lat, p in (self._costs[op.name] for op in self._order))
+
+    def expected_energy_j_by_op(self) -> dict[str, float]:
+        """Exact energy of each op in one pass (kernel time x power, gaps excluded)."""
+        out: dict[str, float] = {}
+        for op in self._order:
+            latency_s, power_w = self._costs[op.name]
+            out[op.name] = out.get(op.name, 0.0) + latency_s * power_w
+        return out
+
+    def run(self, num_calls: int) -> int:
+        # Unprofiled passes as one segment of the same duration and energy (keeps long windows cheap).
+        latency_s = self.pass_latency_s()
+        self._gpu.run_calls(latency_s, self.pass_energy_j() / latency_s, num_calls)
+        return num_calls
+
+    def profile(self, num_passes: int, now_s: Callable[[], float]) -> Any:
+        from dse.measure.model_run import SYNC_MARKER, ProfiledRun
+
+        events: list[dict[str, Any]] = []
+
+        def us(t: float) -> float:
+            return (t + self._offset_s) * 1e6
+
+        marker_host_s = now_s()
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": SYNC_MARKER,
+                "pid": 1,
+                "tid": 1,
+                "ts": us(marker_host_s),
+                "dur": 1.0,
+            }
+        )
+        t0 = now_s()
+        corr = 0
+        for _ in range(num_passes):
+            for op in self._order:
+                latency_s, power_w = self._costs[op.name]
+                self._gpu.sleep_s(self._gap_s)
+                start = self._gpu.now_s()
+                corr += 1
+                launch = start - 1e-6
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": op.name,
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": us(launch - 1e-7),
+                        "dur": 0.5,
+                    }
+                )
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": us(launch),
+                        "dur": 0.3,
+                        "args": {"correlation": corr},
+                    }
+                )
+                self._gpu.run_calls(latency_s, power_w, 1)
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": f"replay_kernel<{op_fields(op)['kind']}>",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": us(start),
+                        "dur": latency_s * 1e6,
+                        "args": {"correlation": corr, "stream": 7},
+                    }
+                )
+        t1 = now_s()
+        return ProfiledRun(
+            trace={"traceEvents": events},
+            marker_host_s=marker_host_s,
+            t0_s=t0,
+            t1_s=t1,
+            num_passes=num_passes,
+        )
+
+    def release(self) -> None:
+        pass

@@ -1,0 +1,308 @@
+"""The functions behind `dse measure kernels` and `dse measure model` (the CLI only parses flags and prints).
+
+    measure_kernels_command("gemm", [1410, 1980], Path("h100.parquet"))    # locked clocks (root)
+    measure_kernels_command("all", None, Path("h100.parquet"), no_lock=True)  # observe the GPU's own clocks
+    measure_kernels_command("gemm", None, Path("dry.parquet"), dry_run=True)  # no GPU: synthetic replay
+    measure_model_command("llama-3.1-8b", 1, 2048, Path("runs/llama8b-b1-s2048"))
+
+Clocks: `--clocks-mhz` locks each listed SM clock in turn (snapped to the nearest supported one); without
+it the highest supported clock is locked; `--no-lock` locks nothing and records the clocks the GPU picks
+(it cannot be combined with `--clocks-mhz`). Locking needs root; the error says so.
+
+Without an NVIDIA GPU/driver, or without PyTorch, these raise `MeasurementError` with a one-line message
+(the CLI prints it and exits 2). Outputs are never overwritten: an existing file or run folder is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dse.errors import ConfigError, MeasurementError
+from dse.measure.harness import MeasureProtocol, measure_ops
+from dse.measure.samples import KernelSample, read_samples, write_samples
+from dse.measure.suites import build_suite
+from dse.units import MHZ
+
+logger = logging.getLogger(__name__)
+
+DRY_RUN_GPU = "h100-sxm"
+
+
+def _resolve_clocks(clocks_mhz: Sequence[float] | None, no_lock: bool) -> list[float | None] | None:
+    """Requested clocks in Hz; [None] for --no-lock; None for "the highest supported" (resolved later)."""
+    if no_lock:
+        if clocks_mhz:
+            raise ConfigError(
+                "--no-lock records the clocks the GPU picks; it cannot be combined with --clocks-mhz"
+            )
+        return [None]
+    if not clocks_mhz:
+        return None
+    if any(c <= 0 for c in clocks_mhz):
+        raise ConfigError(f"--clocks-mhz must be positive, got {list(clocks_mhz)}")
+    return [float(c) * MHZ for c in clocks_mhz]
+
+
+def _snap_clocks(gpu: Any, clocks: list[float | None] | None) -> list[float | None]:
+    supported = gpu.supported_sm_clocks_hz()
+    if clocks is None:
+        return [max(supported)] if supported else [None]
+    from dse.measure.nvml import nearest_clock_hz
+
+    out: list[float | None] = []
+    for clock in clocks:
+        snapped = clock if clock is None else nearest_clock_hz(clock, supported)
+        if clock is not None and snapped != clock:
+            logger.warning("%.0f MHz is not a supported SM clock; using %.0f MHz", clock / MHZ, snapped / MHZ)
+        out.append(snapped)
+    return out
+
+
+def _check_new(path: Path) -> None:
+    if path.exists():
+        raise ConfigError(f"{path} exists; measurements are never overwritten: choose a new --out")
+
+
+def _cuda_index(gpu_index: int) -> int:
+    """NVML index of CUDA device `gpu_index` (NVML ignores CUDA_VISIBLE_DEVICES; torch does not)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if not visible:
+        return gpu_index
+    entries = [v.strip() for v in visible.split(",") if v.strip()]
+    if gpu_index < len(entries) and entries[gpu_index].isdigit():
+        return int(entries[gpu_index])
+    raise MeasurementError(
+        f"CUDA_VISIBLE_DEVICES={visible!r}: cannot map CUDA device {gpu_index} to an NVML index (use indices)"
+    )
+
+
+def _open_gpu_and_torch(gpu_index: int) -> Any:
+    """Open the GPU through NVML, then make sure torch is importable: both failures are one-line errors."""
+    from dse.measure.kernels import import_torch
+    from dse.measure.nvml import NvmlGpu
+
+    gpu = NvmlGpu.open(_cuda_index(gpu_index))
+    try:
+        import_torch()
+    except MeasurementError:
+        gpu.close()
+        raise
+    return gpu
+
+
+def _write_env(path: Path, gpu: Any, extra: dict[str, Any]) -> None:
+    from dse.measure.env import collect_env
+
+    env = {**collect_env(gpu), **extra}
+    path.write_text(json.dumps(env, indent=2, default=str) + "\n")
+
+
+def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, list[KernelSample]]:
+    from dse.hardware.catalog import load_gpu
+    from dse.measure.replay import ReplayGpu, synthetic_fallback
+
+    spec = load_gpu(gpu_name or DRY_RUN_GPU)
+    recorded = read_samples(replay) if replay is not None else []
+    gpu = ReplayGpu(
+        recorded,
+        name=spec.name,
+        idle_power_w=lambda f: float(spec.power.idle_power_w.at(f)),
+        power_limit_w=spec.power.tdp_w,
+        default_sm_clock_hz=spec.clocks.sm_clock_max_hz,
+        fallback=synthetic_fallback(spec),
+    )
+    return gpu, spec.name, recorded
+
+
+def measure_kernels_command(
+    suite: str,
+    clocks_mhz: Sequence[float] | None,
+    out: Path,
+    no_lock: bool = False,
+    dry_run: bool = False,
+    *,
+    gpu_index: int = 0,
+    replay: Path | None = None,
+    gpu_name: str | None = None,
+    protocol: MeasureProtocol | None = None,
+) -> Path:
+    """Measure a kernel suite at a list of clocks and write the samples (parquet or CSV by suffix).
+
+    Args:
+        suite: gemm, attention, softmax, norm, elementwise, all (or smoke).
+        clocks_mhz: SM clocks to lock, MHz; None: the highest supported clock.
+        out: samples file (`.parquet` or `.csv`); `<out>.env.json` records the machine.
+        no_lock: lock nothing, record the clocks the GPU runs at.
+        dry_run: no GPU: replay `replay` samples where they match, synthetic values elsewhere (rows are
+            tagged `dry-run`); exercises the whole pipeline in seconds of wall time.
+        gpu_index: CUDA device index.
+        replay: recorded samples file for the dry run.
+        gpu_name: catalog GPU the dry run pretends to be (default h100-sxm).
+        protocol: measurement protocol (default `MeasureProtocol()`).
+
+    Returns:
+        The samples file written.
+    """
+    out = Path(out)
+    if out.suffix not in (".parquet", ".csv"):
+        raise ConfigError(f"--out {out}: samples are written as .parquet or .csv")
+    _check_new(out)
+    ops = build_suite(suite)
+    requested = _resolve_clocks(clocks_mhz, no_lock)
+    protocol = protocol or MeasureProtocol()
+    env_path = out.with_name(out.name + ".env.json")
+    if dry_run:
+        gpu, label, _ = _dry_run_gpu(gpu_name, replay)
+        clocks = requested if requested is not None else [gpu.sm_clock_hz()]
+        source = f"dry-run:{replay.name}" if replay is not None else "dry-run:synthetic"
+        samples = measure_ops(ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=source)
+        write_samples(out, samples)
+        _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
+        return out
+    from dse.measure.env import catalog_gpu_name
+    from dse.measure.kernels import TorchLauncher
+
+    gpu = _open_gpu_and_torch(gpu_index)
+    samples: list[KernelSample] = []
+    try:
+        clocks = _snap_clocks(gpu, requested)
+        launcher = TorchLauncher(gpu_index)
+        label = catalog_gpu_name(gpu.name) or gpu.name
+        samples = measure_ops(
+            ops,
+            clocks,
+            protocol,
+            gpu,
+            launcher,
+            gpu_label=label,
+            source=f"dse-measure:{suite}",
+            on_sample=lambda s: logger.info(
+                "%s @ %s: %.3g s, %.1f W", s.name, s.sm_clock_hz, s.latency_s, s.avg_power_w
+            ),
+        )
+    finally:
+        if samples:  # keep what was measured, also when interrupted
+            write_samples(out, samples)
+            _write_env(env_path, gpu, {"suite": suite, "no_lock": no_lock})
+        gpu.close()
+    return out
+
+
+def measure_model_command(
+    model: str,
+    batch: int,
+    seq_len: int,
+    out: Path,
+    no_lock: bool = False,
+    *,
+    phase: str = "prefill",
+    precision: str = "bf16",
+    attention: str = "flash",
+    clock_mhz: float | None = None,
+    gpu_index: int = 0,
+    dry_run: bool = False,
+    gpu_name: str | None = None,
+    protocol: MeasureProtocol | None = None,
+) -> Path:
+    """Measure one model end to end with a per-op energy breakdown; writes a run folder and returns it.
+
+    Folder contents: `samples.parquet` (one `kind="model"` row, per forward pass), `breakdown.json`
+    (`by_op` / `by_module` in the serving-prediction layout, J per pass), `power_trace.parquet` and
+    `kernels.parquet` (the profiled window's power samples and kernel timeline, host clock), `env.json`.
+
+    Args:
+        model: catalog model name or config.json path (`dse models`).
+        batch, seq_len: sequences and tokens per sequence (decode: KV-cache length).
+        out: run folder (must not exist yet).
+        no_lock: lock nothing, record the clocks the GPU runs at.
+        phase: prefill or decode.
+        precision, attention: as in `dse workload show` (fp8 is not supported for measured runs).
+        clock_mhz: SM clock to lock (default: the highest supported).
+        gpu_index: CUDA device index.
+        dry_run: no GPU: the workload graph replayed on a synthetic ReplayGpu.
+        gpu_name: catalog GPU the dry run pretends to be.
+        protocol: measurement protocol.
+    """
+    from dse.measure.model_run import build_torch_llm, measure_model
+    from dse.workload.models import load_model_config
+
+    out = Path(out)
+    _check_new(out)
+    arch = load_model_config(model)
+    requested = _resolve_clocks([clock_mhz] if clock_mhz else None, no_lock)
+    protocol = protocol or MeasureProtocol()
+    if dry_run:
+        from dse.measure.replay import ReplayModelRunner
+        from dse.workload.llm import build_decode_graph, build_prefill_graph
+
+        gpu, label, _ = _dry_run_gpu(gpu_name, None)
+        if phase == "decode":
+            graph = build_decode_graph(
+                arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
+            )
+        elif phase == "prefill":
+            graph = build_prefill_graph(
+                arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
+            )
+        else:
+            raise ConfigError(f"phase '{phase}' is not prefill or decode")
+        runner: Any = ReplayModelRunner(gpu, graph, name=arch.name)
+        clock = requested[0] if requested is not None else gpu.sm_clock_hz()
+        result = measure_model(
+            runner, gpu, protocol, sm_clock_hz=clock, gpu_label=label, phase=phase, source="dry-run:synthetic"
+        )
+        _write_run(out, result)
+        _write_env(out / "env.json", gpu, {"dry_run": True, "model": arch.name})
+        return out
+    from dse.measure.env import catalog_gpu_name
+
+    gpu = _open_gpu_and_torch(gpu_index)
+    try:
+        clock = _snap_clocks(gpu, requested)[0]
+        runner = build_torch_llm(
+            arch,
+            batch=batch,
+            seq_len=seq_len,
+            phase=phase,
+            precision=precision,
+            attention=attention,
+            device_index=gpu_index,
+        )
+        try:
+            result = measure_model(
+                runner,
+                gpu,
+                protocol,
+                sm_clock_hz=clock,
+                gpu_label=catalog_gpu_name(gpu.name) or gpu.name,
+                phase=phase,
+            )
+        finally:
+            runner.release()
+        _write_run(out, result)
+        _write_env(out / "env.json", gpu, {"model": arch.name, "no_lock": no_lock})
+    finally:
+        gpu.close()
+    return out
+
+
+def _write_run(out: Path, result: Any) -> None:
+    out.mkdir(parents=True, exist_ok=False)
+    write_samples(out / "samples.parquet", [result.sample])
+    (out / "breakdown.json").write_text(json.dumps(result.breakdown, indent=2, default=float) + "\n")
+    pd.DataFrame(result.power_trace.rows()).to_parquet(out / "power_trace.parquet", index=False)
+    kernels = pd.DataFrame(
+        [
+            {"name": k.name, "op": k.op, "start_s": k.start_s, "end_s": k.end_s, "stream": k.stream}
+            for k in result.timeline.kernels
+        ],
+        columns=["name", "op", "start_s", "end_s", "stream"],
+    )
+    kernels.to_parquet(out / "kernels.parquet", index=False)
