@@ -1,0 +1,310 @@
+"""GEMM on Tensor Cores (per dtype) and on CUDA cores (fp32): tiles, waves, traffic and timeline.
+
+`C[batch, m, n] = A[batch, m, k] @ B[batch or 1, k, n]`. For each candidate (tile, split-K) of
+`dse.perf.tiles` the model builds the per-threadblock timeline and picks the candidate with the lowest
+analytical latency (the selection rule documented in `tiles`).
+
+Traffic (per execution):
+- L2 -> SM: every threadblock loads its A rows and B columns for its K range (partial edge tiles load only
+  their real rows: TMA / predicated loads do not fetch out-of-bounds data).
+- DRAM: ideal swizzling reads A and B once. When A and B together exceed the L2, the fraction that does not
+  fit is re-read once per wave: a wave covers a near-square block of `a x b` output tiles and loads
+  `a` row panels of A and `b` column panels of B. DRAM traffic is always at least the compulsory bytes.
+- C is written once (split-K: each slice writes fp32 partials, a reduction kernel reads them and writes C).
+- shared memory: the stage writes plus the warp-level reads (`(tile_m / warp_m) (tile_n / warp_n)
+  (warp_m + warp_n) K` elements per stage).
+
+Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
+- load of one stage: max(DRAM share, L2 slice, shared-memory write, latency / (stages - 1));
+- MMA of one stage: max(Tensor-Core time of the padded tile, shared-memory reads);
+- prologue = DRAM latency + one stage load; mainloop = K steps x max(load, MMA); epilogue = C store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.pipeline import (
+    MODULE_INDEX,
+    Timeline,
+    build_estimates,
+    correct,
+    empty_busy,
+    merge_timelines,
+    vmax,
+    wave_schedule,
+)
+from dse.perf.rates import (
+    DRAM_LATENCY_S,
+    DTYPE_BYTES,
+    Rates,
+    arch_family,
+    effective_sm_clock_hz,
+    rates_at,
+    tensor_flop_per_clk,
+)
+from dse.perf.tiles import SPLIT_PREFERENCE, SPLITS, STREAM_K, GemmTile, gemm_tiles, occupancy
+from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
+from dse.workload.ops import GemmOp
+
+# Coefficient groups: gemm/<dtype class>/<tile class>.
+DTYPE_CLASS: dict[str, str] = {
+    "bf16": "f16", "fp16": "f16", "fp8": "f8", "int8": "f8", "tf32": "tf32", "fp32": "fp32", "fp4": "f4",
+}
+DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
+TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
+GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
+
+_SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
+
+
+def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarray]:
+    """Per-candidate constants, shape [1, C] (C = tiles x splits)."""
+    rows = []
+    for ti, t in enumerate(tiles):
+        conc = occupancy(rates, smem_bytes=t.smem_bytes(), threads=t.threads, regs_per_thread=t.regs_per_thread())
+        for s in SPLITS:
+            cls = t.tile_class if t.simt or s == 1 else ("streamk" if s == STREAM_K else "splitk")
+            rows.append((ti, t.tile_m, t.tile_n, t.k_step_bytes, t.warp_m, t.warp_n, t.stages, conc, s,
+                         t.preference * SPLIT_PREFERENCE[s], t.multicast, TILE_CLASSES.index(cls)))
+    arr = np.array(rows, dtype=float).T
+    names = ("tile_idx", "tm", "tn", "kb", "wm", "wn", "stages", "conc", "split", "pref", "mcast", "cls")
+    return {name: arr[i][None, :] for i, name in enumerate(names)}
+
+
+def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, simt: bool,
+              full: bool, persistent: bool) -> dict:
+    """Timeline of candidates `c` for rows `r` (arrays broadcast: rows [N, 1], candidates [1, C] or [N, 1])."""
+    m, n, k, batch, in_b, out_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"], r["out_b"]
+    sms = rates.num_sms
+    bw_dram = rates.dram_bw_bytes_per_s
+    l2_sm = r["l2_sm"]
+    smem_sm = r["smem_sm"]
+    math_sm = r["fp32_sm"] if simt else r["tc_sm"]
+    tm, tn, conc, stages = c["tm"], c["tn"], c["conc"], c["stages"]
+    stream_k = c["split"] == STREAM_K
+    s = np.where(stream_k, 1.0, c["split"])
+    slots = sms * conc
+
+    kt = c["kb"] / in_b
+    tiles_m = np.ceil(m / tm)
+    tiles_n = np.ceil(n / tn)
+    k_split = np.ceil(k / s)
+    nk = np.ceil(k_split / kt)
+    plane = tiles_m * tiles_n
+    g = plane * s * batch
+    units = g * nk  # K iterations of all threadblocks
+    valid = np.where(stream_k, units >= 2.0 * slots, (s == 1) | (k_split >= 2 * kt))
+    mt_avg = m / tiles_m
+    nt_avg = n / tiles_n
+    kt_avg = k_split / nk
+    step_b = (mt_avg + nt_avg) * kt_avg * in_b  # what one threadblock stages per K step
+    # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist).
+    mcast = np.minimum(c["mcast"], tiles_m)
+    step_l2 = (mt_avg + nt_avg / mcast) * kt_avg * in_b
+
+    # DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest.
+    l2_ab = units * step_l2
+    b_batches = np.where(r["b_shared"], 1.0, batch)
+    ideal = batch * m * k * in_b + b_batches * k * n * in_b
+    w = np.minimum(slots, plane)
+    a_blk = np.clip(np.round(np.sqrt(w)), 1.0, tiles_m)
+    b_blk = np.clip(np.ceil(w / a_blk), 1.0, tiles_n)
+    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * k_split * in_b
+    per_wave = (plane / w) * wave_b * s * batch
+    fit = np.clip(rates.l2_bytes / ideal, 0.0, 1.0)
+    dram_ab = np.minimum(fit * ideal + (1.0 - fit) * np.maximum(per_wave, ideal), l2_ab)
+    dram_ab = np.maximum(dram_ab, ideal)
+    ratio = dram_ab / l2_ab
+
+    # Data-parallel (and split-K) rounds; stream-K spreads the K iterations evenly over all slots.
+    sched = wave_schedule(g, conc, sms)
+    rounds, c_last, a_full, a_last = sched["rounds"], sched["conc_last"], sched["active_full"], sched["active_last"]
+    sk_iters = np.ceil(units / slots)  # K iterations of the busiest slot
+    sk_tiles = np.ceil(g / slots)  # output tiles a slot finishes
+    sk_fix = np.where(np.mod(g, slots) > 0, 1.0, 0.0)  # a partial tile to fix up through the workspace
+
+    flop_step = 2.0 * tm * tn * kt
+    smem_rd = (tm / c["wm"]) * (tn / c["wn"]) * (c["wm"] + c["wn"]) * kt * in_b
+    t_math = np.maximum(flop_step / math_sm, smem_rd / smem_sm)
+    lat_floor = DRAM_LATENCY_S / np.maximum(stages - 1.0, 1.0)
+    out_cta_b = mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b)
+    fix_b = 2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES
+
+    def load(cc: np.ndarray, act: np.ndarray) -> np.ndarray:
+        return vmax(act * step_l2 * ratio / bw_dram, cc * step_l2 / l2_sm, cc * step_b / smem_sm, lat_floor)
+
+    def store(cc: np.ndarray, act: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        return vmax(act * nbytes / bw_dram, cc * nbytes / l2_sm, cc * nbytes / smem_sm)
+
+    ld_f, ld_l = load(conc, a_full), load(c_last, a_last)
+    mm_f, mm_l = conc * t_math, c_last * t_math
+    e_f, e_l = store(conc, a_full, out_cta_b), store(c_last, a_last, out_cta_b)
+    e_fix = sk_fix * store(conc, a_full, fix_b)
+    red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
+    t_red = np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_b / bw_dram, red_b / (l2_sm * sms)), 0.0)
+    if persistent:
+        # One threadblock per slot loops over its tiles: the pipeline fills once, and the producer keeps
+        # loading the next tile while the previous tile's C drains, so earlier stores only add traffic to
+        # the mainloop steps; only the last tile's store (and any fix-up or split-K reduction) is exposed.
+        t_pro = DRAM_LATENCY_S + np.where(stream_k | (rounds > 1), ld_f, ld_l)
+        w_f = np.where(stream_k, sk_iters, (rounds - 1.0) * nk)
+        ld_f = ld_f + np.where(stream_k, (sk_tiles - 1.0) * e_f / sk_iters, e_f / nk)
+        w_l = np.where(stream_k, 0.0, nk)
+        t_epi = np.where(stream_k, e_f + e_fix, e_l) + t_red
+    else:
+        t_pro = np.where(stream_k, (sk_tiles + sk_fix) * (DRAM_LATENCY_S + ld_f),
+                         (rounds - 1.0) * (DRAM_LATENCY_S + ld_f) + DRAM_LATENCY_S + ld_l)
+        w_f = np.where(stream_k, sk_iters, (rounds - 1.0) * nk)
+        w_l = np.where(stream_k, 0.0, nk)
+        t_epi = np.where(stream_k, sk_tiles * e_f + e_fix, (rounds - 1.0) * e_f + e_l) + t_red
+    if not full:
+        return {"valid": valid, "t_pro": t_pro, "t_epi": t_epi, "w_f": w_f, "ld_f": ld_f, "mm_f": mm_f,
+                "w_l": w_l, "ld_l": ld_l, "mm_l": mm_l}
+
+    shape = np.broadcast_shapes(np.shape(t_pro), np.shape(t_epi), np.shape(ld_f), np.shape(w_f))
+    flat = lambda x: np.broadcast_to(x, shape).ravel()  # noqa: E731
+    n_rows = flat(t_pro).shape[0]
+    busy = empty_busy(n_rows)
+    w_b = g * out_cta_b + np.where(stream_k, sk_fix * slots * fix_b, 0.0)  # C, partials, fix-ups
+    smem_total = units * (step_b + smem_rd)
+    busy[1, MODULE_INDEX["dram"]] = flat(dram_ab / bw_dram)
+    busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / (l2_sm * sms))
+    busy[1, MODULE_INDEX["smem"]] = flat(smem_total / (smem_sm * sms))
+    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(units * flop_step / (math_sm * sms))
+    busy[2, MODULE_INDEX["dram"]] = flat((w_b + red_b) / bw_dram)
+    busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b) / (l2_sm * sms))
+    busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))
+    busy[2, MODULE_INDEX["cuda"]] = flat(g * mt_avg * nt_avg * 2.0 / (r["fp32_sm"] * sms))
+    timeline = Timeline(
+        t_pro=flat(t_pro),
+        t_epi=flat(t_epi),
+        main_w=np.stack([flat(w_f), flat(w_l)]),
+        main_load=np.stack([flat(ld_f), flat(ld_l)]),
+        main_math=np.stack([flat(mm_f), flat(mm_l)]),
+        busy=busy,
+    )
+    return {
+        "timeline": timeline,
+        "dram_bytes": flat(dram_ab + w_b + red_b),
+        "l2_bytes": flat(l2_ab + w_b + red_b),
+        "smem_bytes": flat(smem_total + w_b),
+        "grid": flat(np.where(stream_k, np.minimum(slots, g), g)),
+    }
+
+
+def gemm_arrays(
+    *,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    batch: np.ndarray,
+    dtype: list[str] | tuple[str, ...],
+    out_dtype: list[str] | tuple[str, ...],
+    b_shared: np.ndarray,
+    gpu: GpuSpec,
+    sm_clock_hz: np.ndarray,
+    coeffs: CoeffTable | object | None = None,
+) -> dict[str, np.ndarray]:
+    """Vectorized GEMM model over N shapes (and per-row SM clocks).
+
+    Returns: latency_s, analytical_s, util [6, N], flop, dram_bytes, l2_bytes, smem_bytes, group (index
+    into GROUPS), tile_idx, split, simt, grid (arrays) and timeline (the uncorrected `Timeline`).
+    """
+    m = np.asarray(m, dtype=float)
+    num = m.shape[0]
+    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    n, k, batch = bc(n), bc(k), bc(batch)
+    f = bc(sm_clock_hz)
+    shared = np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,))
+    dtype = list(dtype)
+    in_b = np.array([DTYPE_BYTES[d] for d in dtype])
+    out_b = np.array([DTYPE_BYTES[o] for o in out_dtype])
+    tc_clk = np.array([tensor_flop_per_clk(gpu, d) for d in dtype])
+    simt = tc_clk <= 0.0
+    rates = rates_at(gpu, f)
+    arch = arch_family(gpu)
+    rows = {
+        "m": m, "n": n, "k": k, "batch": batch, "in_b": in_b, "out_b": out_b, "b_shared": shared, "clock": f,
+        "l2_sm": rates.l2_bw_per_sm_bytes_per_s, "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
+        "fp32_sm": rates.fp32_flop_per_s_per_sm, "tc_sm": np.maximum(tc_clk, 1.0) * f,
+    }
+    res = {key: np.zeros(num) for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")}
+    parts = []
+    group = np.zeros(num, dtype=int)
+    table = coeff_table(coeffs).matrix(GROUPS)
+    for is_simt in (False, True):
+        sel = np.nonzero(simt == is_simt)[0]
+        if sel.size == 0:
+            continue
+        tiles = gemm_tiles(arch, is_simt)
+        cands = _candidates(tiles, rates)
+        col = {key: (v[sel] if np.ndim(v) else v)[:, None] for key, v in rows.items()}
+        dcls = np.array([DTYPE_CLASSES.index(DTYPE_CLASS[dtype[i]]) for i in sel])
+        cand_group = dcls[:, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
+        persistent = arch == "hopper" and not is_simt
+        ev = _evaluate(col, cands, rates, is_simt, full=False, persistent=persistent)
+        cf = table[cand_group]  # [n, C, 6]
+        dm, dl = cf[..., 4], cf[..., 5]
+        t_main = (ev["w_f"] * np.maximum(dl * ev["ld_f"], dm * ev["mm_f"])
+                  + ev["w_l"] * np.maximum(dl * ev["ld_l"], dm * ev["mm_l"]))
+        pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
+        best = np.argmin(np.where(ev["valid"], pred * cands["pref"], np.inf), axis=1)
+        chosen = {key: v[0, best][:, None] for key, v in cands.items()}
+        ev = _evaluate(col, chosen, rates, is_simt, full=True, persistent=persistent)
+        for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid"):
+            res[key][sel] = ev[key]
+        parts.append((sel, ev["timeline"]))
+        res["tile_idx"][sel] = chosen["tile_idx"].ravel()
+        res["split"][sel] = chosen["split"].ravel()
+        group[sel] = cand_group[np.arange(sel.size), best]
+    timeline = parts[0][1] if len(parts) == 1 else merge_timelines(parts, num)
+    latency_s, util = correct(timeline, table[group])
+    res.update(
+        latency_s=latency_s,
+        analytical_s=timeline.analytical_s(),
+        util=util,
+        timeline=timeline,
+        flop=2.0 * batch * m * n * k,
+        group=group,
+        simt=simt,
+    )
+    return res
+
+
+def _tile_name(gpu: GpuSpec, simt: bool, tile_idx: float, split: float) -> str:
+    tiles = gemm_tiles(arch_family(gpu), simt)
+    name = tiles[int(tile_idx)].name
+    if split == STREAM_K:
+        return f"{name}_streamk"
+    return name if split <= 1 else f"{name}_splitk{int(split)}"
+
+
+def estimate_many(ops: list[GemmOp], gpu: GpuSpec, point: OperatingPoint,
+                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+    """Estimates for many GEMMs at one operating point, vectorized."""
+    if not ops:
+        return []
+    clock_hz = effective_sm_clock_hz(gpu, point)
+    out = gemm_arrays(
+        m=np.array([o.m for o in ops], dtype=float),
+        n=np.array([o.n for o in ops], dtype=float),
+        k=np.array([o.k for o in ops], dtype=float),
+        batch=np.array([o.batch for o in ops], dtype=float),
+        dtype=[o.dtype for o in ops],
+        out_dtype=[o.c_dtype for o in ops],
+        b_shared=np.array([o.b_shared for o in ops]),
+        gpu=gpu,
+        sm_clock_hz=np.full(len(ops), clock_hz),
+        coeffs=coeffs,
+    )
+    tiles = [_tile_name(gpu, bool(out["simt"][i]), out["tile_idx"][i], out["split"][i]) for i in range(len(ops))]
+    groups = [GROUPS[g] for g in out["group"]]
+    return build_estimates(ops, ["gemm"] * len(ops), out, np.full(len(ops), clock_hz), tiles, groups)
+
+
+def estimate(op: GemmOp, gpu: GpuSpec, point: OperatingPoint,
+             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+    """One GEMM at one operating point (the scalar view of `gemm_arrays`)."""
+    return estimate_many([op], gpu, point, coeffs)[0]

@@ -1,0 +1,165 @@
+"""Shared pieces of every kernel timeline: waves with busy and lazy SMs, phases, and the correction.
+
+A kernel's analytical timeline has three phases (EnergAIzer section IV-B):
+
+- prologue: the exposed pipeline fill (memory latency plus the first stage's load), per round of
+  threadblocks on the busiest SM;
+- mainloop: the pipelined iterations, each exposing the slowest of its overlapped actions; it carries all
+  the compulsory operand traffic and all the math, so it alone is at least the roofline time of the inputs;
+- epilogue: the stores (and split-K / split-KV reductions), not overlapped.
+
+The fitted correction is `lambda_pro * t_pro + lambda_main * t_main + lambda_epi * t_epi + eps`. The
+fit constrains `lambda_main >= 1`, `lambda_epi >= 1`, `lambda_pro >= 0`, `eps >= 0` (see
+`dse.calibrate.fit_latency`): since the mainloop and the epilogue carry all compulsory work at ideal
+rates, the corrected latency can never drop below the roofline bound.
+
+Module busy times are kept per phase as a `[3, len(MODULES), N]` array (phase, module, row); a module's
+utilization is the lambda-weighted sum of its busy times over the latency, as in the paper (IV-B3). Busy
+times of SM-local modules are averaged over all SMs, so lazy SMs count with their idle tail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.perf.types import MODULES, KernelEstimate
+
+PHASES: tuple[str, ...] = ("prologue", "mainloop", "epilogue")
+MODULE_INDEX: dict[str, int] = {name: i for i, name in enumerate(MODULES)}
+NUM_MODULES = len(MODULES)
+
+
+def vmax(*arrays: np.ndarray | float) -> np.ndarray:
+    """Elementwise maximum of several broadcastable arrays."""
+    out = np.maximum(arrays[0], arrays[1])
+    for a in arrays[2:]:
+        out = np.maximum(out, a)
+    return out
+
+
+def cdiv(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    """Ceiling division of positive float arrays holding integers."""
+    return np.ceil(a / b)
+
+
+def wave_schedule(num_ctas: np.ndarray, conc: np.ndarray, num_sms: int) -> dict[str, np.ndarray]:
+    """Rounds of threadblocks on the busiest SM, and how many run at once in its last round.
+
+    Threadblocks are dealt round-robin to the SMs: `busy` SMs get one more than `lazy` ones. The busiest SM
+    runs `rounds` rounds, all but the last with `conc` threadblocks at once. Returned arrays:
+    rounds, conc_last (threadblocks on the busiest SM in its last round), active_full / active_last
+    (threadblocks running device-wide in a full and in the last round: they share DRAM and L2).
+    """
+    g = np.maximum(num_ctas, 1.0)
+    per_busy_sm = np.ceil(g / num_sms)
+    rounds = np.ceil(per_busy_sm / conc)
+    conc_last = per_busy_sm - (rounds - 1.0) * conc
+    busy_sms = g - (per_busy_sm - 1.0) * num_sms
+    active_last = busy_sms * conc_last + (num_sms - busy_sms) * (conc_last - 1.0)
+    active_full = num_sms * conc + 0.0 * g
+    return {"rounds": rounds, "conc_last": conc_last, "active_full": active_full, "active_last": active_last}
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Ideal (uncorrected) phase structure of N kernels.
+
+    The mainloop is a sum of J kinds of steps:
+    `sum_j main_w[j] * max(dl * main_load[j], dm * main_math[j])` where dm, dl are the fitted math and
+    load derates (1 for the analytical model). `busy` is [3, M, N]: the ideal busy time of each module in
+    each phase; in the mainloop the math modules (Tensor / CUDA cores, SFU) stretch with dm and the memory
+    modules (DRAM, L2, shared memory) with dl.
+    """
+
+    t_pro: np.ndarray
+    t_epi: np.ndarray
+    main_w: np.ndarray
+    main_load: np.ndarray
+    main_math: np.ndarray
+    busy: np.ndarray
+
+    def t_main(self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0) -> np.ndarray:
+        return np.sum(self.main_w * np.maximum(load_derate * self.main_load, math_derate * self.main_math), axis=0)
+
+    def analytical_s(self) -> np.ndarray:
+        return self.t_pro + self.t_main() + self.t_epi
+
+    def features(self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0) -> np.ndarray:
+        """[N, 3] phase times (prologue, mainloop at these derates, epilogue): the fit's design matrix."""
+        return np.stack([self.t_pro, self.t_main(math_derate, load_derate), self.t_epi], axis=1)
+
+
+def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timeline:
+    """One timeline of n rows from timelines of row subsets (index arrays); J is padded with zeros."""
+    j = max(tl.main_w.shape[0] for _, tl in parts)
+    out = Timeline(t_pro=np.zeros(n), t_epi=np.zeros(n), main_w=np.zeros((j, n)), main_load=np.zeros((j, n)),
+                   main_math=np.zeros((j, n)), busy=empty_busy(n))
+    for sel, tl in parts:
+        out.t_pro[sel] = tl.t_pro
+        out.t_epi[sel] = tl.t_epi
+        jj = tl.main_w.shape[0]
+        out.main_w[:jj, sel] = tl.main_w
+        out.main_load[:jj, sel] = tl.main_load
+        out.main_math[:jj, sel] = tl.main_math
+        out.busy[:, :, sel] = tl.busy
+    return out
+
+
+_MATH_MODULES = [MODULE_INDEX["tensor"], MODULE_INDEX["cuda"], MODULE_INDEX["sfu"]]
+_MEMORY_MODULES = [MODULE_INDEX["dram"], MODULE_INDEX["l2"], MODULE_INDEX["smem"]]
+
+
+def correct(tl: Timeline, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Apply per-row coefficients [N, 6] (`PhaseCoeffs.as_tuple()` rows).
+
+    Returns latency_s [N] and utilization [M, N] in [0, 1].
+    """
+    math_derate, load_derate = coeffs[:, 4], coeffs[:, 5]
+    phase = np.stack([tl.t_pro, tl.t_main(math_derate, load_derate), tl.t_epi])
+    lam = coeffs[:, :3].T  # [3, N]
+    latency_s = np.sum(lam * phase, axis=0) + coeffs[:, 3]
+    busy = tl.busy.copy()
+    busy[1, _MATH_MODULES] *= math_derate
+    busy[1, _MEMORY_MODULES] *= load_derate
+    active_s = np.einsum("pn,pmn->mn", lam, busy)
+    util = np.clip(active_s / np.maximum(latency_s, 1e-30), 0.0, 1.0)
+    return latency_s, util
+
+
+def empty_busy(n: int) -> np.ndarray:
+    return np.zeros((3, NUM_MODULES, n))
+
+
+def build_estimates(
+    ops: list,
+    kinds: list[str],
+    out: dict[str, np.ndarray],
+    sm_clock_hz: np.ndarray,
+    tiles: list[str],
+    groups: list[str],
+) -> list[KernelEstimate]:
+    """KernelEstimate values from a family's output arrays (one per op, in order)."""
+    lat = out["latency_s"]
+    util = out["util"]
+    result = []
+    for i, op in enumerate(ops):
+        result.append(
+            KernelEstimate(
+                name=op.name,
+                kind=kinds[i],
+                count=op.count,
+                latency_s=float(lat[i]),
+                sm_clock_hz=float(sm_clock_hz[i]),
+                flop=float(out["flop"][i]),
+                dram_bytes=float(out["dram_bytes"][i]),
+                l2_bytes=float(out["l2_bytes"][i]),
+                smem_bytes=float(out["smem_bytes"][i]),
+                util={m: float(util[j, i]) for j, m in enumerate(MODULES)},
+                tile=tiles[i],
+                group=groups[i],
+                analytical_s=float(out["analytical_s"][i]),
+            )
+        )
+    return result

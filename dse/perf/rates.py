@@ -1,0 +1,121 @@
+"""Module rates of a GPU at an SM clock, as numpy arrays, plus the effective-clock hook.
+
+Everything the kernel model needs from a `GpuSpec` is gathered here once per call, so the estimators work
+on plain arrays. Rates inside an SM (Tensor Cores, CUDA cores, SFUs, shared memory) and the L2 scale with
+the SM clock; DRAM bandwidth does not.
+
+Per-SM L2 bandwidth: the L2 crossbar is modelled as evenly sliced over the SMs, so one SM can pull at most
+`l2_bw / num_sms`; a kernel that occupies few SMs cannot reach the full L2 (or DRAM) bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import OperatingPoint
+
+# NOTE(perf): a nominal DRAM round-trip latency (load issue to data in shared memory). It is not a
+# datasheet number (NVIDIA publishes none); pointer-chasing micro-benchmarks of A100/H100 report about
+# 500-700 ns. It enters the pipeline-fill (prologue) time and Little's-law bandwidth limits; the fitted
+# lambda_p absorbs its error.
+DRAM_LATENCY_S = 600e-9
+
+# Storage bytes per element of the dtypes the kernels read and write.
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5,
+}
+
+# When a GPU lacks Tensor Cores for a dtype, the kernel runs on the next wider type it has (e.g. fp8
+# weights on an A100 are up-converted and multiplied in bf16).
+_TENSOR_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp4", "fp8", "int8", "bf16", "fp16", "tf32"),
+    "fp8": ("fp8", "int8", "bf16", "fp16", "tf32"),
+    "int8": ("int8", "fp8", "bf16", "fp16", "tf32"),
+    "bf16": ("bf16", "fp16", "tf32"),
+    "fp16": ("fp16", "bf16", "tf32"),
+    "tf32": ("tf32", "bf16", "fp16"),
+}
+
+
+def effective_sm_clock_hz(gpu: GpuSpec, point: OperatingPoint) -> float:
+    """The SM clock the kernels run at.
+
+    The requested clock (or the GPU's default boost clock) clamped to the GPU's range. This is the hook for
+    power-cap throttling: a later power model lowers this clock until the predicted power fits
+    `point.power_cap_w`. Until then the fitted lambdas absorb the throttling present in the data.
+    """
+    clock_hz = gpu.clocks.boost_clock_hz if point.sm_clock_hz is None else float(point.sm_clock_hz)
+    return float(np.clip(clock_hz, gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz))
+
+
+def tensor_flop_per_clk(gpu: GpuSpec, dtype: str) -> float:
+    """Dense Tensor-Core FLOP per clock per SM for `dtype`; 0.0 for fp32 (runs on CUDA cores)."""
+    if dtype == "fp32":
+        return 0.0
+    rates = gpu.sm.tensor_flop_per_clk
+    for candidate in _TENSOR_FALLBACK.get(dtype, (dtype,)):
+        if candidate in rates:
+            return float(rates[candidate])  # type: ignore[index]
+    return 0.0
+
+
+def tensor_dtype_used(gpu: GpuSpec, dtype: str) -> str:
+    """The dtype whose Tensor Cores actually run a `dtype` matmul (see `tensor_flop_per_clk`)."""
+    if dtype == "fp32":
+        return "fp32"
+    for candidate in _TENSOR_FALLBACK.get(dtype, (dtype,)):
+        if candidate in gpu.sm.tensor_flop_per_clk:
+            return candidate
+    return "fp32"
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Module rates at the clock(s) `sm_clock_hz` (arrays broadcast against the shape arrays)."""
+
+    num_sms: int
+    sm_clock_hz: np.ndarray
+    dram_bw_bytes_per_s: float
+    l2_bw_bytes_per_s: np.ndarray
+    l2_bw_per_sm_bytes_per_s: np.ndarray
+    smem_bw_per_sm_bytes_per_s: np.ndarray
+    fp32_flop_per_s_per_sm: np.ndarray
+    sfu_op_per_s_per_sm: np.ndarray
+    l2_bytes: float
+    smem_bytes_per_sm: float
+    registers_per_sm: int
+    max_threads_per_sm: int
+    max_threadblocks_per_sm: int
+    architecture: str
+
+    def tensor_flop_per_s_per_sm(self, flop_per_clk: np.ndarray) -> np.ndarray:
+        return flop_per_clk * self.sm_clock_hz
+
+
+def rates_at(gpu: GpuSpec, sm_clock_hz: np.ndarray | float) -> Rates:
+    """Rates of `gpu` at the given SM clock(s)."""
+    f = np.asarray(sm_clock_hz, dtype=float)
+    return Rates(
+        num_sms=gpu.num_sms,
+        sm_clock_hz=f,
+        dram_bw_bytes_per_s=gpu.memory.bw_bytes_per_s,
+        l2_bw_bytes_per_s=gpu.l2.l2_bytes_per_clk * f,
+        l2_bw_per_sm_bytes_per_s=gpu.l2.l2_bytes_per_clk * f / gpu.num_sms,
+        smem_bw_per_sm_bytes_per_s=gpu.sm.smem_bytes_per_clk * f,
+        fp32_flop_per_s_per_sm=gpu.sm.fp32_flop_per_clk * f,
+        sfu_op_per_s_per_sm=gpu.sm.sfu_op_per_clk * f,
+        l2_bytes=gpu.l2.l2_bytes,
+        smem_bytes_per_sm=gpu.sm.smem_bytes,
+        registers_per_sm=gpu.sm.registers,
+        max_threads_per_sm=gpu.sm.max_threads,
+        max_threadblocks_per_sm=gpu.sm.max_threadblocks,
+        architecture=gpu.architecture,
+    )
+
+
+def arch_family(gpu: GpuSpec) -> str:
+    """Kernel-library generation: `hopper` (TMA + wgmma, FlashAttention-3; also Blackwell) or `ampere`."""
+    return "hopper" if gpu.architecture.lower() in ("hopper", "blackwell") else "ampere"

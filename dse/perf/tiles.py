@@ -1,0 +1,163 @@
+"""Tile configurations: the kernel candidates of each family and how many fit on an SM.
+
+GEMM candidates follow the cuBLAS / CUTLASS kernel families of each generation:
+
+- Hopper (sm90, TMA + warpgroup MMA): threadblock tiles 64x64 ... 256x128 with 128 bytes of K per stage
+  (K = 64 for 16-bit inputs, 128 for fp8), 4-6 stages, warpgroup tiles 64 x N (the `*_tnspA/B_gmma`
+  kernels of cuBLAS, `KernelTmaWarpSpecialized{Cooperative,Pingpong}` in CUTLASS).
+- Ampere (sm80, cp.async + mma.sync): tiles 64x64 ... 256x128 with 64 bytes of K per stage (K = 32 for
+  16-bit inputs), 3-5 stages, 64x64 warp tiles (`ampere_*_s16816gemm_*` names).
+- SIMT fp32 on CUDA cores: 128x128x8, 128x64x8, 64x64x8 with 2 stages (`sgemm_128x128x8` style).
+
+Every candidate may run split-K (1, 2, 4, 8 or 16 slices of K) with a separate reduction of fp32
+partials: cuBLAS does so when the m x n tiles cannot fill the GPU and K is long. Tensor-Core candidates
+may also run stream-K (CUTLASS `StreamKScheduler`, cuBLAS `*_stream_k` kernels): the K iterations of
+all tiles are dealt evenly to the persistent threadblocks, which removes wave quantization at the cost
+of one partial-tile fix-up through a workspace.
+
+Selection rule (`gemm.select`): among all (tile, split) candidates, pick the one with the lowest
+uncorrected analytical latency, after multiplying it by a small preference factor that favours large
+tiles and no split (`GemmTile.preference`, `SPLIT_PREFERENCE`); cuBLAS's heuristics behave the same way
+(large tiles unless they waste waves, split-K only when it pays). The measured data used here carries no
+kernel names, so the rule is not learnt from names; it is validated only through latency.
+
+FlashAttention tiles (`flash_tile`) follow FlashAttention-3 on Hopper (kBlockM x kBlockN by head dim,
+softmax overlapped with the two GEMMs by warpgroup ping-pong) and FlashAttention-2 elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.perf.rates import Rates
+
+STREAM_K = 0  # the split value that stands for a stream-K schedule
+SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, STREAM_K)
+# Preference factor per split count: a split must win by this margin to be chosen.
+SPLIT_PREFERENCE: dict[int, float] = {1: 1.0, 2: 1.04, 4: 1.06, 8: 1.08, 16: 1.10, STREAM_K: 1.03}
+
+_REGS_OVERHEAD_PER_THREAD = 64  # addresses, loop counters, fragments besides the accumulators
+_REGS_MAX_PER_THREAD = 255
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmTile:
+    """One threadblock tile of a GEMM kernel family.
+
+    `k_step_bytes` is the K extent of one pipeline stage in bytes per row (K elements = k_step_bytes /
+    dtype bytes). `warp_m x warp_n` is the tile one warp (Ampere) or warpgroup (Hopper) computes; it sets
+    the shared-memory read traffic. `tile_class` names the coefficient group (small, medium, large, simt).
+    `multicast`: threadblocks of a cluster along M that share one B tile load (Hopper TMA multicast,
+    CUTLASS cluster shape 2x1x1), which divides the L2 reads of B.
+    """
+
+    name: str
+    tile_m: int
+    tile_n: int
+    k_step_bytes: int
+    warp_m: int
+    warp_n: int
+    stages: int
+    threads: int
+    simt: bool = False
+    tile_class: str = "medium"
+    preference: float = 1.0
+    multicast: int = 1
+
+    def smem_bytes(self) -> float:
+        """Shared memory of the operand stages plus an epilogue staging buffer (fp32 tile / 2)."""
+        return self.stages * (self.tile_m + self.tile_n) * self.k_step_bytes + self.tile_m * self.tile_n * 2.0
+
+    def regs_per_thread(self) -> float:
+        acc = self.tile_m * self.tile_n / self.threads
+        return min(_REGS_MAX_PER_THREAD, acc + _REGS_OVERHEAD_PER_THREAD)
+
+
+def _tc(name: str, m: int, n: int, kb: int, wm: int, wn: int, stages: int, threads: int, cls: str,
+        pref: float, multicast: int = 1) -> GemmTile:
+    return GemmTile(name=name, tile_m=m, tile_n=n, k_step_bytes=kb, warp_m=wm, warp_n=wn, stages=stages,
+                    threads=threads, tile_class=cls, preference=pref, multicast=multicast)
+
+
+HOPPER_GEMM_TILES: tuple[GemmTile, ...] = (
+    _tc("sm90_128x256", 128, 256, 128, 64, 256, 4, 384, "large", 1.00, 2),
+    _tc("sm90_256x128", 256, 128, 128, 64, 128, 4, 384, "large", 1.00, 2),
+    _tc("sm90_128x128", 128, 128, 128, 64, 128, 5, 384, "medium", 1.01, 2),
+    _tc("sm90_128x64", 128, 64, 128, 64, 64, 6, 256, "small", 1.02),
+    _tc("sm90_64x128", 64, 128, 128, 64, 128, 6, 256, "small", 1.02),
+    _tc("sm90_64x64", 64, 64, 128, 64, 64, 6, 256, "small", 1.03),
+)
+
+AMPERE_GEMM_TILES: tuple[GemmTile, ...] = (
+    _tc("sm80_256x128", 256, 128, 64, 64, 64, 3, 256, "large", 1.00),
+    _tc("sm80_128x256", 128, 256, 64, 64, 64, 3, 256, "large", 1.00),
+    _tc("sm80_128x128", 128, 128, 64, 64, 64, 4, 128, "medium", 1.01),
+    _tc("sm80_128x64", 128, 64, 64, 64, 32, 4, 128, "small", 1.02),
+    _tc("sm80_64x128", 64, 128, 64, 32, 64, 4, 128, "small", 1.02),
+    _tc("sm80_64x64", 64, 64, 64, 32, 32, 5, 128, "small", 1.03),
+)
+
+SIMT_GEMM_TILES: tuple[GemmTile, ...] = (
+    GemmTile(name="simt_128x128x8", tile_m=128, tile_n=128, k_step_bytes=32, warp_m=32, warp_n=64,
+             stages=2, threads=256, simt=True, tile_class="simt", preference=1.0),
+    GemmTile(name="simt_128x64x8", tile_m=128, tile_n=64, k_step_bytes=32, warp_m=32, warp_n=32,
+             stages=2, threads=256, simt=True, tile_class="simt", preference=1.01),
+    GemmTile(name="simt_64x64x8", tile_m=64, tile_n=64, k_step_bytes=32, warp_m=32, warp_n=32,
+             stages=2, threads=128, simt=True, tile_class="simt", preference=1.02),
+)
+
+
+def gemm_tiles(arch: str, simt: bool) -> tuple[GemmTile, ...]:
+    """Candidate tiles for a GEMM: SIMT (fp32 on CUDA cores) or the Tensor-Core family of `arch`."""
+    if simt:
+        return SIMT_GEMM_TILES
+    return HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES
+
+
+def occupancy(rates: Rates, *, smem_bytes: float, threads: int, regs_per_thread: float) -> int:
+    """Concurrent threadblocks per SM allowed by shared memory, registers, threads and the block limit."""
+    by_smem = rates.smem_bytes_per_sm // max(smem_bytes, 1.0)
+    by_regs = rates.registers_per_sm // max(threads * regs_per_thread, 1.0)
+    by_threads = rates.max_threads_per_sm // threads
+    return int(max(1, min(by_smem, by_regs, by_threads, rates.max_threadblocks_per_sm)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlashTile:
+    """FlashAttention forward tile: query block x key block, warps, K/V stages, softmax overlap."""
+
+    name: str
+    block_q: int
+    block_kv: int
+    threads: int
+    stages: int
+    overlap_softmax: bool
+
+
+def flash_tile_arrays(arch: str, head_dim: np.ndarray, decode: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """(block_q, block_kv, threads) per head dim: FlashAttention-3 on Hopper, FlashAttention-2 otherwise.
+
+    FA3 (hopper/tile_size.h): head dim <= 64: 192 x 128; <= 128: 128 x 128; <= 192: 128 x 112;
+    <= 256: 128 x 80; larger (FA4-style): 128 x 64. Decode packs the query heads of a GQA group into a
+    64-row block. FA2: 128 x 128 up to head dim 64, 128 x 64 above, 64 x 64 beyond 128.
+    """
+    d = np.asarray(head_dim, dtype=float)
+    if arch == "hopper":
+        bq = np.where(d <= 64, 192.0, 128.0)
+        bkv = np.select([d <= 64, d <= 128, d <= 192, d <= 256], [128.0, 128.0, 112.0, 80.0], 64.0)
+        threads = 384
+        if decode:
+            bq = np.full_like(d, 64.0)
+            bkv = np.select([d <= 128, d <= 256], [128.0, 80.0], 64.0)
+            threads = 256
+    else:
+        bq = np.where(d <= 128, 128.0, 64.0)
+        bkv = np.where(d <= 64, 128.0, 64.0)
+        threads = 256
+        if decode:
+            bq = np.full_like(d, 64.0)
+            bkv = np.where(d <= 128, 128.0, 64.0)
+            threads = 128
+    return bq, bkv, threads
