@@ -1,0 +1,303 @@
+"""Workload-level latency, energy and power: kernel estimates + power model + power cap + host gaps.
+
+`predict_graph(graph, gpu, point)` is the one call the CLI, the serving predictor and the search make:
+
+1. every op is estimated by the kernel model at the requested clock; kernels whose power exceeds the cap
+   are re-estimated at their effective clock (`dse.perf.dvfs.capped_estimates`);
+2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
+3. an optional host gap per kernel launch models eager-framework launch overhead: the GPU waits for the
+   host, drawing gap power (idle + the fitted gap term), and the wall time grows (see `host_gaps_s`);
+4. totals: latency_s = sum(count * (latency + gap)), energy_j = sum of every kernel's and gap's energy,
+   avg_power_w = energy_j / latency_s.
+
+Host gaps. With `host_gap_s = h` > 0 the host needs h to issue each kernel. A kernel shorter than h leaves
+the GPU waiting `h - t` for the next launch; a longer one hides the host completely (the host runs ahead):
+gap = max(h - t, 0) per launch. This "overlap" rule fits the EnergAIzer A100 whole-model times better than
+adding h to every kernel (see `dse.calibrate.validate_power`), and it vanishes for large kernels, as eager
+PyTorch does. CUDA-graph or serving-engine runs have no gaps: the default is 0.
+
+Everything is vectorized over the kernels of the graph; the per-kernel Python work is building the
+`KernelPrediction` values at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.perf.dvfs import Estimator, capped_estimates, default_estimator
+from dse.perf.power import (
+    ENERGY_KEYS,
+    PowerCoeffs,
+    default_power_coeffs,
+    gap_power_w,
+    gpu_power_terms,
+)
+from dse.perf.types import OperatingPoint
+from dse.units import MHZ
+from dse.workload.graph import WorkloadGraph
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelPrediction:
+    """One op of the graph: per-execution latency and power, energy of all `count` executions.
+
+    `energy_j = count * (power_w * latency_s + gap_power_w * gap_s)`; `energy_j_by_module` splits it into
+    ENERGY_KEYS (idle, active, dram, l2, smem, tensor, cuda, sfu) and sums to it.
+    """
+
+    name: str
+    kind: str
+    count: int
+    latency_s: float
+    gap_s: float
+    power_w: float
+    gap_power_w: float
+    energy_j: float
+    effective_clock_hz: float
+    cap_exceeded: bool
+    energy_j_by_module: dict[str, float] = field(hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "count": self.count,
+            "latency_s": self.latency_s,
+            "gap_s": self.gap_s,
+            "power_w": self.power_w,
+            "gap_power_w": self.gap_power_w,
+            "energy_j": self.energy_j,
+            "effective_clock_hz": self.effective_clock_hz,
+            "cap_exceeded": self.cap_exceeded,
+            "energy_j_by_module": dict(self.energy_j_by_module),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadPrediction:
+    """A workload's predicted latency, energy and power, with its kernels.
+
+    latency_s: wall time, kernels plus host gaps; busy_s: kernels only. avg_power_w = energy_j /
+    latency_s. peak_power_w: the highest kernel power. effective_clock_hz: the busy-time-weighted mean
+    of the kernels' effective clocks; min_effective_clock_hz the lowest. requested_clock_hz and
+    power_cap_w: what the operating point asked for (clamped to the GPU; cap default = TDP).
+    """
+
+    name: str
+    gpu: str
+    latency_s: float
+    busy_s: float
+    energy_j: float
+    avg_power_w: float
+    peak_power_w: float
+    effective_clock_hz: float
+    min_effective_clock_hz: float
+    requested_clock_hz: float
+    power_cap_w: float
+    host_gap_s: float
+    kernels: tuple[KernelPrediction, ...]
+    _by_module: dict[str, float] = field(default_factory=dict, hash=False, repr=False)
+
+    def energy_j_by_module(self) -> dict[str, float]:
+        """Energy per ENERGY_KEYS term (idle, active, dram, l2, smem, tensor, cuda, sfu); sums to energy_j."""
+        return dict(self._by_module)
+
+    def energy_j_by_name(self) -> dict[str, float]:
+        """Energy per op name (all executions and their gaps); sums to energy_j."""
+        out: dict[str, float] = {}
+        for k in self.kernels:
+            out[k.name] = out.get(k.name, 0.0) + k.energy_j
+        return out
+
+    def energy_j_by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for k in self.kernels:
+            out[k.kind] = out.get(k.kind, 0.0) + k.energy_j
+        return out
+
+    def to_dict(self, kernels: bool = True) -> dict[str, Any]:
+        """JSON-ready dict with SI keys."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "gpu": self.gpu,
+            "latency_s": self.latency_s,
+            "busy_s": self.busy_s,
+            "energy_j": self.energy_j,
+            "avg_power_w": self.avg_power_w,
+            "peak_power_w": self.peak_power_w,
+            "effective_clock_hz": self.effective_clock_hz,
+            "min_effective_clock_hz": self.min_effective_clock_hz,
+            "requested_clock_hz": self.requested_clock_hz,
+            "power_cap_w": self.power_cap_w,
+            "host_gap_s": self.host_gap_s,
+            "num_kernels": sum(k.count for k in self.kernels),
+            "energy_j_by_module": self.energy_j_by_module(),
+            "energy_j_by_kind": self.energy_j_by_kind(),
+        }
+        if kernels:
+            out["kernels"] = [k.to_dict() for k in self.kernels]
+        return out
+
+
+def host_gaps_s(latency_s: np.ndarray, host_gap_s: float) -> np.ndarray:
+    """Idle time per launch while the GPU waits for the host: max(h - t, 0) (module docstring)."""
+    if host_gap_s <= 0.0:
+        return np.zeros_like(latency_s)
+    return np.maximum(host_gap_s - latency_s, 0.0)
+
+
+def predict_graph(
+    graph: WorkloadGraph,
+    gpu: GpuSpec,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: PowerCoeffs | None = None,
+    *,
+    host_gap_s: float = 0.0,
+    estimator: Estimator | None = None,
+) -> WorkloadPrediction:
+    """Latency, energy and power of `graph` on `gpu` at `point`.
+
+    Args:
+        graph: the ops in execution order (each with its repeat count).
+        gpu: the GPU (catalog entry plus any overrides).
+        point: requested SM clock (default: boost) and power cap (default: TDP).
+        coeffs: latency coefficients for the kernel model (None: its default).
+        power_coeffs: energy coefficients (None: the shipped set for the GPU's architecture).
+        host_gap_s: host time per kernel launch (eager frameworks); 0 for CUDA graphs / serving engines.
+        estimator: the kernel model (default `dse.perf.registry.estimate_ops`); tests inject others.
+
+    Raises:
+        ConfigError: a negative host gap or a power cap below the GPU's minimum.
+    """
+    if not host_gap_s >= 0.0:
+        raise ConfigError(f"host_gap_s must be >= 0, got {host_gap_s}")
+    point = point or OperatingPoint()
+    pc = power_coeffs or default_power_coeffs(gpu)
+    terms = gpu_power_terms(gpu)
+    ops = list(graph.ops)
+    if not ops:
+        return _empty(graph, gpu, point, host_gap_s)
+    capped = capped_estimates(ops, gpu, point, coeffs, pc, terms, estimator or default_estimator())
+    a, p = capped.arrays, capped.power
+    lat = a["latency_s"]
+    f = a["sm_clock_hz"]
+    count = np.array([op.count for op in ops], dtype=float)
+    gap = host_gaps_s(lat, host_gap_s)
+    gp = gap_power_w(f, terms, pc)
+    # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).
+    run = np.column_stack([p["idle"], p["active"], p["dram"], p["onchip"]]) * lat[:, None]
+    gap_e = np.zeros_like(run)
+    gap_e[:, 0] = gp["idle"] * gap
+    gap_e[:, 1] = gp["active"] * gap
+    energy = (run + gap_e) * count[:, None]
+    k_energy = energy.sum(axis=1)
+    by_module = dict(zip(ENERGY_KEYS, energy.sum(axis=0).tolist(), strict=True))
+    busy = float(np.dot(count, lat))
+    wall = busy + float(np.dot(count, gap))
+    total_e = float(k_energy.sum())
+    kernels = _kernel_predictions(
+        ops, capped.estimates, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy
+    )
+    return WorkloadPrediction(
+        name=graph.name,
+        gpu=gpu.name,
+        latency_s=wall,
+        busy_s=busy,
+        energy_j=total_e,
+        avg_power_w=total_e / wall if wall > 0 else 0.0,
+        peak_power_w=float(p["total"].max()),
+        effective_clock_hz=_weighted_clock_hz(count * lat, f),
+        min_effective_clock_hz=float(f.min()),
+        requested_clock_hz=capped.requested_clock_hz,
+        power_cap_w=capped.power_cap_w,
+        host_gap_s=host_gap_s,
+        kernels=kernels,
+        _by_module=by_module,
+    )
+
+
+def _weighted_clock_hz(weight: np.ndarray, f: np.ndarray) -> float:
+    """Weighted mean clock, clamped to [min, max] so rounding never leaves the range."""
+    total = float(weight.sum())
+    mean = float(np.dot(weight, f) / total) if total > 0 else float(f.mean())
+    return min(max(mean, float(f.min())), float(f.max()))
+
+
+def _kernel_predictions(
+    ops: Sequence[Any],
+    estimates: Sequence[Any],
+    lat: np.ndarray,
+    gap: np.ndarray,
+    power: np.ndarray,
+    gap_power: np.ndarray,
+    k_energy: np.ndarray,
+    f: np.ndarray,
+    exceeded: np.ndarray,
+    energy: np.ndarray,
+) -> tuple[KernelPrediction, ...]:
+    rows = energy.tolist()
+    lat_l, gap_l, pw_l, gp_l, ke_l, f_l, ex_l = (
+        lat.tolist(),
+        gap.tolist(),
+        power.tolist(),
+        gap_power.tolist(),
+        k_energy.tolist(),
+        f.tolist(),
+        exceeded.tolist(),
+    )
+    return tuple(
+        KernelPrediction(
+            name=op.name,
+            kind=est.kind,
+            count=op.count,
+            latency_s=lat_l[i],
+            gap_s=gap_l[i],
+            power_w=pw_l[i],
+            gap_power_w=gp_l[i],
+            energy_j=ke_l[i],
+            effective_clock_hz=f_l[i],
+            cap_exceeded=ex_l[i],
+            energy_j_by_module=dict(zip(ENERGY_KEYS, rows[i], strict=True)),
+        )
+        for i, (op, est) in enumerate(zip(ops, estimates, strict=True))
+    )
+
+
+def _empty(
+    graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, host_gap_s: float
+) -> WorkloadPrediction:
+    from dse.perf.dvfs import power_cap_w, requested_clock_hz
+
+    f = requested_clock_hz(gpu, point)
+    return WorkloadPrediction(
+        name=graph.name,
+        gpu=gpu.name,
+        latency_s=0.0,
+        busy_s=0.0,
+        energy_j=0.0,
+        avg_power_w=0.0,
+        peak_power_w=0.0,
+        effective_clock_hz=f,
+        min_effective_clock_hz=f,
+        requested_clock_hz=f,
+        power_cap_w=power_cap_w(gpu, point),
+        host_gap_s=host_gap_s,
+        kernels=(),
+        _by_module=dict.fromkeys(ENERGY_KEYS, 0.0),
+    )
+
+
+def predict_command_payload(prediction: WorkloadPrediction, *, kernels: bool = False) -> dict[str, Any]:
+    """What `dse predict --json` prints: the SI dict plus clocks in MHz (the CLI is the I/O edge)."""
+    out = prediction.to_dict(kernels=kernels)
+    out["effective_clock_mhz"] = prediction.effective_clock_hz / MHZ
+    out["min_effective_clock_mhz"] = prediction.min_effective_clock_hz / MHZ
+    out["requested_clock_mhz"] = prediction.requested_clock_hz / MHZ
+    return out

@@ -1,0 +1,146 @@
+"""DVFS: clock grids, interpolated tables, and the power-cap search (with a roofline stand-in model)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.perf.dvfs import (
+    capped_estimates,
+    clock_grid_hz,
+    core_v,
+    estimate_at_clocks,
+    idle_power_w,
+    power_cap_w,
+    requested_clock_hz,
+    snap_down_hz,
+)
+from dse.perf.power import PowerCoeffs, gpu_power_terms
+from dse.perf.types import OperatingPoint
+from dse.workload.ops import ElementwiseOp, GemmOp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from power_fakes import roofline_estimator  # noqa: E402
+
+PC = PowerCoeffs(
+    architecture="hopper",
+    l2_j_per_byte=8e-12,
+    smem_j_per_byte=3e-12,
+    tensor_j_per_flop=0.35e-12,
+    cuda_j_per_flop=2e-12,
+    sfu_j_per_op=5e-12,
+    dram_scale=1.0,
+    active_j_per_sm_cycle=3e-10,
+)
+H100 = load_gpu("h100-sxm")
+A100 = load_gpu("a100-pcie-40gb")
+
+
+def test_clock_grid_and_snap():
+    grid = clock_grid_hz(A100)
+    assert grid[0] == 210e6 and grid[-1] == 1410e6 and len(grid) == 81
+    assert np.allclose(np.diff(grid), 15e6)
+    sub = clock_grid_hz(A100, 500e6, 600e6)
+    assert sub[0] == 510e6 and sub[-1] == 600e6
+    assert snap_down_hz(A100, 1000e6) == 990e6
+    assert snap_down_hz(A100, 100e6) == 210e6
+    assert snap_down_hz(A100, 1410e6) == 1410e6
+
+
+def test_tables_interpolate_and_clamp():
+    assert core_v(A100, 1410e6) == pytest.approx(0.89375)
+    assert core_v(A100, 5e9) == pytest.approx(0.89375)
+    mid = core_v(A100, 1080e6)
+    assert 0.70625 < mid < 0.725
+    np.testing.assert_allclose(idle_power_w(A100, np.array([210e6, 1410e6])), [44.47, 67.34])
+
+
+def test_requested_clock_and_cap_defaults():
+    assert requested_clock_hz(H100, OperatingPoint()) == H100.clocks.boost_clock_hz
+    assert requested_clock_hz(H100, OperatingPoint(sm_clock_hz=5e9)) == H100.clocks.sm_clock_max_hz
+    assert power_cap_w(H100, OperatingPoint()) == 700.0
+    assert power_cap_w(H100, OperatingPoint(power_cap_w=300)) == 300.0
+    with pytest.raises(ConfigError, match="minimum settable"):
+        power_cap_w(H100, OperatingPoint(power_cap_w=100))
+
+
+def test_estimate_at_clocks_groups_by_clock():
+    ops = [GemmOp(name=f"g{i}", m=1024, n=1024, k=1024) for i in range(4)]
+    f = np.array([1e9, 1.5e9, 1e9, 1.2e9])
+    ests = estimate_at_clocks(ops, H100, f, None, roofline_estimator)
+    assert [e.name for e in ests] == ["g0", "g1", "g2", "g3"]
+    assert [e.sm_clock_hz for e in ests] == f.tolist()
+
+
+def _power(ops, gpu, clock_hz):
+    from dse.perf.power import estimate_arrays, power_parts_w
+
+    ests = roofline_estimator(ops, gpu, OperatingPoint(sm_clock_hz=clock_hz))
+    a = estimate_arrays(ests)
+    return power_parts_w(
+        a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], gpu_power_terms(gpu), PC
+    )["total"]
+
+
+BIG = GemmOp(name="big", m=8192, n=8192, k=8192)
+STREAM = ElementwiseOp(name="stream", kind="add", num_elements=1 << 27)
+
+
+def test_cap_throttles_compute_bound_only():
+    cap = 450.0
+    res = capped_estimates(
+        [BIG, STREAM],
+        H100,
+        OperatingPoint(power_cap_w=cap),
+        None,
+        PC,
+        gpu_power_terms(H100),
+        roofline_estimator,
+    )
+    f_big, f_stream = res.arrays["sm_clock_hz"]
+    assert f_big < H100.clocks.boost_clock_hz
+    assert res.power["total"][0] <= cap
+    # highest such clock: one grid step up exceeds the cap
+    assert _power([BIG], H100, f_big + 15e6)[0] > cap
+    assert f_stream == H100.clocks.boost_clock_hz or res.power["total"][1] <= cap
+    assert not res.cap_exceeded.any()
+
+
+def test_cap_exceeded_at_minimum_clock_is_flagged():
+    gpu = load_gpu("h100-sxm", {"power.power_cap_min_w": 50})
+    res = capped_estimates(
+        [BIG], gpu, OperatingPoint(power_cap_w=60.0), None, PC, gpu_power_terms(gpu), roofline_estimator
+    )
+    assert res.cap_exceeded[0]
+    assert res.arrays["sm_clock_hz"][0] == gpu.clocks.sm_clock_min_hz
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 16384),
+    n=st.integers(1, 16384),
+    k=st.integers(1, 16384),
+    cap=st.floats(200.0, 700.0),
+    clock_mhz=st.integers(345, 1980),
+)
+def test_power_never_above_cap(m, n, k, cap, clock_mhz):
+    ops = [GemmOp(name="g", m=m, n=n, k=k), ElementwiseOp(name="e", kind="gelu", num_elements=m * n)]
+    point = OperatingPoint(sm_clock_hz=clock_mhz * 1e6, power_cap_w=cap)
+    res = capped_estimates(ops, H100, point, None, PC, gpu_power_terms(H100), roofline_estimator)
+    assert np.all(res.power["total"] <= cap + 1e-9)
+    assert np.all(res.arrays["sm_clock_hz"] <= res.requested_clock_hz + 1e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 16384), n=st.integers(1, 16384), k=st.integers(1, 16384))
+def test_power_non_decreasing_in_clock(m, n, k):
+    op = GemmOp(name="g", m=m, n=n, k=k)
+    p = np.array([_power([op], H100, f)[0] for f in clock_grid_hz(H100)[::6]])
+    assert np.all(np.diff(p) >= -1e-9)

@@ -1,0 +1,128 @@
+"""Workload predictions: energy = power x time everywhere, breakdowns, host gaps, DVFS behaviour."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.perf.power import ENERGY_KEYS, PowerCoeffs
+from dse.perf.predict import host_gaps_s, predict_command_payload, predict_graph
+from dse.perf.types import OperatingPoint
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import ElementwiseOp, GemmOp, SoftmaxOp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from power_fakes import roofline_estimator  # noqa: E402
+
+PC = PowerCoeffs(
+    architecture="hopper",
+    l2_j_per_byte=8e-12,
+    smem_j_per_byte=3e-12,
+    tensor_j_per_flop=0.35e-12,
+    cuda_j_per_flop=2e-12,
+    sfu_j_per_op=5e-12,
+    dram_scale=1.0,
+    active_j_per_sm_cycle=3e-10,
+    gap_j_per_sm_cycle=1e-10,
+)
+H100 = load_gpu("h100-sxm")
+GRAPH = WorkloadGraph(
+    name="toy",
+    ops=(
+        GemmOp(name="toy/layer[0-3]/qkv", m=4096, n=6144, k=4096, count=4),
+        SoftmaxOp(name="toy/layer[0-3]/softmax", rows=4096, cols=4096, count=4),
+        ElementwiseOp(name="toy/layer[0-3]/add", kind="add", num_elements=4096 * 4096, count=4),
+        GemmOp(name="toy/lm_head", m=4096, n=32000, k=4096),
+    ),
+)
+
+
+def _predict(point=None, **kw):
+    return predict_graph(GRAPH, H100, point or OperatingPoint(), None, PC, estimator=roofline_estimator, **kw)
+
+
+@pytest.mark.parametrize("host_gap_s", [0.0, 20e-6, 5e-3])
+@pytest.mark.parametrize(
+    "point", [OperatingPoint(), OperatingPoint(sm_clock_hz=900e6), OperatingPoint(power_cap_w=300)]
+)
+def test_energy_is_power_times_time_everywhere(point, host_gap_s):
+    r = _predict(point, host_gap_s=host_gap_s)
+    assert r.energy_j == pytest.approx(r.avg_power_w * r.latency_s, rel=1e-12)
+    assert r.latency_s == pytest.approx(sum(k.count * (k.latency_s + k.gap_s) for k in r.kernels), rel=1e-12)
+    for k in r.kernels:
+        assert k.energy_j == pytest.approx(
+            k.count * (k.power_w * k.latency_s + k.gap_power_w * k.gap_s), rel=1e-12
+        )
+        assert sum(k.energy_j_by_module.values()) == pytest.approx(k.energy_j, rel=1e-12)
+        assert set(k.energy_j_by_module) == set(ENERGY_KEYS)
+    assert sum(r.energy_j_by_module().values()) == pytest.approx(r.energy_j, rel=1e-12)
+    assert sum(r.energy_j_by_name().values()) == pytest.approx(r.energy_j, rel=1e-12)
+    assert r.peak_power_w == max(k.power_w for k in r.kernels)
+    assert r.min_effective_clock_hz <= r.effective_clock_hz <= r.requested_clock_hz + 1e-3
+
+
+def test_count_multiplies_energy_and_time():
+    one = WorkloadGraph(name="one", ops=(GemmOp(name="g", m=2048, n=2048, k=2048),))
+    three = WorkloadGraph(name="three", ops=(GemmOp(name="g", m=2048, n=2048, k=2048, count=3),))
+    a = predict_graph(one, H100, None, None, PC, estimator=roofline_estimator)
+    b = predict_graph(three, H100, None, None, PC, estimator=roofline_estimator)
+    assert b.energy_j == pytest.approx(3 * a.energy_j)
+    assert b.latency_s == pytest.approx(3 * a.latency_s)
+    assert b.avg_power_w == pytest.approx(a.avg_power_w)
+
+
+def test_host_gaps_overlap_rule():
+    lat = np.array([1e-6, 10e-6, 100e-6])
+    np.testing.assert_allclose(host_gaps_s(lat, 20e-6), [19e-6, 10e-6, 0.0])
+    np.testing.assert_array_equal(host_gaps_s(lat, 0.0), 0.0)
+    r0 = _predict()
+    r1 = _predict(host_gap_s=1e-3)
+    assert r1.busy_s == pytest.approx(r0.busy_s)
+    assert r1.latency_s > r0.latency_s
+    assert r1.avg_power_w < r0.avg_power_w  # the GPU waits at near-idle power
+    with pytest.raises(ConfigError):
+        _predict(host_gap_s=-1.0)
+
+
+def test_cap_lowers_the_effective_clock_and_reports_it():
+    free = _predict(OperatingPoint(power_cap_w=700))
+    capped = _predict(OperatingPoint(power_cap_w=250))
+    assert capped.effective_clock_hz < free.effective_clock_hz
+    assert capped.peak_power_w <= 250 + 1e-9
+    assert capped.latency_s >= free.latency_s
+
+
+def test_memory_bound_energy_minimum_is_below_max_clock():
+    """A DRAM-bound kernel takes as long at low clocks, so V^2 f savings win until idle power dominates."""
+    stream = WorkloadGraph(name="s", ops=(ElementwiseOp(name="s", kind="add", num_elements=1 << 28),))
+    clocks = np.arange(600e6, 1981e6, 60e6)
+    energy = [
+        predict_graph(
+            stream, H100, OperatingPoint(sm_clock_hz=f), None, PC, estimator=roofline_estimator
+        ).energy_j
+        for f in clocks
+    ]
+    assert clocks[int(np.argmin(energy))] < H100.clocks.sm_clock_max_hz
+
+
+def test_to_dict_is_json_ready_and_payload_has_mhz():
+    r = _predict(host_gap_s=5e-6)
+    text = json.dumps(r.to_dict())
+    back = json.loads(text)
+    assert back["energy_j"] == r.energy_j and len(back["kernels"]) == len(GRAPH.ops)
+    payload = predict_command_payload(r)
+    for key in ("latency_s", "energy_j", "avg_power_w", "effective_clock_mhz", "energy_j_by_module"):
+        assert key in payload
+    assert "kernels" not in payload
+    assert payload["effective_clock_mhz"] == pytest.approx(r.effective_clock_hz / 1e6)
+
+
+def test_empty_graph():
+    r = predict_graph(WorkloadGraph(name="e", ops=()), H100, None, None, PC, estimator=roofline_estimator)
+    assert r.energy_j == 0.0 and r.latency_s == 0.0 and r.kernels == ()
