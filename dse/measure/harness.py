@@ -230,7 +230,8 @@ def measure_idle_power_w(gpu: GpuProbe, protocol: MeasureProtocol, *, use_counte
 
 
 def _calls_for_window(latency_s: float, protocol: MeasureProtocol) -> int:
-    return max(protocol.min_calls, math.ceil(protocol.window_s / max(latency_s, 1e-9)))
+    """Calls for one window: 10% above `window_s` at `latency_s`, and at least `min_calls`."""
+    return max(protocol.min_calls, math.ceil(1.1 * protocol.window_s / max(latency_s, 1e-9)))
 
 
 def measure_kernel(
@@ -241,7 +242,13 @@ def measure_kernel(
     rng: random.Random | None = None,
     use_counter: bool = True,
 ) -> list[Window]:
-    """Warm up `kernel`, then measure windows until the stability gate passes or max_repeats is reached."""
+    """Warm up `kernel`, then measure windows until the gate passes or `max_repeats` windows were taken.
+
+    The gate looks at the latest `repeats` windows; when they agree within `max_rel_std` they are returned
+    (earlier windows, e.g. from a clock or temperature still ramping, are dropped). Otherwise all
+    `max_repeats` windows are returned and the caller flags the sample unstable. Windows shorter than
+    `window_s` are discarded and re-measured with more calls.
+    """
     rng = rng or random.Random(protocol.seed)
     t0 = gpu.now_s()
     n = kernel.run(1)
@@ -252,14 +259,22 @@ def measure_kernel(
         guess = max((gpu.now_s() - t0) / max(n, 1), 1e-7)
     num_calls = _calls_for_window(guess, protocol)
     windows: list[Window] = []
-    while len(windows) < protocol.max_repeats:
+    for _ in range(2 * protocol.max_repeats):
         gpu.sleep_s(protocol.cooldown_s + rng.uniform(0.0, protocol.jitter_s))
         window, _ = measure_window(gpu, partial(kernel.run, num_calls), protocol, use_counter=use_counter)
-        windows.append(window)
-        if window.duration_s < 0.5 * protocol.window_s:  # the guess was off (launch overhead, caches)
+        if window.duration_s < protocol.window_s:  # the guess was off (launch overhead, caches): redo
+            logger.debug("window of %.3f s is short; re-measuring with more calls", window.duration_s)
             num_calls = _calls_for_window(window.latency_s, protocol)
-        if len(windows) >= protocol.repeats and is_stable(windows, protocol.max_rel_std):
+            continue
+        windows.append(window)
+        if len(windows) >= protocol.repeats:
+            recent = windows[-protocol.repeats :]
+            if is_stable(recent, protocol.max_rel_std):
+                return recent  # earlier, unsettled windows (if any) are dropped: that is the retry
+        if len(windows) >= protocol.max_repeats:
             break
+    if not windows:
+        raise MeasurementError(f"could not get a window of >= {protocol.window_s} s (latency keeps changing)")
     return windows
 
 

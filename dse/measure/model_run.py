@@ -33,7 +33,7 @@ import logging
 import math
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -252,7 +252,8 @@ def measure_model(
     with locked_clocks(gpu, sm_clock_hz, settle_s=protocol.settle_s):
         idle_power_w = measure_idle_power_w(gpu, protocol, use_counter=use_counter)
         power_limit_w = gpu.power_limit_w()
-        windows = measure_kernel(gpu, runner, protocol, use_counter=use_counter)
+        # A forward pass may itself last seconds: no minimum call count, just >= window_s per window.
+        windows = measure_kernel(gpu, runner, replace(protocol, min_calls=1), use_counter=use_counter)
         latency_s = float(np.mean([w.latency_s for w in windows]))
         num_passes = max(1, min(MAX_PROFILED_PASSES, math.ceil(protocol.window_s / latency_s)))
         gpu.sleep_s(protocol.cooldown_s)
