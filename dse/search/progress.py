@@ -1,0 +1,86 @@
+"""Progress reporting: the runner calls `progress(ProgressState)` after every chunk; `RichProgress` draws it.
+
+    with RichProgress(console) as bar:
+        run_study("studies/llm_serving.yaml", progress=bar)
+
+The bar shows points done of the budget, points/s, feasible and failed counts, front size and hypervolume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressState:
+    """A snapshot of a run, passed to progress callbacks."""
+
+    n_points: int
+    n_target: int
+    n_feasible: int
+    n_failed: int
+    n_cached: int
+    front_size: int
+    hypervolume: float
+    elapsed_s: float
+    points_per_s: float
+    done: bool = False
+    stop_reason: str = ""
+
+
+ProgressCallback = Callable[[ProgressState], None]
+
+
+class RichProgress:
+    """A rich progress bar; a context manager and a `ProgressCallback`."""
+
+    def __init__(self, console: Any = None, description: str = "search") -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>7.1f} pt/s"),
+            TextColumn("feasible {task.fields[feasible]}"),
+            TextColumn("failed {task.fields[failed]}"),
+            TextColumn("front {task.fields[front]}"),
+            TextColumn("HV {task.fields[hv]:.4g}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task(
+            description, total=None, rate=0.0, feasible=0, failed=0, front=0, hv=0.0
+        )
+        self._entered = False
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        self._entered = True
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.stop()
+        self._entered = False
+
+    def __call__(self, state: ProgressState) -> None:
+        if not self._entered:
+            self.__enter__()
+        self._progress.update(
+            self._task,
+            completed=state.n_points,
+            total=state.n_target,
+            rate=state.points_per_s,
+            feasible=state.n_feasible,
+            failed=state.n_failed,
+            front=state.front_size,
+            hv=state.hypervolume,
+        )
+        if state.done and self._entered:
+            self.__exit__(None, None, None)

@@ -1,0 +1,238 @@
+"""The run directory: results/<study>/<run-id>/, its append-only point log, and the files written at the end.
+
+    study.resolved.yaml  the fully resolved study (space inlined, seed, executor): a valid study file
+    env.json             python, dse version, package versions, host, cpus, evaluator
+    points.jsonl         one JSON object per evaluated point, appended as chunks finish (the cache and the
+                         resume point): {"point_id", "params", "metrics", "feasible", "reason", "error",
+                         "t_eval_s", "seq"}
+    trials.parquet       one row per point: point_id, seq, param.<path>..., metric.<name>..., feasible,
+                         reason, error, on_front
+    pareto.csv           the front's rows, same columns, sorted by the first objective
+    summary.json         objectives, constraints, parameters, counts, front size, hypervolume and reference
+                         point, stop reason, timing, sampler, executor, seed
+
+run-id = UTC timestamp + "-" + an 8-hex hash of what decides the proposed points (`study_hash`), so a rerun
+of the same study finds its run directory and continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import socket
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from dse.errors import SearchError
+
+logger = logging.getLogger(__name__)
+
+STUDY_FILE = "study.resolved.yaml"
+ENV_FILE = "env.json"
+POINTS_FILE = "points.jsonl"
+TRIALS_FILE = "trials.parquet"
+PARETO_FILE = "pareto.csv"
+SUMMARY_FILE = "summary.json"
+RECORD_KEYS = ("point_id", "params", "metrics", "feasible", "reason", "error", "t_eval_s", "seq")
+_PACKAGES = ("numpy", "pandas", "pyarrow", "pydantic", "pyyaml", "optuna", "ray", "rich")
+
+
+def new_run_id(study_hash: str, now: datetime | None = None) -> str:
+    """`20260101T120000Z-1a2b3c4d`."""
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{study_hash}"
+
+
+def find_run_dir(out: Path, study_name: str, study_hash: str) -> Path | None:
+    """The newest run directory of this study with the same hash (to continue it), if any."""
+    root = out / study_name
+    if not root.is_dir():
+        return None
+    runs = sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and p.name.endswith(f"-{study_hash}") and (p / STUDY_FILE).is_file()
+    )
+    return runs[-1] if runs else None
+
+
+def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
+    """What ran the study: interpreter, versions, host."""
+    import dse
+
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "dse_version": dse.__version__,
+        "packages": packages,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "evaluator": evaluator_name,
+        "executor": executor,
+        "argv": sys.argv,
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    _write_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class PointLog:
+    """points.jsonl: read what is there (skipping a torn last line), then append records chunk by chunk.
+
+    Appends are flushed per chunk and fsynced per batch (`sync`): a killed run loses at most the chunks
+    that had not been written, never a written one, and never leaves a line half-parsed for the reader.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            self._read_existing()
+        self._fh = path.open("a", encoding="utf-8")
+
+    def _read_existing(self) -> None:
+        data = self.path.read_bytes()
+        good_end = 0
+        pos = 0
+        torn = False
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            if nl < 0:  # a last line without newline: torn by a kill mid-write
+                torn = True
+                break
+            line = data[pos:nl]
+            pos = nl + 1
+            if not line.strip():
+                good_end = pos
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                if pos >= len(data):
+                    torn = True
+                    break
+                lineno = data[:pos].count(b"\n")
+                raise SearchError(f"{self.path}:{lineno}: not JSON; the log is damaged") from None
+            if not isinstance(rec, dict) or "point_id" not in rec:
+                raise SearchError(f"{self.path}: a line without point_id; is this a dse points log?")
+            self.records[str(rec["point_id"])] = rec
+            good_end = pos
+        if torn:
+            logger.warning("%s: dropping a torn last line (the previous run was killed mid-write)", self.path)
+            with self.path.open("r+b") as fh:
+                fh.truncate(good_end)
+
+    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
+        lines = []
+        for rec in records:
+            self.records[str(rec["point_id"])] = dict(rec)
+            lines.append(json.dumps(rec, separators=(",", ":"), default=_json_default))
+        if lines:
+            self._fh.write("\n".join(lines) + "\n")
+            self._fh.flush()
+
+    def sync(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self.sync()
+            self._fh.close()
+
+
+def trials_frame(
+    records: Sequence[Mapping[str, Any]], param_paths: Sequence[str], on_front: Mapping[str, bool]
+) -> Any:
+    """The trials table (pandas): one row per point, columns as documented at the top of this module."""
+    import pandas as pd
+
+    metric_names: dict[str, None] = {}
+    for rec in records:
+        for k in rec.get("metrics") or {}:
+            metric_names.setdefault(k, None)
+    extra_params: dict[str, None] = {}
+    for rec in records:
+        for k in rec.get("params") or {}:
+            if k not in param_paths:
+                extra_params.setdefault(k, None)
+    paths = [*param_paths, *extra_params]
+    rows = []
+    for rec in sorted(records, key=lambda r: r["seq"]):
+        params, metrics = rec.get("params") or {}, rec.get("metrics") or {}
+        row: dict[str, Any] = {"point_id": rec["point_id"], "seq": rec["seq"]}
+        row.update({f"param.{p}": params.get(p) for p in paths})
+        row.update({f"metric.{m}": _number(metrics.get(m)) for m in metric_names})
+        row.update(
+            feasible=bool(rec["feasible"]),
+            reason=rec.get("reason") or "",
+            error=rec.get("error"),
+            on_front=bool(on_front.get(rec["point_id"], False)),
+        )
+        rows.append(row)
+    columns = [
+        "point_id",
+        "seq",
+        *(f"param.{p}" for p in paths),
+        *(f"metric.{m}" for m in metric_names),
+        "feasible",
+        "reason",
+        "error",
+        "on_front",
+    ]
+    df = pd.DataFrame(rows, columns=columns)
+    for col in (c for c in df.columns if c.startswith("param.")):
+        kinds = {type(v) for v in df[col] if v is not None}
+        if len(kinds - {int, float}) and len(kinds) > 1:  # mixed strings and numbers: store as text
+            df[col] = df[col].map(lambda v: None if v is None else str(v))
+    df["error"] = df["error"].astype("object")
+    return df
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def write_tables(run_dir: Path, df: Any, objective_metrics: Sequence[str]) -> None:
+    """trials.parquet and pareto.csv (front rows sorted by the first objective)."""
+    tmp = run_dir / (TRIALS_FILE + ".tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, run_dir / TRIALS_FILE)
+    front = df[df["on_front"]]
+    first = f"metric.{objective_metrics[0]}"
+    if first in front.columns:
+        front = front.sort_values([first, "seq"], kind="stable")
+    _write_atomic(run_dir / PARETO_FILE, front.to_csv(index=False))

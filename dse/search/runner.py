@@ -1,0 +1,590 @@
+"""The search driver: sampler ask/tell in batches, chunks to an executor, the append-only log, the front.
+
+    summary = run_study("studies/llm_serving.yaml", n_points=500, executor="process", progress=console)
+    summary = run_study(resume="results/llm-serving-h100/20260101T120000Z-1a2b3c4d")
+    print(summary.stop_reason, summary.front_size, summary.run_dir)
+
+Each batch: ask `batch_size` points; a point already in this run (a duplicate suggestion) or in the log (a
+resumed or repeated run) is answered from there, the others are split into chunks and evaluated by the
+executor; every finished chunk is appended to points.jsonl at once; then every ask is told, in ask order, so
+the sampler's state (and the next batch) does not depend on which chunk finished first. Replaying a run
+with the same seed therefore proposes the same points, and a killed run resumed from its log ends with the
+same points, the same `seq` numbers and the same front as one that was never interrupted.
+
+A point is feasible when the model says so (`feasible`, e.g. the memory fits) and every study constraint
+holds; infeasible points are logged with the reason and kept out of the front. Optuna sees the constraint
+violations through `trial.set_constraint`, so NSGA-II ranks feasible points first.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dse.errors import ConfigError
+from dse.search.objective import STATUS_KEYS, EvalContext, Evaluator, evaluate_point, finite
+from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
+from dse.search.progress import ProgressCallback, ProgressState, RichProgress
+from dse.search.results import (
+    ENV_FILE,
+    POINTS_FILE,
+    STUDY_FILE,
+    SUMMARY_FILE,
+    PointLog,
+    env_info,
+    find_run_dir,
+    new_run_id,
+    trials_frame,
+    write_json,
+    write_tables,
+)
+from dse.search.space import point_id
+from dse.search.study import ConstraintConfig, StudyConfig, load_study, resolved_yaml, study_hash
+
+logger = logging.getLogger(__name__)
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+MODEL_REASON_PREFIX = "model: "
+_MAX_IDLE_BATCHES = 20  # batches in a row with no new point: the sampler is going round in circles
+_EXACT_SIZE_LIMIT = 200_000  # count a finite space exactly up to this many combinations
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """What a run did and why it stopped (the content of summary.json, plus the run directory)."""
+
+    study: str
+    run_id: str
+    run_dir: Path
+    objectives: list[dict[str, str]]
+    constraints: list[dict[str, Any]]
+    parameters: list[dict[str, Any]]
+    n_points: int
+    n_feasible: int
+    n_failed: int
+    n_evaluated: int
+    n_cached: int
+    front_size: int
+    hypervolume: float
+    reference_point: list[float] | None
+    stop_reason: str
+    elapsed_s: float
+    points_per_s: float
+    sampler: str
+    executor: str
+    seed: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["run_dir"] = str(self.run_dir)
+        extra = data.pop("extra")
+        return {**data, **extra}
+
+    def lines(self) -> list[str]:
+        """A short human summary (the CLI prints these)."""
+        hv = f"{self.hypervolume:.6g}" if self.reference_point else "n/a"
+        return [
+            f"study {self.study}, run {self.run_id}",
+            f"stopped: {self.stop_reason}",
+            f"points: {self.n_points} ({self.n_evaluated} evaluated now, {self.n_cached} from the log), "
+            f"feasible {self.n_feasible}, failed {self.n_failed}",
+            f"front: {self.front_size} points, hypervolume {hv}",
+            f"time: {self.elapsed_s:.1f} s, {self.points_per_s:.1f} points/s "
+            f"({self.executor}, {self.sampler}, seed {self.seed})",
+            f"results: {self.run_dir}",
+        ]
+
+
+def evaluator_name(evaluator: Evaluator) -> str:
+    return f"{getattr(evaluator, '__module__', '?')}.{getattr(evaluator, '__qualname__', repr(evaluator))}"
+
+
+# --- feasibility and outcomes ------------------------------------------------------------------------------
+
+
+def _constraint_check(c: ConstraintConfig, metrics: Mapping[str, Any]) -> tuple[bool, float, str]:
+    """(holds, normalized violation (<= 0 when it holds), reason text when it does not)."""
+    lhs = metrics.get(c.metric)
+    rhs = c.value if isinstance(c.value, float) else metrics.get(c.value)
+    if not finite(lhs) or not finite(rhs):
+        missing = c.metric if not finite(lhs) else c.value
+        return False, 1.0, f"{c.text}: {missing} not available"
+    ok = _OPS[c.op](lhs, rhs)
+    scale = max(abs(rhs), 1e-12)
+    violation = (lhs - rhs) / scale if c.op in ("<=", "<") else (rhs - lhs) / scale
+    if ok:
+        return True, min(violation, 0.0), ""
+    rhs_text = f"{rhs:.6g}" if isinstance(c.value, float) else f"{c.value} {rhs:.6g}"
+    return False, max(violation, 1e-12), f"{c.metric} {lhs:.6g} violates {c.op} {rhs_text}"
+
+
+def _classify(metrics: dict[str, Any], error: str | None, cfg: StudyConfig) -> tuple[bool, str, str | None]:
+    """(feasible, reason, error) of one evaluated point."""
+    if error is not None:
+        return False, "error", error
+    model_ok = metrics.pop("feasible", True)
+    model_why = metrics.pop("infeasible_reason", "") or ""
+    for key in STATUS_KEYS:
+        metrics.pop(key, None)
+    parts = []
+    if model_ok is False:
+        parts.append(MODEL_REASON_PREFIX + (str(model_why) or "infeasible"))
+    else:
+        bad = [m for m in cfg.objectives if not finite(metrics.get(m))]
+        if bad:
+            return False, "error", f"objective {bad[0]!r} missing or not finite: {metrics.get(bad[0])!r}"
+    for c in cfg.constraints:
+        ok, _, why = _constraint_check(c, metrics)
+        if not ok:
+            parts.append(why)
+    return not parts, "; ".join(parts), None
+
+
+def _clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if k in STATUS_KEYS:
+            out[k] = v
+        elif isinstance(v, bool):
+            out[k] = float(v)
+        elif isinstance(v, int | float):
+            out[k] = float(v) if math.isfinite(v) else None
+    return out
+
+
+# --- the driver ------------------------------------------------------------------------------------------
+
+
+class _Run:
+    def __init__(
+        self,
+        cfg: StudyConfig,
+        run_dir: Path,
+        evaluator: Evaluator,
+        progress: ProgressCallback | None,
+        address: str | None,
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.evaluator = evaluator
+        self.progress = progress
+        self.address = address
+        self.space = cfg.search_space()
+        self.directions = cfg.directions
+        self.metric_names = list(cfg.objectives)
+        self.known: dict[str, dict[str, Any]] = {}
+        self.n_cached = 0
+        self.n_evaluated = 0
+        self.n_feasible = 0
+        self.n_failed = 0
+        self.front_ids: list[str] = []
+        self.front_vals = np.empty((0, len(self.metric_names)))
+        ref = cfg.reference_point
+        self.ref: list[float] | None = [ref[m] for m in self.metric_names] if ref else None
+        self.hv = 0.0
+        self.best_hv = 0.0
+        self.stalled = 0
+        self.executor: Any = None
+        self.t0 = time.perf_counter()
+        self.space_size = self._space_size()
+
+    def _space_size(self) -> int | None:
+        if not self.space.is_finite or self.space.grid_size_bound() > _EXACT_SIZE_LIMIT:
+            return None
+        return sum(1 for _ in self.space.iter_grid())
+
+    # -- records
+
+    def _record(self, pid: str, seq: int, point: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        metrics = _clean_metrics(result.get("metrics") or {})
+        feasible, reason, error = _classify(metrics, result.get("error"), self.cfg)
+        return {
+            "point_id": pid,
+            "params": point,
+            "metrics": metrics,
+            "feasible": feasible,
+            "reason": reason,
+            "error": error,
+            "t_eval_s": float(result.get("t_eval_s", 0.0)),
+            "seq": seq,
+        }
+
+    def _outcome(self, rec: Mapping[str, Any]) -> Any:
+        from dse.search.samplers import Outcome
+
+        metrics = rec.get("metrics") or {}
+        values = [metrics.get(m) for m in self.metric_names]
+        if rec.get("error") or not all(finite(v) for v in values):
+            return Outcome(values=None)
+        constraints = {"model": 1.0 if str(rec.get("reason", "")).startswith(MODEL_REASON_PREFIX) else 0.0}
+        for i, c in enumerate(self.cfg.constraints):
+            constraints[f"c{i}"] = _constraint_check(c, metrics)[1]
+        return Outcome(values=tuple(float(v) for v in values), constraints=constraints)
+
+    def _count(self, rec: Mapping[str, Any]) -> None:
+        self.n_feasible += bool(rec["feasible"])
+        self.n_failed += rec.get("error") is not None
+
+    # -- front
+
+    def _objective_row(self, rec: Mapping[str, Any]) -> list[float] | None:
+        if not rec["feasible"] or rec.get("error"):
+            return None
+        values = [rec["metrics"].get(m) for m in self.metric_names]
+        return [float(v) for v in values] if all(finite(v) for v in values) else None
+
+    def _update_front(self, batch: Sequence[Mapping[str, Any]]) -> None:
+        ids, rows = [], []
+        for rec in batch:
+            row = self._objective_row(rec)
+            if row is not None:
+                ids.append(rec["point_id"])
+                rows.append(row)
+        if not rows:
+            return
+        all_ids = self.front_ids + ids
+        all_vals = np.vstack([self.front_vals, np.asarray(rows)])
+        if self.ref is None:
+            self.ref = default_reference_point(all_vals, self.directions)
+        mask = pareto_mask(all_vals, self.directions)
+        self.front_ids = [i for i, keep in zip(all_ids, mask, strict=True) if keep]
+        self.front_vals = all_vals[mask]
+        self.hv = hypervolume(self.front_vals, self.ref, self.directions)
+
+    def _note_hv(self) -> None:
+        if self.ref is None:
+            return
+        if self.hv > self.best_hv * (1.0 + self.cfg.search.min_improvement) and self.hv > self.best_hv:
+            self.best_hv = self.hv
+            self.stalled = 0
+        else:
+            self.stalled += 1
+
+    # -- progress
+
+    def _report(self, done: bool = False, reason: str = "") -> None:
+        if self.progress is None:
+            return
+        elapsed = time.perf_counter() - self.t0
+        self.progress(
+            ProgressState(
+                n_points=len(self.known),
+                n_target=self.cfg.search.n_points,
+                n_feasible=self.n_feasible,
+                n_failed=self.n_failed,
+                n_cached=self.n_cached,
+                front_size=len(self.front_ids),
+                hypervolume=self.hv,
+                elapsed_s=elapsed,
+                points_per_s=len(self.known) / elapsed if elapsed > 0 else 0.0,
+                done=done,
+                stop_reason=reason,
+            )
+        )
+
+    # -- main loop
+
+    def _stop_reason(self, idle_batches: int) -> str:
+        s = self.cfg.search
+        if len(self.known) >= s.n_points:
+            return f"point budget reached ({s.n_points} points)"
+        if self.space_size is not None and len(self.known) >= self.space_size:
+            return f"search space exhausted (all {self.space_size} points evaluated)"
+        if s.time_budget_s is not None and time.perf_counter() - self.t0 >= s.time_budget_s:
+            return f"time budget reached ({s.time_budget_s:g} s)"
+        if s.patience is not None and self.stalled >= s.patience:
+            return f"hypervolume stalled for {s.patience} batches (gain below {s.min_improvement:g})"
+        if idle_batches >= _MAX_IDLE_BATCHES:
+            return f"sampler proposed only evaluated points for {idle_batches} batches"
+        return ""
+
+    def _executor(self) -> Any:
+        if self.executor is None:
+            from dse.search.executors import make_executor
+
+            c = self.cfg
+            ctx = EvalContext(gpu=c.gpu, model=c.model, **c.workload.model_dump())
+            self.executor = make_executor(
+                c.search.executor, ctx, self.evaluator, workers=c.search.workers, address=self.address
+            )
+        return self.executor
+
+    def _chunks(
+        self, todo: list[tuple[int, str, dict[str, Any]]]
+    ) -> list[list[tuple[int, str, dict[str, Any]]]]:
+        size = self.cfg.search.chunk_size
+        if size is None:
+            workers = getattr(self.executor, "workers", 1) or 1
+            size = max(1, min(256, math.ceil(len(todo) / (2 * workers))))
+        return [todo[i : i + size] for i in range(0, len(todo), size)]
+
+    def run(self, log: PointLog) -> str:
+        from dse.search.samplers import build_sampler
+
+        cached = log.records
+        sampler = build_sampler(self.cfg)
+        batch_size = self.cfg.search.effective_batch_size
+        idle = 0
+        try:
+            while True:
+                reason = self._stop_reason(idle)
+                if reason:
+                    return reason
+                asks = sampler.ask(min(batch_size, self.cfg.search.n_points - len(self.known)))
+                if not asks:
+                    return f"search space exhausted (grid of {len(self.known)} points done)"
+                batch: dict[str, dict[str, Any]] = {}
+                todo: list[tuple[int, str, dict[str, Any]]] = []
+                for ask in asks:
+                    pid = point_id(ask.point)
+                    if pid in self.known or pid in batch:
+                        continue
+                    seq = len(self.known) + len(batch)
+                    if pid in cached:
+                        rec = dict(cached[pid])
+                        if rec.get("seq") != seq:
+                            rec["seq"] = seq
+                        batch[pid] = rec
+                        self.n_cached += 1
+                    else:
+                        todo.append((seq, pid, ask.point))
+                        batch[pid] = {}  # placeholder keeps seq numbering in ask order
+                for pid, rec in batch.items():
+                    if rec:
+                        self.known[pid] = rec
+                        self._count(rec)
+                new_records: list[dict[str, Any]] = [r for r in batch.values() if r]
+                if todo:
+                    executor = self._executor()
+                    chunks = self._chunks(todo)
+                    for index, results in executor.map_chunks([[p for _, _, p in ch] for ch in chunks]):
+                        recs = [
+                            self._record(pid, seq, p, r)
+                            for (seq, pid, p), r in zip(chunks[index], results, strict=True)
+                        ]
+                        log.append(recs)
+                        for rec in recs:
+                            self.known[rec["point_id"]] = rec
+                            self._count(rec)
+                        self.n_evaluated += len(recs)
+                        new_records.extend(recs)
+                        self._report()
+                    log.sync()
+                for ask in asks:
+                    sampler.tell(ask, self._outcome(self.known[point_id(ask.point)]))
+                idle = 0 if new_records else idle + 1
+                self._update_front(new_records)
+                if new_records:
+                    self._note_hv()
+                self._report()
+        except KeyboardInterrupt:
+            return "interrupted (Ctrl-C); resume with --resume"
+        finally:
+            sampler.close()
+            if self.executor is not None:
+                self.executor.close()
+
+    # -- outputs
+
+    def finish(self, reason: str) -> RunSummary:
+        records = sorted(self.known.values(), key=lambda r: r["seq"])
+        ok = [r for r in records if self._objective_row(r) is not None]
+        on_front: dict[str, bool] = {}
+        hv = 0.0
+        if ok:
+            vals = np.asarray([self._objective_row(r) for r in ok])
+            mask = pareto_mask(vals, self.directions)
+            on_front = {r["point_id"]: bool(m) for r, m in zip(ok, mask, strict=True)}
+            if self.ref is None:
+                self.ref = default_reference_point(vals, self.directions)
+            hv = hypervolume(vals[mask], self.ref, self.directions)
+        elapsed = time.perf_counter() - self.t0
+        df = trials_frame(records, self.space.paths, on_front)
+        write_tables(self.run_dir, df, self.metric_names)
+        s = self.cfg.search
+        summary = RunSummary(
+            study=self.cfg.name,
+            run_id=self.run_dir.name,
+            run_dir=self.run_dir,
+            objectives=[{"metric": m, "direction": d} for m, d in self.cfg.objectives.items()],
+            constraints=[
+                {"metric": c.metric, "op": c.op, "value": c.value, "text": c.text}
+                for c in self.cfg.constraints
+            ],
+            parameters=self.space.describe(),
+            n_points=len(records),
+            n_feasible=sum(bool(r["feasible"]) for r in records),
+            n_failed=sum(r.get("error") is not None for r in records),
+            n_evaluated=self.n_evaluated,
+            n_cached=self.n_cached,
+            front_size=sum(on_front.values()),
+            hypervolume=hv,
+            reference_point=self.ref,
+            stop_reason=reason,
+            elapsed_s=elapsed,
+            points_per_s=self.n_evaluated / elapsed if elapsed > 0 else 0.0,
+            sampler=s.sampler.kind,
+            executor=s.executor,
+            seed=s.seed,
+            extra={
+                "n_target": s.n_points,
+                "batch_size": s.effective_batch_size,
+                "evaluator": evaluator_name(self.evaluator),
+            },
+        )
+        write_json(self.run_dir / SUMMARY_FILE, summary.to_dict())
+        self.hv = hv
+        self._report(done=True, reason=reason)
+        return summary
+
+
+def _prepare(
+    study: str | Path | StudyConfig | None,
+    resume: str | Path | None,
+    out: str | Path | None,
+    evaluator: Evaluator,
+    fresh: bool,
+    overrides: dict[str, Any],
+) -> tuple[StudyConfig, Path]:
+    name = evaluator_name(evaluator)
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / STUDY_FILE).is_file():
+            raise ConfigError(
+                f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
+            )
+        cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
+        seed = overrides.pop("seed", None)
+        if seed is not None and seed != cfg.search.seed:
+            raise ConfigError(
+                f"--seed {seed} differs from the run's seed {cfg.search.seed}; a new seed is a new "
+                "run (drop --resume)"
+            )
+        if study is not None:
+            other = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
+            if study_hash(other, name) != study_hash(cfg, name):
+                raise ConfigError(f"{run_dir} was made by a different study than {study}; drop one of them")
+        return cfg.with_overrides(**overrides), run_dir
+    if study is None:
+        raise ConfigError("give a study file or --resume RUN_DIR")
+    cfg = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
+    cfg = cfg.with_overrides(**overrides)
+    h = study_hash(cfg, name)
+    root = Path(out) if out is not None else Path("results")
+    existing = None if fresh else find_run_dir(root, cfg.name, h)
+    if existing is not None:
+        logger.info("continuing %s (same study and seed)", existing)
+        return cfg, existing
+    run_dir = root / cfg.name / new_run_id(h)
+    n = 1
+    while run_dir.exists():
+        n += 1
+        run_dir = root / cfg.name / f"{new_run_id(h)}.{n}"
+    return cfg, run_dir
+
+
+def run_study(
+    study: str | Path | StudyConfig | None = None,
+    *,
+    resume: str | Path | None = None,
+    n_points: int | None = None,
+    executor: str | None = None,
+    out: str | Path | None = None,
+    seed: int | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    time_budget_s: float | None = None,
+    evaluator: Evaluator = evaluate_point,
+    progress: ProgressCallback | Any | None = None,
+    fresh: bool = False,
+) -> RunSummary:
+    """Run (or continue) a study and return its summary; results land in `<out>/<study>/<run-id>/`.
+
+    Args:
+        study: a study file, or a StudyConfig.
+        resume: a run directory to continue (its study.resolved.yaml is used; `study` may be left out).
+        n_points, executor, seed, workers, time_budget_s: override the study's `search:` values (CLI flags).
+        out: results root (default `results`). A rerun of the same study (same space, sampler, seed...)
+            continues its newest run directory there unless `fresh`.
+        address: a Ray cluster address (implies the ray executor); RAY_ADDRESS works too.
+        evaluator: the per-point function (module-level, picklable); default `evaluate_point`.
+        progress: a callable taking ProgressState, or a rich Console (a progress bar is drawn on it).
+        fresh: always start a new run directory.
+
+    Raises:
+        ConfigError: a bad study file (file:line: field: message) or bad arguments.
+        SearchError: the search cannot run (executor failure, damaged log).
+    """
+    if address is not None and executor is None:
+        executor = "ray"
+    overrides = {
+        "n_points": n_points,
+        "executor": executor,
+        "seed": seed,
+        "workers": workers,
+        "time_budget_s": time_budget_s,
+    }
+    cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")
+    write_json(run_dir / ENV_FILE, env_info(evaluator_name(evaluator), cfg.search.executor))
+
+    callback, owned = _progress_callback(progress, cfg.name)
+    log = PointLog(run_dir / POINTS_FILE)
+    run = _Run(cfg, run_dir, evaluator, callback, address)
+    try:
+        with _quiet_optuna():
+            reason = run.run(log)
+    finally:
+        log.close()
+        if owned is not None:
+            owned.__exit__(None, None, None)
+    return run.finish(reason)
+
+
+def _progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | None, RichProgress | None]:
+    if progress is None or progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    bar = RichProgress(progress, description=name)  # a rich Console (or True: rich's default console)
+    return bar, bar
+
+
+class _quiet_optuna:  # noqa: N801 - a context manager used like a function
+    """Optuna logs every trial at INFO and warns about experimental features; keep the run's output clean."""
+
+    def __enter__(self) -> None:
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        try:
+            import optuna
+
+            self._level = optuna.logging.get_verbosity()
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        except ImportError:
+            self._level = None
+        warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._level is not None:
+            import optuna
+
+            optuna.logging.set_verbosity(self._level)
+        self._warnings.__exit__(None, None, None)

@@ -1,0 +1,377 @@
+"""Search spaces: one mapping per parameter (spaces/*.yaml, or inline in a study).
+
+    parameters:
+      gpu.num_sms:          {type: int, low: 66, high: 144, step: 6}     # inclusive bounds
+      gpu.memory.technology: {values: [hbm3, hbm3e]}                     # ordered/categorical list
+      hbm3_rate:            {path: gpu.memory.data_rate_gbit_per_s, type: float, low: 3.2, high: 6.4,
+                             when: {gpu.memory.technology: hbm3}}        # conditional, aliased path
+      sm_clock_mhz:         {values: [1410, 1755, 1980]}
+      precision:            {value: bf16}                                # constant
+
+Kinds: `{type: int, low, high, step?, log?}`, `{type: float, low, high, step?, log?}` (bounds inclusive, as in
+Optuna), `{values: [...]}` and `{value: x}`. Every kind takes `when: {other_param: value | [values]}` (the
+parameter exists only when each named parameter exists and has one of the values) and `path:` (the
+point path it sets; default: the parameter's name). Two parameters may set the same path only when their
+`when`s on one parameter are disjoint, so at most one is active.
+
+A design point is a flat `{path: value}` dict; its id is a hash of its canonical JSON (`point_id`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+Scalar = bool | int | float | str
+Point = dict[str, Any]
+
+
+class _ParamBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    TAG: ClassVar[str] = ""
+
+    path: str | None = Field(default=None, description="point path this parameter sets (default: its name)")
+    when: dict[str, Scalar | list[Scalar]] | None = Field(default=None, description="activation condition")
+
+    def grid_values(self) -> list[Any]:
+        raise NotImplementedError
+
+    @property
+    def is_finite(self) -> bool:
+        return True
+
+
+class IntParam(_ParamBase):
+    """Integers low..high (both inclusive) in steps of `step`; `log` samples on a log scale."""
+
+    TAG: ClassVar[str] = "int"
+    type: Literal["int"]
+    low: int
+    high: int
+    step: int = Field(default=1, gt=0)
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> IntParam:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        if self.log and self.low < 1:
+            raise ValueError(f"log: true needs low >= 1 (got {self.low})")
+        if self.log and self.step != 1:
+            raise ValueError("log: true needs step 1 (Optuna cannot combine log with a step)")
+        if (self.high - self.low) % self.step:
+            raise ValueError(f"high - low ({self.high - self.low}) must be a multiple of step ({self.step})")
+        return self
+
+    def grid_values(self) -> list[Any]:
+        return list(range(self.low, self.high + 1, self.step))
+
+
+class FloatParam(_ParamBase):
+    """Reals in [low, high]; with `step` only low + k*step (grid-able); `log` samples on a log scale."""
+
+    TAG: ClassVar[str] = "float"
+    type: Literal["float"]
+    low: float
+    high: float
+    step: float | None = Field(default=None, gt=0)
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> FloatParam:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError("low and high must be finite")
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"log: true needs low > 0 (got {self.low:g})")
+        if self.log and self.step is not None:
+            raise ValueError("give either log: true or step, not both")
+        if self.step is not None:
+            k = (self.high - self.low) / self.step
+            if abs(k - round(k)) > 1e-9 * max(1.0, abs(k)):
+                raise ValueError(
+                    f"high - low ({self.high - self.low:g}) must be a multiple of step ({self.step:g})"
+                )
+        return self
+
+    @property
+    def is_finite(self) -> bool:
+        return self.step is not None or self.low == self.high
+
+    def grid_values(self) -> list[Any]:
+        if self.step is None:
+            if self.low == self.high:
+                return [self.low]
+            raise ValueError("a float parameter needs `step` to be enumerated by the grid sampler")
+        n = int(round((self.high - self.low) / self.step))
+        return [float(round(self.low + i * self.step, 12)) for i in range(n + 1)]
+
+
+class ChoiceParam(_ParamBase):
+    """One of an ordered list of values (DVFS tables, technologies, precisions)."""
+
+    TAG: ClassVar[str] = "choice"
+    values: list[Scalar] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> ChoiceParam:
+        seen: list[Any] = []
+        for v in self.values:
+            if any(v == s and type(v) is type(s) for s in seen):
+                raise ValueError(f"value {v!r} is listed twice")
+            seen.append(v)
+        return self
+
+    def grid_values(self) -> list[Any]:
+        return list(self.values)
+
+
+class ConstParam(_ParamBase):
+    """A fixed value (recorded with every point so that reports show it)."""
+
+    TAG: ClassVar[str] = "constant"
+    value: Scalar
+
+    def grid_values(self) -> list[Any]:
+        return [self.value]
+
+
+def _param_kind(data: Any) -> str | None:
+    if isinstance(data, _ParamBase):
+        return data.TAG
+    if not isinstance(data, Mapping):
+        return None
+    if "type" in data:
+        return str(data["type"])
+    if "values" in data:
+        return "choice"
+    if "value" in data:
+        return "constant"
+    return None
+
+
+ParamSpec = Annotated[
+    Annotated[IntParam, Tag("int")]
+    | Annotated[FloatParam, Tag("float")]
+    | Annotated[ChoiceParam, Tag("choice")]
+    | Annotated[ConstParam, Tag("constant")],
+    Discriminator(
+        _param_kind,
+        custom_error_type="param_kind",
+        custom_error_message="a parameter needs `type: int|float` (low, high), `values: [...]` or `value: x`",
+    ),
+]
+
+
+class SpaceFile(BaseModel):
+    """A reusable space file (spaces/*.yaml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = ""
+    parameters: dict[str, ParamSpec] = Field(min_length=1)
+
+
+def point_id(point: Mapping[str, Any]) -> str:
+    """Stable id of a design point: sha1 of its canonical JSON (sorted keys), 16 hex digits."""
+    text = json.dumps(point, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _allowed(cond: Scalar | list[Scalar]) -> list[Any]:
+    return list(cond) if isinstance(cond, list) else [cond]
+
+
+def _matches(value: Any, allowed: Sequence[Any]) -> bool:
+    return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in allowed)
+
+
+class SearchSpace:
+    """Parameters in dependency order, with sampling, grid enumeration and a description for reports."""
+
+    def __init__(self, params: Mapping[str, _ParamBase]) -> None:
+        self.params: dict[str, _ParamBase] = dict(params)
+        self.order: tuple[str, ...] = _dependency_order(self.params)
+
+    def path_of(self, name: str) -> str:
+        return self.params[name].path or name
+
+    @property
+    def paths(self) -> list[str]:
+        """Distinct point paths in declaration order."""
+        return list(dict.fromkeys(self.path_of(n) for n in self.params))
+
+    def _resolve_ref(self, ref: str) -> str | None:
+        if ref in self.params:
+            return ref
+        by_path = [n for n in self.params if self.path_of(n) == ref]
+        return by_path[0] if len(by_path) == 1 else None
+
+    def is_active(self, name: str, values: Mapping[str, Any]) -> bool:
+        """True when `name`'s `when` holds for the values chosen so far (keyed by parameter name)."""
+        when = self.params[name].when
+        if not when:
+            return True
+        for ref, cond in when.items():
+            other = self._resolve_ref(ref)
+            if other is None or other not in values or not _matches(values[other], _allowed(cond)):
+                return False
+        return True
+
+    def sample(self, suggest: Callable[[str, _ParamBase], Any]) -> dict[str, Any]:
+        """Values by parameter name, asking `suggest(name, spec)` for each active non-constant one."""
+        values: dict[str, Any] = {}
+        for name in self.order:
+            if not self.is_active(name, values):
+                continue
+            spec = self.params[name]
+            values[name] = spec.value if isinstance(spec, ConstParam) else suggest(name, spec)
+        return values
+
+    def to_point(self, values: Mapping[str, Any]) -> Point:
+        """{path: value} in declaration order from values by parameter name."""
+        return {self.path_of(n): values[n] for n in self.params if n in values}
+
+    @property
+    def is_finite(self) -> bool:
+        return all(p.is_finite for p in self.params.values())
+
+    def iter_grid(self) -> Iterator[Point]:
+        """Every distinct point of a finite space, in a fixed order (first parameter slowest)."""
+        seen: set[str] = set()
+
+        def rec(i: int, values: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            if i == len(self.order):
+                yield dict(values)
+                return
+            name = self.order[i]
+            if not self.is_active(name, values):
+                yield from rec(i + 1, values)
+                return
+            for v in self.params[name].grid_values():
+                values[name] = v
+                yield from rec(i + 1, values)
+                del values[name]
+
+        for values in rec(0, {}):
+            point = self.to_point(values)
+            pid = point_id(point)
+            if pid not in seen:
+                seen.add(pid)
+                yield point
+
+    def grid_size_bound(self) -> int:
+        """Product of the value counts (an upper bound when parameters are conditional)."""
+        return math.prod(len(p.grid_values()) for p in self.params.values())
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One dict per parameter for summary.json: path, name, kind and its range or values."""
+        out = []
+        for name, spec in self.params.items():
+            d: dict[str, Any] = {"path": self.path_of(name), "name": name}
+            if isinstance(spec, IntParam | FloatParam):
+                d.update(kind=spec.type, low=spec.low, high=spec.high, log=spec.log)
+                if spec.step is not None:
+                    d["step"] = spec.step
+            elif isinstance(spec, ChoiceParam):
+                d.update(kind="categorical", values=list(spec.values))
+            elif isinstance(spec, ConstParam):
+                d.update(kind="constant", value=spec.value, values=[spec.value])
+            if spec.when:
+                d["when"] = dict(spec.when)
+            out.append(d)
+        return out
+
+    def problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """Structural problems as (location under the space, message): bad `when`s, clashing paths."""
+        out: list[tuple[tuple[str, ...], str]] = []
+        for name, spec in self.params.items():
+            for ref, cond in (spec.when or {}).items():
+                other = self._resolve_ref(ref)
+                if other is None:
+                    out.append(
+                        (
+                            (name, "when", ref),
+                            f"'{ref}' is not a parameter of this space "
+                            f"(allowed: {', '.join(n for n in self.params if n != name)})",
+                        )
+                    )
+                    continue
+                if other == name:
+                    out.append(((name, "when", ref), "a parameter cannot depend on itself"))
+                    continue
+                ospec = self.params[other]
+                if isinstance(ospec, ChoiceParam | ConstParam):
+                    possible = ospec.grid_values()
+                    bad = [c for c in _allowed(cond) if not _matches(c, possible)]
+                    if bad:
+                        out.append(
+                            (
+                                (name, "when", ref),
+                                f"{bad[0]!r} is never a value of '{ref}' "
+                                f"(allowed: {', '.join(map(str, possible))})",
+                            )
+                        )
+        by_path: dict[str, list[str]] = {}
+        for name in self.params:
+            by_path.setdefault(self.path_of(name), []).append(name)
+        for path, names in by_path.items():
+            for a, b in itertools.combinations(names, 2):
+                if not _exclusive(self.params[a], self.params[b], self):
+                    out.append(
+                        (
+                            (b,),
+                            f"sets '{path}' like '{a}'; two parameters may share a path only when "
+                            "their `when` conditions on one parameter are disjoint",
+                        )
+                    )
+        return out
+
+
+def _exclusive(a: _ParamBase, b: _ParamBase, space: SearchSpace) -> bool:
+    for ref, cond in (a.when or {}).items():
+        other_cond = (b.when or {}).get(ref)
+        if other_cond is None:
+            continue
+        if not any(_matches(x, _allowed(other_cond)) for x in _allowed(cond)):
+            return True
+    return False
+
+
+def _dependency_order(params: Mapping[str, _ParamBase]) -> tuple[str, ...]:
+    """Declaration order, moved only as far as needed to put every parameter after those it depends on."""
+    names = list(params)
+
+    def deps(name: str) -> list[str]:
+        out = []
+        for ref in params[name].when or {}:
+            if ref in params:
+                out.append(ref)
+            else:
+                out.extend(n for n in names if (params[n].path or n) == ref)
+        return [d for d in out if d != name]
+
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise ValueError(f"conditional parameters depend on each other in a cycle: {' -> '.join(stack)}")
+        state[name] = 1
+        for d in deps(name):
+            visit(d, (*stack, d))
+        state[name] = 2
+        order.append(name)
+
+    for name in names:
+        visit(name, (name,))
+    return tuple(order)

@@ -1,0 +1,507 @@
+"""Study files (studies/*.yaml): schema, line-numbered loading, and the checks made before a run.
+
+    name: llm-serving-h100                 # results go to results/<name>/<run-id>/
+    description: free text
+    model: llama-3.1-8b                    # catalog model (dse models) or a config.json path
+    gpu: h100-sxm                          # base catalog GPU that gpu.* parameters override
+    workload: {batch: 32, input_tokens: 1024, output_tokens: 256, precision: bf16, attention: flash}
+    space: spaces/h100_like.yaml           # a space file (relative to this file, or to the working
+                                           # directory), or an inline mapping {param: spec} (see space.py)
+    objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}
+    constraints:                           # bounds on metrics; the right side is a number or a metric
+      - avg_power_w <= tdp_w               # ...also {metric: avg_power_w, op: "<=", value: 700}
+      - memory_fits                        # = memory_bytes <= memory_capacity_bytes
+    reference_point: {e2e_latency_s: 60, energy_per_output_token_j: 5}   # optional, for hypervolume
+    search:
+      sampler: {kind: nsga2, population: 64}   # grid | random | qmc | nsga2 | nsga3 | tpe (or just `nsga2`)
+      n_points: 2000                       # budget: distinct evaluated points
+      time_budget_s: 600                   # budget: wall time (optional)
+      patience: 20                         # stop after this many batches without hypervolume gain (optional)
+      batch_size: 64                       # points asked per batch (default: population, else 64)
+      chunk_size: 32                       # points per worker task (default: about 2 chunks per worker)
+      executor: ray                        # ray | process | serial
+      workers: 2                           # default: all CPUs
+      seed: 0
+
+Unknown keys are errors. Every error names the file, the line, the field and what is allowed, e.g.
+`studies/x.yaml:14: space.gpu.num_sms.hihg: unknown key 'hihg' (allowed: path, when, type, low, high, ...)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from dse.errors import ConfigError
+from dse.search.objective import (
+    DERIVED_GPU_KNOBS,
+    OPERATING_POINT_KEYS,
+    WORKLOAD_KEYS,
+    Evaluator,
+    evaluate_point,
+    metric_names_of,
+)
+from dse.search.space import ChoiceParam, ConstParam, ParamSpec, SearchSpace, SpaceFile, _ParamBase
+from dse.search.yamlio import SourceMap, format_errors, load_yaml, located_error
+
+Direction = Literal["minimize", "maximize"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+Attention = Literal["flash", "eager"]
+ExecutorKind = Literal["ray", "process", "serial"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- constraints -------------------------------------------------------------------------------------------
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_CONSTRAINT_RE = re.compile(rf"^\s*({_NAME})\s*(<=|>=|<|>)\s*(\S+)\s*$")
+CONSTRAINT_SYNTAX = "'METRIC <= NUMBER|METRIC' (ops <=, >=, <, >), 'memory_fits', or {metric, op, value}"
+
+
+class ConstraintConfig(_Strict):
+    """`metric op value`: a point is feasible when it holds. `value` is a number or another metric."""
+
+    metric: str = Field(pattern=rf"^{_NAME}$")
+    op: Literal["<=", ">=", "<", ">"] = "<="
+    value: float | str
+
+    @property
+    def text(self) -> str:
+        value = f"{self.value:g}" if isinstance(self.value, float) else self.value
+        return f"{self.metric} {self.op} {value}"
+
+    def metrics(self) -> list[str]:
+        return [self.metric] + ([self.value] if isinstance(self.value, str) else [])
+
+
+def _parse_constraint(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if value.strip() == "memory_fits":
+        return {"metric": "memory_bytes", "op": "<=", "value": "memory_capacity_bytes"}
+    m = _CONSTRAINT_RE.match(value)
+    if m is None:
+        raise ValueError(f"cannot parse constraint {value!r} (allowed: {CONSTRAINT_SYNTAX})")
+    rhs: float | str = m.group(3)
+    try:
+        rhs = float(rhs)
+    except ValueError:
+        if not re.fullmatch(_NAME, str(rhs)):
+            raise ValueError(f"constraint {value!r}: right side must be a number or a metric name") from None
+    return {"metric": m.group(1), "op": m.group(2), "value": rhs}
+
+
+# --- samplers ---------------------------------------------------------------------------------------------
+
+
+class GridSamplerConfig(_Strict):
+    """Every point of a finite space (our own enumerator, deduplicated); `shuffle` permutes it by seed."""
+
+    kind: Literal["grid"]
+    shuffle: bool = False
+
+
+class RandomSamplerConfig(_Strict):
+    kind: Literal["random"]
+
+
+class QmcSamplerConfig(_Strict):
+    """Scrambled Sobol (or Halton) low-discrepancy points: even coverage for sweeps and sensitivity."""
+
+    kind: Literal["qmc"]
+    qmc_type: Literal["sobol", "halton"] = "sobol"
+    scramble: bool = True
+
+
+class Nsga2SamplerConfig(_Strict):
+    kind: Literal["nsga2"]
+    population: int = Field(default=64, ge=2)
+    mutation_prob: float | None = Field(default=None, ge=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    swapping_prob: float = Field(default=0.5, ge=0, le=1)
+
+
+class Nsga3SamplerConfig(_Strict):
+    """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
+
+    kind: Literal["nsga3"]
+    population: int = Field(default=64, ge=2)
+    dividing_parameter: int = Field(default=3, ge=1)
+    mutation_prob: float | None = Field(default=None, ge=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    swapping_prob: float = Field(default=0.5, ge=0, le=1)
+
+
+class TpeSamplerConfig(_Strict):
+    """TPE: sample-efficient but ~40 ms/point of bookkeeping; use for budgets under ~1000 points."""
+
+    kind: Literal["tpe"]
+    n_startup_trials: int = Field(default=10, ge=1)
+    multivariate: bool = False
+    constant_liar: bool = True
+
+
+SamplerConfig = Annotated[
+    GridSamplerConfig
+    | RandomSamplerConfig
+    | QmcSamplerConfig
+    | Nsga2SamplerConfig
+    | Nsga3SamplerConfig
+    | TpeSamplerConfig,
+    Field(discriminator="kind"),
+]
+
+
+def _sampler_shorthand(value: Any) -> Any:
+    return {"kind": value} if isinstance(value, str) else value
+
+
+class SearchConfig(_Strict):
+    sampler: Annotated[SamplerConfig, BeforeValidator(_sampler_shorthand)] = Field(
+        default_factory=lambda: Nsga2SamplerConfig(kind="nsga2")
+    )
+    n_points: int = Field(default=1000, ge=1, description="budget: distinct evaluated points")
+    time_budget_s: float | None = Field(default=None, gt=0)
+    patience: int | None = Field(default=None, ge=1, description="batches without hypervolume gain")
+    min_improvement: float = Field(default=1e-6, ge=0, description="relative hypervolume gain that counts")
+    batch_size: int | None = Field(default=None, ge=1)
+    chunk_size: int | None = Field(default=None, ge=1)
+    executor: ExecutorKind = "ray"
+    workers: int | None = Field(default=None, ge=1)
+    seed: int = 0
+
+    @property
+    def effective_batch_size(self) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return getattr(self.sampler, "population", 64)
+
+
+class WorkloadConfig(_Strict):
+    """Serving workload defaults; space parameters with the same names override them per point."""
+
+    batch: int = Field(default=1, ge=1)
+    input_tokens: int = Field(default=1024, ge=1)
+    output_tokens: int = Field(default=256, ge=1)
+    precision: Precision = "bf16"
+    attention: Attention = "flash"
+
+
+class StudyConfig(_Strict):
+    """A whole study, with its space resolved (inlined) and every default filled in."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100-sxm"
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    space: dict[str, ParamSpec] = Field(min_length=1)
+    objectives: dict[str, Direction] = Field(min_length=1)
+    constraints: list[Annotated[ConstraintConfig, BeforeValidator(_parse_constraint)]] = Field(
+        default_factory=list
+    )
+    reference_point: dict[str, float] | None = None
+    search: SearchConfig = Field(default_factory=SearchConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> StudyConfig:
+        if self.reference_point is not None and set(self.reference_point) != set(self.objectives):
+            raise ValueError(
+                f"reference_point must give exactly the objectives ({', '.join(self.objectives)}), "
+                f"got {', '.join(self.reference_point) or 'none'}"
+            )
+        return self
+
+    def search_space(self) -> SearchSpace:
+        return SearchSpace(self.space)
+
+    @property
+    def directions(self) -> list[str]:
+        return list(self.objectives.values())
+
+    def with_overrides(self, **search: Any) -> StudyConfig:
+        """A copy with `search` fields replaced (CLI --n-points, --executor, --seed); None means keep."""
+        update = {k: v for k, v in search.items() if v is not None}
+        if not update:
+            return self
+        return self.model_copy(update={"search": self.search.model_copy(update=update)})
+
+
+# Fields that do not change which points are proposed: a run with other values continues the same run.
+_BUDGET_FIELDS = (
+    "n_points",
+    "time_budget_s",
+    "patience",
+    "min_improvement",
+    "executor",
+    "workers",
+    "chunk_size",
+)
+
+
+def resolved_dict(cfg: StudyConfig) -> dict[str, Any]:
+    """The fully resolved study as plain data (space inlined, defaults filled)."""
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    data["constraints"] = [c.text for c in cfg.constraints]
+    return data
+
+
+def resolved_yaml(cfg: StudyConfig) -> str:
+    """study.resolved.yaml text: a valid study file that reproduces the run."""
+    header = "# Fully resolved study written by dse.search (space inlined, defaults filled in).\n"
+    return header + yaml.safe_dump(resolved_dict(cfg), sort_keys=False, default_flow_style=None, width=110)
+
+
+def study_hash(cfg: StudyConfig, evaluator_name: str = "") -> str:
+    """Hash of everything that decides which points a run proposes (not budgets or executors)."""
+    data = resolved_dict(cfg)
+    data.pop("description", None)
+    for key in _BUDGET_FIELDS:
+        data["search"].pop(key, None)
+    data["evaluator"] = evaluator_name
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+# --- loading ---------------------------------------------------------------------------------------------
+
+_PARAMS = TypeAdapter(dict[str, ParamSpec])
+
+
+@dataclass(frozen=True)
+class LoadedStudy:
+    """A validated study and where each of its values came from (for later located errors)."""
+
+    config: StudyConfig
+    source: SourceMap
+
+
+def _resolve_space_file(ref: str, study_path: Path) -> Path | None:
+    p = Path(ref).expanduser()
+    for cand in (
+        [p] if p.is_absolute() else [study_path.parent / p, Path.cwd() / p, study_path.parent.parent / p]
+    ):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, _ParamBase], SourceMap]:
+    if isinstance(raw, str):
+        found = _resolve_space_file(raw, study_path)
+        if found is None:
+            raise located_error(
+                smap,
+                ("space",),
+                f"space file '{raw}' not found (looked next to {study_path.name} and in {Path.cwd()})",
+            )
+        data, space_map = load_yaml(found)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{found}:1: expected a mapping with `parameters:`")
+        try:
+            space = SpaceFile.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_errors(exc, SpaceFile, space_map)) from None
+        nested = smap.nested(("space",), _shift(space_map, ("parameters",)))
+        return dict(space.parameters), nested
+    if isinstance(raw, dict):
+        try:
+            return dict(_PARAMS.validate_python(raw)), smap
+        except ValidationError as exc:
+            raise ConfigError(format_errors(exc, _SpaceRoot, smap, prefix=("space",))) from None
+    if raw is None:
+        raise located_error(smap, ("space",), "required key is missing (a space file path or a mapping)")
+    raise located_error(smap, ("space",), "expected a path to a space file or a mapping {param: spec}")
+
+
+class _SpaceRoot(BaseModel):
+    """Only used to look up allowed keys for inline-space errors (loc starts with `space`)."""
+
+    space: dict[str, ParamSpec]
+
+
+def _shift(smap: SourceMap, prefix: tuple[str, ...]) -> SourceMap:
+    """The part of a map under `prefix`, re-rooted (a space file's `parameters:` becomes `space`)."""
+    n = len(prefix)
+    lines = {k[n:]: v for k, v in smap.lines.items() if k[:n] == prefix}
+    return SourceMap(smap.file, lines)
+
+
+def load_study(path: str | Path, *, evaluator: Evaluator | None = None) -> LoadedStudy:
+    """Load, validate and check a study file; raise ConfigError naming file, line, field and what is allowed.
+
+    `evaluator` decides which metric names and parameter paths are valid: the default (`evaluate_point`)
+    checks paths against the GPU catalog and metrics against the serving metrics; an evaluator with a
+    `metric_names` attribute has its metrics checked and its paths left alone.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"study file '{path}' not found")
+    data, smap = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: expected a mapping (name, space, objectives, ...) at the top level")
+    params, smap = _load_space(data.get("space"), path, smap)
+    try:
+        cfg = StudyConfig.model_validate({**data, "space": params})
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc, StudyConfig, smap)) from None
+    check_study(cfg, smap, evaluator or evaluate_point)
+    return LoadedStudy(cfg, smap)
+
+
+def study_from_dict(
+    data: dict[str, Any], *, source: str = "<study>", evaluator: Evaluator | None = None
+) -> StudyConfig:
+    """Validate and check a study given as data (tests, notebooks); errors cite `source` without lines."""
+    smap = SourceMap(source)
+    space = data.get("space")
+    params, _ = _load_space(space, Path(source), smap) if not isinstance(space, str) else ({}, smap)
+    try:
+        cfg = StudyConfig.model_validate({**data, "space": params} if params else data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc, StudyConfig, smap)) from None
+    check_study(cfg, smap, evaluator or evaluate_point)
+    return cfg
+
+
+# --- checks after validation -----------------------------------------------------------------------------
+
+
+def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None:
+    """Cross-field checks: space structure, paths, metric names, sampler needs. Raises located errors."""
+    try:
+        space = cfg.search_space()
+    except ValueError as exc:
+        raise located_error(smap, ("space",), str(exc)) from None
+    for loc, msg in space.problems():
+        raise located_error(smap, ("space", *loc), msg)
+    if evaluator is evaluate_point:
+        _check_serving(cfg, smap, space)
+    names = metric_names_of(evaluator)
+    if names is not None:
+        _check_metrics(cfg, smap, names)
+    if cfg.search.sampler.kind == "grid":
+        for name, spec in cfg.space.items():
+            if not spec.is_finite:
+                raise located_error(
+                    smap,
+                    ("space", name),
+                    "the grid sampler needs a finite space: give this float parameter a `step`, or use "
+                    "`values: [...]` (samplers for continuous spaces: random, qmc, nsga2, nsga3, tpe)",
+                )
+
+
+def _check_metrics(cfg: StudyConfig, smap: SourceMap, names: Sequence[str]) -> None:
+    allowed = ", ".join(names)
+    for metric in cfg.objectives:
+        if metric not in names:
+            raise located_error(
+                smap, ("objectives", metric), f"unknown metric '{metric}' (allowed: {allowed})"
+            )
+    for i, c in enumerate(cfg.constraints):
+        for metric in c.metrics():
+            if metric not in names:
+                raise located_error(
+                    smap, ("constraints", i), f"unknown metric '{metric}' in '{c.text}' (allowed: {allowed})"
+                )
+
+
+def _gpu_fields(gpu_dump: dict[str, Any], path: str) -> str | None:
+    """None when `path` (below `gpu.`) addresses a GPU field, else the message saying what is allowed."""
+    from dse.units import si_key
+
+    if path in DERIVED_GPU_KNOBS:
+        return None
+    parts = path.split(".")
+    if parts[0] == "memory" and len(parts) == 2:
+        key = si_key(parts[1])[0]
+        if key in ("technology", "bus_width_bits", "data_rate_bit_per_s", "capacity_per_device_bytes"):
+            return None
+    node: Any = gpu_dump
+    for i, part in enumerate(parts):
+        key = si_key(part)[0] if i == len(parts) - 1 else part
+        if not isinstance(node, dict) or key not in node:
+            where = "gpu." + ".".join(parts[:i]) if i else "gpu"
+            keys = sorted(node) if isinstance(node, dict) else []
+            extra = (
+                [
+                    k.removeprefix(".".join(parts[:i]) + ".")
+                    for k in DERIVED_GPU_KNOBS
+                    if k.startswith(".".join(parts[:i]) + ".")
+                ]
+                if i
+                else []
+            )
+            return f"'{part}' is not a field of {where} (allowed: {', '.join(keys + extra)})"
+        node = node[key]
+    if isinstance(node, dict) and parts[-1] != "tensor_flop_per_clk":
+        return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
+    return None
+
+
+def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.memory import list_memory_technologies
+
+    try:
+        gpu = load_gpu(cfg.gpu)
+    except ConfigError as exc:
+        raise located_error(smap, ("gpu",), str(exc)) from None
+    try:
+        from dse.workload.models import load_model_config
+    except ImportError:  # pragma: no cover - the workload catalog is part of dse
+        load_model_config = None
+    if load_model_config is not None:
+        try:
+            load_model_config(cfg.model)
+        except ConfigError as exc:
+            raise located_error(smap, ("model",), str(exc)) from None
+    gpu_dump = gpu.model_dump()
+    allowed_paths = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
+    literal_values = {
+        "precision": Precision.__args__,
+        "attention": Attention.__args__,
+        "gpu.memory.technology": tuple(list_memory_technologies()),
+    }
+    for name in cfg.space:
+        spec = cfg.space[name]
+        path = space.path_of(name)
+        loc = ("space", name) if spec.path is None else ("space", name, "path")
+        if path.startswith("gpu."):
+            msg = _gpu_fields(gpu_dump, path.removeprefix("gpu."))
+            if msg is not None:
+                raise located_error(smap, loc, msg)
+        elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
+            raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
+        allowed = literal_values.get(path)
+        if allowed is not None:
+            if not isinstance(spec, ChoiceParam | ConstParam):
+                raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
+            for i, v in enumerate(spec.grid_values()):
+                if str(v).lower() not in allowed:
+                    where = (
+                        ("space", name, "values", i)
+                        if isinstance(spec, ChoiceParam)
+                        else ("space", name, "value")
+                    )
+                    raise located_error(
+                        smap, where, f"{v!r} is not a valid {path} (allowed: {', '.join(allowed)})"
+                    )

@@ -1,0 +1,276 @@
+"""YAML in with line numbers, pydantic errors out as `file:line: field: message (allowed: ...)`.
+
+PyYAML's composer gives every node a start mark, so the loader keeps a map from the path of each value
+(`("space", "gpu.num_sms", "low")`) to its line. A pydantic `loc` is then walked along that map: segments
+that are not keys of the YAML (discriminated-union tags such as `int` or `nsga2`) are skipped, and a
+missing field points at the line of the mapping that lacks it.
+
+The loader also fixes two YAML 1.1 traps measured in reference/search-notes.md section 6.1: `1e-3` (no
+dot) is a float here, not the string "1e-3", and a key given twice is an error instead of last-one-wins.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from dse.errors import ConfigError
+
+Loc = tuple[str | int, ...]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads `1e-3` and `5E+9` as floats (YAML 1.2 behaviour)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where each value of a loaded YAML document sits: `lines[path] = line` (1-based)."""
+
+    file: str
+    lines: dict[Loc, int] = field(default_factory=dict)
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        """Line of the deepest prefix of `loc` that exists in the document (union tags skipped)."""
+        path: Loc = ()
+        best = self.lines.get((), None)
+        for seg in loc:
+            for cand in (seg, str(seg)):
+                if (*path, cand) in self.lines:
+                    path = (*path, cand)
+                    best = self.lines[path]
+                    break
+        return best
+
+    def yaml_path(self, loc: Sequence[str | int]) -> Loc:
+        """`loc` with the segments that are not YAML keys (union tags) removed, where they can be told."""
+        path: Loc = ()
+        out: list[str | int] = []
+        for seg in loc:
+            if (*path, seg) in self.lines or (*path, str(seg)) in self.lines:
+                key = seg if (*path, seg) in self.lines else str(seg)
+                path = (*path, key)
+                out.append(seg)
+            elif not _is_tag(seg):
+                out.append(seg)
+        return tuple(out)
+
+    def nested(self, prefix: Loc, other: SourceMap) -> SourceMap:
+        """A map where `prefix + path` resolves through `other` (an included file) first."""
+        merged = dict(self.lines)
+        for path, line in other.lines.items():
+            if path:  # the included file's root stays at the line that includes it
+                merged[(*prefix, *path)] = line
+        out = SourceMap(self.file, merged)
+        object.__setattr__(out, "_includes", {**getattr(self, "_includes", {}), prefix: other.file})
+        return out
+
+    def where(self, loc: Sequence[str | int]) -> str:
+        """`file:line` for a location (the included file when the location lies inside one)."""
+        file = self.file
+        includes: dict[Loc, str] = getattr(self, "_includes", {})
+        for prefix, inc in includes.items():
+            if tuple(loc[: len(prefix)]) == prefix and len(loc) > len(prefix):
+                file = inc
+        line = self.line_of(loc)
+        return f"{file}:{line}" if line is not None else file
+
+
+# Discriminated-union tags that pydantic puts into `loc` (parameter kinds, sampler kinds).
+_TAGS = {"int", "float", "choice", "constant", "grid", "random", "qmc", "nsga2", "nsga3", "tpe"}
+
+
+def _is_tag(seg: str | int) -> bool:
+    return isinstance(seg, str) and (
+        seg in _TAGS or seg.startswith(("function-", "list[", "dict[", "tagged-"))
+    )
+
+
+def _walk(node: yaml.Node, path: Loc, lines: dict[Loc, int], source: str) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if isinstance(key_node, yaml.ScalarNode) and key in seen:
+                raise ConfigError(
+                    f"{source}:{key_node.start_mark.line + 1}: {'.'.join(map(str, (*path, key)))}: "
+                    f"key '{key}' given twice (first on line {seen[key]})"
+                )
+            seen[key] = key_node.start_mark.line + 1
+            sub = (*path, key)
+            lines[sub] = key_node.start_mark.line + 1
+            _walk(value_node, sub, lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            _walk(item, (*path, i), lines, source)
+
+
+def load_yaml(path: str | Path) -> tuple[Any, SourceMap]:
+    """Parse one YAML file; return the data and its line map. Raises ConfigError with the line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, source: str) -> tuple[Any, SourceMap]:
+    """Like `load_yaml` for text already read; `source` names it in messages."""
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            lines: dict[Loc, int] = {}
+            if node is not None:
+                _walk(node, (), lines, source)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        what = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise ConfigError(f"{source}{line}: invalid YAML: {what}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+    return data, SourceMap(source, lines)
+
+
+# --- pydantic errors -> lines ------------------------------------------------------------------------------
+
+
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _model_at(root: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model that owns the last segment of `loc`, walking fields, dicts, lists and unions."""
+    candidates: list[Any] = [root]
+    for seg in loc:
+        nxt: list[Any] = []
+        for tp in candidates:
+            nxt.extend(_step(_unwrap(tp), seg))
+        if not nxt:
+            return None
+        candidates = nxt
+    models = [c for c in (_unwrap(t) for t in candidates) if isinstance(c, type) and issubclass(c, BaseModel)]
+    return models[0] if len(models) == 1 else None
+
+
+def _step(tp: Any, seg: str | int) -> list[Any]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        members = [_unwrap(a) for a in typing.get_args(tp)]
+        tagged = [m for m in members if _tag_of(m) == seg]
+        if tagged:
+            return [m for m in tagged]
+        return [r for m in members for r in _step(m, seg)]
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        fields = tp.model_fields
+        if seg in fields:
+            return [fields[seg].annotation]
+        for info in fields.values():
+            if info.alias == seg:
+                return [info.annotation]
+        return []
+    if origin in (dict, Mapping) or (isinstance(origin, type) and issubclass(origin, Mapping)):
+        args = typing.get_args(tp)
+        return [args[1]] if len(args) == 2 else []
+    if origin in (list, tuple, Sequence) and isinstance(seg, int):
+        args = typing.get_args(tp)
+        return [args[0]] if args else []
+    return []
+
+
+def _tag_of(model: Any) -> str | None:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        for name in ("kind", "type"):
+            info = model.model_fields.get(name)
+            if info is not None and typing.get_origin(info.annotation) is typing.Literal:
+                args = typing.get_args(info.annotation)
+                if len(args) == 1:
+                    return str(args[0])
+        tag = getattr(model, "TAG", None)
+        if isinstance(tag, str):
+            return tag
+    return None
+
+
+def _allowed_keys(root: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    model = _model_at(root, loc[:-1])
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _message(err: Mapping[str, Any], root: type[BaseModel], loc: Loc) -> str:
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid"))
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(root, loc)
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
+        return f"unknown key '{loc[-1] if loc else ''}'{hint}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "param_kind":  # space.py's discriminator: say which `type` was wrong, if that was it
+        given = err.get("input")
+        if isinstance(given, Mapping) and "type" in given:
+            allowed = "type: int | float, values: [...], value: x"
+            return f"unknown parameter type {given['type']!r} (allowed: {allowed})"
+        return msg
+    if kind == "union_tag_invalid":
+        expected = str(ctx.get("expected_tags", "")).replace("'", "")
+        disc = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"unknown {disc} {ctx.get('tag')!r} (allowed: {expected})"
+    if kind == "union_tag_not_found":
+        disc = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"`{disc}:` is missing (allowed kinds: grid, random, qmc, nsga2, nsga3, tpe)"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return f"{err.get('input')!r} is not allowed (allowed: {expected})"
+    if kind in ("value_error", "assertion_error"):
+        return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return (
+        f"{msg} (got {err.get('input')!r})" if "input" in err and not isinstance(err["input"], dict) else msg
+    )
+
+
+def format_errors(exc: ValidationError, root: type[BaseModel], smap: SourceMap, prefix: Loc = ()) -> str:
+    """One `file:line: field: message` line per problem of a ValidationError."""
+    out = []
+    seen = set()
+    for err in exc.errors():
+        loc: Loc = (*prefix, *err.get("loc", ()))
+        path = smap.yaml_path(loc)
+        field_name = ".".join(str(p) for p in path) or "(top level)"
+        line = f"{smap.where(loc)}: {field_name}: {_message(err, root, loc)}"
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    return "\n".join(out)
+
+
+def located_error(smap: SourceMap, loc: Sequence[str | int], message: str) -> ConfigError:
+    """A ConfigError for a check made after validation, pointing at the line of `loc`."""
+    field_name = ".".join(str(p) for p in smap.yaml_path(tuple(loc))) or "(top level)"
+    return ConfigError(f"{smap.where(tuple(loc))}: {field_name}: {message}")

@@ -1,0 +1,291 @@
+"""The driver end to end with toy evaluators: run-dir format, failures, infeasibility, stops, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.search.pareto import pareto_mask
+from dse.search.progress import ProgressState
+from dse.search.results import PointLog
+from dse.search.runner import run_study
+
+from .toy import die_once, flat, schaffer, zdt1
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+RECORD_KEYS = {"point_id", "params", "metrics", "feasible", "reason", "error", "t_eval_s", "seq"}
+SUMMARY_KEYS = {
+    "study",
+    "run_id",
+    "objectives",
+    "constraints",
+    "parameters",
+    "n_points",
+    "n_feasible",
+    "n_failed",
+    "front_size",
+    "hypervolume",
+    "reference_point",
+    "stop_reason",
+    "elapsed_s",
+    "points_per_s",
+    "sampler",
+    "executor",
+    "seed",
+}
+
+ZDT = """\
+name: zdt
+space:
+  x0: {type: float, low: 0, high: 1}
+  x1: {type: float, low: 0, high: 1}
+  x2: {type: float, low: 0, high: 1}
+objectives: {f1: minimize, f2: minimize}
+search: {sampler: {kind: nsga2, population: 16}, n_points: N_POINTS, executor: serial, seed: 7}
+"""
+
+
+def zdt_study(tmp_path: Path, n_points: int = 160, name: str = "zdt.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(ZDT.replace("N_POINTS", str(n_points)))
+    return path
+
+
+def read_log(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "points.jsonl").read_text().splitlines()]
+
+
+def comparable(records: list[dict]) -> list[tuple]:
+    return sorted(
+        (
+            r["seq"],
+            r["point_id"],
+            json.dumps(r["params"], sort_keys=True),
+            json.dumps(r["metrics"], sort_keys=True),
+            r["feasible"],
+            r["reason"],
+            r["error"],
+        )
+        for r in records
+    )
+
+
+def test_run_dir_format(tmp_path: Path) -> None:
+    states: list[ProgressState] = []
+    s = run_study(zdt_study(tmp_path), out=tmp_path / "res", evaluator=zdt1, progress=states.append)
+    run_dir = s.run_dir
+    assert run_dir.parent == tmp_path / "res" / "zdt"
+    assert {p.name for p in run_dir.iterdir()} >= {
+        "study.resolved.yaml",
+        "env.json",
+        "points.jsonl",
+        "trials.parquet",
+        "pareto.csv",
+        "summary.json",
+    }
+    log = read_log(run_dir)
+    assert len(log) == 160 and all(set(r) == RECORD_KEYS for r in log)
+    assert sorted(r["seq"] for r in log) == list(range(160))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["stop_reason"].startswith("point budget reached")
+    assert summary["objectives"] == [
+        {"metric": "f1", "direction": "minimize"},
+        {"metric": "f2", "direction": "minimize"},
+    ]
+    assert [p["path"] for p in summary["parameters"]] == ["x0", "x1", "x2"]
+    df = pd.read_parquet(run_dir / "trials.parquet")
+    assert list(df.columns) == [
+        "point_id",
+        "seq",
+        "param.x0",
+        "param.x1",
+        "param.x2",
+        "metric.f1",
+        "metric.f2",
+        "metric.g",
+        "feasible",
+        "reason",
+        "error",
+        "on_front",
+    ]
+    expected = pareto_mask(df[["metric.f1", "metric.f2"]].to_numpy())
+    assert np.array_equal(df["on_front"].to_numpy(), expected)
+    front = pd.read_csv(run_dir / "pareto.csv")
+    assert len(front) == summary["front_size"] == expected.sum()
+    assert front["metric.f1"].is_monotonic_increasing
+    assert states[-1].done and states[-1].n_points == 160 and states[-1].front_size == summary["front_size"]
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["cpus"] and env["packages"]["optuna"] and env["evaluator"].endswith("toy.zdt1")
+
+
+def test_nsga2_approaches_the_known_front(tmp_path: Path) -> None:
+    s = run_study(zdt_study(tmp_path, 1600), out=tmp_path, evaluator=zdt1)
+    front = pd.read_csv(s.run_dir / "pareto.csv")
+    gap = front["metric.f2"] - (1 - np.sqrt(front["metric.f1"]))
+    assert gap.min() >= -1e-12 and gap.median() < 0.5
+    assert s.hypervolume > 0
+
+
+def test_serial_and_process_executors_agree(tmp_path: Path) -> None:
+    a = run_study(zdt_study(tmp_path, 96), out=tmp_path / "a", evaluator=zdt1)
+    b = run_study(zdt_study(tmp_path, 96), out=tmp_path / "b", evaluator=zdt1, executor="process", workers=2)
+    assert comparable(read_log(a.run_dir)) == comparable(read_log(b.run_dir))
+    assert a.hypervolume == b.hypervolume and b.executor == "process"
+
+
+SCHAFFER = """\
+name: schaffer
+space:
+  x: {type: float, low: -1, high: 3, step: 0.25}
+  mode: {values: [ok, ok2, boom, tight]}
+  budget: {value: 2.0}
+objectives: {f1: minimize, f2: minimize}
+constraints: [f1 <= budget]
+search: {sampler: grid, n_points: 1000, executor: serial}
+"""
+
+
+def test_failed_and_infeasible_points_are_logged_with_reasons(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(SCHAFFER)
+    s = run_study(path, out=tmp_path, evaluator=schaffer_ok2)
+    log = {(r["params"]["x"], r["params"]["mode"]): r for r in read_log(s.run_dir)}
+    assert len(log) == 17 * 4 and s.stop_reason.startswith("search space exhausted")
+    boom = log[(1.0, "boom")]
+    assert boom["error"] == "ValueError: boom at x=1" and boom["reason"] == "error" and not boom["feasible"]
+    tight = log[(1.0, "tight")]
+    assert tight["reason"] == "model: does not fit" and not tight["feasible"] and tight["error"] is None
+    hot = log[(2.0, "ok")]
+    assert not hot["feasible"] and hot["reason"] == "f1 4 violates <= budget 2"
+    assert log[(1.0, "ok")]["feasible"]
+    assert s.n_failed == 17 and s.n_feasible == 2 * 10  # x in -1..1.25 (x^2 <= 2), modes ok and ok2
+    df = pd.read_parquet(s.run_dir / "trials.parquet")
+    assert not df.loc[~df["feasible"], "on_front"].any()
+    assert df.loc[df["on_front"], "param.x"].between(0, 1.25).all()
+
+
+def schaffer_ok2(params: dict, ctx: object) -> dict:
+    return schaffer({**params, "mode": "ok" if params["mode"] == "ok2" else params["mode"]}, ctx)
+
+
+schaffer_ok2.metric_names = schaffer.metric_names  # type: ignore[attr-defined]
+
+
+def test_duplicates_are_answered_from_the_run_and_a_finite_space_ends(tmp_path: Path) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+        name: dup
+        space: {x: {values: [0.0, 0.5, 1.0, 1.5, 2.0]}}
+        objectives: {f1: minimize, f2: minimize}
+        search: {sampler: random, n_points: 100, batch_size: 4, executor: serial}
+    """)
+    )
+    s = run_study(path, out=tmp_path, evaluator=schaffer)
+    assert s.n_points == 5 and "exhausted" in s.stop_reason
+    assert len(read_log(s.run_dir)) == 5
+
+
+def test_patience_stops_a_stalled_search(tmp_path: Path) -> None:
+    text = ZDT.replace("N_POINTS", "1000").replace("seed: 7}", "seed: 7, patience: 3}")
+    (tmp_path / "p.yaml").write_text(text)
+    s = run_study(tmp_path / "p.yaml", out=tmp_path, evaluator=flat)
+    assert s.stop_reason.startswith("hypervolume stalled for 3 batches")
+    assert 16 * 3 < s.n_points <= 16 * 4  # 1 + 3 batches (NSGA-II may propose a few duplicates)
+
+
+def test_time_budget(tmp_path: Path) -> None:
+    s = run_study(zdt_study(tmp_path, 100000), out=tmp_path, evaluator=zdt1, time_budget_s=0.3)
+    assert s.stop_reason == "time budget reached (0.3 s)" and 0 < s.n_points < 100000
+
+
+def test_rerun_continues_the_same_run_without_reevaluating(tmp_path: Path) -> None:
+    first = run_study(zdt_study(tmp_path, 64), out=tmp_path, evaluator=zdt1)
+    again = run_study(zdt_study(tmp_path, 64), out=tmp_path, evaluator=zdt1)
+    assert again.run_dir == first.run_dir and again.n_evaluated == 0 and again.n_cached == 64
+    more = run_study(zdt_study(tmp_path, 128), out=tmp_path, evaluator=zdt1)
+    assert more.run_dir == first.run_dir and more.n_evaluated == 64 and more.n_cached == 64
+    fresh = run_study(zdt_study(tmp_path, 128), out=tmp_path / "fresh", evaluator=zdt1)
+    assert comparable(read_log(fresh.run_dir)) == comparable(read_log(more.run_dir))
+    assert len(read_log(more.run_dir)) == 128
+
+
+def test_lost_worker_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSE_TEST_MARKER", str(tmp_path / "marker"))
+    s = run_study(zdt_study(tmp_path, 32), out=tmp_path, evaluator=die_once, executor="process", workers=2)
+    assert (tmp_path / "marker").exists()
+    assert s.n_points == 32 and s.n_failed == 0
+
+
+def test_torn_last_line_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "points.jsonl"
+    good = {
+        "point_id": "a",
+        "params": {},
+        "metrics": {},
+        "feasible": True,
+        "reason": "",
+        "error": None,
+        "t_eval_s": 0.0,
+        "seq": 0,
+    }
+    path.write_text(json.dumps(good) + "\n" + '{"point_id": "b", "par')
+    log = PointLog(path)
+    assert list(log.records) == ["a"]
+    log.append([{**good, "point_id": "c", "seq": 1}])
+    log.close()
+    assert [json.loads(x)["point_id"] for x in path.read_text().splitlines()] == ["a", "c"]
+
+
+def test_sigkill_and_resume_loses_nothing_and_reevaluates_nothing(tmp_path: Path) -> None:
+    """Kill a run (SIGKILL) mid-way, resume it, and compare with an uninterrupted run of the same seed."""
+    n = 160
+    study = zdt_study(tmp_path, n)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.toy", str(study), str(tmp_path / "killed")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        logs: list[Path] = []
+        while time.monotonic() < deadline:
+            logs = list((tmp_path / "killed").glob("zdt/*/points.jsonl"))
+            if logs and logs[0].read_text().count("\n") >= 40:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = logs[0].parent
+    before = read_log(run_dir)
+    assert 40 <= len(before) < n and not (run_dir / "summary.json").exists()
+
+    resumed = run_study(resume=run_dir, evaluator=zdt1)
+    after = read_log(run_dir)
+    assert after[: len(before)] == before  # nothing lost or rewritten: the log is append-only
+    assert len(after) == n and len({r["point_id"] for r in after}) == n  # nothing evaluated twice
+    assert resumed.n_evaluated == n - len(before) and resumed.n_cached == len(before)
+
+    straight = run_study(study, out=tmp_path / "straight", evaluator=zdt1)
+    assert comparable(after) == comparable(read_log(straight.run_dir))
+    front_a = pd.read_csv(run_dir / "pareto.csv")
+    front_b = pd.read_csv(straight.run_dir / "pareto.csv")
+    pd.testing.assert_frame_equal(front_a.drop(columns=["seq"]), front_b.drop(columns=["seq"]))
+    assert resumed.hypervolume == straight.hypervolume

@@ -1,0 +1,77 @@
+"""Search spaces: grid enumeration, conditions, aliases, point ids, descriptions."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import TypeAdapter
+
+from dse.search.space import ParamSpec, SearchSpace, point_id
+
+PARAMS = TypeAdapter(dict[str, ParamSpec])
+
+
+def space(data: dict) -> SearchSpace:
+    return SearchSpace(PARAMS.validate_python(data))
+
+
+def test_grid_is_the_product_of_inclusive_ranges() -> None:
+    s = space(
+        {
+            "a": {"type": "int", "low": 1, "high": 5, "step": 2},
+            "b": {"type": "float", "low": 0.1, "high": 0.3, "step": 0.1},
+            "c": {"values": ["x", "y"]},
+            "d": {"value": 7},
+        }
+    )
+    grid = list(s.iter_grid())
+    assert len(grid) == 3 * 3 * 2
+    assert grid[0] == {"a": 1, "b": 0.1, "c": "x", "d": 7}
+    assert {p["b"] for p in grid} == {0.1, 0.2, 0.3}  # no 0.30000000000000004
+    assert len({point_id(p) for p in grid}) == len(grid)
+
+
+def test_conditional_parameters_and_shared_paths() -> None:
+    s = space(
+        {
+            "tech": {"values": ["hbm3", "gddr7"]},
+            "hbm_bus": {"path": "bus", "values": [4096, 5120], "when": {"tech": "hbm3"}},
+            "gddr_bus": {"path": "bus", "values": [384, 512], "when": {"tech": ["gddr7"]}},
+            "extra": {"value": 1, "when": {"hbm_bus": 5120}},
+        }
+    )
+    assert s.problems() == []
+    grid = list(s.iter_grid())
+    assert grid == [
+        {"tech": "hbm3", "bus": 4096},
+        {"tech": "hbm3", "bus": 5120, "extra": 1},
+        {"tech": "gddr7", "bus": 384},
+        {"tech": "gddr7", "bus": 512},
+    ]
+    assert s.paths == ["tech", "bus", "extra"]
+
+
+def test_dependency_order_puts_parents_first() -> None:
+    s = space({"child": {"values": [1, 2], "when": {"parent": "on"}}, "parent": {"values": ["on", "off"]}})
+    assert s.order == ("parent", "child")
+    values = s.sample(lambda name, spec: spec.values[0])
+    assert values == {"parent": "on", "child": 1}
+
+
+def test_cycles_and_clashing_paths_are_reported() -> None:
+    with pytest.raises(ValueError, match="cycle"):
+        space({"a": {"values": [1], "when": {"b": 1}}, "b": {"values": [1], "when": {"a": 1}}})
+    s = space({"a": {"path": "p", "values": [1]}, "b": {"path": "p", "values": [2]}})
+    assert "share a path" in s.problems()[0][1]
+
+
+def test_point_id_is_canonical() -> None:
+    assert point_id({"a": 1, "b": "x"}) == point_id({"b": "x", "a": 1})
+    assert point_id({"a": 1}) != point_id({"a": 1.5})
+
+
+def test_describe_for_summary() -> None:
+    d = space(
+        {"n": {"type": "int", "low": 1, "high": 4}, "p": {"values": ["bf16"]}, "k": {"value": 3}}
+    ).describe()
+    assert [x["kind"] for x in d] == ["int", "categorical", "constant"]
+    assert d[0]["low"] == 1 and d[0]["high"] == 4 and d[1]["values"] == ["bf16"]

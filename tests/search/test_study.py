@@ -1,0 +1,277 @@
+"""Study files: valid ones load; malformed ones give `file:line: field: message (allowed: ...)`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.search.study import StudyConfig, load_study, resolved_yaml, study_hash
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((REPO / "studies").glob("*.yaml"))
+
+GOOD = """\
+name: good
+gpu: h100-sxm
+space:
+  gpu.num_sms: {type: int, low: 96, high: 132, step: 4}
+  sm_clock_mhz: {values: [1410, 1755, 1980]}
+  precision: {values: [bf16, fp8]}
+objectives:
+  e2e_latency_s: minimize
+  energy_per_output_token_j: minimize
+constraints:
+  - avg_power_w <= tdp_w
+search: {sampler: {kind: nsga2, population: 16}, n_points: 100, executor: serial}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_good_study_loads_with_defaults(tmp_path: Path) -> None:
+    cfg = load_study(write(tmp_path, GOOD)).config
+    assert cfg.model == "llama-3.1-8b"
+    assert cfg.workload.precision == "bf16"
+    assert cfg.search.effective_batch_size == 16
+    assert cfg.constraints[0].value == "tdp_w"
+    assert cfg.search_space().paths == ["gpu.num_sms", "sm_clock_mhz", "precision"]
+
+
+def test_resolved_yaml_round_trips_and_hash_ignores_budgets(tmp_path: Path) -> None:
+    cfg = load_study(write(tmp_path, GOOD)).config
+    again = load_study(write(tmp_path, resolved_yaml(cfg), "resolved.yaml")).config
+    assert again == cfg
+    assert study_hash(cfg) == study_hash(cfg.with_overrides(n_points=5, executor="ray"))
+    assert study_hash(cfg) != study_hash(cfg.with_overrides(seed=3))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_shipped_studies_load(path: Path) -> None:
+    cfg = load_study(path).config
+    assert isinstance(cfg, StudyConfig)
+    assert len(cfg.objectives) == 2
+
+
+def test_space_file_is_resolved_relative_to_the_study(tmp_path: Path) -> None:
+    (tmp_path / "spaces").mkdir()
+    write(tmp_path / "spaces", "parameters:\n  precision: {values: [bf16, fp8]}\n", "s.yaml")
+    study = GOOD.split("space:")[0] + "space: spaces/s.yaml\nobjectives: {e2e_latency_s: minimize}\n"
+    cfg = load_study(write(tmp_path, study)).config
+    assert list(cfg.space) == ["precision"]
+
+
+# (case id, study text, line, substrings the message must contain)
+MALFORMED = [
+    (
+        "unknown-top-key",
+        GOOD.replace("objectives:", "objectivez:"),
+        7,
+        ["objectivez", "unknown key", "allowed:", "objectives"],
+    ),
+    (
+        "unknown-param-key",
+        GOOD.replace("step: 4}", "step: 4, hihg: 3}"),
+        4,
+        ["space.gpu.num_sms.hihg", "unknown key 'hihg'", "allowed:", "high"],
+    ),
+    ("wrong-type", GOOD.replace("low: 96", "low: many"), 4, ["space.gpu.num_sms.low", "integer", "many"]),
+    (
+        "low-above-high",
+        GOOD.replace("low: 96, high: 132", "low: 140, high: 132"),
+        4,
+        ["space.gpu.num_sms", "must not exceed"],
+    ),
+    ("empty-values", GOOD.replace("[bf16, fp8]", "[]"), 6, ["space.precision.values", "at least 1"]),
+    (
+        "unknown-sampler",
+        GOOD.replace("kind: nsga2", "kind: cmaes"),
+        12,
+        ["search.sampler", "cmaes", "allowed:", "nsga2", "tpe"],
+    ),
+    (
+        "unknown-direction",
+        GOOD.replace("e2e_latency_s: minimize", "e2e_latency_s: minimise"),
+        8,
+        ["objectives.e2e_latency_s", "minimise", "allowed: minimize, maximize"],
+    ),
+    (
+        "unknown-metric",
+        GOOD.replace("e2e_latency_s: minimize", "latency: minimize"),
+        8,
+        ["objectives.latency", "unknown metric 'latency'", "allowed:", "e2e_latency_s"],
+    ),
+    (
+        "bad-constraint",
+        GOOD.replace("avg_power_w <= tdp_w", "avg_power_w =< tdp_w"),
+        11,
+        ["constraints.0", "cannot parse constraint", "allowed:"],
+    ),
+    (
+        "constraint-unknown-metric",
+        GOOD.replace("<= tdp_w", "<= tdp_watts"),
+        11,
+        ["constraints.0", "unknown metric 'tdp_watts'"],
+    ),
+    (
+        "missing-space-file",
+        GOOD.replace("space:\n", "space: spaces/nope.yaml\nxspace:\n"),
+        3,
+        ["space", "spaces/nope.yaml", "not found"],
+    ),
+    (
+        "yaml-syntax",
+        GOOD.replace("values: [1410, 1755, 1980]}", "values: [1410, 1755, 1980}"),
+        5,
+        ["invalid YAML"],
+    ),
+    (
+        "unknown-path-prefix",
+        GOOD.replace("gpu.num_sms:", "chip.num_sms:"),
+        4,
+        [
+            "space.chip.num_sms",
+            "unknown parameter path 'chip.num_sms'",
+            "allowed:",
+            "gpu.<field>",
+            "sm_clock_mhz",
+        ],
+    ),
+    (
+        "unknown-gpu-field",
+        GOOD.replace("gpu.num_sms:", "gpu.num_smz:"),
+        4,
+        ["space.gpu.num_smz", "'num_smz' is not a field of gpu", "allowed:", "num_sms"],
+    ),
+    (
+        "duplicate-key",
+        GOOD.replace(
+            "  precision: {values: [bf16, fp8]}\n",
+            "  precision: {values: [bf16, fp8]}\n  precision: {value: bf16}\n",
+        ),
+        7,
+        ["space.precision", "given twice", "line 6"],
+    ),
+    (
+        "unknown-param-type",
+        GOOD.replace("type: int", "type: integer"),
+        4,
+        ["space.gpu.num_sms", "integer", "allowed:", "int", "float"],
+    ),
+    (
+        "param-without-kind",
+        GOOD.replace("{values: [1410, 1755, 1980]}", "{choices: [1410]}"),
+        5,
+        ["space.sm_clock_mhz", "type: int|float", "values: [...]"],
+    ),
+    (
+        "bad-precision-value",
+        GOOD.replace("[bf16, fp8]", "[bf16, fp7]"),
+        6,
+        ["space.precision.values.1", "'fp7'", "allowed:", "fp8"],
+    ),
+    (
+        "when-unknown-param",
+        GOOD.replace("{values: [bf16, fp8]}", "{values: [bf16, fp8], when: {attn: flash}}"),
+        6,
+        ["space.precision.when.attn", "not a parameter", "allowed:", "sm_clock_mhz"],
+    ),
+    (
+        "grid-needs-step",
+        GOOD.replace("kind: nsga2, population: 16", "kind: grid").replace(
+            "{values: [1410, 1755, 1980]}", "{type: float, low: 1000, high: 1980}"
+        ),
+        5,
+        ["space.sm_clock_mhz", "grid sampler needs a finite space", "step"],
+    ),
+    (
+        "zero-budget",
+        GOOD.replace("n_points: 100", "n_points: 0"),
+        12,
+        ["search.n_points", "greater than or equal to 1"],
+    ),
+    (
+        "missing-objectives",
+        GOOD.replace("objectives:\n  e2e_latency_s: minimize\n  energy_per_output_token_j: minimize\n", ""),
+        1,
+        ["objectives", "required key is missing"],
+    ),
+    ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
+    (
+        "unknown-executor",
+        GOOD.replace("executor: serial", "executor: dask"),
+        12,
+        ["search.executor", "'dask'", "allowed: ray, process, serial"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "needles"), [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED]
+)
+def test_malformed_study_gives_file_line_field(
+    tmp_path: Path, text: str, line: int, needles: list[str]
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_study(path)
+    msg = str(info.value)
+    assert f"{path}:{line}:" in msg, msg
+    for needle in needles:
+        assert needle in msg, f"{needle!r} not in {msg!r}"
+    assert "Traceback" not in msg
+
+
+def test_error_inside_space_file_names_that_file(tmp_path: Path) -> None:
+    space = write(
+        tmp_path, "description: x\nparameters:\n  precision: {values: [bf16, fp8], hihg: 1}\n", "sp.yaml"
+    )
+    study = GOOD.split("space:")[0] + "space: sp.yaml\nobjectives: {e2e_latency_s: minimize}\n"
+    with pytest.raises(ConfigError) as info:
+        load_study(write(tmp_path, study))
+    assert f"{space}:3: parameters.precision.hihg: unknown key 'hihg'" in str(info.value)
+
+
+def test_yaml_1_2_floats(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "constraints:\n  - avg_power_w <= tdp_w", "constraints:\n  - {metric: avg_power_w, value: 7e2}"
+    )
+    cfg = load_study(write(tmp_path, text)).config
+    assert cfg.constraints[0].value == 700.0
+
+
+def _cli_has_run() -> bool:
+    try:
+        from dse.cli import app
+    except Exception:  # noqa: BLE001
+        return False
+    return any(
+        getattr(c, "name", None) == "run" or getattr(c.callback, "__name__", "") == "run_cmd"
+        for c in app.registered_commands
+    )
+
+
+@pytest.mark.skipif(not _cli_has_run(), reason="`dse run` is not wired in dse/cli.py yet")
+@pytest.mark.parametrize(
+    ("text", "line"), [(c[1], c[2]) for c in MALFORMED[:10]], ids=[c[0] for c in MALFORMED[:10]]
+)
+def test_cli_exit_code_2_without_traceback(tmp_path: Path, text: str, line: int) -> None:
+    path = write(tmp_path, text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dse", "run", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert f":{line}:" in proc.stderr.replace("\n", "")
