@@ -20,16 +20,29 @@ Columns are scaled by their typical magnitude before solving (coefficients span 
 problem is well conditioned; `scale_j` is that magnitude, which makes the ridge dimensionless. The ridge
 (default tiny) only pins coefficients the data cannot see (an all-zero column) to their prior.
 
-Pure: no file or dataset access here; `dse.calibrate.validate_power` assembles the rows.
+The second half builds those rows from the kernel model: `workload_run` (a whole graph at a measured
+clock, for the EnergAIzer forward passes, with host gaps) and `kernel_table` / `fit_through_cap` (single
+kernels measured under a power cap at an unknown throttled clock, for the aiconfigurator H200 tables).
+
+Pure: no file or dataset access here; `dse.calibrate.validate_power` loads the data and assembles rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dse.errors import CalibrationError
+from dse.hardware.spec import GpuSpec
+from dse.perf.dvfs import Estimator, clock_table, highest_fitting_index
+from dse.perf.power import PowerCoeffs, estimate_arrays, gap_feature, gpu_power_terms, power_features
+from dse.perf.predict import host_gaps_s
+from dse.perf.types import OperatingPoint
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import ElementwiseOp, GemmOp
 
 try:
     import cvxpy as cp
@@ -164,3 +177,178 @@ def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
     """Mean absolute percentage error, as a fraction."""
     predicted, measured = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
     return float(np.mean(np.abs(predicted - measured) / np.abs(measured)))
+
+
+# ------------------------------------------------------------------------------------- rows from the model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadRun:
+    """One graph estimated at one clock: per-op arrays the fit and the validation need.
+
+    latency_s and features_j ([n, K], `PowerCoeffs.coeff_names()` order) are per execution; count says how
+    many times each op runs. gap_j_per_s_unit is the gap feature per second of gap (num_sms * f * V^2).
+    """
+
+    sm_clock_hz: float
+    count: np.ndarray
+    latency_s: np.ndarray
+    features_j: np.ndarray
+    idle_w: float
+    gap_j_per_s_unit: float
+
+    @property
+    def busy_s(self) -> float:
+        return float(np.dot(self.count, self.latency_s))
+
+    def totals(self, host_gap_s: float) -> tuple[float, np.ndarray]:
+        """(wall_s, features_j [K]) of the whole graph with host gaps (`dse.perf.predict.host_gaps_s`)."""
+        gap = host_gaps_s(self.latency_s, host_gap_s)
+        gap_total_s = float(np.dot(self.count, gap))
+        x = self.count @ self.features_j
+        x[GAP_COLUMN] += gap_total_s * self.gap_j_per_s_unit
+        return self.busy_s + gap_total_s, x
+
+
+GAP_COLUMN = PowerCoeffs.coeff_names().index("gap_j_per_sm_cycle")
+
+
+def workload_run(
+    graph: WorkloadGraph, gpu: GpuSpec, sm_clock_hz: float, coeffs: Any, estimator: Estimator
+) -> WorkloadRun:
+    """Estimate `graph` at one clock (no power cap: the clock is the measured one)."""
+    terms = gpu_power_terms(gpu)
+    ests = estimator(list(graph.ops), gpu, OperatingPoint(sm_clock_hz=sm_clock_hz), coeffs)
+    a = estimate_arrays(ests)
+    f = a["sm_clock_hz"]
+    return WorkloadRun(
+        sm_clock_hz=float(f.mean()),
+        count=np.array([op.count for op in graph.ops], dtype=float),
+        latency_s=a["latency_s"],
+        features_j=power_features(a["util"], a["latency_s"], a["dram_bytes"], f, terms),
+        idle_w=float(terms.idle_power_w(np.array(f.mean()))),
+        gap_j_per_s_unit=float(gap_feature(1.0, np.array(f.mean()), terms)),
+    )
+
+
+def rows_from_runs(runs: list[WorkloadRun], power_w: np.ndarray, host_gap_s: float) -> PowerRows:
+    """The fit's linear system for whole-workload runs with measured average power."""
+    tot = [r.totals(host_gap_s) for r in runs]
+    return PowerRows(
+        features_j=np.array([x for _, x in tot]),
+        wall_s=np.array([w for w, _ in tot]),
+        idle_w=np.array([r.idle_w for r in runs]),
+        power_w=np.asarray(power_w, dtype=float),
+    )
+
+
+def fit_host_gap_s(runs: list[WorkloadRun], latency_s: np.ndarray, grid_s: np.ndarray | None = None) -> float:
+    """Per-launch host time that minimizes the wall-time MAPE of `runs` against measured `latency_s`.
+
+    A 1-D scan (default 0 to 200 us in 0.5 us steps): measured time minus predicted GPU time, spread over
+    the kernels with the overlap rule of `dse.perf.predict.host_gaps_s`.
+    """
+    grid = np.arange(0.0, 200.5e-6, 0.5e-6) if grid_s is None else np.asarray(grid_s, dtype=float)
+    measured = np.asarray(latency_s, dtype=float)
+    errs = [mape(np.array([r.totals(h)[0] for r in runs]), measured) for h in grid]
+    return float(grid[int(np.argmin(errs))])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelTable:
+    """Single kernels (measured in a loop) estimated on a clock grid, for fits through a power cap.
+
+    features_j [C, N, K] per execution, latency_s [C, N], idle_w [C] on ascending clocks_hz.
+    """
+
+    clocks_hz: np.ndarray
+    latency_s: np.ndarray
+    features_j: np.ndarray
+    idle_w: np.ndarray
+
+    def power_w(self, c: np.ndarray) -> np.ndarray:
+        """[C, N] predicted power at every clock."""
+        return self.idle_w[:, None] + self.features_j @ c / self.latency_s
+
+    def effective_index(self, c: np.ndarray, f_req: float, cap_w: float) -> np.ndarray:
+        return highest_fitting_index(self.power_w(c), self.clocks_hz, f_req, cap_w)
+
+    def rows(self, idx: np.ndarray, power_w: np.ndarray) -> PowerRows:
+        """The fit's linear system with each kernel at clock index `idx`."""
+        n = np.arange(idx.size)
+        return PowerRows(
+            features_j=self.features_j[idx, n],
+            wall_s=self.latency_s[idx, n],
+            idle_w=self.idle_w[idx],
+            power_w=np.asarray(power_w, dtype=float),
+        )
+
+
+def kernel_table(
+    ops: list[Any], gpu: GpuSpec, clocks_hz: np.ndarray, coeffs: Any, estimator: Estimator
+) -> KernelTable:
+    terms = gpu_power_terms(gpu)
+    t = clock_table(ops, gpu, clocks_hz, coeffs, estimator)
+    f = t["sm_clock_hz"][:, None]
+    feats = power_features(t["util"], t["latency_s"], t["dram_bytes"], f, terms)
+    return KernelTable(
+        clocks_hz=t["sm_clock_hz"],
+        latency_s=t["latency_s"],
+        features_j=feats,
+        idle_w=terms.idle_power_w(t["sm_clock_hz"]),
+    )
+
+
+def fit_through_cap(
+    table: KernelTable,
+    power_w: np.ndarray,
+    f_req: float,
+    cap_w: float,
+    *,
+    start: np.ndarray,
+    iterations: int = 8,
+    **fit_kw: Any,
+) -> tuple[PowerFit, np.ndarray]:
+    """Fixed point of (effective clocks given c) and (c given effective clocks), from `start`.
+
+    Kernels measured under a power cap ran at an unknown, throttled clock; the model's own cap rule says
+    which. Returns the last fit and the effective clock index of every kernel.
+    """
+    c = np.asarray(start, dtype=float)
+    idx = table.effective_index(c, f_req, cap_w)
+    fit = fit_power_rows(table.rows(idx, power_w), **fit_kw)
+    for _ in range(iterations):
+        new_idx = table.effective_index(fit.coeffs, f_req, cap_w)
+        if np.array_equal(new_idx, idx):
+            break
+        idx = new_idx
+        fit = fit_power_rows(table.rows(idx, power_w), **fit_kw)
+    return fit, idx
+
+
+# ------------------------------------------------------------------------------------ measured workloads
+
+
+def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
+    """An EnergAIzer bf16 kernel list re-typed for a run at another precision (the README's fp32 rows).
+
+    fp32 runs of eager PyTorch: `nn.Linear` / matmul GEMMs on CUDA cores (`allow_tf32` is off by default
+    for matmul), convolutions on Tensor Cores as TF32 (cuDNN's `allow_tf32` is on by default), every other
+    kernel in fp32, and no dtype casts (a cast to the tensor's own dtype launches nothing).
+    """
+    if precision == "bf16":
+        return graph
+    if precision != "fp32":
+        raise CalibrationError(f"as_precision: no rule for {precision!r} (bf16 or fp32)")
+    ops = []
+    for op in graph.ops:
+        if isinstance(op, ElementwiseOp) and op.kind == "cast":
+            continue
+        if isinstance(op, GemmOp):
+            dtype = "tf32" if op.name.endswith(":conv2d") else "fp32"
+            ops.append(dataclasses.replace(op, dtype=dtype, out_dtype="fp32"))
+        elif hasattr(op, "out_dtype"):
+            ops.append(dataclasses.replace(op, dtype="fp32", out_dtype=None))
+        else:
+            ops.append(dataclasses.replace(op, dtype="fp32"))
+    return WorkloadGraph(name=f"{graph.name}@fp32", ops=tuple(ops), meta={**graph.meta, "precision": "fp32"})

@@ -236,3 +236,42 @@ def _search(
             best[i] = sub[j]
     clocks = np.where(exceeded, fine[0], fine[np.maximum(lo_ok, 0)])
     return clocks, best, exceeded  # type: ignore[return-value]
+
+
+def clock_table(
+    ops: Sequence[Any],
+    gpu: GpuSpec,
+    clocks_hz: np.ndarray,
+    coeffs: Any,
+    estimator: Estimator,
+) -> dict[str, np.ndarray]:
+    """Every op at every clock: util [C, N, M], latency_s [C, N], dram_bytes [C, N], sm_clock_hz [C].
+
+    One vectorized kernel-model call per clock; what DVFS curves and the power fits' cap search read.
+    """
+    clocks = np.asarray(clocks_hz, dtype=float)
+    per = [
+        estimate_arrays(estimator(list(ops), gpu, OperatingPoint(sm_clock_hz=float(f)), coeffs))
+        for f in clocks
+    ]
+    return {
+        "util": np.stack([p["util"] for p in per]),
+        "latency_s": np.stack([p["latency_s"] for p in per]),
+        "dram_bytes": np.stack([p["dram_bytes"] for p in per]),
+        "sm_clock_hz": clocks,
+    }
+
+
+def highest_fitting_index(
+    power_w: np.ndarray, clocks_hz: np.ndarray, f_req: float, cap_w: float
+) -> np.ndarray:
+    """[N] index into ascending `clocks_hz` of the highest clock <= f_req whose power [C, N] fits the cap.
+
+    Rows that fit at no clock get index 0 (the lowest clock).
+    """
+    ok = (power_w <= cap_w) & (np.asarray(clocks_hz)[:, None] <= f_req + 1e-3)
+    c = ok.shape[0]
+    # last True along axis 0
+    rev = np.argmax(ok[::-1], axis=0)
+    idx = c - 1 - rev
+    return np.where(ok.any(axis=0), idx, 0)

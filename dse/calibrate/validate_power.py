@@ -1,0 +1,488 @@
+"""Power, latency and energy errors of the model against the measured data, on held-out splits.
+
+Datasets (`shared/data/README.md` sections 1 and 2) and how each is used:
+
+- `a100_dvfs`: EnergAIzer A100 PCIe 40 GB whole forward passes at 510-1410 MHz. Fit (train
+  workloads), validation per clock (test workloads).
+- `a100_900`: the same GPU at 900 MHz, more workloads. Fit (train), validation (test).
+- `a10`: EnergAIzer A10 forward passes at 900 MHz. Forecast only: no A10 row enters any fit.
+- `h200_gemm`, `h200_attention_context`, `h200_attention_generation`: aiconfigurator H200 kernels in a
+  loop, 700 W cap, default clocks. Hopper fit (train rows), validation (test rows).
+
+Rules, from the data README:
+- EnergAIzer rows flagged short-window are invalid and dropped; rows without a kernel list cannot be
+  predicted and are dropped. fp32 rows use the bf16 kernel list re-typed by `fit_power.as_precision`.
+- Each run is predicted at its measured clock (`avg_sm_clock_hz`: below the requested lock when the 250 W
+  cap throttled it). The `*_capped` rows instead predict at the requested clock with the model's own cap.
+- EnergAIzer times are eager-PyTorch wall times: one host gap per kernel launch is fitted on the training
+  workloads' latencies and applied (`dse.perf.predict.host_gaps_s`); A10 uses the A100's gap.
+- The split is by workload, not by row: a workload is its kernel list and precision, so the same model
+  measured at 900 MHz and in the DVFS sweep lands on one side only. `split_holdout(seed=0, frac=0.2)` over
+  the sorted unique workloads of both A100 sets.
+- aiconfigurator power is a 1 s NVML average: only kernels whose measured latency is >= 1 ms are used
+  (`MIN_KERNEL_S`), sliding-window attention rows are dropped. The clock is unknown (default boost, 700 W
+  cap); the model's own cap rule decides it (`fit_power.fit_through_cap`). Split: `split_holdout` by row.
+
+MAPE values are fractions (0.08 = 8%).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.calibrate.dataset import (
+    load_aiconfigurator_attention,
+    load_aiconfigurator_gemm,
+    load_energaizer_measurements,
+    split_holdout,
+)
+from dse.calibrate.fit_power import (
+    KernelTable,
+    PowerRows,
+    WorkloadRun,
+    as_precision,
+    fit_host_gap_s,
+    fit_power_rows,
+    fit_through_cap,
+    kernel_table,
+    mape,
+    rows_from_runs,
+    workload_run,
+)
+from dse.hardware.catalog import load_gpu
+from dse.hardware.spec import GpuSpec
+from dse.perf.dvfs import Estimator, clock_grid_hz, default_estimator
+from dse.perf.power import PowerCoeffs
+from dse.perf.predict import predict_graph
+from dse.perf.types import OperatingPoint
+from dse.workload.energaizer import load_kernel_list
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import AttentionOp, GemmOp
+
+log = logging.getLogger(__name__)
+
+ENERGAIZER_GPU: dict[str, str] = {"a100": "a100-pcie-40gb", "dvfs": "a100-pcie-40gb", "a10": "a10"}
+H200_GPU = "h200-sxm"
+MIN_KERNEL_S = 1e-3
+HOLDOUT_FRAC = 0.2
+SEED = 0
+H200_FAMILIES: tuple[str, ...] = ("gemm", "attention_context", "attention_generation")
+# The cap-search grid of the H200 fit: 15 MHz steps from here up to the boost clock.
+H200_GRID_LOW_HZ = 1005e6
+
+
+# ------------------------------------------------------------------------------------- EnergAIzer data
+
+
+def energaizer_frame(which: str) -> pd.DataFrame:
+    """Valid rows with a kernel list, plus `workload` (kernel list + precision) and `clock_hz` (measured)."""
+    df = load_energaizer_measurements(which)
+    df = df[df["valid"] & df["workload_path"].notna()].copy()
+    df["workload"] = [
+        f"{Path(p).stem}|{prec}" for p, prec in zip(df["workload_path"], df["precision"], strict=True)
+    ]
+    df["clock_hz"] = df["avg_sm_clock_hz"].astype(float)
+    df["dataset"] = {"a100": "a100_900", "dvfs": "a100_dvfs", "a10": "a10"}[which]
+    return df.reset_index(drop=True)
+
+
+def a100_split(frac: float = HOLDOUT_FRAC, seed: int = SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, test) rows of both A100 sets, split by workload (module docstring)."""
+    both = pd.concat([energaizer_frame("a100"), energaizer_frame("dvfs")], ignore_index=True)
+    keys = pd.DataFrame({"workload": sorted(both["workload"].unique())})
+    _, test_keys = split_holdout(keys, frac=frac, seed=seed)
+    is_test = both["workload"].isin(set(test_keys["workload"]))
+    return both[~is_test].reset_index(drop=True), both[is_test].reset_index(drop=True)
+
+
+@cache
+def energaizer_graph(path: str, precision: str) -> WorkloadGraph:
+    return as_precision(load_kernel_list(path), precision)
+
+
+def energaizer_runs(
+    df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, estimator: Estimator, cache_: dict | None = None
+) -> list[WorkloadRun]:
+    """One `WorkloadRun` per row at its measured clock (memoized in `cache_` by workload and clock)."""
+    memo = {} if cache_ is None else cache_
+    out = []
+    for path, prec, f in zip(df["workload_path"], df["precision"], df["clock_hz"], strict=True):
+        key = (gpu.name, path, prec, round(float(f)))
+        if key not in memo:
+            memo[key] = workload_run(energaizer_graph(path, prec), gpu, float(f), coeffs, estimator)
+        out.append(memo[key])
+    return out
+
+
+# ----------------------------------------------------------------------------------------- H200 kernels
+
+
+def h200_frame(family: str, min_latency_s: float = MIN_KERNEL_S) -> pd.DataFrame:
+    """Long-enough H200 rows of one family with measured power."""
+    if family == "gemm":
+        df = load_aiconfigurator_gemm("h200_sxm")
+    elif family in ("attention_context", "attention_generation"):
+        df = load_aiconfigurator_attention("h200_sxm", family.removeprefix("attention_"))  # type: ignore[arg-type]
+        df = df[df["window_size"] == 0]
+    else:
+        raise ValueError(f"unknown H200 family {family!r}; known: {', '.join(H200_FAMILIES)}")
+    df = df[(df["latency_s"] >= min_latency_s) & df["power_w"].notna()].copy()
+    df["family"] = family
+    return df.reset_index(drop=True)
+
+
+def h200_ops(df: pd.DataFrame) -> list[Any]:
+    """The `dse` op of every row (GEMM: activation x weight, bf16 out; attention: vLLM flash / decode)."""
+    ops: list[Any] = []
+    for i, r in enumerate(df.itertuples(index=False)):
+        if r.family == "gemm":
+            dtype = "bf16" if r.dtype == "bf16" else "fp8"
+            ops.append(
+                GemmOp(
+                    name=f"gemm{i}",
+                    m=int(r.m),
+                    n=int(r.n),
+                    k=int(r.k),
+                    dtype=dtype,
+                    out_dtype="bf16",
+                    b_shared=True,
+                )
+            )
+        else:
+            ctx = r.family == "attention_context"
+            ops.append(
+                AttentionOp(
+                    name=f"attn{i}",
+                    batch=int(r.batch),
+                    num_heads=int(r.num_heads),
+                    num_kv_heads=int(r.num_kv_heads),
+                    head_dim=int(r.head_dim),
+                    seq_len_q=int(r.seq_len_q),
+                    seq_len_kv=int(r.seq_len_kv),
+                    causal=True,
+                    backend="flash" if ctx else "decode",
+                    dtype=r.attn_dtype,
+                    kv_dtype=r.kv_dtype,
+                )
+            )
+    return ops
+
+
+def h200_split(
+    family: str, frac: float = HOLDOUT_FRAC, seed: int = SEED
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    train, test = split_holdout(h200_frame(family), frac=frac, seed=seed)
+    return train.reset_index(drop=True), test.reset_index(drop=True)
+
+
+def h200_table(df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, estimator: Estimator) -> KernelTable:
+    clocks = clock_grid_hz(gpu, H200_GRID_LOW_HZ, gpu.clocks.boost_clock_hz)
+    return kernel_table(h200_ops(df), gpu, clocks, coeffs, estimator)
+
+
+# ---------------------------------------------------------------------------------------------- fits
+
+
+def _bounds(k: int) -> tuple[np.ndarray, np.ndarray]:
+    lower = np.zeros(k)
+    upper = np.full(k, np.inf)
+    j = PowerCoeffs.coeff_names().index("dram_scale")
+    lower[j], upper[j] = 0.25, 4.0  # the catalog e_bit is a literature value: allow 4x either way
+    return lower, upper
+
+
+def fit_ampere(
+    train: pd.DataFrame,
+    *,
+    coeffs: Any = None,
+    estimator: Estimator | None = None,
+    ridge: float = 1e-6,
+    name: str = "ampere",
+    cache_: dict | None = None,
+) -> tuple[PowerCoeffs, PowerRows]:
+    """Energy coefficients and host gap from EnergAIzer A100 forward passes (train rows)."""
+    estimator = estimator or default_estimator()
+    gpu = load_gpu(ENERGAIZER_GPU["a100"])
+    runs = energaizer_runs(train, gpu, coeffs, estimator, cache_)
+    host_gap_s = fit_host_gap_s(runs, train["latency_s"].to_numpy())
+    rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host_gap_s)
+    lower, upper = _bounds(rows.features_j.shape[1])
+    fit = fit_power_rows(rows, lower=lower, upper=upper, ridge=ridge)
+    pc = PowerCoeffs.from_vector(
+        "ampere",
+        fit.coeffs,
+        host_gap_s=host_gap_s,
+        provenance={
+            "name": name,
+            "gpu": gpu.name,
+            "data": "EnergAIzer ISPASS'26 artifact, measurements_{a100pcie,dvfs_a100pcie}_nvml.csv",
+            "split": f"train workloads of split_holdout(frac={HOLDOUT_FRAC}, seed={SEED}) by workload",
+            "num_runs": int(len(train)),
+            "num_workloads": int(train["workload"].nunique()),
+            "fit_power_mape": fit.mape,
+            "solver_status": fit.status,
+        },
+    )
+    return pc, rows
+
+
+def fit_hopper(
+    trains: dict[str, pd.DataFrame],
+    *,
+    coeffs: Any = None,
+    estimator: Estimator | None = None,
+    start: PowerCoeffs | None = None,
+    ridge: float = 1e-6,
+    tables: dict[str, KernelTable] | None = None,
+) -> tuple[PowerCoeffs, dict[str, np.ndarray]]:
+    """Energy coefficients from H200 kernels under the 700 W cap (train rows of each family).
+
+    Returns the coefficients and, per family, the effective clock of every training row.
+    """
+    estimator = estimator or default_estimator()
+    gpu = load_gpu(H200_GPU)
+    tables = (
+        tables
+        if tables is not None
+        else {f: h200_table(df, gpu, coeffs, estimator) for f, df in trains.items()}
+    )
+    table, power = (
+        _stack_tables([tables[f] for f in trains]),
+        np.concatenate([trains[f]["power_w"] for f in trains]),
+    )
+    lower, upper = _bounds(table.features_j.shape[2])
+    k = PowerCoeffs.coeff_names().index("gap_j_per_sm_cycle")
+    upper[k] = 0.0  # no host gaps in CUDA-graph loops: the gap term is not identifiable here
+    c0 = (start or PowerCoeffs(architecture="hopper")).vector()
+    fit, idx = fit_through_cap(
+        table,
+        power,
+        gpu.clocks.boost_clock_hz,
+        gpu.power.tdp_w,
+        start=c0,
+        lower=lower,
+        upper=upper,
+        ridge=ridge,
+    )
+    sizes = np.cumsum([0] + [len(trains[f]) for f in trains])
+    clocks = {f: table.clocks_hz[idx[sizes[i] : sizes[i + 1]]] for i, f in enumerate(trains)}
+    pc = PowerCoeffs.from_vector(
+        "hopper",
+        fit.coeffs,
+        host_gap_s=0.0,
+        provenance={
+            "name": "hopper",
+            "gpu": gpu.name,
+            "data": "aiconfigurator h200_sxm vllm-0.22.0 gemm, context and generation attention power tables",
+            "split": f"train rows of split_holdout(frac={HOLDOUT_FRAC}, seed={SEED}) per family",
+            "min_kernel_s": MIN_KERNEL_S,
+            "power_limit_w": gpu.power.tdp_w,
+            "num_kernels": {f: int(len(df)) for f, df in trains.items()},
+            "fit_power_mape": fit.mape,
+            "solver_status": fit.status,
+            "note": "H200 idle and V-f tables are estimates (H100 shape); gap term fixed at 0",
+        },
+    )
+    return pc, clocks
+
+
+def _stack_tables(tables: list[KernelTable]) -> KernelTable:
+    return KernelTable(
+        clocks_hz=tables[0].clocks_hz,
+        latency_s=np.concatenate([t.latency_s for t in tables], axis=1),
+        features_j=np.concatenate([t.features_j for t in tables], axis=1),
+        idle_w=tables[0].idle_w,
+    )
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PowerValidationRow:
+    """Errors of one dataset slice (MAPE as fractions; NaN where the data has no such quantity)."""
+
+    dataset: str
+    split: str
+    group: str
+    num_samples: int
+    power_mape: float
+    latency_mape: float
+    energy_mape: float
+    coeffs: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s: getattr(self, s) for s in self.__slots__}  # type: ignore[attr-defined]
+
+
+def _summary(dataset: str, split: str, group: str, frame: pd.DataFrame, coeffs: str) -> PowerValidationRow:
+    def err(pred: str, meas: str) -> float:
+        return mape(frame[pred].to_numpy(), frame[meas].to_numpy()) if len(frame) else float("nan")
+
+    return PowerValidationRow(
+        dataset=dataset,
+        split=split,
+        group=group,
+        num_samples=int(len(frame)),
+        power_mape=err("pred_power_w", "power_w"),
+        latency_mape=err("pred_latency_s", "latency_s"),
+        energy_mape=err("pred_energy_j", "energy_j"),
+        coeffs=coeffs,
+    )
+
+
+def energaizer_predictions(
+    df: pd.DataFrame,
+    pc: PowerCoeffs,
+    *,
+    coeffs: Any = None,
+    estimator: Estimator | None = None,
+    host_gap_s: float | None = None,
+    cache_: dict | None = None,
+) -> pd.DataFrame:
+    """Per-run predictions at the measured clock: pred_latency_s, pred_power_w, pred_energy_j (+ measured)."""
+    estimator = estimator or default_estimator()
+    h = pc.host_gap_s if host_gap_s is None else host_gap_s
+    out = []
+    for gpu_name, part in df.groupby(
+        df["dataset"].map(lambda d: ENERGAIZER_GPU["a10" if d == "a10" else "a100"])
+    ):
+        gpu = load_gpu(gpu_name)
+        runs = energaizer_runs(part, gpu, coeffs, estimator, cache_)
+        rows = rows_from_runs(runs, part["avg_power_w"].to_numpy(), h)
+        pred_w = rows.predict_w(pc.vector())
+        out.append(
+            part.assign(
+                power_w=part["avg_power_w"],
+                pred_power_w=pred_w,
+                pred_latency_s=rows.wall_s,
+                pred_energy_j=pred_w * rows.wall_s,
+                pred_busy_s=[r.busy_s for r in runs],
+            )
+        )
+    return (
+        pd.concat(out).loc[df.index]
+        if out
+        else df.assign(pred_power_w=[], pred_latency_s=[], pred_energy_j=[])
+    )
+
+
+def energaizer_capped_predictions(
+    df: pd.DataFrame, pc: PowerCoeffs, *, coeffs: Any = None, estimator: Estimator | None = None
+) -> pd.DataFrame:
+    """Per-run predictions at the requested clock under the run's power cap (the model's cap rule)."""
+    estimator = estimator or default_estimator()
+    gpu = load_gpu(ENERGAIZER_GPU["dvfs"])
+    pred = []
+    for path, prec, f, cap in zip(
+        df["workload_path"], df["precision"], df["sm_clock_hz"], df["power_cap_w"], strict=True
+    ):
+        p = predict_graph(
+            energaizer_graph(path, prec),
+            gpu,
+            OperatingPoint(sm_clock_hz=float(f), power_cap_w=float(cap)),
+            coeffs,
+            pc,
+            host_gap_s=pc.host_gap_s,
+            estimator=estimator,
+        )
+        pred.append((p.latency_s, p.avg_power_w, p.energy_j, p.effective_clock_hz))
+    arr = np.array(pred).reshape(-1, 4)
+    return df.assign(
+        power_w=df["avg_power_w"],
+        pred_latency_s=arr[:, 0],
+        pred_power_w=arr[:, 1],
+        pred_energy_j=arr[:, 2],
+        pred_clock_hz=arr[:, 3],
+    )
+
+
+def h200_predictions(df: pd.DataFrame, pc: PowerCoeffs, table: KernelTable) -> pd.DataFrame:
+    """Per-kernel predictions at the model's capped clock (700 W, boost requested)."""
+    gpu = load_gpu(H200_GPU)
+    idx = table.effective_index(pc.vector(), gpu.clocks.boost_clock_hz, gpu.power.tdp_w)
+    rows = table.rows(idx, df["power_w"].to_numpy())
+    pred_w = rows.predict_w(pc.vector())
+    return df.assign(
+        pred_power_w=pred_w,
+        pred_latency_s=rows.wall_s,
+        pred_energy_j=pred_w * rows.wall_s,
+        energy_j=df["power_w"] * df["latency_s"],
+        pred_clock_hz=table.clocks_hz[idx],
+    )
+
+
+def validate_power(
+    *,
+    ampere: PowerCoeffs | None = None,
+    hopper: PowerCoeffs | None = None,
+    coeffs: Any = None,
+    estimator: Estimator | None = None,
+    datasets: Iterable[str] = ("a100_dvfs", "a100_900", "a10", "h200"),
+    include_train: bool = False,
+    capped: bool = True,
+) -> list[PowerValidationRow]:
+    """MAPE rows for each dataset slice (module docstring).
+
+    Args:
+        ampere, hopper: coefficients to validate (default: the shipped `ampere` / `hopper` sets, which
+            were fitted on the training splits used here).
+        coeffs: latency coefficients passed to the kernel model (None: its default).
+        estimator: the kernel model (default `dse.perf.registry.estimate_ops`).
+        datasets: any of a100_dvfs, a100_900, a10, h200.
+        include_train: also report the training rows (in-sample).
+        capped: also report the A100 DVFS test runs predicted at the requested clock under the 250 W cap.
+    """
+    from dse.perf.power import load_power_coeffs
+
+    estimator = estimator or default_estimator()
+    datasets = tuple(datasets)
+    out: list[PowerValidationRow] = []
+    memo: dict = {}
+    if {"a100_dvfs", "a100_900", "a10"} & set(datasets):
+        pc = ampere or load_power_coeffs("ampere")
+        tag = str(pc.provenance.get("name", "ampere"))
+        train, test = a100_split()
+        splits = [("test", test)] + ([("train", train)] if include_train else [])
+        for split, frame in splits:
+            pred = energaizer_predictions(frame, pc, coeffs=coeffs, estimator=estimator, cache_=memo)
+            for ds in ("a100_dvfs", "a100_900"):
+                if ds not in datasets:
+                    continue
+                part = pred[pred["dataset"] == ds]
+                out.append(_summary(ds, split, "all", part, tag))
+                if ds == "a100_dvfs":
+                    for f, g in part.groupby("sm_clock_hz"):
+                        out.append(_summary(ds, split, f"{f / 1e6:.0f} MHz", g, tag))
+            if capped and split == "test" and "a100_dvfs" in datasets:
+                part = frame[frame["dataset"] == "a100_dvfs"]
+                cp = energaizer_capped_predictions(part, pc, coeffs=coeffs, estimator=estimator)
+                out.append(_summary("a100_dvfs_capped", split, "all", cp, tag))
+        if "a10" in datasets:
+            a10 = energaizer_frame("a10")
+            pred = energaizer_predictions(a10, pc, coeffs=coeffs, estimator=estimator, cache_=memo)
+            out.append(_summary("a10", "forecast", "all", pred, tag))
+            for fam, g in pred.groupby(pred["model"].isin(["resnet101", "vit-large", "mobilevit-small"])):
+                out.append(_summary("a10", "forecast", "vision" if fam else "language", g, tag))
+    if "h200" in datasets:
+        pc = hopper or load_power_coeffs("hopper")
+        gpu = load_gpu(H200_GPU)
+        for family in H200_FAMILIES:
+            train, test = h200_split(family)
+            splits = [("test", test)] + ([("train", train)] if include_train else [])
+            for split, frame in splits:
+                pred = h200_predictions(frame, pc, h200_table(frame, gpu, coeffs, estimator))
+                out.append(_summary(f"h200_{family}", split, "all", pred, "hopper"))
+    return out
+
+
+def rows_frame(rows: list[PowerValidationRow]) -> pd.DataFrame:
+    return pd.DataFrame([r.to_dict() for r in rows])
