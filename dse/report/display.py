@@ -18,6 +18,11 @@ _LADDERS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     ("_bytes_per_s", ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"))),
     ("_flop_per_s", ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"))),
     ("_j_per_bit", ((1e-12, "pJ/bit"),)),
+    ("_bit_per_s", ((1e9, "Gbit/s"),)),
+    # Inputs that already carry a human unit (study paths such as `sm_clock_mhz`) keep it.
+    ("_gbit_per_s", ((1.0, "Gbit/s"),)),
+    ("_gb_per_s", ((1.0, "GB/s"),)),
+    ("_tflop_per_s", ((1.0, "TFLOP/s"),)),
     ("_per_s", ((1.0, "1/s"),)),
     ("_s", ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))),
     ("_j", ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ"))),
@@ -58,7 +63,8 @@ def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
     for suffix, ladder in _LADDERS:
         if not name.endswith(suffix):
             continue
-        factor, unit = ladder[-1]
+        # Without data: the SI step itself (s, J) when the ladder has it, else its smallest step.
+        factor, unit = next(((f, u) for f, u in ladder if f == 1.0), ladder[-1])
         if values is not None and len(ladder) > 1:
             finite = np.abs(np.asarray(values, dtype=float))
             finite = finite[np.isfinite(finite) & (finite > 0)]

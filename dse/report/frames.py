@@ -202,7 +202,7 @@ def _direction(word: str) -> Direction:
     return "maximize" if word.lower().startswith("max") else "minimize"
 
 
-def _default_objectives(columns: Sequence[str]) -> tuple[Objective, ...]:
+def default_objectives(columns: Sequence[str]) -> tuple[Objective, ...]:
     """Latency and energy when the run says nothing (a killed run without summary or study file)."""
     metrics = [c for c in columns if c.startswith(METRIC_PREFIX)]
     picks = []
@@ -216,6 +216,8 @@ def _default_objectives(columns: Sequence[str]) -> tuple[Objective, ...]:
             picks.append((pref or cands)[0])
     if len(picks) < 2:
         picks = metrics[:2]
+    if len(picks) < 2:  # nothing was measured at all: name the usual pair so the page can say so
+        picks = [METRIC_PREFIX + "e2e_latency_s", METRIC_PREFIX + "energy_per_output_token_j"]
     return tuple(Objective(c) for c in picks)
 
 
@@ -227,13 +229,13 @@ def resolve_objectives(
         found = []
         for name, word in _objectives_from(spec):
             col = _metric_column(name, columns)
-            if col is None:
-                logger.warning("objective %r has no column in the trials; ignored", name)
-                continue
+            if col is None:  # no point produced this metric (all failed?): keep it, it is what was asked
+                logger.warning("objective %r has no values in the trials", name)
+                col = METRIC_PREFIX + name.removeprefix(METRIC_PREFIX)
             found.append(Objective(col, _direction(word)))
         if found:
             return tuple(found)
-    return _default_objectives(columns)
+    return default_objectives(columns)
 
 
 def _is_number(value: Any) -> bool:

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from dse.report._imports import try_import
-from dse.report.figures import BreakdownRow, plot_breakdowns, plot_dvfs, plot_parcoords
-from dse.report.frames import REPORT_FILE, RunData, load_run, point_params
+from dse.report.figures import BreakdownRow, clock_column, plot_breakdowns, plot_dvfs, plot_parcoords
+from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
 from dse.report.pareto_plot import (
     DOMINATED_COLOR,
     FRONT_COLOR,
@@ -193,7 +193,11 @@ def _pareto_section(info: ParetoInfo) -> str:
     meta = json.dumps({"params": meta_params, "front": FRONT_COLOR, "dominated": DOMINATED_COLOR})
     notes = []
     unplotted = info.n_points - info.n_plotted
-    if unplotted:
+    if info.n_points and not info.n_plotted:
+        notes.append(
+            "No point has objective values: every evaluation failed or was rejected. See Errors below."
+        )
+    elif unplotted:
         notes.append(
             f"{unplotted} point(s) have no objective values (errors, or rejected before evaluation) and "
             "are not drawn; see the settings section for the reasons."
@@ -254,11 +258,12 @@ def _front_table(info: ParetoInfo) -> str:
 
 def _parcoords_section(info: ParetoInfo) -> str:
     fig = plot_parcoords(info)
-    body = (
-        _figure_div(fig, "parcoords-plot") if fig is not None else '<p class="note">No feasible points.</p>'
-    )
-    tip = "Drag along an axis to filter lines; drag an axis title to reorder."
-    return f'<section id="parcoords"><h2>Parallel coordinates</h2>{body}<p class="note">{tip}</p></section>'
+    if fig is None:
+        body = '<p class="note">No feasible points.</p>'
+    else:
+        tip = "Drag along an axis to filter lines; drag an axis title to reorder."
+        body = f'{_figure_div(fig, "parcoords-plot")}<p class="note">{tip}</p>'
+    return f'<section id="parcoords"><h2>Parallel coordinates</h2>{body}</section>'
 
 
 def _breakdown_rows(
@@ -309,11 +314,17 @@ def _breakdown_section(run: RunData, info: ParetoInfo, breakdown_fn: BreakdownFn
 
 
 def _dvfs_section(info: ParetoInfo) -> str:
-    fig = plot_dvfs(info)
-    if fig is None:
+    if clock_column(info) is None:
         body = '<p class="note">The SM clock is not a varying parameter of this study: no DVFS curves.</p>'
     else:
-        body = _figure_div(fig, "dvfs-plot")
+        fig = plot_dvfs(info)
+        if fig is None:
+            body = '<p class="note">No feasible point to draw DVFS curves from.</p>'
+        else:
+            body = _figure_div(fig, "dvfs-plot") + (
+                '<p class="note">Median and interquartile band over all other parameters at each clock '
+                "(feasible points only), with the front's points on top.</p>"
+            )
     return f'<section id="dvfs"><h2>DVFS curves</h2>{body}</section>'
 
 
@@ -333,11 +344,45 @@ def _counts_table(title: str, series: pd.Series, limit: int = 10) -> str:
     examples = grouped["first"]
     rows = "".join(
         f'<tr><td class="text">{_esc(k or "(no reason given)")}</td><td>{v}</td>'
-        f'<td class="text note">e.g. {_esc(examples[k])}</td></tr>'
+        + (f'<td class="text note">e.g. {_esc(examples[k])}</td>' if "#" in k else "")
+        + "</tr>"
         for k, v in counts.iloc[:limit].items()
     )
     more = f'<p class="note">… and {len(counts) - limit} more.</p>' if len(counts) > limit else ""
     return f"<h3>{_esc(title)}</h3><table>{rows}</table>{more}"
+
+
+def _constraint_text(c: Any) -> str:
+    if isinstance(c, Mapping):
+        if c.get("text"):
+            return str(c["text"])
+        if {"metric", "op", "value"} <= set(c):
+            return f"{c['metric']} {c['op']} {c['value']}"
+        return json.dumps(c, default=str)
+    return str(c)
+
+
+def _describe_param(p: ParamInfo, spec: Mapping[str, Any]) -> str:
+    """`96 … 144, step 4`, `hbm3, hbm3e`, `4096`, plus `when` and a name that differs from the path."""
+    kind = spec.get("kind", p.kind)
+    if kind in ("int", "float") and "low" in spec:
+        text = f"{spec['low']} … {spec['high']}"
+        text += f", step {spec['step']}" if spec.get("step") is not None else ""
+        text += ", log scale" if spec.get("log") else ""
+    elif kind == "constant" or p.kind == "constant":
+        text = f"{spec.get('value', p.constant_value)}"
+    elif spec.get("values") is not None:
+        text = ", ".join(str(v) for v in spec["values"])
+    elif p.categories:
+        text = ", ".join(str(v) for v in p.categories)
+    else:
+        text = ""
+    if spec.get("when"):
+        text += " when " + ", ".join(f"{k} = {v}" for k, v in dict(spec["when"]).items())
+    name = spec.get("name")
+    if name and name != p.path:
+        text += f" (named {name})"
+    return text
 
 
 def _param_rows(run: RunData, info: ParetoInfo) -> str:
@@ -345,20 +390,36 @@ def _param_rows(run: RunData, info: ParetoInfo) -> str:
     rows = []
     for p in info.params:
         spec = declared.get(p.path, {})
-        detail = {k: v for k, v in spec.items() if k not in ("path", "kind")}
-        if not detail:
-            detail = {"categories": list(p.categories)} if p.categories else {}
-            if p.kind == "constant":
-                detail = {"value": p.constant_value}
-        text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in detail.items())
         rows.append(
             f'<tr><td class="text">{_esc(p.path)}</td><td class="text">{_esc(spec.get("kind", p.kind))}</td>'
-            f'<td class="text">{_esc(text)}</td></tr>'
+            f'<td class="text">{_esc(_describe_param(p, spec))}</td></tr>'
         )
     return (
         '<h3>Parameters</h3><table><tr><th class="text">path</th><th class="text">kind</th>'
         f'<th class="text">range / values</th></tr>{"".join(rows)}</table>'
     )
+
+
+_SUMMARY_SHOWN = (
+    "study",
+    "run_id",
+    "sampler",
+    "executor",
+    "seed",
+    "elapsed_s",
+    "points_per_s",
+    "n_points",
+    "n_feasible",
+    "n_failed",
+    "front_size",
+    "hypervolume",
+    "reference_point",
+    "stop_reason",
+    "objectives",
+    "constraints",
+    "parameters",
+    "run_dir",
+)
 
 
 def _settings_section(run: RunData, info: ParetoInfo) -> str:
@@ -379,6 +440,9 @@ def _settings_section(run: RunData, info: ParetoInfo) -> str:
         run_pairs.append(("elapsed (s)", s["elapsed_s"]))
     if "points_per_s" in s:
         run_pairs.append(("points per second", s["points_per_s"]))
+    run_pairs += [
+        (k, v) for k, v in s.items() if k not in _SUMMARY_SHOWN and isinstance(v, str | int | float)
+    ]
     res_pairs = [(k, s[k]) for k in ("n_points", "n_feasible", "n_failed", "front_size") if k in s]
     if not res_pairs:
         res_pairs = [
@@ -395,7 +459,7 @@ def _settings_section(run: RunData, info: ParetoInfo) -> str:
     parts.append('<div class="grid"><div><h3>Run</h3>' + _kv_table(run_pairs) + "</div>")
     parts.append("<div><h3>Results</h3>" + _kv_table(res_pairs) + "</div>")
     obj_pairs: list[tuple[str, Any]] = [("objectives", objs)]
-    obj_pairs += [("constraint", json.dumps(c) if not isinstance(c, str) else c) for c in cons]
+    obj_pairs += [("constraint", _constraint_text(c)) for c in cons]
     parts.append("<div><h3>Objectives and constraints</h3>" + _kv_table(obj_pairs) + "</div></div>")
     parts.append(_param_rows(run, info))
     pts = info.points

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dse.report._imports import try_import
 from dse.report.display import DisplayUnit, display_unit, round_sig
-from dse.report.frames import Objective, ParamInfo, infer_parameters, metric_columns
+from dse.report.frames import Objective, ParamInfo, default_objectives, infer_parameters, metric_columns
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -139,10 +139,14 @@ def _knee(front_xy: np.ndarray) -> int:
     return int(np.argmin(np.linalg.norm(norm, axis=1)))
 
 
-def _pick_axes(objectives: Sequence[Objective]) -> tuple[Objective, Objective]:
-    """Latency-like objective on x, energy-like on y when there is one; else the first two."""
+def _pick_axes(objectives: Sequence[Objective], columns: Sequence[str]) -> tuple[Objective, Objective]:
+    """Latency-like objective on x, energy-like on y when there is one; else the first two.
+
+    A single-objective study is drawn against a latency or energy metric of the run.
+    """
     if len(objectives) < 2:
-        raise ValueError("a Pareto view needs at least two objectives")
+        extra = [o for o in default_objectives(columns) if o not in objectives]
+        objectives = [*objectives, *extra][:2]
     xs = [o for o in objectives if o.column.endswith("_s")]
     ys = [o for o in objectives if o.column.endswith("_j")]
     if xs and ys:
@@ -169,8 +173,10 @@ def build_pareto_info(
     objectives from the feasible, error-free points.
     """
     objectives = tuple(objectives)
-    ox, oy = _pick_axes(objectives)
     df = trials.reset_index(drop=True).copy()
+    ox, oy = _pick_axes(objectives, list(df.columns))
+    for col in {o.column for o in (*objectives, ox, oy)} - set(df.columns):
+        df[col] = np.nan  # an objective no point produced (every evaluation failed)
     params = tuple(parameters) if parameters is not None else infer_parameters(df)
     feasible = (
         df["feasible"].fillna(False).astype(bool) if "feasible" in df else pd.Series(True, index=df.index)

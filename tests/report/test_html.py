@@ -113,3 +113,28 @@ def test_without_plotly_the_package_imports_and_says_how_to_install(small_run: P
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "ERR" in res.stdout and "pip install" in res.stdout, res.stdout + res.stderr
     assert not (small_run / "report.html").exists()
+
+
+def test_run_where_every_point_failed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recs = [
+        {
+            "point_id": f"p{i}",
+            "params": {"gpu.num_sms": 100 + i, "sm_clock_mhz": 1000 + 15 * i, "precision": "fp8"},
+            "metrics": {},
+            "feasible": False,
+            "reason": "error",
+            "error": f"ConfigError: no power coefficients for point {i}",
+            "t_eval_s": 0.001,
+            "seq": i,
+        }
+        for i in range(20)
+    ]
+    (run_dir / "points.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    summary = {"objectives": [{"metric": "e2e_latency_s", "direction": "minimize"}, {"metric": "energy_j"}]}
+    (run_dir / "summary.json").write_text(json.dumps(summary | {"stop_reason": "point budget reached"}))
+    page = write_html_report(run_dir).read_text(encoding="utf-8")
+    assert "No point has objective values" in page
+    assert "No feasible point to draw DVFS curves from" in page  # the clock varies, but nothing to draw
+    assert "ConfigError: no power coefficients for point #</td><td>20</td>" in page  # pooled by pattern
