@@ -323,6 +323,11 @@ def fit_through_cap(
             break
         idx = new_idx
         fit = fit_power_rows(table.rows(idx, power_w), **fit_kw)
+    # Report clocks and predictions consistent with the returned coefficients (even if not converged).
+    idx = table.effective_index(fit.coeffs, f_req, cap_w)
+    rows = table.rows(idx, power_w)
+    pred = rows.predict_w(fit.coeffs)
+    fit = PowerFit(coeffs=fit.coeffs, predicted_w=pred, mape=mape(pred, rows.power_w), status=fit.status)
     return fit, idx
 
 

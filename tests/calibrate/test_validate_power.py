@@ -1,0 +1,109 @@
+"""Power validation plumbing: splits by workload, precision re-typing, fits and MAPE rows (stand-in model)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dse.calibrate import validate_power as vp
+from dse.calibrate.fit_power import as_precision, fit_host_gap_s, fit_through_cap, kernel_table
+from dse.errors import CalibrationError
+from dse.hardware.catalog import load_gpu
+from dse.perf.power import PowerCoeffs
+from dse.workload.energaizer import load_kernel_list
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "perf"))
+from power_fakes import roofline_estimator  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def split():
+    return vp.a100_split()
+
+
+def test_a100_split_is_by_workload_and_drops_invalid(split):
+    train, test = split
+    assert set(train["workload"]).isdisjoint(test["workload"])
+    assert train["valid"].all() and test["valid"].all()
+    assert set(train["dataset"]) == {"a100_900", "a100_dvfs"}
+    assert (
+        0.15 < test["workload"].nunique() / (train["workload"].nunique() + test["workload"].nunique()) < 0.25
+    )
+    again = vp.a100_split()
+    assert again[1]["workload"].tolist() == test["workload"].tolist()
+
+
+def test_as_precision_fp32_rules():
+    rows = vp.energaizer_frame("a100")
+    path = rows[rows["model"] == "qwen2-1.5b"]["workload_path"].iloc[0]
+    g = load_kernel_list(path)
+    f = as_precision(g, "fp32")
+    assert as_precision(g, "bf16") is g
+    assert not any(isinstance(o, ElementwiseOp) and o.kind == "cast" for o in f.ops)
+    assert {o.dtype for o in f.ops} == {"fp32"}
+    conv = vp.energaizer_frame("a100")
+    conv_path = conv[conv["model"] == "resnet101"]["workload_path"].iloc[0]
+    r = as_precision(load_kernel_list(conv_path), "fp32")
+    assert {o.dtype for o in r.ops if isinstance(o, GemmOp) and o.name.endswith(":conv2d")} == {"tf32"}
+    with pytest.raises(CalibrationError):
+        as_precision(g, "fp8")
+
+
+def test_h200_frames_and_ops():
+    for family in vp.H200_FAMILIES:
+        df = vp.h200_frame(family)
+        assert (df["latency_s"] >= vp.MIN_KERNEL_S).all() and df["power_w"].notna().all()
+    ctx = vp.h200_frame("attention_context").head(3)
+    ops = vp.h200_ops(ctx)
+    assert all(isinstance(o, AttentionOp) and o.backend == "flash" for o in ops)
+    gen = vp.h200_ops(vp.h200_frame("attention_generation").head(2))
+    assert all(o.backend == "decode" and o.seq_len_q == 1 for o in gen)
+    g = vp.h200_ops(vp.h200_frame("gemm").head(2))
+    assert all(isinstance(o, GemmOp) and o.b_shared for o in g)
+
+
+def test_fit_and_predict_energaizer_with_stand_in_model(split):
+    train, test = split
+    train = train.groupby("workload").head(2).head(40)
+    memo: dict = {}
+    pc, rows = vp.fit_ampere(train, estimator=roofline_estimator, cache_=memo)
+    assert np.all(pc.vector() >= 0) and pc.host_gap_s >= 0
+    assert pc.provenance["num_runs"] == len(train)
+    pred = vp.energaizer_predictions(test.head(10), pc, estimator=roofline_estimator, cache_=memo)
+    assert list(pred.index) == list(test.head(10).index)
+    assert np.allclose(pred["pred_energy_j"], pred["pred_power_w"] * pred["pred_latency_s"])
+    assert (pred["pred_latency_s"] >= pred["pred_busy_s"]).all()
+    row = vp._summary("a100_dvfs", "test", "all", pred, "x")
+    assert row.num_samples == 10 and 0 <= row.power_mape < 1
+
+
+def test_host_gap_fit_recovers_a_planted_gap():
+    gpu = load_gpu("a100-pcie-40gb")
+    rows = vp.energaizer_frame("a100").head(8)
+    runs = vp.energaizer_runs(rows, gpu, None, roofline_estimator)
+    planted = 12e-6
+    measured = np.array([r.totals(planted)[0] for r in runs])
+    assert fit_host_gap_s(runs, measured) == pytest.approx(planted, abs=0.5e-6)
+
+
+def test_fit_through_cap_fixed_point():
+    gpu = load_gpu("h100-sxm")
+    ops = [GemmOp(name=f"g{i}", m=2**i, n=8192, k=8192) for i in range(4, 14)]
+    table = kernel_table(ops, gpu, np.arange(1005e6, 1981e6, 15e6), None, roofline_estimator)
+    truth = PowerCoeffs(
+        architecture="hopper",
+        tensor_j_per_flop=0.5e-12,
+        l2_j_per_byte=5e-12,
+        dram_scale=1.0,
+        active_j_per_sm_cycle=3e-10,
+    ).vector()
+    cap = 600.0
+    idx = table.effective_index(truth, 1980e6, cap)
+    measured = table.power_w(truth)[idx, np.arange(len(ops))]
+    fit, got = fit_through_cap(table, measured, 1980e6, cap, start=truth * 0.5, ridge=1e-9)
+    assert fit.mape < 0.01
+    assert np.all(table.power_w(fit.coeffs)[got, np.arange(len(ops))] <= cap + 1e-9)
