@@ -123,6 +123,7 @@ class ReplayGpu:
         self._energy = 0.0
         self._segments: list[_Segment] = []
         self._starts: list[float] = []
+        self._idle_cache: dict[float, float] = {}
         self._locked_hz: float | None = None
         self.lock_log: list[tuple[str, float | None]] = []  # ("lock", hz) / ("reset", None): for tests
         self._table: dict[tuple[object, ...], list[KernelSample]] = {}
@@ -147,17 +148,21 @@ class ReplayGpu:
 
     def idle_power_w_now(self) -> float:
         clock = self.sm_clock_hz()
+        cached = self._idle_cache.get(clock)
+        if cached is not None:
+            return cached
+        recorded = [s for group in self._table.values() for s in group if s.sm_clock_hz is not None]
         at_clock = [
             s.idle_power_w
-            for group in self._table.values()
-            for s in group
-            if s.sm_clock_hz is not None
-            and abs(s.sm_clock_hz - clock) < 1e6
-            and not math.isnan(s.idle_power_w)
+            for s in recorded
+            if abs(s.sm_clock_hz - clock) < 1e6 and not math.isnan(s.idle_power_w)
         ]
         if at_clock:
-            return float(np.median(at_clock))
-        return self._idle_power_w(clock) if callable(self._idle_power_w) else self._idle_power_w
+            value = float(np.median(at_clock))
+        else:
+            value = self._idle_power_w(clock) if callable(self._idle_power_w) else self._idle_power_w
+        self._idle_cache[clock] = value
+        return value
 
     def power_at(self, t_s: float) -> float:
         """Board power at virtual time `t_s` (idle outside recorded activity)."""
