@@ -591,7 +591,7 @@ class TorchLlm:
             k, v = layer["k_cache"], layer["v_cache"]
         with rf(f"{pre}/attn/attention"):
             o = self._attend(q, k, v)  # [b, h, s, hd]
-        o = o.transpose(1, 2).reshape(b, sq, a.q_dim)
+            o = o.transpose(1, 2).reshape(b, sq, a.q_dim)  # the layout copy counts as attention
         with rf(f"{pre}/attn/o_proj"):
             o = F.linear(o, layer["o"], layer["o_b"])
         with rf(f"{pre}/attn/residual_add"):
