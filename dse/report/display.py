@@ -23,7 +23,7 @@ _LADDERS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     ("_gbit_per_s", ((1.0, "Gbit/s"),)),
     ("_gb_per_s", ((1.0, "GB/s"),)),
     ("_tflop_per_s", ((1.0, "TFLOP/s"),)),
-    ("_per_s", ((1.0, "1/s"),)),
+    ("_per_s", ((1.0, ""),)),  # a rate of a count: `output tokens per s`
     ("_s", ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))),
     ("_j", ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ"))),
     ("_w", ((1.0, "W"),)),
@@ -72,7 +72,12 @@ def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
                 median = float(np.median(finite))
                 factor, unit = next(((f, u) for f, u in ladder if median / f >= 1.0), ladder[-1])
         # Parameters keep their study path (users search for it); metrics drop the unit suffix.
-        label = name if is_param else name.removesuffix(suffix).replace("_", " ")
+        if is_param:
+            label = name
+        elif suffix == "_per_s":
+            label = name.replace("_", " ")
+        else:
+            label = name.removesuffix(suffix).replace("_", " ")
         return DisplayUnit(label, unit, factor)
     return DisplayUnit(name if is_param else name.replace("_", " "))
 

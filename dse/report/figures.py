@@ -33,11 +33,24 @@ MODULE_COLORS = {
 }
 MAX_OPS = 10
 MAX_PARCOORDS_LINES = 10_000
-MAX_DVFS_BINS = 40
+MAX_DVFS_BINS = 16  # a clock axis with more distinct values is binned (medians of a few points are noise)
 POWER_METRIC = "metric.avg_power_w"
 
 
 # --- parallel coordinates ---------------------------------------------------------------------------
+
+
+def _wrap_label(label: str, width: int = 14) -> str:
+    """Break a long axis label at dots and spaces (`gpu.memory.<br>technology`) so labels do not overlap."""
+    lines: list[str] = []
+    current = ""
+    for token in label.replace(".", ".\0").replace(" ", " \0").split("\0"):
+        if current and len(current) + len(token) > width:
+            lines.append(current.rstrip())
+            current = ""
+        current += token
+    lines.append(current.rstrip())
+    return "<br>".join(line for line in lines if line)
 
 
 def plot_parcoords(
@@ -66,7 +79,7 @@ def plot_parcoords(
             values = np.array([codes.get(v, np.nan) for v in rows[p.column]], dtype=np.float32)
             dims.append(
                 {
-                    "label": p.path,
+                    "label": _wrap_label(p.path),
                     "values": values,
                     "tickvals": list(range(len(cats))),
                     "ticktext": [str(c) for c in cats],
@@ -76,12 +89,12 @@ def plot_parcoords(
         else:
             unit = info.param_units[p.column]
             values = unit.convert(pd.to_numeric(rows[p.column], errors="coerce").to_numpy(float))
-            dims.append({"label": unit.title, "values": round_sig(values, 5).astype(np.float32)})
+            dims.append({"label": _wrap_label(unit.title), "values": round_sig(values, 5).astype(np.float32)})
     extra = [POWER_METRIC] if POWER_METRIC in info.metric_units else []
     for col in dict.fromkeys([*(o.column for o in info.objectives), *extra]):
         unit = info.metric_units[col]
         values = unit.convert(pd.to_numeric(rows[col], errors="coerce").to_numpy(float))
-        dims.append({"label": unit.title, "values": round_sig(values, 4).astype(np.float32)})
+        dims.append({"label": _wrap_label(unit.title), "values": round_sig(values, 4).astype(np.float32)})
     is_front = (rows["status"] == "front").to_numpy(np.float32)
     sampled = (
         ""
@@ -97,13 +110,13 @@ def plot_parcoords(
                 "cmax": 1,
             },
             dimensions=dims,
-            labelangle=-20,
             labelside="bottom",
+            labelfont={"size": 11},
         )
     )
     fig.update_layout(
         title={"text": f"Feasible design points: front in colour, dominated in grey{sampled}"},
-        margin={"l": 80, "r": 60, "t": 80, "b": 70},
+        margin={"l": 80, "r": 60, "t": 80, "b": 90},
         height=480,
         template="plotly_white",
     )
@@ -123,19 +136,25 @@ class BreakdownRow:
     by_op: Mapping[str, float]
 
 
+def _shorten_names(names: Sequence[str]) -> dict[str, str]:
+    """Drop path components every name shares (`llama-3.1-8b` in `prefill/llama-3.1-8b/layer[0-31]/...`)."""
+    parts = {n: n.split("/") for n in names}
+    if len(parts) < 2 or len({len(p) for p in parts.values()}) != 1:
+        return {n: n for n in names}
+    depth = len(next(iter(parts.values())))
+    shared = {i for i in range(depth - 1) if len({p[i] for p in parts.values()}) == 1}
+    return {n: "/".join(c for i, c in enumerate(p) if i not in shared) for n, p in parts.items()}
+
+
 def _group_ops(rows: Sequence[BreakdownRow], max_ops: int) -> tuple[list[str], list[dict[str, float]]]:
-    """Shorten op names (drop a shared leading model name), keep the `max_ops` largest, pool the rest."""
-    names = {name for r in rows for name in r.by_op}
-    heads = {n.split("/", 1)[0] for n in names if "/" in n}
-    strip = len(heads) == 1 and all("/" in n for n in names)
-
-    def short(n: str) -> str:
-        return n.split("/", 1)[1] if strip else n
-
-    pooled = [{short(k): 0.0 for k in r.by_op} for r in rows]
-    for acc, r in zip(pooled, rows, strict=True):
+    """Shorten op names (drop shared components), keep the `max_ops` largest, pool the rest."""
+    short = _shorten_names(sorted({name for r in rows for name in r.by_op}))
+    pooled: list[dict[str, float]] = []
+    for r in rows:
+        acc: dict[str, float] = {}
         for name, e in r.by_op.items():
-            acc[short(name)] += float(e)
+            acc[short[name]] = acc.get(short[name], 0.0) + float(e)
+        pooled.append(acc)
     totals: dict[str, float] = {}
     for acc in pooled:
         for k, v in acc.items():

@@ -453,7 +453,10 @@ def _settings_section(run: RunData, info: ParetoInfo) -> str:
         ]
     for k in ("hypervolume", "reference_point"):
         if k in s:
-            res_pairs.append((k, json.dumps(s[k]) if isinstance(s[k], list) else s[k]))
+            value = s[k]
+            if isinstance(value, list):
+                value = "(" + ", ".join(_fmt(v) for v in value) + ")"
+            res_pairs.append((k, value))
     objs = ", ".join(f"{o.column.removeprefix('metric.')} ({o.direction})" for o in info.objectives)
     cons = s.get("constraints") or []
     parts.append('<div class="grid"><div><h3>Run</h3>' + _kv_table(run_pairs) + "</div>")

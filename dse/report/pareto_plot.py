@@ -228,7 +228,11 @@ def build_pareto_info(
         seen: set[int] = set()
         selected = {k: selected[k] for k in ordered if not (selected[k] in seen or seen.add(selected[k]))}
 
-    metrics = tuple(metric_columns(df))
+    # Metrics no point has (text fields the runner logs as empty) are left out of hover and table.
+    wanted = {o.column for o in objectives} | {ox.column, oy.column}
+    metrics = tuple(
+        m for m in metric_columns(df) if m in wanted or pd.to_numeric(df[m], errors="coerce").notna().any()
+    )
     metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
     param_units = {
         p.column: display_unit(p.column, None if p.is_categorical else df[p.column].to_numpy(float))

@@ -66,7 +66,10 @@ def test_breakdown_fn_is_called_for_selected_front_points(tmp_path: Path) -> Non
             raise RuntimeError("predictor blew up")
         return {
             "by_module": {"dram": 1.0, "tensor": 2.0, "idle": 0.5},
-            "by_op": {f"llama-3.1-8b/layer[{i}]/attn/qkv_proj": 0.1 * i for i in range(14)},
+            "by_op": {
+                f"decode/llama-3.1-8b/layer[{i}]/{'attn' if i % 2 else 'mlp'}/proj": 0.1 * i
+                for i in range(14)
+            },
         }
 
     page = write_html_report(run_dir, breakdown_fn=breakdown_fn).read_text(encoding="utf-8")
@@ -76,7 +79,7 @@ def test_breakdown_fn_is_called_for_selected_front_points(tmp_path: Path) -> Non
     assert "breakdown-module-plot" in page and "breakdown-op-plot" in page
     ops = _figure_json(page, "breakdown-op-plot")
     assert len(ops) == 11 and ops[-1]["name"] == "other ops"  # 10 largest + the pooled rest
-    assert ops[0]["name"] == "layer[13]/attn/qkv_proj"  # the shared model name is dropped
+    assert ops[0]["name"] == "layer[13]/attn/proj"  # components every name shares are dropped
 
 
 def test_killed_run_without_clock_or_breakdowns(tmp_path: Path) -> None:
