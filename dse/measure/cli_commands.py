@@ -51,6 +51,8 @@ def _resolve_clocks(clocks_mhz: Sequence[float] | None, no_lock: bool) -> list[f
 
 
 def _snap_clocks(gpu: Any, clocks: list[float | None] | None) -> list[float | None]:
+    if clocks is not None and all(c is None for c in clocks):
+        return clocks  # --no-lock: nothing to look up (some GPUs cannot list their clocks)
     supported = gpu.supported_sm_clocks_hz()
     if clocks is None:
         return [max(supported)] if supported else [None]

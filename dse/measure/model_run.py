@@ -344,7 +344,7 @@ def measure_model(
 # ---- the torch model (needs a GPU; imported lazily)
 
 
-def _check_arch(arch: LlmArch, precision: str, attention: str, phase: str) -> None:
+def _check_arch(arch: LlmArch, precision: str, attention: str, phase: str, kv_len: int) -> None:
     if precision not in ("fp32", "tf32", "bf16", "fp16"):
         raise ConfigError(f"model runs support precision fp32, tf32, bf16 or fp16, not '{precision}'")
     if attention not in ("flash", "eager"):
@@ -353,6 +353,10 @@ def _check_arch(arch: LlmArch, precision: str, attention: str, phase: str) -> No
         raise ConfigError(f"phase '{phase}' is not prefill or decode")
     if phase == "decode" and arch.family != "decoder":
         raise ConfigError(f"{arch.name} is an encoder: it has no decode phase")
+    if kv_len > arch.max_position_embeddings:
+        raise ConfigError(
+            f"{kv_len} tokens exceed {arch.name}'s max_position_embeddings {arch.max_position_embeddings}"
+        )
 
 
 class TorchLlm:
@@ -377,7 +381,7 @@ class TorchLlm:
     ) -> None:
         from dse.measure.kernels import import_torch, torch_dtype
 
-        _check_arch(arch, precision, attention, phase)
+        _check_arch(arch, precision, attention, phase, seq_len if phase == "prefill" else seq_len + 1)
         torch = import_torch()
         if not torch.cuda.is_available():
             raise MeasurementError(
@@ -400,6 +404,7 @@ class TorchLlm:
             "seq_len_kv": self.kv_len,
         }
         self.device = torch.device("cuda", device_index)
+        self._native_gqa = True
         self._previous_tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         self._check_memory()
@@ -520,10 +525,23 @@ class TorchLlm:
             return torch.matmul(torch.softmax(scores, dim=-1), v)
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        gqa = {"enable_gqa": True} if a.num_kv_heads != a.num_heads else {}
         causal = a.causal and self.q_len > 1
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)
+        # Flash attention has no fp32 kernels; PyTorch's memory-efficient one is the fused fp32 choice.
+        half = self.dtype in (torch.bfloat16, torch.float16)
+        backend = SDPBackend.FLASH_ATTENTION if half else SDPBackend.EFFICIENT_ATTENTION
+        with sdpa_kernel([backend]):
+            if a.num_kv_heads == a.num_heads:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if self._native_gqa:
+                try:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                except (TypeError, RuntimeError) as exc:  # torch < 2.5, or a backend without GQA
+                    logger.info("no native GQA in SDPA (%s): expanding K/V", str(exc).splitlines()[0])
+                    self._native_gqa = False
+            rep = a.num_heads // a.num_kv_heads
+            return F.scaled_dot_product_attention(
+                q, k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1), is_causal=causal
+            )
 
     def forward(self) -> Any:
         torch, a = self.torch, self.arch

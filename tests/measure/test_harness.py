@@ -206,3 +206,16 @@ def test_command_argument_errors(tmp_path, kwargs, error, message):
     args = {"suite": "gemm", "clocks_mhz": None, "out": tmp_path / "x.parquet", "dry_run": True} | kwargs
     with pytest.raises(error, match=message):
         measure_kernels_command(**args)
+
+
+def test_clock_list_resolution_against_the_supported_clocks():
+    from unittest import mock
+
+    from dse.measure.cli_commands import _resolve_clocks, _snap_clocks
+
+    gpu = mock.MagicMock()
+    gpu.supported_sm_clocks_hz.return_value = (1.98e9, 1.41e9, 3.45e8)
+    assert _snap_clocks(gpu, _resolve_clocks(None, no_lock=True)) == [None]
+    gpu.supported_sm_clocks_hz.assert_not_called()  # --no-lock never needs the list
+    assert _snap_clocks(gpu, _resolve_clocks(None, no_lock=False)) == [1.98e9]  # default: the highest
+    assert _snap_clocks(gpu, _resolve_clocks([1400, 1985], no_lock=False)) == [1.41e9, 1.98e9]

@@ -197,6 +197,8 @@ def test_model_options_are_checked_before_touching_the_gpu(tmp_path):
         build_torch_llm(arch, batch=1, seq_len=128, precision="fp8")
     with pytest.raises(ConfigError, match="encoder"):
         build_torch_llm(load_model_config("bert-large"), batch=1, seq_len=128, phase="decode")
+    with pytest.raises(ConfigError, match="max_position_embeddings 1024"):
+        build_torch_llm(arch, batch=1, seq_len=2048)
 
 
 def test_without_torch_model_and_kernel_runs_say_so(monkeypatch):
