@@ -37,10 +37,10 @@ import numpy as np
 
 from dse.errors import CalibrationError
 from dse.hardware.spec import GpuSpec
-from dse.perf.dvfs import Estimator, clock_table, highest_fitting_index
-from dse.perf.power import PowerCoeffs, estimate_arrays, gap_feature, gpu_power_terms, power_features
+from dse.perf.dvfs import clock_table, highest_fitting_index
+from dse.perf.multiclock import RowEstimator, op_rows
+from dse.perf.power import PowerCoeffs, gap_feature, gpu_power_terms, power_features
 from dse.perf.predict import host_gaps_s
-from dse.perf.types import OperatingPoint
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp
 
@@ -214,20 +214,21 @@ GAP_COLUMN = PowerCoeffs.coeff_names().index("gap_j_per_sm_cycle")
 
 
 def workload_run(
-    graph: WorkloadGraph, gpu: GpuSpec, sm_clock_hz: float, coeffs: Any, estimator: Estimator
+    graph: WorkloadGraph, gpu: GpuSpec, sm_clock_hz: float, coeffs: Any, rows_fn: RowEstimator = op_rows
 ) -> WorkloadRun:
     """Estimate `graph` at one clock (no power cap: the clock is the measured one)."""
     terms = gpu_power_terms(gpu)
-    ests = estimator(list(graph.ops), gpu, OperatingPoint(sm_clock_hz=sm_clock_hz), coeffs)
-    a = estimate_arrays(ests)
+    ops = list(graph.ops)
+    a = rows_fn(ops, gpu, np.full(len(ops), float(sm_clock_hz)), coeffs)
     f = a["sm_clock_hz"]
+    f0 = np.array(float(f.mean()))
     return WorkloadRun(
-        sm_clock_hz=float(f.mean()),
-        count=np.array([op.count for op in graph.ops], dtype=float),
+        sm_clock_hz=float(f0),
+        count=np.array([op.count for op in ops], dtype=float),
         latency_s=a["latency_s"],
         features_j=power_features(a["util"], a["latency_s"], a["dram_bytes"], f, terms),
-        idle_w=float(terms.idle_power_w(np.array(f.mean()))),
-        gap_j_per_s_unit=float(gap_feature(1.0, np.array(f.mean()), terms)),
+        idle_w=float(terms.idle_power_w(f0)),
+        gap_j_per_s_unit=float(gap_feature(1.0, f0, terms)),
     )
 
 
@@ -285,10 +286,10 @@ class KernelTable:
 
 
 def kernel_table(
-    ops: list[Any], gpu: GpuSpec, clocks_hz: np.ndarray, coeffs: Any, estimator: Estimator
+    ops: list[Any], gpu: GpuSpec, clocks_hz: np.ndarray, coeffs: Any, rows_fn: RowEstimator = op_rows
 ) -> KernelTable:
     terms = gpu_power_terms(gpu)
-    t = clock_table(ops, gpu, clocks_hz, coeffs, estimator)
+    t = clock_table(ops, gpu, clocks_hz, coeffs, rows_fn)
     f = t["sm_clock_hz"][:, None]
     feats = power_features(t["util"], t["latency_s"], t["dram_bytes"], f, terms)
     return KernelTable(

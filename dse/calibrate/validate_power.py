@@ -59,7 +59,8 @@ from dse.calibrate.fit_power import (
 )
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
-from dse.perf.dvfs import Estimator, clock_grid_hz, default_estimator
+from dse.perf.dvfs import clock_grid_hz, row_estimator
+from dse.perf.multiclock import Estimator, RowEstimator
 from dse.perf.power import PowerCoeffs
 from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
@@ -109,7 +110,7 @@ def energaizer_graph(path: str, precision: str) -> WorkloadGraph:
 
 
 def energaizer_runs(
-    df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, estimator: Estimator, cache_: dict | None = None
+    df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, rows_fn: RowEstimator, cache_: dict | None = None
 ) -> list[WorkloadRun]:
     """One `WorkloadRun` per row at its measured clock (memoized in `cache_` by workload and clock)."""
     memo = {} if cache_ is None else cache_
@@ -117,7 +118,7 @@ def energaizer_runs(
     for path, prec, f in zip(df["workload_path"], df["precision"], df["clock_hz"], strict=True):
         key = (gpu.name, path, prec, round(float(f)))
         if key not in memo:
-            memo[key] = workload_run(energaizer_graph(path, prec), gpu, float(f), coeffs, estimator)
+            memo[key] = workload_run(energaizer_graph(path, prec), gpu, float(f), coeffs, rows_fn)
         out.append(memo[key])
     return out
 
@@ -183,9 +184,9 @@ def h200_split(
     return train.reset_index(drop=True), test.reset_index(drop=True)
 
 
-def h200_table(df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, estimator: Estimator) -> KernelTable:
+def h200_table(df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, rows_fn: RowEstimator) -> KernelTable:
     clocks = clock_grid_hz(gpu, H200_GRID_LOW_HZ, gpu.clocks.boost_clock_hz)
-    return kernel_table(h200_ops(df), gpu, clocks, coeffs, estimator)
+    return kernel_table(h200_ops(df), gpu, clocks, coeffs, rows_fn)
 
 
 # ---------------------------------------------------------------------------------------------- fits
@@ -209,9 +210,8 @@ def fit_ampere(
     cache_: dict | None = None,
 ) -> tuple[PowerCoeffs, PowerRows]:
     """Energy coefficients and host gap from EnergAIzer A100 forward passes (train rows)."""
-    estimator = estimator or default_estimator()
     gpu = load_gpu(ENERGAIZER_GPU["a100"])
-    runs = energaizer_runs(train, gpu, coeffs, estimator, cache_)
+    runs = energaizer_runs(train, gpu, coeffs, row_estimator(estimator), cache_)
     host_gap_s = fit_host_gap_s(runs, train["latency_s"].to_numpy())
     rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host_gap_s)
     lower, upper = _bounds(rows.features_j.shape[1])
@@ -247,13 +247,10 @@ def fit_hopper(
 
     Returns the coefficients and, per family, the effective clock of every training row.
     """
-    estimator = estimator or default_estimator()
     gpu = load_gpu(H200_GPU)
-    tables = (
-        tables
-        if tables is not None
-        else {f: h200_table(df, gpu, coeffs, estimator) for f, df in trains.items()}
-    )
+    rows_fn = row_estimator(estimator)
+    if tables is None:
+        tables = {f: h200_table(df, gpu, coeffs, rows_fn) for f, df in trains.items()}
     table, power = (
         _stack_tables([tables[f] for f in trains]),
         np.concatenate([trains[f]["power_w"] for f in trains]),
@@ -349,14 +346,14 @@ def energaizer_predictions(
     cache_: dict | None = None,
 ) -> pd.DataFrame:
     """Per-run predictions at the measured clock: pred_latency_s, pred_power_w, pred_energy_j (+ measured)."""
-    estimator = estimator or default_estimator()
+    rows_fn = row_estimator(estimator)
     h = pc.host_gap_s if host_gap_s is None else host_gap_s
     out = []
     for gpu_name, part in df.groupby(
         df["dataset"].map(lambda d: ENERGAIZER_GPU["a10" if d == "a10" else "a100"])
     ):
         gpu = load_gpu(gpu_name)
-        runs = energaizer_runs(part, gpu, coeffs, estimator, cache_)
+        runs = energaizer_runs(part, gpu, coeffs, rows_fn, cache_)
         rows = rows_from_runs(runs, part["avg_power_w"].to_numpy(), h)
         pred_w = rows.predict_w(pc.vector())
         out.append(
@@ -379,7 +376,6 @@ def energaizer_capped_predictions(
     df: pd.DataFrame, pc: PowerCoeffs, *, coeffs: Any = None, estimator: Estimator | None = None
 ) -> pd.DataFrame:
     """Per-run predictions at the requested clock under the run's power cap (the model's cap rule)."""
-    estimator = estimator or default_estimator()
     gpu = load_gpu(ENERGAIZER_GPU["dvfs"])
     pred = []
     for path, prec, f, cap in zip(
@@ -436,14 +432,14 @@ def validate_power(
         ampere, hopper: coefficients to validate (default: the shipped `ampere` / `hopper` sets, which
             were fitted on the training splits used here).
         coeffs: latency coefficients passed to the kernel model (None: its default).
-        estimator: the kernel model (default `dse.perf.registry.estimate_ops`).
+        estimator: a `KernelEstimate` estimator standing in for the kernel model (default: the registry's
+            families through `dse.perf.multiclock.op_rows`).
         datasets: any of a100_dvfs, a100_900, a10, h200.
         include_train: also report the training rows (in-sample).
         capped: also report the A100 DVFS test runs predicted at the requested clock under the 250 W cap.
     """
     from dse.perf.power import load_power_coeffs
 
-    estimator = estimator or default_estimator()
     datasets = tuple(datasets)
     out: list[PowerValidationRow] = []
     memo: dict = {}
@@ -479,7 +475,7 @@ def validate_power(
             train, test = h200_split(family)
             splits = [("test", test)] + ([("train", train)] if include_train else [])
             for split, frame in splits:
-                pred = h200_predictions(frame, pc, h200_table(frame, gpu, coeffs, estimator))
+                pred = h200_predictions(frame, pc, h200_table(frame, gpu, coeffs, row_estimator(estimator)))
                 out.append(_summary(f"h200_{family}", split, "all", pred, "hopper"))
     return out
 

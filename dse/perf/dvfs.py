@@ -10,11 +10,11 @@ clock is the highest clock on the GPU's clock grid (`sm_clock_step_hz`) at or be
 whose predicted power fits the cap:
 
 1. estimate every kernel at the requested clock; kernels within the cap are done (one kernel-model call);
-2. the others are estimated on a coarse grid (every `COARSE_STEPS` grid steps, one vectorized call per
-   clock over those kernels only); for each kernel the highest coarse clock that fits and the next one up
-   bracket the answer;
-3. bisection on the fine grid inside each bracket, one call per distinct clock per round (the brackets
-   sit on the coarse grid, so a round has at most as many distinct clocks as there are coarse intervals).
+2. the others are estimated on a coarse grid (every `COARSE_STEPS` grid steps), all of them at all coarse
+   clocks in one call; for each kernel the highest coarse clock that fits and the next one up bracket the
+   answer;
+3. bisection on the fine grid inside each bracket, one call per round for all kernels at their own
+   midpoints (`dse.perf.multiclock` evaluates a clock per op).
 
 This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested) up
 to tile-choice switches of the kernel model. A kernel that exceeds the cap even at the minimum clock runs
@@ -24,7 +24,7 @@ rejected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,19 +32,17 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.power import GpuPowerTerms, PowerCoeffs, estimate_arrays, power_parts_w
-from dse.perf.types import KernelEstimate, OperatingPoint
-
-Estimator = Callable[[Sequence[Any], GpuSpec, OperatingPoint, Any], list[KernelEstimate]]
+from dse.perf.multiclock import Estimator, RowEstimator, estimator_rows, op_rows, put_rows, take_rows
+from dse.perf.power import GpuPowerTerms, PowerCoeffs, power_parts_w
+from dse.perf.types import OperatingPoint
 
 COARSE_STEPS = 8  # coarse cap-search grid: every 8th clock of the GPU's grid (120 MHz at 15 MHz steps)
 
 
-def default_estimator() -> Estimator:
-    """The kernel model's `estimate_ops` (imported lazily: the registry is a separate module)."""
-    from dse.perf.registry import estimate_ops
-
-    return estimate_ops  # type: ignore[return-value]
+def row_estimator(estimator: Estimator | None = None) -> RowEstimator:
+    """The kernel model as a row estimator: `multiclock.op_rows` (the registry's families) by default, or
+    an adapter around another `KernelEstimate`-returning estimator (tests inject stand-ins)."""
+    return op_rows if estimator is None else estimator_rows(estimator)
 
 
 def requested_clock_hz(gpu: GpuSpec, point: OperatingPoint) -> float:
@@ -102,76 +100,47 @@ def idle_power_w(gpu: GpuSpec, sm_clock_hz: np.ndarray | float) -> np.ndarray | 
     return gpu.power.idle_power_w.at(sm_clock_hz)
 
 
-def estimate_at_clocks(
-    ops: Sequence[Any],
-    gpu: GpuSpec,
-    sm_clock_hz: np.ndarray,
-    coeffs: Any,
-    estimator: Estimator,
-) -> list[KernelEstimate]:
-    """Estimates of `ops[i]` at `sm_clock_hz[i]`: one kernel-model call per distinct clock."""
-    f = np.asarray(sm_clock_hz, dtype=float)
-    out: list[KernelEstimate | None] = [None] * len(ops)
-    for clock in np.unique(f):
-        idx = np.nonzero(f == clock)[0]
-        ests = estimator([ops[i] for i in idx], gpu, OperatingPoint(sm_clock_hz=float(clock)), coeffs)
-        for i, e in zip(idx, ests, strict=True):
-            out[i] = e
-    return out  # type: ignore[return-value]
-
-
 @dataclass(frozen=True, slots=True)
-class CappedEstimates:
-    """Kernel estimates at their effective clocks, with the arrays the power model uses."""
+class CappedRows:
+    """Kernel-model rows at the effective clocks, the power terms there, and what was asked for."""
 
-    estimates: list[KernelEstimate]
-    arrays: dict[str, np.ndarray]  # util [n, M], latency_s, dram_bytes, sm_clock_hz (effective)
+    rows: dict[str, np.ndarray]  # util [n, M], latency_s, dram_bytes, sm_clock_hz (effective)
     power: dict[str, np.ndarray]  # power_parts_w at the effective clocks
     requested_clock_hz: float
     power_cap_w: float
     cap_exceeded: np.ndarray  # [n] bool: over the cap even at the minimum clock
 
 
-def _power_total(ests: list[KernelEstimate], terms: GpuPowerTerms, pc: PowerCoeffs) -> np.ndarray:
-    a = estimate_arrays(ests)
-    return power_parts_w(a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], terms, pc)["total"]
+def _power(rows: dict[str, np.ndarray], terms: GpuPowerTerms, pc: PowerCoeffs) -> dict[str, np.ndarray]:
+    return power_parts_w(rows["util"], rows["latency_s"], rows["dram_bytes"], rows["sm_clock_hz"], terms, pc)
 
 
-def capped_estimates(
+def capped_rows(
     ops: Sequence[Any],
     gpu: GpuSpec,
     point: OperatingPoint,
     coeffs: Any,
     power_coeffs: PowerCoeffs,
     terms: GpuPowerTerms,
-    estimator: Estimator,
-) -> CappedEstimates:
+    rows_fn: RowEstimator = op_rows,
+) -> CappedRows:
     """Every op at the highest grid clock <= requested whose power fits the cap (module docstring)."""
     f_req = requested_clock_hz(gpu, point)
     cap = power_cap_w(gpu, point)
-    ests = list(estimator(list(ops), gpu, OperatingPoint(sm_clock_hz=f_req), coeffs))
-    a = estimate_arrays(ests)
-    parts = power_parts_w(a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], terms, power_coeffs)
+    n = len(ops)
+    rows = rows_fn(ops, gpu, np.full(n, f_req), coeffs)
+    parts = _power(rows, terms, power_coeffs)
     over = np.nonzero(parts["total"] > cap)[0]
-    exceeded = np.zeros(len(ops), dtype=bool)
+    exceeded = np.zeros(n, dtype=bool)
     if over.size:
-        clocks, sub_ests, sub_exceeded = _search(
-            [ops[i] for i in over], gpu, f_req, cap, coeffs, power_coeffs, terms, estimator
+        sub, sub_exceeded = _search(
+            [ops[i] for i in over], gpu, f_req, cap, coeffs, power_coeffs, terms, rows_fn
         )
-        for j, i in enumerate(over):
-            ests[i] = sub_ests[j]
+        put_rows(rows, over, sub)
         exceeded[over] = sub_exceeded
-        a = estimate_arrays(ests)
-        parts = power_parts_w(
-            a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], terms, power_coeffs
-        )
-    return CappedEstimates(
-        estimates=ests,
-        arrays=a,
-        power=parts,
-        requested_clock_hz=f_req,
-        power_cap_w=cap,
-        cap_exceeded=exceeded,
+        parts = _power(rows, terms, power_coeffs)
+    return CappedRows(
+        rows=rows, power=parts, requested_clock_hz=f_req, power_cap_w=cap, cap_exceeded=exceeded
     )
 
 
@@ -183,59 +152,35 @@ def _search(
     coeffs: Any,
     pc: PowerCoeffs,
     terms: GpuPowerTerms,
-    estimator: Estimator,
-) -> tuple[np.ndarray, list[KernelEstimate], np.ndarray]:
+    rows_fn: RowEstimator,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Coarse grid then bisection for ops known to exceed the cap at f_req."""
+    n = len(ops)
     fine = clock_grid_hz(gpu, hi_hz=f_req)
     fine = fine[fine < f_req - 1e-3]  # f_req itself is known to be over the cap
-    n = len(ops)
     if fine.size == 0:
-        return (
-            np.full(n, f_req),
-            estimator(ops, gpu, OperatingPoint(sm_clock_hz=f_req), coeffs),
-            np.ones(n, bool),
-        )
-    # Coarse indices into `fine`, from the top down, always including the lowest clock.
-    top = fine.size - 1
-    coarse_idx = np.unique(np.concatenate([np.arange(top, -1, -COARSE_STEPS), [0]]))[::-1]
-    lo_ok = np.full(n, -1)  # index into fine of the highest clock known to fit (-1: none yet)
-    hi_bad = np.full(n, fine.size)  # index of the lowest clock known to exceed (fine.size: f_req)
-    best: list[KernelEstimate | None] = [None] * n
-    open_ = np.arange(n)
-    for ci in coarse_idx:
-        if open_.size == 0:
-            break
-        sub = estimator([ops[i] for i in open_], gpu, OperatingPoint(sm_clock_hz=float(fine[ci])), coeffs)
-        fits = _power_total(sub, terms, pc) <= cap
-        for j, i in enumerate(open_):
-            if fits[j]:
-                lo_ok[i] = ci
-                best[i] = sub[j]
-            else:
-                hi_bad[i] = ci
-        open_ = open_[~fits]
-    # Bisection inside (lo_ok, hi_bad) on the fine grid.
+        return rows_fn(ops, gpu, np.full(n, f_req), coeffs), np.ones(n, dtype=bool)
+    coarse = np.unique(np.concatenate([np.arange(fine.size - 1, -1, -COARSE_STEPS), [0]]))  # ascending
+    c = coarse.size
+    grid_rows = rows_fn(ops * c, gpu, np.repeat(fine[coarse], n), coeffs)  # [c * n], clock-major
+    fits = (_power(grid_rows, terms, pc)["total"] <= cap).reshape(c, n)
+    # highest coarse index that fits (monotone power: everything below it fits too)
+    any_fit = fits.any(axis=0)
+    top = c - 1 - np.argmax(fits[::-1], axis=0)
+    lo_ok = np.where(any_fit, coarse[top], -1)  # index into fine
+    hi_bad = np.where(any_fit, np.where(top + 1 < c, coarse[np.minimum(top + 1, c - 1)], fine.size), 0)
+    best = take_rows(grid_rows, np.where(any_fit, top, 0) * n + np.arange(n))
     while True:
-        active = np.nonzero((lo_ok >= 0) & (hi_bad - lo_ok > 1))[0]
+        active = np.nonzero(any_fit & (hi_bad - lo_ok > 1))[0]
         if active.size == 0:
             break
         mid = (lo_ok[active] + hi_bad[active]) // 2
-        sub = estimate_at_clocks([ops[i] for i in active], gpu, fine[mid], coeffs, estimator)
-        fits = _power_total(sub, terms, pc) <= cap
-        for j, i in enumerate(active):
-            if fits[j]:
-                lo_ok[i] = mid[j]
-                best[i] = sub[j]
-            else:
-                hi_bad[i] = mid[j]
-    exceeded = lo_ok < 0
-    if exceeded.any():
-        idx = np.nonzero(exceeded)[0]
-        sub = estimator([ops[i] for i in idx], gpu, OperatingPoint(sm_clock_hz=float(fine[0])), coeffs)
-        for j, i in enumerate(idx):
-            best[i] = sub[j]
-    clocks = np.where(exceeded, fine[0], fine[np.maximum(lo_ok, 0)])
-    return clocks, best, exceeded  # type: ignore[return-value]
+        sub = rows_fn([ops[i] for i in active], gpu, fine[mid], coeffs)
+        ok = _power(sub, terms, pc)["total"] <= cap
+        lo_ok[active] = np.where(ok, mid, lo_ok[active])
+        hi_bad[active] = np.where(ok, hi_bad[active], mid)
+        put_rows(best, active[ok], take_rows(sub, np.nonzero(ok)[0]))
+    return best, ~any_fit
 
 
 def clock_table(
@@ -243,21 +188,19 @@ def clock_table(
     gpu: GpuSpec,
     clocks_hz: np.ndarray,
     coeffs: Any,
-    estimator: Estimator,
+    rows_fn: RowEstimator = op_rows,
 ) -> dict[str, np.ndarray]:
     """Every op at every clock: util [C, N, M], latency_s [C, N], dram_bytes [C, N], sm_clock_hz [C].
 
-    One vectorized kernel-model call per clock; what DVFS curves and the power fits' cap search read.
+    One kernel-model call for all (op, clock) pairs; what DVFS curves and the power fits' cap search read.
     """
     clocks = np.asarray(clocks_hz, dtype=float)
-    per = [
-        estimate_arrays(estimator(list(ops), gpu, OperatingPoint(sm_clock_hz=float(f)), coeffs))
-        for f in clocks
-    ]
+    c, n = clocks.size, len(ops)
+    rows = rows_fn(list(ops) * c, gpu, np.repeat(clocks, n), coeffs)
     return {
-        "util": np.stack([p["util"] for p in per]),
-        "latency_s": np.stack([p["latency_s"] for p in per]),
-        "dram_bytes": np.stack([p["dram_bytes"] for p in per]),
+        "util": rows["util"].reshape(c, n, -1),
+        "latency_s": rows["latency_s"].reshape(c, n),
+        "dram_bytes": rows["dram_bytes"].reshape(c, n),
         "sm_clock_hz": clocks,
     }
 
@@ -271,7 +214,5 @@ def highest_fitting_index(
     """
     ok = (power_w <= cap_w) & (np.asarray(clocks_hz)[:, None] <= f_req + 1e-3)
     c = ok.shape[0]
-    # last True along axis 0
-    rev = np.argmax(ok[::-1], axis=0)
-    idx = c - 1 - rev
+    idx = c - 1 - np.argmax(ok[::-1], axis=0)
     return np.where(ok.any(axis=0), idx, 0)

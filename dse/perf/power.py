@@ -39,6 +39,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.multiclock import estimate_arrays
 from dse.perf.rates import tensor_flop_per_clk
 from dse.perf.types import MODULES, KernelEstimate
 
@@ -268,22 +269,6 @@ def gap_power_w(sm_clock_hz: np.ndarray, terms: GpuPowerTerms, coeffs: PowerCoef
     active = coeffs.gap_j_per_sm_cycle * terms.num_sms * f * terms.v2(f)
     idle = terms.idle_power_w(f)
     return {"idle": idle, "active": active, "total": idle + active}
-
-
-def estimate_arrays(estimates: list[KernelEstimate] | tuple[KernelEstimate, ...]) -> dict[str, np.ndarray]:
-    """Arrays the power model needs from estimates: util [n, M], latency_s, dram_bytes, sm_clock_hz."""
-    n = len(estimates)
-    util = np.empty((n, len(MODULES)))
-    lat = np.empty(n)
-    dram = np.empty(n)
-    clk = np.empty(n)
-    for i, e in enumerate(estimates):
-        u = e.util
-        util[i] = [u.get(m, 0.0) for m in MODULES]
-        lat[i] = e.latency_s
-        dram[i] = e.dram_bytes
-        clk[i] = e.sm_clock_hz
-    return {"util": util, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": clk}
 
 
 def kernel_power_w(estimate: KernelEstimate, gpu: GpuSpec, coeffs: PowerCoeffs | None = None) -> float:

@@ -3,7 +3,7 @@
 `predict_graph(graph, gpu, point)` is the one call the CLI, the serving predictor and the search make:
 
 1. every op is estimated by the kernel model at the requested clock; kernels whose power exceeds the cap
-   are re-estimated at their effective clock (`dse.perf.dvfs.capped_estimates`);
+   are re-estimated at their effective clock (`dse.perf.dvfs.capped_rows`);
 2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
 3. an optional host gap per kernel launch models eager-framework launch overhead: the GPU waits for the
    host, drawing gap power (idle + the fitted gap term), and the wall time grows (see `host_gaps_s`);
@@ -30,7 +30,8 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.dvfs import Estimator, capped_estimates, default_estimator
+from dse.perf.dvfs import capped_rows, row_estimator
+from dse.perf.multiclock import Estimator
 from dse.perf.power import (
     ENERGY_KEYS,
     PowerCoeffs,
@@ -41,6 +42,7 @@ from dse.perf.power import (
 from dse.perf.types import OperatingPoint
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import op_kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,7 +173,8 @@ def predict_graph(
         coeffs: latency coefficients for the kernel model (None: its default).
         power_coeffs: energy coefficients (None: the shipped set for the GPU's architecture).
         host_gap_s: host time per kernel launch (eager frameworks); 0 for CUDA graphs / serving engines.
-        estimator: the kernel model (default `dse.perf.registry.estimate_ops`); tests inject others.
+        estimator: the kernel model as a `KernelEstimate` estimator (default: the registry's families,
+            through `dse.perf.multiclock.op_rows`); tests inject stand-ins.
 
     Raises:
         ConfigError: a negative host gap or a power cap below the GPU's minimum.
@@ -184,8 +187,8 @@ def predict_graph(
     ops = list(graph.ops)
     if not ops:
         return _empty(graph, gpu, point, host_gap_s)
-    capped = capped_estimates(ops, gpu, point, coeffs, pc, terms, estimator or default_estimator())
-    a, p = capped.arrays, capped.power
+    capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
+    a, p = capped.rows, capped.power
     lat = a["latency_s"]
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
@@ -203,7 +206,7 @@ def predict_graph(
     wall = busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
     kernels = _kernel_predictions(
-        ops, capped.estimates, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy
+        ops, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy
     )
     return WorkloadPrediction(
         name=graph.name,
@@ -232,7 +235,6 @@ def _weighted_clock_hz(weight: np.ndarray, f: np.ndarray) -> float:
 
 def _kernel_predictions(
     ops: Sequence[Any],
-    estimates: Sequence[Any],
     lat: np.ndarray,
     gap: np.ndarray,
     power: np.ndarray,
@@ -255,7 +257,7 @@ def _kernel_predictions(
     return tuple(
         KernelPrediction(
             name=op.name,
-            kind=est.kind,
+            kind=op_kind(op),
             count=op.count,
             latency_s=lat_l[i],
             gap_s=gap_l[i],
@@ -266,7 +268,7 @@ def _kernel_predictions(
             cap_exceeded=ex_l[i],
             energy_j_by_module=dict(zip(ENERGY_KEYS, rows[i], strict=True)),
         )
-        for i, (op, est) in enumerate(zip(ops, estimates, strict=True))
+        for i, op in enumerate(ops)
     )
 
 

@@ -12,6 +12,7 @@ from dse.calibrate import validate_power as vp
 from dse.calibrate.fit_power import as_precision, fit_host_gap_s, fit_through_cap, kernel_table
 from dse.errors import CalibrationError
 from dse.hardware.catalog import load_gpu
+from dse.perf.dvfs import row_estimator
 from dse.perf.power import PowerCoeffs
 from dse.workload.energaizer import load_kernel_list
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp
@@ -84,7 +85,7 @@ def test_fit_and_predict_energaizer_with_stand_in_model(split):
 def test_host_gap_fit_recovers_a_planted_gap():
     gpu = load_gpu("a100-pcie-40gb")
     rows = vp.energaizer_frame("a100").head(8)
-    runs = vp.energaizer_runs(rows, gpu, None, roofline_estimator)
+    runs = vp.energaizer_runs(rows, gpu, None, row_estimator(roofline_estimator))
     planted = 12e-6
     measured = np.array([r.totals(planted)[0] for r in runs])
     assert fit_host_gap_s(runs, measured) == pytest.approx(planted, abs=0.5e-6)
@@ -93,7 +94,7 @@ def test_host_gap_fit_recovers_a_planted_gap():
 def test_fit_through_cap_fixed_point():
     gpu = load_gpu("h100-sxm")
     ops = [GemmOp(name=f"g{i}", m=2**i, n=8192, k=8192) for i in range(4, 14)]
-    table = kernel_table(ops, gpu, np.arange(1005e6, 1981e6, 15e6), None, roofline_estimator)
+    table = kernel_table(ops, gpu, np.arange(1005e6, 1981e6, 15e6), None, row_estimator(roofline_estimator))
     truth = PowerCoeffs(
         architecture="hopper",
         tensor_j_per_flop=0.5e-12,

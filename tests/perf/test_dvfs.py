@@ -13,13 +13,15 @@ from hypothesis import strategies as st
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.dvfs import (
-    capped_estimates,
+    capped_rows,
     clock_grid_hz,
+    clock_table,
     core_v,
-    estimate_at_clocks,
+    highest_fitting_index,
     idle_power_w,
     power_cap_w,
     requested_clock_hz,
+    row_estimator,
     snap_down_hz,
 )
 from dse.perf.power import PowerCoeffs, gpu_power_terms
@@ -41,6 +43,7 @@ PC = PowerCoeffs(
 )
 H100 = load_gpu("h100-sxm")
 A100 = load_gpu("a100-pcie-40gb")
+ROWS = row_estimator(roofline_estimator)
 
 
 def test_clock_grid_and_snap():
@@ -71,19 +74,32 @@ def test_requested_clock_and_cap_defaults():
         power_cap_w(H100, OperatingPoint(power_cap_w=100))
 
 
-def test_estimate_at_clocks_groups_by_clock():
-    ops = [GemmOp(name=f"g{i}", m=1024, n=1024, k=1024) for i in range(4)]
+def test_row_adapter_keeps_order_and_clocks():
+    ops = [GemmOp(name=f"g{i}", m=1024 * (i + 1), n=1024, k=1024) for i in range(4)]
     f = np.array([1e9, 1.5e9, 1e9, 1.2e9])
-    ests = estimate_at_clocks(ops, H100, f, None, roofline_estimator)
-    assert [e.name for e in ests] == ["g0", "g1", "g2", "g3"]
-    assert [e.sm_clock_hz for e in ests] == f.tolist()
+    rows = ROWS(ops, H100, f, None)
+    assert rows["sm_clock_hz"].tolist() == f.tolist()
+    single = [
+        roofline_estimator([op], H100, OperatingPoint(sm_clock_hz=fi))[0]
+        for op, fi in zip(ops, f, strict=True)
+    ]
+    assert rows["latency_s"].tolist() == [e.latency_s for e in single]
+
+
+def test_clock_table_and_highest_fitting_index():
+    ops = [BIG, STREAM]
+    clocks = clock_grid_hz(H100, 1e9, 1.98e9)
+    t = clock_table(ops, H100, clocks, None, ROWS)
+    assert t["latency_s"].shape == (clocks.size, 2) and t["util"].shape[:2] == (clocks.size, 2)
+    p = np.array([[1.0, 1.0], [2.0, 5.0], [3.0, 9.0]])
+    assert highest_fitting_index(p, np.array([1.0, 2.0, 3.0]), 3.0, 2.5).tolist() == [1, 0]
+    assert highest_fitting_index(p, np.array([1.0, 2.0, 3.0]), 1.5, 10.0).tolist() == [0, 0]
 
 
 def _power(ops, gpu, clock_hz):
     from dse.perf.power import estimate_arrays, power_parts_w
 
-    ests = roofline_estimator(ops, gpu, OperatingPoint(sm_clock_hz=clock_hz))
-    a = estimate_arrays(ests)
+    a = estimate_arrays(roofline_estimator(ops, gpu, OperatingPoint(sm_clock_hz=clock_hz)))
     return power_parts_w(
         a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], gpu_power_terms(gpu), PC
     )["total"]
@@ -95,16 +111,16 @@ STREAM = ElementwiseOp(name="stream", kind="add", num_elements=1 << 27)
 
 def test_cap_throttles_compute_bound_only():
     cap = 450.0
-    res = capped_estimates(
+    res = capped_rows(
         [BIG, STREAM],
         H100,
         OperatingPoint(power_cap_w=cap),
         None,
         PC,
         gpu_power_terms(H100),
-        roofline_estimator,
+        ROWS,
     )
-    f_big, f_stream = res.arrays["sm_clock_hz"]
+    f_big, f_stream = res.rows["sm_clock_hz"]
     assert f_big < H100.clocks.boost_clock_hz
     assert res.power["total"][0] <= cap
     # highest such clock: one grid step up exceeds the cap
@@ -115,11 +131,9 @@ def test_cap_throttles_compute_bound_only():
 
 def test_cap_exceeded_at_minimum_clock_is_flagged():
     gpu = load_gpu("h100-sxm", {"power.power_cap_min_w": 50})
-    res = capped_estimates(
-        [BIG], gpu, OperatingPoint(power_cap_w=60.0), None, PC, gpu_power_terms(gpu), roofline_estimator
-    )
+    res = capped_rows([BIG], gpu, OperatingPoint(power_cap_w=60.0), None, PC, gpu_power_terms(gpu), ROWS)
     assert res.cap_exceeded[0]
-    assert res.arrays["sm_clock_hz"][0] == gpu.clocks.sm_clock_min_hz
+    assert res.rows["sm_clock_hz"][0] == gpu.clocks.sm_clock_min_hz
 
 
 @settings(max_examples=40, deadline=None)
@@ -133,9 +147,9 @@ def test_cap_exceeded_at_minimum_clock_is_flagged():
 def test_power_never_above_cap(m, n, k, cap, clock_mhz):
     ops = [GemmOp(name="g", m=m, n=n, k=k), ElementwiseOp(name="e", kind="gelu", num_elements=m * n)]
     point = OperatingPoint(sm_clock_hz=clock_mhz * 1e6, power_cap_w=cap)
-    res = capped_estimates(ops, H100, point, None, PC, gpu_power_terms(H100), roofline_estimator)
+    res = capped_rows(ops, H100, point, None, PC, gpu_power_terms(H100), ROWS)
     assert np.all(res.power["total"] <= cap + 1e-9)
-    assert np.all(res.arrays["sm_clock_hz"] <= res.requested_clock_hz + 1e-3)
+    assert np.all(res.rows["sm_clock_hz"] <= res.requested_clock_hz + 1e-3)
 
 
 @settings(max_examples=40, deadline=None)

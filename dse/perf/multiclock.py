@@ -1,0 +1,187 @@
+"""The kernel model at a clock per op, as arrays: what the power model, DVFS curves and cap search need.
+
+`dse.perf.registry.estimate_ops` takes one operating point per call and returns `KernelEstimate` values.
+The power-cap search needs many ops at many clocks, and a call costs a few milliseconds of fixed numpy
+overhead whatever its size; so this module calls the kernel families' public vectorized functions
+(`gemm.gemm_arrays`, `attention.flash_arrays` / `decode_arrays` / `eager_arrays`,
+`reduction.reduction_arrays`, `elementwise.elementwise_arrays`), which accept a clock per row, directly:
+any set of (op, clock) pairs costs one call per family.
+
+`op_rows(ops, gpu, clocks_hz, coeffs)` returns util [N, len(MODULES)], latency_s, dram_bytes and
+sm_clock_hz [N]; tests check it against `estimate_ops` op by op (`tests/perf/test_power_rows.py`), so a
+change in the families' inputs shows up there. `estimator_rows(estimator)` adapts any
+`KernelEstimate`-returning estimator (one call per distinct clock) to the same interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import MODULES, KernelEstimate, OperatingPoint
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
+
+Estimator = Callable[[Sequence[Any], GpuSpec, OperatingPoint, Any], list[KernelEstimate]]
+RowEstimator = Callable[[Sequence[Any], GpuSpec, np.ndarray, Any], dict[str, np.ndarray]]
+_M = len(MODULES)
+
+
+def estimate_arrays(estimates: Sequence[KernelEstimate]) -> dict[str, np.ndarray]:
+    """Arrays of a list of estimates: util [n, M], latency_s, dram_bytes, sm_clock_hz."""
+    n = len(estimates)
+    util = np.empty((n, _M))
+    lat = np.empty(n)
+    dram = np.empty(n)
+    clk = np.empty(n)
+    for i, e in enumerate(estimates):
+        u = e.util
+        util[i] = [u.get(m, 0.0) for m in MODULES]
+        lat[i] = e.latency_s
+        dram[i] = e.dram_bytes
+        clk[i] = e.sm_clock_hz
+    return {"util": util, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": clk}
+
+
+def estimator_rows(estimator: Estimator) -> RowEstimator:
+    """A row estimator from a `KernelEstimate` estimator: one call per distinct clock."""
+
+    def rows(ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any) -> dict[str, np.ndarray]:
+        f = np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (len(ops),))
+        out: list[KernelEstimate | None] = [None] * len(ops)
+        for clock in np.unique(f):
+            idx = np.nonzero(f == clock)[0]
+            ests = estimator([ops[i] for i in idx], gpu, OperatingPoint(sm_clock_hz=float(clock)), coeffs)
+            for i, e in zip(idx, ests, strict=True):
+                out[i] = e
+        return estimate_arrays(out)  # type: ignore[arg-type]
+
+    return rows
+
+
+def _clamp(gpu: GpuSpec, f: np.ndarray) -> np.ndarray:
+    """As `rates.effective_sm_clock_hz`: clocks outside the GPU's range are clamped."""
+    return np.clip(f, gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
+
+
+def op_rows(
+    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray | float, coeffs: Any = None
+) -> dict[str, np.ndarray]:
+    """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family.
+
+    Returns util [N, len(MODULES)], latency_s [N], dram_bytes [N], sm_clock_hz [N] (clamped to the GPU's
+    range, as the estimators do).
+    """
+    from dse.perf import attention, elementwise, gemm, reduction
+
+    n = len(ops)
+    f = _clamp(gpu, np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (n,)).astype(float))
+    util = np.zeros((n, _M))
+    lat = np.zeros(n)
+    dram = np.zeros(n)
+    groups: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        if isinstance(op, GemmOp):
+            key = "gemm"
+        elif isinstance(op, AttentionOp):
+            key = f"attention_{op.backend}"
+        elif isinstance(op, SoftmaxOp | NormOp):
+            key = "reduction"
+        elif isinstance(op, ElementwiseOp):
+            key = "elementwise"
+        else:
+            raise TypeError(f"no estimator for {type(op).__name__}")
+        groups.setdefault(key, []).append(i)
+
+    def arr(values: list[float]) -> np.ndarray:
+        return np.array(values, dtype=float)
+
+    for key, idx in groups.items():
+        sub = [ops[i] for i in idx]
+        fs = f[idx]
+        if key == "gemm":
+            out = gemm.gemm_arrays(
+                m=arr([o.m for o in sub]),
+                n=arr([o.n for o in sub]),
+                k=arr([o.k for o in sub]),
+                batch=arr([o.batch for o in sub]),
+                dtype=[o.dtype for o in sub],
+                out_dtype=[o.c_dtype for o in sub],
+                b_shared=np.array([o.b_shared for o in sub]),
+                gpu=gpu,
+                sm_clock_hz=fs,
+                coeffs=coeffs,
+            )
+        elif key == "reduction":
+            kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
+            out = reduction.reduction_arrays(
+                kind=np.array([reduction.KINDS.index(k) for k in kinds]),
+                rows=arr([o.rows for o in sub]),
+                cols=arr([o.cols for o in sub]),
+                dtype_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
+                gpu=gpu,
+                sm_clock_hz=fs,
+                coeffs=coeffs,
+            )
+        elif key == "elementwise":
+            out = elementwise.elementwise_arrays(
+                kind=np.array([elementwise.KINDS.index(o.kind) for o in sub]),
+                num_elements=arr([o.num_elements for o in sub]),
+                in_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
+                out_bytes=arr([_dtype_bytes(o.out_dtype or o.dtype) for o in sub]),
+                gpu=gpu,
+                sm_clock_hz=fs,
+                coeffs=coeffs,
+            )
+        else:
+            shape = {
+                "batch": arr([o.batch for o in sub]),
+                "seq_len_q": arr([o.seq_len_q for o in sub]),
+                "seq_len_kv": arr([o.seq_len_kv for o in sub]),
+                "num_heads": arr([o.num_heads for o in sub]),
+                "num_kv_heads": arr([o.num_kv_heads for o in sub]),
+                "head_dim": arr([o.head_dim for o in sub]),
+            }
+            if key == "attention_eager":
+                out = attention.eager_arrays(
+                    **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs
+                )
+            else:
+                dt = {
+                    "act_bytes": arr([_dtype_bytes(o.dtype) for o in sub]),
+                    "kv_bytes": arr([_dtype_bytes(o.cache_dtype) for o in sub]),
+                }
+                if key == "attention_flash":
+                    out = attention.flash_arrays(
+                        **shape,
+                        **dt,
+                        causal=np.array([o.causal for o in sub]),
+                        gpu=gpu,
+                        sm_clock_hz=fs,
+                        coeffs=coeffs,
+                    )
+                else:
+                    out = attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+        util[idx] = np.asarray(out["util"]).T
+        lat[idx] = out["latency_s"]
+        dram[idx] = out["dram_bytes"]
+    return {"util": util, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
+
+
+def _dtype_bytes(dtype: str) -> float:
+    from dse.perf.rates import DTYPE_BYTES
+
+    return DTYPE_BYTES[dtype]
+
+
+def take_rows(rows: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows `idx` of a row dict."""
+    return {k: v[idx] for k, v in rows.items()}
+
+
+def put_rows(into: dict[str, np.ndarray], idx: np.ndarray, rows: dict[str, np.ndarray]) -> None:
+    """Overwrite the rows `idx` of `into` (in place) with `rows`."""
+    for k, v in rows.items():
+        into[k][idx] = v
