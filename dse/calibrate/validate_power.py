@@ -191,6 +191,17 @@ def h200_table(df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, rows_fn: RowEstimato
 
 # ---------------------------------------------------------------------------------------------- fits
 
+DEFAULT = "default"  # latency coefficients: the shipped set for each GPU's architecture
+
+
+def latency_coeffs(coeffs: Any, gpu: GpuSpec) -> Any:
+    """`coeffs`, or the shipped latency coefficients of `gpu` when `coeffs` is DEFAULT."""
+    if isinstance(coeffs, str) and coeffs == DEFAULT:
+        from dse.calibrate.coeffs import load_default_coeffs
+
+        return load_default_coeffs(gpu)
+    return coeffs
+
 
 def _bounds(k: int) -> tuple[np.ndarray, np.ndarray]:
     lower = np.zeros(k)
@@ -203,7 +214,7 @@ def _bounds(k: int) -> tuple[np.ndarray, np.ndarray]:
 def fit_ampere(
     train: pd.DataFrame,
     *,
-    coeffs: Any = None,
+    coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
     ridge: float = 1e-6,
     name: str = "ampere",
@@ -211,7 +222,7 @@ def fit_ampere(
 ) -> tuple[PowerCoeffs, PowerRows]:
     """Energy coefficients and host gap from EnergAIzer A100 forward passes (train rows)."""
     gpu = load_gpu(ENERGAIZER_GPU["a100"])
-    runs = energaizer_runs(train, gpu, coeffs, row_estimator(estimator), cache_)
+    runs = energaizer_runs(train, gpu, latency_coeffs(coeffs, gpu), row_estimator(estimator), cache_)
     host_gap_s = fit_host_gap_s(runs, train["latency_s"].to_numpy())
     rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host_gap_s)
     lower, upper = _bounds(rows.features_j.shape[1])
@@ -237,7 +248,7 @@ def fit_ampere(
 def fit_hopper(
     trains: dict[str, pd.DataFrame],
     *,
-    coeffs: Any = None,
+    coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
     start: PowerCoeffs | None = None,
     ridge: float = 1e-6,
@@ -250,7 +261,8 @@ def fit_hopper(
     gpu = load_gpu(H200_GPU)
     rows_fn = row_estimator(estimator)
     if tables is None:
-        tables = {f: h200_table(df, gpu, coeffs, rows_fn) for f, df in trains.items()}
+        lat = latency_coeffs(coeffs, gpu)
+        tables = {f: h200_table(df, gpu, lat, rows_fn) for f, df in trains.items()}
     table, power = (
         _stack_tables([tables[f] for f in trains]),
         np.concatenate([trains[f]["power_w"] for f in trains]),
@@ -340,7 +352,7 @@ def energaizer_predictions(
     df: pd.DataFrame,
     pc: PowerCoeffs,
     *,
-    coeffs: Any = None,
+    coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
     host_gap_s: float | None = None,
     cache_: dict | None = None,
@@ -353,7 +365,7 @@ def energaizer_predictions(
         df["dataset"].map(lambda d: ENERGAIZER_GPU["a10" if d == "a10" else "a100"])
     ):
         gpu = load_gpu(gpu_name)
-        runs = energaizer_runs(part, gpu, coeffs, rows_fn, cache_)
+        runs = energaizer_runs(part, gpu, latency_coeffs(coeffs, gpu), rows_fn, cache_)
         rows = rows_from_runs(runs, part["avg_power_w"].to_numpy(), h)
         pred_w = rows.predict_w(pc.vector())
         out.append(
@@ -373,10 +385,11 @@ def energaizer_predictions(
 
 
 def energaizer_capped_predictions(
-    df: pd.DataFrame, pc: PowerCoeffs, *, coeffs: Any = None, estimator: Estimator | None = None
+    df: pd.DataFrame, pc: PowerCoeffs, *, coeffs: Any = DEFAULT, estimator: Estimator | None = None
 ) -> pd.DataFrame:
     """Per-run predictions at the requested clock under the run's power cap (the model's cap rule)."""
     gpu = load_gpu(ENERGAIZER_GPU["dvfs"])
+    lat = latency_coeffs(coeffs, gpu)
     pred = []
     for path, prec, f, cap in zip(
         df["workload_path"], df["precision"], df["sm_clock_hz"], df["power_cap_w"], strict=True
@@ -385,7 +398,7 @@ def energaizer_capped_predictions(
             energaizer_graph(path, prec),
             gpu,
             OperatingPoint(sm_clock_hz=float(f), power_cap_w=float(cap)),
-            coeffs,
+            lat,
             pc,
             host_gap_s=pc.host_gap_s,
             estimator=estimator,
@@ -420,7 +433,7 @@ def validate_power(
     *,
     ampere: PowerCoeffs | None = None,
     hopper: PowerCoeffs | None = None,
-    coeffs: Any = None,
+    coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
     datasets: Iterable[str] = ("a100_dvfs", "a100_900", "a10", "h200"),
     include_train: bool = False,
@@ -431,7 +444,8 @@ def validate_power(
     Args:
         ampere, hopper: coefficients to validate (default: the shipped `ampere` / `hopper` sets, which
             were fitted on the training splits used here).
-        coeffs: latency coefficients passed to the kernel model (None: its default).
+        coeffs: latency coefficients for the kernel model: DEFAULT (the shipped set of each GPU's
+            architecture), None (uncorrected analytical model) or a CoeffSet / CoeffTable.
         estimator: a `KernelEstimate` estimator standing in for the kernel model (default: the registry's
             families through `dse.perf.multiclock.op_rows`).
         datasets: any of a100_dvfs, a100_900, a10, h200.
@@ -475,7 +489,8 @@ def validate_power(
             train, test = h200_split(family)
             splits = [("test", test)] + ([("train", train)] if include_train else [])
             for split, frame in splits:
-                pred = h200_predictions(frame, pc, h200_table(frame, gpu, coeffs, row_estimator(estimator)))
+                table = h200_table(frame, gpu, latency_coeffs(coeffs, gpu), row_estimator(estimator))
+                pred = h200_predictions(frame, pc, table)
                 out.append(_summary(f"h200_{family}", split, "all", pred, "hopper"))
     return out
 
