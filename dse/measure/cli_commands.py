@@ -232,7 +232,8 @@ def measure_model_command(
         gpu_name: catalog GPU the dry run pretends to be.
         protocol: measurement protocol.
     """
-    from dse.measure.model_run import build_torch_llm, measure_model
+    from dse.measure.model_run import measure_model
+    from dse.measure.torch_llm import build_torch_llm
     from dse.workload.models import load_model_config
 
     out = Path(out)

@@ -80,7 +80,8 @@ def test_locked_clock_is_observed_and_reset(gpu):
 
 
 def test_gpt2_model_run_has_a_consistent_breakdown(gpu, tmp_path):
-    from dse.measure.model_run import build_torch_llm, measure_model
+    from dse.measure.model_run import measure_model
+    from dse.measure.torch_llm import build_torch_llm
     from dse.workload.models import load_model_config
 
     runner = build_torch_llm(load_model_config("gpt2"), batch=4, seq_len=512)

@@ -20,12 +20,12 @@ from dse.measure.model_run import (
     OTHER,
     KernelEvent,
     ProfiledRun,
-    build_torch_llm,
     energy_breakdown,
     measure_model,
     parse_chrome_trace,
 )
 from dse.measure.replay import ReplayGpu, ReplayModelRunner
+from dse.measure.torch_llm import build_torch_llm
 from dse.workload.llm import build_prefill_graph
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp

@@ -182,7 +182,7 @@ def test_real_nvml_without_a_gpu_raises_one_line():
 def test_import_dse_and_measure_modules_do_not_import_torch():
     code = (
         "import sys, dse, dse.measure, dse.measure.kernels, dse.measure.model_run, dse.measure.cli_commands, "
-        "dse.measure.harness, dse.measure.replay\n"
+        "dse.measure.harness, dse.measure.replay, dse.measure.torch_llm\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
