@@ -37,6 +37,7 @@ from dse.perf.power import GpuPowerTerms, PowerCoeffs, power_parts_w
 from dse.perf.types import OperatingPoint
 
 COARSE_STEPS = 8  # coarse cap-search grid: every 8th clock of the GPU's grid (120 MHz at 15 MHz steps)
+MAX_ROWS_PER_CALL = 20_000  # (op, clock) pairs per kernel-model call in clock_table
 
 
 def row_estimator(estimator: Estimator | None = None) -> RowEstimator:
@@ -196,7 +197,12 @@ def clock_table(
     """
     clocks = np.asarray(clocks_hz, dtype=float)
     c, n = clocks.size, len(ops)
-    rows = rows_fn(list(ops) * c, gpu, np.repeat(clocks, n), coeffs)
+    per_call = max(1, MAX_ROWS_PER_CALL // max(n, 1))  # clocks per kernel-model call (bounded memory)
+    parts = [
+        rows_fn(list(ops) * len(chunk), gpu, np.repeat(chunk, n), coeffs)
+        for chunk in np.array_split(clocks, int(np.ceil(c / per_call)))
+    ]
+    rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return {
         "util": rows["util"].reshape(c, n, -1),
         "latency_s": rows["latency_s"].reshape(c, n),
