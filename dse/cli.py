@@ -27,6 +27,10 @@ gpu_app = typer.Typer(no_args_is_help=True, help="Inspect catalog GPUs and deriv
 workload_app = typer.Typer(no_args_is_help=True, help="Inspect workload graphs (operators, FLOPs, bytes).")
 app.add_typer(gpu_app, name="gpu")
 app.add_typer(workload_app, name="workload")
+measure_app = typer.Typer(
+    no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
+)
+app.add_typer(measure_app, name="measure")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -274,6 +278,223 @@ def workload_show_cmd(
     console.print(table)
     if num_params is not None:
         console.print(f"parameters: {num_params / 1e9:.3f} B")
+
+
+ClockOpt = Annotated[
+    float | None, typer.Option("--clock-mhz", help="Requested SM clock in MHz (default: boost).")
+]
+CapOpt = Annotated[
+    float | None, typer.Option("--power-cap-w", help="Power cap in W (default: the GPU's TDP).")
+]
+InOpt = Annotated[int | None, typer.Option("--input-tokens", help="Serving: prompt tokens per request.")]
+OutOpt = Annotated[int | None, typer.Option("--output-tokens", help="Serving: generated tokens per request.")]
+BreakdownOpt = Annotated[bool, typer.Option("--breakdown", help="Energy by hardware module and by operator.")]
+
+
+def _operating_point(clock_mhz: float | None, power_cap_w: float | None) -> Any:
+    from dse.perf.types import OperatingPoint
+
+    if clock_mhz is not None and not clock_mhz > 0:
+        raise DseError(f"--clock-mhz must be positive, got {clock_mhz}")
+    if power_cap_w is not None and not power_cap_w > 0:
+        raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")
+    return OperatingPoint(sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w)
+
+
+def _serving(
+    model: str | None,
+    gpu: Any,
+    batch: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    precision: str,
+    attention: str,
+    point: Any,
+) -> Any:
+    from dse.serving import ServingRequest, predict_serving
+    from dse.workload.models import load_model_config
+
+    if model is None or input_tokens is None or output_tokens is None:
+        raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
+    request = ServingRequest(
+        batch=batch,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        precision=precision,
+        attention=attention,
+    )
+    return predict_serving(load_model_config(model), gpu, request, point)
+
+
+@app.command("predict")
+@_friendly
+def predict_cmd(
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
+    model: ModelOpt = None,
+    kernels: KernelsOpt = None,
+    phase: PhaseOpt = "prefill",
+    batch: BatchOpt = 1,
+    seq_len: SeqOpt = 1024,
+    input_tokens: InOpt = None,
+    output_tokens: OutOpt = None,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    memory: MemoryOpt = None,
+    bus_width_bits: BusOpt = None,
+    data_rate_gbps: RateOpt = None,
+    sets: SetOpt = None,
+    breakdown: BreakdownOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
+    (--model with --input-tokens and --output-tokens)."""
+    spec = _gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    point = _operating_point(clock_mhz, power_cap_w)
+    if input_tokens is not None or output_tokens is not None:
+        est = _serving(model, spec, batch, input_tokens, output_tokens, precision, attention, point)
+        _show_serving(est, breakdown, as_json)
+        return
+    from dse.perf.predict import predict_command_payload, predict_graph
+
+    pred = predict_graph(
+        build_workload(model, phase, batch, seq_len, precision, attention, kernels), spec, point
+    )
+    _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
+
+
+def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
+    from dse.cli_render import SERVING_ROWS, breakdown_table, metrics_table
+    from dse.serving import rollup_by_level
+
+    if as_json:
+        _print_json(est.to_dict())
+        return
+    r = est.request
+    title = (
+        f"{est.model} on {est.gpu}: batch {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
+        f"{r.precision}, {r.attention} attention"
+    )
+    console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
+    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
+    if breakdown:
+        console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
+        console.print(breakdown_table(rollup_by_level(est.energy_j_by_name, 1), "energy by phase"))
+        console.print(breakdown_table(est.energy_j_by_name, "energy by operator", limit=25))
+
+
+def _show_graph(payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool) -> None:
+    from dse.cli_render import GRAPH_ROWS, breakdown_table, metrics_table
+
+    if as_json:
+        _print_json(payload)
+        return
+    console.print(metrics_table(payload, GRAPH_ROWS, f"{pred.name} on {pred.gpu}"))
+    console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
+    if breakdown:
+        console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))
+
+
+@app.command("whatif")
+@_friendly
+def whatif_cmd(
+    gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
+    model: ModelOpt = "llama-3.1-8b",
+    batch: BatchOpt = 32,
+    input_tokens: Annotated[int, typer.Option("--input-tokens")] = 1024,
+    output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    memory: MemoryOpt = None,
+    bus_width_bits: BusOpt = None,
+    data_rate_gbps: RateOpt = None,
+    sets: SetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload."""
+    if memory is None and not sets:
+        raise DseError(
+            "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
+        )
+    point = _operating_point(clock_mhz, power_cap_w)
+    base_gpu = _gpu_from_options(gpu, None, None, None, None)
+    new_gpu = _gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    runs = [
+        _serving(model, g, batch, input_tokens, output_tokens, precision, attention, point)
+        for g in (base_gpu, new_gpu)
+    ]
+    _show_whatif(base_gpu, new_gpu, runs, as_json)
+
+
+def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
+    from dse.cli_render import SERVING_ROWS, compare_table
+
+    sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    if as_json:
+        _print_json({"baseline": sides[0], "changed": sides[1]})
+        return
+    rows = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"), *SERVING_ROWS)
+    label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
+    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
+    for name, side in (("baseline", sides[0]), ("changed", sides[1])):
+        status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
+        console.print(f"{name}: {status}")
+
+
+def _clock_list(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise DseError(
+            f"--clocks-mhz '{text}': expected a comma-separated list of MHz, e.g. 1410,1980"
+        ) from None
+
+
+NoLockOpt = Annotated[bool, typer.Option("--no-lock", help="Do not lock clocks; observe and record them.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="No GPU: replay recorded or synthetic samples.")]
+
+
+@measure_app.command("kernels")
+@_friendly
+def measure_kernels_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Samples file to write (.parquet or .csv).")],
+    suite: Annotated[
+        str, typer.Option("--suite", help="gemm, attention, softmax, norm, elementwise, all, smoke.")
+    ] = "all",
+    clocks_mhz: Annotated[
+        str | None, typer.Option("--clocks-mhz", help="Clocks to lock, e.g. 1410,1980.")
+    ] = None,
+    no_lock: NoLockOpt = False,
+    dry_run: DryRunOpt = False,
+    replay: Annotated[Path | None, typer.Option("--replay", help="Recorded samples for --dry-run.")] = None,
+) -> None:
+    """Measure a kernel suite (latency, power, energy per kernel) and write calibration samples."""
+    from dse.measure.cli_commands import measure_kernels_command
+
+    path = measure_kernels_command(suite, _clock_list(clocks_mhz), out, no_lock, dry_run, replay=replay)
+    console.print(f"samples written to {path}")
+
+
+@measure_app.command("model")
+@_friendly
+def measure_model_cmd(
+    model: Annotated[str, typer.Option("--model", help="Model name (see `dse models`) or config.json path.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to create for the run's files.")],
+    batch: BatchOpt = 1,
+    seq_len: SeqOpt = 1024,
+    no_lock: NoLockOpt = False,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Measure a whole forward pass (random weights) with a per-operator energy breakdown."""
+    from dse.measure.cli_commands import measure_model_command
+
+    path = measure_model_command(model, batch, seq_len, out, no_lock, dry_run=dry_run)
+    console.print(f"model run written to {path}")
 
 
 @app.command("demo")

@@ -1,0 +1,82 @@
+"""Rich tables for the CLI (the report edge: SI values shown in ms, J, W, MHz, GiB)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+# (metric key, label, scale, format) for serving estimates.
+SERVING_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
+    ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
+    ("e2e_latency_s", "end-to-end latency (s)", 1.0, ".3f"),
+    ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
+    ("energy_j", "energy (J)", 1.0, ".1f"),
+    ("energy_per_output_token_j", "energy per output token (mJ)", 1e3, ".2f"),
+    ("energy_per_request_j", "energy per request (J)", 1.0, ".2f"),
+    ("avg_power_w", "average power (W)", 1.0, ".0f"),
+    ("peak_power_w", "peak power (W)", 1.0, ".0f"),
+    ("effective_clock_hz", "effective SM clock (MHz)", 1e-6, ".0f"),
+    ("weight_bytes", "weights (GiB)", 2**-30, ".2f"),
+    ("kv_cache_bytes", "KV cache (GiB)", 2**-30, ".2f"),
+    ("activation_bytes", "activations (GiB)", 2**-30, ".2f"),
+    ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
+    ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
+)
+
+GRAPH_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("latency_s", "latency (ms)", 1e3, ".3f"),
+    ("busy_s", "GPU busy (ms)", 1e3, ".3f"),
+    ("energy_j", "energy (J)", 1.0, ".4g"),
+    ("avg_power_w", "average power (W)", 1.0, ".1f"),
+    ("peak_power_w", "peak power (W)", 1.0, ".1f"),
+    ("effective_clock_hz", "effective SM clock (MHz)", 1e-6, ".0f"),
+    ("requested_clock_hz", "requested SM clock (MHz)", 1e-6, ".0f"),
+    ("power_cap_w", "power cap (W)", 1.0, ".0f"),
+)
+
+
+def metrics_table(values: dict[str, Any], rows: tuple[tuple[str, str, float, str], ...], title: str) -> Table:
+    table = Table("metric", "value", title=title)
+    for key, label, scale, fmt in rows:
+        if key in values:
+            table.add_row(label, format(values[key] * scale, fmt))
+    return table
+
+
+def compare_table(
+    base: dict[str, Any],
+    other: dict[str, Any],
+    rows: tuple[tuple[str, str, float, str], ...],
+    titles: tuple[str, str],
+) -> Table:
+    """Side by side with the relative change (the `dse whatif` view)."""
+    table = Table("metric", titles[0], titles[1], "change")
+    for key, label, scale, fmt in rows:
+        if key not in base or key not in other:
+            continue
+        a, b = base[key], other[key]
+        change = f"{(b - a) / a:+.1%}" if isinstance(a, int | float) and a else ""
+        table.add_row(label, format(a * scale, fmt), format(b * scale, fmt), change)
+    return table
+
+
+def breakdown_table(energy_j: dict[str, float], title: str, limit: int | None = None) -> Table:
+    """Energy parts sorted by size, with shares; a total row that the parts sum to."""
+    total = sum(energy_j.values())
+    table = Table(title=title)
+    table.add_column("part", overflow="fold")
+    table.add_column("energy (J)", justify="right")
+    table.add_column("share", justify="right")
+    items = sorted(energy_j.items(), key=lambda kv: -kv[1])
+    shown = items if limit is None else items[:limit]
+    for name, value in shown:
+        table.add_row(name, f"{value:.4g}", f"{value / total:.1%}" if total else "-")
+    if len(shown) < len(items):
+        rest = sum(v for _, v in items[len(shown) :])
+        table.add_row(
+            f"({len(items) - len(shown)} more)", f"{rest:.4g}", f"{rest / total:.1%}" if total else "-"
+        )
+    table.add_row("total", f"{total:.4g}", "100.0%", style="bold")
+    return table
