@@ -32,7 +32,7 @@ MODULE_COLORS = {
     "idle": "#b0b0b0",
 }
 MAX_OPS = 10
-MAX_PARCOORDS_LINES = 10_000
+MAX_PARCOORDS_LINES = 5_000  # beyond this, a sample of dominated lines (software WebGL is slow)
 MAX_DVFS_BINS = 16  # a clock axis with more distinct values is binned (medians of a few points are noise)
 POWER_METRIC = "metric.avg_power_w"
 

@@ -227,7 +227,7 @@ def _front_table(info: ParetoInfo) -> str:
     rows = info.points.loc[list(info.front_order)]
     tags = {row: label for label, row in info.selected.items()}
     obj_cols = [o.column for o in info.objectives]
-    metric_cols = obj_cols + [m for m in info.metrics if m not in obj_cols]
+    metric_cols = obj_cols + [m for m in info.metrics if m not in obj_cols and m not in info.constant_metrics]
     head = ['<th class="text">point</th>', '<th class="text">selected</th>']
     head += [f"<th>{_esc(info.metric_units[m].title)}</th>" for m in metric_cols]
     head += [f'<th class="text">{_esc(info.param_units[p.column].title)}</th>' for p in info.varying_params]
@@ -249,6 +249,12 @@ def _front_table(info: ParetoInfo) -> str:
     more = ""
     if len(rows) > len(shown):
         more = f'<p class="note">First {len(shown)} of {len(rows)} front points; pareto.csv has them all.</p>'
+    if info.constant_metrics:
+        same = ", ".join(
+            f"{info.metric_units[m].title} {_fmt(float(info.metric_units[m].convert(np.float64(v))))}"
+            for m, v in info.constant_metrics.items()
+        )
+        more += f'<p class="note">Same for every point: {_esc(same)}.</p>'
     return (
         f'<section id="front"><h2>The front ({len(rows)} points, sorted by {_esc(info.x.unit.label)})</h2>'
         f'<div class="scroll"><table id="front-table"><thead><tr>{"".join(head)}</tr></thead>'

@@ -28,9 +28,23 @@ FRONT_COLOR = "#e4572e"
 DOMINATED_COLOR = "#b8b8b8"
 INFEASIBLE_COLOR = "#7b4fa0"
 LINE_COLOR = "#222222"
-MISSING = "–"  # shown in hover for a parameter or metric a point does not have
-# Hover/customdata carries at most this many metrics besides the plotted objectives.
-MAX_HOVER_METRICS = 12
+MISSING = "-"  # shown in hover for a parameter or metric a point does not have
+# Per-point hover data is the bulk of a large report. A trace whose rows x metrics exceed this many cells
+# carries only its most relevant metrics (at least MIN_HOVER_METRICS); 50,000 points keep 8.
+HOVER_CELL_BUDGET = 400_000
+MIN_HOVER_METRICS = 6
+# Metrics listed first in hover (after the objectives), when the run has them.
+PREFERRED_METRICS = (
+    "ttft_s",
+    "tpot_s",
+    "e2e_latency_s",
+    "energy_j",
+    "energy_per_output_token_j",
+    "avg_power_w",
+    "memory_bytes",
+    "output_tokens_per_s",
+    "peak_power_w",
+)
 
 
 def nondominated_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
@@ -99,6 +113,7 @@ class ParetoInfo:
     params: tuple[ParamInfo, ...]
     metrics: tuple[str, ...]
     metric_units: dict[str, DisplayUnit]
+    constant_metrics: dict[str, float]
     param_units: dict[str, DisplayUnit]
     front_order: tuple[int, ...]
     selected: dict[str, int]
@@ -234,6 +249,12 @@ def build_pareto_info(
         m for m in metric_columns(df) if m in wanted or pd.to_numeric(df[m], errors="coerce").notna().any()
     )
     metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
+    drawn = df.loc[df["plotted"]]
+    constant_metrics = {}
+    for m in metrics:
+        vals = pd.to_numeric(drawn[m], errors="coerce")
+        if len(vals) > 1 and vals.notna().all() and vals.nunique() == 1 and m not in wanted:
+            constant_metrics[m] = float(vals.iloc[0])
     param_units = {
         p.column: display_unit(p.column, None if p.is_categorical else df[p.column].to_numpy(float))
         for p in params
@@ -252,6 +273,7 @@ def build_pareto_info(
         points=df,
         params=params,
         metrics=metrics,
+        constant_metrics=constant_metrics,
         metric_units=metric_units,
         param_units=param_units,
         front_order=tuple(int(i) for i in front_rows),
@@ -264,14 +286,30 @@ def build_pareto_info(
 # --- hover data -------------------------------------------------------------------------------------
 
 
-def _hover_metrics(info: ParetoInfo) -> list[str]:
-    skip = {info.x.column, info.y.column}
-    return [m for m in info.metrics if m not in skip][:MAX_HOVER_METRICS]
+def hover_metrics(info: ParetoInfo, n_rows: int | None = None) -> list[str]:
+    """Metrics a trace of `n_rows` points carries per point, most relevant first.
+
+    The plotted objectives are in x and y and constant metrics in the template text, so neither is
+    repeated. Past HOVER_CELL_BUDGET cells the list is cut (large runs stay small files).
+    """
+    skip = {info.x.column, info.y.column, *info.constant_metrics}
+    objectives = [o.column for o in info.objectives]
+    preferred = ["metric." + m for m in PREFERRED_METRICS]
+    ranked = [m for m in dict.fromkeys([*objectives, *preferred, *info.metrics]) if m in info.metrics]
+    metrics = [m for m in ranked if m not in skip]
+    if n_rows:
+        keep = max(MIN_HOVER_METRICS, HOVER_CELL_BUDGET // n_rows)
+        metrics = metrics[:keep]
+    return metrics
 
 
-def customdata_columns(info: ParetoInfo) -> list[str]:
-    """Columns packed into each point's `customdata`, in order: point_id, varying params, metrics."""
-    return ["point_id", *(p.column for p in info.varying_params), *_hover_metrics(info)]
+def customdata_columns(info: ParetoInfo, n_rows: int | None = None) -> list[str]:
+    """Columns packed into each point's `customdata`, in order: point_id, varying params, metrics.
+
+    Parameters come first, so their indices are the same in every trace (the page's colour-by control
+    reads them); the metric list depends on the trace's size (`hover_metrics`).
+    """
+    return ["point_id", *(p.column for p in info.varying_params), *hover_metrics(info, n_rows)]
 
 
 def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarray:
@@ -285,7 +323,7 @@ def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarra
         )
     unit = info.metric_units.get(col) or info.param_units.get(col) or DisplayUnit(col)
     num = unit.convert(pd.to_numeric(s, errors="coerce").to_numpy(float))
-    digits = 6 if param is not None else 4
+    digits = 5 if param is not None else 4
     num = round_sig(num, digits)
     out = num.astype(object)
     whole = np.isfinite(num) & (num == np.round(num)) & (np.abs(num) < 2**53)
@@ -296,7 +334,7 @@ def _display_values(info: ParetoInfo, rows: pd.DataFrame, col: str) -> np.ndarra
 
 def build_customdata(info: ParetoInfo, rows: pd.DataFrame, *, with_reason: bool = False) -> np.ndarray:
     """The `customdata` array for a set of rows (see `customdata_columns`), plus the reason if asked."""
-    cols = customdata_columns(info)
+    cols = customdata_columns(info, len(rows))
     data = np.empty((len(rows), len(cols) + int(with_reason)), dtype=object)
     for j, col in enumerate(cols):
         data[:, j] = _display_values(info, rows, col)
@@ -306,9 +344,9 @@ def build_customdata(info: ParetoInfo, rows: pd.DataFrame, *, with_reason: bool 
     return data
 
 
-def hovertemplate(info: ParetoInfo, status: str, *, with_reason: bool = False) -> str:
+def hovertemplate(info: ParetoInfo, status: str, n_rows: int, *, with_reason: bool = False) -> str:
     """One trace's hover template: every parameter and metric with its unit."""
-    cols = customdata_columns(info)
+    cols = customdata_columns(info, n_rows)
     lines = [f"<b>%{{customdata[0]}}</b> ({status})"]
     lines.append(f"{info.x.unit.title}: %{{x:.4~g}}")
     lines.append(f"{info.y.unit.title}: %{{y:.4~g}}")
@@ -318,9 +356,18 @@ def hovertemplate(info: ParetoInfo, status: str, *, with_reason: bool = False) -
         else:
             # Already rounded to 4 significant digits; no d3 format, which would print a gap as 0.
             lines.append(f"{info.metric_units[col].title}: %{{customdata[{j}]}}")
-    for p in info.params:
-        if p.kind == "constant":
-            lines.append(f"{p.path} = {p.constant_value} (constant)")
+    left_out = len(hover_metrics(info)) - len(hover_metrics(info, n_rows))
+    if left_out:
+        lines.append(f"<i>{left_out} more metrics: see the front table or trials.parquet</i>")
+    same = [p for p in info.params if p.kind == "constant"]
+    for p in same:
+        lines.append(f"{p.path} = {p.constant_value}")
+    for m, value in info.constant_metrics.items():
+        unit = info.metric_units[m]
+        lines.append(f"{unit.title}: {float(unit.convert(np.float64(value))):.4g}")
+    if same or info.constant_metrics:
+        k = len(lines) - len(same) - len(info.constant_metrics)
+        lines.insert(k, "<i>same for every point:</i>")
     if with_reason:
         lines.append(f"<b>infeasible:</b> %{{customdata[{len(cols)}]}}")
     return "<br>".join(lines) + "<extra></extra>"
@@ -443,7 +490,7 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
             **xy(dom),
             marker=dom_marker,
             customdata=build_customdata(info, dom),
-            hovertemplate=hovertemplate(info, "dominated"),
+            hovertemplate=hovertemplate(info, "dominated", len(dom)),
         )
     )
     fig.add_trace(
@@ -453,7 +500,7 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
             **xy(infeas),
             marker={"symbol": "x", "size": 6, "color": INFEASIBLE_COLOR, "opacity": 0.7},
             customdata=build_customdata(info, infeas, with_reason=True),
-            hovertemplate=hovertemplate(info, "infeasible", with_reason=True),
+            hovertemplate=hovertemplate(info, "infeasible", len(infeas), with_reason=True),
         )
     )
     two_d = len(info.objectives) == 2
@@ -490,7 +537,7 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
             **xy(front),
             marker=front_marker,
             customdata=build_customdata(info, front),
-            hovertemplate=hovertemplate(info, "front"),
+            hovertemplate=hovertemplate(info, "front", len(front)),
         )
     )
     fig.update_layout(updatemenus=_axis_type_menus(info))

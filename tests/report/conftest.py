@@ -26,6 +26,9 @@ def synthetic_trials(n: int, seed: int = 0) -> pd.DataFrame:
     precision = rng.choice(np.array(PRECISIONS, dtype=object), n)
     memory = rng.choice(np.array(MEMORIES, dtype=object), n)
     batch = rng.choice(np.array([1, 8, 16, 32, 64]), n)
+    energy_factor = rng.uniform(0.7, 1.3, n)
+    # A conditional parameter (`when: {gpu.memory.technology: hbm3e}`): absent for the other memories.
+    data_rate = np.where(memory == "hbm3e", rng.uniform(5.0, 9.8, n), np.nan)
     speed = {"bf16": 1.0, "fp16": 1.0, "fp8": 1.8}
     bw = {"hbm3": 3.35e12, "hbm3e": 4.8e12, "gddr7": 1.8e12}
     flop_s = np.array([speed[p] for p in precision]) * num_sms * clock * 1e6 * 4096
@@ -44,6 +47,8 @@ def synthetic_trials(n: int, seed: int = 0) -> pd.DataFrame:
             "param.gpu.memory.technology": memory,
             "param.batch": batch,
             "param.workload.seq_len": np.full(n, 4096),
+            "param.gpu.memory.energy_factor": energy_factor,
+            "param.gpu.memory.data_rate_gbit_per_s": data_rate,
             "metric.e2e_latency_s": e2e_s,
             "metric.ttft_s": 0.02 + 0 * e2e_s,
             "metric.tpot_s": tpot_s,
@@ -51,6 +56,21 @@ def synthetic_trials(n: int, seed: int = 0) -> pd.DataFrame:
             "metric.energy_j": energy_j,
             "metric.energy_per_output_token_j": energy_j / (256 * batch),
             "metric.memory_bytes": 16e9 + batch * 5e8,
+            # The rest of what the serving evaluator logs (some constant across points).
+            "metric.output_tokens_per_s": batch * 256 / e2e_s,
+            "metric.prefill_energy_j": power_w * 0.02,
+            "metric.decode_energy_j": energy_j - power_w * 0.02,
+            "metric.energy_per_request_j": energy_j / batch,
+            "metric.peak_power_w": power_w * 1.2,
+            "metric.effective_clock_mhz": clock * 0.98,
+            "metric.weight_bytes": np.where(precision == "fp8", 8e9, 16e9),
+            "metric.kv_cache_bytes": batch * 5e8,
+            "metric.activation_bytes": batch * 1.1e7,
+            "metric.memory_capacity_bytes": np.full(n, 80e9),
+            "metric.tdp_w": np.full(n, 700.0),
+            "metric.sm_clock_hz": clock * 1e6,
+            "metric.memory_bw_bytes_per_s": np.array([bw[m] for m in memory]),
+            "metric.power_cap_w": np.full(n, 700.0),
         }
     )
     df["feasible"] = power_w <= POWER_LIMIT_W
@@ -153,6 +173,14 @@ def write_run(
                 {"path": "gpu.memory.technology", "kind": "categorical", "values": list(MEMORIES)},
                 {"path": "batch", "kind": "categorical", "values": [1, 8, 16, 32, 64]},
                 {"path": "workload.seq_len", "kind": "constant", "value": 4096},
+                {"path": "gpu.memory.energy_factor", "kind": "float", "low": 0.7, "high": 1.3},
+                {
+                    "path": "gpu.memory.data_rate_gbit_per_s",
+                    "kind": "float",
+                    "low": 5.0,
+                    "high": 9.8,
+                    "when": {"gpu.memory.technology": "hbm3e"},
+                },
             ],
             "n_points": n,
             "n_feasible": int(ok.sum()),

@@ -67,7 +67,7 @@ def _log_counts(run_dir: Path) -> tuple[int, int]:
 
 
 def test_report_in_headless_chromium(tmp_path: Path, record_property: pytest.RecordProperty) -> None:
-    run_dir = write_run(tmp_path, 3000, breakdowns=True)
+    run_dir = write_run(tmp_path, 2000, breakdowns=True)
     report = write_html_report(run_dir, color_by="sm_clock_mhz")
     url = report.resolve().as_uri()
     n_log, n_with_values = _log_counts(run_dir)

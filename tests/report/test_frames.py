@@ -31,6 +31,8 @@ def test_load_run_prefers_parquet_and_reads_summary(small_run: Path) -> None:
         "gpu.memory.technology": "categorical",
         "batch": "int",
         "workload.seq_len": "constant",
+        "gpu.memory.energy_factor": "float",
+        "gpu.memory.data_rate_gbit_per_s": "float",
     }
     by_path = {p.path: p for p in run.parameters}
     assert by_path["precision"].categories == ("bf16", "fp8", "fp16")  # the declared order, not sorted
