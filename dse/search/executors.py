@@ -1,7 +1,8 @@
 """Executors: run chunks of points through `evaluate_chunk` and yield results as chunks complete.
 
     with make_executor("ray", ctx, evaluate_point, workers=None, address=None) as ex:
-        for index, results in ex.map_chunks(chunks):   # completion order
+        tickets = [ex.submit(chunk) for chunk in chunks]  # workers start at once
+        for ticket, results in ex.completed():            # completion order
             ...
 
 - `serial`: in the driver (tests, debugging).
@@ -39,13 +40,23 @@ ChunkResult = list[dict[str, Any]]
 
 
 class Executor:
-    """Interface: `map_chunks(chunks)` yields `(index, results)` as chunks finish; `close()` releases."""
+    """Interface: `submit(chunk)` returns a ticket; `completed()` yields `(ticket, results)` for every chunk
+    submitted so far, as they finish, and returns when none is outstanding; `close()` releases workers."""
 
     kind = "base"
     workers = 1
 
-    def map_chunks(self, chunks: Sequence[Chunk]) -> Iterator[tuple[int, ChunkResult]]:
+    def submit(self, chunk: Chunk) -> int:
         raise NotImplementedError
+
+    def completed(self) -> Iterator[tuple[int, ChunkResult]]:
+        raise NotImplementedError
+
+    def map_chunks(self, chunks: Sequence[Chunk]) -> Iterator[tuple[int, ChunkResult]]:
+        """Submit all chunks; yield `(index, results)` in completion order."""
+        tickets = {self.submit(chunk): i for i, chunk in enumerate(chunks)}
+        for ticket, result in self.completed():
+            yield tickets[ticket], result
 
     def close(self) -> None:
         """Release workers."""
@@ -60,14 +71,24 @@ class Executor:
 
 
 class SerialExecutor(Executor):
+    """Evaluates in the driver, in submission order, when results are asked for."""
+
     kind = "serial"
 
     def __init__(self, ctx: EvalContext, evaluator: Evaluator) -> None:
         self._ctx, self._evaluator = ctx, evaluator
+        self._queue: list[tuple[int, Chunk]] = []
+        self._next = 0
 
-    def map_chunks(self, chunks: Sequence[Chunk]) -> Iterator[tuple[int, ChunkResult]]:
-        for i, chunk in enumerate(chunks):
-            yield i, evaluate_chunk(chunk, self._ctx, self._evaluator)
+    def submit(self, chunk: Chunk) -> int:
+        self._next += 1
+        self._queue.append((self._next, chunk))
+        return self._next
+
+    def completed(self) -> Iterator[tuple[int, ChunkResult]]:
+        while self._queue:
+            ticket, chunk = self._queue.pop(0)
+            yield ticket, evaluate_chunk(chunk, self._ctx, self._evaluator)
 
 
 def _worker_init() -> None:
@@ -77,6 +98,8 @@ def _worker_init() -> None:
 
 
 class ProcessExecutor(Executor):
+    """A spawn-context process pool; a pool broken by a dead worker is rebuilt and its chunks resubmitted."""
+
     kind = "process"
 
     def __init__(
@@ -86,43 +109,51 @@ class ProcessExecutor(Executor):
         self.workers = workers or os.cpu_count() or 1
         self._max_retries = max_retries
         self._pool: ProcessPoolExecutor | None = None
+        self._chunks: dict[int, Chunk] = {}
+        self._futures: dict[Future, int] = {}
+        self._next = 0
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), initializer=_worker_init)
+    def _submit_future(self, ticket: int) -> None:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=get_context("spawn"), initializer=_worker_init
+            )
+        fut = self._pool.submit(evaluate_chunk, self._chunks[ticket], self._ctx, self._evaluator)
+        self._futures[fut] = ticket
 
-    def map_chunks(self, chunks: Sequence[Chunk]) -> Iterator[tuple[int, ChunkResult]]:
-        pending = set(range(len(chunks)))
+    def submit(self, chunk: Chunk) -> int:
+        self._next += 1
+        self._chunks[self._next] = chunk
+        self._submit_future(self._next)
+        return self._next
+
+    def completed(self) -> Iterator[tuple[int, ChunkResult]]:
         retries = 0
-        while pending:
-            if self._pool is None:
-                self._pool = self._new_pool()
-            futures: dict[Future, int] = {
-                self._pool.submit(evaluate_chunk, chunks[i], self._ctx, self._evaluator): i
-                for i in sorted(pending)
-            }
+        while self._futures:
+            done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
             broken = False
-            while futures:
-                done, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = futures.pop(fut)
-                    try:
-                        result = fut.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        continue
-                    pending.discard(i)
-                    yield i, result
-                if broken:
-                    break
+            for fut in done:
+                ticket = self._futures.pop(fut)
+                try:
+                    result = fut.result()
+                except BrokenProcessPool:
+                    broken = True
+                    continue
+                del self._chunks[ticket]
+                yield ticket, result
             if broken:
                 retries += 1
+                if retries > self._max_retries:
+                    raise SearchError(f"worker processes died {retries} times in one batch; giving up")
                 logger.warning(
                     "a worker process died; restarting the pool (retry %d of %d)", retries, self._max_retries
                 )
+                assert self._pool is not None
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
-                if retries > self._max_retries:
-                    raise SearchError(f"worker processes died {retries} times in one batch; giving up")
+                self._futures.clear()
+                for ticket in sorted(self._chunks):
+                    self._submit_future(ticket)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -142,6 +173,8 @@ def _ray_chunk(chunk: Chunk, ctx: EvalContext, evaluator: Evaluator) -> ChunkRes
 
 
 class RayExecutor(Executor):
+    """One Ray task per chunk on a local instance (started here) or an existing cluster."""
+
     kind = "ray"
 
     def __init__(
@@ -164,41 +197,52 @@ class RayExecutor(Executor):
                 "include_dashboard": False,
                 "log_to_driver": False,
                 "logging_level": logging.WARNING,
-                "configure_logging": True,
-                # Workers import the evaluator by module path: give them the driver's import path.
-                "runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}},
             }
             if address:
                 kwargs["address"] = address
             else:
                 kwargs["num_cpus"] = workers or os.cpu_count() or 1
                 kwargs["object_store_memory"] = 256 * 2**20
+            # Local workers import the evaluator by module path: they inherit the raylet's environment, so
+            # give it the driver's import path while it starts (a runtime_env would cost seconds per worker).
+            old_path = os.environ.get("PYTHONPATH")
+            if not address:
+                paths = [p for p in sys.path if p] + (old_path.split(os.pathsep) if old_path else [])
+                os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
             try:
                 ray.init(**kwargs)
             except Exception as exc:  # noqa: BLE001 - any start/connect failure is the user's to fix
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise SearchError(f"could not start or reach {where}: {exc}") from exc
+            finally:
+                if old_path is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = old_path
             self._started = True
         self.workers = max(1, int(ray.cluster_resources().get("CPU", workers or 1)))
         self._remote = ray.remote(max_retries=max_retries)(_ray_chunk)
         self._ctx_ref = ray.put(ctx)
         self._eval_ref = ray.put(evaluator)
+        self._refs: dict[Any, int] = {}
+        self._next = 0
 
-    def map_chunks(self, chunks: Sequence[Chunk]) -> Iterator[tuple[int, ChunkResult]]:
+    def submit(self, chunk: Chunk) -> int:
+        self._next += 1
+        self._refs[self._remote.remote(list(chunk), self._ctx_ref, self._eval_ref)] = self._next
+        return self._next
+
+    def completed(self) -> Iterator[tuple[int, ChunkResult]]:
         ray = self._ray
-        refs = {
-            self._remote.remote(list(chunk), self._ctx_ref, self._eval_ref): i
-            for i, chunk in enumerate(chunks)
-        }
-        while refs:
-            done, _ = ray.wait(list(refs), num_returns=1)
+        while self._refs:
+            done, _ = ray.wait(list(self._refs), num_returns=1)
             for ref in done:
-                i = refs.pop(ref)
+                ticket = self._refs.pop(ref)
                 try:
                     result = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - retries exhausted: a lost worker or node
                     raise SearchError(f"a Ray task failed after retries: {exc}") from exc
-                yield i, result
+                yield ticket, result
 
     def close(self) -> None:
         if self._started and self._ray.is_initialized():

@@ -324,72 +324,87 @@ class _Run:
             )
         return self.executor
 
-    def _chunks(
-        self, todo: list[tuple[int, str, dict[str, Any]]]
-    ) -> list[list[tuple[int, str, dict[str, Any]]]]:
+    def _chunk_size(self, start: bool = False) -> int:
+        if start and self.executor is None:
+            self._executor()  # started on the first point that needs evaluating (not on a pure replay)
         size = self.cfg.search.chunk_size
-        if size is None:
+        if size is None:  # about two chunks per worker per batch (search-notes.md section 2.1)
             workers = getattr(self.executor, "workers", 1) or 1
-            size = max(1, min(256, math.ceil(len(todo) / (2 * workers))))
-        return [todo[i : i + size] for i in range(0, len(todo), size)]
+            size = max(1, min(256, math.ceil(self.cfg.search.effective_batch_size / (2 * workers))))
+        return size
 
     def run(self, log: PointLog) -> str:
+        """Batches until a stop rule fires; returns the stop reason.
+
+        Within a batch, points are asked one by one and each full chunk goes to the executor at once, so
+        evaluation overlaps the sampler's work; tells happen after the last ask, in ask order, as soon as
+        each point's record is there. The sequence of sampler calls never depends on timing.
+        """
         from dse.search.samplers import build_sampler
 
         cached = log.records
         sampler = build_sampler(self.cfg)
         batch_size = self.cfg.search.effective_batch_size
+        next_seq = 0
         idle = 0
         try:
             while True:
                 reason = self._stop_reason(idle)
                 if reason:
                     return reason
-                asks = sampler.ask(min(batch_size, self.cfg.search.n_points - len(self.known)))
-                if not asks:
-                    return f"search space exhausted (grid of {len(self.known)} points done)"
-                batch: dict[str, dict[str, Any]] = {}
-                todo: list[tuple[int, str, dict[str, Any]]] = []
-                for ask in asks:
-                    pid = point_id(ask.point)
-                    if pid in self.known or pid in batch:
-                        continue
-                    seq = len(self.known) + len(batch)
-                    if pid in cached:
-                        rec = dict(cached[pid])
-                        if rec.get("seq") != seq:
-                            rec["seq"] = seq
-                        batch[pid] = rec
-                        self.n_cached += 1
-                    else:
-                        todo.append((seq, pid, ask.point))
-                        batch[pid] = {}  # placeholder keeps seq numbering in ask order
-                for pid, rec in batch.items():
-                    if rec:
+                asks, pids, fresh = [], [], []
+                pending: set[str] = set()
+                chunks: dict[int, list[tuple[int, str, dict[str, Any]]]] = {}
+                buffer: list[tuple[int, str, dict[str, Any]]] = []
+                for _ in range(min(batch_size, self.cfg.search.n_points - len(self.known))):
+                    got = sampler.ask(1)
+                    if not got:
+                        break
+                    ask, pid = got[0], point_id(got[0].point)
+                    asks.append(ask)
+                    pids.append(pid)
+                    if pid in self.known or pid in pending:
+                        continue  # a duplicate: answered from this run
+                    seq, next_seq = next_seq, next_seq + 1
+                    if pid in cached:  # a resumed or repeated run: answered from the log
+                        rec = {**cached[pid], "seq": seq}
                         self.known[pid] = rec
                         self._count(rec)
-                new_records: list[dict[str, Any]] = [r for r in batch.values() if r]
-                if todo:
-                    executor = self._executor()
-                    chunks = self._chunks(todo)
-                    for index, results in executor.map_chunks([[p for _, _, p in ch] for ch in chunks]):
+                        self.n_cached += 1
+                        fresh.append(rec)
+                        continue
+                    pending.add(pid)
+                    buffer.append((seq, pid, ask.point))
+                    if len(buffer) >= self._chunk_size(start=True):
+                        chunks[self.executor.submit([p for _, _, p in buffer])] = buffer
+                        buffer = []
+                if buffer:
+                    chunks[self._executor().submit([p for _, _, p in buffer])] = buffer
+                if not asks:
+                    return f"search space exhausted (grid of {len(self.known)} points done)"
+                told = 0
+                if chunks:
+                    for ticket, results in self.executor.completed():
                         recs = [
                             self._record(pid, seq, p, r)
-                            for (seq, pid, p), r in zip(chunks[index], results, strict=True)
+                            for (seq, pid, p), r in zip(chunks.pop(ticket), results, strict=True)
                         ]
                         log.append(recs)
                         for rec in recs:
                             self.known[rec["point_id"]] = rec
                             self._count(rec)
                         self.n_evaluated += len(recs)
-                        new_records.extend(recs)
+                        fresh.extend(recs)
+                        while told < len(asks) and pids[told] in self.known:
+                            sampler.tell(asks[told], self._outcome(self.known[pids[told]]))
+                            told += 1
                         self._report()
                     log.sync()
-                for ask in asks:
-                    sampler.tell(ask, self._outcome(self.known[point_id(ask.point)]))
-                idle = 0 if new_records else idle + 1
-                self._update_front(new_records)
-                if new_records:
+                for ask, pid in zip(asks[told:], pids[told:], strict=True):
+                    sampler.tell(ask, self._outcome(self.known[pid]))
+                idle = 0 if fresh else idle + 1
+                self._update_front(fresh)
+                if fresh:
                     self._note_hv()
                 self._report()
         except KeyboardInterrupt:
