@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import naive_front, write_run
 
+from dse.errors import ConfigError
 from dse.report.frames import load_run
 from dse.report.pareto_plot import build_pareto_info, nondominated_mask, plot_pareto
 
@@ -69,7 +70,7 @@ def test_color_by_accepts_a_path_and_rejects_unknown(small_run: Path) -> None:
     run = load_run(small_run)
     info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by="precision")
     assert info.color_by == "param.precision"
-    with pytest.raises(ValueError, match="no such parameter"):
+    with pytest.raises(ConfigError, match="no such parameter"):
         build_pareto_info(run.trials, run.objectives, color_by="gpu.nope")
 
 
