@@ -57,7 +57,16 @@ from dse.search.objective import (
     evaluate_point,
     metric_names_of,
 )
-from dse.search.space import ChoiceParam, ConstParam, ParamSpec, SearchSpace, SpaceFile, _ParamBase
+from dse.search.space import (
+    ChoiceParam,
+    ConstParam,
+    FloatParam,
+    IntParam,
+    ParamSpec,
+    SearchSpace,
+    SpaceFile,
+    _ParamBase,
+)
 from dse.search.yamlio import SourceMap, format_errors, load_yaml, located_error
 
 Direction = Literal["minimize", "maximize"]
@@ -481,6 +490,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> Non
         "attention": Attention.__args__,
         "gpu.memory.technology": tuple(list_memory_technologies()),
     }
+    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
     for name in cfg.space:
         spec = cfg.space[name]
         path = space.path_of(name)
@@ -492,16 +502,39 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> Non
         elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
             raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
         allowed = literal_values.get(path)
-        if allowed is not None:
-            if not isinstance(spec, ChoiceParam | ConstParam):
-                raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
-            for i, v in enumerate(spec.grid_values()):
-                if str(v).lower() not in allowed:
-                    where = (
-                        ("space", name, "values", i)
-                        if isinstance(spec, ChoiceParam)
-                        else ("space", name, "value")
-                    )
-                    raise located_error(
-                        smap, where, f"{v!r} is not a valid {path} (allowed: {', '.join(allowed)})"
-                    )
+        if allowed is not None and not isinstance(spec, ChoiceParam | ConstParam):
+            raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
+        for where, value in _values_with_locs(name, spec):
+            msg = None
+            if allowed is not None and str(value).lower() not in allowed:
+                msg = f"{value!r} is not a valid {path} (allowed: {', '.join(allowed)})"
+            elif path in ("batch", "input_tokens", "output_tokens") and not (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            ):
+                msg = f"{path} must be an integer >= 1 (got {value!r})"
+            elif path == "model" and load_model_config is not None:
+                try:
+                    load_model_config(str(value))
+                except ConfigError as exc:
+                    msg = str(exc)
+            elif path == "sm_clock_mhz" and not clocks_vary:
+                lo, hi = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
+                if not (isinstance(value, int | float) and lo <= value <= hi):
+                    msg = f"{value!r} MHz is outside {cfg.gpu}'s SM clock range {lo:g}-{hi:g} MHz"
+            if msg is not None:
+                raise located_error(smap, where, msg)
+        if path in ("batch", "input_tokens", "output_tokens") and isinstance(spec, FloatParam):
+            raise located_error(
+                smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
+            )
+
+
+def _values_with_locs(name: str, spec: _ParamBase) -> list[tuple[tuple[str | int, ...], Any]]:
+    """The values to check of one parameter with where each is written (ranges: their two bounds)."""
+    if isinstance(spec, ChoiceParam):
+        return [(("space", name, "values", i), v) for i, v in enumerate(spec.values)]
+    if isinstance(spec, ConstParam):
+        return [(("space", name, "value"), spec.value)]
+    if isinstance(spec, IntParam | FloatParam):
+        return [(("space", name, "low"), spec.low), (("space", name, "high"), spec.high)]
+    return []

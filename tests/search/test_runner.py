@@ -289,3 +289,15 @@ def test_sigkill_and_resume_loses_nothing_and_reevaluates_nothing(tmp_path: Path
     front_b = pd.read_csv(straight.run_dir / "pareto.csv")
     pd.testing.assert_frame_equal(front_a.drop(columns=["seq"]), front_b.drop(columns=["seq"]))
     assert resumed.hypervolume == straight.hypervolume
+
+
+def test_rich_progress_bar_on_a_console(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=160)
+    s = run_study(zdt_study(tmp_path, 64), out=tmp_path, evaluator=zdt1, progress=console)
+    text = buf.getvalue()
+    assert "64/64" in text and "pt/s" in text and f"front {s.front_size}" in text and "HV" in text

@@ -204,6 +204,24 @@ MALFORMED = [
         1,
         ["objectives", "required key is missing"],
     ),
+    (
+        "clock-out-of-range",
+        GOOD.replace("[1410, 1755, 1980]", "[1410, 2100]"),
+        5,
+        ["space.sm_clock_mhz.values.1", "2100 MHz is outside h100-sxm's SM clock range 345-1980 MHz"],
+    ),
+    (
+        "batch-not-int",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "batch: {values: [8, 0.5]}"),
+        6,
+        ["space.batch.values.1", "integer >= 1"],
+    ),
+    (
+        "unknown-model-value",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "model: {values: [llama-9]}"),
+        6,
+        ["space.model.values.0", "llama-9"],
+    ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
     (
         "unknown-executor",
