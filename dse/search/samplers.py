@@ -6,9 +6,10 @@
   ask/tell in batches, in-memory storage. Workers never see Optuna objects, only the point dicts.
 
 NSGA-II/III: Optuna's `BaseGASampler.get_trial_generation` rescans every completed trial on each ask, which
-makes a 10,000-point run quadratic (65 s of sampler time measured here). `_FastGenerations` keeps the same
-counts incrementally from `after_trial`, and memoizes each generation's parent population in the order
-Optuna itself returns it, so the proposed points are identical to the stock sampler's (tested).
+makes a 10,000-point run quadratic (65 s of sampler time measured here, 7.7 s with the fix).
+`_FastGenerations` keeps the same counts incrementally from `after_trial`, memoizes each generation's parent
+population in the order Optuna itself returns it, and recomputes the intersection search space only after
+a tell, so the proposed points are identical to the stock sampler's (tested).
 """
 
 from __future__ import annotations
@@ -141,6 +142,15 @@ class _FastGenerations:
         self._max_generation = 0
         self._max_generation_count = 0
         self._parents: dict[int, list[Any]] = {}
+        self._n_complete = 0
+        self._space_cache: tuple[int, dict[str, Any]] | None = None
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+        # The intersection search space depends only on the completed trials: recompute after tells only.
+        if self._space_cache is None or self._space_cache[0] != self._n_complete:
+            space = super().infer_relative_search_space(study, trial)  # type: ignore[misc]
+            self._space_cache = (self._n_complete, space)
+        return dict(self._space_cache[1])
 
     def get_trial_generation(self, study: Any, trial: Any) -> int:
         key = self._get_generation_key()  # type: ignore[attr-defined]
@@ -165,6 +175,7 @@ class _FastGenerations:
         super().after_trial(study, trial, state, values)  # type: ignore[misc]
         if state != TrialState.COMPLETE:
             return
+        self._n_complete += 1
         attrs = study._storage.get_trial_system_attrs(trial._trial_id)
         generation = attrs.get(self._get_generation_key(), -1)  # type: ignore[attr-defined]
         if generation > self._max_generation:
