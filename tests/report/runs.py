@@ -1,4 +1,4 @@
-"""Synthetic run directories in the layout `dse.search` writes (results/<study>/<run_id>/)."""
+"""Synthetic run directories in the layout `dse.search` writes (results/<study>/<run_id>/), via numpy."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 import yaml
 
 CLOCKS_MHZ = np.arange(1005, 1981, 195)  # 1005, 1200, ..., 1980
@@ -219,9 +218,3 @@ def _py(value):
     if isinstance(value, float) and value != value:
         return None
     return value
-
-
-@pytest.fixture
-def small_run(tmp_path: Path) -> Path:
-    """300 points with parquet, summary and breakdowns."""
-    return write_run(tmp_path, 300, breakdowns=True)

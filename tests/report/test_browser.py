@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from browser import Browser, find_chromium
-from conftest import write_run
 
 from dse.report.html import write_html_report
+
+from .browser import Browser, find_chromium
+from .runs import write_run
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH: apt-get install -y chromium")

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_run
 
 from dse.errors import ConfigError
 from dse.report.frames import Objective, load_run, point_params, read_points_jsonl
+
+from .runs import write_run
 
 
 def test_load_run_prefers_parquet_and_reads_summary(small_run: Path) -> None:

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import write_run
-
 from dse.report.html import write_html_report
+
+from .runs import write_run
 
 EXTERNAL = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.I)
 

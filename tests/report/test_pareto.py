@@ -6,11 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import naive_front, write_run
 
 from dse.errors import ConfigError
 from dse.report.frames import load_run
 from dse.report.pareto_plot import build_pareto_info, nondominated_mask, plot_pareto
+
+from .runs import naive_front, write_run
 
 
 @pytest.mark.parametrize("n_obj", [2, 3])
