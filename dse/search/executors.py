@@ -11,7 +11,10 @@
 - `ray`: one remote task per chunk, `max_retries` for lost workers (Ray retries system failures, not
   application errors, which `evaluate_chunk` catches per point anyway). Connects to an existing cluster
   when `address` is given or RAY_ADDRESS is set, else starts a local instance with all CPUs, no
-  dashboard, and worker logs kept out of the driver's terminal.
+  dashboard, and worker logs kept out of the driver's terminal. Clusters started by `ray start` (Ray >=
+  2.59) use token authentication: a driver joining by address needs RAY_AUTH_MODE=token and the token
+  (~/.ray/auth_token or RAY_AUTH_TOKEN). Cluster workers must be able to import `dse` (and any custom
+  evaluator's module).
 
 One task = one chunk of tens to hundreds of points: Ray tasks of one 1-ms point are slower than serial
 (reference/search-notes.md section 2.1).
@@ -213,7 +216,7 @@ class RayExecutor(Executor):
                 ray.init(**kwargs)
             except Exception as exc:  # noqa: BLE001 - any start/connect failure is the user's to fix
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-                raise SearchError(f"could not start or reach {where}: {exc}") from exc
+                raise SearchError(f"could not start or reach {where}: {exc}{_auth_hint(exc)}") from exc
             finally:
                 if old_path is None:
                     os.environ.pop("PYTHONPATH", None)
@@ -248,6 +251,19 @@ class RayExecutor(Executor):
         if self._started and self._ray.is_initialized():
             self._ray.shutdown()
             self._started = False
+
+
+def _auth_hint(exc: BaseException) -> str:
+    """Ray >= 2.59 clusters use token authentication; a driver joining by address must send the token."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "AuthToken" in str(seen) or "Authentication" in type(seen).__name__:
+            return (
+                " (the cluster uses token authentication: set RAY_AUTH_MODE=token and make its token "
+                "available as ~/.ray/auth_token or RAY_AUTH_TOKEN; see `ray get-auth-token`)"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 def make_executor(
