@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -100,6 +101,11 @@ def _worker_init() -> None:
         os.environ.setdefault(var, "1")
 
 
+def _warm_up(evaluator: Evaluator, delay_s: float) -> int:
+    time.sleep(delay_s)  # hold this worker so that the next warm-up task needs another one
+    return os.getpid()
+
+
 class ProcessExecutor(Executor):
     """A spawn-context process pool; a pool broken by a dead worker is rebuilt and its chunks resubmitted."""
 
@@ -121,6 +127,14 @@ class ProcessExecutor(Executor):
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=get_context("spawn"), initializer=_worker_init
             )
+            # NOTE: with spawn, the pool starts a worker only when a task finds none idle, and counts
+            # finished tasks as idle workers; a trickle of chunks then runs on one process. Submitting one
+            # warm-up task per worker back to back starts them all (and imports the evaluator there).
+            delay_s, pids = 0.05, set()
+            while len(pids) < self.workers and delay_s < 2.0:
+                warm = [self._pool.submit(_warm_up, self._evaluator, delay_s) for _ in range(self.workers)]
+                pids = {f.result() for f in warm}
+                delay_s *= 2
         fut = self._pool.submit(evaluate_chunk, self._chunks[ticket], self._ctx, self._evaluator)
         self._futures[fut] = ticket
 
