@@ -32,9 +32,10 @@ except ImportError as exc:  # pragma: no cover - cvxpy is a declared dependency
     raise ImportError("dse.calibrate.fit_latency needs cvxpy: pip install cvxpy") from exc
 
 LOWER_BOUNDS: tuple[float, float, float] = (0.0, 1.0, 1.0)  # lambda_pro, lambda_main, lambda_epi
-DERATE_GRID: tuple[float, ...] = (1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4)
+DERATE_GRID: tuple[float, ...] = (1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.6, 1.8, 2.0)
 _EPS_SCALE_S = 1e-6  # eps is solved in microseconds for conditioning
 _RIDGE = 1e-4
+_SOLVERS = ("CLARABEL", "OSQP", "SCS")  # tried in order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,12 +83,18 @@ def fit_phase_coeffs(
     objective = loss / y.size + ridge * cp.sum_squares(coef[:3] - 1.0)
     constraints = [coef[0] >= lower[0], coef[1] >= lower[1], coef[2] >= lower[2], coef[3] >= 0.0]
     problem = cp.Problem(cp.Minimize(objective), constraints)
-    try:
-        problem.solve()
-    except cp.SolverError as exc:
-        raise CalibrationError(f"latency fit failed: {exc}") from exc
-    if coef.value is None or problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        raise CalibrationError(f"latency fit did not converge (status {problem.status})")
+    errors = []
+    for solver in _SOLVERS:
+        try:
+            problem.solve(solver=solver)
+        except (cp.SolverError, ValueError) as exc:
+            errors.append(f"{solver}: {exc}")
+            continue
+        if coef.value is not None and problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            break
+        errors.append(f"{solver}: status {problem.status}")
+    else:
+        raise CalibrationError(f"latency fit did not converge ({'; '.join(errors)})")
     c = np.maximum(np.asarray(coef.value, dtype=float), [lower[0], lower[1], lower[2], 0.0])
     pred = x @ c
     return GroupFit(
@@ -117,10 +124,16 @@ def fit_group(
     """
     best: GroupFit | None = None
     pairs = [(d, 1.0) for d in derates] + [(1.0, d) for d in derates if d != 1.0]
+    failures = []
     for math_derate, load_derate in pairs:
-        fit = fit_phase_coeffs(features_at(math_derate, load_derate), latency_s, lower=lower,
-                               math_derate=math_derate, load_derate=load_derate, huber_m=huber_m)
+        try:
+            fit = fit_phase_coeffs(features_at(math_derate, load_derate), latency_s, lower=lower,
+                                   math_derate=math_derate, load_derate=load_derate, huber_m=huber_m)
+        except CalibrationError as exc:
+            failures.append(str(exc))
+            continue
         if best is None or fit.mape < best.mape - 1e-9:
             best = fit
-    assert best is not None
+    if best is None:
+        raise CalibrationError(f"no derate gave a converged fit: {failures[0]}")
     return best

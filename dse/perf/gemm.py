@@ -161,7 +161,7 @@ def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, 
         t_epi = np.where(stream_k, sk_tiles * e_f + e_fix, (rounds - 1.0) * e_f + e_l) + t_red
     if not full:
         return {"valid": valid, "t_pro": t_pro, "t_epi": t_epi, "w_f": w_f, "ld_f": ld_f, "mm_f": mm_f,
-                "w_l": w_l, "ld_l": ld_l, "mm_l": mm_l}
+                "w_l": w_l, "ld_l": ld_l, "mm_l": mm_l, "grid": g}
 
     shape = np.broadcast_shapes(np.shape(t_pro), np.shape(t_epi), np.shape(ld_f), np.shape(w_f))
     flat = lambda x: np.broadcast_to(x, shape).ravel()  # noqa: E731
@@ -184,6 +184,7 @@ def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, 
         main_load=np.stack([flat(ld_f), flat(ld_l)]),
         main_math=np.stack([flat(mm_f), flat(mm_l)]),
         busy=busy,
+        sm_active_frac=flat(np.where(stream_k, 1.0, np.minimum(1.0, g / sms))),
     )
     return {
         "timeline": timeline,
@@ -224,6 +225,7 @@ def gemm_arrays(
     tc_clk = np.array([tensor_flop_per_clk(gpu, d) for d in dtype])
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
+    sms = rates.num_sms
     arch = arch_family(gpu)
     rows = {
         "m": m, "n": n, "k": k, "batch": batch, "in_b": in_b, "out_b": out_b, "b_shared": shared, "clock": f,
@@ -246,7 +248,8 @@ def gemm_arrays(
         persistent = arch == "hopper" and not is_simt
         ev = _evaluate(col, cands, rates, is_simt, full=False, persistent=persistent)
         cf = table[cand_group]  # [n, C, 6]
-        dm, dl = cf[..., 4], cf[..., 5]
+        dm = 1.0 + (cf[..., 4] - 1.0) * np.where(cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / sms))
+        dl = cf[..., 5]
         t_main = (ev["w_f"] * np.maximum(dl * ev["ld_f"], dm * ev["mm_f"])
                   + ev["w_l"] * np.maximum(dl * ev["ld_l"], dm * ev["mm_l"]))
         pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
@@ -271,6 +274,11 @@ def gemm_arrays(
         simt=simt,
     )
     return res
+
+
+def tile_name(gpu: GpuSpec, out: dict, i: int) -> str:
+    """Name of the kernel configuration chosen for row i of a `gemm_arrays` result."""
+    return _tile_name(gpu, bool(out["simt"][i]), out["tile_idx"][i], out["split"][i])
 
 
 def _tile_name(gpu: GpuSpec, simt: bool, tile_idx: float, split: float) -> str:

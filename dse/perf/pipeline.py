@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.perf.rates import DRAM_LATENCY_S as _LATENCY_S
 from dse.perf.types import MODULES, KernelEstimate
 
 PHASES: tuple[str, ...] = ("prologue", "mainloop", "epilogue")
 MODULE_INDEX: dict[str, int] = {name: i for i, name in enumerate(MODULES)}
 NUM_MODULES = len(MODULES)
+_BYTES_IN_FLIGHT_PER_THREAD = 64.0  # 4 outstanding 16-byte vector loads per thread
 
 
 def vmax(*arrays: np.ndarray | float) -> np.ndarray:
@@ -67,8 +69,9 @@ class Timeline:
     """Ideal (uncorrected) phase structure of N kernels.
 
     The mainloop is a sum of J kinds of steps:
-    `sum_j main_w[j] * max(dl * main_load[j], dm * main_math[j])` where dm, dl are the fitted math and
-    load derates (1 for the analytical model). `busy` is [3, M, N]: the ideal busy time of each module in
+    `sum_j main_w[j] * max(dl * main_load[j], dm' * main_math[j])` where dl is the fitted load derate and
+    dm' = 1 + (dm - 1) * sm_active_frac the fitted math derate weighed by the fraction of SMs the kernel
+    occupies (1 for the analytical model): power-cap throttling grows with the number of busy SMs. `busy` is [3, M, N]: the ideal busy time of each module in
     each phase; in the mainloop the math modules (Tensor / CUDA cores, SFU) stretch with dm and the memory
     modules (DRAM, L2, shared memory) with dl.
     """
@@ -79,9 +82,14 @@ class Timeline:
     main_load: np.ndarray
     main_math: np.ndarray
     busy: np.ndarray
+    sm_active_frac: np.ndarray
+
+    def math_derate_eff(self, math_derate: np.ndarray | float) -> np.ndarray:
+        return 1.0 + (np.asarray(math_derate) - 1.0) * self.sm_active_frac
 
     def t_main(self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0) -> np.ndarray:
-        return np.sum(self.main_w * np.maximum(load_derate * self.main_load, math_derate * self.main_math), axis=0)
+        dm = self.math_derate_eff(math_derate)
+        return np.sum(self.main_w * np.maximum(load_derate * self.main_load, dm * self.main_math), axis=0)
 
     def analytical_s(self) -> np.ndarray:
         return self.t_pro + self.t_main() + self.t_epi
@@ -95,7 +103,7 @@ def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timelin
     """One timeline of n rows from timelines of row subsets (index arrays); J is padded with zeros."""
     j = max(tl.main_w.shape[0] for _, tl in parts)
     out = Timeline(t_pro=np.zeros(n), t_epi=np.zeros(n), main_w=np.zeros((j, n)), main_load=np.zeros((j, n)),
-                   main_math=np.zeros((j, n)), busy=empty_busy(n))
+                   main_math=np.zeros((j, n)), busy=empty_busy(n), sm_active_frac=np.zeros(n))
     for sel, tl in parts:
         out.t_pro[sel] = tl.t_pro
         out.t_epi[sel] = tl.t_epi
@@ -104,6 +112,7 @@ def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timelin
         out.main_load[:jj, sel] = tl.main_load
         out.main_math[:jj, sel] = tl.main_math
         out.busy[:, :, sel] = tl.busy
+        out.sm_active_frac[sel] = tl.sm_active_frac
     return out
 
 
@@ -116,7 +125,7 @@ def correct(tl: Timeline, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Returns latency_s [N] and utilization [M, N] in [0, 1].
     """
-    math_derate, load_derate = coeffs[:, 4], coeffs[:, 5]
+    math_derate, load_derate = tl.math_derate_eff(coeffs[:, 4]), coeffs[:, 5]
     phase = np.stack([tl.t_pro, tl.t_main(math_derate, load_derate), tl.t_epi])
     lam = coeffs[:, :3].T  # [3, N]
     latency_s = np.sum(lam * phase, axis=0) + coeffs[:, 3]
@@ -163,3 +172,59 @@ def build_estimates(
             )
         )
     return result
+
+
+def streaming_timeline(
+    *,
+    rates_num_sms: int,
+    dram_bw_bytes_per_s: float,
+    l2_sm: np.ndarray,
+    smem_sm: np.ndarray,
+    fp32_sm: np.ndarray,
+    sfu_sm: np.ndarray,
+    grid: np.ndarray,
+    conc: np.ndarray,
+    threads: np.ndarray,
+    dram_b: np.ndarray,
+    l2_b: np.ndarray,
+    smem_b: np.ndarray,
+    flop: np.ndarray,
+    sfu_op: np.ndarray,
+    passes: np.ndarray,
+) -> Timeline:
+    """Timeline of a streaming kernel (elementwise, softmax, norms): no software pipeline.
+
+    Per threadblock: DRAM bytes `dram_b`, L2 -> SM bytes `l2_b`, shared-memory bytes `smem_b`, CUDA-core
+    FLOP and SFU ops. Each round of threadblocks takes the slowest of its DRAM share, L2 slice, shared
+    memory, CUDA cores, SFUs and a Little's-law limit (each thread keeps 64 bytes of loads in flight, so
+    an SM moves at most `resident threads * 64 B` per DRAM latency). The prologue is the exposed memory
+    latency of each dependent pass over the data (a reduction must finish before it is applied).
+    """
+    sms = rates_num_sms
+    sched = wave_schedule(grid, conc, sms)
+    rounds, c_last = sched["rounds"], sched["conc_last"]
+
+    def rnd(cc: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        load = vmax(act * dram_b / dram_bw_bytes_per_s, cc * l2_b / l2_sm, cc * smem_b / smem_sm,
+                    l2_b * _LATENCY_S / (threads * _BYTES_IN_FLIGHT_PER_THREAD))
+        math = vmax(cc * flop / fp32_sm, cc * sfu_op / sfu_sm)
+        return load, math
+
+    ld_f, mm_f = rnd(conc, sched["active_full"])
+    ld_l, mm_l = rnd(c_last, sched["active_last"])
+    n = np.shape(ld_f)[0]
+    busy = empty_busy(n)
+    busy[1, MODULE_INDEX["dram"]] = grid * dram_b / dram_bw_bytes_per_s
+    busy[1, MODULE_INDEX["l2"]] = grid * l2_b / (l2_sm * sms)
+    busy[1, MODULE_INDEX["smem"]] = grid * smem_b / (smem_sm * sms)
+    busy[1, MODULE_INDEX["cuda"]] = grid * flop / (fp32_sm * sms)
+    busy[1, MODULE_INDEX["sfu"]] = grid * sfu_op / (sfu_sm * sms)
+    return Timeline(
+        t_pro=passes * _LATENCY_S + np.zeros(n),
+        t_epi=np.zeros(n),
+        main_w=np.stack([rounds - 1.0, np.ones(n)]),
+        main_load=np.stack([ld_f, ld_l]),
+        main_math=np.stack([mm_f, mm_l]),
+        busy=busy,
+        sm_active_frac=np.minimum(1.0, grid / sms),
+    )

@@ -1,0 +1,251 @@
+"""Measured kernel latencies as model inputs, and the fit of a family's coefficient groups.
+
+`kernel_datasets()` names every dataset the kernel model is fitted or validated on (aiconfigurator
+GEMM and attention tables, LLMCompass A100 sweeps); `load_samples(spec)` turns one into a
+`KernelSamples` value; `evaluate(samples, gpu, coeffs)` runs the vectorized family model on it; and
+`fit_groups(samples, gpu)` fits the groups that the samples exercise (`fit_latency.fit_group` per group,
+plus family-level fallback entries fitted on all of the family's rows).
+
+GEMM tile selection depends on the coefficients (the model picks the candidate it predicts fastest), so
+the GEMM fit alternates: select with the current coefficients, fit each group, repeat (`gemm_rounds`
+times), keeping the round with the lowest training MAPE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.calibrate import dataset
+from dse.calibrate.coeffs import GroupInfo
+from dse.calibrate.fit_latency import fit_group
+from dse.hardware.catalog import load_gpu
+from dse.hardware.spec import GpuSpec
+from dse.perf import attention, elementwise, gemm, reduction
+from dse.perf.types import CoeffTable, PhaseCoeffs
+
+MIN_LATENCY_S = 10e-6  # acceptance filter: kernels of at least 10 us
+MIN_GROUP_SAMPLES = 8
+
+# Dataset GPU keys -> catalog names.
+CATALOG_GPU: dict[str, str] = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-sxm-80gb",
+                               "a100_80gb": "a100-sxm-80gb"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetSpec:
+    """One validation / fitting dataset: which loader, which rows."""
+
+    family: str  # gemm | attention_flash | attention_decode | softmax | layernorm | elementwise
+    source: str  # aiconfigurator | llmcompass
+    gpu_key: str  # dataset GPU key (h100_sxm, ...)
+    label: str  # dtype or phase (bf16, fp8, fp8_block, context, generation, softmax, ...)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelSamples:
+    spec: DatasetSpec
+    frame: pd.DataFrame  # the measured rows (loader columns, SI units)
+    path: str
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        return self.frame["latency_s"].to_numpy(dtype=float)
+
+    @property
+    def gpu(self) -> str:
+        return CATALOG_GPU[self.spec.gpu_key]
+
+    def subset(self, frame: pd.DataFrame) -> KernelSamples:
+        return KernelSamples(spec=self.spec, frame=frame, path=self.path)
+
+
+def kernel_datasets() -> list[DatasetSpec]:
+    """Every dataset of the kernel model: fitted (H100 / A100) and forecast-only (H200)."""
+    aic = "aiconfigurator"
+    return [
+        DatasetSpec(family="gemm", source=aic, gpu_key="h100_sxm", label="bf16"),
+        DatasetSpec(family="gemm", source=aic, gpu_key="h100_sxm", label="fp8"),
+        DatasetSpec(family="attention_flash", source=aic, gpu_key="h100_sxm", label="context"),
+        DatasetSpec(family="attention_decode", source=aic, gpu_key="h100_sxm", label="generation"),
+        DatasetSpec(family="gemm", source=aic, gpu_key="a100_sxm", label="bf16"),
+        DatasetSpec(family="softmax", source="llmcompass", gpu_key="a100_80gb", label="softmax"),
+        DatasetSpec(family="layernorm", source="llmcompass", gpu_key="a100_80gb", label="layernorm"),
+        DatasetSpec(family="elementwise", source="llmcompass", gpu_key="a100_80gb", label="gelu"),
+        DatasetSpec(family="gemm", source="llmcompass", gpu_key="a100_80gb", label="bf16"),
+        DatasetSpec(family="gemm", source=aic, gpu_key="h200_sxm", label="bf16"),
+        DatasetSpec(family="gemm", source=aic, gpu_key="h200_sxm", label="fp8_block"),
+        DatasetSpec(family="attention_flash", source=aic, gpu_key="h200_sxm", label="context"),
+        DatasetSpec(family="attention_decode", source=aic, gpu_key="h200_sxm", label="generation"),
+    ]
+
+
+def load_samples(spec: DatasetSpec) -> KernelSamples:
+    """The measured rows of one dataset (full attention only: sliding-window rows are dropped)."""
+    if spec.source == "aiconfigurator" and spec.family == "gemm":
+        df = dataset.load_aiconfigurator_gemm(spec.gpu_key)
+        df = df[df["dtype"] == spec.label]
+    elif spec.source == "aiconfigurator":
+        df = dataset.load_aiconfigurator_attention(spec.gpu_key, spec.label)  # type: ignore[arg-type]
+        df = df[df["window_size"] == 0]
+    else:
+        df = dataset.load_llmcompass("matmul" if spec.family == "gemm" else spec.label)
+    df = df.reset_index(drop=True)
+    return KernelSamples(spec=spec, frame=df, path=str(df["source"].iloc[0]) if len(df) else "")
+
+
+@cache
+def file_sha256(name: str, source: str) -> str:
+    """sha256 of a data file under the data root (for provenance)."""
+    path = Path(dataset.data_root()) / source / name
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def evaluate(samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None) -> dict:
+    """Run the family model on the samples' shapes at the GPU's default clock (how the data was taken)."""
+    gpu = gpu or load_gpu(samples.gpu)
+    df = samples.frame
+    n = len(df)
+    clock = np.full(n, gpu.clocks.boost_clock_hz)
+    fam = samples.spec.family
+    if fam == "gemm":
+        dtype = {"fp8_block": "fp8"}.get(samples.spec.label, samples.spec.label)
+        out_dtype = "bf16"
+        return gemm.gemm_arrays(m=df["m"].to_numpy(float), n=df["n"].to_numpy(float), k=df["k"].to_numpy(float),
+                                batch=np.ones(n), dtype=[dtype] * n, out_dtype=[out_dtype] * n,
+                                b_shared=np.zeros(n, dtype=bool), gpu=gpu, sm_clock_hz=clock, coeffs=coeffs)
+    if fam in ("attention_flash", "attention_decode"):
+        act_b = np.full(n, 2.0)
+        kv_b = np.where(df["kv_dtype"].to_numpy() == "fp8", 1.0, 2.0)
+        common = dict(batch=df["batch"].to_numpy(float), seq_len_q=df["seq_len_q"].to_numpy(float),
+                      seq_len_kv=df["seq_len_kv"].to_numpy(float), num_heads=df["num_heads"].to_numpy(float),
+                      num_kv_heads=df["num_kv_heads"].to_numpy(float), head_dim=df["head_dim"].to_numpy(float),
+                      act_bytes=act_b, kv_bytes=kv_b, gpu=gpu, sm_clock_hz=clock, coeffs=coeffs)
+        if fam == "attention_flash":
+            return attention.flash_arrays(causal=np.ones(n, dtype=bool), **common)
+        return attention.decode_arrays(**common)
+    if fam in ("softmax", "layernorm"):
+        return reduction.reduction_arrays(kind=np.full(n, reduction.KINDS.index(fam)), rows=df["rows"].to_numpy(float),
+                                          cols=df["cols"].to_numpy(float), dtype_bytes=np.full(n, 2.0), gpu=gpu,
+                                          sm_clock_hz=clock, coeffs=coeffs)
+    if fam == "elementwise":
+        return elementwise.elementwise_arrays(kind=np.full(n, elementwise.KINDS.index(samples.spec.label)),
+                                              num_elements=df["num_elements"].to_numpy(float),
+                                              in_bytes=np.full(n, 2.0), out_bytes=np.full(n, 2.0), gpu=gpu,
+                                              sm_clock_hz=clock, coeffs=coeffs)
+    raise ValueError(f"unknown kernel family {fam!r}")
+
+
+def group_names(family: str) -> tuple[str, ...]:
+    return {
+        "gemm": gemm.GROUPS, "attention_flash": attention.FLASH_GROUPS, "attention_decode": attention.DECODE_GROUPS,
+        "softmax": reduction.GROUPS, "layernorm": reduction.GROUPS, "elementwise": elementwise.GROUPS,
+    }[family]
+
+
+def _fallback_keys(group: str) -> list[str]:
+    parts = group.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _fit_once(samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: float | None
+              ) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+    tl = out["timeline"]
+    y = samples.latency_s
+    names = group_names(samples.spec.family)
+    fits: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
+    buckets: dict[str, np.ndarray] = {}
+    for gi in np.unique(out["group"][mask]):
+        sel = mask & (out["group"] == gi)
+        buckets[names[gi]] = sel
+        for key in _fallback_keys(names[gi]):
+            buckets[key] = buckets.get(key, np.zeros_like(mask)) | sel
+    for name, sel in buckets.items():
+        idx = np.nonzero(sel)[0]
+        if idx.size < MIN_GROUP_SAMPLES:
+            continue
+        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], y[idx], huber_m=huber_m)
+        fits[name] = (fit.coeffs, GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape, provenance="fit"))
+    return fits
+
+
+def fit_groups(samples: KernelSamples, gpu: GpuSpec | None = None, *, min_latency_s: float = MIN_LATENCY_S,
+               gemm_rounds: int = 3, huber_m: float | None = 0.05
+               ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
+    """Fit the coefficient groups exercised by `samples` (the training rows).
+
+    Returns the groups (with their fallback entries) and the training MAPE over rows >= min_latency_s.
+    """
+    gpu = gpu or load_gpu(samples.gpu)
+    y = samples.latency_s
+    mask = y >= min_latency_s
+    rounds = gemm_rounds if samples.spec.family == "gemm" else 1
+    table = CoeffTable()
+    best: tuple[float, dict] | None = None
+    for _ in range(rounds):
+        out = evaluate(samples, gpu, table)
+        fits = _fit_once(samples, out, mask, huber_m)
+        table = CoeffTable(groups={k: v[0] for k, v in fits.items()})
+        pred = evaluate(samples, gpu, table)["latency_s"]
+        mape = float(np.mean(np.abs(pred[mask] / y[mask] - 1.0)))
+        if best is None or mape < best[0]:
+            best = (mape, fits)
+    assert best is not None
+    return best[1], best[0]
+
+
+# Datasets fitted for each shipped architecture set (all on the training 80 % of a seed-0 split).
+FIT_DATASETS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
+    "hopper": (
+        ("gemm", "aiconfigurator", "h100_sxm", "bf16"),
+        ("gemm", "aiconfigurator", "h100_sxm", "fp8"),
+        ("attention_flash", "aiconfigurator", "h100_sxm", "context"),
+        ("attention_decode", "aiconfigurator", "h100_sxm", "generation"),
+    ),
+    "ampere": (
+        ("gemm", "aiconfigurator", "a100_sxm", "bf16"),
+        ("softmax", "llmcompass", "a100_80gb", "softmax"),
+        ("layernorm", "llmcompass", "a100_80gb", "layernorm"),
+        ("elementwise", "llmcompass", "a100_80gb", "gelu"),
+    ),
+}
+HOLDOUT_FRAC = 0.2
+HOLDOUT_SEED = 0
+
+
+def train_test(samples: KernelSamples) -> tuple[KernelSamples, KernelSamples]:
+    """The fixed hold-out split used for fitting (train) and validation (test)."""
+    train, test = dataset.split_holdout(samples.frame, frac=HOLDOUT_FRAC, seed=HOLDOUT_SEED)
+    return samples.subset(train), samples.subset(test)
+
+
+def fit_architecture(arch: str, *, progress: object | None = None
+                     ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], list[dict], dict[str, float]]:
+    """Fit every dataset of `arch` on its training split.
+
+    Returns the merged groups (a family-level key fitted by two datasets, e.g. `gemm` by bf16 and fp8,
+    keeps the first dataset's fit), the source records (file, sha256, rows) and the training MAPE per
+    dataset.
+    """
+    groups: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
+    sources: list[dict] = []
+    errors: dict[str, float] = {}
+    for family, source, gpu_key, label in FIT_DATASETS[arch]:
+        spec = DatasetSpec(family=family, source=source, gpu_key=gpu_key, label=label)
+        samples = load_samples(spec)
+        train, _ = train_test(samples)
+        fits, mape = fit_groups(train)
+        for name, value in fits.items():
+            groups.setdefault(name, value)
+        sources.append({"file": f"{source}/{samples.path}", "sha256": file_sha256(samples.path, source),
+                        "rows": int(len(samples.frame)), "train_rows": int(len(train.frame)),
+                        "dataset": f"{family}:{gpu_key}:{label}"})
+        errors[f"{family}:{gpu_key}:{label}"] = mape
+        if callable(progress):
+            progress(f"{family} {gpu_key} {label}: {len(fits)} groups, train MAPE {mape:.3f}")
+    return groups, sources, errors

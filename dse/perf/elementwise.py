@@ -1,0 +1,97 @@
+"""Elementwise kernels (activations, residual adds, rotary, casts): streaming at DRAM bandwidth.
+
+Kernel configuration (PyTorch's vectorized elementwise kernels): 128 threads per threadblock, each thread
+handles 4 vectors of 16 bytes of the widest input, so small tensors run few threadblocks and cannot reach
+full bandwidth (the Little's-law limit and the memory latency of `pipeline.streaming_timeline` form the
+launch / ramp floor). Every input is read once and the output written once; FLOP and SFU ops per element
+come from `dse.workload.ops.ELEMENTWISE_KINDS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.pipeline import build_estimates, correct, streaming_timeline
+from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
+from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
+from dse.workload.ops import ELEMENTWISE_KINDS, ElementwiseOp
+
+KINDS: tuple[str, ...] = tuple(ELEMENTWISE_KINDS)
+GROUPS: tuple[str, ...] = tuple(f"elementwise/{k}" for k in KINDS)  # all fall back to `elementwise`
+_THREADS = 128.0
+_VECTORS_PER_THREAD = 4.0
+_VECTOR_BYTES = 16.0
+
+
+def elementwise_arrays(
+    *,
+    kind: np.ndarray,
+    num_elements: np.ndarray,
+    in_bytes: np.ndarray,
+    out_bytes: np.ndarray,
+    gpu: GpuSpec,
+    sm_clock_hz: np.ndarray,
+    coeffs: CoeffTable | object | None = None,
+) -> dict[str, np.ndarray]:
+    """Vectorized model of N elementwise kernels; `kind` holds indices into KINDS."""
+    kind = np.asarray(kind, dtype=int)
+    num = kind.shape[0]
+    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    n_el, in_b, out_b, f = bc(num_elements), bc(in_bytes), bc(out_bytes), bc(sm_clock_hz)
+    table = np.array([ELEMENTWISE_KINDS[k] for k in KINDS], dtype=float)  # flop, sfu, inputs
+    flop_el, sfu_el, n_in = table[kind, 0], table[kind, 1], table[kind, 2]
+    rates = rates_at(gpu, f)
+
+    per_thread = _VECTORS_PER_THREAD * _VECTOR_BYTES / np.maximum(in_b, out_b)
+    per_cta = _THREADS * per_thread
+    grid = np.ceil(n_el / per_cta)
+    elems = n_el / grid
+    bytes_cta = elems * (n_in * in_b + out_b)
+    conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
+    tl = streaming_timeline(
+        rates_num_sms=rates.num_sms, dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
+        l2_sm=rates.l2_bw_per_sm_bytes_per_s, smem_sm=rates.smem_bw_per_sm_bytes_per_s,
+        fp32_sm=rates.fp32_flop_per_s_per_sm, sfu_sm=rates.sfu_op_per_s_per_sm, grid=grid, conc=conc,
+        threads=np.full(num, _THREADS), dram_b=bytes_cta, l2_b=bytes_cta, smem_b=np.zeros(num),
+        flop=elems * flop_el, sfu_op=elems * sfu_el, passes=np.ones(num),
+    )
+    latency_s, util = correct(tl, coeff_table(coeffs).matrix(GROUPS)[kind])
+    return {
+        "latency_s": latency_s,
+        "analytical_s": tl.analytical_s(),
+        "util": util,
+        "timeline": tl,
+        "flop": n_el * flop_el,
+        "dram_bytes": grid * bytes_cta,
+        "l2_bytes": grid * bytes_cta,
+        "smem_bytes": np.zeros(num),
+        "group": kind.copy(),
+        "grid": grid,
+    }
+
+
+def estimate_many(ops: list[ElementwiseOp], gpu: GpuSpec, point: OperatingPoint,
+                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+    """Estimates for many elementwise ops at one operating point, vectorized."""
+    if not ops:
+        return []
+    clock_hz = effective_sm_clock_hz(gpu, point)
+    out = elementwise_arrays(
+        kind=np.array([KINDS.index(o.kind) for o in ops]),
+        num_elements=np.array([o.num_elements for o in ops], dtype=float),
+        in_bytes=np.array([DTYPE_BYTES[o.dtype] for o in ops]),
+        out_bytes=np.array([DTYPE_BYTES[o.out_dtype or o.dtype] for o in ops]),
+        gpu=gpu,
+        sm_clock_hz=np.full(len(ops), clock_hz),
+        coeffs=coeffs,
+    )
+    tiles = [f"vec{int(_VECTOR_BYTES)}B_{int(_THREADS)}t_grid{int(out['grid'][i])}" for i in range(len(ops))]
+    groups = [GROUPS[g] for g in out["group"]]
+    return build_estimates(ops, ["elementwise"] * len(ops), out, np.full(len(ops), clock_hz), tiles, groups)
+
+
+def estimate(op: ElementwiseOp, gpu: GpuSpec, point: OperatingPoint,
+             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+    """One elementwise op at one operating point."""
+    return estimate_many([op], gpu, point, coeffs)[0]
