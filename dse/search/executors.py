@@ -121,6 +121,7 @@ class ProcessExecutor(Executor):
         self._chunks: dict[int, Chunk] = {}
         self._futures: dict[Future, int] = {}
         self._next = 0
+        self._broken = False
 
     def _submit_future(self, ticket: int) -> None:
         if self._pool is None:
@@ -141,36 +142,47 @@ class ProcessExecutor(Executor):
     def submit(self, chunk: Chunk) -> int:
         self._next += 1
         self._chunks[self._next] = chunk
-        self._submit_future(self._next)
+        if not self._broken:
+            try:
+                self._submit_future(self._next)
+            except BrokenProcessPool:  # a worker died since the last submit: resubmitted in completed()
+                self._broken = True
         return self._next
+
+    def _restart(self, retries: int) -> None:
+        if retries > self._max_retries:
+            raise SearchError(f"worker processes died {retries} times in one batch; giving up")
+        logger.warning(
+            "a worker process died; restarting the pool (retry %d of %d)", retries, self._max_retries
+        )
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = None
+        self._futures.clear()
+        self._broken = False
+        try:
+            for ticket in sorted(self._chunks):
+                self._submit_future(ticket)
+        except BrokenProcessPool:
+            self._broken = True
 
     def completed(self) -> Iterator[tuple[int, ChunkResult]]:
         retries = 0
-        while self._futures:
+        while self._chunks:
+            if self._broken or not self._futures:
+                retries += 1
+                self._restart(retries)
+                continue
             done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
-            broken = False
             for fut in done:
                 ticket = self._futures.pop(fut)
                 try:
                     result = fut.result()
                 except BrokenProcessPool:
-                    broken = True
+                    self._broken = True
                     continue
                 del self._chunks[ticket]
                 yield ticket, result
-            if broken:
-                retries += 1
-                if retries > self._max_retries:
-                    raise SearchError(f"worker processes died {retries} times in one batch; giving up")
-                logger.warning(
-                    "a worker process died; restarting the pool (retry %d of %d)", retries, self._max_retries
-                )
-                assert self._pool is not None
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
-                self._futures.clear()
-                for ticket in sorted(self._chunks):
-                    self._submit_future(ticket)
 
     def close(self) -> None:
         if self._pool is not None:
