@@ -230,6 +230,8 @@ class RayExecutor(Executor):
             if address:
                 kwargs["address"] = address
             else:
+                # "local": a new instance even when `ray start` left a cluster address on this machine.
+                kwargs["address"] = "local"
                 kwargs["num_cpus"] = workers or os.cpu_count() or 1
                 kwargs["object_store_memory"] = 256 * 2**20
             # Local workers import the evaluator by module path: they inherit the raylet's environment, so
