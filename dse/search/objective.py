@@ -70,11 +70,49 @@ class EvalContext:
     options: tuple[tuple[str, Any], ...] = field(default=())
 
 
-@lru_cache(maxsize=4096)
-def _gpu(base: str, overrides: tuple[tuple[str, Any], ...]) -> Any:
+_MEMORY_SYSTEM_KEYS = ("technology", "bus_width_bits", "data_rate_bit_per_s", "capacity_per_device_bytes")
+
+
+@lru_cache(maxsize=1024)
+def _base_gpu(base: str, overrides: tuple[tuple[str, Any], ...]) -> Any:
     from dse.hardware.catalog import load_gpu
 
     return load_gpu(base, dict(overrides))
+
+
+def _gpu(base: str, overrides: Mapping[str, Any]) -> Any:
+    """`load_gpu(base, overrides)` with one GpuSpec validation instead of three (tested equal to load_gpu).
+
+    The overrides outside `memory.` (discrete in practice) are applied once per distinct set and cached;
+    the memory system goes through `with_memory`, as in load_gpu; other `memory.*` fields (e.g.
+    `energy_pj_per_bit`) are applied after the swap, as in load_gpu, revalidating only the MemorySpec
+    (GpuSpec's own checks do not involve the memory).
+    """
+    from dse.hardware.memory import with_memory
+    from dse.hardware.spec import MemorySpec
+    from dse.units import si_key
+
+    generic: dict[str, Any] = {}
+    system: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for path, value in overrides.items():
+        if not path.startswith("memory."):
+            generic[path] = value
+            continue
+        key, factor = si_key(path.removeprefix("memory."))
+        if factor != 1.0:
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ValueError(f"override '{path}': expected a number, got {value!r}")
+            value = value * factor
+        (system if key in _MEMORY_SYSTEM_KEYS else fields)[key] = value
+    gpu = _base_gpu(base, tuple(sorted(generic.items())))
+    if system:
+        technology = str(system.pop("technology", gpu.memory.technology))
+        gpu = with_memory(gpu, technology, **system)
+    if fields:
+        memory = MemorySpec.model_validate({**gpu.memory.model_dump(), **fields})
+        gpu = gpu.model_copy(update={"memory": memory})
+    return gpu
 
 
 @lru_cache(maxsize=64)
@@ -125,7 +163,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     gpu_over, op, wl = split_params(params)
     energy_factor = gpu_over.pop("memory.energy_factor", None)
     tensor_factor = gpu_over.pop("sm.tensor_factor", None)
-    gpu = _with_factors(_gpu(ctx.gpu, tuple(sorted(gpu_over.items()))), energy_factor, tensor_factor)
+    gpu = _with_factors(_gpu(ctx.gpu, gpu_over), energy_factor, tensor_factor)
     clock_mhz = op.get("sm_clock_mhz")
     point = OperatingPoint(
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
