@@ -225,7 +225,7 @@ class RayExecutor(Executor):
             kwargs: dict[str, Any] = {
                 "include_dashboard": False,
                 "log_to_driver": False,
-                "logging_level": logging.WARNING,
+                "logging_level": logging.ERROR,  # keep the CLI quiet (e.g. the token-auth notice)
             }
             if address:
                 kwargs["address"] = address

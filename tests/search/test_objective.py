@@ -107,7 +107,11 @@ def test_evaluate_point_calls_predict_serving(monkeypatch: pytest.MonkeyPatch) -
         {"memory.technology": "hbm3e", "memory.data_rate_gbit_per_s": 7.3, "num_sms": 100},
         {"memory.data_rate_gbit_per_s": 6.0},  # same technology: keeps the 5120-bit bus
         {"memory.bus_width_bits": 4096, "memory.energy_pj_per_bit": 3.0},
-        {"memory.technology": "hbm3e", "memory.capacity_per_device_gib": 36, "sm.tensor_flop_per_clk.fp8": 9000},
+        {
+            "memory.technology": "hbm3e",
+            "memory.capacity_per_device_gib": 36,
+            "sm.tensor_flop_per_clk.fp8": 9000,
+        },
     ],
 )
 def test_fast_gpu_overrides_equal_load_gpu(overrides: dict) -> None:

@@ -20,7 +20,7 @@ from dse.search.progress import ProgressState
 from dse.search.results import PointLog
 from dse.search.runner import run_study
 
-from .toy import die_once, flat, schaffer, zdt1
+from .toy import ctrl_c_after_40, die_once, flat, schaffer, zdt1
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 RECORD_KEYS = {"point_id", "params", "metrics", "feasible", "reason", "error", "t_eval_s", "seq"}
@@ -301,3 +301,11 @@ def test_rich_progress_bar_on_a_console(tmp_path: Path) -> None:
     s = run_study(zdt_study(tmp_path, 64), out=tmp_path, evaluator=zdt1, progress=console)
     text = buf.getvalue()
     assert "64/64" in text and "pt/s" in text and f"front {s.front_size}" in text and "HV" in text
+
+
+def test_ctrl_c_writes_outputs_and_the_run_resumes(tmp_path: Path) -> None:
+    stopped = run_study(zdt_study(tmp_path, 96), out=tmp_path, evaluator=ctrl_c_after_40)
+    assert stopped.stop_reason.startswith("interrupted") and (stopped.run_dir / "summary.json").exists()
+    assert 0 < stopped.n_points < 96
+    done = run_study(resume=stopped.run_dir, evaluator=zdt1)
+    assert done.n_points == 96 and done.n_cached == stopped.n_points

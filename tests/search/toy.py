@@ -88,6 +88,20 @@ def die_once(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
 die_once.metric_names = zdt1.metric_names  # type: ignore[attr-defined]
 
 
+_CALLS = {"n": 0}
+
+
+def ctrl_c_after_40(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+    """ZDT1 that raises KeyboardInterrupt (as Ctrl-C would) on its 41st call in this process."""
+    _CALLS["n"] += 1
+    if _CALLS["n"] == 41:
+        raise KeyboardInterrupt
+    return zdt1(params, ctx)
+
+
+ctrl_c_after_40.metric_names = zdt1.metric_names  # type: ignore[attr-defined]
+
+
 def main(argv: list[str]) -> None:
     from dse.search.runner import run_study
 
