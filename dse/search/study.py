@@ -461,7 +461,7 @@ def _gpu_fields(gpu_dump: dict[str, Any], path: str) -> str | None:
             )
             return f"'{part}' is not a field of {where} (allowed: {', '.join(keys + extra)})"
         node = node[key]
-    if isinstance(node, dict) and parts[-1] != "tensor_flop_per_clk":
+    if isinstance(node, dict):
         return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
     return None
 
