@@ -328,9 +328,9 @@ class _Run:
         if start and self.executor is None:
             self._executor()  # started on the first point that needs evaluating (not on a pure replay)
         size = self.cfg.search.chunk_size
-        if size is None:  # about two chunks per worker per batch (search-notes.md section 2.1)
+        if size is None:  # about four chunks per worker per batch: balance beats per-task overhead here
             workers = getattr(self.executor, "workers", 1) or 1
-            size = max(1, min(256, math.ceil(self.cfg.search.effective_batch_size / (2 * workers))))
+            size = max(1, min(256, math.ceil(self.cfg.search.effective_batch_size / (4 * workers))))
         return size
 
     def run(self, log: PointLog) -> str:

@@ -18,7 +18,7 @@
       time_budget_s: 600                   # budget: wall time (optional)
       patience: 20                         # stop after this many batches without hypervolume gain (optional)
       batch_size: 64                       # points asked per batch (default: population, else 64)
-      chunk_size: 32                       # points per worker task (default: about 2 chunks per worker)
+      chunk_size: 16                       # points per worker task (default: batch / (4 x workers))
       executor: ray                        # ray | process | serial
       workers: 2                           # default: all CPUs
       seed: 0
