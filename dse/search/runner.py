@@ -577,7 +577,8 @@ def _progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | Non
         return None, None
     if callable(progress):
         return progress, None
-    bar = RichProgress(progress, description=name)  # a rich Console (or True: rich's default console)
+    console = None if progress is True else progress  # a rich Console, or True for rich's default one
+    bar = RichProgress(console, description=name)
     return bar, bar
 
 
