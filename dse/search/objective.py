@@ -6,9 +6,11 @@
 Parameter paths split by prefix:
 
     gpu.<dotted path>          GPU overrides for `load_gpu` (`gpu.memory.technology`, `gpu.num_sms`), plus
-                               two derived knobs: `gpu.memory.energy_factor` (multiplies the DRAM energy per
-                               bit the memory ends up with) and `gpu.sm.tensor_factor` (multiplies every
-                               dtype's tensor FLOP/clk/SM)
+                               three derived knobs: `gpu.memory.energy_factor` (multiplies the DRAM energy
+                               per bit the memory ends up with), `gpu.sm.tensor_factor` (multiplies every
+                               dtype's tensor FLOP/clk/SM) and `gpu.memory.data_rate_frac` (the per-pin
+                               data rate as a fraction 0..1 of the chosen technology's min..max, so one
+                               parameter spans technologies with different rate ranges)
     sm_clock_mhz, power_cap_w  the OperatingPoint (converted to SI here)
     model, batch, input_tokens, output_tokens, precision, attention
                                the serving workload (defaults come from the study's `workload:`)
@@ -45,7 +47,7 @@ SERVING_METRICS: tuple[str, ...] = (
 CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memory_bw_bytes_per_s")
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
 WORKLOAD_KEYS: tuple[str, ...] = ("model", "batch", "input_tokens", "output_tokens", "precision", "attention")
-DERIVED_GPU_KNOBS: tuple[str, ...] = ("memory.energy_factor", "sm.tensor_factor")
+DERIVED_GPU_KNOBS: tuple[str, ...] = ("memory.energy_factor", "sm.tensor_factor", "memory.data_rate_frac")
 # Keys of ServingEstimate.metrics() that are not numbers; the runner turns them into feasible/reason.
 STATUS_KEYS: tuple[str, ...] = ("feasible", "infeasible_reason")
 
@@ -139,6 +141,22 @@ def _with_factors(gpu: Any, energy_factor: float | None, tensor_factor: float | 
     return gpu
 
 
+def _data_rate_from_frac(gpu_over: dict[str, Any], base: str) -> None:
+    """Replace `memory.data_rate_frac` by the data rate it means for the point's technology (in place)."""
+    frac = gpu_over.pop("memory.data_rate_frac", None)
+    if frac is None:
+        return
+    from dse.hardware.memory import load_memory_tech
+
+    if not (isinstance(frac, int | float) and 0.0 <= frac <= 1.0):
+        raise ValueError(f"gpu.memory.data_rate_frac must be in [0, 1], got {frac!r}")
+    if any(k.startswith("memory.data_rate") for k in gpu_over):
+        raise ValueError("give gpu.memory.data_rate_frac or a data rate, not both")
+    tech = load_memory_tech(str(gpu_over.get("memory.technology") or _base_gpu(base, ()).memory.technology))
+    lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s
+    gpu_over["memory.data_rate_bit_per_s"] = lo + float(frac) * (hi - lo)
+
+
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(gpu overrides incl. derived knobs, operating-point keys, workload keys); ValueError on others."""
     gpu: dict[str, Any] = {}
@@ -161,6 +179,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     from dse.perf.types import OperatingPoint
 
     gpu_over, op, wl = split_params(params)
+    _data_rate_from_frac(gpu_over, ctx.gpu)
     energy_factor = gpu_over.pop("memory.energy_factor", None)
     tensor_factor = gpu_over.pop("sm.tensor_factor", None)
     gpu = _with_factors(_gpu(ctx.gpu, gpu_over), energy_factor, tensor_factor)

@@ -512,6 +512,14 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> Non
                 isinstance(value, int) and not isinstance(value, bool) and value >= 1
             ):
                 msg = f"{path} must be an integer >= 1 (got {value!r})"
+            elif path == "gpu.memory.data_rate_frac" and not (
+                isinstance(value, int | float) and 0 <= value <= 1
+            ):
+                msg = f"a fraction of the technology's data-rate range must lie in [0, 1] (got {value!r})"
+            elif path in ("gpu.memory.energy_factor", "gpu.sm.tensor_factor") and not (
+                isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+            ):
+                msg = f"a scale factor must be a positive number (got {value!r})"
             elif path == "model" and load_model_config is not None:
                 try:
                     load_model_config(str(value))

@@ -222,6 +222,15 @@ MALFORMED = [
         6,
         ["space.model.values.0", "llama-9"],
     ),
+    (
+        "fraction-out-of-range",
+        GOOD.replace(
+            "gpu.num_sms: {type: int, low: 96, high: 132, step: 4}",
+            "gpu.memory.data_rate_frac: {type: float, low: 0, high: 1.5}",
+        ),
+        4,
+        ["space.gpu.memory.data_rate_frac.high", "[0, 1]"],
+    ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
     (
         "unknown-executor",
