@@ -43,6 +43,7 @@ class SourceMap:
 
     file: str
     lines: dict[Loc, int] = field(default_factory=dict)
+    includes: dict[Loc, str] = field(default_factory=dict)  # location prefix -> file included there
 
     def line_of(self, loc: Sequence[str | int]) -> int | None:
         """Line of the deepest prefix of `loc` that exists in the document (union tags skipped)."""
@@ -75,15 +76,12 @@ class SourceMap:
         for path, line in other.lines.items():
             if path:  # the included file's root stays at the line that includes it
                 merged[(*prefix, *path)] = line
-        out = SourceMap(self.file, merged)
-        object.__setattr__(out, "_includes", {**getattr(self, "_includes", {}), prefix: other.file})
-        return out
+        return SourceMap(self.file, merged, {**self.includes, prefix: other.file})
 
     def where(self, loc: Sequence[str | int]) -> str:
         """`file:line` for a location (the included file when the location lies inside one)."""
         file = self.file
-        includes: dict[Loc, str] = getattr(self, "_includes", {})
-        for prefix, inc in includes.items():
+        for prefix, inc in self.includes.items():
             if tuple(loc[: len(prefix)]) == prefix and len(loc) > len(prefix):
                 file = inc
         line = self.line_of(loc)
