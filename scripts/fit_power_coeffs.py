@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     h200 = load_gpu("h200-sxm")
     lat_h = load_default_coeffs(h200)
     trains = {f: vp.h200_split(f)[0] for f in vp.H200_FAMILIES}
-    hopper, clocks = vp.fit_hopper(trains, coeffs=lat_h, start=ampere)
+    hopper, clocks = vp.fit_hopper(trains, coeffs=lat_h)
     hopper = _stamp(
         hopper,
         _sources(

@@ -15,6 +15,7 @@ For one kernel running at SM clock f (DESIGN.md section 5):
 - The paper's `alpha * C * V^2 * f` is the same thing: `C_m = e_m * R_m(f) / (f * V_REF^2)`.
 - DRAM energy is `e_bit` of the GPU's memory technology (`GpuSpec.memory.energy_j_per_bit`, a catalog
   value) times one fitted scale per architecture, so a memory-technology swap changes e_bit and nothing else.
+- P_idle(f) is the GPU's idle table made non-decreasing (its running maximum; see `gpu_power_terms`).
 - The active term is our addition: a non-negative energy per SM clock cycle, paid while a kernel runs,
   whatever the modules do. Whole-model A100 data at 510-1410 MHz show power rising with V^2 f even
   for host-bound models whose kernels do little work; module terms alone cannot carry that (their work
@@ -225,7 +226,10 @@ def gpu_power_terms(gpu: GpuSpec) -> GpuPowerTerms:
         num_sms=sms,
         dram_j_per_byte=8.0 * gpu.memory.energy_j_per_bit,
         idle_clock_hz=np.asarray(gpu.power.idle_power_w.clock_hz, dtype=float),
-        idle_w=np.asarray(gpu.power.idle_power_w.value, dtype=float),
+        # NOTE(power): the running maximum: idle power cannot fall as the clock rises at a constant or
+        # rising voltage; the measured H100 table dips by 0.6 W between 360 and 540 MHz (noise), which
+        # would make near-idle kernels draw less at a higher clock.
+        idle_w=np.maximum.accumulate(np.asarray(gpu.power.idle_power_w.value, dtype=float)),
         v_clock_hz=np.asarray(gpu.power.core_v.clock_hz, dtype=float),
         v_v=np.asarray(gpu.power.core_v.value, dtype=float),
     )

@@ -91,7 +91,7 @@ def test_host_gap_fit_recovers_a_planted_gap():
     assert fit_host_gap_s(runs, measured) == pytest.approx(planted, abs=0.5e-6)
 
 
-def test_fit_through_cap_fixed_point():
+def test_fit_through_cap_recovers_coefficients_of_capped_kernels():
     gpu = load_gpu("h100-sxm")
     ops = [GemmOp(name=f"g{i}", m=2**i, n=8192, k=8192) for i in range(4, 14)]
     table = kernel_table(ops, gpu, np.arange(1005e6, 1981e6, 15e6), None, row_estimator(roofline_estimator))
@@ -104,7 +104,18 @@ def test_fit_through_cap_fixed_point():
     ).vector()
     cap = 600.0
     idx = table.effective_index(truth, 1980e6, cap)
+    assert (idx < idx.max()).any()  # some kernels are throttled
     measured = table.power_w(truth)[idx, np.arange(len(ops))]
-    fit, got = fit_through_cap(table, measured, 1980e6, cap, start=truth * 0.5, ridge=1e-9)
+    free = np.array([0, 2, 6])
+    lower, upper = np.zeros(8), np.full(8, np.inf)
+    starts = []
+    for scale in (0.5, 2.0):
+        start = truth.copy()
+        start[free] *= scale
+        starts.append(start)
+    fit, got = fit_through_cap(
+        table, measured, 1980e6, cap, starts=starts, free=free, lower=lower, upper=upper
+    )
     assert fit.mape < 0.01
     assert np.all(table.power_w(fit.coeffs)[got, np.arange(len(ops))] <= cap + 1e-9)
+    assert fit.coeffs[5] == truth[5]  # not free: kept from the first start
