@@ -15,7 +15,11 @@ Rules, from the data README:
 - Each run is predicted at its measured clock (`avg_sm_clock_hz`: below the requested lock when the 250 W
   cap throttled it). The `*_capped` rows instead predict at the requested clock with the model's own cap.
 - EnergAIzer times are eager-PyTorch wall times: one host gap per kernel launch is fitted on the training
-  workloads' latencies and applied (`dse.perf.predict.host_gaps_s`); A10 uses the A100's gap.
+  workloads' latencies and applied (`dse.perf.predict.host_gaps_s`); A10 uses the A100's gap. The shipped
+  latency coefficients of the LLMCompass-fitted groups carry that host overhead in eps_s, so those eps are
+  dropped for these runs (`HOST_TIMED_GROUPS`, `without_host_overhead`).
+- Fits: ampere by relative least squares with a ridge towards physical priors (`PRIOR`, `AMPERE_RIDGE`);
+  hopper through the cap on the capped model's weighted MAPE (`HOPPER_FAMILY_WEIGHT`, `HOPPER_FREE`).
 - The split is by workload, not by row: a workload is its kernel list and precision, so the same model
   measured at 900 MHz and in the DVFS sweep lands on one side only. `split_holdout(seed=0, frac=0.2)` over
   the sorted unique workloads of both A100 sets.
