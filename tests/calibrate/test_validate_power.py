@@ -119,3 +119,13 @@ def test_fit_through_cap_recovers_coefficients_of_capped_kernels():
     assert fit.mape < 0.01
     assert np.all(table.power_w(fit.coeffs)[got, np.arange(len(ops))] <= cap + 1e-9)
     assert fit.coeffs[5] == truth[5]  # not free: kept from the first start
+
+
+@pytest.mark.slow
+def test_shipped_coefficients_meet_the_a100_targets():
+    """The acceptance numbers of the shipped sets with the shipped latency model (re-fit if this fails)."""
+    rows = vp.rows_frame(vp.validate_power(datasets=("a100_dvfs", "a100_900")))
+    dvfs = rows[(rows["dataset"] == "a100_dvfs") & (rows["group"] == "all")].iloc[0]
+    assert dvfs["power_mape"] <= 0.10
+    assert dvfs["latency_mape"] <= 0.12
+    assert rows[rows["dataset"] == "a100_900"].iloc[0]["power_mape"] <= 0.12
