@@ -7,6 +7,8 @@
 `LlmArch` is the normalized form of a Hugging-Face config: three families share one layer template.
 
     llama / mistral / qwen2   decoder, pre-RMSNorm, RoPE, GQA, gated SiLU MLP (qwen2: q/k/v biases)
+    qwen3                     the same, no q/k/v biases, explicit head_dim, and an RMSNorm over the head
+                              dim of every q and k head before RoPE (`qk_norm`: ops attn/q_norm, k_norm)
     gpt2 / opt                decoder, pre-LayerNorm (OPT may be post-LN), learned positions, GELU/ReLU
                               MLP, biases everywhere, tied LM head
     bert                      encoder, post-LayerNorm, learned positions + token types, GELU MLP, pooler
@@ -95,6 +97,7 @@ class LlmArch(BaseModel):
     tie_word_embeddings: bool
     embedding_norm: bool = Field(default=False, description="LayerNorm after the embeddings (BERT)")
     final_norm: bool = Field(default=True, description="norm after the last layer (pre-LN decoders)")
+    qk_norm: bool = Field(default=False, description="RMSNorm of each q and k head over head_dim (Qwen3)")
     pooler: bool = Field(default=False, description="BERT pooler: dense + tanh on the first token")
     rope_theta: float | None = None
     sliding_window: int | None = Field(default=None, gt=0)
@@ -145,7 +148,8 @@ class LlmArch(BaseModel):
         attn += (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + d * self.o_bias
         num_up = 2 if self.gated_mlp else 1
         mlp = (num_up + 1) * d * ff + (num_up * ff + d) * self.mlp_bias
-        return attn + mlp + 2 * self._norm_params()
+        qk_norm = 2 * self.head_dim * self.qk_norm  # one weight of head_dim each, shared by all heads
+        return attn + mlp + 2 * self._norm_params() + qk_norm
 
     def param_counts(self) -> dict[str, int]:
         """Exact parameter counts by part; tied embeddings are counted once (under `embedding`).
@@ -323,6 +327,19 @@ class _Builder:
             self.norm(f"{pre}/attn/norm", t, count=n)  # [t, d]
         # [t, d] x [d, (h+2kv)*hd]
         self.gemm(f"{pre}/attn/qkv_proj", m=t, n=a.q_dim + 2 * a.kv_dim, k=d, count=n)
+        if a.qk_norm:
+            # per-head RMSNorm of q and k over head_dim (Qwen3): [t*h, hd] and [t*kv, hd]
+            for part, heads in (("q", a.num_heads), ("k", a.num_kv_heads)):
+                self.ops.append(
+                    NormOp(
+                        name=f"{pre}/attn/{part}_norm",
+                        rows=t * heads,
+                        cols=a.head_dim,
+                        kind="rmsnorm",
+                        dtype=self.act,
+                        count=n,
+                    )
+                )
         if a.position_embedding == "rope":
             # q and k: [t, (h+kv)*hd]
             self.elementwise(f"{pre}/attn/rotary", "rotary", t * (a.q_dim + a.kv_dim), count=n)

@@ -5,10 +5,11 @@
     load_model_config("path/to/config.json")  # any local HF config (or the folder holding it)
 
 Catalog files live in `data/models/<name>.json`: the published config with one added `_source` key naming
-the Hub repository. Supported `model_type`s: llama, mistral, qwen2 (RMSNorm, RoPE, GQA, gated SiLU MLP),
-gpt2 and opt (LayerNorm, learned positions, GELU/ReLU MLP) and bert (encoder). Each family has its own
-field names (GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/
-do_layer_norm_before) and its own defaults, copied from the transformers `*Config` classes.
+the Hub repository. Supported `model_type`s: llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, GQA, gated SiLU
+MLP; qwen3 adds per-head q/k RMSNorms and drops qwen2's q/k/v biases), gpt2 and opt (LayerNorm, learned
+positions, GELU/ReLU MLP) and bert (encoder). Each family has its own field names (GPT-2: n_embd/
+n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before) and its own defaults,
+copied from the transformers `*Config` classes.
 
 An HF config carries many keys irrelevant here (dropout, token ids), so unknown keys are ignored, unlike
 `dse`'s own files; the resulting `LlmArch` is strict.
@@ -150,17 +151,22 @@ class _Fields:
 
 
 def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
-    """llama, mistral, qwen2: defaults of LlamaConfig / MistralConfig / Qwen2Config."""
+    """llama, mistral, qwen2, qwen3: defaults of LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config.
+
+    Qwen3Config: head_dim defaults to 128 (not hidden / heads), attention_bias to False, a sliding window
+    only if use_sliding_window; every layer has q_norm / k_norm (RMSNorm over head_dim).
+    """
     d = f.int("hidden_size")
     num_heads = f.int("num_attention_heads")
     qwen2 = model_type == "qwen2"
+    qwen3 = model_type == "qwen3"
     # MistralConfig defaults to a 4096 window, `null` disables it; Qwen2 uses one only if use_sliding_window.
     sliding_window: int | None = None
     if "sliding_window" in f.raw and f.raw["sliding_window"] is None:
         sliding_window = None
     elif model_type == "mistral":
         sliding_window = f.int("sliding_window", 4096)
-    elif qwen2 and f.bool("use_sliding_window", False):
+    elif (qwen2 or qwen3) and f.bool("use_sliding_window", False):
         sliding_window = f.int("sliding_window")
     attention_bias = f.bool("attention_bias", False)
     return {
@@ -169,7 +175,7 @@ def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
         "num_layers": f.int("num_hidden_layers"),
         "num_heads": num_heads,
         "num_kv_heads": f.int("num_key_value_heads", num_heads),
-        "head_dim": f.int("head_dim", d // num_heads),
+        "head_dim": f.int("head_dim", 128 if qwen3 else d // num_heads),
         "intermediate_size": f.int("intermediate_size"),
         "vocab_size": f.int("vocab_size"),
         "max_position_embeddings": f.int("max_position_embeddings"),
@@ -186,6 +192,7 @@ def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
         "tie_word_embeddings": f.bool("tie_word_embeddings", False),
         "rope_theta": f.float("rope_theta", 10000.0),
         "sliding_window": sliding_window,
+        "qk_norm": qwen3,
     }
 
 
@@ -291,6 +298,7 @@ _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "llama": _llama_like,
     "mistral": _llama_like,
     "qwen2": _llama_like,
+    "qwen3": _llama_like,
     "gpt2": _gpt2,
     "opt": _opt,
     "bert": _bert,

@@ -22,6 +22,9 @@ CATALOG = [
     "opt-1.3b",
     "qwen2-1.5b",
     "qwen2.5-7b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "qwen3-8b",
 ]
 
 # Published parameter counts: the independent reference for `LlmArch.num_params` (within 1%).
