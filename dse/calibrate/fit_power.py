@@ -248,7 +248,7 @@ def fit_host_gap_s(runs: list[WorkloadRun], latency_s: np.ndarray, grid_s: np.nd
     """Per-launch host time that minimizes the wall-time MAPE of `runs` against measured `latency_s`.
 
     A 1-D scan (default 0 to 200 us in 0.5 us steps): measured time minus predicted GPU time, spread over
-    the kernels with the overlap rule of `dse.perf.predict.host_gaps_s`.
+    the kernels by the rule of `dse.perf.predict.host_gaps_s`.
     """
     grid = np.arange(0.0, 200.5e-6, 0.5e-6) if grid_s is None else np.asarray(grid_s, dtype=float)
     measured = np.asarray(latency_s, dtype=float)

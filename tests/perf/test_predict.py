@@ -77,9 +77,9 @@ def test_count_multiplies_energy_and_time():
     assert b.avg_power_w == pytest.approx(a.avg_power_w)
 
 
-def test_host_gaps_overlap_rule():
+def test_host_gaps_add_one_gap_per_launch():
     lat = np.array([1e-6, 10e-6, 100e-6])
-    np.testing.assert_allclose(host_gaps_s(lat, 20e-6), [19e-6, 10e-6, 0.0])
+    np.testing.assert_allclose(host_gaps_s(lat, 20e-6), [20e-6, 20e-6, 20e-6])
     np.testing.assert_array_equal(host_gaps_s(lat, 0.0), 0.0)
     r0 = _predict()
     r1 = _predict(host_gap_s=1e-3)
