@@ -27,6 +27,8 @@ gpu_app = typer.Typer(no_args_is_help=True, help="Inspect catalog GPUs and deriv
 workload_app = typer.Typer(no_args_is_help=True, help="Inspect workload graphs (operators, FLOPs, bytes).")
 app.add_typer(gpu_app, name="gpu")
 app.add_typer(workload_app, name="workload")
+validate_app = typer.Typer(no_args_is_help=True, help="Model error against measured data (MAPE tables).")
+app.add_typer(validate_app, name="validate")
 measure_app = typer.Typer(
     no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
 )
@@ -495,6 +497,167 @@ def measure_model_cmd(
 
     path = measure_model_command(model, batch, seq_len, out, no_lock, dry_run=dry_run)
     console.print(f"model run written to {path}")
+
+
+def _frame_table(rows: list[dict[str, Any]], title: str, percent: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    keys = list(rows[0]) if rows else []
+    for key in keys:
+        table.add_column(key, justify="right" if key in percent or key.startswith("n") else "left")
+    for row in rows:
+        table.add_row(*(f"{100 * row[k]:.1f}%" if k in percent else str(row[k]) for k in keys))
+    return table
+
+
+@validate_app.command("kernels")
+@_friendly
+def validate_kernels_cmd(as_json: JsonOpt = False) -> None:
+    """Kernel latency MAPE per family and GPU on the held-out 20% (seed 0), fitted vs analytical."""
+    from dse.calibrate.validate import validate_kernels
+
+    rows = validate_kernels()
+    if as_json:
+        _print_json({"rows": rows})
+        return
+    console.print(
+        _frame_table(rows, "kernel latency MAPE (kernels >= 10 us)", ("mape_fitted", "mape_analytical"))
+    )
+
+
+@validate_app.command("power")
+@_friendly
+def validate_power_cmd(as_json: JsonOpt = False) -> None:
+    """Power, latency and energy MAPE: A100 DVFS sweep and 900 MHz (held out), A10 forecast, H200 kernels."""
+    from dse.calibrate.validate_power import validate_power
+
+    rows = [r.to_dict() for r in validate_power()]
+    if as_json:
+        _print_json({"rows": rows})
+        return
+    console.print(_frame_table(rows, "power model MAPE", ("power_mape", "latency_mape", "energy_mape")))
+
+
+@app.command("run")
+@_friendly
+def run_cmd(
+    study: Annotated[Path | None, typer.Argument(help="Study YAML (studies/*.yaml).")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue this run directory.")] = None,
+    n_points: Annotated[
+        int | None, typer.Option("--n-points", help="Point budget (overrides the study).")
+    ] = None,
+    executor: Annotated[str | None, typer.Option("--executor", help="ray, process or serial.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Results root (default results/).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampler seed (overrides the study).")] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address (or RAY_ADDRESS).")
+    ] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new run directory.")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip writing report.html.")] = False,
+) -> None:
+    """Explore a study's design space in parallel; ends with the Pareto front and the report's path."""
+    from dse.search import run_study
+
+    if study is None and resume is None:
+        raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
+    summary = run_study(
+        study,
+        resume=resume,
+        n_points=n_points,
+        executor=executor,
+        out=out,
+        seed=seed,
+        address=address,
+        progress=console,
+        fresh=fresh,
+    )
+    _show_run(summary)
+    if not no_report:
+        _write_report(summary.run_dir, None, None)
+
+
+def _show_run(summary: Any) -> None:
+    table = Table("", "", title=f"{summary.study}: {summary.run_id}")
+    for label, value in (
+        ("points", f"{summary.n_points} ({summary.n_evaluated} evaluated, {summary.n_cached} from the log)"),
+        ("feasible / failed", f"{summary.n_feasible} / {summary.n_failed}"),
+        ("Pareto front", f"{summary.front_size} points, hypervolume {summary.hypervolume:.4g}"),
+        ("stopped because", summary.stop_reason),
+        ("time", f"{summary.elapsed_s:.1f} s, {summary.points_per_s:.0f} points/s ({summary.executor})"),
+        ("results", str(summary.run_dir)),
+    ):
+        table.add_row(label, value)
+    console.print(table)
+
+
+def _write_report(run_dir: Path, color_by: str | None, out: Path | None) -> Path:
+    from dse.report import write_html_report
+
+    path = write_html_report(run_dir, color_by=color_by, out=out, breakdown_fn=_breakdown_fn(run_dir))
+    console.print(f"report: {path}")
+    return path
+
+
+def _breakdown_fn(run_dir: Path) -> Any:
+    """Energy breakdown of a logged point, recomputed from the study (the log keeps metrics only)."""
+    from dse.search.breakdown import breakdown_for_point, context_for_run
+
+    ctx = context_for_run(run_dir)
+    return None if ctx is None else (lambda params: breakdown_for_point(params, ctx))
+
+
+@app.command("report")
+@_friendly
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<study>/<run-id>).")],
+    color_by: Annotated[
+        str | None, typer.Option("--color-by", help="Parameter that colours the points.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="HTML file (default RUN_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write the run's self-contained HTML report (works offline)."""
+    _write_report(run_dir, color_by, out)
+
+
+@app.command("serve")
+@_friendly
+def serve_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<study>/<run-id>).")],
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).")] = 8000,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Only print the URL.")] = False,
+) -> None:
+    """Serve the run's report on 127.0.0.1 and open a browser when there is one."""
+    from dse.report import serve_report
+
+    serve_report(
+        run_dir, port, not no_browser, on_ready=lambda url: console.print(f"serving {url} (Ctrl-C to stop)")
+    )
+
+
+@app.command("bench")
+@_friendly
+def bench_cmd(
+    repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats (median reported).")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """CPU time of one serving predict (Llama-3.1-8B, H100, batch 32, 1024/256) and of one search point."""
+    from dse.bench import bench_search_point, bench_serving_predict
+
+    results = [bench_serving_predict(repeats=repeats), bench_search_point(repeats=repeats)]
+    if as_json:
+        _print_json({"results": [r.to_dict() for r in results]})
+        return
+    table = Table("what", "CPU ms (median)", "CPU ms (min)", "wall ms (median)", "repeats")
+    for r in results:
+        table.add_row(
+            r.name,
+            f"{r.cpu_s_median * 1e3:.2f}",
+            f"{r.cpu_s_min * 1e3:.2f}",
+            f"{r.wall_s_median * 1e3:.2f}",
+            str(r.repeats),
+        )
+    console.print(table)
 
 
 @app.command("demo")

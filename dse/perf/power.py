@@ -178,7 +178,12 @@ def load_power_coeffs(name: str) -> PowerCoeffs:
 
 def default_power_coeffs(gpu: GpuSpec) -> PowerCoeffs:
     """The shipped coefficients for `gpu`'s architecture (or the nearest generation's, see ARCH_FALLBACK)."""
-    arch = gpu.architecture.lower()
+    return _default_power_coeffs(gpu.architecture.lower())
+
+
+@cache
+def _default_power_coeffs(arch: str) -> PowerCoeffs:
+    # Cached: the serving predictor asks for every graph it predicts; listing package data costs ~0.3 ms.
     known = list_power_coeffs()
     name = arch if arch in known else ARCH_FALLBACK.get(arch, "ampere")
     return load_power_coeffs(name)

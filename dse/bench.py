@@ -1,0 +1,77 @@
+"""`dse bench`: CPU time of one serving predict and of search evaluations, measured in this process.
+
+CPU time (`time.process_time`) of the calling process, median of repeats after one warm-up call, so the
+figure is comparable across machines that are busy with other work (wall time is reported beside it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchResult:
+    name: str
+    repeats: int
+    cpu_s_median: float
+    cpu_s_min: float
+    wall_s_median: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repeats": self.repeats,
+            "cpu_s_median": self.cpu_s_median,
+            "cpu_s_min": self.cpu_s_min,
+            "wall_s_median": self.wall_s_median,
+        }
+
+
+def time_call(name: str, fn: Callable[[], Any], repeats: int) -> BenchResult:
+    fn()  # warm-up: imports, caches, coefficient files
+    cpu, wall = [], []
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return BenchResult(
+        name=name,
+        repeats=repeats,
+        cpu_s_median=statistics.median(cpu),
+        cpu_s_min=min(cpu),
+        wall_s_median=statistics.median(wall),
+    )
+
+
+def bench_serving_predict(
+    *,
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-sxm",
+    batch: int = 32,
+    input_tokens: int = 1024,
+    output_tokens: int = 256,
+    repeats: int = 20,
+) -> BenchResult:
+    """One `predict_serving` (prefill + every decode step), the unit of work of a search point."""
+    from dse.hardware.catalog import load_gpu
+    from dse.serving import ServingRequest, predict_serving
+    from dse.workload.models import load_model_config
+
+    arch, spec = load_model_config(model), load_gpu(gpu)
+    request = ServingRequest(batch=batch, input_tokens=input_tokens, output_tokens=output_tokens)
+    name = f"predict_serving {model} on {gpu}, batch {batch}, {input_tokens} in / {output_tokens} out"
+    return time_call(name, lambda: predict_serving(arch, spec, request), repeats)
+
+
+def bench_search_point(repeats: int = 20) -> BenchResult:
+    """One search evaluation (`evaluate_point`: GPU overrides + serving predict) with a GDDR7 swap."""
+    from dse.search.objective import EvalContext, evaluate_point
+
+    ctx = EvalContext(batch=32, input_tokens=1024, output_tokens=256)
+    params = {"gpu.memory.technology": "gddr7", "gpu.memory.bus_width_bits": 512, "sm_clock_mhz": 1500}
+    return time_call("evaluate_point (GDDR7 H100 at 1500 MHz)", lambda: evaluate_point(params, ctx), repeats)
