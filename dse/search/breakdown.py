@@ -20,7 +20,7 @@ def context_for_run(run_dir: str | Path) -> EvalContext | None:
         return None
     from dse.search.study import load_study
 
-    cfg = load_study(path).cfg
+    cfg = load_study(path).config
     return EvalContext(gpu=cfg.gpu, model=cfg.model, **cfg.workload.model_dump())
 
 
