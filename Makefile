@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/dse demo
+	$(BIN)/dse run studies/llm_serving.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
