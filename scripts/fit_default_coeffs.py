@@ -26,21 +26,30 @@ GPU_OF = {"hopper": "h100-sxm", "ampere": "a100-sxm-80gb"}
 # Launch floor given to transferred streaming kernels on Hopper: the smallest H100 GEMMs of the
 # aiconfigurator data (CUDA graphs) take 2.2-2.6 us, so an empty kernel costs about 2 us.
 LAUNCH_FLOOR_S = 2e-6
-METHOD = ("per-group cvxpy QP: Huber (M = 0.05) on relative error, lambda_pro >= 0, lambda_main >= 1, "
-          "lambda_epi >= 1, eps >= 0, grid over one math or load derate in [1, 2]; GEMM tile selection "
-          f"re-done with the fitted coefficients (3 rounds); kernels >= 10 us; hold-out {HOLDOUT_FRAC:.0%} "
-          f"seed {HOLDOUT_SEED} excluded from the fit")
+METHOD = (
+    "per-group cvxpy QP: Huber (M = 0.05) on relative error, lambda_pro >= 0, lambda_main >= 1, "
+    "lambda_epi >= 1, eps >= 0, grid over one math or load derate in [1, 2]; GEMM tile selection "
+    f"re-done with the fitted coefficients (3 rounds); kernels >= 10 us; hold-out {HOLDOUT_FRAC:.0%} "
+    f"seed {HOLDOUT_SEED} excluded from the fit"
+)
 
 
-def _transfer(src: dict[str, tuple[PhaseCoeffs, GroupInfo]], prefixes: tuple[str, ...], note: str,
-              eps_s: float | None) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+def _transfer(
+    src: dict[str, tuple[PhaseCoeffs, GroupInfo]], prefixes: tuple[str, ...], note: str, eps_s: float | None
+) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
     out = {}
     for name, (c, info) in src.items():
         if not name.startswith(prefixes):
             continue
         if eps_s is not None:
-            c = PhaseCoeffs(lambda_pro=c.lambda_pro, lambda_main=c.lambda_main, lambda_epi=c.lambda_epi,
-                            eps_s=eps_s, math_derate=c.math_derate, load_derate=c.load_derate)
+            c = PhaseCoeffs(
+                lambda_pro=c.lambda_pro,
+                lambda_main=c.lambda_main,
+                lambda_epi=c.lambda_epi,
+                eps_s=eps_s,
+                math_derate=c.math_derate,
+                load_derate=c.load_derate,
+            )
         out[name] = (c, GroupInfo(num_samples=info.num_samples, mape_train=info.mape_train, provenance=note))
     return out
 
@@ -55,21 +64,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fitting {arch} ...", flush=True)
         fits[arch] = fit_architecture(arch, progress=lambda msg: print("  " + msg, flush=True))
     transfers = {
-        "hopper": _transfer(fits["ampere"][0], ("softmax", "norm", "elementwise"),
-                            "transferred: lambdas of the ampere fit (LLMCompass A100), eps = 2 us launch floor",
-                            LAUNCH_FLOOR_S),
-        "ampere": _transfer(fits["hopper"][0], ("attention",),
-                            "transferred: hopper fit (H100 vLLM FlashAttention-3); no A100 attention data", None),
+        "hopper": _transfer(
+            fits["ampere"][0],
+            ("softmax", "norm", "elementwise"),
+            "transferred: lambdas of the ampere fit (LLMCompass A100), eps = 2 us launch floor",
+            LAUNCH_FLOOR_S,
+        ),
+        "ampere": _transfer(
+            fits["hopper"][0],
+            ("attention",),
+            "transferred: hopper fit (H100 vLLM FlashAttention-3); no A100 attention data",
+            None,
+        ),
     }
     today = dt.date.today().isoformat()
     for arch in ("hopper", "ampere") if args.arch == "all" else (args.arch,):
         groups, sources, errors = fits[arch]
         merged = {**transfers[arch], **groups}
         cs = CoeffSet(
-            name=f"{arch}-default", architecture=arch, gpu=GPU_OF[arch], created=today,
-            dse_version=dse.__version__, sources=tuple(sources), method=METHOD,
+            name=f"{arch}-default",
+            architecture=arch,
+            gpu=GPU_OF[arch],
+            created=today,
+            dse_version=dse.__version__,
+            sources=tuple(sources),
+            method=METHOD,
             notes="kernel latency corrections (EnergAIzer eq. 3) for the dse analytical kernel model",
-            fit_error=errors, table=CoeffTable(groups={k: v[0] for k, v in merged.items()}),
+            fit_error=errors,
+            table=CoeffTable(groups={k: v[0] for k, v in merged.items()}),
             group_info={k: v[1] for k, v in merged.items()},
         )
         path = args.out_dir / f"coeffs_{arch}.json"

@@ -62,8 +62,12 @@ class CoeffSet:
 
 def neutral_coeffs(architecture: str = "") -> CoeffSet:
     """The uncorrected analytical model (lambda = 1, eps = 0 for every group)."""
-    return CoeffSet(name="neutral", architecture=architecture, table=CoeffTable(),
-                    notes="no fitted coefficients: uncorrected analytical model")
+    return CoeffSet(
+        name="neutral",
+        architecture=architecture,
+        table=CoeffTable(),
+        notes="no fitted coefficients: uncorrected analytical model",
+    )
 
 
 def coeffs_to_dict(cs: CoeffSet) -> dict[str, Any]:
@@ -71,11 +75,22 @@ def coeffs_to_dict(cs: CoeffSet) -> dict[str, Any]:
     for name, c in sorted(cs.table.groups.items()):
         info = cs.group_info.get(name, GroupInfo())
         groups[name] = {f: getattr(c, f) for f in _COEFF_FIELDS} | {
-            "num_samples": info.num_samples, "mape_train": info.mape_train, "provenance": info.provenance}
+            "num_samples": info.num_samples,
+            "mape_train": info.mape_train,
+            "provenance": info.provenance,
+        }
     return {
-        "schema": SCHEMA, "name": cs.name, "architecture": cs.architecture, "gpu": cs.gpu, "created": cs.created,
-        "dse_version": cs.dse_version, "sources": list(cs.sources), "method": cs.method, "notes": cs.notes,
-        "fit_error": dict(cs.fit_error), "groups": groups,
+        "schema": SCHEMA,
+        "name": cs.name,
+        "architecture": cs.architecture,
+        "gpu": cs.gpu,
+        "created": cs.created,
+        "dse_version": cs.dse_version,
+        "sources": list(cs.sources),
+        "method": cs.method,
+        "notes": cs.notes,
+        "fit_error": dict(cs.fit_error),
+        "groups": groups,
     }
 
 
@@ -83,7 +98,9 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
     """Parse the JSON layout of the module docstring; unknown group fields are errors."""
     where = f"{source}: " if source else ""
     if data.get("schema") != SCHEMA:
-        raise ConfigError(f"{where}not a dse coefficient file (schema {data.get('schema')!r}, expected {SCHEMA})")
+        raise ConfigError(
+            f"{where}not a dse coefficient file (schema {data.get('schema')!r}, expected {SCHEMA})"
+        )
     groups, infos = {}, {}
     for name, g in data.get("groups", {}).items():
         unknown = set(g) - set(_COEFF_FIELDS) - {"num_samples", "mape_train", "provenance"}
@@ -93,14 +110,23 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
             groups[name] = PhaseCoeffs(**{f: float(g[f]) for f in _COEFF_FIELDS if f in g})
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}group {name!r}: {exc}") from exc
-        infos[name] = GroupInfo(num_samples=int(g.get("num_samples", 0)), mape_train=g.get("mape_train"),
-                                provenance=str(g.get("provenance", "fit")))
+        infos[name] = GroupInfo(
+            num_samples=int(g.get("num_samples", 0)),
+            mape_train=g.get("mape_train"),
+            provenance=str(g.get("provenance", "fit")),
+        )
     return CoeffSet(
-        name=str(data.get("name", "")), architecture=str(data.get("architecture", "")),
-        table=CoeffTable(groups=groups), gpu=str(data.get("gpu", "")), created=str(data.get("created", "")),
-        dse_version=str(data.get("dse_version", "")), sources=tuple(data.get("sources", ())),
-        method=str(data.get("method", "")), notes=str(data.get("notes", "")),
-        fit_error={k: float(v) for k, v in data.get("fit_error", {}).items()}, group_info=infos,
+        name=str(data.get("name", "")),
+        architecture=str(data.get("architecture", "")),
+        table=CoeffTable(groups=groups),
+        gpu=str(data.get("gpu", "")),
+        created=str(data.get("created", "")),
+        dse_version=str(data.get("dse_version", "")),
+        sources=tuple(data.get("sources", ())),
+        method=str(data.get("method", "")),
+        notes=str(data.get("notes", "")),
+        fit_error={k: float(v) for k, v in data.get("fit_error", {}).items()},
+        group_info=infos,
     )
 
 

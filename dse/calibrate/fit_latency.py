@@ -98,9 +98,14 @@ def fit_phase_coeffs(
     c = np.maximum(np.asarray(coef.value, dtype=float), [lower[0], lower[1], lower[2], 0.0])
     pred = x @ c
     return GroupFit(
-        coeffs=PhaseCoeffs(lambda_pro=float(c[0]), lambda_main=float(c[1]), lambda_epi=float(c[2]),
-                           eps_s=float(c[3] * _EPS_SCALE_S), math_derate=float(math_derate),
-                           load_derate=float(load_derate)),
+        coeffs=PhaseCoeffs(
+            lambda_pro=float(c[0]),
+            lambda_main=float(c[1]),
+            lambda_epi=float(c[2]),
+            eps_s=float(c[3] * _EPS_SCALE_S),
+            math_derate=float(math_derate),
+            load_derate=float(load_derate),
+        ),
         num_samples=int(y.size),
         mape=float(np.mean(np.abs(pred - 1.0))),
         status=str(problem.status),
@@ -127,8 +132,14 @@ def fit_group(
     failures = []
     for math_derate, load_derate in pairs:
         try:
-            fit = fit_phase_coeffs(features_at(math_derate, load_derate), latency_s, lower=lower,
-                                   math_derate=math_derate, load_derate=load_derate, huber_m=huber_m)
+            fit = fit_phase_coeffs(
+                features_at(math_derate, load_derate),
+                latency_s,
+                lower=lower,
+                math_derate=math_derate,
+                load_derate=load_derate,
+                huber_m=huber_m,
+            )
         except CalibrationError as exc:
             failures.append(str(exc))
             continue

@@ -33,8 +33,12 @@ MIN_LATENCY_S = 10e-6  # acceptance filter: kernels of at least 10 us
 MIN_GROUP_SAMPLES = 8
 
 # Dataset GPU keys -> catalog names.
-CATALOG_GPU: dict[str, str] = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-sxm-80gb",
-                               "a100_80gb": "a100-sxm-80gb"}
+CATALOG_GPU: dict[str, str] = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200-sxm",
+    "a100_sxm": "a100-sxm-80gb",
+    "a100_80gb": "a100-sxm-80gb",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,35 +120,68 @@ def evaluate(samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object 
     if fam == "gemm":
         dtype = {"fp8_block": "fp8"}.get(samples.spec.label, samples.spec.label)
         out_dtype = "bf16"
-        return gemm.gemm_arrays(m=df["m"].to_numpy(float), n=df["n"].to_numpy(float), k=df["k"].to_numpy(float),
-                                batch=np.ones(n), dtype=[dtype] * n, out_dtype=[out_dtype] * n,
-                                b_shared=np.zeros(n, dtype=bool), gpu=gpu, sm_clock_hz=clock, coeffs=coeffs)
+        return gemm.gemm_arrays(
+            m=df["m"].to_numpy(float),
+            n=df["n"].to_numpy(float),
+            k=df["k"].to_numpy(float),
+            batch=np.ones(n),
+            dtype=[dtype] * n,
+            out_dtype=[out_dtype] * n,
+            b_shared=np.zeros(n, dtype=bool),
+            gpu=gpu,
+            sm_clock_hz=clock,
+            coeffs=coeffs,
+        )
     if fam in ("attention_flash", "attention_decode"):
         act_b = np.full(n, 2.0)
         kv_b = np.where(df["kv_dtype"].to_numpy() == "fp8", 1.0, 2.0)
-        common = dict(batch=df["batch"].to_numpy(float), seq_len_q=df["seq_len_q"].to_numpy(float),
-                      seq_len_kv=df["seq_len_kv"].to_numpy(float), num_heads=df["num_heads"].to_numpy(float),
-                      num_kv_heads=df["num_kv_heads"].to_numpy(float), head_dim=df["head_dim"].to_numpy(float),
-                      act_bytes=act_b, kv_bytes=kv_b, gpu=gpu, sm_clock_hz=clock, coeffs=coeffs)
+        common = dict(
+            batch=df["batch"].to_numpy(float),
+            seq_len_q=df["seq_len_q"].to_numpy(float),
+            seq_len_kv=df["seq_len_kv"].to_numpy(float),
+            num_heads=df["num_heads"].to_numpy(float),
+            num_kv_heads=df["num_kv_heads"].to_numpy(float),
+            head_dim=df["head_dim"].to_numpy(float),
+            act_bytes=act_b,
+            kv_bytes=kv_b,
+            gpu=gpu,
+            sm_clock_hz=clock,
+            coeffs=coeffs,
+        )
         if fam == "attention_flash":
             return attention.flash_arrays(causal=np.ones(n, dtype=bool), **common)
         return attention.decode_arrays(**common)
     if fam in ("softmax", "layernorm"):
-        return reduction.reduction_arrays(kind=np.full(n, reduction.KINDS.index(fam)), rows=df["rows"].to_numpy(float),
-                                          cols=df["cols"].to_numpy(float), dtype_bytes=np.full(n, 2.0), gpu=gpu,
-                                          sm_clock_hz=clock, coeffs=coeffs)
+        return reduction.reduction_arrays(
+            kind=np.full(n, reduction.KINDS.index(fam)),
+            rows=df["rows"].to_numpy(float),
+            cols=df["cols"].to_numpy(float),
+            dtype_bytes=np.full(n, 2.0),
+            gpu=gpu,
+            sm_clock_hz=clock,
+            coeffs=coeffs,
+        )
     if fam == "elementwise":
-        return elementwise.elementwise_arrays(kind=np.full(n, elementwise.KINDS.index(samples.spec.label)),
-                                              num_elements=df["num_elements"].to_numpy(float),
-                                              in_bytes=np.full(n, 2.0), out_bytes=np.full(n, 2.0), gpu=gpu,
-                                              sm_clock_hz=clock, coeffs=coeffs)
+        return elementwise.elementwise_arrays(
+            kind=np.full(n, elementwise.KINDS.index(samples.spec.label)),
+            num_elements=df["num_elements"].to_numpy(float),
+            in_bytes=np.full(n, 2.0),
+            out_bytes=np.full(n, 2.0),
+            gpu=gpu,
+            sm_clock_hz=clock,
+            coeffs=coeffs,
+        )
     raise ValueError(f"unknown kernel family {fam!r}")
 
 
 def group_names(family: str) -> tuple[str, ...]:
     return {
-        "gemm": gemm.GROUPS, "attention_flash": attention.FLASH_GROUPS, "attention_decode": attention.DECODE_GROUPS,
-        "softmax": reduction.GROUPS, "layernorm": reduction.GROUPS, "elementwise": elementwise.GROUPS,
+        "gemm": gemm.GROUPS,
+        "attention_flash": attention.FLASH_GROUPS,
+        "attention_decode": attention.DECODE_GROUPS,
+        "softmax": reduction.GROUPS,
+        "layernorm": reduction.GROUPS,
+        "elementwise": elementwise.GROUPS,
     }[family]
 
 
@@ -153,8 +190,9 @@ def _fallback_keys(group: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _fit_once(samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: float | None
-              ) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+def _fit_once(
+    samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: float | None
+) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
     tl = out["timeline"]
     y = samples.latency_s
     names = group_names(samples.spec.family)
@@ -170,13 +208,21 @@ def _fit_once(samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: floa
         if idx.size < MIN_GROUP_SAMPLES:
             continue
         fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], y[idx], huber_m=huber_m)
-        fits[name] = (fit.coeffs, GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape, provenance="fit"))
+        fits[name] = (
+            fit.coeffs,
+            GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape, provenance="fit"),
+        )
     return fits
 
 
-def fit_groups(samples: KernelSamples, gpu: GpuSpec | None = None, *, min_latency_s: float = MIN_LATENCY_S,
-               gemm_rounds: int = 3, huber_m: float | None = 0.05
-               ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
+def fit_groups(
+    samples: KernelSamples,
+    gpu: GpuSpec | None = None,
+    *,
+    min_latency_s: float = MIN_LATENCY_S,
+    gemm_rounds: int = 3,
+    huber_m: float | None = 0.05,
+) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
     """Fit the coefficient groups exercised by `samples` (the training rows).
 
     Returns the groups (with their fallback entries) and the training MAPE over rows >= min_latency_s.
@@ -224,8 +270,9 @@ def train_test(samples: KernelSamples) -> tuple[KernelSamples, KernelSamples]:
     return samples.subset(train), samples.subset(test)
 
 
-def fit_architecture(arch: str, *, progress: object | None = None
-                     ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], list[dict], dict[str, float]]:
+def fit_architecture(
+    arch: str, *, progress: object | None = None
+) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], list[dict], dict[str, float]]:
     """Fit every dataset of `arch` on its training split.
 
     Returns the merged groups (a family-level key fitted by two datasets, e.g. `gemm` by bf16 and fp8,
@@ -242,9 +289,15 @@ def fit_architecture(arch: str, *, progress: object | None = None
         fits, mape = fit_groups(train)
         for name, value in fits.items():
             groups.setdefault(name, value)
-        sources.append({"file": f"{source}/{samples.path}", "sha256": file_sha256(samples.path, source),
-                        "rows": int(len(samples.frame)), "train_rows": int(len(train.frame)),
-                        "dataset": f"{family}:{gpu_key}:{label}"})
+        sources.append(
+            {
+                "file": f"{source}/{samples.path}",
+                "sha256": file_sha256(samples.path, source),
+                "rows": int(len(samples.frame)),
+                "train_rows": int(len(train.frame)),
+                "dataset": f"{family}:{gpu_key}:{label}",
+            }
+        )
         errors[f"{family}:{gpu_key}:{label}"] = mape
         if callable(progress):
             progress(f"{family} {gpu_key} {label}: {len(fits)} groups, train MAPE {mape:.3f}")

@@ -38,8 +38,9 @@ def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.mean(np.abs(pred / meas - 1.0))) if meas.size else float("nan")
 
 
-def validate_dataset(spec: DatasetSpec, coeffs: CoeffSet | None = None, *,
-                     min_latency_s: float = MIN_LATENCY_S) -> dict[str, object]:
+def validate_dataset(
+    spec: DatasetSpec, coeffs: CoeffSet | None = None, *, min_latency_s: float = MIN_LATENCY_S
+) -> dict[str, object]:
     """One validation row (see the module docstring)."""
     samples = load_samples(spec)
     fitted = (spec.family, spec.source, spec.gpu_key, spec.label) in _FITTED
@@ -64,8 +65,12 @@ def validate_dataset(spec: DatasetSpec, coeffs: CoeffSet | None = None, *,
     }
 
 
-def validate_kernels(coeffs: dict[str, CoeffSet] | None = None, *, datasets: Iterable[DatasetSpec] | None = None,
-                     min_latency_s: float = MIN_LATENCY_S) -> list[dict[str, object]]:
+def validate_kernels(
+    coeffs: dict[str, CoeffSet] | None = None,
+    *,
+    datasets: Iterable[DatasetSpec] | None = None,
+    min_latency_s: float = MIN_LATENCY_S,
+) -> list[dict[str, object]]:
     """Rows {family, gpu, dtype, source, split, coeffs, n_test, mape_fitted, mape_analytical}.
 
     Args:
@@ -88,6 +93,8 @@ def format_rows(rows: list[dict[str, object]]) -> str:
     head = f"{'family':<18} {'gpu':<14} {'dtype':<11} {'n':>6} {'fitted':>8} {'analytical':>10}  split"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['family']:<18} {r['gpu']:<14} {r['dtype']:<11} {r['n_test']:>6} "
-                     f"{100 * r['mape_fitted']:>7.1f}% {100 * r['mape_analytical']:>9.1f}%  {r['split']}")
+        lines.append(
+            f"{r['family']:<18} {r['gpu']:<14} {r['dtype']:<11} {r['n_test']:>6} "
+            f"{100 * r['mape_fitted']:>7.1f}% {100 * r['mape_analytical']:>9.1f}%  {r['split']}"
+        )
     return "\n".join(lines)

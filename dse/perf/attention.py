@@ -13,9 +13,9 @@ matmuls run in fp8 (FA3 fp8 forward). Queries, outputs and K/V are read / writte
 
 Decode (`decode_arrays`, backend `decode`): flash-decoding. The query heads of a GQA group are packed in
 one 64-row block, so each KV block is read once. When batch x KV heads cannot fill the GPU the KV sequence
-is split across threadblocks (FlashAttention's `num_splits_heuristic`: the smallest split whose wave
-efficiency is within 85 % of the best, up to 128 splits) and a combine kernel reduces the fp32 partial
-outputs (in the epilogue). It is KV-cache-bandwidth-bound.
+is split across threadblocks (1 to 128 splits, the one the model predicts fastest, as FlashAttention's
+`num_splits_heuristic` aims for full waves) and a combine kernel reduces the fp32 partial outputs (in the
+epilogue). It is KV-cache-bandwidth-bound.
 
 Eager (`eager_arrays`, backend `eager`): the batched GEMM S = Q K^T (scores written to DRAM), a softmax
 over the rows of S (the mask and the 1/sqrt(d) scale fused into it, as in PyTorch's SDPA math path),
@@ -29,21 +29,40 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf import elementwise, gemm, reduction
-from dse.perf.pipeline import MODULE_INDEX, Timeline, build_estimates, correct, empty_busy, vmax, wave_schedule
-from dse.perf.rates import DRAM_LATENCY_S, DTYPE_BYTES, arch_family, effective_sm_clock_hz, rates_at, tensor_flop_per_clk
+from dse.perf.pipeline import (
+    MODULE_INDEX,
+    Timeline,
+    build_estimates,
+    correct,
+    empty_busy,
+    vmax,
+    wave_schedule,
+)
+from dse.perf.rates import (
+    DRAM_LATENCY_S,
+    DTYPE_BYTES,
+    arch_family,
+    effective_sm_clock_hz,
+    rates_at,
+    tensor_flop_per_clk,
+)
 from dse.perf.tiles import flash_tile_arrays
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import AttentionOp
 
 HEAD_DIM_CLASSES: tuple[str, ...] = ("d64", "d128", "d192", "d256", "dbig")
 DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8")
-FLASH_GROUPS: tuple[str, ...] = tuple(f"attention_flash/{d}/{h}" for d in DTYPE_CLASSES for h in HEAD_DIM_CLASSES)
+FLASH_GROUPS: tuple[str, ...] = tuple(
+    f"attention_flash/{d}/{h}" for d in DTYPE_CLASSES for h in HEAD_DIM_CLASSES
+)
 DECODE_GROUPS: tuple[str, ...] = tuple(
     f"attention_decode/{d}/{s}" for d in DTYPE_CLASSES for s in ("single", "split")
 )
+# K/V loads run two blocks ahead (K and V double-buffered, and the producer warp prefetches the next
+# tile), so a step exposes at most half a DRAM latency.
+_KV_LATENCY_S = DRAM_LATENCY_S / 2.0
 _SCORE_FLOP = 4.0  # scale, running max, subtract, sum per score (CUDA cores)
-_MAX_SPLITS = 128
-_SPLIT_CANDIDATES = np.arange(1, _MAX_SPLITS + 1, dtype=float)
+_SPLIT_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 def _head_dim_class(d: np.ndarray) -> np.ndarray:
@@ -54,23 +73,36 @@ def _occupancy(rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.nd
     by_smem = np.floor(rates.smem_bytes_per_sm / smem_b)
     by_regs = np.floor(rates.registers_per_sm / (threads * regs_per_thread))
     by_threads = rates.max_threads_per_sm // threads
-    return np.maximum(1.0, np.minimum(np.minimum(by_smem, by_regs), min(by_threads, rates.max_threadblocks_per_sm)))
+    return np.maximum(
+        1.0, np.minimum(np.minimum(by_smem, by_regs), min(by_threads, rates.max_threadblocks_per_sm))
+    )
 
 
 def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu, f, decode):
     """Shared inputs: broadcast arrays, rates, tiles, compute rate."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
-    out = {name: bc(v) for name, v in (("batch", batch), ("sq", sq), ("skv", skv), ("heads", heads),
-                                        ("kv_heads", kv_heads), ("d", d), ("kv_b", kv_b), ("act_b", act_b),
-                                        ("f", f))}
+    out = {
+        name: bc(v)
+        for name, v in (
+            ("batch", batch),
+            ("sq", sq),
+            ("skv", skv),
+            ("heads", heads),
+            ("kv_heads", kv_heads),
+            ("d", d),
+            ("kv_b", kv_b),
+            ("act_b", act_b),
+            ("f", f),
+        )
+    }
     arch = arch_family(gpu)
     rates = rates_at(gpu, out["f"])
     bq, bkv, threads = flash_tile_arrays(arch, out["d"], decode)
     # fp8 KV cache: Hopper runs the matmuls in fp8 (FA3), older GPUs convert to 16 bit first.
     f8 = out["kv_b"] <= 1.0
-    if not decode:
-        out["kv_b"] = out["act_b"]
+    if not decode:  # prefill reads the fresh K/V (never narrower than the cache)
+        out["kv_b"] = np.maximum(out["act_b"], out["kv_b"])
     # Prefill attends over the fresh bf16 K/V (the fp8 cache is written beside it): 16-bit matmuls; decode
     # reads the fp8 cache and, on Hopper, multiplies in fp8 (FA3).
     f8_mma = f8 & (arch == "hopper") & decode
@@ -80,8 +112,18 @@ def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu, f, decode):
     mma_b = np.where(f8_mma, 1.0, out["act_b"])
     smem_b = bq * out["d"] * mma_b + 2.0 * 2.0 * bkv * out["d"] * out["kv_b"] + 2048.0
     conc = _occupancy(rates, threads, smem_b, regs)
-    out.update(arch=arch, rates=rates, bq=bq, bkv=bkv, threads=threads, tc_sm=tc_clk * out["f"], conc=conc,
-               f8=f8, mma_b=mma_b)
+    out.update(
+        rows=bq,
+        arch=arch,
+        rates=rates,
+        bq=bq,
+        bkv=bkv,
+        threads=threads,
+        tc_sm=tc_clk * out["f"],
+        conc=conc,
+        f8=f8,
+        mma_b=mma_b,
+    )
     return out
 
 
@@ -89,45 +131,84 @@ def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap):
     """(load, math) time of one K/V block for `cc` threadblocks per SM and `act` device-wide."""
     r = c["rates"]
     step_b = kv_step_b + extra_b
-    load = vmax(act * (kv_step_b * ratio + extra_b) / r.dram_bw_bytes_per_s, cc * step_b / r.l2_bw_per_sm_bytes_per_s,
-                cc * step_b / r.smem_bw_per_sm_bytes_per_s, DRAM_LATENCY_S + 0.0 * cc)
-    bq, bkv, d = c["bq"], c["bkv"], c["d"]
-    t_mma = cc * 4.0 * bq * bkv * d / c["tc_sm"]
-    t_sfu = cc * bq * bkv / r.sfu_op_per_s_per_sm
-    t_cuda = cc * _SCORE_FLOP * bq * bkv / r.fp32_flop_per_s_per_sm
-    smem_rd = (bq / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
+    load = vmax(
+        act * (kv_step_b * ratio + extra_b) / r.dram_bw_bytes_per_s,
+        act * step_b / r.l2_bw_bytes_per_s,
+        cc * step_b / r.l2_bw_per_sm_bytes_per_s,
+        cc * step_b / r.smem_bw_per_sm_bytes_per_s,
+        _KV_LATENCY_S + 0.0 * cc,
+    )
+    rows, bkv, d = c["rows"], c["bkv"], c["d"]
+    t_mma = cc * 4.0 * rows * bkv * d / c["tc_sm"]
+    t_sfu = cc * rows * bkv / r.sfu_op_per_s_per_sm
+    t_cuda = cc * _SCORE_FLOP * rows * bkv / r.fp32_flop_per_s_per_sm
+    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
     t_smem = cc * smem_rd / r.smem_bw_per_sm_bytes_per_s
     math = np.where(overlap, vmax(t_mma, t_sfu, t_cuda, t_smem), np.maximum(t_mma, t_smem) + t_sfu + t_cuda)
     return load, math
 
 
+def _fill(c, cc, step_b):
+    """Exposed fill of a tile: DRAM latency plus this SM's first K/V block through its L2 port."""
+    r = c["rates"]
+    return DRAM_LATENCY_S + vmax(
+        cc * step_b / r.l2_bw_per_sm_bytes_per_s, cc * step_b / r.smem_bw_per_sm_bytes_per_s
+    )
+
+
 def _busy(c, units, kv_l2_b, dram_main_b, q_o_l2_b, epi_dram_b):
     r, sms = c["rates"], c["rates"].num_sms
-    bq, bkv, d = c["bq"], c["bkv"], c["d"]
+    rows, bkv, d = c["rows"], c["bkv"], c["d"]
     busy = empty_busy(units.shape[0])
     busy[1, MODULE_INDEX["dram"]] = dram_main_b / r.dram_bw_bytes_per_s
-    busy[1, MODULE_INDEX["l2"]] = (kv_l2_b + q_o_l2_b) / (r.l2_bw_per_sm_bytes_per_s * sms)
-    smem_rd = (bq / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
+    busy[1, MODULE_INDEX["l2"]] = (kv_l2_b + q_o_l2_b) / r.l2_bw_bytes_per_s
+    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
     busy[1, MODULE_INDEX["smem"]] = (kv_l2_b + units * smem_rd) / (r.smem_bw_per_sm_bytes_per_s * sms)
-    busy[1, MODULE_INDEX["tensor"]] = units * 4.0 * bq * bkv * d / (c["tc_sm"] * sms)
-    busy[1, MODULE_INDEX["sfu"]] = units * bq * bkv / (r.sfu_op_per_s_per_sm * sms)
-    busy[1, MODULE_INDEX["cuda"]] = units * _SCORE_FLOP * bq * bkv / (r.fp32_flop_per_s_per_sm * sms)
+    busy[1, MODULE_INDEX["tensor"]] = units * 4.0 * rows * bkv * d / (c["tc_sm"] * sms)
+    busy[1, MODULE_INDEX["sfu"]] = units * rows * bkv / (r.sfu_op_per_s_per_sm * sms)
+    busy[1, MODULE_INDEX["cuda"]] = units * _SCORE_FLOP * rows * bkv / (r.fp32_flop_per_s_per_sm * sms)
     busy[2, MODULE_INDEX["dram"]] = epi_dram_b / r.dram_bw_bytes_per_s
-    busy[2, MODULE_INDEX["l2"]] = epi_dram_b / (r.l2_bw_per_sm_bytes_per_s * sms)
+    busy[2, MODULE_INDEX["l2"]] = epi_dram_b / r.l2_bw_bytes_per_s
     return busy
 
 
-def flash_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, causal, act_bytes,
-                 kv_bytes, gpu: GpuSpec, sm_clock_hz, coeffs: CoeffTable | object | None = None) -> dict:
+def flash_arrays(
+    *,
+    batch,
+    seq_len_q,
+    seq_len_kv,
+    num_heads,
+    num_kv_heads,
+    head_dim,
+    causal,
+    act_bytes,
+    kv_bytes,
+    gpu: GpuSpec,
+    sm_clock_hz,
+    coeffs: CoeffTable | object | None = None,
+) -> dict:
     """Vectorized FlashAttention forward over N shapes (see the module docstring)."""
-    c = _common(batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, kv_bytes, act_bytes, gpu,
-                sm_clock_hz, decode=False)
+    c = _common(
+        batch,
+        seq_len_q,
+        seq_len_kv,
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        kv_bytes,
+        act_bytes,
+        gpu,
+        sm_clock_hz,
+        decode=False,
+    )
     r, sms = c["rates"], c["rates"].num_sms
     b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
     causal = np.broadcast_to(np.asarray(causal, dtype=bool), b.shape)
     bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
     nq = np.ceil(sq / bq)
     g = b * h * nq
+    # Warpgroup MMAs are 64 rows tall: a tile with few queries computes only the 64-row slices it needs.
+    c["rows"] = np.minimum(bq, 64.0 * np.ceil(sq / nq / 64.0))
     slots = sms * conc
     n_full = np.ceil(skv / bkv)
     # Causal: query block i sees keys [0, off + min((i + 1) bq, sq)), off = skv - sq.
@@ -138,7 +219,7 @@ def flash_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_
     n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
     units = g * n_mean  # K/V block iterations of all threadblocks
 
-    kv_step_b = 2.0 * bkv * d * c["kv_b"]
+    kv_step_b = 2.0 * (skv / n_full) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
     kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
     kv_l2 = units * kv_step_b
     ratio = np.minimum(1.0, kv_dram / kv_l2)
@@ -148,71 +229,60 @@ def flash_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_
 
     sched = wave_schedule(g, conc, sms)
     balanced = causal & (nq > 1)
-    cc_b = np.minimum(conc, np.ceil(g / sms))
-    act_b_ = np.minimum(g, slots)
-    ld_b, mm_b = _iteration(c, cc_b, act_b_, kv_step_b, extra_b, ratio, overlap)
-    ld_f, mm_f = _iteration(c, conc, sched["active_full"], kv_step_b, extra_b, ratio, overlap)
-    ld_l, mm_l = _iteration(c, sched["conc_last"], sched["active_last"], kv_step_b, extra_b, ratio, overlap)
-    iters_busy = np.maximum(n_full, g * n_mean / (sms * cc_b))
-    w1 = np.where(balanced, iters_busy, (sched["rounds"] - 1.0) * n_mean)
-    w2 = np.where(balanced, 0.0, n_mean)
-    ld1, mm1 = np.where(balanced, ld_b, ld_f), np.where(balanced, mm_b, mm_f)
-    o_store = vmax(act_b_ * 0.5 * q_o_b / r.dram_bw_bytes_per_s, cc_b * 0.5 * q_o_b / r.l2_bw_per_sm_bytes_per_s)
+    # Causal tiles of unequal length run longest-first: the busiest SM does max(longest tile, its share).
+    cc_b = np.minimum(conc, g / sms)
+    iters_busy = np.maximum(n_full, units / (sms * cc_b))
+    w = np.where(balanced, iters_busy, sched["rounds"] * n_mean)
+    cc = np.where(balanced, cc_b, sched["conc_avg"])
+    act = units / w  # threadblocks active per K/V step, on average
+    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap)
     # Every output tile pays a fill it cannot hide (load Q and the first K/V block, then rescale and
     # store O): the prologue counts the tiles the busiest SM runs one after the other.
-    tiles_seq = np.where(balanced, np.ceil(g / (sms * cc_b)), sched["rounds"])
-    t_pro = tiles_seq * (DRAM_LATENCY_S + np.where(balanced | (sched["rounds"] > 1), ld1, ld_l))
-    t_epi = o_store
+    tiles_seq = np.where(balanced, np.ceil(g / slots), sched["rounds"])
+    t_pro = tiles_seq * _fill(c, cc, kv_step_b + extra_b)
+    o_b = 0.5 * q_o_b
+    # The last output store, exposed through this SM's port (its DRAM bytes are in the mainloop).
+    t_epi = vmax(cc * o_b / r.l2_bw_per_sm_bytes_per_s, cc * o_b / r.smem_bw_per_sm_bytes_per_s)
     q_o_total = g * q_o_b
     busy = _busy(c, units, kv_l2, kv_dram + q_o_total * 0.5, q_o_total * 0.5, q_o_total * 0.5)
-    tl = Timeline(t_pro=t_pro, t_epi=t_epi, main_w=np.stack([w1, w2]), main_load=np.stack([ld1, ld_l]),
-                  main_math=np.stack([mm1, mm_l]), busy=busy, sm_active_frac=np.minimum(1.0, g / sms))
+    tl = Timeline(
+        t_pro=t_pro,
+        t_epi=t_epi,
+        main_w=w[None, :],
+        main_load=ld[None, :],
+        main_math=mm[None, :],
+        busy=busy,
+        sm_active_frac=np.minimum(1.0, g / sms),
+    )
     group = np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(FLASH_GROUPS)[group])
     return {
-        "latency_s": latency_s, "analytical_s": tl.analytical_s(), "util": util, "timeline": tl,
+        "latency_s": latency_s,
+        "analytical_s": tl.analytical_s(),
+        "util": util,
+        "timeline": tl,
         "flop": 4.0 * b * h * d * pairs,
         "dram_bytes": kv_dram + q_o_total,
         "l2_bytes": kv_l2 + q_o_total,
         "smem_bytes": busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
-        "group": group, "grid": g, "block_q": bq, "block_kv": bkv,
+        "group": group,
+        "grid": g,
+        "block_q": bq,
+        "block_kv": bkv,
     }
 
 
-def _num_splits(base_ctas: np.ndarray, n_blocks: np.ndarray, slots: np.ndarray, num_sms: int) -> np.ndarray:
-    """FlashAttention's split heuristic, vectorized over the candidate split counts 1..128."""
-    s = _SPLIT_CANDIDATES[None, :]
-    waves = base_ctas[:, None] * s / slots[:, None]
-    eff = waves / np.ceil(waves)
-    # A split count is eligible only if it changes the blocks per split (ceil(n / s) != ceil(n / (s - 1))).
-    blocks = np.ceil(n_blocks[:, None] / s)
-    prev = np.ceil(n_blocks[:, None] / np.maximum(s - 1.0, 1.0))
-    eligible = (s == 1) | (blocks != prev)
-    eligible &= s <= np.maximum(n_blocks[:, None], 1.0)
-    eff = np.where(eligible, eff, 0.0)
-    best = np.max(eff, axis=1, keepdims=True)
-    choice = np.argmax(eligible & (eff >= 0.85 * best), axis=1)
-    splits = _SPLIT_CANDIDATES[choice]
-    return np.where(base_ctas >= 0.8 * num_sms, 1.0, splits)
-
-
-def decode_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, act_bytes, kv_bytes,
-                  gpu: GpuSpec, sm_clock_hz, coeffs: CoeffTable | object | None = None) -> dict:
-    """Vectorized flash-decoding over N shapes (see the module docstring)."""
-    c = _common(batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, kv_bytes, act_bytes, gpu,
-                sm_clock_hz, decode=True)
+def _decode_timeline(c: dict, splits: np.ndarray) -> dict:
     r, sms = c["rates"], c["rates"].num_sms
     b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
     bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
     rows = (h / hkv) * sq
     m_blocks = np.ceil(rows / bq)
-    base = b * hkv * m_blocks
     n_blocks = np.ceil(skv / bkv)
-    splits = _num_splits(base, n_blocks, sms * conc, sms)
     iters = np.ceil(n_blocks / splits)
-    g = base * splits
+    g = b * hkv * m_blocks * splits
     units = g * iters
-    kv_step_b = 2.0 * bkv * d * c["kv_b"]
+    kv_step_b = 2.0 * (skv / n_blocks) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
     kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
     kv_l2 = np.maximum(units * kv_step_b * np.minimum(1.0, skv / (n_blocks * bkv)), kv_dram)
     ratio = np.minimum(1.0, kv_dram / (units * kv_step_b))
@@ -220,55 +290,163 @@ def decode_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head
     part_b = np.where(splits > 1, q_b / c["act_b"] * 4.0 + 8.0 * rows / m_blocks, q_b)  # fp32 O + LSE, or O
     extra_b = q_b / iters
     sched = wave_schedule(g, conc, sms)
-    ld_f, mm_f = _iteration(c, conc, sched["active_full"], kv_step_b, extra_b, ratio, c["arch"] == "hopper")
-    ld_l, mm_l = _iteration(c, sched["conc_last"], sched["active_last"], kv_step_b, extra_b, ratio,
-                            c["arch"] == "hopper")
-    t_pro = sched["rounds"] * (DRAM_LATENCY_S + ld_f)
-    store = vmax(sched["active_last"] * part_b / r.dram_bw_bytes_per_s, part_b / r.l2_bw_per_sm_bytes_per_s)
+    rounds, cc, act = sched["rounds"], sched["conc_avg"], sched["active_avg"]
+    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, c["arch"] == "hopper")
+    t_pro = rounds * _fill(c, cc, kv_step_b + extra_b)
+    store = vmax(
+        act * part_b / r.dram_bw_bytes_per_s,
+        act * part_b / r.l2_bw_bytes_per_s,
+        cc * part_b / r.l2_bw_per_sm_bytes_per_s,
+    )
     comb_b = np.where(splits > 1, g * part_b + b * h * sq * d * c["act_b"], 0.0)
     t_comb = np.where(splits > 1, DRAM_LATENCY_S + comb_b / r.dram_bw_bytes_per_s, 0.0)
-    t_epi = sched["rounds"] * store + t_comb
+    t_epi = rounds * store + t_comb
     q_total = g * q_b
     busy = _busy(c, units, kv_l2, kv_dram + q_total, q_total, g * part_b + comb_b)
-    tl = Timeline(t_pro=t_pro, t_epi=t_epi, main_w=np.stack([(sched["rounds"] - 1.0) * iters, iters]),
-                  main_load=np.stack([ld_f, ld_l]), main_math=np.stack([mm_f, mm_l]), busy=busy,
-                  sm_active_frac=np.minimum(1.0, g / sms))
-    group = np.where(c["f8"], 1, 0) * 2 + (splits > 1)
-    latency_s, util = correct(tl, coeff_table(coeffs).matrix(DECODE_GROUPS)[group])
-    pairs = sq * (skv - sq) + sq * (sq + 1.0) / 2.0
+    tl = Timeline(
+        t_pro=t_pro,
+        t_epi=t_epi,
+        main_w=(rounds * iters)[None, :],
+        main_load=ld[None, :],
+        main_math=mm[None, :],
+        busy=busy,
+        sm_active_frac=np.minimum(1.0, g / sms),
+    )
     return {
-        "latency_s": latency_s, "analytical_s": tl.analytical_s(), "util": util, "timeline": tl,
-        "flop": 4.0 * b * h * d * pairs,
+        "timeline": tl,
+        "grid": g,
         "dram_bytes": kv_dram + q_total + g * part_b + comb_b,
         "l2_bytes": kv_l2 + q_total + g * part_b + comb_b,
-        "smem_bytes": busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
-        "group": group, "grid": g, "splits": splits, "block_kv": bkv,
+        "valid": splits <= np.maximum(n_blocks, 1.0),
     }
 
 
-def eager_arrays(*, batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, dtype: list[str],
-                 gpu: GpuSpec, sm_clock_hz, coeffs: CoeffTable | object | None = None) -> dict:
+def decode_arrays(
+    *,
+    batch,
+    seq_len_q,
+    seq_len_kv,
+    num_heads,
+    num_kv_heads,
+    head_dim,
+    act_bytes,
+    kv_bytes,
+    gpu: GpuSpec,
+    sm_clock_hz,
+    coeffs: CoeffTable | object | None = None,
+) -> dict:
+    """Vectorized flash-decoding over N shapes (see the module docstring).
+
+    The split count is the candidate (1, 2, 4, ..., 128 splits, at most one per K/V block) with the
+    lowest predicted latency, which tracks FlashAttention's wave-efficiency heuristic and keeps the
+    model monotone in the SM count.
+    """
+    c = _common(
+        batch,
+        seq_len_q,
+        seq_len_kv,
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        kv_bytes,
+        act_bytes,
+        gpu,
+        sm_clock_hz,
+        decode=True,
+    )
+    r, sms = c["rates"], c["rates"].num_sms
+    table = coeff_table(coeffs).matrix(DECODE_GROUPS)
+    f8 = np.where(c["f8"], 1, 0) * 2
+    best_lat = np.full(c["batch"].shape, np.inf)
+    splits = np.ones_like(c["batch"])
+    for s in _SPLIT_CANDIDATES:
+        cand = np.full_like(c["batch"], s)
+        ev = _decode_timeline(c, cand)
+        lat, _ = correct(ev["timeline"], table[f8 + int(s > 1)])
+        better = ev["valid"] & (lat < best_lat * (1.0 - 1e-9))
+        best_lat = np.where(better, lat, best_lat)
+        splits = np.where(better, s, splits)
+    ev = _decode_timeline(c, splits)
+    tl = ev["timeline"]
+    group = f8 + (splits > 1)
+    latency_s, util = correct(tl, table[group])
+    b, sq, skv, h, d = c["batch"], c["sq"], c["skv"], c["heads"], c["d"]
+    pairs = sq * (skv - sq) + sq * (sq + 1.0) / 2.0
+    return {
+        "latency_s": latency_s,
+        "analytical_s": tl.analytical_s(),
+        "util": util,
+        "timeline": tl,
+        "flop": 4.0 * b * h * d * pairs,
+        "dram_bytes": ev["dram_bytes"],
+        "l2_bytes": ev["l2_bytes"],
+        "smem_bytes": tl.busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
+        "group": group,
+        "grid": ev["grid"],
+        "splits": splits,
+        "block_kv": c["bkv"],
+    }
+
+
+def eager_arrays(
+    *,
+    batch,
+    seq_len_q,
+    seq_len_kv,
+    num_heads,
+    num_kv_heads,
+    head_dim,
+    dtype: list[str],
+    gpu: GpuSpec,
+    sm_clock_hz,
+    coeffs: CoeffTable | object | None = None,
+) -> dict:
     """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
-    b, sq, skv, h, hkv, d, f = (bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim,
-                                                sm_clock_hz))
+    b, sq, skv, h, hkv, d, f = (
+        bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
+    )
     act_b = np.array([DTYPE_BYTES[t] for t in dtype])
     common = {"gpu": gpu, "sm_clock_hz": f, "coeffs": coeffs}
-    qk = gemm.gemm_arrays(m=sq, n=skv, k=d, batch=b * h, dtype=dtype, out_dtype=dtype,
-                          b_shared=np.zeros(num, dtype=bool), **common)
-    sm = reduction.reduction_arrays(kind=np.zeros(num, dtype=int), rows=b * h * sq, cols=skv, dtype_bytes=act_b,
-                                    **common)
-    pv = gemm.gemm_arrays(m=sq, n=d, k=skv, batch=b * h, dtype=dtype, out_dtype=dtype,
-                          b_shared=np.zeros(num, dtype=bool), **common)
-    rep = elementwise.elementwise_arrays(kind=np.full(num, elementwise.KINDS.index("copy")),
-                                         num_elements=b * h * skv * d, in_bytes=act_b, out_bytes=act_b, **common)
+    qk = gemm.gemm_arrays(
+        m=sq,
+        n=skv,
+        k=d,
+        batch=b * h,
+        dtype=dtype,
+        out_dtype=dtype,
+        b_shared=np.zeros(num, dtype=bool),
+        **common,
+    )
+    sm = reduction.reduction_arrays(
+        kind=np.zeros(num, dtype=int), rows=b * h * sq, cols=skv, dtype_bytes=act_b, **common
+    )
+    pv = gemm.gemm_arrays(
+        m=sq,
+        n=d,
+        k=skv,
+        batch=b * h,
+        dtype=dtype,
+        out_dtype=dtype,
+        b_shared=np.zeros(num, dtype=bool),
+        **common,
+    )
+    rep = elementwise.elementwise_arrays(
+        kind=np.full(num, elementwise.KINDS.index("copy")),
+        num_elements=b * h * skv * d,
+        in_bytes=act_b,
+        out_bytes=act_b,
+        **common,
+    )
     gqa = (hkv < h).astype(float) * 2.0  # repeat K and V
     parts = [(qk, 1.0), (sm, 1.0), (pv, 1.0), (rep, gqa)]
     out = {}
     for key in ("latency_s", "analytical_s", "flop", "dram_bytes", "l2_bytes", "smem_bytes"):
         out[key] = sum(p[key] * w for p, w in parts)
-    out["util"] = sum(p["util"] * (p["latency_s"] * w) for p, w in parts) / np.maximum(out["latency_s"], 1e-30)
+    out["util"] = sum(p["util"] * (p["latency_s"] * w) for p, w in parts) / np.maximum(
+        out["latency_s"], 1e-30
+    )
     out["parts"] = {"qk": qk, "softmax": sm, "pv": pv, "repeat_kv": rep}
     out["gqa_copies"] = gqa
     return out
@@ -287,8 +465,9 @@ def _flash_or_decode_inputs(ops: list[AttentionOp]) -> dict:
     }
 
 
-def estimate_many(ops: list[AttentionOp], gpu: GpuSpec, point: OperatingPoint,
-                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+def estimate_many(
+    ops: list[AttentionOp], gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> list[KernelEstimate]:
     """Estimates for many attention ops at one operating point, vectorized per backend."""
     if not ops:
         return []
@@ -308,13 +487,18 @@ def estimate_many(ops: list[AttentionOp], gpu: GpuSpec, point: OperatingPoint,
                 num_heads=np.array([o.num_heads for o in sub], dtype=float),
                 num_kv_heads=np.array([o.num_kv_heads for o in sub], dtype=float),
                 head_dim=np.array([o.head_dim for o in sub], dtype=float),
-                dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=clocks, coeffs=coeffs,
+                dtype=[o.dtype for o in sub],
+                gpu=gpu,
+                sm_clock_hz=clocks,
+                coeffs=coeffs,
             )
             p = out["parts"]
             tiles = [
                 "qk:{} + softmax + pv:{}{}".format(
-                    gemm.tile_name(gpu, p["qk"], i), gemm.tile_name(gpu, p["pv"], i),
-                    " + repeat_kv x2" if out["gqa_copies"][i] else "")
+                    gemm.tile_name(p["qk"], i),
+                    gemm.tile_name(p["pv"], i),
+                    " + repeat_kv x2" if out["gqa_copies"][i] else "",
+                )
                 for i in range(len(sub))
             ]
             groups = ["attention_eager"] * len(sub)
@@ -325,18 +509,24 @@ def estimate_many(ops: list[AttentionOp], gpu: GpuSpec, point: OperatingPoint,
             names = FLASH_GROUPS if backend == "flash" else DECODE_GROUPS
             groups = [names[g] for g in out["group"]]
             if backend == "flash":
-                tiles = [f"fa_{'fa3' if arch_family(gpu) == 'hopper' else 'fa2'}_{int(out['block_q'][i])}x"
-                         f"{int(out['block_kv'][i])}" for i in range(len(sub))]
+                tiles = [
+                    f"fa_{'fa3' if arch_family(gpu) == 'hopper' else 'fa2'}_{int(out['block_q'][i])}x"
+                    f"{int(out['block_kv'][i])}"
+                    for i in range(len(sub))
+                ]
             else:
-                tiles = [f"flash_decode_kv{int(out['block_kv'][i])}_splits{int(out['splits'][i])}"
-                         for i in range(len(sub))]
+                tiles = [
+                    f"flash_decode_kv{int(out['block_kv'][i])}_splits{int(out['splits'][i])}"
+                    for i in range(len(sub))
+                ]
         kinds = [f"attention_{backend}"] * len(sub)
         for i, est in zip(idx, build_estimates(sub, kinds, out, clocks, tiles, groups), strict=True):
             result[i] = est
     return [e for e in result if e is not None]
 
 
-def estimate(op: AttentionOp, gpu: GpuSpec, point: OperatingPoint,
-             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+def estimate(
+    op: AttentionOp, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> KernelEstimate:
     """One attention op at one operating point."""
     return estimate_many([op], gpu, point, coeffs)[0]

@@ -50,11 +50,22 @@ def elementwise_arrays(
     bytes_cta = elems * (n_in * in_b + out_b)
     conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
     tl = streaming_timeline(
-        rates_num_sms=rates.num_sms, dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
-        l2_sm=rates.l2_bw_per_sm_bytes_per_s, smem_sm=rates.smem_bw_per_sm_bytes_per_s,
-        fp32_sm=rates.fp32_flop_per_s_per_sm, sfu_sm=rates.sfu_op_per_s_per_sm, grid=grid, conc=conc,
-        threads=np.full(num, _THREADS), dram_b=bytes_cta, l2_b=bytes_cta, smem_b=np.zeros(num),
-        flop=elems * flop_el, sfu_op=elems * sfu_el, passes=np.ones(num),
+        rates_num_sms=rates.num_sms,
+        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
+        l2_sm=rates.l2_bw_per_sm_bytes_per_s,
+        l2_tot=rates.l2_bw_bytes_per_s,
+        smem_sm=rates.smem_bw_per_sm_bytes_per_s,
+        fp32_sm=rates.fp32_flop_per_s_per_sm,
+        sfu_sm=rates.sfu_op_per_s_per_sm,
+        grid=grid,
+        conc=conc,
+        threads=np.full(num, _THREADS),
+        dram_b=bytes_cta,
+        l2_b=bytes_cta,
+        smem_b=np.zeros(num),
+        flop=elems * flop_el,
+        sfu_op=elems * sfu_el,
+        passes=np.ones(num),
     )
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(GROUPS)[kind])
     return {
@@ -71,8 +82,9 @@ def elementwise_arrays(
     }
 
 
-def estimate_many(ops: list[ElementwiseOp], gpu: GpuSpec, point: OperatingPoint,
-                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+def estimate_many(
+    ops: list[ElementwiseOp], gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> list[KernelEstimate]:
     """Estimates for many elementwise ops at one operating point, vectorized."""
     if not ops:
         return []
@@ -91,7 +103,8 @@ def estimate_many(ops: list[ElementwiseOp], gpu: GpuSpec, point: OperatingPoint,
     return build_estimates(ops, ["elementwise"] * len(ops), out, np.full(len(ops), clock_hz), tiles, groups)
 
 
-def estimate(op: ElementwiseOp, gpu: GpuSpec, point: OperatingPoint,
-             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+def estimate(
+    op: ElementwiseOp, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> KernelEstimate:
     """One elementwise op at one operating point."""
     return estimate_many([op], gpu, point, coeffs)[0]

@@ -28,10 +28,13 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
+    add_to_prologue,
     build_estimates,
     correct,
     empty_busy,
     merge_timelines,
+    streaming_timeline,
+    sum_timelines,
     vmax,
     wave_schedule,
 )
@@ -44,42 +47,122 @@ from dse.perf.rates import (
     rates_at,
     tensor_flop_per_clk,
 )
-from dse.perf.tiles import SPLIT_PREFERENCE, SPLITS, STREAM_K, GemmTile, gemm_tiles, occupancy
+from dse.perf.tiles import LIBRARIES, STREAM_K, GemmTile, gemm_library, gemm_tiles, occupancy
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import GemmOp
 
 # Coefficient groups: gemm/<dtype class>/<tile class>.
 DTYPE_CLASS: dict[str, str] = {
-    "bf16": "f16", "fp16": "f16", "fp8": "f8", "int8": "f8", "tf32": "tf32", "fp32": "fp32", "fp4": "f4",
+    "bf16": "f16",
+    "fp16": "f16",
+    "fp8": "f8",
+    "int8": "f8",
+    "tf32": "tf32",
+    "fp32": "fp32",
+    "fp4": "f4",
 }
 DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
+_QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
 
 
 def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarray]:
     """Per-candidate constants, shape [1, C] (C = tiles x splits)."""
     rows = []
     for ti, t in enumerate(tiles):
-        conc = occupancy(rates, smem_bytes=t.smem_bytes(), threads=t.threads, regs_per_thread=t.regs_per_thread())
-        for s in SPLITS:
+        conc = occupancy(
+            rates,
+            smem_bytes=t.smem_bytes(rates.smem_bytes_per_sm),
+            threads=t.threads,
+            regs_per_thread=t.regs_per_thread(),
+        )
+        stages = t.stage_count(rates.smem_bytes_per_sm)
+        for s in t.splits:
             cls = t.tile_class if t.simt or s == 1 else ("streamk" if s == STREAM_K else "splitk")
-            rows.append((ti, t.tile_m, t.tile_n, t.k_step_bytes, t.warp_m, t.warp_n, t.stages, conc, s,
-                         t.preference * SPLIT_PREFERENCE[s], t.multicast, TILE_CLASSES.index(cls)))
+            rows.append(
+                (
+                    ti,
+                    t.tile_m,
+                    t.tile_n,
+                    t.k_step_bytes,
+                    t.warp_m,
+                    t.warp_n,
+                    stages,
+                    conc,
+                    s,
+                    t.multicast,
+                    t.multicast_a,
+                    t.m_dispatch[0],
+                    t.m_dispatch[1],
+                    TILE_CLASSES.index(cls),
+                )
+            )
     arr = np.array(rows, dtype=float).T
-    names = ("tile_idx", "tm", "tn", "kb", "wm", "wn", "stages", "conc", "split", "pref", "mcast", "cls")
+    names = (
+        "tile_idx",
+        "tm",
+        "tn",
+        "kb",
+        "wm",
+        "wn",
+        "stages",
+        "conc",
+        "split",
+        "mcast",
+        "mcast_a",
+        "m_lo",
+        "m_hi",
+        "cls",
+    )
     return {name: arr[i][None, :] for i, name in enumerate(names)}
 
 
-def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, simt: bool,
-              full: bool, persistent: bool) -> dict:
-    """Timeline of candidates `c` for rows `r` (arrays broadcast: rows [N, 1], candidates [1, C] or [N, 1])."""
+def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
+    """vLLM's dynamic per-tensor fp8 quantization of the activation A before the CUTLASS fp8 GEMM.
+
+    Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit)
+    and the scaled conversion (reads A again, writes it in fp8). Returns their summed streaming timeline
+    and DRAM bytes.
+    """
+    rows = (col["m"] * col["batch"]).ravel()
+    k = col["k"].ravel()
+    threads = np.full(n, 1024.0)
+    conc = np.full(n, float(max(1, rates.max_threads_per_sm // 1024)))
+    a_b = rows * k * _QUANT_SRC_BYTES
+    common = dict(
+        rates_num_sms=rates.num_sms,
+        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
+        l2_sm=col["l2_sm"].ravel(),
+        l2_tot=col["l2_tot"].ravel(),
+        smem_sm=col["smem_sm"].ravel(),
+        fp32_sm=col["fp32_sm"].ravel(),
+        sfu_sm=col["fp32_sm"].ravel(),
+        grid=rows,
+        conc=conc,
+        threads=threads,
+        smem_b=np.full(n, 8192.0),
+        sfu_op=np.zeros(n),
+        passes=np.ones(n),
+    )
+    amax = streaming_timeline(dram_b=k * _QUANT_SRC_BYTES, l2_b=k * _QUANT_SRC_BYTES, flop=k, **common)
+    conv = streaming_timeline(
+        dram_b=k * (_QUANT_SRC_BYTES + 1.0), l2_b=k * (_QUANT_SRC_BYTES + 1.0), flop=2.0 * k, **common
+    )
+    return sum_timelines(amax, conv), 2.0 * a_b + rows * k
+
+
+def _evaluate(
+    r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, simt: bool, full: bool, persistent: bool
+) -> dict:
+    """Timeline of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1], broadcast)."""
     m, n, k, batch, in_b, out_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"], r["out_b"]
     sms = rates.num_sms
     bw_dram = rates.dram_bw_bytes_per_s
     l2_sm = r["l2_sm"]
+    l2_tot = r["l2_tot"]
     smem_sm = r["smem_sm"]
     math_sm = r["fp32_sm"] if simt else r["tc_sm"]
     tm, tn, conc, stages = c["tm"], c["tn"], c["conc"], c["stages"]
@@ -95,22 +178,25 @@ def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, 
     plane = tiles_m * tiles_n
     g = plane * s * batch
     units = g * nk  # K iterations of all threadblocks
-    valid = np.where(stream_k, units >= 2.0 * slots, (s == 1) | (k_split >= 2 * kt))
+    valid = stream_k | (s == 1) | (k_split >= 2 * kt)
+    mp2 = np.maximum(32.0, 2.0 ** np.ceil(np.log2(m)))
+    valid &= (c["m_hi"] == 0) | ((mp2 > c["m_lo"]) & (mp2 <= c["m_hi"]))
     mt_avg = m / tiles_m
     nt_avg = n / tiles_n
     kt_avg = k_split / nk
     step_b = (mt_avg + nt_avg) * kt_avg * in_b  # what one threadblock stages per K step
     # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist).
     mcast = np.minimum(c["mcast"], tiles_m)
-    step_l2 = (mt_avg + nt_avg / mcast) * kt_avg * in_b
+    mcast_a = np.minimum(c["mcast_a"], tiles_n)
+    step_l2 = (mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b
 
     # DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest.
     l2_ab = units * step_l2
     b_batches = np.where(r["b_shared"], 1.0, batch)
     ideal = batch * m * k * in_b + b_batches * k * n * in_b
     w = np.minimum(slots, plane)
-    a_blk = np.clip(np.round(np.sqrt(w)), 1.0, tiles_m)
-    b_blk = np.clip(np.ceil(w / a_blk), 1.0, tiles_n)
+    a_blk = np.clip(np.sqrt(w), 1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
+    b_blk = np.clip(w / a_blk, 1.0, tiles_n)
     wave_b = (a_blk * mt_avg + b_blk * nt_avg) * k_split * in_b
     per_wave = (plane / w) * wave_b * s * batch
     fit = np.clip(rates.l2_bytes / ideal, 0.0, 1.0)
@@ -118,12 +204,16 @@ def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, 
     dram_ab = np.maximum(dram_ab, ideal)
     ratio = dram_ab / l2_ab
 
-    # Data-parallel (and split-K) rounds; stream-K spreads the K iterations evenly over all slots.
+    # Data-parallel (and split-K) rounds of the busiest SM; stream-K deals the K iterations evenly.
     sched = wave_schedule(g, conc, sms)
-    rounds, c_last, a_full, a_last = sched["rounds"], sched["conc_last"], sched["active_full"], sched["active_last"]
+    rounds = sched["rounds"]
     sk_iters = np.ceil(units / slots)  # K iterations of the busiest slot
     sk_tiles = np.ceil(g / slots)  # output tiles a slot finishes
-    sk_fix = np.where(np.mod(g, slots) > 0, 1.0, 0.0)  # a partial tile to fix up through the workspace
+    sk_fix = 1.0  # a partial tile fixed up through the workspace (charged even when tiles divide evenly)
+    sk_act = units / sk_iters  # threadblocks active per K iteration, on average
+    sk_cc = np.ceil(units / sms) / sk_iters  # per SM, on average
+    cc = np.where(stream_k, sk_cc, sched["conc_avg"])
+    act = np.where(stream_k, sk_act, sched["active_avg"])
 
     flop_step = 2.0 * tm * tn * kt
     smem_rd = (tm / c["wm"]) * (tn / c["wn"]) * (c["wm"] + c["wn"]) * kt * in_b
@@ -131,65 +221,86 @@ def _evaluate(r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, 
     lat_floor = DRAM_LATENCY_S / np.maximum(stages - 1.0, 1.0)
     out_cta_b = mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b)
     fix_b = 2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES
+    # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
+    part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
+    out_dram = np.where(part_in_l2, 0.0, 1.0)
 
     def load(cc: np.ndarray, act: np.ndarray) -> np.ndarray:
-        return vmax(act * step_l2 * ratio / bw_dram, cc * step_l2 / l2_sm, cc * step_b / smem_sm, lat_floor)
+        return vmax(
+            act * step_l2 * ratio / bw_dram,
+            act * step_l2 / l2_tot,
+            cc * step_l2 / l2_sm,
+            cc * step_b / smem_sm,
+            lat_floor,
+        )
 
-    def store(cc: np.ndarray, act: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-        return vmax(act * nbytes / bw_dram, cc * nbytes / l2_sm, cc * nbytes / smem_sm)
+    def fill(cc: np.ndarray) -> np.ndarray:
+        # Exposed pipeline fill: the latency plus this SM's first stage (its DRAM / L2 share is already
+        # in the mainloop, which carries every load).
+        return DRAM_LATENCY_S + vmax(cc * step_l2 / l2_sm, cc * step_b / smem_sm)
 
-    ld_f, ld_l = load(conc, a_full), load(c_last, a_last)
-    mm_f, mm_l = conc * t_math, c_last * t_math
-    e_f, e_l = store(conc, a_full, out_cta_b), store(c_last, a_last, out_cta_b)
-    e_fix = sk_fix * store(conc, a_full, fix_b)
+    def store_shared(act: np.ndarray, nbytes: np.ndarray) -> np.ndarray:  # DRAM and L2 shares
+        return np.maximum(act * nbytes * out_dram / bw_dram, act * nbytes / l2_tot)
+
+    def store_local(cc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:  # this SM's port and smem
+        return np.maximum(cc * nbytes / l2_sm, cc * nbytes / smem_sm)
+
+    ld = load(cc, act)
+    mm = cc * t_math
+    # Stores: a data-parallel round stores its tiles; stream-K stores g / sk_tiles tiles per store round.
+    cc_st = np.where(stream_k, np.ceil(g / sms) / sk_tiles, cc)  # tiles stored per SM per store round
+    n_st = np.where(stream_k, sk_tiles, rounds)  # store rounds
+    act_st = g / n_st
+    e_fix = sk_fix * sk_cc * fix_b / l2_sm  # the partial tile goes through the (L2-resident) workspace
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
-    t_red = np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_b / bw_dram, red_b / (l2_sm * sms)), 0.0)
+    red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
+    t_red = np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0)
+    w = np.where(stream_k, sk_iters, rounds * nk)
     if persistent:
         # One threadblock per slot loops over its tiles: the pipeline fills once, and the producer keeps
         # loading the next tile while the previous tile's C drains, so earlier stores only add traffic to
         # the mainloop steps; only the last tile's store (and any fix-up or split-K reduction) is exposed.
-        t_pro = DRAM_LATENCY_S + np.where(stream_k | (rounds > 1), ld_f, ld_l)
-        w_f = np.where(stream_k, sk_iters, (rounds - 1.0) * nk)
-        ld_f = ld_f + np.where(stream_k, (sk_tiles - 1.0) * e_f / sk_iters, e_f / nk)
-        w_l = np.where(stream_k, 0.0, nk)
-        t_epi = np.where(stream_k, e_f + e_fix, e_l) + t_red
+        # The stores' DRAM / L2 traffic joins the mainloop, which thus carries every compulsory byte;
+        # the last store is exposed only through this SM's port.
+        t_pro = fill(cc)
+        ld = ld + n_st * store_shared(act_st, out_cta_b) / w
+        t_epi = store_local(cc_st, out_cta_b) + e_fix + t_red
     else:
-        t_pro = np.where(stream_k, (sk_tiles + sk_fix) * (DRAM_LATENCY_S + ld_f),
-                         (rounds - 1.0) * (DRAM_LATENCY_S + ld_f) + DRAM_LATENCY_S + ld_l)
-        w_f = np.where(stream_k, sk_iters, (rounds - 1.0) * nk)
-        w_l = np.where(stream_k, 0.0, nk)
-        t_epi = np.where(stream_k, sk_tiles * e_f + e_fix, (rounds - 1.0) * e_f + e_l) + t_red
+        t_pro = np.where(stream_k, sk_tiles + sk_fix, rounds) * fill(cc)
+        t_epi = (
+            n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b)) + e_fix + t_red
+        )
     if not full:
-        return {"valid": valid, "t_pro": t_pro, "t_epi": t_epi, "w_f": w_f, "ld_f": ld_f, "mm_f": mm_f,
-                "w_l": w_l, "ld_l": ld_l, "mm_l": mm_l, "grid": g}
+        return {"valid": valid, "t_pro": t_pro, "t_epi": t_epi, "w": w, "ld": ld, "mm": mm, "grid": g}
 
-    shape = np.broadcast_shapes(np.shape(t_pro), np.shape(t_epi), np.shape(ld_f), np.shape(w_f))
+    shape = np.broadcast_shapes(np.shape(t_pro), np.shape(t_epi), np.shape(ld), np.shape(w))
     flat = lambda x: np.broadcast_to(x, shape).ravel()  # noqa: E731
     n_rows = flat(t_pro).shape[0]
     busy = empty_busy(n_rows)
-    w_b = g * out_cta_b + np.where(stream_k, sk_fix * slots * fix_b, 0.0)  # C, partials, fix-ups
+    w_b = g * out_cta_b  # C (or split-K partials)
+    fix_total_b = np.where(stream_k, sk_fix * sk_act * fix_b, 0.0)  # stream-K fix-ups, L2-resident
     smem_total = units * (step_b + smem_rd)
     busy[1, MODULE_INDEX["dram"]] = flat(dram_ab / bw_dram)
-    busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / (l2_sm * sms))
+    busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / l2_tot)
     busy[1, MODULE_INDEX["smem"]] = flat(smem_total / (smem_sm * sms))
     busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(units * flop_step / (math_sm * sms))
-    busy[2, MODULE_INDEX["dram"]] = flat((w_b + red_b) / bw_dram)
-    busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b) / (l2_sm * sms))
+    busy[2, MODULE_INDEX["dram"]] = flat((w_b * out_dram + red_dram_b) / bw_dram)
+    busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b + fix_total_b) / l2_tot)
     busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))
     busy[2, MODULE_INDEX["cuda"]] = flat(g * mt_avg * nt_avg * 2.0 / (r["fp32_sm"] * sms))
     timeline = Timeline(
         t_pro=flat(t_pro),
         t_epi=flat(t_epi),
-        main_w=np.stack([flat(w_f), flat(w_l)]),
-        main_load=np.stack([flat(ld_f), flat(ld_l)]),
-        main_math=np.stack([flat(mm_f), flat(mm_l)]),
+        main_w=flat(w)[None, :],
+        main_load=flat(ld)[None, :],
+        main_math=flat(mm)[None, :],
         busy=busy,
         sm_active_frac=flat(np.where(stream_k, 1.0, np.minimum(1.0, g / sms))),
     )
     return {
         "timeline": timeline,
-        "dram_bytes": flat(dram_ab + w_b + red_b),
-        "l2_bytes": flat(l2_ab + w_b + red_b),
+        "dram_bytes": flat(dram_ab + w_b * out_dram + red_dram_b),
+        "l2_bytes": flat(l2_ab + w_b + red_b + fix_total_b),
         "smem_bytes": flat(smem_total + w_b),
         "grid": flat(np.where(stream_k, np.minimum(slots, g), g)),
     }
@@ -228,37 +339,59 @@ def gemm_arrays(
     sms = rates.num_sms
     arch = arch_family(gpu)
     rows = {
-        "m": m, "n": n, "k": k, "batch": batch, "in_b": in_b, "out_b": out_b, "b_shared": shared, "clock": f,
-        "l2_sm": rates.l2_bw_per_sm_bytes_per_s, "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
-        "fp32_sm": rates.fp32_flop_per_s_per_sm, "tc_sm": np.maximum(tc_clk, 1.0) * f,
+        "m": m,
+        "n": n,
+        "k": k,
+        "batch": batch,
+        "in_b": in_b,
+        "out_b": out_b,
+        "b_shared": shared,
+        "clock": f,
+        "l2_sm": rates.l2_bw_per_sm_bytes_per_s,
+        "l2_tot": rates.l2_bw_bytes_per_s,
+        "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
+        "fp32_sm": rates.fp32_flop_per_s_per_sm,
+        "tc_sm": np.maximum(tc_clk, 1.0) * f,
     }
-    res = {key: np.zeros(num) for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")}
+    res = {
+        key: np.zeros(num) for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
+    }
     parts = []
     group = np.zeros(num, dtype=int)
     table = coeff_table(coeffs).matrix(GROUPS)
-    for is_simt in (False, True):
-        sel = np.nonzero(simt == is_simt)[0]
-        if sel.size == 0:
-            continue
-        tiles = gemm_tiles(arch, is_simt)
-        cands = _candidates(tiles, rates)
+    dcls = np.array([DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in dtype])
+    eight_bit = dcls == DTYPE_CLASSES.index("f8")
+    lib = np.array(
+        [LIBRARIES.index(gemm_library(arch, bool(a), bool(b))) for a, b in zip(simt, eight_bit, strict=True)]
+    )
+    for li in np.unique(lib):
+        sel = np.nonzero(lib == li)[0]
+        is_simt = LIBRARIES[li] == "simt"
+        cands = _candidates(gemm_tiles(LIBRARIES[li]), rates)
         col = {key: (v[sel] if np.ndim(v) else v)[:, None] for key, v in rows.items()}
-        dcls = np.array([DTYPE_CLASSES.index(DTYPE_CLASS[dtype[i]]) for i in sel])
-        cand_group = dcls[:, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
-        persistent = arch == "hopper" and not is_simt
+        cand_group = dcls[sel, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
+        persistent = LIBRARIES[li] == "hopper_tc"
         ev = _evaluate(col, cands, rates, is_simt, full=False, persistent=persistent)
         cf = table[cand_group]  # [n, C, 6]
-        dm = 1.0 + (cf[..., 4] - 1.0) * np.where(cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / sms))
+        dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
+            cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / sms)
+        )
         dl = cf[..., 5]
-        t_main = (ev["w_f"] * np.maximum(dl * ev["ld_f"], dm * ev["mm_f"])
-                  + ev["w_l"] * np.maximum(dl * ev["ld_l"], dm * ev["mm_l"]))
+        t_main = ev["w"] * np.maximum(dl * ev["ld"], dm * ev["mm"])
         pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
-        best = np.argmin(np.where(ev["valid"], pred * cands["pref"], np.inf), axis=1)
+        # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
+        best = np.argmin(np.where(ev["valid"], pred, np.inf), axis=1)
         chosen = {key: v[0, best][:, None] for key, v in cands.items()}
         ev = _evaluate(col, chosen, rates, is_simt, full=True, persistent=persistent)
+        timeline = ev["timeline"]
+        if LIBRARIES[li] == "hopper_fp8":
+            quant, quant_b = _activation_quant(col, rates, sel.size)
+            timeline = add_to_prologue(timeline, quant)
+            ev["dram_bytes"] = ev["dram_bytes"] + quant_b
+            ev["l2_bytes"] = ev["l2_bytes"] + quant_b
         for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid"):
             res[key][sel] = ev[key]
-        parts.append((sel, ev["timeline"]))
+        parts.append((sel, timeline))
         res["tile_idx"][sel] = chosen["tile_idx"].ravel()
         res["split"][sel] = chosen["split"].ravel()
         group[sel] = cand_group[np.arange(sel.size), best]
@@ -272,25 +405,26 @@ def gemm_arrays(
         flop=2.0 * batch * m * n * k,
         group=group,
         simt=simt,
+        library=lib,
     )
     return res
 
 
-def tile_name(gpu: GpuSpec, out: dict, i: int) -> str:
+def tile_name(out: dict, i: int) -> str:
     """Name of the kernel configuration chosen for row i of a `gemm_arrays` result."""
-    return _tile_name(gpu, bool(out["simt"][i]), out["tile_idx"][i], out["split"][i])
+    return _tile_name(int(out["library"][i]), out["tile_idx"][i], out["split"][i])
 
 
-def _tile_name(gpu: GpuSpec, simt: bool, tile_idx: float, split: float) -> str:
-    tiles = gemm_tiles(arch_family(gpu), simt)
-    name = tiles[int(tile_idx)].name
+def _tile_name(library: int, tile_idx: float, split: float) -> str:
+    name = gemm_tiles(LIBRARIES[library])[int(tile_idx)].name
     if split == STREAM_K:
         return f"{name}_streamk"
     return name if split <= 1 else f"{name}_splitk{int(split)}"
 
 
-def estimate_many(ops: list[GemmOp], gpu: GpuSpec, point: OperatingPoint,
-                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+def estimate_many(
+    ops: list[GemmOp], gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> list[KernelEstimate]:
     """Estimates for many GEMMs at one operating point, vectorized."""
     if not ops:
         return []
@@ -307,12 +441,13 @@ def estimate_many(ops: list[GemmOp], gpu: GpuSpec, point: OperatingPoint,
         sm_clock_hz=np.full(len(ops), clock_hz),
         coeffs=coeffs,
     )
-    tiles = [_tile_name(gpu, bool(out["simt"][i]), out["tile_idx"][i], out["split"][i]) for i in range(len(ops))]
+    tiles = [tile_name(out, i) for i in range(len(ops))]
     groups = [GROUPS[g] for g in out["group"]]
     return build_estimates(ops, ["gemm"] * len(ops), out, np.full(len(ops), clock_hz), tiles, groups)
 
 
-def estimate(op: GemmOp, gpu: GpuSpec, point: OperatingPoint,
-             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+def estimate(
+    op: GemmOp, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> KernelEstimate:
     """One GEMM at one operating point (the scalar view of `gemm_arrays`)."""
     return estimate_many([op], gpu, point, coeffs)[0]

@@ -47,21 +47,18 @@ def cdiv(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
 
 
 def wave_schedule(num_ctas: np.ndarray, conc: np.ndarray, num_sms: int) -> dict[str, np.ndarray]:
-    """Rounds of threadblocks on the busiest SM, and how many run at once in its last round.
+    """Rounds of threadblocks on the busiest SM.
 
-    Threadblocks are dealt round-robin to the SMs: `busy` SMs get one more than `lazy` ones. The busiest SM
-    runs `rounds` rounds, all but the last with `conc` threadblocks at once. Returned arrays:
-    rounds, conc_last (threadblocks on the busiest SM in its last round), active_full / active_last
-    (threadblocks running device-wide in a full and in the last round: they share DRAM and L2).
+    Threadblocks are dealt round-robin to the SMs: `busy` SMs get one more than `lazy` ones, and the busiest
+    SM holds `per_sm = ceil(G / S)` threadblocks, run `conc` at a time in `rounds = ceil(per_sm / conc)`
+    rounds. The timeline treats the rounds as equal, with `conc_avg = per_sm / rounds` threadblocks per SM
+    and `active_avg = G / rounds` device-wide (they share DRAM and L2): this keeps the exact totals (the
+    busiest SM's work, every byte once) and makes the time non-increasing in the SM count.
     """
     g = np.maximum(num_ctas, 1.0)
-    per_busy_sm = np.ceil(g / num_sms)
-    rounds = np.ceil(per_busy_sm / conc)
-    conc_last = per_busy_sm - (rounds - 1.0) * conc
-    busy_sms = g - (per_busy_sm - 1.0) * num_sms
-    active_last = busy_sms * conc_last + (num_sms - busy_sms) * (conc_last - 1.0)
-    active_full = num_sms * conc + 0.0 * g
-    return {"rounds": rounds, "conc_last": conc_last, "active_full": active_full, "active_last": active_last}
+    per_sm = np.ceil(g / num_sms)
+    rounds = np.ceil(per_sm / conc)
+    return {"rounds": rounds, "per_sm": per_sm, "conc_avg": per_sm / rounds, "active_avg": g / rounds}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +68,9 @@ class Timeline:
     The mainloop is a sum of J kinds of steps:
     `sum_j main_w[j] * max(dl * main_load[j], dm' * main_math[j])` where dl is the fitted load derate and
     dm' = 1 + (dm - 1) * sm_active_frac the fitted math derate weighed by the fraction of SMs the kernel
-    occupies (1 for the analytical model): power-cap throttling grows with the number of busy SMs. `busy` is [3, M, N]: the ideal busy time of each module in
-    each phase; in the mainloop the math modules (Tensor / CUDA cores, SFU) stretch with dm and the memory
-    modules (DRAM, L2, shared memory) with dl.
+    occupies (1 for the analytical model): power-cap throttling grows with the number of busy SMs.
+    `busy` is [3, M, N]: the ideal busy time of each module in each phase; in the mainloop the math modules
+    (Tensor / CUDA cores, SFU) stretch with dm' and the memory modules (DRAM, L2, shared memory) with dl.
     """
 
     t_pro: np.ndarray
@@ -87,14 +84,18 @@ class Timeline:
     def math_derate_eff(self, math_derate: np.ndarray | float) -> np.ndarray:
         return 1.0 + (np.asarray(math_derate) - 1.0) * self.sm_active_frac
 
-    def t_main(self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0) -> np.ndarray:
+    def t_main(
+        self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0
+    ) -> np.ndarray:
         dm = self.math_derate_eff(math_derate)
         return np.sum(self.main_w * np.maximum(load_derate * self.main_load, dm * self.main_math), axis=0)
 
     def analytical_s(self) -> np.ndarray:
         return self.t_pro + self.t_main() + self.t_epi
 
-    def features(self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0) -> np.ndarray:
+    def features(
+        self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0
+    ) -> np.ndarray:
         """[N, 3] phase times (prologue, mainloop at these derates, epilogue): the fit's design matrix."""
         return np.stack([self.t_pro, self.t_main(math_derate, load_derate), self.t_epi], axis=1)
 
@@ -102,8 +103,15 @@ class Timeline:
 def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timeline:
     """One timeline of n rows from timelines of row subsets (index arrays); J is padded with zeros."""
     j = max(tl.main_w.shape[0] for _, tl in parts)
-    out = Timeline(t_pro=np.zeros(n), t_epi=np.zeros(n), main_w=np.zeros((j, n)), main_load=np.zeros((j, n)),
-                   main_math=np.zeros((j, n)), busy=empty_busy(n), sm_active_frac=np.zeros(n))
+    out = Timeline(
+        t_pro=np.zeros(n),
+        t_epi=np.zeros(n),
+        main_w=np.zeros((j, n)),
+        main_load=np.zeros((j, n)),
+        main_math=np.zeros((j, n)),
+        busy=empty_busy(n),
+        sm_active_frac=np.zeros(n),
+    )
     for sel, tl in parts:
         out.t_pro[sel] = tl.t_pro
         out.t_epi[sel] = tl.t_epi
@@ -114,6 +122,35 @@ def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timelin
         out.busy[:, :, sel] = tl.busy
         out.sm_active_frac[sel] = tl.sm_active_frac
     return out
+
+
+def sum_timelines(a: Timeline, b: Timeline) -> Timeline:
+    """Two kernels run one after the other, as one timeline (their steps side by side)."""
+    return Timeline(
+        t_pro=a.t_pro + b.t_pro,
+        t_epi=a.t_epi + b.t_epi,
+        main_w=np.concatenate([a.main_w, b.main_w]),
+        main_load=np.concatenate([a.main_load, b.main_load]),
+        main_math=np.concatenate([a.main_math, b.main_math]),
+        busy=a.busy + b.busy,
+        sm_active_frac=np.maximum(a.sm_active_frac, b.sm_active_frac),
+    )
+
+
+def add_to_prologue(tl: Timeline, pre: Timeline) -> Timeline:
+    """A kernel that runs before `tl` (e.g. an input conversion): its whole ideal time joins the
+    prologue, and its module busy times the prologue's."""
+    busy = tl.busy.copy()
+    busy[0] += pre.busy.sum(axis=0)
+    return Timeline(
+        t_pro=tl.t_pro + pre.analytical_s(),
+        t_epi=tl.t_epi,
+        main_w=tl.main_w,
+        main_load=tl.main_load,
+        main_math=tl.main_math,
+        busy=busy,
+        sm_active_frac=tl.sm_active_frac,
+    )
 
 
 _MATH_MODULES = [MODULE_INDEX["tensor"], MODULE_INDEX["cuda"], MODULE_INDEX["sfu"]]
@@ -179,6 +216,7 @@ def streaming_timeline(
     rates_num_sms: int,
     dram_bw_bytes_per_s: float,
     l2_sm: np.ndarray,
+    l2_tot: np.ndarray,
     smem_sm: np.ndarray,
     fp32_sm: np.ndarray,
     sfu_sm: np.ndarray,
@@ -195,36 +233,40 @@ def streaming_timeline(
     """Timeline of a streaming kernel (elementwise, softmax, norms): no software pipeline.
 
     Per threadblock: DRAM bytes `dram_b`, L2 -> SM bytes `l2_b`, shared-memory bytes `smem_b`, CUDA-core
-    FLOP and SFU ops. Each round of threadblocks takes the slowest of its DRAM share, L2 slice, shared
-    memory, CUDA cores, SFUs and a Little's-law limit (each thread keeps 64 bytes of loads in flight, so
-    an SM moves at most `resident threads * 64 B` per DRAM latency). The prologue is the exposed memory
-    latency of each dependent pass over the data (a reduction must finish before it is applied).
+    FLOP and SFU ops. Threadblocks start as soon as a slot frees, so the kernel takes the slowest of its
+    bottlenecks: the DRAM and L2 totals at full bandwidth; the busiest SM's share through its L2 port, its
+    shared memory, its CUDA cores and SFUs; a Little's-law limit (each thread keeps 64 bytes of loads in
+    flight, so an SM moves at most `resident threads * 64 B` per DRAM latency); and the dependent DRAM
+    round trips, one per pass over the data for each round of resident threadblocks (a threadblock cannot
+    finish before its loads return, a reduction must finish before it is applied). The prologue is the
+    exposed latency of those passes once more (launch and ramp).
     """
     sms = rates_num_sms
-    sched = wave_schedule(grid, conc, sms)
-    rounds, c_last = sched["rounds"], sched["conc_last"]
-
-    def rnd(cc: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        load = vmax(act * dram_b / dram_bw_bytes_per_s, cc * l2_b / l2_sm, cc * smem_b / smem_sm,
-                    l2_b * _LATENCY_S / (threads * _BYTES_IN_FLIGHT_PER_THREAD))
-        math = vmax(cc * flop / fp32_sm, cc * sfu_op / sfu_sm)
-        return load, math
-
-    ld_f, mm_f = rnd(conc, sched["active_full"])
-    ld_l, mm_l = rnd(c_last, sched["active_last"])
-    n = np.shape(ld_f)[0]
+    per_sm = np.ceil(grid / sms)  # threadblocks of the busiest SM
+    resident = np.minimum(conc, per_sm)
+    rounds = np.ceil(per_sm / conc)
+    load = vmax(
+        grid * dram_b / dram_bw_bytes_per_s,
+        grid * l2_b / l2_tot,
+        per_sm * l2_b / l2_sm,
+        per_sm * smem_b / smem_sm,
+        per_sm * l2_b * _LATENCY_S / (resident * threads * _BYTES_IN_FLIGHT_PER_THREAD),
+        rounds * passes * _LATENCY_S,
+    )
+    math = vmax(per_sm * flop / fp32_sm, per_sm * sfu_op / sfu_sm)
+    n = np.shape(load)[0]
     busy = empty_busy(n)
     busy[1, MODULE_INDEX["dram"]] = grid * dram_b / dram_bw_bytes_per_s
-    busy[1, MODULE_INDEX["l2"]] = grid * l2_b / (l2_sm * sms)
+    busy[1, MODULE_INDEX["l2"]] = grid * l2_b / l2_tot
     busy[1, MODULE_INDEX["smem"]] = grid * smem_b / (smem_sm * sms)
     busy[1, MODULE_INDEX["cuda"]] = grid * flop / (fp32_sm * sms)
     busy[1, MODULE_INDEX["sfu"]] = grid * sfu_op / (sfu_sm * sms)
     return Timeline(
         t_pro=passes * _LATENCY_S + np.zeros(n),
         t_epi=np.zeros(n),
-        main_w=np.stack([rounds - 1.0, np.ones(n)]),
-        main_load=np.stack([ld_f, ld_l]),
-        main_math=np.stack([mm_f, mm_l]),
+        main_w=np.ones((1, n)),
+        main_load=load[None, :],
+        main_math=math[None, :],
         busy=busy,
         sm_active_frac=np.minimum(1.0, grid / sms),
     )

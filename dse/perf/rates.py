@@ -4,8 +4,9 @@ Everything the kernel model needs from a `GpuSpec` is gathered here once per cal
 on plain arrays. Rates inside an SM (Tensor Cores, CUDA cores, SFUs, shared memory) and the L2 scale with
 the SM clock; DRAM bandwidth does not.
 
-Per-SM L2 bandwidth: the L2 crossbar is modelled as evenly sliced over the SMs, so one SM can pull at most
-`l2_bw / num_sms`; a kernel that occupies few SMs cannot reach the full L2 (or DRAM) bandwidth.
+L2 bandwidth has two limits: the whole L2 (`l2_bw_bytes_per_s`, shared by all SMs) and each SM's port
+into it (`l2_bw_per_sm_bytes_per_s`, `L2_PORT_BYTES_PER_CLK` per clock), so a kernel that occupies few
+SMs cannot reach the full L2 (or DRAM) bandwidth.
 """
 
 from __future__ import annotations
@@ -22,18 +23,27 @@ from dse.perf.types import OperatingPoint
 # 500-700 ns. It enters the pipeline-fill (prologue) time and Little's-law bandwidth limits; the fitted
 # lambda_p absorbs its error.
 DRAM_LATENCY_S = 600e-9
+# NOTE(perf): L2 -> SM fill bandwidth of one SM per clock (the SM's L1 / TMA port); Ampere and Hopper
+# SMs fill 64 bytes per clock from L2 in micro-benchmarks. Not a datasheet number.
+L2_PORT_BYTES_PER_CLK = 64.0
 
 # Storage bytes per element of the dtypes the kernels read and write.
 DTYPE_BYTES: dict[str, float] = {
-    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5,
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
 }
 
 # When a GPU lacks Tensor Cores for a dtype, the kernel runs on the next wider type it has (e.g. fp8
 # weights on an A100 are up-converted and multiplied in bf16).
 _TENSOR_FALLBACK: dict[str, tuple[str, ...]] = {
-    "fp4": ("fp4", "fp8", "int8", "bf16", "fp16", "tf32"),
-    "fp8": ("fp8", "int8", "bf16", "fp16", "tf32"),
-    "int8": ("int8", "fp8", "bf16", "fp16", "tf32"),
+    "fp4": ("fp4", "fp8", "bf16", "fp16", "tf32"),
+    "fp8": ("fp8", "bf16", "fp16", "tf32"),
+    "int8": ("int8", "bf16", "fp16", "tf32"),
     "bf16": ("bf16", "fp16", "tf32"),
     "fp16": ("fp16", "bf16", "tf32"),
     "tf32": ("tf32", "bf16", "fp16"),
@@ -103,7 +113,7 @@ def rates_at(gpu: GpuSpec, sm_clock_hz: np.ndarray | float) -> Rates:
         sm_clock_hz=f,
         dram_bw_bytes_per_s=gpu.memory.bw_bytes_per_s,
         l2_bw_bytes_per_s=gpu.l2.l2_bytes_per_clk * f,
-        l2_bw_per_sm_bytes_per_s=gpu.l2.l2_bytes_per_clk * f / gpu.num_sms,
+        l2_bw_per_sm_bytes_per_s=L2_PORT_BYTES_PER_CLK * f,
         smem_bw_per_sm_bytes_per_s=gpu.sm.smem_bytes_per_clk * f,
         fp32_flop_per_s_per_sm=gpu.sm.fp32_flop_per_clk * f,
         sfu_op_per_s_per_sm=gpu.sm.sfu_op_per_clk * f,

@@ -60,7 +60,9 @@ def reduction_arrays(
 
     warp_rows = cols <= _WARP_ROW_MAX_COLS
     rows_per_cta = np.where(warp_rows, 4.0, 1.0)
-    threads = np.where(warp_rows, 128.0, np.clip(2.0 ** np.ceil(np.log2(np.maximum(cols / 16.0, 1.0))), 128, 1024))
+    threads = np.where(
+        warp_rows, 128.0, np.clip(2.0 ** np.ceil(np.log2(np.maximum(cols / 16.0, 1.0))), 128, 1024)
+    )
     grid = np.ceil(rows / rows_per_cta)
     row_b = cols * b
     cached = warp_rows | (row_b <= _SMEM_CACHE_BYTES)
@@ -80,10 +82,22 @@ def reduction_arrays(
     flop_cta = cta_elems * _FLOP_PER_ELEMENT[kind]
     sfu_cta = cta_elems * _SFU_PER_ELEMENT[kind] + rows_per_cta * _SFU_PER_ROW[kind]
     tl = streaming_timeline(
-        rates_num_sms=sms, dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s, l2_sm=rates.l2_bw_per_sm_bytes_per_s,
-        smem_sm=rates.smem_bw_per_sm_bytes_per_s, fp32_sm=rates.fp32_flop_per_s_per_sm,
-        sfu_sm=rates.sfu_op_per_s_per_sm, grid=grid, conc=conc, threads=threads, dram_b=dram_cta, l2_b=l2_cta,
-        smem_b=smem_cta, flop=flop_cta, sfu_op=sfu_cta, passes=reads + 1.0,
+        rates_num_sms=sms,
+        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
+        l2_sm=rates.l2_bw_per_sm_bytes_per_s,
+        l2_tot=rates.l2_bw_bytes_per_s,
+        smem_sm=rates.smem_bw_per_sm_bytes_per_s,
+        fp32_sm=rates.fp32_flop_per_s_per_sm,
+        sfu_sm=rates.sfu_op_per_s_per_sm,
+        grid=grid,
+        conc=conc,
+        threads=threads,
+        dram_b=dram_cta,
+        l2_b=l2_cta,
+        smem_b=smem_cta,
+        flop=flop_cta,
+        sfu_op=sfu_cta,
+        passes=reads + 1.0,
     )
     group = kind.copy()
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(GROUPS)[group])
@@ -104,8 +118,12 @@ def reduction_arrays(
     }
 
 
-def estimate_many(ops: list[SoftmaxOp | NormOp], gpu: GpuSpec, point: OperatingPoint,
-                  coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+def estimate_many(
+    ops: list[SoftmaxOp | NormOp],
+    gpu: GpuSpec,
+    point: OperatingPoint,
+    coeffs: CoeffTable | object | None = None,
+) -> list[KernelEstimate]:
     """Estimates for many softmax / norm ops at one operating point, vectorized."""
     if not ops:
         return []
@@ -121,14 +139,16 @@ def estimate_many(ops: list[SoftmaxOp | NormOp], gpu: GpuSpec, point: OperatingP
         coeffs=coeffs,
     )
     tiles = [
-        f"{'warp' if out['rows_per_cta'][i] > 1 else 'block'}_per_row_{int(out['threads'][i])}t_{int(out['reads'][i])}read"
+        f"{'warp' if out['rows_per_cta'][i] > 1 else 'block'}_per_row_{int(out['threads'][i])}t_"
+        f"{int(out['reads'][i])}read"
         for i in range(len(ops))
     ]
     groups = [GROUPS[g] for g in out["group"]]
     return build_estimates(ops, kinds, out, np.full(len(ops), clock_hz), tiles, groups)
 
 
-def estimate(op: SoftmaxOp | NormOp, gpu: GpuSpec, point: OperatingPoint,
-             coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+def estimate(
+    op: SoftmaxOp | NormOp, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> KernelEstimate:
     """One softmax or norm at one operating point."""
     return estimate_many([op], gpu, point, coeffs)[0]

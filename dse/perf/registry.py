@@ -40,8 +40,9 @@ _BATCH: dict[type, tuple[str, BatchEstimator]] = {
 }
 
 
-def estimate_op(op: Op, gpu: GpuSpec, point: OperatingPoint,
-                coeffs: CoeffTable | object | None = None) -> KernelEstimate:
+def estimate_op(
+    op: Op, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> KernelEstimate:
     """One op (scalar path)."""
     try:
         estimator = ESTIMATORS[type(op)]
@@ -50,8 +51,9 @@ def estimate_op(op: Op, gpu: GpuSpec, point: OperatingPoint,
     return estimator(op, gpu, point, coeffs)
 
 
-def estimate_ops(ops: Sequence[Op], gpu: GpuSpec, point: OperatingPoint,
-                 coeffs: CoeffTable | object | None = None) -> list[KernelEstimate]:
+def estimate_ops(
+    ops: Sequence[Op], gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> list[KernelEstimate]:
     """Estimates of many ops, vectorized within each family, in input order.
 
     Args:
@@ -75,8 +77,9 @@ def estimate_ops(ops: Sequence[Op], gpu: GpuSpec, point: OperatingPoint,
     return [e for e in out if e is not None]
 
 
-def estimate_graph(graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint,
-                   coeffs: CoeffTable | object | None = None) -> GraphEstimate:
+def estimate_graph(
+    graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, coeffs: CoeffTable | object | None = None
+) -> GraphEstimate:
     """Estimate every op of a graph; totals weigh each op by its `count`."""
     kernels = tuple(estimate_ops(graph.ops, gpu, point, coeffs))
     return GraphEstimate(

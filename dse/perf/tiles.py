@@ -3,7 +3,8 @@
 GEMM candidates follow the cuBLAS / CUTLASS kernel families of each generation:
 
 - Hopper (sm90, TMA + warpgroup MMA): threadblock tiles 64x64 ... 256x128 with 128 bytes of K per stage
-  (K = 64 for 16-bit inputs, 128 for fp8), 4-6 stages, warpgroup tiles 64 x N (the `*_tnspA/B_gmma`
+  (K = 64 for 16-bit inputs, 128 for fp8), as many stages as fit (CUTLASS auto carve-out, 4 for
+  128x256, 13 for 64x64), warpgroup tiles 64 x N (the `*_tnspA/B_gmma`
   kernels of cuBLAS, `KernelTmaWarpSpecialized{Cooperative,Pingpong}` in CUTLASS).
 - Ampere (sm80, cp.async + mma.sync): tiles 64x64 ... 256x128 with 64 bytes of K per stage (K = 32 for
   16-bit inputs), 3-5 stages, 64x64 warp tiles (`ampere_*_s16816gemm_*` names).
@@ -15,11 +16,14 @@ may also run stream-K (CUTLASS `StreamKScheduler`, cuBLAS `*_stream_k` kernels):
 all tiles are dealt evenly to the persistent threadblocks, which removes wave quantization at the cost
 of one partial-tile fix-up through a workspace.
 
-Selection rule (`gemm.select`): among all (tile, split) candidates, pick the one with the lowest
-uncorrected analytical latency, after multiplying it by a small preference factor that favours large
-tiles and no split (`GemmTile.preference`, `SPLIT_PREFERENCE`); cuBLAS's heuristics behave the same way
-(large tiles unless they waste waves, split-K only when it pays). The measured data used here carries no
-kernel names, so the rule is not learnt from names; it is validated only through latency.
+Selection rule (`gemm.gemm_arrays`): among the candidates (tile, split) of the kernel library, pick the
+one with the lowest predicted latency, with the fitted coefficients of each candidate's group (so the
+calibrated model picks what it believes fastest, as cuBLAS's heuristics and autotuned dispatch aim to);
+exact ties go to the earlier candidate: larger tiles first, then no split. Taking a minimum keeps the model
+monotone in SMs, clock and bandwidth. Libraries that dispatch by rule rather than by speed are modelled
+by restricting the candidates: vLLM's CUTLASS fp8 GEMM picks its tile from M alone and never splits K
+(`HOPPER_FP8_TILES`, learnt from the measured data's `kernel_source`). The measured data carries no
+kernel names, so the rule is otherwise validated only through latency.
 
 FlashAttention tiles (`flash_tile`) follow FlashAttention-3 on Hopper (kBlockM x kBlockN by head dim,
 softmax overlapped with the two GEMMs by warpgroup ping-pong) and FlashAttention-2 elsewhere.
@@ -35,8 +39,6 @@ from dse.perf.rates import Rates
 
 STREAM_K = 0  # the split value that stands for a stream-K schedule
 SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, STREAM_K)
-# Preference factor per split count: a split must win by this margin to be chosen.
-SPLIT_PREFERENCE: dict[int, float] = {1: 1.0, 2: 1.04, 4: 1.06, 8: 1.08, 16: 1.10, STREAM_K: 1.03}
 
 _REGS_OVERHEAD_PER_THREAD = 64  # addresses, loop counters, fragments besides the accumulators
 _REGS_MAX_PER_THREAD = 255
@@ -50,7 +52,10 @@ class GemmTile:
     dtype bytes). `warp_m x warp_n` is the tile one warp (Ampere) or warpgroup (Hopper) computes; it sets
     the shared-memory read traffic. `tile_class` names the coefficient group (small, medium, large, simt).
     `multicast`: threadblocks of a cluster along M that share one B tile load (Hopper TMA multicast,
-    CUTLASS cluster shape 2x1x1), which divides the L2 reads of B.
+    CUTLASS cluster shape 2x1x1), which divides the L2 reads of B; `multicast_a` likewise along N for A.
+    `m_dispatch = (lo, hi)`: a library that dispatches on M uses this tile only when
+    max(32, next_pow2(m)) lies in (lo, hi]; (0, 0) means any M. `splits`: the split-K counts (and
+    STREAM_K) the library offers with this tile.
     """
 
     name: str
@@ -63,57 +68,184 @@ class GemmTile:
     threads: int
     simt: bool = False
     tile_class: str = "medium"
-    preference: float = 1.0
     multicast: int = 1
+    multicast_a: int = 1
+    m_dispatch: tuple[int, int] = (0, 0)
+    splits: tuple[int, ...] = SPLITS
 
-    def smem_bytes(self) -> float:
-        """Shared memory of the operand stages plus an epilogue staging buffer (fp32 tile / 2)."""
-        return self.stages * (self.tile_m + self.tile_n) * self.k_step_bytes + self.tile_m * self.tile_n * 2.0
+    def stage_count(self, smem_per_sm: float) -> int:
+        """Pipeline stages: fixed, or (stages == 0) as many as fit beside the epilogue buffer, at most 16,
+        as CUTLASS's `StageCountAutoCarveout` does on Hopper."""
+        if self.stages:
+            return self.stages
+        free = smem_per_sm - self.tile_m * self.tile_n * 2.0
+        return int(np.clip(free // ((self.tile_m + self.tile_n) * self.k_step_bytes), 2, 16))
+
+    def smem_bytes(self, smem_per_sm: float) -> float:
+        """Shared memory of the operand stages plus an epilogue staging buffer (16-bit C tile)."""
+        stages = self.stage_count(smem_per_sm)
+        return stages * (self.tile_m + self.tile_n) * self.k_step_bytes + self.tile_m * self.tile_n * 2.0
 
     def regs_per_thread(self) -> float:
         acc = self.tile_m * self.tile_n / self.threads
         return min(_REGS_MAX_PER_THREAD, acc + _REGS_OVERHEAD_PER_THREAD)
 
 
-def _tc(name: str, m: int, n: int, kb: int, wm: int, wn: int, stages: int, threads: int, cls: str,
-        pref: float, multicast: int = 1) -> GemmTile:
-    return GemmTile(name=name, tile_m=m, tile_n=n, k_step_bytes=kb, warp_m=wm, warp_n=wn, stages=stages,
-                    threads=threads, tile_class=cls, preference=pref, multicast=multicast)
+def _tc(
+    name: str,
+    m: int,
+    n: int,
+    kb: int,
+    wm: int,
+    wn: int,
+    stages: int,
+    threads: int,
+    cls: str,
+    multicast: int = 1,
+) -> GemmTile:
+    return GemmTile(
+        name=name,
+        tile_m=m,
+        tile_n=n,
+        k_step_bytes=kb,
+        warp_m=wm,
+        warp_n=wn,
+        stages=stages,
+        threads=threads,
+        tile_class=cls,
+        multicast=multicast,
+    )
 
 
 HOPPER_GEMM_TILES: tuple[GemmTile, ...] = (
-    _tc("sm90_128x256", 128, 256, 128, 64, 256, 4, 384, "large", 1.00, 2),
-    _tc("sm90_256x128", 256, 128, 128, 64, 128, 4, 384, "large", 1.00, 2),
-    _tc("sm90_128x128", 128, 128, 128, 64, 128, 5, 384, "medium", 1.01, 2),
-    _tc("sm90_128x64", 128, 64, 128, 64, 64, 6, 256, "small", 1.02),
-    _tc("sm90_64x128", 64, 128, 128, 64, 128, 6, 256, "small", 1.02),
-    _tc("sm90_64x64", 64, 64, 128, 64, 64, 6, 256, "small", 1.03),
+    _tc("sm90_128x256", 128, 256, 128, 64, 256, 0, 384, "large", 2),
+    _tc("sm90_256x128", 256, 128, 128, 64, 128, 0, 384, "large", 2),
+    _tc("sm90_128x128", 128, 128, 128, 64, 128, 0, 384, "medium", 2),
+    _tc("sm90_128x64", 128, 64, 128, 64, 64, 0, 256, "small"),
+    _tc("sm90_64x128", 64, 128, 128, 64, 128, 0, 256, "small"),
+    _tc("sm90_64x64", 64, 64, 128, 64, 64, 0, 256, "small"),
 )
 
 AMPERE_GEMM_TILES: tuple[GemmTile, ...] = (
-    _tc("sm80_256x128", 256, 128, 64, 64, 64, 3, 256, "large", 1.00),
-    _tc("sm80_128x256", 128, 256, 64, 64, 64, 3, 256, "large", 1.00),
-    _tc("sm80_128x128", 128, 128, 64, 64, 64, 4, 128, "medium", 1.01),
-    _tc("sm80_128x64", 128, 64, 64, 64, 32, 4, 128, "small", 1.02),
-    _tc("sm80_64x128", 64, 128, 64, 32, 64, 4, 128, "small", 1.02),
-    _tc("sm80_64x64", 64, 64, 64, 32, 32, 5, 128, "small", 1.03),
+    _tc("sm80_256x128", 256, 128, 64, 64, 64, 3, 256, "large"),
+    _tc("sm80_128x256", 128, 256, 64, 64, 64, 3, 256, "large"),
+    _tc("sm80_128x128", 128, 128, 64, 64, 64, 4, 128, "medium"),
+    _tc("sm80_128x64", 128, 64, 64, 64, 32, 4, 128, "small"),
+    _tc("sm80_64x128", 64, 128, 64, 32, 64, 4, 128, "small"),
+    _tc("sm80_64x64", 64, 64, 64, 32, 32, 5, 128, "small"),
 )
 
 SIMT_GEMM_TILES: tuple[GemmTile, ...] = (
-    GemmTile(name="simt_128x128x8", tile_m=128, tile_n=128, k_step_bytes=32, warp_m=32, warp_n=64,
-             stages=2, threads=256, simt=True, tile_class="simt", preference=1.0),
-    GemmTile(name="simt_128x64x8", tile_m=128, tile_n=64, k_step_bytes=32, warp_m=32, warp_n=32,
-             stages=2, threads=256, simt=True, tile_class="simt", preference=1.01),
-    GemmTile(name="simt_64x64x8", tile_m=64, tile_n=64, k_step_bytes=32, warp_m=32, warp_n=32,
-             stages=2, threads=128, simt=True, tile_class="simt", preference=1.02),
+    GemmTile(
+        name="simt_128x128x8",
+        tile_m=128,
+        tile_n=128,
+        k_step_bytes=32,
+        warp_m=32,
+        warp_n=64,
+        stages=2,
+        threads=256,
+        simt=True,
+        tile_class="simt",
+    ),
+    GemmTile(
+        name="simt_128x64x8",
+        tile_m=128,
+        tile_n=64,
+        k_step_bytes=32,
+        warp_m=32,
+        warp_n=32,
+        stages=2,
+        threads=256,
+        simt=True,
+        tile_class="simt",
+    ),
+    GemmTile(
+        name="simt_64x64x8",
+        tile_m=64,
+        tile_n=64,
+        k_step_bytes=32,
+        warp_m=32,
+        warp_n=32,
+        stages=2,
+        threads=128,
+        simt=True,
+        tile_class="simt",
+    ),
 )
 
 
-def gemm_tiles(arch: str, simt: bool) -> tuple[GemmTile, ...]:
-    """Candidate tiles for a GEMM: SIMT (fp32 on CUDA cores) or the Tensor-Core family of `arch`."""
+# vLLM's CUTLASS per-tensor fp8 GEMM on sm90 (`cutlass_scaled_mm`, `scaled_mm_sm90_fp8_dispatch.cuh`):
+# the tile follows M (next power of two, at least 32), one configuration each, no split-K or stream-K.
+HOPPER_FP8_TILES: tuple[GemmTile, ...] = (
+    GemmTile(
+        name="sm90_fp8_64x64_c1x8",
+        tile_m=64,
+        tile_n=64,
+        k_step_bytes=128,
+        warp_m=64,
+        warp_n=64,
+        stages=0,
+        threads=256,
+        tile_class="small",
+        multicast_a=8,
+        m_dispatch=(0, 64),
+        splits=(1,),
+    ),
+    GemmTile(
+        name="sm90_fp8_64x128_c2x1",
+        tile_m=64,
+        tile_n=128,
+        k_step_bytes=128,
+        warp_m=64,
+        warp_n=128,
+        stages=0,
+        threads=384,
+        tile_class="medium",
+        multicast=2,
+        m_dispatch=(64, 128),
+        splits=(1,),
+    ),
+    GemmTile(
+        name="sm90_fp8_128x128_c2x1",
+        tile_m=128,
+        tile_n=128,
+        k_step_bytes=128,
+        warp_m=64,
+        warp_n=128,
+        stages=0,
+        threads=384,
+        tile_class="large",
+        multicast=2,
+        m_dispatch=(128, 1 << 40),
+        splits=(1,),
+    ),
+)
+
+# Kernel libraries: which candidate set runs a GEMM (see `gemm_library`).
+LIBRARIES: tuple[str, ...] = ("hopper_tc", "hopper_fp8", "ampere_tc", "simt")
+_LIBRARY_TILES: dict[str, tuple[GemmTile, ...]] = {
+    "hopper_tc": HOPPER_GEMM_TILES,
+    "hopper_fp8": HOPPER_FP8_TILES,
+    "ampere_tc": AMPERE_GEMM_TILES,
+    "simt": SIMT_GEMM_TILES,
+}
+
+
+def gemm_library(arch: str, simt: bool, eight_bit: bool) -> str:
+    """The kernel library of a GEMM: SIMT for fp32; on Hopper, 8-bit inputs go to the CUTLASS fp8
+    kernels that vLLM dispatches by M (the measured data's `CutlassFP8ScaledMMLinearKernel`), the rest to
+    the cuBLAS-like set; otherwise the Ampere set."""
     if simt:
-        return SIMT_GEMM_TILES
-    return HOPPER_GEMM_TILES if arch == "hopper" else AMPERE_GEMM_TILES
+        return "simt"
+    if arch == "hopper":
+        return "hopper_fp8" if eight_bit else "hopper_tc"
+    return "ampere_tc"
+
+
+def gemm_tiles(library: str) -> tuple[GemmTile, ...]:
+    """Candidate tiles of a kernel library."""
+    return _LIBRARY_TILES[library]
 
 
 def occupancy(rates: Rates, *, smem_bytes: float, threads: int, regs_per_thread: float) -> int:

@@ -67,7 +67,14 @@ class PhaseCoeffs:
     load_derate: float = 1.0
 
     def as_tuple(self) -> tuple[float, float, float, float, float, float]:
-        return (self.lambda_pro, self.lambda_main, self.lambda_epi, self.eps_s, self.math_derate, self.load_derate)
+        return (
+            self.lambda_pro,
+            self.lambda_main,
+            self.lambda_epi,
+            self.eps_s,
+            self.math_derate,
+            self.load_derate,
+        )
 
 
 NEUTRAL_COEFFS = PhaseCoeffs()
@@ -103,7 +110,7 @@ NEUTRAL_TABLE = CoeffTable()
 
 
 def coeff_table(coeffs: object | None) -> CoeffTable:
-    """The `CoeffTable` inside `coeffs`: None (neutral), a CoeffTable, or anything with a `.table` (CoeffSet)."""
+    """The `CoeffTable` inside `coeffs`: None (neutral), a CoeffTable, or anything with a `.table`."""
     if coeffs is None:
         return NEUTRAL_TABLE
     if isinstance(coeffs, CoeffTable):

@@ -1,0 +1,67 @@
+"""Attention model: flash (causal / GQA), decode, eager."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.perf import attention
+from dse.perf.types import OperatingPoint
+from dse.workload.ops import AttentionOp
+
+P = OperatingPoint()
+
+
+def _op(**kw):
+    base = dict(
+        name="a", batch=2, num_heads=32, num_kv_heads=8, head_dim=128, seq_len_q=4096, seq_len_kv=4096
+    )
+    return AttentionOp(**(base | kw))
+
+
+def test_causal_costs_about_half_of_non_causal(h100):
+    causal = attention.estimate(_op(causal=True), h100, P)
+    full = attention.estimate(_op(causal=False), h100, P)
+    assert 0.45 < causal.analytical_s / full.analytical_s < 0.65
+    assert causal.flop == pytest.approx(full.flop / 2, rel=0.01)
+
+
+def test_flash_long_prefill_is_tensor_bound(h100):
+    est = attention.estimate(_op(), h100, P)
+    assert est.util["tensor"] > 0.7
+    assert est.tile.startswith("fa_fa3")
+
+
+def test_gqa_shares_kv_traffic(h100):
+    mha = attention.estimate(_op(num_kv_heads=32, seq_len_q=1, seq_len_kv=8192, backend="decode"), h100, P)
+    gqa = attention.estimate(_op(num_kv_heads=8, seq_len_q=1, seq_len_kv=8192, backend="decode"), h100, P)
+    assert gqa.dram_bytes < 0.3 * mha.dram_bytes
+    assert gqa.latency_s < mha.latency_s
+
+
+def test_decode_is_kv_bandwidth_bound_and_splits_small_batches(h100):
+    est = attention.estimate(
+        _op(batch=1, num_kv_heads=8, seq_len_q=1, seq_len_kv=32768, backend="decode"), h100, P
+    )
+    kv_bytes = 2 * 1 * 8 * 32768 * 128 * 2
+    assert est.dram_bytes >= kv_bytes
+    assert est.analytical_s >= kv_bytes / h100.memory.bw_bytes_per_s
+    assert "splits1" not in est.tile  # 8 (batch x KV heads) threadblocks cannot fill 132 SMs
+    assert est.util["dram"] > 0.5
+
+
+def test_fp8_kv_cache_halves_decode_traffic(h100):
+    bf16 = attention.estimate(_op(batch=64, seq_len_q=1, seq_len_kv=8192, backend="decode"), h100, P)
+    fp8 = attention.estimate(
+        _op(batch=64, seq_len_q=1, seq_len_kv=8192, backend="decode", kv_dtype="fp8"), h100, P
+    )
+    assert fp8.dram_bytes == pytest.approx(bf16.dram_bytes / 2, rel=0.05)
+
+
+def test_eager_writes_the_score_matrix(h100):
+    op = _op(batch=1, seq_len_q=2048, seq_len_kv=2048, backend="eager")
+    est = attention.estimate(op, h100, P)
+    scores = 1 * 32 * 2048 * 2048 * 2
+    assert est.dram_bytes > 2 * scores  # written by QK^T, read and written by softmax, read by PV
+    assert "softmax" in est.tile and "repeat_kv" in est.tile
+    flash = attention.estimate(_op(batch=1, seq_len_q=2048, seq_len_kv=2048), h100, P)
+    assert flash.latency_s < est.latency_s

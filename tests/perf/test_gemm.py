@@ -1,0 +1,102 @@
+"""GEMM model: hand-checked traffic, tile choice, and the roofline on large shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from perf_roofline import roofline_s
+
+from dse.perf import gemm
+from dse.perf.types import OperatingPoint
+from dse.workload.ops import GemmOp
+
+
+def test_large_square_gemm_is_compute_bound_and_near_roofline(h100):
+    # 8192^3 bf16 at 1980 MHz: 2 * 8192^3 / (132 * 4096 * 1.98e9) = 1.027 ms of Tensor-Core time.
+    op = GemmOp(name="g", m=8192, n=8192, k=8192)
+    est = gemm.estimate(op, h100, OperatingPoint())
+    ideal_s = 2 * 8192**3 / (132 * 4096 * 1.98e9)
+    assert est.analytical_s == pytest.approx(ideal_s, rel=0.05)
+    assert est.util["tensor"] > 0.9
+    assert est.util["dram"] < 0.5
+    assert est.tile.startswith("sm90_128x256") or est.tile.startswith("sm90_256x128")
+
+
+def test_decode_gemm_is_memory_bound(h100):
+    # m = 1: the 8192 x 8192 bf16 weight (134 MB) must be streamed: >= 134e6 / 3.35e12 = 40 us.
+    op = GemmOp(name="g", m=1, n=8192, k=8192)
+    est = gemm.estimate(op, h100, OperatingPoint())
+    assert est.analytical_s >= op.min_dram_bytes / h100.memory.bw_bytes_per_s
+    assert est.util["dram"] > 0.8
+    assert est.util["tensor"] < 0.5 * est.util["dram"]  # the MMA computes padded rows, still mostly idle
+
+
+def test_dram_traffic_ideal_when_operands_fit_l2(h100):
+    # A, B (2 x 2 MiB) fit the 50 MiB L2: each is read once; C written once.
+    op = GemmOp(name="g", m=1024, n=1024, k=1024)
+    est = gemm.estimate(op, h100, OperatingPoint())
+    assert est.dram_bytes == pytest.approx(op.min_dram_bytes, rel=1e-9)
+    # Every threadblock loads its own A rows and B columns from L2: more than the DRAM bytes.
+    assert est.l2_bytes > est.dram_bytes
+
+
+def test_dram_rereads_when_operands_exceed_l2(h100):
+    op = GemmOp(name="g", m=32768, n=32768, k=8192)  # A + B = 1 GiB >> L2
+    est = gemm.estimate(op, h100, OperatingPoint())
+    assert est.dram_bytes > 1.5 * op.min_dram_bytes
+
+
+def test_split_or_stream_k_for_small_mn_long_k(h100):
+    est = gemm.estimate(GemmOp(name="g", m=64, n=256, k=65536), h100, OperatingPoint())
+    assert "splitk" in est.tile or "streamk" in est.tile
+
+
+def test_fp8_on_hopper_uses_m_dispatched_cutlass_tiles(h100):
+    small = gemm.estimate(
+        GemmOp(name="g", m=16, n=4096, k=4096, dtype="fp8", out_dtype="bf16"), h100, OperatingPoint()
+    )
+    large = gemm.estimate(
+        GemmOp(name="g", m=4096, n=4096, k=4096, dtype="fp8", out_dtype="bf16"), h100, OperatingPoint()
+    )
+    assert small.tile == "sm90_fp8_64x64_c1x8"
+    assert large.tile == "sm90_fp8_128x128_c2x1"
+
+
+def test_fp32_runs_on_cuda_cores(h100):
+    est = gemm.estimate(GemmOp(name="g", m=2048, n=2048, k=2048, dtype="fp32"), h100, OperatingPoint())
+    assert est.tile.startswith("simt")
+    assert est.util["tensor"] == 0.0
+    assert est.util["cuda"] > 0.5
+    assert est.latency_s >= roofline_s(GemmOp(name="g", m=2048, n=2048, k=2048, dtype="fp32"), h100, 1.98e9)
+
+
+def test_fp8_on_ampere_falls_back_to_16_bit_tensor_cores(a100):
+    est = gemm.estimate(GemmOp(name="g", m=4096, n=4096, k=4096, dtype="fp8"), a100, OperatingPoint())
+    bf16 = gemm.estimate(GemmOp(name="g", m=4096, n=4096, k=4096, dtype="bf16"), a100, OperatingPoint())
+    assert est.analytical_s == pytest.approx(bf16.analytical_s, rel=0.2)
+
+
+def test_batched_gemm_with_shared_weight_reads_it_once(h100):
+    shared = GemmOp(name="g", m=128, n=4096, k=4096, batch=8, b_shared=True)
+    separate = GemmOp(name="g", m=128, n=4096, k=4096, batch=8, b_shared=False)
+    p = OperatingPoint()
+    assert gemm.estimate(shared, h100, p).dram_bytes < gemm.estimate(separate, h100, p).dram_bytes
+
+
+def test_arrays_match_per_op_estimates(h100, hopper_coeffs):
+    ops = [
+        GemmOp(name=f"g{i}", m=m, n=n, k=k, dtype=d)
+        for i, (m, n, k, d) in enumerate(
+            [
+                (1, 4096, 4096, "bf16"),
+                (512, 1024, 8192, "fp8"),
+                (4096, 4096, 4096, "fp32"),
+                (33, 65536, 128, "bf16"),
+            ]
+        )
+    ]
+    many = gemm.estimate_many(ops, h100, OperatingPoint(), hopper_coeffs)
+    for op, est in zip(ops, many, strict=True):
+        one = gemm.estimate(op, h100, OperatingPoint(), hopper_coeffs)
+        assert one == est
+        assert np.isclose(one.latency_s, est.latency_s, rtol=0, atol=0)
