@@ -1,0 +1,167 @@
+"""Serving validation against ML.ENERGY and aiconfigurator silicon rows: mapping, step model, MAPE rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dse.calibrate import validate_serving as vs
+from dse.workload.llm import build_decode_graph
+from dse.workload.models import load_model_config
+from dse.workload.ops import AttentionOp, GemmOp
+
+ACCEPTANCE = 0.20  # issue 5 item 4, first milestone: MAPE <= 20% per metric
+
+
+@pytest.fixture(scope="module")
+def frame():
+    return vs.serving_validation_frame()
+
+
+@pytest.fixture(scope="module")
+def rows(frame):
+    return vs.validate_serving(frame=frame)
+
+
+def _row(rows, source, metric, subset="all", group="all"):
+    (row,) = [
+        r
+        for r in rows
+        if (r["source"], r["metric"], r["subset"], r["group"]) == (source, metric, subset, group)
+    ]
+    return row
+
+
+def test_row_counts(frame):
+    ml = frame[frame["source"] == vs.MLENERGY]
+    assert len(ml) == 30
+    assert ml["model"].value_counts().to_dict() == {"qwen3-8b": 15, "qwen3-14b": 12, "qwen3-32b": 3}
+    assert ml["task"].value_counts().to_dict() == {"lm-arena-chat": 21, "gpqa": 9}
+    si = frame[frame["source"] == vs.SILICON]
+    assert len(si) == 83
+    assert si["model"].value_counts().to_dict() == {"qwen3-32b": 50, "llama-3.1-70b": 33}
+    assert set(si["gpu"]) == {"h100-sxm", "h200-sxm"}
+
+
+def test_mlenergy_mapping(frame):
+    ml = frame[frame["source"] == vs.MLENERGY].reset_index(drop=True)
+    src = vs.mlenergy_rows()
+    assert (ml["batch"] == src["avg_batch_size"].round().astype(int)).all()
+    assert (ml["input_tokens"] == src["task"].map(vs.MLENERGY_INPUT_TOKENS)).all()
+    assert (ml["output_tokens"] == src["avg_output_len_tokens"].round().astype(int)).all()
+    assert (ml["context_len"] == (ml["input_tokens"] + ml["output_tokens"] / 2).round()).all()
+    assert np.allclose(ml["arrivals_per_step"], ml["batch"] / ml["output_tokens"])
+    assert (ml["gpu"] == "h100-sxm").all() and (ml["precision"] == "bf16").all()
+    # the median step is a step of the mix: decode-only unless arrivals are frequent
+    assert (ml["tpot_s"] >= ml["tpot_decode_only_s"]).all()
+    low = ml["arrivals_per_step"] < math.log(2)  # P(no prefill in a step) > 1/2
+    assert np.allclose(ml.loc[low, "tpot_s"], ml.loc[low, "tpot_decode_only_s"])
+    assert (ml["tpot_mean_s"] >= ml["tpot_decode_only_s"]).all()
+
+
+def test_silicon_mapping(frame):
+    si = frame[frame["source"] == vs.SILICON]
+    assert si.loc[si["backend"] == "sglang", "precision"].eq("bf16").all()
+    assert si.loc[si["backend"] != "sglang", "precision"].eq("fp8").all()
+    assert (si["batch"] <= si["concurrency"]).all() and (si["batch"] >= 1).all()
+    queued = si["batch"] < si["concurrency"]
+    assert (si.loc[queued, "ttft_queue_s"] > 0).all() and (si.loc[~queued, "ttft_queue_s"] == 0).all()
+    # steady-state TPOT includes other requests' prefills: never below the pure decode step
+    assert (si["tpot_s"] >= si["tpot_decode_only_s"]).all()
+    # most measured TTFTs lie between the queue-free steady-state and the static-batch prediction
+    assert si["ttft_bracketed"].mean() > 0.8
+
+
+def test_step_graph_without_prefill_is_the_decode_step():
+    arch = load_model_config("qwen3-8b")
+    step = vs.step_graph(arch, decodes=16, prefills=0, input_tokens=500, context_len=800, precision="bf16")
+    decode = build_decode_graph(arch, batch=16, context_len=800, precision="bf16")
+    assert step.ops == decode.ops
+
+
+def test_step_graph_fuses_prefill_tokens():
+    arch = load_model_config("qwen3-14b")
+    step = vs.step_graph(arch, decodes=30, prefills=2, input_tokens=400, context_len=900, precision="fp8")
+    gemms = {op.name.rsplit("/", 1)[-1]: op for op in step.ops if isinstance(op, GemmOp)}
+    assert gemms["qkv_proj"].m == 30 + 2 * 400 and gemms["qkv_proj"].dtype == "fp8"
+    assert gemms["lm_head"].m == 32
+    attn = [op for op in step.ops if isinstance(op, AttentionOp)]
+    assert len(attn) == 2
+    decode, prefill = attn
+    assert (decode.batch, decode.seq_len_q, decode.seq_len_kv, decode.backend) == (30, 1, 901, "decode")
+    assert (prefill.batch, prefill.seq_len_q, prefill.seq_len_kv) == (2, 400, 400)
+    assert prefill.causal and prefill.name.endswith("/prefill_attention")
+
+
+def test_steady_state_limits_and_identities():
+    arch = load_model_config("qwen3-8b")
+    gpu = vs._gpu("h100-sxm")
+    rare = vs.steady_state(arch, gpu, batch=8, input_tokens=300, output_tokens=20000)
+    assert rare.median_step_s == rare.decode_step_s
+    assert rare.mean_step_s == pytest.approx(rare.decode_step_s, rel=0.01)
+    busy = vs.steady_state(arch, gpu, batch=256, input_tokens=1000, output_tokens=200)
+    assert busy.arrivals_per_step == pytest.approx(1.28)
+    assert busy.mean_step_s > busy.decode_step_s
+    assert busy.ttft_s > busy.mean_step_s  # its own prefill step plus waiting
+    # J/token * tokens per step = average power * mean step
+    assert busy.energy_per_output_token_j * 256 == pytest.approx(busy.avg_power_w * busy.mean_step_s)
+    assert 0 < busy.avg_power_w <= gpu.power.tdp_w * 1.001
+
+
+def test_kv_capacity_matches_the_memory_model():
+    arch = load_model_config("qwen3-32b")
+    gpu = vs._gpu("h100-sxm")
+    bf16 = vs.kv_capacity_tokens(arch, gpu, "bf16")
+    fp8 = vs.kv_capacity_tokens(arch, gpu, "fp8")
+    assert 0 < bf16 < fp8  # fp8 weights leave more room for the (bf16) KV cache
+    assert bf16 == pytest.approx(38e3, rel=0.1)  # 72 GiB usable - 61 GiB weights, 256 KiB per token
+
+
+def test_summary_rows_are_finite_and_complete(rows, frame):
+    keys = {(r["source"], r["metric"]) for r in rows}
+    assert keys == set(vs.METRICS)
+    for r in rows:
+        assert r["n"] > 0 and math.isfinite(r["mape"]) and math.isfinite(r["bias"])
+        assert r["mape"] >= abs(r["bias"]) - 1e-12
+    assert _row(rows, vs.MLENERGY, "tpot")["n"] == 30
+    assert _row(rows, vs.SILICON, "ttft")["n"] == 83
+    assert _row(rows, vs.SILICON, "ttft", subset="concurrency<=16")["n"] == int(
+        (frame.loc[frame["source"] == vs.SILICON, "concurrency"] <= 16).sum()
+    )
+    per_model = [r for r in rows if r["source"] == vs.MLENERGY and r["metric"] == "tpot"]
+    assert {r["group"] for r in per_model} >= {"model=qwen3-8b", "model=qwen3-14b", "model=qwen3-32b"}
+    assert "tpot" in vs.format_rows(rows)
+
+
+# Acceptance (first milestone): MAPE <= 20% per metric on the shared rows. The metrics the model does not
+# meet yet are xfail with the number measured when this test was written (see the module docstring of
+# dse.calibrate.validate_serving and the report for the diagnosis); none of them is loosened.
+_MISSED = {
+    (vs.MLENERGY, "tpot", "all"): "33% MAPE: median ITL under-predicted at every batch (-18..-49%)",
+    (vs.MLENERGY, "avg_power", "all"): "21% MAPE: decode power too low as batch / context grow",
+    (vs.MLENERGY, "j_per_token", "all"): "46% MAPE: the TPOT and power biases compound",
+    (vs.SILICON, "ttft", "all"): "158% MAPE: queueing at concurrency >= 32 and in the SGLang rows",
+    (vs.SILICON, "ttft", "concurrency<=16"): "70% MAPE: arrival pattern (first wave), SGLang queueing",
+}
+_ACCEPTANCE_CASES = [
+    pytest.param(
+        *key,
+        marks=[pytest.mark.xfail(strict=False, reason=_MISSED[key])] if key in _MISSED else [],
+        id="-".join(key),
+    )
+    for key in [
+        (vs.MLENERGY, "tpot", "all"),
+        (vs.MLENERGY, "avg_power", "all"),
+        (vs.MLENERGY, "j_per_token", "all"),
+        (vs.SILICON, "tpot", "all"),
+        (vs.SILICON, "ttft", "all"),
+        (vs.SILICON, "ttft", "concurrency<=16"),
+    ]
+]
+
+
+@pytest.mark.parametrize(("source", "metric", "subset"), _ACCEPTANCE_CASES)
+def test_acceptance_mape(rows, source, metric, subset):
+    assert _row(rows, source, metric, subset=subset)["mape"] <= ACCEPTANCE
