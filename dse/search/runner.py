@@ -61,6 +61,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 MODEL_REASON_PREFIX = "model: "
 _MAX_IDLE_BATCHES = 20  # batches in a row with no new point: the sampler is going round in circles
 _EXACT_SIZE_LIMIT = 200_000  # count a finite space exactly up to this many combinations
+CHUNK_TARGET_S = 0.1  # aim for this much evaluation work per chunk (Ray task overhead is ~1 ms)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,6 +191,7 @@ class _Run:
         self.known: dict[str, dict[str, Any]] = {}
         self.n_cached = 0
         self.n_evaluated = 0
+        self.eval_s = 0.0
         self.n_feasible = 0
         self.n_failed = 0
         self.front_ids: list[str] = []
@@ -328,9 +330,15 @@ class _Run:
         if start and self.executor is None:
             self._executor()  # started on the first point that needs evaluating (not on a pure replay)
         size = self.cfg.search.chunk_size
-        if size is None:  # about four chunks per worker per batch: balance beats per-task overhead here
+        if size is None:
+            # At most four chunks per worker per batch, and about CHUNK_TARGET_S of work per chunk once the
+            # cost of a point is known: a generation waits for its slowest chunk, so small chunks keep the
+            # workers busy at the end of a batch; chunks of cheap points stay large to amortize task overhead.
             workers = getattr(self.executor, "workers", 1) or 1
             size = max(1, min(256, math.ceil(self.cfg.search.effective_batch_size / (4 * workers))))
+            if self.n_evaluated:
+                mean_s = self.eval_s / self.n_evaluated
+                size = max(1, min(size, round(CHUNK_TARGET_S / max(mean_s, 1e-9))))
         return size
 
     def run(self, log: PointLog) -> str:
@@ -394,6 +402,7 @@ class _Run:
                             self.known[rec["point_id"]] = rec
                             self._count(rec)
                         self.n_evaluated += len(recs)
+                        self.eval_s += sum(r["t_eval_s"] for r in recs)
                         fresh.extend(recs)
                         while told < len(asks) and pids[told] in self.known:
                             sampler.tell(asks[told], self._outcome(self.known[pids[told]]))
