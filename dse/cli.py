@@ -499,11 +499,14 @@ def measure_model_cmd(
     console.print(f"model run written to {path}")
 
 
-def _frame_table(rows: list[dict[str, Any]], title: str, percent: tuple[str, ...]) -> Table:
+def _frame_table(
+    rows: list[dict[str, Any]], title: str, percent: tuple[str, ...], columns: tuple[str, ...] | None = None
+) -> Table:
     table = Table(title=title)
-    keys = list(rows[0]) if rows else []
+    keys = list(columns or (rows[0] if rows else []))
     for key in keys:
-        table.add_column(key, justify="right" if key in percent or key.startswith("n") else "left")
+        numeric = key in percent or key.startswith("n")
+        table.add_column(key, justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         table.add_row(*(f"{100 * row[k]:.1f}%" if k in percent else str(row[k]) for k in keys))
     return table
@@ -535,6 +538,20 @@ def validate_power_cmd(as_json: JsonOpt = False) -> None:
         _print_json({"rows": rows})
         return
     console.print(_frame_table(rows, "power model MAPE", ("power_mape", "latency_mape", "energy_mape")))
+
+
+@validate_app.command("serving")
+@_friendly
+def validate_serving_cmd(as_json: JsonOpt = False) -> None:
+    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100) and aiconfigurator silicon rows."""
+    from dse.calibrate.validate_serving import validate_serving
+
+    rows = [dict(r) for r in validate_serving()]
+    if as_json:
+        _print_json({"rows": rows})
+        return
+    columns = ("source", "metric", "subset", "group", "n", "mape", "bias")
+    console.print(_frame_table(rows, "serving MAPE (bias: signed mean error)", ("mape", "bias"), columns))
 
 
 @app.command("run")
