@@ -522,9 +522,9 @@ def validate_kernels_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         _print_json({"rows": rows})
         return
-    console.print(
-        _frame_table(rows, "kernel latency MAPE (kernels >= 10 us)", ("mape_fitted", "mape_analytical"))
-    )
+    columns = ("family", "gpu", "dtype", "split", "n_test", "mape_fitted", "mape_analytical")
+    title = "kernel latency MAPE (kernels >= 10 us)"
+    console.print(_frame_table(rows, title, ("mape_fitted", "mape_analytical"), columns))
 
 
 @validate_app.command("power")
