@@ -347,6 +347,12 @@ def predict_cmd(
     bus_width_bits: BusOpt = None,
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
+    host_gap_us: Annotated[
+        float,
+        typer.Option(
+            "--host-gap-us", help="Host time per kernel launch (eager PyTorch ~20 us); 0 = CUDA graphs."
+        ),
+    ] = 0.0,
     breakdown: BreakdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -360,9 +366,8 @@ def predict_cmd(
         return
     from dse.perf.predict import predict_command_payload, predict_graph
 
-    pred = predict_graph(
-        build_workload(model, phase, batch, seq_len, precision, attention, kernels), spec, point
-    )
+    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    pred = predict_graph(graph, spec, point, host_gap_s=host_gap_us * 1e-6)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
 
 
