@@ -1,4 +1,4 @@
-"""`dse demo` (what `make run` runs until the search exists): a short tour of the library."""
+"""`dse demo`: a short tour of the catalogs and workloads (the main job is `dse run`)."""
 
 from __future__ import annotations
 

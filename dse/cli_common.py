@@ -1,0 +1,161 @@
+"""What every `dse` command module shares: the typer apps, consoles, option types, error handling.
+
+Command modules: `dse.cli` (hardware, workloads, predictions, what-ifs) and `dse.cli_runs` (search runs,
+reports, validation, measurement, benchmarks). `dse.cli.app` is the console script's entry point.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from dse.errors import DseError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Design-space exploration of the energy and latency of AI workloads on GPUs.",
+)
+gpu_app = typer.Typer(no_args_is_help=True, help="Inspect catalog GPUs and derived what-if GPUs.")
+workload_app = typer.Typer(no_args_is_help=True, help="Inspect workload graphs (operators, FLOPs, bytes).")
+app.add_typer(gpu_app, name="gpu")
+app.add_typer(workload_app, name="workload")
+validate_app = typer.Typer(no_args_is_help=True, help="Model error against measured data (MAPE tables).")
+app.add_typer(validate_app, name="validate")
+measure_app = typer.Typer(
+    no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
+)
+app.add_typer(measure_app, name="measure")
+
+console = Console()
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object with SI-unit keys.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a GPU field by dotted path, e.g. --set gpu.num_sms=144 (repeatable)."
+    ),
+]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option("--memory", help="Swap the memory technology (hbm3, gddr7, ...; see `dse gpus`)."),
+]
+BusOpt = Annotated[int | None, typer.Option("--bus-width-bits", help="Memory bus width for --memory.")]
+RateOpt = Annotated[
+    float | None, typer.Option("--data-rate-gbps", help="Per-pin data rate in Gb/s for --memory.")
+]
+
+
+def friendly(fn: F) -> F:
+    """Turn DseError (and bad values) into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DseError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=float) + "\n")
+
+
+def gpu_from_options(
+    name: str,
+    memory: str | None,
+    bus_width_bits: int | None,
+    data_rate_gbps: float | None,
+    sets: list[str] | None,
+) -> Any:
+    from dse.hardware.catalog import load_gpu, parse_set_options
+
+    overrides = parse_set_options(sets)
+    if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):
+        raise DseError("--bus-width-bits and --data-rate-gbps need --memory TECH")
+    if memory is not None:
+        overrides["memory.technology"] = memory
+        if bus_width_bits is not None:
+            overrides["memory.bus_width_bits"] = bus_width_bits
+        if data_rate_gbps is not None:
+            overrides["memory.data_rate_gbit_per_s"] = data_rate_gbps
+    return load_gpu(name, overrides)
+
+
+def build_workload(
+    model: str | None,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    precision: str,
+    attention: str,
+    kernels: Path | None,
+) -> Any:
+    """The workload graph named by CLI options (shared by `workload show` and `predict`)."""
+    if (model is None) == (kernels is None):
+        raise DseError("give exactly one of --model NAME or --kernels FILE")
+    if kernels is not None:
+        from dse.workload.energaizer import load_kernel_list
+
+        return load_kernel_list(kernels)
+    from dse.workload.llm import build_decode_graph, build_prefill_graph
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config(model)  # type: ignore[arg-type]
+    if phase == "prefill":
+        return build_prefill_graph(
+            arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
+        )
+    if phase == "decode":
+        return build_decode_graph(
+            arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
+        )
+    raise DseError(f"--phase '{phase}' is not one of: prefill, decode")
+
+
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name (see `dse models`) or a config.json path.")
+]
+KernelsOpt = Annotated[
+    Path | None, typer.Option("--kernels", help="EnergAIzer-format kernel-list JSON file.")
+]
+PhaseOpt = Annotated[str, typer.Option("--phase", help="prefill or decode (one step at context --seq-len).")]
+BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences in the batch.")]
+SeqOpt = Annotated[
+    int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
+]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, bf16, fp16 or fp8.")]
+AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
+
+
+ClockOpt = Annotated[
+    float | None, typer.Option("--clock-mhz", help="Requested SM clock in MHz (default: boost).")
+]
+CapOpt = Annotated[
+    float | None, typer.Option("--power-cap-w", help="Power cap in W (default: the GPU's TDP).")
+]
+InOpt = Annotated[int | None, typer.Option("--input-tokens", help="Serving: prompt tokens per request.")]
+OutOpt = Annotated[int | None, typer.Option("--output-tokens", help="Serving: generated tokens per request.")]
+BreakdownOpt = Annotated[bool, typer.Option("--breakdown", help="Energy by hardware module and by operator.")]
+
+
+def operating_point(clock_mhz: float | None, power_cap_w: float | None) -> Any:
+    from dse.perf.types import OperatingPoint
+
+    if clock_mhz is not None and not clock_mhz > 0:
+        raise DseError(f"--clock-mhz must be positive, got {clock_mhz}")
+    if power_cap_w is not None and not power_cap_w > 0:
+        raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")
+    return OperatingPoint(sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w)
