@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/fit_power_coeffs.py            # writes dse/perf/data/power_{ampere,hopper}.json
     .venv/bin/python scripts/fit_power_coeffs.py --dry-run  # fit and validate, write nothing
+    .venv/bin/python scripts/fit_power_coeffs.py --only hopper  # refit one set, keep the other file
 
 ampere: EnergAIzer A100 PCIe 40 GB forward passes (900 MHz set and 510-1410 MHz DVFS sweep), training
 workloads of the by-workload split, with the host gap per launch; no A10 data. hopper: aiconfigurator H200
@@ -23,7 +24,7 @@ from dse.calibrate import validate_power as vp
 from dse.calibrate.coeffs import load_default_coeffs
 from dse.calibrate.dataset import AIC_ATTENTION_FILES, AIC_GEMM_FILES, ENERGAIZER_FILES, data_root
 from dse.hardware.catalog import load_gpu
-from dse.perf.power import PowerCoeffs, write_power_coeffs
+from dse.perf.power import PowerCoeffs, load_power_coeffs, write_power_coeffs
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "dse" / "perf" / "data"
 
@@ -44,7 +45,10 @@ def _stamp(pc: PowerCoeffs, sources: list[dict[str, str]], latency_coeffs: str) 
         "dse_version": dse.__version__,
         "sources": sources,
         "latency_coeffs": latency_coeffs,
-        "method": "dse.calibrate.fit_power.fit_power_rows (cvxpy, relative least squares, coefficients >= 0)",
+        "method": pc.provenance.get(
+            "method",
+            "dse.calibrate.fit_power.fit_power_rows (cvxpy, relative least squares, coefficients >= 0)",
+        ),
         "units": "J/byte (l2, smem), J per bf16-equivalent FLOP (tensor), J/FLOP (cuda), J/op (sfu), "
         "dimensionless (dram_scale, x catalog e_bit), J per SM cycle (active, gap), at 1 V",
     }
@@ -55,19 +59,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="fit and validate, write nothing")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument(
+        "--only",
+        choices=("ampere", "hopper"),
+        help="fit and write only this set; the other is validated from its shipped file",
+    )
     args = parser.parse_args(argv)
 
-    a100 = load_gpu("a100-pcie-40gb")
-    lat_a = load_default_coeffs(a100)
-    train, _ = vp.a100_split()
-    memo: dict = {}
-    ampere, _ = vp.fit_ampere(train, coeffs=lat_a, cache_=memo)
-    ampere = _stamp(
-        ampere,
-        _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])]),
-        lat_a.name,
-    )
-    print("ampere:", ampere.to_dict())
+    if args.only == "hopper":
+        ampere = load_power_coeffs("ampere")
+    else:
+        a100 = load_gpu("a100-pcie-40gb")
+        lat_a = load_default_coeffs(a100)
+        train, _ = vp.a100_split()
+        ampere, _ = vp.fit_ampere(train, coeffs=lat_a, cache_={})
+        ampere = _stamp(
+            ampere,
+            _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])]),
+            lat_a.name,
+        )
+        print("ampere:", ampere.to_dict())
+    if args.only == "ampere":
+        hopper = load_power_coeffs("hopper")
+        rows = vp.validate_power(ampere=ampere, hopper=hopper, include_train=True)
+        print(vp.rows_frame(rows).to_string())
+        if not args.dry_run:
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_power_coeffs(ampere, args.out / "power_ampere.json")
+            print(f"wrote {args.out / 'power_ampere.json'}")
+        return 0
 
     h200 = load_gpu("h200-sxm")
     lat_h = load_default_coeffs(h200)
@@ -90,9 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     print(vp.rows_frame(rows).to_string())
     if not args.dry_run:
         args.out.mkdir(parents=True, exist_ok=True)
-        write_power_coeffs(ampere, args.out / "power_ampere.json")
+        if args.only != "hopper":
+            write_power_coeffs(ampere, args.out / "power_ampere.json")
+            print(f"wrote {args.out / 'power_ampere.json'}")
         write_power_coeffs(hopper, args.out / "power_hopper.json")
-        print(f"wrote {args.out / 'power_ampere.json'} and {args.out / 'power_hopper.json'}")
+        print(f"wrote {args.out / 'power_hopper.json'}")
     return 0
 
 

@@ -19,7 +19,8 @@ Rules, from the data README:
   latency coefficients of the LLMCompass-fitted groups carry that host overhead in eps_s, so those eps are
   dropped for these runs (`HOST_TIMED_GROUPS`, `without_host_overhead`).
 - Fits: ampere by relative least squares with a ridge towards physical priors (`PRIOR`, `AMPERE_RIDGE`);
-  hopper through the cap on the capped model's weighted MAPE (`HOPPER_FAMILY_WEIGHT`, `HOPPER_FREE`).
+  hopper through the cap on the capped model's weighted MAPE (`HOPPER_FAMILY_WEIGHT`, `HOPPER_FREE`,
+  physical bounds `HOPPER_BOUNDS`).
 - The split is by workload, not by row: a workload is its kernel list and precision, so the same model
   measured at 900 MHz and in the DVFS sweep lands on one side only. `split_holdout(seed=0, frac=0.2)` over
   the sorted unique workloads of both A100 sets.
@@ -214,10 +215,29 @@ PRIOR = np.array([5e-12, 1e-12, 0.3e-12, 1.5e-12, 5e-12, 1.0, 3e-10, 3e-10])
 # one point of the unregularized fit's (6.4% -> 6.9%); whole-model data alone cannot tell the modules apart
 # and, without it, put nearly all dynamic power on the clock term.
 AMPERE_RIDGE = 3e-2
-# Family weights of the hopper fit (each family's rows sum to its weight): inverse to the local scatter of
-# the readings (GEMMs of one shape class agree within ~2.5%, attention rows within only ~11-14%, and
-# attention power does not correlate with the FLOP rate at all), as a Laplace likelihood would weigh them.
-HOPPER_FAMILY_WEIGHT: dict[str, float] = {"gemm": 1.0, "attention_context": 0.2, "attention_generation": 0.2}
+# Family weights of the hopper fit (each family's rows sum to its weight). GEMMs of one shape class agree
+# within ~2.5%, attention rows within only ~11-14%, and context-attention power does not correlate with the
+# FLOP rate at all: context attention weighs 0.2, as a Laplace likelihood would weigh its scatter. The
+# generation-attention rows weigh as much as the GEMMs all the same: they are the only memory-bound kernels
+# of the tables (long-KV decode streams HBM at ~4.2 TB/s), the one family that can tell the DRAM, L2 and
+# clock terms from the Tensor-Core term; at 0.2 the compute-bound GEMMs alone decide the split and streaming
+# kernels get almost no dynamic power (the fit before this one: 432 W predicted for 510-690 W measured).
+HOPPER_FAMILY_WEIGHT: dict[str, float] = {"gemm": 1.0, "attention_context": 0.2, "attention_generation": 1.0}
+# Physical bounds of the hopper fit (J at 1 V; hardware-facts sections 2.1 and 3.1). Without them the cap-
+# limited GEMMs cannot separate the terms and the solution wanders between runs (DRAM scale at its 0.25
+# floor with L2 at 38 pJ/B, or L2 and shared memory at ~0 with DRAM below the device energy alone).
+# - dram_scale (x the catalog e_bit, 3.9 pJ/bit for HBM3e): the device energy plus the GPU-side PHY and
+#   controller, 0.3-1 pJ/bit: (3.9 + 0.3) / 3.9 = 1.08 up to (4.3 + 1.0) / 3.9 = 1.36 (device range 3.2-4.3).
+# - l2_j_per_byte: a 1 MB SRAM read is 12.8 pJ/B at 45 nm (Horowitz), an LLC word 50 pJ / 4 B = 12.5 pJ/B
+#   (Dally 2019); the upper end, crossbar included; 2 pJ/B (the SRAM read scaled to 4 nm) the lower.
+# - smem_j_per_byte: a 32 KB SRAM read is 2.5 pJ/B at 45 nm, an L1 word 1.25 pJ/B (Dally): 0.3-3 pJ/B.
+# The objective stays flat along L2 vs clock term (both scale with the clock and the memory-bound rows
+# stream L2 and DRAM together): L2 lands on either bound as the latency model's utilizations change.
+HOPPER_BOUNDS: dict[str, tuple[float, float]] = {
+    "dram_scale": (1.08, 1.36),
+    "l2_j_per_byte": (2e-12, 12.5e-12),
+    "smem_j_per_byte": (0.3e-12, 3e-12),
+}
 # Coefficients the H200 kernels cannot identify (little CUDA-core or SFU work) stay at PRIOR.
 HOPPER_FREE: tuple[str, ...] = (
     "l2_j_per_byte",
@@ -311,9 +331,10 @@ def fit_hopper(
 ) -> tuple[PowerCoeffs, dict[str, np.ndarray]]:
     """Energy coefficients from H200 kernels under the 700 W cap (train rows of each family).
 
-    `fit_power.fit_through_cap` with HOPPER_FAMILY_WEIGHT and HOPPER_FREE; starts from PRIOR scaled by
-    1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Returns the coefficients and, per family, the
-    effective clock of every training row.
+    `fit_power.fit_through_cap` with HOPPER_FAMILY_WEIGHT, HOPPER_FREE and the physical HOPPER_BOUNDS
+    (DRAM with its PHY at least the device energy, L2 and shared memory in their SRAM ranges); starts
+    from PRIOR scaled by 1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Returns the coefficients
+    and, per family, the effective clock of every training row.
     """
     gpu = load_gpu(H200_GPU)
     rows_fn = row_estimator(estimator)
@@ -328,6 +349,8 @@ def fit_hopper(
     lower, upper = _bounds(table.features_j.shape[2])
     names = PowerCoeffs.coeff_names()
     upper[names.index("gap_j_per_sm_cycle")] = 0.0  # no host gaps in CUDA-graph loops
+    for n, (lo, hi) in HOPPER_BOUNDS.items():
+        lower[names.index(n)], upper[names.index(n)] = lo, hi
     free = np.array([names.index(n) for n in HOPPER_FREE])
     t, a = names.index("tensor_j_per_flop"), names.index("active_j_per_sm_cycle")
     starts = []
@@ -363,6 +386,9 @@ def fit_hopper(
             "power_limit_w": gpu.power.tdp_w,
             "num_kernels": {f: int(len(df)) for f, df in trains.items()},
             "family_weight": dict(HOPPER_FAMILY_WEIGHT),
+            "bounds": {n: list(b) for n, b in HOPPER_BOUNDS.items()},
+            "method": "dse.calibrate.fit_power.fit_through_cap (scipy Powell on log coefficients, weighted "
+            "mean absolute relative error of the capped model, physical bounds)",
             "free": list(HOPPER_FREE),
             "fixed_at_prior": [n for n in names if n not in HOPPER_FREE and n != "gap_j_per_sm_cycle"],
             "fit_power_mape": fit.mape,

@@ -129,3 +129,15 @@ def test_shipped_coefficients_meet_the_a100_targets():
     assert dvfs["power_mape"] <= 0.10
     assert dvfs["latency_mape"] <= 0.12
     assert rows[rows["dataset"] == "a100_900"].iloc[0]["power_mape"] <= 0.12
+
+
+def test_shipped_hopper_coefficients_are_physical():
+    """DRAM energy at least the HBM3e device energy plus PHY; L2 and shared memory in their SRAM ranges."""
+    from dse.perf.power import load_power_coeffs
+
+    pc = load_power_coeffs("hopper")
+    for name, (lo, hi) in vp.HOPPER_BOUNDS.items():
+        assert lo <= getattr(pc, name) <= hi, name
+    assert pc.dram_scale >= 1.0
+    assert pc.provenance["bounds"] == {n: list(b) for n, b in vp.HOPPER_BOUNDS.items()}
+    assert pc.provenance["family_weight"] == vp.HOPPER_FAMILY_WEIGHT
