@@ -127,7 +127,7 @@ def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu, f, decode):
     return out
 
 
-def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap):
+def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap, latency_s=_KV_LATENCY_S):
     """(load, math) time of one K/V block for `cc` threadblocks per SM and `act` device-wide."""
     r = c["rates"]
     step_b = kv_step_b + extra_b
@@ -136,7 +136,7 @@ def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap):
         act * step_b / r.l2_bw_bytes_per_s,
         cc * step_b / r.l2_bw_per_sm_bytes_per_s,
         cc * step_b / r.smem_bw_per_sm_bytes_per_s,
-        _KV_LATENCY_S + 0.0 * cc,
+        latency_s + 0.0 * cc,
     )
     rows, bkv, d = c["rows"], c["bkv"], c["d"]
     t_mma = cc * 4.0 * rows * bkv * d / c["tc_sm"]
@@ -282,7 +282,7 @@ def _decode_timeline(c: dict, splits: np.ndarray) -> dict:
     iters = np.ceil(n_blocks / splits)
     g = b * hkv * m_blocks * splits
     units = g * iters
-    kv_step_b = 2.0 * (skv / n_blocks) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
+    kv_step_b = 2.0 * bkv * d * c["kv_b"]  # a whole K/V block per step (paged cache: full pages)
     kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
     kv_l2 = np.maximum(units * kv_step_b * np.minimum(1.0, skv / (n_blocks * bkv)), kv_dram)
     ratio = np.minimum(1.0, kv_dram / (units * kv_step_b))
@@ -291,7 +291,8 @@ def _decode_timeline(c: dict, splits: np.ndarray) -> dict:
     extra_b = q_b / iters
     sched = wave_schedule(g, conc, sms)
     rounds, cc, act = sched["rounds"], sched["conc_avg"], sched["active_avg"]
-    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, c["arch"] == "hopper")
+    # One tile per threadblock: nothing to prefetch across tiles, a full DRAM latency per K/V step.
+    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, c["arch"] == "hopper", DRAM_LATENCY_S)
     t_pro = rounds * _fill(c, cc, kv_step_b + extra_b)
     store = vmax(
         act * part_b / r.dram_bw_bytes_per_s,
