@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from dse.errors import ConfigError
-from dse.search.objective import STATUS_KEYS, EvalContext, Evaluator, evaluate_point, finite
+from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
+from dse.search.objective import EvalContext, Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
 from dse.search.progress import ProgressCallback, ProgressState, RichProgress
 from dse.search.results import (
@@ -48,17 +48,10 @@ from dse.search.results import (
     write_tables,
 )
 from dse.search.space import point_id
-from dse.search.study import ConstraintConfig, StudyConfig, load_study, resolved_yaml, study_hash
+from dse.search.study import StudyConfig, load_study, resolved_yaml, study_hash
 
 logger = logging.getLogger(__name__)
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le,
-    "<": operator.lt,
-    ">=": operator.ge,
-    ">": operator.gt,
-}
-MODEL_REASON_PREFIX = "model: "
 _MAX_IDLE_BATCHES = 20  # batches in a row with no new point: the sampler is going round in circles
 _EXACT_SIZE_LIMIT = 200_000  # count a finite space exactly up to this many combinations
 CHUNK_TARGET_S = 0.1  # aim for this much evaluation work per chunk (Ray task overhead is ~1 ms)
@@ -115,59 +108,6 @@ def evaluator_name(evaluator: Evaluator) -> str:
     return f"{getattr(evaluator, '__module__', '?')}.{getattr(evaluator, '__qualname__', repr(evaluator))}"
 
 
-# --- feasibility and outcomes ------------------------------------------------------------------------------
-
-
-def _constraint_check(c: ConstraintConfig, metrics: Mapping[str, Any]) -> tuple[bool, float, str]:
-    """(holds, normalized violation (<= 0 when it holds), reason text when it does not)."""
-    lhs = metrics.get(c.metric)
-    rhs = c.value if isinstance(c.value, float) else metrics.get(c.value)
-    if not finite(lhs) or not finite(rhs):
-        missing = c.metric if not finite(lhs) else c.value
-        return False, 1.0, f"{c.text}: {missing} not available"
-    ok = _OPS[c.op](lhs, rhs)
-    scale = max(abs(rhs), 1e-12)
-    violation = (lhs - rhs) / scale if c.op in ("<=", "<") else (rhs - lhs) / scale
-    if ok:
-        return True, min(violation, 0.0), ""
-    rhs_text = f"{rhs:.6g}" if isinstance(c.value, float) else f"{c.value} {rhs:.6g}"
-    return False, max(violation, 1e-12), f"{c.metric} {lhs:.6g} violates {c.op} {rhs_text}"
-
-
-def _classify(metrics: dict[str, Any], error: str | None, cfg: StudyConfig) -> tuple[bool, str, str | None]:
-    """(feasible, reason, error) of one evaluated point."""
-    if error is not None:
-        return False, "error", error
-    model_ok = metrics.pop("feasible", True)
-    model_why = metrics.pop("infeasible_reason", "") or ""
-    for key in STATUS_KEYS:
-        metrics.pop(key, None)
-    parts = []
-    if model_ok is False:
-        parts.append(MODEL_REASON_PREFIX + (str(model_why) or "infeasible"))
-    else:
-        bad = [m for m in cfg.objectives if not finite(metrics.get(m))]
-        if bad:
-            return False, "error", f"objective {bad[0]!r} missing or not finite: {metrics.get(bad[0])!r}"
-    for c in cfg.constraints:
-        ok, _, why = _constraint_check(c, metrics)
-        if not ok:
-            parts.append(why)
-    return not parts, "; ".join(parts), None
-
-
-def _clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        if k in STATUS_KEYS:
-            out[k] = v
-        elif isinstance(v, bool):
-            out[k] = float(v)
-        elif isinstance(v, int | float):
-            out[k] = float(v) if math.isfinite(v) else None
-    return out
-
-
 # --- the driver ------------------------------------------------------------------------------------------
 
 
@@ -213,8 +153,8 @@ class _Run:
     # -- records
 
     def _record(self, pid: str, seq: int, point: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
-        metrics = _clean_metrics(result.get("metrics") or {})
-        feasible, reason, error = _classify(metrics, result.get("error"), self.cfg)
+        metrics = clean_metrics(result.get("metrics") or {})
+        feasible, reason, error = classify(metrics, result.get("error"), self.cfg)
         return {
             "point_id": pid,
             "params": point,
@@ -235,7 +175,7 @@ class _Run:
             return Outcome(values=None)
         constraints = {"model": 1.0 if str(rec.get("reason", "")).startswith(MODEL_REASON_PREFIX) else 0.0}
         for i, c in enumerate(self.cfg.constraints):
-            constraints[f"c{i}"] = _constraint_check(c, metrics)[1]
+            constraints[f"c{i}"] = constraint_check(c, metrics)[1]
         return Outcome(values=tuple(float(v) for v in values), constraints=constraints)
 
     def _count(self, rec: Mapping[str, Any]) -> None:

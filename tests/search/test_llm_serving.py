@@ -33,9 +33,7 @@ def test_short_llm_serving_run(tmp_path: Path, model_works: None) -> None:
     assert s.n_points == 48 and s.n_failed < 48
     ok = df[df["error"].isna()]
     assert (ok["metric.e2e_latency_s"] > 0).all() and (ok["metric.energy_per_output_token_j"] > 0).all()
-    assert {"param.gpu.num_sms", "param.gpu.memory.data_rate_frac", "param.precision"} <= set(
-        df.columns
-    )
+    assert {"param.gpu.num_sms", "param.gpu.memory.data_rate_frac", "param.precision"} <= set(df.columns)
     infeasible = df[~df["feasible"] & df["error"].isna()]
     assert (infeasible["reason"] != "").all()
     if s.n_feasible:
