@@ -9,6 +9,7 @@ Modules (one concept each):
     space       parameter kinds, SearchSpace (conditions, grid enumeration), point ids
     study       StudyConfig schema, load_study, resolved study and its hash
     objective   evaluate_point (LLM serving, picklable), evaluate_chunk, EvalContext
+    feasibility the model's verdict plus the study's constraints -> feasible, reason
     samplers    grid enumerator and Optuna ask/tell samplers (random, qmc, nsga2, nsga3, tpe)
     executors   serial, process and Ray executors over chunks of points
     results     run directory layout, the append-only points.jsonl, trials.parquet, pareto.csv
