@@ -252,7 +252,17 @@ class StudyConfig(_Strict):
         update = {k: v for k, v in search.items() if v is not None}
         if not update:
             return self
-        return self.model_copy(update={"search": self.search.model_copy(update=update)})
+        try:
+            new = SearchConfig.model_validate({**self.search.model_dump(), **update})
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                flag = "--" + ".".join(str(p) for p in err.get("loc", ())).replace("_", "-")
+                expected = str((err.get("ctx") or {}).get("expected", "")).replace("'", "")
+                hint = f" (allowed: {expected.replace(' or ', ', ')})" if expected else ""
+                problems.append(f"{flag} {err.get('input')!r}: {err.get('msg')}{hint}")
+            raise ConfigError("; ".join(problems)) from None
+        return self.model_copy(update={"search": new})
 
 
 # Fields that do not change which points are proposed: a run with other values continues the same run.

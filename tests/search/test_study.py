@@ -302,3 +302,12 @@ def test_cli_exit_code_2_without_traceback(tmp_path: Path, text: str, line: int)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert f":{line}:" in proc.stderr.replace("\n", "")
+
+
+def test_cli_style_overrides_are_validated(tmp_path: Path) -> None:
+    cfg = load_study(write(tmp_path, GOOD)).config
+    assert cfg.with_overrides(n_points=5, seed=2).search.n_points == 5
+    with pytest.raises(ConfigError, match="--executor 'dask'.*allowed: ray, process, serial"):
+        cfg.with_overrides(executor="dask")
+    with pytest.raises(ConfigError, match="--n-points 0"):
+        cfg.with_overrides(n_points=0)
