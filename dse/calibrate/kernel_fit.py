@@ -30,7 +30,10 @@ from dse.perf import attention, elementwise, gemm, reduction
 from dse.perf.types import CoeffTable, PhaseCoeffs
 
 MIN_LATENCY_S = 10e-6  # acceptance filter: kernels of at least 10 us
-MIN_GROUP_SAMPLES = 8
+# A group gets its own coefficients only with enough samples to pin them down; smaller groups use their
+# parent's (`CoeffTable.lookup`). A family's top-level key is fitted from fewer (the LLMCompass sweeps).
+MIN_GROUP_SAMPLES = 30
+MIN_FAMILY_SAMPLES = 8
 
 # Dataset GPU keys -> catalog names.
 CATALOG_GPU: dict[str, str] = {
@@ -205,7 +208,7 @@ def _fit_once(
             buckets[key] = buckets.get(key, np.zeros_like(mask)) | sel
     for name, sel in buckets.items():
         idx = np.nonzero(sel)[0]
-        if idx.size < MIN_GROUP_SAMPLES:
+        if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
             continue
         fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], y[idx], huber_m=huber_m)
         fits[name] = (

@@ -53,10 +53,18 @@ from dse.workload.ops import AttentionOp
 HEAD_DIM_CLASSES: tuple[str, ...] = ("d64", "d128", "d192", "d256", "dbig")
 DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8")
 FLASH_GROUPS: tuple[str, ...] = tuple(
-    f"attention_flash/{d}/{h}" for d in DTYPE_CLASSES for h in HEAD_DIM_CLASSES
+    f"attention_flash/{d}/{h}/{k}/{t}"
+    for d in DTYPE_CLASSES
+    for h in HEAD_DIM_CLASSES
+    for k in ("mha", "gqa")
+    for t in ("short", "long")
 )
+_SHORT_TILE_BLOCKS = 4.0  # tiles of fewer K/V blocks cannot amortize their pipeline fill
 DECODE_GROUPS: tuple[str, ...] = tuple(
-    f"attention_decode/{d}/{s}" for d in DTYPE_CLASSES for s in ("single", "split")
+    f"attention_decode/{d}/{h}/{s}"
+    for d in DTYPE_CLASSES
+    for h in HEAD_DIM_CLASSES
+    for s in ("single", "split")
 )
 # K/V loads run two blocks ahead (K and V double-buffered, and the producer warp prefetches the next
 # tile), so a step exposes at most half a DRAM latency.
@@ -254,7 +262,10 @@ def flash_arrays(
         busy=busy,
         sm_active_frac=np.minimum(1.0, g / sms),
     )
-    group = np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)
+    # MHA and GQA differ in K/V reuse (a GQA K/V block serves several query heads from L2).
+    group = ((np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)) * 2 + (h > hkv)) * 2 + (
+        n_mean >= _SHORT_TILE_BLOCKS
+    )
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(FLASH_GROUPS)[group])
     return {
         "latency_s": latency_s,
@@ -357,19 +368,19 @@ def decode_arrays(
     )
     r, sms = c["rates"], c["rates"].num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)
-    f8 = np.where(c["f8"], 1, 0) * 2
+    base = (np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c["d"])) * 2
     best_lat = np.full(c["batch"].shape, np.inf)
     splits = np.ones_like(c["batch"])
     for s in _SPLIT_CANDIDATES:
         cand = np.full_like(c["batch"], s)
         ev = _decode_timeline(c, cand)
-        lat, _ = correct(ev["timeline"], table[f8 + int(s > 1)])
+        lat, _ = correct(ev["timeline"], table[base + int(s > 1)])
         better = ev["valid"] & (lat < best_lat * (1.0 - 1e-9))
         best_lat = np.where(better, lat, best_lat)
         splits = np.where(better, s, splits)
     ev = _decode_timeline(c, splits)
     tl = ev["timeline"]
-    group = f8 + (splits > 1)
+    group = base + (splits > 1)
     latency_s, util = correct(tl, table[group])
     b, sq, skv, h, d = c["batch"], c["sq"], c["skv"], c["heads"], c["d"]
     pairs = sq * (skv - sq) + sq * (sq + 1.0) / 2.0

@@ -256,18 +256,6 @@ def occupancy(rates: Rates, *, smem_bytes: float, threads: int, regs_per_thread:
     return int(max(1, min(by_smem, by_regs, by_threads, rates.max_threadblocks_per_sm)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlashTile:
-    """FlashAttention forward tile: query block x key block, warps, K/V stages, softmax overlap."""
-
-    name: str
-    block_q: int
-    block_kv: int
-    threads: int
-    stages: int
-    overlap_softmax: bool
-
-
 def flash_tile_arrays(arch: str, head_dim: np.ndarray, decode: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """(block_q, block_kv, threads) per head dim: FlashAttention-3 on Hopper, FlashAttention-2 otherwise.
 
