@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_IDLE_BATCHES = 20  # batches in a row with no new point: the sampler is going round in circles
 _EXACT_SIZE_LIMIT = 200_000  # count a finite space exactly up to this many combinations
-CHUNK_TARGET_S = 0.1  # aim for this much evaluation work per chunk (Ray task overhead is ~1 ms)
+CHUNK_TARGET_S = 0.05  # aim for this much evaluation work per chunk (Ray task overhead is ~1 ms)
 
 
 @dataclass(frozen=True, kw_only=True)
