@@ -1,46 +1,16 @@
-"""Optuna-style guard for the report's optional dependency (plotly).
-
-Modules import plotly inside `with try_import() as _imports:` so that importing them never fails; a
-function that needs plotly calls `_imports.check()` first, which raises one readable error with the
-install command.
-"""
+"""The report's optional dependency (plotly): `try_import()` defaults to plotly's install hint."""
 
 from __future__ import annotations
 
-from types import TracebackType
-
-from dse.errors import DseError
+from dse import _imports
+from dse._imports import MissingDependencyError
 
 PLOTLY_HINT = "reports need plotly: pip install 'plotly>=5.18' (or pip install -e . in the dse checkout)"
 
 
-class MissingDependencyError(DseError, ImportError):
-    """An optional dependency is not installed; the message says how to install it."""
+def try_import(hint: str = PLOTLY_HINT) -> _imports.try_import:
+    """The shared guard with plotly's hint."""
+    return _imports.try_import(hint)
 
 
-class try_import:  # noqa: N801 (named like optuna's `_imports.try_import`, used as a context manager)
-    """Swallow an ImportError inside the `with` block and re-raise it, with a hint, on `check()`."""
-
-    def __init__(self, hint: str = PLOTLY_HINT) -> None:
-        self._hint = hint
-        self._error: ImportError | None = None
-
-    def __enter__(self) -> try_import:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        if isinstance(exc, ImportError):
-            self._error = exc
-            return True
-        return False
-
-    def is_successful(self) -> bool:
-        """True when every import in the block worked."""
-        return self._error is None
-
-    def check(self) -> None:
-        """Raise MissingDependencyError (a DseError) when an import in the block failed."""
-        if self._error is not None:
-            raise MissingDependencyError(f"{self._error.msg}; {self._hint}") from self._error
+__all__ = ["PLOTLY_HINT", "MissingDependencyError", "try_import"]
