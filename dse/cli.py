@@ -246,10 +246,12 @@ def predict_cmd(
         est = _serving(model, spec, batch, input_tokens, output_tokens, precision, attention, point)
         _show_serving(est, breakdown, as_json)
         return
+    from dse.calibrate.coeffs import load_default_coeffs
     from dse.perf.predict import predict_command_payload, predict_graph
 
     graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
-    pred = predict_graph(graph, spec, point, host_gap_s=host_gap_us * 1e-6)
+    coeffs = load_default_coeffs(spec)  # fitted latency corrections of the GPU's generation
+    pred = predict_graph(graph, spec, point, coeffs, host_gap_s=host_gap_us * 1e-6)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
 
 

@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from dse.calibrate.coeffs import load_default_coeffs
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.predict import WorkloadPrediction, predict_graph
@@ -151,10 +152,17 @@ def predict_serving(
     coeffs: Any = None,
     power_coeffs: Any = None,
 ) -> ServingEstimate:
-    """Serving metrics of `request` for model `arch` on `gpu` at `point` (default clocks, TDP cap)."""
+    """Serving metrics of `request` for model `arch` on `gpu` at `point` (default clocks, TDP cap).
+
+    `coeffs` (latency corrections) and `power_coeffs` default to the shipped sets of the GPU's generation.
+    """
     if arch.family != "decoder":
         raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
     point = point or OperatingPoint()
+    if (
+        coeffs is None
+    ):  # the fitted latency corrections of the GPU's generation (None in dse.perf = uncorrected)
+        coeffs = load_default_coeffs(gpu)
     b, i, o = request.batch, request.input_tokens, request.output_tokens
     if i + o > arch.max_position_embeddings:
         raise ConfigError(

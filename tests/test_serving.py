@@ -8,6 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from dse.calibrate.coeffs import load_default_coeffs
 from dse.cli import app
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
@@ -47,9 +48,14 @@ def test_vectorized_decode_equals_step_by_step(llama8b, h100) -> None:
     """The shortcut (fixed ops x steps + all attention at once) against predicting every step's graph."""
     req = ServingRequest(batch=4, input_tokens=300, output_tokens=6)
     est = predict_serving(llama8b, h100, req)
-    prefill = predict_graph(build_prefill_graph(llama8b, batch=4, seq_len=300), h100, OperatingPoint())
+    coeffs = load_default_coeffs(h100)  # what predict_serving uses by default
+    prefill = predict_graph(
+        build_prefill_graph(llama8b, batch=4, seq_len=300), h100, OperatingPoint(), coeffs
+    )
     steps = [
-        predict_graph(build_decode_graph(llama8b, batch=4, context_len=300 + j), h100, OperatingPoint())
+        predict_graph(
+            build_decode_graph(llama8b, batch=4, context_len=300 + j), h100, OperatingPoint(), coeffs
+        )
         for j in range(req.output_tokens - 1)
     ]
     assert est.ttft_s == pytest.approx(prefill.latency_s, rel=1e-12)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,12 @@ def load_coeffs(path: str | Path) -> CoeffSet:
 def load_default_coeffs(gpu: GpuSpec | str) -> CoeffSet:
     """The shipped set for the GPU's architecture (hopper: fitted on H100 SXM; ampere: on A100 SXM),
     or the neutral set for architectures without one."""
-    arch = (gpu if isinstance(gpu, str) else gpu.architecture).lower()
+    return _default_coeffs((gpu if isinstance(gpu, str) else gpu.architecture).lower())
+
+
+@cache
+def _default_coeffs(arch: str) -> CoeffSet:
+    # Cached: every serving prediction (thousands per search) asks for its GPU's set.
     name = DEFAULT_FILES.get(arch)
     if name is None:
         return neutral_coeffs(arch)

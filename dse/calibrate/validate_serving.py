@@ -101,6 +101,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dse.calibrate.coeffs import load_default_coeffs
 from dse.calibrate.dataset import load_aiconfigurator_silicon, load_mlenergy
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
@@ -248,6 +249,9 @@ def steady_state(
 
     step_cache: dict[int, tuple[float, float]] = {}
 
+    # None = the shipped latency corrections of the GPU's generation (as predict_serving does).
+    latency_coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
+
     def step(k: int) -> tuple[float, float]:
         if k not in step_cache:
             g = step_graph(
@@ -258,7 +262,7 @@ def steady_state(
                 context_len=context,
                 precision=precision,
             )
-            p = predict_graph(g, gpu, point, coeffs, power_coeffs)
+            p = predict_graph(g, gpu, point, latency_coeffs, power_coeffs)
             step_cache[k] = (p.latency_s, p.energy_j)
         return step_cache[k]
 

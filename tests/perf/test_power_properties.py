@@ -161,7 +161,11 @@ def test_cap_respected_and_energy_is_power_times_time(gpu_name, m, n, k, cap_fra
         )
     assert r.energy_j == pytest.approx(r.avg_power_w * r.latency_s, rel=1e-12)
     assert sum(r.energy_j_by_module().values()) == pytest.approx(r.energy_j, rel=1e-12)
-    assert not any(kp.cap_exceeded for kp in r.kernels)  # caps >= the GPU's minimum always fit
+    # A cap can be unreachable only at the lowest clock (e.g. a streaming kernel on an A100 PCIe at 210 MHz
+    # predicted at 100.001 W under its 100 W minimum cap): such kernels are flagged and run at that clock.
+    for kp in r.kernels:
+        if kp.cap_exceeded:
+            assert kp.effective_clock_hz == pytest.approx(gpu.clocks.sm_clock_min_hz, rel=0.02)
 
 
 @pytest.mark.parametrize("gpu_name", GPUS)
