@@ -30,30 +30,14 @@ from dse.hardware.spec import GpuSpec
 from dse.measure.harness import UnsupportedOpError
 from dse.measure.nvml import NO_LOCK_HINT
 from dse.measure.sampler import PowerTrace
-from dse.measure.samples import KernelSample, op_fields
+from dse.measure.samples import SHAPE_FIELDS, KernelSample, op_fields
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 
 logger = logging.getLogger(__name__)
 
 Fallback = Callable[[Op, float], tuple[float, float]]
-_KEY_FIELDS = (
-    "kind",
-    "dtype",
-    "variant",
-    "m",
-    "n",
-    "k",
-    "batch",
-    "rows",
-    "cols",
-    "num_elements",
-    "seq_len_q",
-    "seq_len_kv",
-    "num_heads",
-    "num_kv_heads",
-    "head_dim",
-)
+_KEY_FIELDS = ("kind", "dtype", "variant", *SHAPE_FIELDS)
 
 
 def op_key(fields: dict[str, object]) -> tuple[object, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf.pipeline import build_estimates, correct, streaming_timeline
+from dse.perf.pipeline import build_estimates, correct, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import ELEMENTWISE_KINDS, ElementwiseOp
@@ -50,13 +50,7 @@ def elementwise_arrays(
     bytes_cta = elems * (n_in * in_b + out_b)
     conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
     tl = streaming_timeline(
-        rates_num_sms=rates.num_sms,
-        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
-        l2_sm=rates.l2_bw_per_sm_bytes_per_s,
-        l2_tot=rates.l2_bw_bytes_per_s,
-        smem_sm=rates.smem_bw_per_sm_bytes_per_s,
-        fp32_sm=rates.fp32_flop_per_s_per_sm,
-        sfu_sm=rates.sfu_op_per_s_per_sm,
+        **machine_rates(rates),
         grid=grid,
         conc=conc,
         threads=np.full(num, _THREADS),

@@ -21,10 +21,12 @@ times of SM-local modules are averaged over all SMs, so lazy SMs count with thei
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dse.perf.rates import DRAM_LATENCY_S as _LATENCY_S
+from dse.perf.rates import Rates
 from dse.perf.types import MODULES, KernelEstimate
 
 PHASES: tuple[str, ...] = ("prologue", "mainloop", "epilogue")
@@ -209,6 +211,19 @@ def build_estimates(
             )
         )
     return result
+
+
+def machine_rates(rates: Rates) -> dict[str, Any]:
+    """The machine keywords of `streaming_timeline` from a GPU's `Rates` at one clock."""
+    return {
+        "rates_num_sms": rates.num_sms,
+        "dram_bw_bytes_per_s": rates.dram_bw_bytes_per_s,
+        "l2_sm": rates.l2_bw_per_sm_bytes_per_s,
+        "l2_tot": rates.l2_bw_bytes_per_s,
+        "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
+        "fp32_sm": rates.fp32_flop_per_s_per_sm,
+        "sfu_sm": rates.sfu_op_per_s_per_sm,
+    }
 
 
 def streaming_timeline(
