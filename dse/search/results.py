@@ -12,11 +12,14 @@
                          point, stop reason, timing, sampler, executor, seed
 
 run-id = UTC timestamp + "-" + an 8-hex hash of what decides the proposed points (`study_hash`), so a rerun
-of the same study finds its run directory and continues it.
+of the same study finds its run directory and continues it. env.json also records `model_fingerprint`, a hash
+of the dse package's code and data files (coefficients, GPU catalog, model configs): logged points are only
+reused by a run of the same model, so a refit or an upgrade never mixes old and new predictions silently.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -25,6 +28,7 @@ import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,7 +54,11 @@ def new_run_id(study_hash: str, now: datetime | None = None) -> str:
 
 
 def find_run_dir(out: Path, study_name: str, study_hash: str) -> Path | None:
-    """The newest run directory of this study with the same hash (to continue it), if any."""
+    """The newest run directory of this study with the same hash (to continue it), if any.
+
+    A run made by a different model (another `model_fingerprint`) is not continued: its points are kept
+    where they are and the caller starts a new run.
+    """
     root = out / study_name
     if not root.is_dir():
         return None
@@ -59,7 +67,44 @@ def find_run_dir(out: Path, study_name: str, study_hash: str) -> Path | None:
         for p in root.iterdir()
         if p.is_dir() and p.name.endswith(f"-{study_hash}") and (p / STUDY_FILE).is_file()
     )
-    return runs[-1] if runs else None
+    if not runs:
+        return None
+    newest = runs[-1]
+    if run_fingerprint(newest) != model_fingerprint():
+        logger.info("%s was made by another version of the model; starting a new run", newest)
+        return None
+    return newest
+
+
+# File types of the package that decide a prediction: code, coefficients, catalogs, model configs.
+_FINGERPRINT_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".csv", ".parquet")
+
+
+@cache
+def model_fingerprint() -> str:
+    """A 12-hex hash of the dse package's code and data files (computed once per process)."""
+    import dse
+
+    return tree_fingerprint(Path(dse.__file__).resolve().parent)
+
+
+def tree_fingerprint(root: Path) -> str:
+    """A 12-hex hash of the names and contents of the code and data files under `root`."""
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in _FINGERPRINT_SUFFIXES and "__pycache__" not in path.parts and path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def run_fingerprint(run_dir: Path) -> str | None:
+    """The model fingerprint a run directory was made with (None: unknown, e.g. an older run)."""
+    try:
+        value = json.loads((run_dir / ENV_FILE).read_text(encoding="utf-8")).get("model_fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
@@ -76,6 +121,7 @@ def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "dse_version": dse.__version__,
+        "model_fingerprint": model_fingerprint(),
         "packages": packages,
         "host": socket.gethostname(),
         "platform": platform.platform(),

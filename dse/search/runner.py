@@ -42,7 +42,9 @@ from dse.search.results import (
     PointLog,
     env_info,
     find_run_dir,
+    model_fingerprint,
     new_run_id,
+    run_fingerprint,
     trials_frame,
     write_json,
     write_tables,
@@ -443,6 +445,14 @@ def _prepare(
             other = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
             if study_hash(other, name) != study_hash(cfg, name):
                 raise ConfigError(f"{run_dir} was made by a different study than {study}; drop one of them")
+        made_by = run_fingerprint(run_dir)
+        if made_by != model_fingerprint():
+            # Continuing would mix two models' predictions in one front.
+            raise ConfigError(
+                f"{run_dir} was made by another version of the dse model (fingerprint "
+                f"{made_by or 'unknown'}, now {model_fingerprint()}): its points cannot be reused; run the "
+                "study again without --resume (a new run directory is made)"
+            )
         return cfg.with_overrides(**overrides), run_dir
     if study is None:
         raise ConfigError("give a study file or --resume RUN_DIR")

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dse.errors import ConfigError
 from dse.search.pareto import pareto_mask
 from dse.search.progress import ProgressState
-from dse.search.results import PointLog
+from dse.search.results import PointLog, model_fingerprint, tree_fingerprint
 from dse.search.runner import run_study
 
 from .toy import ctrl_c_after_40, die_once, flat, schaffer, zdt1
@@ -219,6 +220,44 @@ def test_rerun_continues_the_same_run_without_reevaluating(tmp_path: Path) -> No
     fresh = run_study(zdt_study(tmp_path, 128), out=tmp_path / "fresh", evaluator=zdt1)
     assert comparable(read_log(fresh.run_dir)) == comparable(read_log(more.run_dir))
     assert len(read_log(more.run_dir)) == 128
+
+
+def _stamp_other_model(run_dir: Path) -> None:
+    """Make a run look as if an older dse (other coefficients or code) had produced it."""
+    env_path = run_dir / "env.json"
+    env = json.loads(env_path.read_text())
+    assert env["model_fingerprint"] == model_fingerprint()
+    env["model_fingerprint"] = "000000000000"
+    env_path.write_text(json.dumps(env))
+
+
+def test_points_of_another_model_version_are_not_reused(tmp_path: Path) -> None:
+    first = run_study(zdt_study(tmp_path, 32), out=tmp_path, evaluator=zdt1)
+    _stamp_other_model(first.run_dir)
+    again = run_study(zdt_study(tmp_path, 32), out=tmp_path, evaluator=zdt1)
+    assert again.run_dir != first.run_dir and again.n_evaluated == 32 and again.n_cached == 0
+    assert len(read_log(first.run_dir)) == 32  # the old run's points stay where they were
+    # An explicit resume of the old run refuses to mix the two models' points, naming both fingerprints.
+    with pytest.raises(ConfigError, match="another version of the dse model.*000000000000"):
+        run_study(resume=first.run_dir, evaluator=zdt1)
+
+
+def test_fingerprint_changes_with_code_and_data_but_not_caches(tmp_path: Path) -> None:
+    (tmp_path / "perf" / "data").mkdir(parents=True)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "model.py").write_text("X = 1\n")
+    coeffs = tmp_path / "perf" / "data" / "coeffs.json"
+    coeffs.write_text('{"lambda": 1.0}')
+    base = tree_fingerprint(tmp_path)
+    (tmp_path / "__pycache__" / "model.cpython-312.pyc").write_bytes(b"\0")
+    (tmp_path / "notes.txt").write_text("not part of the model")
+    assert tree_fingerprint(tmp_path) == base
+    coeffs.write_text('{"lambda": 1.1}')  # a refit
+    refit = tree_fingerprint(tmp_path)
+    assert refit != base
+    (tmp_path / "model.py").write_text("X = 2\n")  # a code change
+    assert tree_fingerprint(tmp_path) not in {base, refit}
+    assert len(model_fingerprint()) == 12
 
 
 def test_lost_worker_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
