@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dse.search.objective import EvalContext, _predict, build_inputs
+from dse.search.objective import EvalContext, build_inputs, predict_inputs
 
 
 def context_for_run(run_dir: str | Path) -> EvalContext | None:
@@ -26,5 +26,5 @@ def context_for_run(run_dir: str | Path) -> EvalContext | None:
 
 def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, dict[str, float]]:
     """{"by_module": {module: J}, "by_op": {phase/op name: J}} of one design point."""
-    estimate = _predict(build_inputs(params, ctx))
+    estimate = predict_inputs(build_inputs(params, ctx))
     return {"by_module": dict(estimate.energy_j_by_module), "by_op": dict(estimate.energy_j_by_name)}

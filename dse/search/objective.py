@@ -200,16 +200,14 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     }
 
 
-def _predict(inputs: Mapping[str, Any]) -> Any:
+def predict_inputs(inputs: Mapping[str, Any]) -> Any:
+    """The serving estimate (`dse.serving.ServingEstimate`) of one point's `build_inputs` result."""
     import dse.serving as serving  # lazy: the search layer must not need the model stack at import
 
-    request_cls = getattr(serving, "ServingRequest", None)
     workload = {k: inputs[k] for k in ("batch", "input_tokens", "output_tokens", "precision", "attention")}
-    if request_cls is not None:
-        return serving.predict_serving(
-            inputs["arch"], inputs["gpu"], request_cls(**workload), inputs["point"]
-        )
-    return serving.predict_serving(inputs["arch"], inputs["gpu"], **workload, point=inputs["point"])
+    return serving.predict_serving(
+        inputs["arch"], inputs["gpu"], serving.ServingRequest(**workload), inputs["point"]
+    )
 
 
 def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
@@ -219,7 +217,7 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     them as failed points.
     """
     inputs = build_inputs(params, ctx)
-    metrics = dict(_predict(inputs).metrics())
+    metrics = dict(predict_inputs(inputs).metrics())
     gpu, point = inputs["gpu"], inputs["point"]
     metrics.setdefault("tdp_w", gpu.power.tdp_w)
     metrics.setdefault("power_cap_w", point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w)
