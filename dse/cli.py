@@ -350,3 +350,4 @@ def main() -> None:  # pragma: no cover - console-script convenience
 
 # Registers the run/report/serve/validate/measure/bench commands on `app`.
 from dse import cli_runs as _cli_runs  # noqa: E402, F401
+from dse import cli_calibrate as _cli_calibrate  # noqa: E402, F401

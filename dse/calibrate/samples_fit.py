@@ -1,0 +1,773 @@
+"""Calibration from measured sample files (`dse calibrate`) and their validation (`dse validate samples`).
+
+Input: `KernelSample` files (`dse.measure.samples`, written by `dse measure kernels`, or converted from
+`shared/data` by `samples_from_aiconfigurator`). Output: one JSON coefficient file that `load_coeffs` reads
+as a `CoeffSet` (latency corrections) and `load_calibration` reads as that set plus the `PowerCoeffs` of
+its `power` entry, with provenance (files and sha256, GPU, date, method, row counts, training and hold-out
+MAPE).
+
+Fits, the same as the shipped sets':
+- latency: per kernel group, the cvxpy QP of `fit_latency.fit_group` (lambdas, eps, derate scan) on the
+  model's phase times, groups with too few rows falling back to their parent key, GEMMs re-fitted over
+  a few tile-selection rounds (`kernel_fit` does the same for `shared/data`). Unlike `kernel_fit`, every
+  row is evaluated at its own clock: the measured mean SM clock, else the locked one, else the GPU's boost.
+- power (rows with a measured mean power): the relative least squares of `fit_power.fit_power_rows` on
+  the rows' energy features at their clock, with the latency model just fitted, bounded (dram_scale in
+  [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the shipped set of the GPU's architecture, which
+  also keeps the coefficients that kernels in a loop cannot see (the host-gap term).
+
+Hold-out: per family, the distinct shapes (kind, dtype, variant, shape fields) are split by
+`dataset.split_holdout(frac, seed)`; a shape measured at several clocks lands on one side only.
+Families whose groups are not in the samples keep the shipped set's coefficients (provenance `inherited`).
+
+The sample schema has no output dtype, weight sharing or KV-cache dtype; rows are read with the kernel
+suites' conventions (`dse.measure.suites`): fp8 / int8 GEMMs write bf16, a GEMM's B is a shared weight,
+`cast` writes fp32, the KV cache has the attention dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import dse
+from dse.calibrate.coeffs import CoeffSet, GroupInfo, coeffs_to_dict, load_coeffs, load_default_coeffs
+from dse.calibrate.dataset import load_aiconfigurator_attention, load_aiconfigurator_gemm, split_holdout
+from dse.calibrate.fit_latency import fit_group
+from dse.calibrate.fit_power import PowerRows, fit_power_rows
+from dse.calibrate.kernel_fit import MIN_FAMILY_SAMPLES, MIN_GROUP_SAMPLES, MIN_LATENCY_S
+from dse.errors import CalibrationError, ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.hardware.spec import GpuSpec
+from dse.measure.samples import SHAPE_FIELDS, KernelSample, op_from_sample, read_samples, samples_frame
+from dse.perf import attention, elementwise, gemm, reduction
+from dse.perf.power import PowerCoeffs, default_power_coeffs, gpu_power_terms, power_features
+from dse.perf.types import CoeffTable, PhaseCoeffs
+from dse.workload.ops import ElementwiseOp, GemmOp, Op
+
+# Sample kinds fitted here (attention_eager is a composite of GEMM and softmax kernels; `model` rows are
+# whole forward passes): they are read but neither fitted nor scored.
+FAMILIES: tuple[str, ...] = (
+    "gemm",
+    "attention_flash",
+    "attention_decode",
+    "softmax",
+    "layernorm",
+    "rmsnorm",
+    "elementwise",
+)
+# Families sharing one model function (and so one fallback tree) are fitted together.
+_UNIT: dict[str, str] = {"softmax": "reduction", "layernorm": "reduction", "rmsnorm": "reduction"}
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "gemm": gemm.GROUPS,
+    "attention_flash": attention.FLASH_GROUPS,
+    "attention_decode": attention.DECODE_GROUPS,
+    "reduction": reduction.GROUPS,
+    "elementwise": elementwise.GROUPS,
+}
+HOLDOUT_FRAC = 0.2
+SEED = 0
+GEMM_ROUNDS = 3
+HUBER_M = 0.05  # as the shipped fits: robust to the odd outlier row
+# Ridge of the power fit towards the shipped set (dimensionless, see fit_power): small enough that a
+# coefficient the rows determine follows the rows, large enough to pin the ones they barely see.
+POWER_RIDGE = 1e-4
+DRAM_SCALE_BOUNDS = (0.25, 4.0)  # the catalog e_bit is a literature value: allow 4x either way
+METHOD = (
+    "dse.calibrate.samples_fit: latency per kernel group by fit_latency.fit_group (cvxpy QP, Huber "
+    f"{HUBER_M}, derate scan, {GEMM_ROUNDS} GEMM tile rounds) at each row's clock; power by "
+    f"fit_power.fit_power_rows (relative least squares, ridge {POWER_RIDGE} towards the shipped set)"
+)
+_KEY_COLUMNS: tuple[str, ...] = ("kind", "dtype", "variant", "causal", *SHAPE_FIELDS)
+# aiconfigurator power is a 1 s NVML mean over loops of >= 0.3-1 s: only kernels this long read right.
+AIC_MIN_POWER_LATENCY_S = 1e-3
+
+
+# ------------------------------------------------------------------------------------------ sample files
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleSet:
+    """Kernel samples of one GPU ready for fitting: a frame of the sample fields plus `family`,
+    `clock_hz` (what the model is evaluated at), `clock` (table label) and `file`, and the ops (aligned)."""
+
+    gpu: GpuSpec
+    frame: pd.DataFrame
+    ops: tuple[Op, ...]
+    sources: tuple[dict[str, Any], ...]
+    skipped: dict[str, int] = field(default_factory=dict, hash=False)
+
+    def take(self, mask: np.ndarray) -> SampleSet:
+        idx = np.nonzero(mask)[0]
+        return dataclasses.replace(
+            self, frame=self.frame.iloc[idx].reset_index(drop=True), ops=tuple(self.ops[i] for i in idx)
+        )
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        return self.frame["latency_s"].to_numpy(dtype=float)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_sample_file(path: str | Path) -> list[KernelSample]:
+    """`read_samples` with every failure as one ConfigError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such samples file")
+    try:
+        samples = read_samples(path)
+    except ConfigError:
+        raise
+    except Exception as exc:  # pyarrow / pandas / field conversion: the file is not ours
+        kind = type(exc).__name__
+        raise ConfigError(
+            f"{path}: not a samples file (.parquet or .csv written by `dse measure kernels`): {kind}"
+        ) from None
+    if not samples:
+        raise ConfigError(f"{path}: no sample rows")
+    return samples
+
+
+def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
+    """Whether a sample's `gpu` value names `gpu` (catalog name, `h100_sxm` spelling or NVML name)."""
+    from dse.measure.env import catalog_gpu_name
+
+    value = recorded.strip().lower()
+    return value.replace("_", "-") == gpu.name.lower() or catalog_gpu_name(recorded) == gpu.name
+
+
+def _op(sample: KernelSample) -> Op:
+    """The op a sample measured, with the suites' conventions for fields the schema lacks."""
+    op = op_from_sample(sample)
+    if isinstance(op, GemmOp):
+        out = "bf16" if op.dtype in ("fp8", "int8") else None
+        return dataclasses.replace(op, out_dtype=out, b_shared=True)
+    if isinstance(op, ElementwiseOp) and op.kind == "cast":
+        return dataclasses.replace(op, out_dtype="fp32")
+    return op
+
+
+def load_sample_set(
+    paths: Sequence[str | Path], gpu: str | GpuSpec | None = None, families: Iterable[str] | None = None
+) -> SampleSet:
+    """Read sample files, check they are all of one GPU (`gpu`, or the one they name), and build the ops.
+
+    Raises:
+        ConfigError: a missing or foreign file, an unknown GPU, samples of another GPU, a row that is not
+            a valid op, an unknown family, or no kernel rows left.
+    """
+    if not paths:
+        raise ConfigError("give at least one samples file (.parquet or .csv from `dse measure kernels`)")
+    wanted = tuple(families) if families is not None else FAMILIES
+    unknown = sorted(set(wanted) - set(FAMILIES))
+    if unknown:
+        raise ConfigError(f"--families: unknown {', '.join(unknown)}; allowed: {', '.join(FAMILIES)}")
+    per_file = [(Path(p), read_sample_file(p)) for p in paths]
+    if gpu is None:
+        names = sorted({s.gpu for _, ss in per_file for s in ss})
+        if len(names) != 1:
+            raise ConfigError(f"the samples name several GPUs ({', '.join(names)}): pass --gpu NAME")
+        from dse.measure.env import catalog_gpu_name
+
+        gpu = catalog_gpu_name(names[0]) or names[0].replace("_", "-")
+    spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
+    frames, ops, sources = [], [], []
+    skipped: dict[str, int] = {}
+    for path, samples in per_file:
+        foreign = sorted({s.gpu for s in samples if not gpu_matches(s.gpu, spec)})
+        if foreign:
+            raise ConfigError(
+                f"{path}: samples of {', '.join(repr(g) for g in foreign)}, not of --gpu {spec.name}"
+            )
+        keep = []
+        for s in samples:
+            if s.kind in wanted:
+                keep.append(s)
+            else:
+                skipped[s.kind] = skipped.get(s.kind, 0) + 1
+        for s in keep:
+            try:
+                ops.append(_op(s))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+        df = samples_frame(keep)
+        df["file"] = path.name
+        frames.append(df)
+        sources.append({"file": path.name, "sha256": file_sha256(path), "rows": len(samples)})
+    frame = pd.concat(frames, ignore_index=True)
+    if frame.empty:
+        raise ConfigError(
+            f"no kernel rows of the families {', '.join(wanted)} in {', '.join(str(p) for p, _ in per_file)}"
+        )
+    bad = ~(np.isfinite(frame["latency_s"].to_numpy(float)) & (frame["latency_s"].to_numpy(float) > 0))
+    if bad.any():
+        i = int(np.nonzero(bad)[0][0])
+        raise ConfigError(f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s")
+    frame["family"] = frame["kind"]
+    avg = frame["avg_sm_clock_hz"].to_numpy(float)
+    locked = frame["sm_clock_hz"].to_numpy(float)
+    boost = spec.clocks.boost_clock_hz
+    frame["clock_hz"] = np.where(np.isfinite(avg) & (avg > 0), avg, np.where(np.isfinite(locked), locked, boost))
+    frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
+    return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
+
+
+def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED) -> np.ndarray:
+    """True for hold-out rows: per family, `split_holdout` over the sorted distinct shapes."""
+    is_test = np.zeros(len(frame), dtype=bool)
+    keys = np.array(["|".join(map(str, t)) for t in frame[list(_KEY_COLUMNS)].itertuples(index=False)])
+    for family in sorted(frame["family"].unique()):
+        pos = np.nonzero(frame["family"].to_numpy() == family)[0]
+        uniq = pd.DataFrame({"key": sorted(set(keys[pos]))})
+        _, test = split_holdout(uniq, frac=frac, seed=seed)
+        chosen = set(test["key"])
+        is_test[pos] = [k in chosen for k in keys[pos]]
+    return is_test
+
+
+# ------------------------------------------------------------------------------------------- the model
+
+
+def _arr(values: Iterable[float]) -> np.ndarray:
+    return np.array(list(values), dtype=float)
+
+
+def unit_arrays(
+    unit: str, ops: Sequence[Op], gpu: GpuSpec, clock_hz: np.ndarray, coeffs: Any
+) -> dict[str, np.ndarray]:
+    """The family model's full output (latency_s, util [M, N], dram_bytes, group, timeline) for `ops`."""
+    from dse.perf.rates import DTYPE_BYTES
+
+    f = np.clip(np.asarray(clock_hz, dtype=float), gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
+    o: Any = ops
+    if unit == "gemm":
+        return gemm.gemm_arrays(
+            m=_arr(x.m for x in o),
+            n=_arr(x.n for x in o),
+            k=_arr(x.k for x in o),
+            batch=_arr(x.batch for x in o),
+            dtype=[x.dtype for x in o],
+            out_dtype=[x.c_dtype for x in o],
+            b_shared=np.array([x.b_shared for x in o], dtype=bool),
+            gpu=gpu,
+            sm_clock_hz=f,
+            coeffs=coeffs,
+        )
+    if unit == "reduction":
+        kinds = [getattr(x, "kind", "softmax") for x in o]
+        return reduction.reduction_arrays(
+            kind=np.array([reduction.KINDS.index(k) for k in kinds]),
+            rows=_arr(x.rows for x in o),
+            cols=_arr(x.cols for x in o),
+            dtype_bytes=_arr(DTYPE_BYTES[x.dtype] for x in o),
+            gpu=gpu,
+            sm_clock_hz=f,
+            coeffs=coeffs,
+        )
+    if unit == "elementwise":
+        return elementwise.elementwise_arrays(
+            kind=np.array([elementwise.KINDS.index(x.kind) for x in o]),
+            num_elements=_arr(x.num_elements for x in o),
+            in_bytes=_arr(DTYPE_BYTES[x.dtype] for x in o),
+            out_bytes=_arr(DTYPE_BYTES[x.out_dtype or x.dtype] for x in o),
+            gpu=gpu,
+            sm_clock_hz=f,
+            coeffs=coeffs,
+        )
+    shape = {
+        "batch": _arr(x.batch for x in o),
+        "seq_len_q": _arr(x.seq_len_q for x in o),
+        "seq_len_kv": _arr(x.seq_len_kv for x in o),
+        "num_heads": _arr(x.num_heads for x in o),
+        "num_kv_heads": _arr(x.num_kv_heads for x in o),
+        "head_dim": _arr(x.head_dim for x in o),
+        "act_bytes": _arr(DTYPE_BYTES[x.dtype] for x in o),
+        "kv_bytes": _arr(DTYPE_BYTES[x.cache_dtype] for x in o),
+    }
+    if unit == "attention_flash":
+        causal = np.array([x.causal for x in o], dtype=bool)
+        return attention.flash_arrays(causal=causal, **shape, gpu=gpu, sm_clock_hz=f, coeffs=coeffs)
+    if unit == "attention_decode":
+        return attention.decode_arrays(**shape, gpu=gpu, sm_clock_hz=f, coeffs=coeffs)
+    raise ValueError(f"unknown kernel family {unit!r}")
+
+
+def _units(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    fam = frame["family"].to_numpy()
+    out = {}
+    for unit in dict.fromkeys(_UNIT.get(f, f) for f in FAMILIES):
+        pos = np.nonzero([_UNIT.get(f, f) == unit for f in fam])[0]
+        if pos.size:
+            out[unit] = pos
+    return out
+
+
+def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
+    """latency_s, util [N, M], dram_bytes and clock_hz of every row of `ss` under `coeffs`."""
+    n = len(ss.frame)
+    lat, dram = np.zeros(n), np.zeros(n)
+    util: np.ndarray | None = None
+    clocks = ss.frame["clock_hz"].to_numpy(float)
+    for unit, pos in _units(ss.frame).items():
+        out = unit_arrays(unit, [ss.ops[i] for i in pos], ss.gpu, clocks[pos], coeffs)
+        u = np.asarray(out["util"]).T
+        if util is None:
+            util = np.zeros((n, u.shape[1]))
+        util[pos], lat[pos], dram[pos] = u, out["latency_s"], out["dram_bytes"]
+    clamped = np.clip(clocks, ss.gpu.clocks.sm_clock_min_hz, ss.gpu.clocks.sm_clock_max_hz)
+    return {"latency_s": lat, "util": util if util is not None else np.zeros((n, 0)), "dram_bytes": dram,
+            "clock_hz": clamped}
+
+
+# ------------------------------------------------------------------------------------------- the fits
+
+
+def _fallback_keys(group: str) -> list[str]:
+    parts = group.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _fit_buckets(
+    out: dict, latency_s: np.ndarray, mask: np.ndarray, names: tuple[str, ...]
+) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+    """Fit every exercised group and its parent keys (the fallbacks) on the masked rows."""
+    tl = out["timeline"]
+    buckets: dict[str, np.ndarray] = {}
+    for gi in np.unique(out["group"][mask]):
+        sel = mask & (out["group"] == gi)
+        buckets[names[gi]] = sel
+        for key in _fallback_keys(names[gi]):
+            buckets[key] = buckets.get(key, np.zeros_like(mask)) | sel
+    fits = {}
+    for name, sel in buckets.items():
+        idx = np.nonzero(sel)[0]
+        if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
+            continue
+        fit = fit_group(
+            lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=HUBER_M
+        )
+        fits[name] = (fit.coeffs, GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape))
+    return fits
+
+
+def fit_unit(
+    unit: str, ops: Sequence[Op], clock_hz: np.ndarray, latency_s: np.ndarray, gpu: GpuSpec,
+    min_latency_s: float = MIN_LATENCY_S,
+) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
+    """Fit one model function's groups on its rows; returns the groups and the training MAPE."""
+    mask = latency_s >= min_latency_s
+    table = CoeffTable()
+    best: tuple[float, dict] | None = None
+    for _ in range(GEMM_ROUNDS if unit == "gemm" else 1):
+        out = unit_arrays(unit, ops, gpu, clock_hz, table)
+        fits = _fit_buckets(out, latency_s, mask, _GROUPS[unit])
+        table = CoeffTable(groups={k: v[0] for k, v in fits.items()})
+        pred = unit_arrays(unit, ops, gpu, clock_hz, table)["latency_s"]
+        err = mape(pred[mask], latency_s[mask])
+        if best is None or err < best[0]:
+            best = (err, fits)
+    assert best is not None
+    return best[1], best[0]
+
+
+def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """Mean absolute relative error as a fraction (NaN when there are no rows)."""
+    p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
+    return float(np.mean(np.abs(p / m - 1.0))) if m.size else math.nan
+
+
+def power_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Rows with a usable measured mean power (and, when recorded, a stable window)."""
+    p = frame["avg_power_w"].to_numpy(float)
+    stable = frame["stable"].fillna(True).to_numpy(bool)
+    return np.isfinite(p) & (p > 0) & stable
+
+
+def power_rows(ss: SampleSet, latency_coeffs: Any) -> PowerRows:
+    """The linear system of the power fit for every row of `ss` (measured power may be NaN)."""
+    rows = model_rows(ss, latency_coeffs)
+    terms = gpu_power_terms(ss.gpu)
+    f = rows["clock_hz"]
+    feats = power_features(rows["util"], rows["latency_s"], rows["dram_bytes"], f, terms)
+    p = ss.frame["avg_power_w"].to_numpy(float)
+    return PowerRows(
+        features_j=feats,
+        wall_s=rows["latency_s"],
+        idle_w=terms.idle_power_w(f),
+        power_w=np.where(np.isfinite(p) & (p > 0), p, 1.0),  # placeholders; callers mask
+    )
+
+
+def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
+    """Energy coefficients from the rows with measured power; returns them and the training power MAPE."""
+    sel = power_mask(ss.frame)
+    sub = ss.take(sel)
+    rows = power_rows(sub, latency_coeffs)
+    prior = default_power_coeffs(ss.gpu)
+    k = rows.features_j.shape[1]
+    names = PowerCoeffs.coeff_names()
+    lower, upper = np.zeros(k), np.full(k, np.inf)
+    j = names.index("dram_scale")
+    lower[j], upper[j] = DRAM_SCALE_BOUNDS
+    fit = fit_power_rows(rows, lower=lower, upper=upper, prior=prior.vector(), ridge=POWER_RIDGE)
+    pc = PowerCoeffs.from_vector(
+        ss.gpu.architecture,
+        fit.coeffs,
+        host_gap_s=prior.host_gap_s,
+        provenance={
+            "name": f"calibrated-{ss.gpu.name}",
+            "gpu": ss.gpu.name,
+            "method": f"fit_power.fit_power_rows, ridge {POWER_RIDGE} towards the shipped "
+            f"'{prior.provenance.get('name', prior.architecture)}' set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
+            "num_rows": int(sel.sum()),
+            "fit_power_mape": fit.mape,
+            "solver_status": fit.status,
+            "host_gap_s": "copied from the shipped set (kernel loops have no host gaps)",
+        },
+    )
+    return pc, fit.mape
+
+
+# ---------------------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """A calibrated coefficient set: latency (`coeffs`) and, where power was measured, energy (`power`)."""
+
+    coeffs: CoeffSet
+    power: PowerCoeffs | None
+    info: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = coeffs_to_dict(self.coeffs)
+        out["power"] = None if self.power is None else self.power.to_dict()
+        out["calibration"] = self.info
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1, default=float) + "\n")
+        return path
+
+
+def _check_sizes(train: SampleSet, min_latency_s: float) -> None:
+    fam = train.frame["family"].to_numpy()
+    long_enough = train.latency_s >= min_latency_s
+    for family in sorted(set(fam)):
+        n = int(np.sum((fam == family) & long_enough))
+        if n < MIN_FAMILY_SAMPLES:
+            raise ConfigError(
+                f"family '{family}': {n} training rows of >= {min_latency_s * 1e6:.0f} us, a fit needs at "
+                f"least {MIN_FAMILY_SAMPLES} (measure more shapes, or leave it out with --families)"
+            )
+
+
+def calibrate(
+    paths: Sequence[str | Path],
+    gpu: str | GpuSpec,
+    *,
+    holdout_frac: float = HOLDOUT_FRAC,
+    seed: int = SEED,
+    families: Iterable[str] | None = None,
+    min_latency_s: float = MIN_LATENCY_S,
+    progress: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Fit latency (and power) coefficients on the training split of the samples (module docstring).
+
+    Raises:
+        ConfigError: bad files, GPU or families (`load_sample_set`), a family with too few rows.
+        CalibrationError: a fit that does not converge.
+    """
+    ss = load_sample_set(paths, gpu, families)
+    is_test = split_mask(ss.frame, holdout_frac, seed)
+    train, test = ss.take(~is_test), ss.take(is_test)
+    _check_sizes(train, min_latency_s)
+    groups: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
+    unit_mape: dict[str, float] = {}
+    for unit, pos in _units(train.frame).items():
+        fits, err = fit_unit(
+            unit,
+            [train.ops[i] for i in pos],
+            train.frame["clock_hz"].to_numpy(float)[pos],
+            train.latency_s[pos],
+            ss.gpu,
+            min_latency_s,
+        )
+        for name, value in fits.items():
+            groups.setdefault(name, value)
+        unit_mape[unit] = err
+        if progress:
+            progress(f"{unit}: {len(fits)} groups from {pos.size} rows, train MAPE {100 * err:.1f}%")
+    if not groups:
+        raise CalibrationError("no kernel group had enough rows to fit")
+    default = load_default_coeffs(ss.gpu)
+    fitted_tops = {name.split("/")[0] for name in groups}
+    table = {name: c for name, (c, _) in groups.items()}
+    infos = {name: info for name, (_, info) in groups.items()}
+    for name, c in default.table.groups.items():
+        if name.split("/")[0] not in fitted_tops:
+            table[name] = c
+            infos[name] = GroupInfo(num_samples=0, provenance=f"inherited from the shipped set '{default.name}'")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    latency = CoeffTable(groups=table)
+    power: PowerCoeffs | None = None
+    power_err = math.nan
+    n_power = int(power_mask(train.frame).sum())
+    if n_power >= MIN_FAMILY_SAMPLES:
+        power, power_err = fit_power(train, latency)
+        if progress:
+            progress(f"power: {n_power} rows, train MAPE {100 * power_err:.1f}%")
+    cs = CoeffSet(
+        name=f"calibrated-{ss.gpu.name}",
+        architecture=ss.gpu.architecture,
+        table=latency,
+        gpu=ss.gpu.name,
+        created=created,
+        dse_version=dse.__version__,
+        sources=tuple(
+            src | {"train_rows": int((train.frame["file"] == src["file"]).sum()),
+                   "test_rows": int((test.frame["file"] == src["file"]).sum())}
+            for src in ss.sources
+        ),
+        method=METHOD,
+        notes=f"hold-out: {holdout_frac:g} of each family's distinct shapes (seed {seed}); "
+        "unfitted families inherit the shipped set",
+        fit_error={f: _family_mape(train, f, latency, min_latency_s) for f in sorted(set(train.frame["family"]))},
+        group_info=infos,
+    )
+    held = _holdout_summary(test, latency, default, power, min_latency_s)
+    info = {
+        "gpu": ss.gpu.name,
+        "holdout_frac": holdout_frac,
+        "seed": seed,
+        "split": "by distinct shape within each family (dataset.split_holdout)",
+        "min_latency_s": min_latency_s,
+        "families": sorted(set(ss.frame["family"])),
+        "rows": {"total": len(ss.frame), "train": len(train.frame), "test": len(test.frame),
+                 "train_with_power": n_power, "skipped_kinds": dict(ss.skipped)},
+        "train_mape_by_unit": unit_mape,
+        "power_train_mape": power_err,
+        "holdout": held,
+    }
+    return Calibration(coeffs=cs, power=power, info=info)
+
+
+def _family_mape(ss: SampleSet, family: str, coeffs: Any, min_latency_s: float) -> float:
+    sub = ss.take((ss.frame["family"] == family).to_numpy() & (ss.latency_s >= min_latency_s))
+    return mape(model_rows(sub, coeffs)["latency_s"], sub.latency_s) if len(sub.frame) else math.nan
+
+
+def _holdout_summary(
+    test: SampleSet, latency: Any, default: CoeffSet, power: PowerCoeffs | None, min_latency_s: float
+) -> dict[str, dict[str, float]]:
+    out = {}
+    for family in sorted(set(test.frame["family"])):
+        out[family] = {
+            "n": int(((test.frame["family"] == family).to_numpy() & (test.latency_s >= min_latency_s)).sum()),
+            "latency_mape": _family_mape(test, family, latency, min_latency_s),
+            "latency_mape_default": _family_mape(test, family, default, min_latency_s),
+        }
+    if power is not None and power_mask(test.frame).any():
+        sub = test.take(power_mask(test.frame))
+        rows = power_rows(sub, latency)
+        out["power"] = {"n": len(sub.frame), "power_mape": mape(rows.predict_w(power.vector()), rows.power_w)}
+    return out
+
+
+def load_calibration(path: str | Path) -> tuple[CoeffSet, PowerCoeffs | None, dict[str, Any]]:
+    """A coefficient file: its latency set, its power set (None when it has none) and calibration info.
+
+    Plain `dse.coeffs/1` files (the shipped sets) load too, with no power and empty info.
+    """
+    cs = load_coeffs(path)
+    data = json.loads(Path(path).read_text())
+    raw = data.get("power")
+    power = None if raw is None else PowerCoeffs.from_dict(raw, f"{path}: power")
+    info = data.get("calibration") or {}
+    return cs, power, info if isinstance(info, dict) else {}
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+VARIANTS: tuple[str, ...] = ("fitted", "default", "uncorrected")
+
+
+def validate_samples(
+    paths: Sequence[str | Path],
+    *,
+    coeffs_path: str | Path | None = None,
+    gpu: str | GpuSpec | None = None,
+    holdout_frac: float | None = None,
+    seed: int | None = None,
+    families: Iterable[str] | None = None,
+    min_latency_s: float = MIN_LATENCY_S,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """MAPE rows per family and clock on the hold-out split: fitted vs shipped default vs uncorrected.
+
+    `fitted` is the coefficient file `coeffs_path` (scored on the split it was fitted with when it was
+    fitted on any of these files, else on all rows), or, without one, a fit on the training split made
+    here. Latency is scored on kernels >= `min_latency_s`; power and energy on rows with measured power.
+    Returns the rows and a header (gpu, split, coefficient sources).
+    """
+    if coeffs_path is not None:
+        cs, pc, info = load_calibration(coeffs_path)
+    ss = load_sample_set(paths, gpu, families)
+    frac = holdout_frac if holdout_frac is not None else HOLDOUT_FRAC
+    sd = seed if seed is not None else SEED
+    if coeffs_path is not None:
+        fitted_on = {s.get("sha256") for s in cs.sources}
+        overlap = any(s["sha256"] in fitted_on for s in ss.sources)
+        if overlap:
+            frac = float(info.get("holdout_frac", frac)) if holdout_frac is None else frac
+            sd = int(info.get("seed", sd)) if seed is None else sd
+            is_test = split_mask(ss.frame, frac, sd)
+            split = f"hold-out {frac:g} of shapes, seed {sd} (as fitted)"
+        else:
+            is_test = np.ones(len(ss.frame), dtype=bool)
+            split = "all rows (none of these files was fitted)"
+        fitted_latency, fitted_power, fitted_name = cs, pc, str(coeffs_path)
+    else:
+        is_test = split_mask(ss.frame, frac, sd)
+        cal = calibrate(paths, ss.gpu, holdout_frac=frac, seed=sd, families=families,
+                        min_latency_s=min_latency_s)
+        fitted_latency, fitted_power, fitted_name = cal.coeffs, cal.power, "fitted here on the training split"
+        split = f"hold-out {frac:g} of shapes, seed {sd}"
+    test = ss.take(is_test)
+    default_power = default_power_coeffs(ss.gpu)
+    variants = {
+        "fitted": (fitted_latency, fitted_power or default_power),
+        "default": (load_default_coeffs(ss.gpu), default_power),
+        "uncorrected": (None, default_power),
+    }
+    preds = {}
+    pmask = power_mask(test.frame)
+    for v, (lat_c, pow_c) in variants.items():
+        rows = power_rows(test, lat_c)
+        p = rows.predict_w(pow_c.vector())
+        preds[v] = (rows.wall_s, p, p * rows.wall_s)
+    out = []
+    frame = test.frame
+    for family in [f for f in FAMILIES if f in set(frame["family"])]:
+        fam_sel = (frame["family"] == family).to_numpy()
+        clocks = sorted(set(frame.loc[fam_sel, "clock"]), key=_clock_order)
+        for clock in clocks + (["all"] if len(clocks) > 1 else []):
+            sel = fam_sel & ((frame["clock"] == clock).to_numpy() if clock != "all" else True)
+            out.append(_score(family, clock, sel, test, preds, pmask, min_latency_s))
+    header = {
+        "gpu": ss.gpu.name,
+        "split": split,
+        "fitted": fitted_name,
+        "default": load_default_coeffs(ss.gpu).name,
+        "power_fitted": fitted_power is not None,
+        "files": [s["file"] for s in ss.sources],
+        "skipped_kinds": dict(ss.skipped),
+    }
+    return out, header
+
+
+def _clock_order(label: str) -> float:
+    return float(label.split()[0]) if label != "default" else math.inf
+
+
+def _score(
+    family: str, clock: str, sel: np.ndarray, test: SampleSet, preds: dict, pmask: np.ndarray,
+    min_latency_s: float,
+) -> dict[str, Any]:
+    lat = test.latency_s
+    lsel = sel & (lat >= min_latency_s)
+    psel = sel & pmask
+    energy = test.frame["energy_j"].to_numpy(float)
+    esel = psel & np.isfinite(energy) & (energy > 0)
+    power = test.frame["avg_power_w"].to_numpy(float)
+    row: dict[str, Any] = {"family": family, "clock": clock, "n": int(lsel.sum())}
+    for v in VARIANTS:
+        row[f"latency_{v}"] = mape(preds[v][0][lsel], lat[lsel])
+    row["n_power"] = int(psel.sum())
+    for v in VARIANTS:
+        row[f"power_{v}"] = mape(preds[v][1][psel], power[psel])
+    for v in VARIANTS:
+        row[f"energy_{v}"] = mape(preds[v][2][esel], energy[esel])
+    return row
+
+
+# ------------------------------------------------------------------------- shared/data as samples
+
+
+def samples_from_aiconfigurator(gpu_key: str, family: str, *, dtype: str | None = None) -> list[KernelSample]:
+    """aiconfigurator rows (shared/data) as KernelSample rows: a real-data path into `calibrate`.
+
+    Args:
+        gpu_key: `h100_sxm`, `h200_sxm` (with power) or `a100_sxm` (GEMM only).
+        family: `gemm`, `attention_flash` (context table) or `attention_decode` (generation table).
+        dtype: GEMM dtype to keep (`bf16`, `fp8`; default all but `fp8_block`, which has no model dtype).
+
+    Full attention only (sliding-window rows dropped) and KV cache of the attention dtype only (the schema
+    has no KV dtype). Power (1 s NVML means) is kept only for kernels of >= AIC_MIN_POWER_LATENCY_S;
+    energy_j = power x latency. No clock was locked or recorded: sm_clock_hz is None.
+    """
+    from dse.calibrate.kernel_fit import CATALOG_GPU
+
+    if gpu_key not in CATALOG_GPU:
+        raise ConfigError(f"unknown aiconfigurator gpu {gpu_key!r}; allowed: {', '.join(sorted(CATALOG_GPU))}")
+    gpu = CATALOG_GPU[gpu_key]
+    if family == "gemm":
+        df = load_aiconfigurator_gemm(gpu_key)
+        df = df[df["dtype"] == dtype] if dtype else df[df["dtype"] != "fp8_block"]
+    elif family in ("attention_flash", "attention_decode"):
+        phase = "context" if family == "attention_flash" else "generation"
+        df = load_aiconfigurator_attention(gpu_key, phase)  # type: ignore[arg-type]
+        df = df[(df["window_size"] == 0) & (df["kv_dtype"] == df["attn_dtype"])]
+    else:
+        raise ConfigError(f"unknown family {family!r}; allowed: gemm, attention_flash, attention_decode")
+    source = f"aiconfigurator:{df['source'].iloc[0]}" if len(df) else "aiconfigurator"
+    out = []
+    for r in df.itertuples(index=False):
+        lat = float(r.latency_s)
+        p = float(r.power_w) if lat >= AIC_MIN_POWER_LATENCY_S else math.nan
+        common: dict[str, Any] = {
+            "gpu": gpu,
+            "latency_s": lat,
+            "avg_power_w": p,
+            "energy_j": p * lat,
+            "power_limit_w": float(r.power_limit_w),
+            "energy_method": "nvml_power_mean",
+            "source": source,
+        }
+        if family == "gemm":
+            shape = f"{r.m}x{r.n}x{r.k}"
+            out.append(KernelSample(kind="gemm", name=f"gemm_{r.dtype}_{shape}", dtype=r.dtype, m=int(r.m),
+                                    n=int(r.n), k=int(r.k), batch=1, **common))
+        else:
+            out.append(
+                KernelSample(
+                    kind=family,
+                    name=f"{family}_b{r.batch}_q{r.seq_len_q}_kv{r.seq_len_kv}_h{r.num_heads}x{r.num_kv_heads}"
+                    f"_d{r.head_dim}",
+                    dtype=r.attn_dtype,
+                    variant="flash" if family == "attention_flash" else "decode",
+                    causal=True,
+                    batch=int(r.batch),
+                    seq_len_q=int(r.seq_len_q),
+                    seq_len_kv=int(r.seq_len_kv),
+                    num_heads=int(r.num_heads),
+                    num_kv_heads=int(r.num_kv_heads),
+                    head_dim=int(r.head_dim),
+                    **common,
+                )
+            )
+    return out
