@@ -3,14 +3,17 @@
     rows = validate_serving()              # MAPE per source, metric and model (list of dicts)
     df = serving_validation_frame()        # one row per measured configuration, predicted vs measured
 
-Both sources are *continuous-batching* benchmarks in steady state, not the static batch that
-`dse.serving.predict_serving` describes (all requests prefilled together, then decoded in lock step).
-So each measured row is predicted with a steady-state engine step built from the same kernel model,
-power model and shipped default coefficients (`steady_state`), described below. The static-batch
-`predict_serving` numbers are reported beside them (`*_static` columns) for comparison.
+Both sources are *continuous-batching* benchmarks, not the static batch that `dse.serving.predict_serving`
+describes (all requests prefilled together, then decoded in lock step). Each measured row is predicted
+from engine steps built from the same kernel model, power model and shipped default coefficients: the
+ML.ENERGY rows (a steady-state measurement window) with the steady-state step mix (`steady_state`), the
+silicon rows (whole benchmark runs) with a simulation of the benchmark (`dse.serving_benchmark`).
+Engine steps (`step_graph`, `dse.serving_engine`) are the model's forward pass with the engine's kernel
+fusions, its sampler and its KV-cache dtype. The static-batch `predict_serving` numbers are reported
+beside them (`*_static` columns) for comparison.
 
-The steady-state step (used for both sources)
-----------------------------------------------
+The steady-state step mix (ML.ENERGY; silicon `*_steady` columns)
+-----------------------------------------------------------------
 B sequences run; each request has i input and o output tokens. Every engine step emits one token per
 running sequence, so B / o requests finish per step and as many new ones take their slots: arrivals per
 step are lambda = B / o, taken as Poisson. A step with k arrivals is one fused forward pass (chunked
@@ -59,30 +62,53 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   * gpqa: 300 tokens (a GPQA-diamond question, four choices and an answer-format instruction are
     ~150-300 words). Cross-check: the KV-limited rows (8B batch 82, 14B batch 59) hold c ~= 4800-5000
     tokens against i + o/2 = 3650-4330, consistent with a small prompt and length-biased outputs.
+- engine vllm (vLLM 0.11.1; `dse.serving_engine`), sampling top_k_top_p: vLLM applies the models'
+  generation configs by default (Qwen3: top_k 20, top_p 0.95) and its default sampler sorts each row of
+  logits for them; KV cache bf16.
 - measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
   energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
+- Known miss, J / token (power and time both short): the power shortfall is dynamic, not static: it grows
+  with the running batch and the attention share (-3% at Qwen3-8B chat batch 8, -36% at gpqa batch 82,
+  whose steps are two-thirds KV-cache streaming), so it points at the DRAM/attention energy of the Hopper
+  power coefficients (fitted on H200 kernels), not at idle power. The TPOT shortfall grows with the
+  batch too (~30-50 us per running sequence per step beyond the modelled sampler); at batch >= 255 the
+  measured power (620-630 W at a 700 W cap) leaves room for at most ~15% of GPU idle time per step, so
+  most of that gap is GPU work the step model lacks, not host time between steps.
 
 aiconfigurator silicon (`shared/data/README.md` section 2; `load_aiconfigurator_silicon`)
 ----------------------------------------------------------------------------------------
 Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated serving).
 - concurrency N = batch_size; i = isl, o = osl; precision fp8 when gemm_quant_mode (or precision) says
   fp8, else bf16 (the SGLang Qwen3-32B rows name neither: the bf16 checkpoint); GPU h100-sxm / h200-sxm.
-- running batch B = min(N, KV capacity / c) with the KV cache in bf16 (`dse.workload.llm`: fp8 runs keep
-  a bf16 cache; an fp8 cache is not modelled) and the capacity of `dse.serving`'s memory model
-  (USABLE_MEMORY_FRAC of the GPU minus weights and the activations of one 8192-token chunk). When N does
-  not fit, the other N - B requests queue; by Little's law (closed loop: N requests in the system, B / o
-  finishing per step) each waits (N / B - 1) * o * mean step before its prefill: added to TTFT.
-- TPOT (silicon_tpot_ms: per-request (e2e - TTFT) / (osl - 1), averaged) vs the mean step. It is not
-  the static decode step: other requests' prefills land in this request's decode steps (at 4096/128 and
-  N = 64 the measured TPOT is 3x the one at 4096/512).
-- TTFT vs the steady-state TTFT above (with queueing). The measured TTFT also depends on how the
-  benchmark's requests arrive (its first wave of N requests is prefilled together, and fixed output
-  lengths may keep later waves partly synchronized) and, at high concurrency, on queueing that depends on
-  each engine's memory budget and scheduler (TensorRT-LLM reserves i + o per request; the SGLang rows
-  queue at N = 16). So TTFT is bracketed rather than pinned: the queue-free steady-state TTFT is a lower
-  bound and the static-batch TTFT (`ttft_static_s`, all N prompts prefilled together) an upper one;
-  `ttft_bracketed` says whether the measurement lies between them. TTFT MAPE is reported on all rows and
-  on the rows with N <= TTFT_MAX_CONCURRENCY (subset `concurrency<=16`).
+- engine = the row's backend (`dse.serving_engine`: each engine's kernel fusions), greedy sampling (the
+  benchmark clients ask for temperature 0 with ignore_eos), KV cache in fp8 when the GEMMs are fp8
+  (`silicon_kv_dtype` gives the evidence), KV capacity from `dse.serving`'s memory model
+  (USABLE_MEMORY_FRAC of the GPU minus weights and the activations of one 8192-token chunk).
+- The benchmark is simulated (`dse.serving_benchmark.simulate_closed_loop`): N clients in a closed loop
+  send SILICON_WAVES x N requests (InferenceMAX, where the Llama-3.1-70B rows come from, sends 10 x
+  concurrency prompts), the first N at once. The engine admits requests while the KV cache has room
+  (TensorRT-LLM reserves i + o per request, vLLM and SGLang allocate as they go), prefills prompts within
+  an 8192-token step budget (chunked in vLLM and SGLang, whole prompts in TensorRT-LLM, whose chunked
+  prefill is off by default) and decodes every admitted request one token per step. Step times are
+  the kernel model's predictions of the engine step (`step_graph`) for d decode tokens and k prompts,
+  interpolated over a grid of d and k (powers of two).
+- Output lengths spread +-10% around o (SILICON_OUTPUT_SPREAD = 0.2): benchmark clients draw lengths from
+  a range, and with exactly equal lengths the simulated waves stay synchronized forever (every request
+  waits for the whole wave's prefill), which no measured row shows (at concurrency 4-64 the vLLM TTFTs are
+  about one prefill plus the first wave's share). The figures hardly depend on the width: TTFT MAPE
+  37.9% / 39.3% / 40.8% at spreads 0.1 / 0.2 / 0.4, against 69% with no spread.
+- TPOT (silicon_tpot_ms: per-request (e2e - TTFT) / (osl - 1), averaged) vs the simulated per-request
+  mean; TTFT vs the simulated mean TTFT. So the first wave (all N prompts at once), the later
+  desynchronized waves, the prefills landing in a request's decode steps and the queueing of requests
+  that do not fit the KV cache come out of one simulation rather than separate corrections.
+- Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
+  `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
+  prompts prefilled together, an upper bound on TTFT without queueing).
+- Known misses: the six SGLang rows have TTFTs of 7-89 s growing with osl, i.e. queueing behind whole
+  requests, with only ~2-5 requests running at concurrency 16 (Little's law on TTFT and osl x TPOT); our
+  memory model fits all 16 (SGLang's static memory fraction leaves less cache than vLLM's 0.9 and is not
+  modelled). The TensorRT-LLM rows at isl 1024-4096 have TTFTs 2-3x one prefill whatever the osl and
+  concurrency, an engine-side latency the step model does not have.
 
 Summary rows (`validate_serving`) are grouped over all rows and per model, plus per task (ML.ENERGY) and
 per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype).
@@ -91,7 +117,6 @@ MAPE values are fractions (0.08 = 8%); `bias` is the mean signed relative error 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -108,17 +133,11 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving import USABLE_MEMORY_FRAC, ServingRequest, predict_serving
+from dse.serving_benchmark import max_running_requests, simulate_closed_loop
+from dse.serving_engine import ENGINES, EngineProfile, engine_step_graph, kv_bytes_per_token
 from dse.workload.graph import WorkloadGraph
-from dse.workload.llm import (
-    LlmArch,
-    build_decode_graph,
-    build_prefill_graph,
-    kv_cache_bytes,
-    prefill_activation_bytes,
-    weight_bytes,
-)
+from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
 from dse.workload.models import load_model_config
-from dse.workload.ops import AttentionOp, GemmOp
 
 MLENERGY = "mlenergy"
 SILICON = "aiconfigurator_silicon"
@@ -134,6 +153,9 @@ MLENERGY_TASKS: tuple[str, ...] = ("lm-arena-chat", "gpqa")
 MLENERGY_GPU = "h100-sxm"
 # Assumed prompt lengths (tokens) per task: the data has none (module docstring).
 MLENERGY_INPUT_TOKENS: dict[str, int] = {"lm-arena-chat": 500, "gpqa": 300}
+# vLLM 0.11.1 (the data README); Qwen3's generation config (top_k 20, top_p 0.95) applies by default.
+MLENERGY_ENGINE = "vllm"
+MLENERGY_SAMPLING = "top_k_top_p"
 
 SILICON_MODELS: dict[str, str] = {
     "Qwen/Qwen3-32B": "qwen3-32b",
@@ -141,6 +163,14 @@ SILICON_MODELS: dict[str, str] = {
 }
 SILICON_GPUS: dict[str, str] = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 TTFT_MAX_CONCURRENCY = 16
+# Requests per benchmark run = SILICON_WAVES x concurrency (InferenceMAX sends 10 x concurrency prompts).
+SILICON_WAVES = 10
+# Benchmark clients ask for greedy decoding (temperature 0) with ignore_eos and fixed lengths.
+SILICON_SAMPLING = "greedy"
+# Spread of output lengths around osl in the simulated benchmark (module docstring).
+SILICON_OUTPUT_SPREAD = 0.2
+# Engines whose chunked prefill splits prompts over steps (TensorRT-LLM's is off by default).
+CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": False}
 
 # Tokens per engine step that the serving engines prefill at most (vLLM max_num_batched_tokens and
 # TensorRT-LLM max_num_tokens defaults in these runs): the activation reserve of the capacity model.
@@ -204,28 +234,45 @@ def _gpu(name: str) -> GpuSpec:
 
 
 def step_graph(
-    arch: LlmArch, *, decodes: int, prefills: int, input_tokens: int, context_len: int, precision: str
+    arch: LlmArch,
+    *,
+    decodes: int,
+    prefills: int,
+    input_tokens: int,
+    context_len: int,
+    precision: str,
+    engine: EngineProfile | None = None,
+    sampling: str = "none",
+    kv_dtype: str | None = None,
 ) -> WorkloadGraph:
-    """One fused engine step: `decodes` sequences decode one token, `prefills` prompts of `input_tokens`."""
-    tokens = decodes + prefills * input_tokens
-    linear = build_decode_graph(arch, batch=tokens, context_len=context_len, precision=precision)
-    ops = []
-    for op in linear.ops:
-        if isinstance(op, AttentionOp):
-            if decodes:
-                ops.append(dataclasses.replace(op, batch=decodes))
-            if prefills:
-                prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
-                attn = next(o for o in prefill.ops if isinstance(o, AttentionOp))
-                ops.append(
-                    dataclasses.replace(attn, name=attn.name.replace("/attention", "/prefill_attention"))
-                )
-        elif isinstance(op, GemmOp) and op.name.endswith("/lm_head"):
-            ops.append(dataclasses.replace(op, m=decodes + prefills))
-        else:
-            ops.append(op)
-    meta = {**linear.meta, "phase": "mixed", "decodes": decodes, "prefills": prefills}
-    return WorkloadGraph(name=f"{arch.name}/step", ops=tuple(ops), meta=meta)
+    """One fused engine step (`dse.serving_engine.engine_step_graph`)."""
+    return engine_step_graph(
+        arch, decodes=decodes, prefills=prefills, input_tokens=input_tokens, context_len=context_len,
+        precision=precision, engine=engine, sampling=sampling, kv_dtype=kv_dtype,
+    )  # fmt: skip
+
+
+@cache
+def _step_prediction(
+    model: str,
+    gpu_name: str,
+    precision: str,
+    engine: str,
+    sampling: str,
+    kv_dtype: str | None,
+    input_tokens: int,
+    context_len: int,
+    decodes: int,
+    prefills: int,
+) -> tuple[float, float]:
+    """(latency, energy) of one step with the shipped coefficients, default clocks (cached)."""
+    gpu = _gpu(gpu_name)
+    g = step_graph(
+        _arch(model), decodes=decodes, prefills=prefills, input_tokens=input_tokens, context_len=context_len,
+        precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
+    )  # fmt: skip
+    p = predict_graph(g, gpu, OperatingPoint(), load_default_coeffs(gpu), None)
+    return p.latency_s, p.energy_j
 
 
 def steady_state(
@@ -240,8 +287,15 @@ def steady_state(
     coeffs: Any = None,
     power_coeffs: Any = None,
     output_context_frac: float = OUTPUT_CONTEXT_FRAC,
+    engine: EngineProfile | None = None,
+    sampling: str = "none",
+    kv_dtype: str | None = None,
 ) -> SteadyState:
-    """Steady-state step mix of continuous batching (module docstring); no queueing."""
+    """Steady-state step mix of continuous batching (module docstring); no queueing.
+
+    `engine`, `sampling` and `kv_dtype` shape each step (`dse.serving_engine`); the defaults give the
+    model's own operator graph.
+    """
     point = point or OperatingPoint()
     context = max(1, round(input_tokens + output_context_frac * output_tokens))
     context = min(context, arch.max_position_embeddings - 1)
@@ -261,6 +315,9 @@ def steady_state(
                 input_tokens=input_tokens,
                 context_len=context,
                 precision=precision,
+                engine=engine,
+                sampling=sampling,
+                kv_dtype=kv_dtype,
             )
             p = predict_graph(g, gpu, point, latency_coeffs, power_coeffs)
             step_cache[k] = (p.latency_s, p.energy_j)
@@ -289,14 +346,14 @@ def steady_state(
     )
 
 
-def kv_capacity_tokens(arch: LlmArch, gpu: GpuSpec, precision: str) -> float:
+def kv_capacity_tokens(arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None = None) -> float:
     """KV-cache tokens that fit: usable memory minus weights minus one chunk's prefill activations."""
     free = (
         USABLE_MEMORY_FRAC * gpu.memory.capacity_bytes
         - weight_bytes(arch, precision)
         - prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
     )
-    return max(free, 0.0) / kv_cache_bytes(arch, precision, 1)
+    return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
 
 
 # ----------------------------------------------------------------------------------------- frames
@@ -340,6 +397,7 @@ def mlenergy_frame(
         ss = steady_state(
             arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
             point=point, coeffs=coeffs, power_coeffs=power_coeffs,
+            engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING,
         )  # fmt: skip
         out.append(
             {
@@ -368,24 +426,100 @@ def mlenergy_frame(
     return pd.DataFrame(out)
 
 
+def silicon_kv_dtype(backend: str, precision: str) -> str | None:
+    """KV-cache dtype of a silicon row: fp8 when the GEMMs are fp8, else the activation dtype (None).
+
+    The rows do not record it. TensorRT-LLM takes it from the checkpoint, and NVIDIA ModelOpt fp8
+    checkpoints quantize the KV cache too (`kv_cache_quant_algo: FP8`). For vLLM the rows themselves rule
+    a bf16 cache out: Llama-3.1-70B at 8192/1024 and concurrency 32 runs without queueing (TTFT 3.1 s), which
+    needs >= 32 x 8.7k tokens of cache, more than the ~190k bf16 tokens that fit on an H200 next to the
+    weights; Qwen3-32B at 4000/1000 and concurrency 24 has a TPOT (16.9 ms) below the time to stream the
+    fp8 weights plus a bf16 cache of its context at full HBM bandwidth (~18.5 ms). `backend` is kept for
+    engines that differ.
+    """
+    del backend
+    return "fp8" if precision == "fp8" else None
+
+
+def reserved_tokens_per_request(backend: str, input_tokens: int, output_tokens: int) -> float:
+    """KV tokens a running request holds, for the admission limit of the closed-loop simulation.
+
+    TensorRT-LLM's default scheduler (GUARANTEED_NO_EVICT) admits a request only if its whole sequence
+    (input + output) fits; vLLM and SGLang allocate as tokens are generated, so a request holds
+    input + output / 2 on average over its life.
+    """
+    if backend == "trtllm":
+        return float(input_tokens + output_tokens)
+    return input_tokens + OUTPUT_CONTEXT_FRAC * output_tokens
+
+
+def _interp_step_time(table: np.ndarray, d_grid: np.ndarray, p_grid: np.ndarray):
+    """step_time(d, p) by bilinear interpolation of a (d, p) table of step latencies."""
+    cache_: dict[tuple[int, int], float] = {}
+
+    def step_time(decodes: int, prompt_tokens: int) -> float:
+        key = (decodes, prompt_tokens)
+        if key not in cache_:
+            at_d = np.array([np.interp(decodes, d_grid, table[:, j]) for j in range(len(p_grid))])
+            cache_[key] = float(np.interp(prompt_tokens, p_grid, at_d))
+        return cache_[key]
+
+    return step_time
+
+
+def _pow2_grid(top: int) -> list[int]:
+    grid, v = {0, top}, 1
+    while v < top:
+        grid.add(v)
+        v *= 2
+    return sorted(grid)
+
+
 def silicon_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
-    """Per-row predicted vs measured for the aiconfigurator silicon rows (module docstring)."""
+    """Per-row predicted vs measured for the aiconfigurator silicon rows (module docstring).
+
+    TTFT and TPOT come from the closed-loop benchmark simulation (`dse.serving_benchmark`) over step times
+    of the row's engine at default clocks with the shipped coefficients (`point`, `coeffs` and
+    `power_coeffs` apply to the steady-state and static columns).
+    """
     out = []
     for _, r in load_aiconfigurator_silicon().iterrows():
         arch = _arch(SILICON_MODELS[r["model_path"]])
         gpu = _gpu(SILICON_GPUS[r["gpu"]])
         prec = _precision(r)
+        backend = str(r["backend"])
+        engine = ENGINES[backend]
+        kv_dtype = silicon_kv_dtype(backend, prec)
         n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
-        context = i + OUTPUT_CONTEXT_FRAC * o
-        fits = int(kv_capacity_tokens(arch, gpu, prec) // context)
-        b = max(1, min(n, fits))
-        ss = steady_state(
-            arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision=prec,
-            point=point, coeffs=coeffs, power_coeffs=power_coeffs,
+        context = min(round(i + OUTPUT_CONTEXT_FRAC * o), arch.max_position_embeddings - 1)
+        capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype)
+        # the steady-state columns' running batch; the simulation admits by KV room itself
+        max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
+        # step-time table over decode tokens and whole prompts per step
+        per_step = max(1, CHUNK_TOKENS // i)
+        d_grid, k_grid = _pow2_grid(n), _pow2_grid(per_step)
+        table = np.zeros((len(d_grid), len(k_grid)))
+        for a, d in enumerate(d_grid):
+            for b_, k in enumerate(k_grid):
+                if d or k:
+                    table[a, b_] = _step_prediction(
+                        arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype, i, context, d, k
+                    )[0]  # fmt: skip
+        table[0, 0] = 0.0
+        step_time = _interp_step_time(table, np.array(d_grid, float), i * np.array(k_grid, float))
+        sim = simulate_closed_loop(
+            step_time, concurrency=n, requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
+            max_running=n, token_budget=CHUNK_TOKENS, chunked=CHUNKED_PREFILL[backend],
+            output_spread=SILICON_OUTPUT_SPREAD, kv_capacity_tokens=capacity,
+            reserve_output=backend == "trtllm",
         )  # fmt: skip
-        queue_s = (n / b - 1.0) * o * ss.mean_step_s
+        ss = steady_state(
+            arch, gpu, batch=max_running, input_tokens=i, output_tokens=o, precision=prec,
+            point=point, coeffs=coeffs, power_coeffs=power_coeffs,
+            engine=engine, sampling=SILICON_SAMPLING, kv_dtype=kv_dtype,
+        )  # fmt: skip
         static = predict_serving(
             arch, gpu, ServingRequest(batch=n, input_tokens=i, output_tokens=o, precision=prec),
             point, coeffs=coeffs, power_coeffs=power_coeffs,
@@ -396,21 +530,23 @@ def silicon_frame(
                 "id": str(r["id"]),
                 "model": arch.name,
                 "gpu": gpu.name,
-                "backend": str(r["backend"]),
+                "backend": backend,
                 "precision": prec,
+                "kv_dtype": kv_dtype or "auto",
                 "concurrency": n,
-                "batch": b,
+                "batch": sim.max_admitted,
+                "batch_steady": max_running,
                 "input_tokens": i,
                 "output_tokens": o,
                 "context_len": ss.context_len,
                 "arrivals_per_step": ss.arrivals_per_step,
-                "tpot_s": ss.mean_step_s,
+                "tpot_s": sim.tpot_mean_s,
+                "ttft_s": sim.ttft_mean_s,
+                "tpot_steady_s": ss.mean_step_s,
+                "ttft_steady_s": ss.ttft_s,
                 "tpot_decode_only_s": ss.decode_step_s,
-                "ttft_s": ss.ttft_s + queue_s,
-                "ttft_queue_s": queue_s,
                 "tpot_static_s": static.tpot_s,
                 "ttft_static_s": static.ttft_s,
-                "ttft_bracketed": ss.ttft_s <= float(r["ttft_s"]) <= static.ttft_s,
                 "static_feasible": static.feasible,
                 "meas_tpot_s": float(r["tpot_s"]),
                 "meas_ttft_s": float(r["ttft_s"]),

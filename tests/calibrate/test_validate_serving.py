@@ -65,13 +65,17 @@ def test_silicon_mapping(frame):
     si = frame[frame["source"] == vs.SILICON]
     assert si.loc[si["backend"] == "sglang", "precision"].eq("bf16").all()
     assert si.loc[si["backend"] != "sglang", "precision"].eq("fp8").all()
+    assert (si["kv_dtype"] == si["precision"].map({"fp8": "fp8", "bf16": "auto"})).all()
     assert (si["batch"] <= si["concurrency"]).all() and (si["batch"] >= 1).all()
-    queued = si["batch"] < si["concurrency"]
-    assert (si.loc[queued, "ttft_queue_s"] > 0).all() and (si.loc[~queued, "ttft_queue_s"] == 0).all()
     # steady-state TPOT includes other requests' prefills: never below the pure decode step
-    assert (si["tpot_s"] >= si["tpot_decode_only_s"]).all()
-    # most measured TTFTs lie between the queue-free steady-state and the static-batch prediction
-    assert si["ttft_bracketed"].mean() > 0.8
+    assert (si["tpot_steady_s"] >= si["tpot_decode_only_s"]).all()
+    # a request's TTFT is at least its own prefill step: more than a decode step; prompts queued behind
+    # a KV cache that holds fewer requests than the concurrency wait for whole requests
+    assert (si["ttft_s"] > si["tpot_decode_only_s"]).all()
+    queued = si["batch"] < si["concurrency"]
+    assert queued.any()
+    lifetime_s = si["output_tokens"] * si["tpot_decode_only_s"]
+    assert (si.loc[queued, "ttft_s"] > 0.1 * lifetime_s[queued]).all()
 
 
 def test_step_graph_without_prefill_is_the_decode_step():
@@ -117,6 +121,8 @@ def test_kv_capacity_matches_the_memory_model():
     fp8 = vs.kv_capacity_tokens(arch, gpu, "fp8")
     assert 0 < bf16 < fp8  # fp8 weights leave more room for the (bf16) KV cache
     assert bf16 == pytest.approx(38e3, rel=0.1)  # 72 GiB usable - 61 GiB weights, 256 KiB per token
+    # an fp8 cache holds twice the tokens in the same memory
+    assert vs.kv_capacity_tokens(arch, gpu, "fp8", "fp8") == pytest.approx(2 * fp8)
 
 
 def test_summary_rows_are_finite_and_complete(rows, frame):
@@ -139,14 +145,15 @@ def test_summary_rows_are_finite_and_complete(rows, frame):
 # meet yet are xfail with the number measured when this test was written (see the module docstring of
 # dse.calibrate.validate_serving and the report for the diagnosis); none of them is loosened.
 _MISSED = {
-    (vs.MLENERGY, "j_per_token", "all"): "29% MAPE: TPOT (-15%) and power (-18%) biases compound",
-    (
-        vs.SILICON,
-        "tpot",
-        "all",
-    ): "24% MAPE: steady-state steps over-predicted (+17% bias) with fitted latency",
-    (vs.SILICON, "ttft", "all"): "185% MAPE: queueing at concurrency >= 32 and in the SGLang rows",
-    (vs.SILICON, "ttft", "concurrency<=16"): "58% MAPE: arrival pattern (first wave), SGLang queueing",
+    (vs.MLENERGY, "j_per_token", "all"): (
+        "28% MAPE (bias -28%): power -18% (dynamic: grows with batch and attention share) and TPOT -14% "
+        "compound"
+    ),
+    (vs.SILICON, "ttft", "all"): (
+        "39% MAPE: SGLang rows queue behind whole requests (-98%, cache size not modelled), TensorRT-LLM "
+        "TTFTs 2-3x one prefill at low concurrency (-30% bias); vLLM rows 16%"
+    ),
+    (vs.SILICON, "ttft", "concurrency<=16"): "44% MAPE: the SGLang and TensorRT-LLM rows above; vLLM 8%",
 }
 _ACCEPTANCE_CASES = [
     pytest.param(

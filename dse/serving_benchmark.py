@@ -1,0 +1,204 @@
+"""A closed-loop serving benchmark, simulated step by step over an engine's step-time function.
+
+    result = simulate_closed_loop(step_time, concurrency=64, requests=640, input_tokens=1024,
+                                  output_tokens=128, max_running=64, token_budget=8192, chunked=True)
+    result.ttft_mean_s, result.tpot_mean_s
+
+What the benchmark does (vLLM `benchmark_serving --max-concurrency N`, genai-perf / aiperf
+`--concurrency N`, the InferenceMAX runs): N clients each send a request, wait for its last token and send
+the next, until `requests` have been sent. All N first requests arrive together at t = 0. TTFT (time to
+first token) and TPOT ((e2e - TTFT) / (output_tokens - 1)) are per request, averaged over all requests.
+
+What the engine does each step (continuous batching, as vLLM V1, SGLang and TensorRT-LLM schedule):
+
+1. Every admitted request that has its prompt prefilled decodes one token (d tokens).
+2. The rest of the step's token budget (`token_budget`, vLLM `max_num_batched_tokens`, TensorRT-LLM
+   `max_num_tokens`; decode tokens count against it) goes to prompts in arrival order: first the prompt
+   being prefilled, then new requests, admitted while fewer than `max_running` are admitted and the KV
+   cache has room (`kv_capacity_tokens`): with `reserve_output` (TensorRT-LLM's GUARANTEED_NO_EVICT) a
+   request must fit input + output tokens on top of what the admitted ones reserved; without (vLLM,
+   SGLang, which allocate as tokens are generated) its prompt must fit in what the running requests hold
+   now (preemption when they later outgrow the cache is not modelled: TTFT is out by then, TPOT is an
+   underestimate in such rows). With `chunked` a prompt may be split over steps; without, a
+   prompt is taken whole or waits for a step with room (a prompt longer than the budget gets a step of its
+   own).
+3. The step takes step_time(d, p) for d decode tokens and p prompt tokens. A request whose prompt ends in
+   this step gets its first token at the end of the step; its last token comes output_tokens - 1 decode
+   steps later, when its client sends the next request.
+
+Between events (a completion, or prompt work to schedule) steps are pure decode steps of the same
+composition, so the simulation jumps over them: its cost grows with the number of requests, not steps.
+The KV context of decoding requests is not tracked per step: `step_time` takes it as a constant (the
+caller's mean context).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.errors import ConfigError
+
+StepTime = Callable[[int, int], float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkResult:
+    """Per-request means of a simulated closed-loop benchmark (SI)."""
+
+    requests: int
+    ttft_mean_s: float
+    ttft_median_s: float
+    tpot_mean_s: float
+    duration_s: float
+    steps: int
+    max_running: int
+    max_admitted: int
+
+
+def max_running_requests(kv_capacity_tokens: float, tokens_per_request: float) -> int:
+    """Requests whose KV cache fits: capacity / tokens reserved per request, at least 1."""
+    if tokens_per_request <= 0:
+        raise ConfigError(f"tokens_per_request must be > 0, got {tokens_per_request}")
+    return max(1, int(kv_capacity_tokens // tokens_per_request))
+
+
+def simulate_closed_loop(
+    step_time: StepTime,
+    *,
+    concurrency: int,
+    requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_running: int,
+    token_budget: int,
+    chunked: bool = True,
+    output_spread: float = 0.0,
+    kv_capacity_tokens: float = math.inf,
+    reserve_output: bool = True,
+) -> BenchmarkResult:
+    """Simulate the benchmark (module docstring); `step_time(decode_tokens, prompt_tokens)` in seconds.
+
+    `output_spread` > 0 gives request j an output length of output_tokens * (1 + spread * (u_j - 1/2)),
+    u_j the fractional part of j * golden ratio (deterministic, evenly spread, mean output_tokens).
+    """
+    if not 0.0 <= output_spread < 2.0:
+        raise ConfigError(f"output_spread must be in [0, 2), got {output_spread}")
+    for field, value in (("concurrency", concurrency), ("requests", requests), ("input_tokens", input_tokens),
+                         ("max_running", max_running),
+                         ("token_budget", token_budget)):  # fmt: skip
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{field} must be an integer >= 1, got {value!r}")
+    if not isinstance(output_tokens, int) or output_tokens < 2:
+        raise ConfigError(
+            f"output_tokens must be an integer >= 2 (TPOT needs two tokens), got {output_tokens!r}"
+        )
+    i = input_tokens
+
+    def output_len(j: int) -> int:
+        u = (j * 0.6180339887498949) % 1.0
+        return (
+            max(2, round(output_tokens * (1.0 + output_spread * (u - 0.5))))
+            if output_spread
+            else output_tokens
+        )
+
+    n_clients = min(concurrency, requests)
+    # requests not yet admitted: [submit time, output tokens]
+    waiting: deque[tuple[float, int]] = deque((0.0, output_len(j)) for j in range(n_clients))
+    sent = n_clients
+    prefilling: deque[list[float]] = deque()  # admitted: [submit time, prompt tokens left, output tokens]
+    decoding = 0
+    admitted = 0
+    max_admitted = 0
+    reserved = 0.0  # reserve_output: input + output tokens of the admitted requests
+    sum_first_step = 0  # on demand: sum over decoding requests of the step of their first token
+
+    def room_for(out: int) -> bool:
+        if admitted == 0:
+            return True  # a lone request always runs
+        if reserve_output:
+            return reserved + i + out <= kv_capacity_tokens
+        held = admitted * i + decoding * step - sum_first_step
+        return held + i <= kv_capacity_tokens
+
+    # completion step -> first-token times of the requests finishing at the end of that step
+    finishing: dict[int, list[tuple[float, int]]] = {}
+    heap: list[int] = []
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    t, step = 0.0, 0
+    while len(ttfts) < requests or decoding:
+        can_admit = bool(waiting) and admitted < max_running and room_for(waiting[0][1])
+        if not prefilling and not can_admit:
+            if not heap:
+                break  # nothing running and nothing admissible (cannot happen with max_running >= 1)
+            # pure decode steps up to the next completion
+            last = heap[0]
+            t += (last - step + 1) * step_time(decoding, 0)
+            step = last
+        else:
+            budget = token_budget - decoding
+            prompt_tokens = 0
+            done_prefill: list[tuple[float, int]] = []
+            while budget > 0:
+                if not prefilling:
+                    if not waiting or admitted >= max_running or not room_for(waiting[0][1]):
+                        break
+                    if not chunked and i > budget and prompt_tokens:
+                        break  # a whole prompt waits for a step with room
+                    submitted, out = waiting.popleft()
+                    prefilling.append([submitted, float(i), float(out)])
+                    admitted += 1
+                    reserved += i + out
+                    max_admitted = max(max_admitted, admitted)
+                head = prefilling[0]
+                take = head[1] if not chunked else min(head[1], budget)
+                head[1] -= take
+                budget -= int(take)
+                prompt_tokens += int(take)
+                if head[1] <= 0:
+                    done_prefill.append((head[0], int(head[2])))
+                    prefilling.popleft()
+            t += step_time(decoding, prompt_tokens)
+            for submitted, out in done_prefill:
+                ttfts.append(t - submitted)
+                end = step + out - 1
+                if end not in finishing:
+                    finishing[end] = []
+                    heapq.heappush(heap, end)
+                finishing[end].append((t, out))
+                decoding += 1
+                sum_first_step += step
+        # completions at the end of this step
+        if heap and heap[0] == step:
+            heapq.heappop(heap)
+            for first, out in finishing.pop(step):
+                tpots.append((t - first) / (out - 1))
+                decoding -= 1
+                admitted -= 1
+                reserved -= i + out
+                sum_first_step -= step - out + 1
+                if sent < requests:
+                    waiting.append((t, output_len(sent)))
+                    sent += 1
+        step += 1
+    ttft = np.array(ttfts)
+    return BenchmarkResult(
+        requests=len(ttfts),
+        ttft_mean_s=float(ttft.mean()),
+        ttft_median_s=float(np.median(ttft)),
+        tpot_mean_s=float(np.mean(tpots)),
+        duration_s=t,
+        steps=step,
+        max_running=max_running,
+        max_admitted=max_admitted,
+    )
+
+
+__all__ = ["BenchmarkResult", "StepTime", "max_running_requests", "simulate_closed_loop"]

@@ -1,0 +1,224 @@
+"""What a serving engine runs per step beyond the model's layers: kernel fusion, KV-cache dtype, sampling.
+
+    step = engine_step_graph(arch, decodes=60, prefills=1, input_tokens=1024, context_len=1500,
+                             precision="fp8", engine=ENGINES["trtllm"], sampling="greedy")
+
+`dse.workload.llm` builds a model's forward pass as one kernel per operator (`attn/norm`, `attn/rotary`,
+`mlp/residual_add`, ...), the way eager PyTorch launches them. Serving engines launch fewer kernels: small
+elementwise and normalization ops are fused into their neighbours. In a decode step every such kernel is
+launch- and tail-bound (a few microseconds each, whatever its size), so at small batch the un-fused graph
+over-counts ~10-15% of the step. An `EngineProfile` lists the ops an engine folds into a neighbouring
+kernel (by the last component of the op name); a fused op is dropped and its neighbour keeps its own cost
+(the fused kernel's extra traffic, e.g. the residual read of fused add+RMSNorm, is a few percent of a
+launch-bound kernel and is neglected).
+
+Fusions per engine (what their model code and compilers do for Llama/Qwen-style layers):
+
+- vllm (V1, torch.compile with Inductor, CUDA graphs): the model code calls RMSNorm with the residual
+  (`fused_add_rms_norm`: residual add + norm in one kernel); Inductor fuses the fp8 quantization of the
+  GEMM inputs into the producing norm / SiLU-mul kernel, and Qwen3's per-head q/k RMSNorm with the rotary
+  embedding into one kernel. The KV-cache write (`reshape_and_cache_flash`) and the quantization of the
+  attention output stay separate: attention is a split point of vLLM's piecewise CUDA graphs.
+- trtllm (PyTorch backend): fused add+RMSNorm with fp8 output, SwiGLU with fp8 output, fp8 attention
+  output, and the attention op's own QKV preprocessing kernel applies the rotary embedding and writes the
+  KV cache (q/k norm fused with it for Qwen3).
+- sglang: fused add+RMSNorm (sgl-kernel); other ops as separate kernels.
+- none: the operator graph as built (one kernel per operator).
+
+Sampling (`sampling`): the engine samples one token per sequence that emits one in this step, from fp32
+logits [rows, vocab]:
+
+- "greedy": argmax over the vocabulary (one read of the logits after their cast to fp32).
+- "top_k_top_p": vLLM's native top-k/top-p sampler, used when a request carries top-k and top-p (the
+  Qwen3 generation configs do: top_k 20, top_p 0.95, which vLLM applies by default): cast to fp32,
+  temperature scaling, a full sort of each row (keys fp32 + int64 indices; a radix sort makes 4 passes of
+  8-bit digits, each reading and writing key and index, plus the index initialization), softmax and
+  cumulative sum over the sorted row, the mask, a scatter back, the final softmax, exponential noise,
+  division and argmax. Each is a streaming kernel over [rows, vocab] modelled with the existing ops
+  (sort passes as copies of 12-byte elements, i.e. 3 fp32 words).
+
+KV-cache dtype (`kv_dtype`): the dtype of the cache that decode attention reads and the KV write stores;
+fp8 halves the KV bytes per token (and so the attention traffic and the cache capacity in tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dse.errors import ConfigError
+from dse.workload.graph import WorkloadGraph
+from dse.workload.llm import LlmArch, build_decode_graph, build_prefill_graph
+from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, Op, SoftmaxOp
+
+SAMPLINGS: tuple[str, ...] = ("none", "greedy", "top_k_top_p")
+KV_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32")
+
+# Radix sort of fp32 keys with int64 indices: 4 passes of 8-bit digits, each reading and writing the key
+# (4 B) and the index (8 B) = 3 fp32 words per element per pass (module docstring).
+SORT_PASSES = 4
+SORT_WORDS_PER_ELEMENT = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineProfile:
+    """A serving engine's per-step structure (module docstring): the ops it fuses away."""
+
+    name: str
+    fused_ops: frozenset[str]
+    note: str = ""
+
+
+ENGINES: dict[str, EngineProfile] = {
+    "none": EngineProfile(name="none", fused_ops=frozenset(), note="one kernel per operator"),
+    "vllm": EngineProfile(
+        name="vllm",
+        fused_ops=frozenset({"residual_add", "qkv_quant", "gate_up_quant", "down_quant", "k_norm", "rotary"}),
+        note="fused add+RMSNorm(+fp8 quant), SiLU-mul(+quant), q/k-norm+RoPE (Inductor)",
+    ),
+    "trtllm": EngineProfile(
+        name="trtllm",
+        fused_ops=frozenset(
+            {
+                "residual_add",
+                "qkv_quant",
+                "o_quant",
+                "gate_up_quant",
+                "down_quant",
+                "k_norm",
+                "kv_cache_write",
+            }
+        ),
+        note="fused add+RMSNorm(+fp8), SwiGLU(+fp8), fp8 attention output, RoPE+KV write in preprocessing",
+    ),
+    "sglang": EngineProfile(name="sglang", fused_ops=frozenset({"residual_add"}), note="fused add+RMSNorm"),
+}
+
+
+def engine_profile(name: str) -> EngineProfile:
+    """The profile called `name`; ConfigError naming the allowed ones otherwise."""
+    if name not in ENGINES:
+        raise ConfigError(f"engine '{name}' is not one of {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def _check(field: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{field} '{value}' is not one of {', '.join(allowed)}")
+    return value
+
+
+def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
+    """The sampling kernels of one step for `rows` sequences emitting a token (module docstring)."""
+    _check("sampling", sampling, SAMPLINGS)
+    if sampling == "none" or rows < 1:
+        return ()
+    root = f"{arch.name}/sampler"
+    n = rows * arch.vocab_size
+    ops: list[Op] = [ElementwiseOp(name=f"{root}/logits_fp32", kind="cast", num_elements=n, dtype="bf16",
+                                   out_dtype="fp32")]  # fmt: skip
+    if sampling == "greedy":
+        ops.append(SoftmaxOp(name=f"{root}/argmax", rows=rows, cols=arch.vocab_size, dtype="fp32"))
+        return tuple(ops)
+    ops += [
+        ElementwiseOp(name=f"{root}/temperature", kind="scale", num_elements=n, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/sort_index_init", kind="copy", num_elements=2 * n, dtype="fp32"),
+        ElementwiseOp(
+            name=f"{root}/sort_pass",
+            kind="copy",
+            num_elements=SORT_WORDS_PER_ELEMENT * n,
+            dtype="fp32",
+            count=SORT_PASSES,
+        ),
+        SoftmaxOp(name=f"{root}/top_p_softmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/top_p_cumsum", kind="copy", num_elements=n, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/top_p_mask", kind="scale", num_elements=n, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/scatter", kind="add", num_elements=n, dtype="fp32"),
+        SoftmaxOp(name=f"{root}/softmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/exponential_noise", kind="exp", num_elements=n, dtype="fp32"),
+        ElementwiseOp(name=f"{root}/divide", kind="mul", num_elements=n, dtype="fp32"),
+        SoftmaxOp(name=f"{root}/argmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
+    ]
+    return tuple(ops)
+
+
+def _with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
+    if kv_dtype is None:
+        return op
+    if isinstance(op, AttentionOp):
+        return dataclasses.replace(op, kv_dtype=kv_dtype)
+    if isinstance(op, ElementwiseOp) and op.name.endswith("/kv_cache_write"):
+        return dataclasses.replace(op, out_dtype=kv_dtype)
+    return op
+
+
+def engine_step_graph(
+    arch: LlmArch,
+    *,
+    decodes: int,
+    prefills: int,
+    input_tokens: int,
+    context_len: int,
+    precision: str = "bf16",
+    engine: EngineProfile | None = None,
+    sampling: str = "none",
+    kv_dtype: str | None = None,
+) -> WorkloadGraph:
+    """One fused engine step: `decodes` sequences decode one token, `prefills` prompts of `input_tokens`.
+
+    The weight GEMMs, norms and elementwise ops run on decodes + prefills * input_tokens tokens; decode
+    attention covers the decoding sequences at a KV context of `context_len`, a causal flash attention the
+    prompts; the LM head and the sampler have one row per sequence emitting a token (all of them: a
+    prompt's last token gives its first output token). With the default engine ("none"), sampling "none"
+    and kv_dtype None this is the model's own graph (`build_decode_graph` when prefills == 0).
+    """
+    engine = engine or ENGINES["none"]
+    if kv_dtype is not None:
+        _check("kv_dtype", kv_dtype, KV_DTYPES)
+    if decodes < 0 or prefills < 0 or decodes + prefills < 1:
+        raise ConfigError(f"a step needs decodes + prefills >= 1, got {decodes} + {prefills}")
+    tokens = decodes + prefills * input_tokens
+    linear = build_decode_graph(arch, batch=tokens, context_len=context_len, precision=precision)
+    ops: list[Op] = []
+    for op in linear.ops:
+        leaf = op.name.rsplit("/", 1)[-1]
+        if leaf in engine.fused_ops:
+            continue
+        if isinstance(op, AttentionOp):
+            if decodes:
+                ops.append(_with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))
+            if prefills:
+                prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
+                attn = next(o for o in prefill.ops if isinstance(o, AttentionOp))
+                name = attn.name.replace("/attention", "/prefill_attention")
+                ops.append(dataclasses.replace(attn, name=name))
+        elif isinstance(op, GemmOp) and op.name.endswith("/lm_head"):
+            ops.append(dataclasses.replace(op, m=decodes + prefills))
+        else:
+            ops.append(_with_kv_dtype(op, kv_dtype))
+    ops += sampler_ops(arch, rows=decodes + prefills, sampling=sampling)
+    meta = {**linear.meta, "phase": "mixed", "decodes": decodes, "prefills": prefills,
+            "engine": engine.name, "sampling": sampling, "kv_dtype": kv_dtype}  # fmt: skip
+    return WorkloadGraph(name=f"{arch.name}/step", ops=tuple(ops), meta=meta)
+
+
+def kv_bytes_per_token(arch: LlmArch, precision: str, kv_dtype: str | None = None) -> float:
+    """KV-cache bytes per token: the activation dtype of `precision`, or `kv_dtype` when given."""
+    from dse.workload.llm import kv_cache_bytes
+
+    if kv_dtype is None:
+        return kv_cache_bytes(arch, precision, 1)
+    _check("kv_dtype", kv_dtype, KV_DTYPES)
+    return float(arch.kv_cache_elements_per_token) * BYTES_PER_ELEMENT[kv_dtype]
+
+
+__all__ = [
+    "ENGINES",
+    "KV_DTYPES",
+    "SAMPLINGS",
+    "EngineProfile",
+    "engine_profile",
+    "engine_step_graph",
+    "kv_bytes_per_token",
+    "sampler_ops",
+]

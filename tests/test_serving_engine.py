@@ -1,0 +1,91 @@
+"""Engine step graphs: fusions, KV-cache dtype and sampler ops."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.calibrate.coeffs import load_default_coeffs
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.perf.predict import predict_graph
+from dse.perf.types import OperatingPoint
+from dse.serving_engine import (
+    ENGINES,
+    engine_profile,
+    engine_step_graph,
+    kv_bytes_per_token,
+    sampler_ops,
+)
+from dse.workload.llm import build_decode_graph, kv_cache_bytes
+from dse.workload.models import load_model_config
+from dse.workload.ops import AttentionOp
+
+
+@pytest.fixture(scope="module")
+def arch():
+    return load_model_config("qwen3-8b")
+
+
+def _step(arch, **kw):
+    args = dict(decodes=32, prefills=0, input_tokens=512, context_len=1000, precision="fp8")
+    args.update(kw)
+    return engine_step_graph(arch, **args)
+
+
+def test_defaults_are_the_model_graph(arch):
+    step = _step(arch, precision="bf16")
+    assert step.ops == build_decode_graph(arch, batch=32, context_len=1000, precision="bf16").ops
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
+def test_fusions_drop_kernels_and_time(arch, engine):
+    gpu = load_gpu("h100-sxm")
+    coeffs = load_default_coeffs(gpu)
+    plain = _step(arch)
+    fused = _step(arch, engine=ENGINES[engine])
+    leaves = {op.name.rsplit("/", 1)[-1] for op in fused.ops}
+    assert not leaves & ENGINES[engine].fused_ops
+    assert {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"} <= leaves  # GEMMs never fused
+    assert any(isinstance(op, AttentionOp) for op in fused.ops)
+    assert fused.num_kernels < plain.num_kernels
+    # fewer launch-bound kernels in a decode step: a shorter step
+    t_plain = predict_graph(plain, gpu, OperatingPoint(), coeffs).latency_s
+    t_fused = predict_graph(fused, gpu, OperatingPoint(), coeffs).latency_s
+    assert t_fused < t_plain
+
+
+def test_fp8_kv_cache_halves_cache_bytes(arch):
+    bf16 = next(op for op in _step(arch).ops if isinstance(op, AttentionOp))
+    fp8 = next(op for op in _step(arch, kv_dtype="fp8").ops if isinstance(op, AttentionOp))
+    kv_b16 = 2 * 32 * 1001 * arch.num_kv_heads * arch.head_dim * 2
+    assert bf16.min_dram_bytes - fp8.min_dram_bytes == pytest.approx(kv_b16 / 2)
+    assert kv_bytes_per_token(arch, "bf16") == kv_cache_bytes(arch, "bf16", 1)
+    assert kv_bytes_per_token(arch, "bf16", "fp8") == pytest.approx(kv_cache_bytes(arch, "bf16", 1) / 2)
+
+
+def test_sampler_rows_and_traffic(arch):
+    assert sampler_ops(arch, rows=8, sampling="none") == ()
+    vocab_fp32_bytes = arch.vocab_size * 4
+    greedy = sum(op.min_dram_bytes * op.count for op in sampler_ops(arch, rows=8, sampling="greedy"))
+    topp = sum(op.min_dram_bytes * op.count for op in sampler_ops(arch, rows=8, sampling="top_k_top_p"))
+    # greedy: the bf16 -> fp32 cast and one pass over the fp32 logits
+    assert greedy >= 8 * (arch.vocab_size * 2 + 2 * vocab_fp32_bytes)
+    # top-k/top-p: at least the 4 sort passes over key + index (24 bytes per element each) on top
+    assert topp - greedy >= 8 * 4 * 24 * arch.vocab_size
+    topp16 = sum(op.min_dram_bytes * op.count for op in sampler_ops(arch, rows=16, sampling="top_k_top_p"))
+    assert topp16 == pytest.approx(2 * topp)
+    # one sampled row per sequence emitting a token: decodes plus prompts ending in the step
+    step = _step(arch, decodes=5, prefills=2, sampling="greedy")
+    cast = next(op for op in step.ops if op.name.endswith("/sampler/logits_fp32"))
+    assert cast.num_elements == 7 * arch.vocab_size
+
+
+def test_bad_names(arch):
+    with pytest.raises(ConfigError, match="engine 'tgi' is not one of"):
+        engine_profile("tgi")
+    with pytest.raises(ConfigError, match="sampling 'beam'"):
+        _step(arch, sampling="beam")
+    with pytest.raises(ConfigError, match="kv_dtype 'int4'"):
+        _step(arch, kv_dtype="int4")
+    with pytest.raises(ConfigError, match="decodes \\+ prefills >= 1"):
+        _step(arch, decodes=0, prefills=0)
