@@ -17,6 +17,10 @@ static batch whose requests all arrive at t = 0 and share input and output lengt
     memory_bytes               weights + KV cache at the last step + peak prefill activations; the point is
                                infeasible when it exceeds USABLE_MEMORY_FRAC of the GPU's capacity
 
+`kv_dtype` (default: the activation dtype of the precision, bf16 for bf16 and fp8) sets the KV-cache
+dtype: `fp8` halves the cache's bytes per token, so the decode attention reads half the KV traffic, the
+KV write stores half and the cache takes half the memory (vLLM / TensorRT-LLM `--kv-cache-dtype fp8`).
+
 Decode is evaluated without a Python loop over steps: every op of a decode step except attention is the
 same at every step (its shapes depend on the batch only), so it is predicted once and multiplied by the
 number of steps; the attention of all steps (KV cache of input_tokens, input_tokens + 1, ...) is one
@@ -35,12 +39,12 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
+from dse.serving_engine import KV_DTYPES, kv_bytes_per_token, with_kv_dtype
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import (
     LlmArch,
     build_decode_graph,
     build_prefill_graph,
-    kv_cache_bytes,
     prefill_activation_bytes,
     weight_bytes,
 )
@@ -59,12 +63,15 @@ class ServingRequest:
     output_tokens: int
     precision: str = "bf16"
     attention: str = "flash"
+    kv_dtype: str | None = None  # None: the activation dtype of `precision`
 
     def __post_init__(self) -> None:
         for name in ("batch", "input_tokens", "output_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
+            raise ConfigError(f"kv_dtype '{self.kv_dtype}' is not one of {', '.join(KV_DTYPES)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +122,17 @@ class ServingEstimate:
             "energy_j_by_module": dict(self.energy_j_by_module),
             "energy_j_by_name": dict(self.energy_j_by_name),
         }
+
+
+def _with_kv(graph: WorkloadGraph, kv_dtype: str | None, *, prefill: bool) -> WorkloadGraph:
+    """The graph with its KV cache in `kv_dtype`: the cache write always, the attention in decode only
+    (a prefill attends to its fresh keys and values in the activation dtype)."""
+    if kv_dtype is None:
+        return graph
+    ops = tuple(
+        op if prefill and isinstance(op, AttentionOp) else with_kv_dtype(op, kv_dtype) for op in graph.ops
+    )
+    return WorkloadGraph(name=graph.name, ops=ops, meta={**graph.meta, "kv_dtype": kv_dtype})
 
 
 def _split_decode_graph(graph: WorkloadGraph) -> tuple[WorkloadGraph, tuple[AttentionOp, ...]]:
@@ -171,7 +189,7 @@ def predict_serving(
         )
 
     w_bytes = weight_bytes(arch, request.precision)
-    kv_bytes = kv_cache_bytes(arch, request.precision, b * (i + o))
+    kv_bytes = b * (i + o) * kv_bytes_per_token(arch, request.precision, request.kv_dtype)
     act_bytes = prefill_activation_bytes(
         arch, request.precision, batch=b, seq_len=i, attention=request.attention
     )
@@ -190,8 +208,12 @@ def predict_serving(
     )
 
     prefill = predict_graph(
-        build_prefill_graph(
-            arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
+        _with_kv(
+            build_prefill_graph(
+                arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
+            ),
+            request.kv_dtype,
+            prefill=True,
         ),
         gpu,
         point,
@@ -206,8 +228,12 @@ def predict_serving(
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
     if num_steps > 0:
-        step_graph = build_decode_graph(
-            arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+        step_graph = _with_kv(
+            build_decode_graph(
+                arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+            ),
+            request.kv_dtype,
+            prefill=False,
         )
         fixed_graph, attention = _split_decode_graph(step_graph)
         fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)

@@ -142,7 +142,8 @@ def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-def _with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
+def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
+    """`op` reading (attention) or writing (KV-cache write) the cache in `kv_dtype`; other ops unchanged."""
     if kv_dtype is None:
         return op
     if isinstance(op, AttentionOp):
@@ -186,7 +187,7 @@ def engine_step_graph(
             continue
         if isinstance(op, AttentionOp):
             if decodes:
-                ops.append(_with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))
+                ops.append(with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))
             if prefills:
                 prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
                 attn = next(o for o in prefill.ops if isinstance(o, AttentionOp))
@@ -195,7 +196,7 @@ def engine_step_graph(
         elif isinstance(op, GemmOp) and op.name.endswith("/lm_head"):
             ops.append(dataclasses.replace(op, m=decodes + prefills))
         else:
-            ops.append(_with_kv_dtype(op, kv_dtype))
+            ops.append(with_kv_dtype(op, kv_dtype))
     ops += sampler_ops(arch, rows=decodes + prefills, sampling=sampling)
     meta = {**linear.meta, "phase": "mixed", "decodes": decodes, "prefills": prefills,
             "engine": engine.name, "sampling": sampling, "kv_dtype": kv_dtype}  # fmt: skip
@@ -221,4 +222,5 @@ __all__ = [
     "engine_step_graph",
     "kv_bytes_per_token",
     "sampler_ops",
+    "with_kv_dtype",
 ]
