@@ -141,3 +141,65 @@ def test_shipped_hopper_coefficients_are_physical():
     assert pc.dram_scale >= 1.0
     assert pc.provenance["bounds"] == {n: list(b) for n, b in vp.HOPPER_BOUNDS.items()}
     assert pc.provenance["family_weight"] == vp.HOPPER_FAMILY_WEIGHT
+
+
+def test_a10_idle_estimate_lies_below_every_a10_run():
+    """Idle power at the runs' clock bounds every run's average power from below (a run adds dynamic power);
+    the catalog's A10 idle table is an estimate from other GPUs, so the A10 data are its only check."""
+    gpu = load_gpu("a10")
+    runs = vp.energaizer_frame("a10")
+    idle = np.asarray(gpu.power.idle_power_w.at(runs["clock_hz"].to_numpy()))
+    assert np.all(idle < runs["avg_power_w"].to_numpy())
+    # a locked clock keeps the card in P0 (GDDR6 at full clock): well above the ~20 W P8 floor of such cards
+    assert idle.min() > 30.0
+
+
+# Acceptance targets of issue 4 still missed, with the figure measured when the xfail was written (shipped
+# coefficients, latency model at commit 43bf84e). Never loosened: a met target turns the strict xfail into a
+# failure, and then the entry goes.
+_H200_MISSED = {
+    "gemm": "8.2% power MAPE (9.0% with the GEMM model in progress after it): 16% of the held-out GEMMs "
+    "read < 600 W, shapes the model (and the cap) put at ~690 W, e.g. m=1 n=k=51200 bf16 313 W where m=2 "
+    "reads 598 W; fp8_block median bias -5%",
+    "attention_context": "45-47% power MAPE: measured power does not follow the kernel's work (falls with "
+    "sequence length at equal work per tile; a nearest-neighbour fit on shape and latency misses by "
+    "15%); the model predicts the cap, the 90th percentile of the data",
+    "attention_generation": "14% power MAPE: head_dim 512 decode rows with a few KV tokens run 1.7 ms "
+    "against 0.03-0.2 ms predicted (latency model), and their power is under-predicted",
+}
+
+
+@pytest.fixture(scope="module")
+def h200_rows():
+    return vp.rows_frame(vp.validate_power(datasets=("h200",)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "family",
+    [
+        pytest.param(
+            f, marks=[pytest.mark.xfail(strict=True, reason=_H200_MISSED[f])] if f in _H200_MISSED else []
+        )
+        for f in vp.H200_FAMILIES
+    ],
+)
+def test_shipped_coefficients_meet_the_h200_target(h200_rows, family):
+    """Issue 4: H200 long-kernel (>= 1 ms) power MAPE <= 8% on the held-out rows of each family."""
+    row = h200_rows[(h200_rows["dataset"] == f"h200_{family}") & (h200_rows["split"] == "test")].iloc[0]
+    assert row["num_samples"] > 30
+    assert row["power_mape"] <= 0.08
+
+
+@pytest.mark.slow
+def test_shipped_coefficients_meet_the_a10_forecast_target():
+    """Issue 4: A10 power forecast MAPE <= 15% with coefficients fitted on no A10 data."""
+    from dse.calibrate.dataset import ENERGAIZER_FILES
+    from dse.perf.power import load_power_coeffs
+
+    pc = load_power_coeffs("ampere")
+    assert all(ENERGAIZER_FILES["a10"] not in s["file"] for s in pc.provenance["sources"])
+    rows = vp.rows_frame(vp.validate_power(datasets=("a10",)))
+    a10 = rows[(rows["dataset"] == "a10") & (rows["group"] == "all")].iloc[0]
+    assert a10["num_samples"] == 80
+    assert a10["power_mape"] <= 0.15
