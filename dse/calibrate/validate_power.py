@@ -338,8 +338,8 @@ def fit_hopper(
 
     `fit_power.fit_through_cap` with HOPPER_FAMILY_WEIGHT, HOPPER_FREE and the physical HOPPER_BOUNDS
     (DRAM with its PHY at least the device energy, L2 and shared memory in their SRAM ranges); starts
-    from PRIOR scaled by 1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Returns the coefficients
-    and, per family, the effective clock of every training row.
+    from PRIOR scaled by 1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Families of weight 0 are left
+    out. Returns the coefficients and, per fitted family, the effective clock of every training row.
     """
     gpu = load_gpu(H200_GPU)
     rows_fn = row_estimator(estimator)

@@ -150,8 +150,6 @@ def test_a10_idle_estimate_lies_below_every_a10_run():
     runs = vp.energaizer_frame("a10")
     idle = np.asarray(gpu.power.idle_power_w.at(runs["clock_hz"].to_numpy()))
     assert np.all(idle < runs["avg_power_w"].to_numpy())
-    # a locked clock keeps the card in P0 (GDDR6 at full clock): well above the ~20 W P8 floor of such cards
-    assert idle.min() > 30.0
 
 
 # Acceptance targets of issue 4 still missed, with the figure measured when the xfail was written (shipped
