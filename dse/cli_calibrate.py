@@ -79,8 +79,12 @@ def calibrate_cmd(
     console.print(table)
     if "power" in cal.info["holdout"]:
         p = cal.info["holdout"]["power"]
-        console.print(f"power: {p['n']} hold-out rows, MAPE {_pct(p['power_mape'])}")
-    elif cal.power is None:
+        what = "calibrated" if p["fitted"] else "shipped energy coefficients (none fitted)"
+        console.print(
+            f"power: {p['n']} hold-out rows, MAPE {_pct(p['power_mape'])} ({what}), "
+            f"shipped default {_pct(p['power_mape_default'])}"
+        )
+    if cal.power is None:
         console.print("power: no measured power in the training rows; no energy coefficients fitted")
     console.print(f"coefficients written to {path}")
 

@@ -221,6 +221,7 @@ def load_sample_set(
     locked = frame["sm_clock_hz"].to_numpy(float)
     boost = spec.clocks.boost_clock_hz
     frame["clock_hz"] = np.where(np.isfinite(avg) & (avg > 0), avg, np.where(np.isfinite(locked), locked, boost))
+    frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
     frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
     return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
 
@@ -412,14 +413,19 @@ def power_rows(ss: SampleSet, latency_coeffs: Any) -> PowerRows:
 
 
 def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
-    """Energy coefficients from the rows with measured power; returns them and the training power MAPE."""
+    """Energy coefficients from the rows with measured power; returns them and the training power MAPE.
+
+    Each row is fitted at its clock; rows without a recorded clock at the boost clock (the default). If
+    such rows ran throttled by a power limit, the coefficients describe them as if at boost: consistent
+    with the latency fit (also at boost), so predictions at the default operating point hold, but a
+    forecast at other clocks is biased. Record clocks (the harness does) for coefficients that travel.
+    """
     sel = power_mask(ss.frame)
     sub = ss.take(sel)
     rows = power_rows(sub, latency_coeffs)
     prior = default_power_coeffs(ss.gpu)
-    k = rows.features_j.shape[1]
     names = PowerCoeffs.coeff_names()
-    lower, upper = np.zeros(k), np.full(k, np.inf)
+    lower, upper = np.zeros(len(names)), np.full(len(names), np.inf)
     j = names.index("dram_scale")
     lower[j], upper[j] = DRAM_SCALE_BOUNDS
     fit = fit_power_rows(rows, lower=lower, upper=upper, prior=prior.vector(), ridge=POWER_RIDGE)
@@ -430,9 +436,11 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
         provenance={
             "name": f"calibrated-{ss.gpu.name}",
             "gpu": ss.gpu.name,
-            "method": f"fit_power.fit_power_rows, ridge {POWER_RIDGE} towards the shipped "
-            f"'{prior.provenance.get('name', prior.architecture)}' set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
+            "method": f"fit_power.fit_power_rows at each row's clock (boost where none was recorded), ridge "
+            f"{POWER_RIDGE} towards the shipped set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
+            "prior": str(prior.provenance.get("name", prior.architecture)),
             "num_rows": int(sel.sum()),
+            "num_rows_without_clock": int((~sub.frame["clock_known"]).sum()),
             "fit_power_mape": fit.mape,
             "solver_status": fit.status,
             "host_gap_s": "copied from the shipped set (kernel loops have no host gaps)",
@@ -477,6 +485,38 @@ def _check_sizes(train: SampleSet, min_latency_s: float) -> None:
             )
 
 
+def _fit_latency(
+    train: SampleSet, default: CoeffSet, min_latency_s: float, progress: Callable[[str], None] | None
+) -> tuple[CoeffTable, dict[str, GroupInfo], dict[str, float]]:
+    """Every model function's groups on the training rows; families not sampled keep the shipped set."""
+    groups: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
+    unit_mape: dict[str, float] = {}
+    for unit, pos in _units(train.frame).items():
+        fits, err = fit_unit(
+            unit,
+            [train.ops[i] for i in pos],
+            train.frame["clock_hz"].to_numpy(float)[pos],
+            train.latency_s[pos],
+            train.gpu,
+            min_latency_s,
+        )
+        for name, value in fits.items():
+            groups.setdefault(name, value)
+        unit_mape[unit] = err
+        if progress:
+            progress(f"{unit}: {len(fits)} groups from {pos.size} rows, train MAPE {100 * err:.1f}%")
+    if not groups:
+        raise CalibrationError("no kernel group had enough rows to fit")
+    fitted_tops = {name.split("/")[0] for name in groups}
+    table = {name: c for name, (c, _) in groups.items()}
+    infos = {name: info for name, (_, info) in groups.items()}
+    for name, c in default.table.groups.items():
+        if name.split("/")[0] not in fitted_tops:
+            table[name] = c
+            infos[name] = GroupInfo(num_samples=0, provenance=f"inherited from the shipped set '{default.name}'")
+    return CoeffTable(groups=table), infos, unit_mape
+
+
 def calibrate(
     paths: Sequence[str | Path],
     gpu: str | GpuSpec,
@@ -497,41 +537,16 @@ def calibrate(
     is_test = split_mask(ss.frame, holdout_frac, seed)
     train, test = ss.take(~is_test), ss.take(is_test)
     _check_sizes(train, min_latency_s)
-    groups: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
-    unit_mape: dict[str, float] = {}
-    for unit, pos in _units(train.frame).items():
-        fits, err = fit_unit(
-            unit,
-            [train.ops[i] for i in pos],
-            train.frame["clock_hz"].to_numpy(float)[pos],
-            train.latency_s[pos],
-            ss.gpu,
-            min_latency_s,
-        )
-        for name, value in fits.items():
-            groups.setdefault(name, value)
-        unit_mape[unit] = err
-        if progress:
-            progress(f"{unit}: {len(fits)} groups from {pos.size} rows, train MAPE {100 * err:.1f}%")
-    if not groups:
-        raise CalibrationError("no kernel group had enough rows to fit")
     default = load_default_coeffs(ss.gpu)
-    fitted_tops = {name.split("/")[0] for name in groups}
-    table = {name: c for name, (c, _) in groups.items()}
-    infos = {name: info for name, (_, info) in groups.items()}
-    for name, c in default.table.groups.items():
-        if name.split("/")[0] not in fitted_tops:
-            table[name] = c
-            infos[name] = GroupInfo(num_samples=0, provenance=f"inherited from the shipped set '{default.name}'")
-    created = datetime.now(UTC).isoformat(timespec="seconds")
-    latency = CoeffTable(groups=table)
+    n_power = int(power_mask(train.frame).sum())
+    latency, infos, unit_mape = _fit_latency(train, default, min_latency_s, progress)
     power: PowerCoeffs | None = None
     power_err = math.nan
-    n_power = int(power_mask(train.frame).sum())
     if n_power >= MIN_FAMILY_SAMPLES:
         power, power_err = fit_power(train, latency)
         if progress:
             progress(f"power: {n_power} rows, train MAPE {100 * power_err:.1f}%")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     cs = CoeffSet(
         name=f"calibrated-{ss.gpu.name}",
         architecture=ss.gpu.architecture,
@@ -568,6 +583,7 @@ def calibrate(
 
 
 def _family_mape(ss: SampleSet, family: str, coeffs: Any, min_latency_s: float) -> float:
+    """Training-fit latency MAPE of one family at the rows' clocks (as fitted)."""
     sub = ss.take((ss.frame["family"] == family).to_numpy() & (ss.latency_s >= min_latency_s))
     return mape(model_rows(sub, coeffs)["latency_s"], sub.latency_s) if len(sub.frame) else math.nan
 
@@ -575,17 +591,29 @@ def _family_mape(ss: SampleSet, family: str, coeffs: Any, min_latency_s: float) 
 def _holdout_summary(
     test: SampleSet, latency: Any, default: CoeffSet, power: PowerCoeffs | None, min_latency_s: float
 ) -> dict[str, dict[str, float]]:
-    out = {}
-    for family in sorted(set(test.frame["family"])):
+    """Hold-out MAPE as the prediction path gives it (`predict`): calibrated vs the shipped sets."""
+    default_power = default_power_coeffs(test.gpu)
+    ours = predict(test, latency, power or default_power)
+    theirs = predict(test, default, default_power)
+    fam = test.frame["family"].to_numpy()
+    lat = test.latency_s
+    out: dict[str, dict[str, float]] = {}
+    for family in sorted(set(fam)):
+        sel = (fam == family) & (lat >= min_latency_s)
         out[family] = {
-            "n": int(((test.frame["family"] == family).to_numpy() & (test.latency_s >= min_latency_s)).sum()),
-            "latency_mape": _family_mape(test, family, latency, min_latency_s),
-            "latency_mape_default": _family_mape(test, family, default, min_latency_s),
+            "n": int(sel.sum()),
+            "latency_mape": mape(ours[0][sel], lat[sel]),
+            "latency_mape_default": mape(theirs[0][sel], lat[sel]),
         }
-    if power is not None and power_mask(test.frame).any():
-        sub = test.take(power_mask(test.frame))
-        rows = power_rows(sub, latency)
-        out["power"] = {"n": len(sub.frame), "power_mape": mape(rows.predict_w(power.vector()), rows.power_w)}
+    sel = power_mask(test.frame)
+    if sel.any():
+        measured = test.frame["avg_power_w"].to_numpy(float)[sel]
+        out["power"] = {
+            "n": int(sel.sum()),
+            "power_mape": mape(ours[1][sel], measured),
+            "power_mape_default": mape(theirs[1][sel], measured),
+            "fitted": power is not None,
+        }
     return out
 
 
@@ -654,12 +682,8 @@ def validate_samples(
         "default": (load_default_coeffs(ss.gpu), default_power),
         "uncorrected": (None, default_power),
     }
-    preds = {}
+    preds = {v: predict(test, lat_c, pow_c) for v, (lat_c, pow_c) in variants.items()}
     pmask = power_mask(test.frame)
-    for v, (lat_c, pow_c) in variants.items():
-        rows = power_rows(test, lat_c)
-        p = rows.predict_w(pow_c.vector())
-        preds[v] = (rows.wall_s, p, p * rows.wall_s)
     out = []
     frame = test.frame
     for family in [f for f in FAMILIES if f in set(frame["family"])]:
@@ -678,6 +702,44 @@ def validate_samples(
         "skipped_kinds": dict(ss.skipped),
     }
     return out, header
+
+
+def _capped(
+    ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows without a known clock at the boost clock under their power limit (else the TDP), by the
+    model's cap rule: their positions, latency, power and effective clock."""
+    from dse.perf.dvfs import capped_rows
+    from dse.perf.types import OperatingPoint
+
+    unknown = ~ss.frame["clock_known"].to_numpy(bool)
+    limit = ss.frame["power_limit_w"].to_numpy(float)
+    cap = np.where(np.isfinite(limit) & (limit > 0), limit, ss.gpu.power.tdp_w)
+    terms = gpu_power_terms(ss.gpu)
+    parts = []
+    for c in np.unique(cap[unknown]):
+        pos = np.nonzero(unknown & (cap == c))[0]
+        capped = capped_rows(
+            [ss.ops[i] for i in pos], ss.gpu, OperatingPoint(power_cap_w=float(c)), latency_coeffs,
+            power_coeffs, terms,
+        )
+        parts.append((pos, capped.rows["latency_s"], capped.power["total"], capped.rows["sm_clock_hz"]))
+    if not parts:
+        return (np.zeros(0, dtype=int), *(np.zeros(0) for _ in range(3)))  # type: ignore[return-value]
+    return tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+def predict(ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs) -> tuple[np.ndarray, ...]:
+    """Predicted latency, power and energy per row, as the prediction path would give them.
+
+    Rows with a known clock are predicted there; rows without one (not locked, no clock recorded) at the
+    default boost clock under the row's power limit (else the TDP), by the model's own cap rule.
+    """
+    rows = power_rows(ss, latency_coeffs)
+    lat, power = rows.wall_s.copy(), rows.predict_w(power_coeffs.vector())
+    pos, c_lat, c_power, _ = _capped(ss, latency_coeffs, power_coeffs)
+    lat[pos], power[pos] = c_lat, c_power
+    return lat, power, power * lat
 
 
 def _clock_order(label: str) -> float:

@@ -117,8 +117,9 @@ def test_synthetic_validation_table(synthetic: tuple[Path, sf.Calibration], tmp_
         # Power inherits the latency fit's split of time between phases (not unique: a prologue and an
         # epilogue trade off), hence a few percent per clock rather than ~0.
         limit = 0.02 if r["clock"] == "all" else 0.04
-        assert r["power_fitted"] < min(limit, r["power_default"] / 3), r
-        assert r["energy_fitted"] < limit + 0.01, r
+        assert r["power_fitted"] < limit and r["energy_fitted"] < limit + 0.01, r
+    # ... while the shipped energies, off the truth by POWER_FACTORS, miss by several times more.
+    assert sum(r["power_fitted"] for r in rows) < sum(r["power_default"] for r in rows) / 3
     # The same table without a file fits the training split here and agrees.
     fitted_here, _ = sf.validate_samples([path], families=["rmsnorm"])
     assert all(r["latency_fitted"] < 0.01 for r in fitted_here)
