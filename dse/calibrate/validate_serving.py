@@ -67,11 +67,13 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   logits for them; KV cache bf16.
 - measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
   energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
-- Known miss, J / token (power and time both short): the power shortfall is dynamic, not static: it grows
-  with the running batch and the attention share (-3% at Qwen3-8B chat batch 8, -36% at gpqa batch 82,
-  whose steps are two-thirds KV-cache streaming), so it points at the DRAM/attention energy of the Hopper
-  power coefficients (fitted on H200 kernels), not at idle power. The TPOT shortfall grows with the
-  batch too (~30-50 us per running sequence per step beyond the modelled sampler); at batch >= 255 the
+- Known miss, J / token (power and time both short, -21% bias with the power fit of commit 43bf84e): the
+  power error is dynamic, not static: +7% at Qwen3-8B chat batch 8, -29% at gpqa batch 82, whose steps
+  are two-thirds KV-cache streaming. Over the 30 rows measured - predicted power is about
+  -31 W + 267 W x (decode-attention share of the step time) (correlation 0.86; against the batch 0.38),
+  where an idle/static error would be a constant: it points at the energy of decode attention (KV
+  streaming) in the Hopper power coefficients, not at idle power. The TPOT shortfall grows with the
+  batch (~30-50 us per running sequence per step beyond the modelled sampler); at batch >= 255 the
   measured power (620-630 W at a 700 W cap) leaves room for at most ~15% of GPU idle time per step, so
   most of that gap is GPU work the step model lacks, not host time between steps.
 
