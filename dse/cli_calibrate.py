@@ -94,7 +94,8 @@ def calibrate_cmd(
 def validate_samples_cmd(
     samples: SamplesArg,
     coeffs: Annotated[
-        Path | None, typer.Option("--coeffs", help="Coefficient file from `dse calibrate` (default: fit here).")
+        Path | None,
+        typer.Option("--coeffs", help="Coefficient file from `dse calibrate` (default: fit here)."),
     ] = None,
     gpu: Annotated[
         str | None, typer.Option("--gpu", help="Catalog GPU (default: the one the samples name).")
@@ -119,7 +120,8 @@ def validate_samples_cmd(
         print_json({"header": header, "rows": rows})
         return
     console.print(
-        f"{header['gpu']}: {header['split']}; fitted = {header['fitted']}, default = {header['default']}"
+        f"{header['gpu']}: {header['split']}; fitted = {header['fitted']} (on {header['fitted_gpu']}), "
+        f"default = {header['default']}"
     )
     quantities = ["latency"] + [q for q in ("power", "energy") if any(r["n_power"] for r in rows)]
     for q in quantities:

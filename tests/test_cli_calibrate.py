@@ -68,15 +68,21 @@ def test_calibrate_then_validate(h200_gemm: Path, tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    one_line_error(["calibrate", tmp_path / "nope.parquet", "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
-                   "nope.parquet", "no such samples file")
+    one_line_error(
+        ["calibrate", tmp_path / "nope.parquet", "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
+        "nope.parquet",
+        "no such samples file",
+    )
 
 
 def test_not_a_samples_parquet(tmp_path: Path) -> None:
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet")
-    one_line_error(["calibrate", junk, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"], "junk.parquet",
-                   "not a samples file")
+    one_line_error(
+        ["calibrate", junk, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
+        "junk.parquet",
+        "not a samples file",
+    )
     other = tmp_path / "other.parquet"
     pd.DataFrame({"a": [1, 2]}).to_parquet(other)
     one_line_error(["validate", "samples", other, "--gpu", "h100-sxm"], "other.parquet", "missing column")
@@ -86,30 +92,45 @@ def test_not_a_samples_parquet(tmp_path: Path) -> None:
 
 
 def test_unknown_gpu(h200_gemm: Path, tmp_path: Path) -> None:
-    one_line_error(["calibrate", h200_gemm, "--gpu", "h900", "-o", tmp_path / "c.json"], "unknown GPU 'h900'",
-                   "h100-sxm")
+    one_line_error(
+        ["calibrate", h200_gemm, "--gpu", "h900", "-o", tmp_path / "c.json"], "unknown GPU 'h900'", "h100-sxm"
+    )
 
 
 def test_samples_of_another_gpu(h200_gemm: Path, tmp_path: Path) -> None:
-    one_line_error(["calibrate", h200_gemm, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
-                   "h200_gemm.parquet", "'h200-sxm'", "not of --gpu h100-sxm")
+    one_line_error(
+        ["calibrate", h200_gemm, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
+        "h200_gemm.parquet",
+        "'h200-sxm'",
+        "not of --gpu h100-sxm",
+    )
     one_line_error(["validate", "samples", h200_gemm, "--gpu", "a100-sxm-80gb"], "not of --gpu a100-sxm-80gb")
 
 
 def test_too_few_rows_for_a_family(tmp_path: Path) -> None:
-    few = write_samples(tmp_path / "few.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")[-6:])
-    one_line_error(["calibrate", few, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"], "family 'gemm'",
-                   "at least 8")
+    few = write_samples(
+        tmp_path / "few.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")[-6:]
+    )
+    one_line_error(
+        ["calibrate", few, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"], "family 'gemm'", "at least 8"
+    )
     assert not (tmp_path / "c.json").exists()
 
 
 def test_bad_options(h200_gemm: Path, tmp_path: Path) -> None:
-    one_line_error(["calibrate", h200_gemm, "--gpu", "h200-sxm", "-o", tmp_path / "c.json", "--families", "conv"],
-                   "--families", "unknown conv", "gemm")
-    one_line_error(["calibrate", h200_gemm, "--gpu", "h200-sxm", "-o", tmp_path / "c.json",
-                    "--holdout-frac", "1.5"], "--holdout-frac")
-    one_line_error(["validate", "samples", h200_gemm, "--coeffs", tmp_path / "none.json"], "none.json",
-                   "does not exist")
+    one_line_error(
+        ["calibrate", h200_gemm, "--gpu", "h200-sxm", "-o", tmp_path / "c.json", "--families", "conv"],
+        "--families",
+        "unknown conv",
+        "gemm",
+    )
+    one_line_error(
+        ["calibrate", h200_gemm, "--gpu", "h200-sxm", "-o", tmp_path / "c.json", "--holdout-frac", "1.5"],
+        "--holdout-frac",
+    )
+    one_line_error(
+        ["validate", "samples", h200_gemm, "--coeffs", tmp_path / "none.json"], "none.json", "does not exist"
+    )
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     one_line_error(["validate", "samples", h200_gemm, "--coeffs", bad], "not a dse coefficient file")

@@ -215,12 +215,16 @@ def load_sample_set(
     bad = ~(np.isfinite(frame["latency_s"].to_numpy(float)) & (frame["latency_s"].to_numpy(float) > 0))
     if bad.any():
         i = int(np.nonzero(bad)[0][0])
-        raise ConfigError(f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s")
+        raise ConfigError(
+            f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
+        )
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
     boost = spec.clocks.boost_clock_hz
-    frame["clock_hz"] = np.where(np.isfinite(avg) & (avg > 0), avg, np.where(np.isfinite(locked), locked, boost))
+    frame["clock_hz"] = np.where(
+        np.isfinite(avg) & (avg > 0), avg, np.where(np.isfinite(locked), locked, boost)
+    )
     frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
     frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
     return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
@@ -329,8 +333,12 @@ def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
             util = np.zeros((n, u.shape[1]))
         util[pos], lat[pos], dram[pos] = u, out["latency_s"], out["dram_bytes"]
     clamped = np.clip(clocks, ss.gpu.clocks.sm_clock_min_hz, ss.gpu.clocks.sm_clock_max_hz)
-    return {"latency_s": lat, "util": util if util is not None else np.zeros((n, 0)), "dram_bytes": dram,
-            "clock_hz": clamped}
+    return {
+        "latency_s": lat,
+        "util": util if util is not None else np.zeros((n, 0)),
+        "dram_bytes": dram,
+        "clock_hz": clamped,
+    }
 
 
 # ------------------------------------------------------------------------------------------- the fits
@@ -357,15 +365,17 @@ def _fit_buckets(
         idx = np.nonzero(sel)[0]
         if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
             continue
-        fit = fit_group(
-            lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=HUBER_M
-        )
+        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=HUBER_M)
         fits[name] = (fit.coeffs, GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape))
     return fits
 
 
 def fit_unit(
-    unit: str, ops: Sequence[Op], clock_hz: np.ndarray, latency_s: np.ndarray, gpu: GpuSpec,
+    unit: str,
+    ops: Sequence[Op],
+    clock_hz: np.ndarray,
+    latency_s: np.ndarray,
+    gpu: GpuSpec,
     min_latency_s: float = MIN_LATENCY_S,
 ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
     """Fit one model function's groups on its rows; returns the groups and the training MAPE."""
@@ -513,7 +523,9 @@ def _fit_latency(
     for name, c in default.table.groups.items():
         if name.split("/")[0] not in fitted_tops:
             table[name] = c
-            infos[name] = GroupInfo(num_samples=0, provenance=f"inherited from the shipped set '{default.name}'")
+            infos[name] = GroupInfo(
+                num_samples=0, provenance=f"inherited from the shipped set '{default.name}'"
+            )
     return CoeffTable(groups=table), infos, unit_mape
 
 
@@ -555,14 +567,19 @@ def calibrate(
         created=created,
         dse_version=dse.__version__,
         sources=tuple(
-            src | {"train_rows": int((train.frame["file"] == src["file"]).sum()),
-                   "test_rows": int((test.frame["file"] == src["file"]).sum())}
+            src
+            | {
+                "train_rows": int((train.frame["file"] == src["file"]).sum()),
+                "test_rows": int((test.frame["file"] == src["file"]).sum()),
+            }
             for src in ss.sources
         ),
         method=METHOD,
         notes=f"hold-out: {holdout_frac:g} of each family's distinct shapes (seed {seed}); "
         "unfitted families inherit the shipped set",
-        fit_error={f: _family_mape(train, f, latency, min_latency_s) for f in sorted(set(train.frame["family"]))},
+        fit_error={
+            f: _family_mape(train, f, latency, min_latency_s) for f in sorted(set(train.frame["family"]))
+        },
         group_info=infos,
     )
     held = _holdout_summary(test, latency, default, power, min_latency_s)
@@ -573,8 +590,13 @@ def calibrate(
         "split": "by distinct shape within each family (dataset.split_holdout)",
         "min_latency_s": min_latency_s,
         "families": sorted(set(ss.frame["family"])),
-        "rows": {"total": len(ss.frame), "train": len(train.frame), "test": len(test.frame),
-                 "train_with_power": n_power, "skipped_kinds": dict(ss.skipped)},
+        "rows": {
+            "total": len(ss.frame),
+            "train": len(train.frame),
+            "test": len(test.frame),
+            "train_with_power": n_power,
+            "skipped_kinds": dict(ss.skipped),
+        },
         "train_mape_by_unit": unit_mape,
         "power_train_mape": power_err,
         "holdout": held,
@@ -671,8 +693,9 @@ def validate_samples(
         fitted_latency, fitted_power, fitted_name = cs, pc, str(coeffs_path)
     else:
         is_test = split_mask(ss.frame, frac, sd)
-        cal = calibrate(paths, ss.gpu, holdout_frac=frac, seed=sd, families=families,
-                        min_latency_s=min_latency_s)
+        cal = calibrate(
+            paths, ss.gpu, holdout_frac=frac, seed=sd, families=families, min_latency_s=min_latency_s
+        )
         fitted_latency, fitted_power, fitted_name = cal.coeffs, cal.power, "fitted here on the training split"
         split = f"hold-out {frac:g} of shapes, seed {sd}"
     test = ss.take(is_test)
@@ -696,6 +719,7 @@ def validate_samples(
         "gpu": ss.gpu.name,
         "split": split,
         "fitted": fitted_name,
+        "fitted_gpu": fitted_latency.gpu,
         "default": load_default_coeffs(ss.gpu).name,
         "power_fitted": fitted_power is not None,
         "files": [s["file"] for s in ss.sources],
@@ -720,8 +744,12 @@ def _capped(
     for c in np.unique(cap[unknown]):
         pos = np.nonzero(unknown & (cap == c))[0]
         capped = capped_rows(
-            [ss.ops[i] for i in pos], ss.gpu, OperatingPoint(power_cap_w=float(c)), latency_coeffs,
-            power_coeffs, terms,
+            [ss.ops[i] for i in pos],
+            ss.gpu,
+            OperatingPoint(power_cap_w=float(c)),
+            latency_coeffs,
+            power_coeffs,
+            terms,
         )
         parts.append((pos, capped.rows["latency_s"], capped.power["total"], capped.rows["sm_clock_hz"]))
     if not parts:
@@ -747,7 +775,12 @@ def _clock_order(label: str) -> float:
 
 
 def _score(
-    family: str, clock: str, sel: np.ndarray, test: SampleSet, preds: dict, pmask: np.ndarray,
+    family: str,
+    clock: str,
+    sel: np.ndarray,
+    test: SampleSet,
+    preds: dict,
+    pmask: np.ndarray,
     min_latency_s: float,
 ) -> dict[str, Any]:
     lat = test.latency_s
@@ -785,7 +818,9 @@ def samples_from_aiconfigurator(gpu_key: str, family: str, *, dtype: str | None 
     from dse.calibrate.kernel_fit import CATALOG_GPU
 
     if gpu_key not in CATALOG_GPU:
-        raise ConfigError(f"unknown aiconfigurator gpu {gpu_key!r}; allowed: {', '.join(sorted(CATALOG_GPU))}")
+        raise ConfigError(
+            f"unknown aiconfigurator gpu {gpu_key!r}; allowed: {', '.join(sorted(CATALOG_GPU))}"
+        )
     gpu = CATALOG_GPU[gpu_key]
     if family == "gemm":
         df = load_aiconfigurator_gemm(gpu_key)
@@ -812,8 +847,18 @@ def samples_from_aiconfigurator(gpu_key: str, family: str, *, dtype: str | None 
         }
         if family == "gemm":
             shape = f"{r.m}x{r.n}x{r.k}"
-            out.append(KernelSample(kind="gemm", name=f"gemm_{r.dtype}_{shape}", dtype=r.dtype, m=int(r.m),
-                                    n=int(r.n), k=int(r.k), batch=1, **common))
+            out.append(
+                KernelSample(
+                    kind="gemm",
+                    name=f"gemm_{r.dtype}_{shape}",
+                    dtype=r.dtype,
+                    m=int(r.m),
+                    n=int(r.n),
+                    k=int(r.k),
+                    batch=1,
+                    **common,
+                )
+            )
         else:
             out.append(
                 KernelSample(

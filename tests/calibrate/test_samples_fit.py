@@ -18,7 +18,10 @@ from dse.calibrate.validate import validate_dataset
 from dse.hardware.catalog import load_gpu
 from dse.measure.samples import KernelSample, op_fields, write_samples
 from dse.perf.power import PowerCoeffs, default_power_coeffs, gpu_power_terms, power_features
+from dse.perf.predict import predict_graph
 from dse.perf.types import CoeffTable, PhaseCoeffs
+from dse.workload.llm import build_prefill_graph
+from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp, NormOp
 
 GPU = "h100-sxm"
@@ -31,7 +34,12 @@ TRUE_LATENCY = CoeffTable(
         "norm": PhaseCoeffs(lambda_pro=1.2, lambda_main=1.4, lambda_epi=1.0, eps_s=4e-6),
     }
 )
-POWER_FACTORS = {"tensor_j_per_flop": 1.3, "dram_scale": 0.8, "active_j_per_sm_cycle": 1.25, "l2_j_per_byte": 1.5}
+POWER_FACTORS = {
+    "tensor_j_per_flop": 1.3,
+    "dram_scale": 0.8,
+    "active_j_per_sm_cycle": 1.25,
+    "l2_j_per_byte": 1.5,
+}
 
 
 def _ops() -> list:
@@ -41,8 +49,16 @@ def _ops() -> list:
     ]
     ops += [
         AttentionOp(
-            name="a", batch=b, num_heads=32, num_kv_heads=kvh, head_dim=d, seq_len_q=s, seq_len_kv=s,
-            causal=True, backend="flash", dtype="bf16",
+            name="a",
+            batch=b,
+            num_heads=32,
+            num_kv_heads=kvh,
+            head_dim=d,
+            seq_len_q=s,
+            seq_len_kv=s,
+            causal=True,
+            backend="flash",
+            dtype="bf16",
         )
         for b, s, kvh, d in itertools.product([1, 4, 16], [512, 1024, 2048, 4096], [8, 32], [64, 128])
     ]
@@ -75,8 +91,14 @@ def synthetic_samples(path: Path) -> Path:
     power_w = terms.idle_power_w(rows["clock_hz"]) + feats @ _true_power().vector() / rows["latency_s"]
     samples = [
         KernelSample(
-            gpu=GPU, **op_fields(op), sm_clock_hz=f, avg_sm_clock_hz=f, latency_s=float(t),
-            avg_power_w=float(p), energy_j=float(p * t), energy_method="synthetic",
+            gpu=GPU,
+            **op_fields(op),
+            sm_clock_hz=f,
+            avg_sm_clock_hz=f,
+            latency_s=float(t),
+            avg_power_w=float(p),
+            energy_j=float(p * t),
+            energy_method="synthetic",
         )
         for op, f, t, p in zip(ops, clocks, rows["latency_s"], power_w, strict=True)
     ]
@@ -125,7 +147,9 @@ def test_synthetic_validation_table(synthetic: tuple[Path, sf.Calibration], tmp_
     assert all(r["latency_fitted"] < 0.01 for r in fitted_here)
 
 
-def test_coefficient_file_loads_on_the_prediction_path(synthetic: tuple[Path, sf.Calibration], tmp_path: Path) -> None:
+def test_coefficient_file_loads_on_the_prediction_path(
+    synthetic: tuple[Path, sf.Calibration], tmp_path: Path
+) -> None:
     path, cal = synthetic
     out = cal.save(tmp_path / "c.json")
     cs = load_coeffs(out)  # what `predict_graph(coeffs=...)` takes
@@ -140,14 +164,24 @@ def test_coefficient_file_loads_on_the_prediction_path(synthetic: tuple[Path, sf
     assert power is not None and power.vector() == pytest.approx(cal.power.vector())
     assert info["holdout_frac"] == 0.2 and info["seed"] == 0
     assert json.loads(out.read_text())["created"]
+    # A whole workload predicts with it: the calibrated GEMM correction (lambda_main ~1.12) makes the
+    # GEMM-dominated prefill slower than the uncorrected model, and the energies are the file's.
+    graph = build_prefill_graph(load_model_config("llama-3.1-8b"), batch=4, seq_len=1024)
+    gpu = load_gpu(GPU)
+    calibrated = predict_graph(graph, gpu, None, latency, power)
+    uncorrected = predict_graph(graph, gpu, None, None, power)
+    assert calibrated.latency_s > uncorrected.latency_s
+    assert calibrated.energy_j != predict_graph(graph, gpu, None, latency).energy_j
 
 
 def test_split_keeps_a_shape_on_one_side(synthetic: tuple[Path, sf.Calibration]) -> None:
     path, _ = synthetic
     ss = sf.load_sample_set([path], GPU)
     test = sf.split_mask(ss.frame, 0.2, 0)
-    names = ss.frame.assign(test=test).groupby(["family", "m", "n", "k", "batch", "seq_len_q", "num_kv_heads",
-                                                "head_dim", "rows", "cols"], dropna=False)["test"]
+    names = ss.frame.assign(test=test).groupby(
+        ["family", "m", "n", "k", "batch", "seq_len_q", "num_kv_heads", "head_dim", "rows", "cols"],
+        dropna=False,
+    )["test"]
     assert (names.nunique() == 1).all()
     assert 0.15 < test.mean() < 0.25
     assert not np.array_equal(test, sf.split_mask(ss.frame, 0.2, 1))
@@ -194,8 +228,12 @@ def test_converted_h100_tables_reproduce_the_shipped_fit(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_converted_h100_tables_full(tmp_path: Path) -> None:
     files = [
-        write_samples(tmp_path / "gemm.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")),
-        write_samples(tmp_path / "flash.parquet", sf.samples_from_aiconfigurator("h100_sxm", "attention_flash")),
+        write_samples(
+            tmp_path / "gemm.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")
+        ),
+        write_samples(
+            tmp_path / "flash.parquet", sf.samples_from_aiconfigurator("h100_sxm", "attention_flash")
+        ),
     ]
     _compare_with_shipped(sf.calibrate(files, GPU), slack=1.15)
 
