@@ -17,6 +17,10 @@ static batch whose requests all arrive at t = 0 and share input and output lengt
     memory_bytes               weights + KV cache at the last step + peak prefill activations; the point is
                                infeasible when it exceeds USABLE_MEMORY_FRAC of the GPU's capacity
 
+`engine` and `sampling` (default "none": one kernel per operator, no sampler) shape the prefill and
+every decode step as a serving engine runs them (`dse.serving_engine`: its kernel fusions, and the
+sampler's kernels for one token per sequence).
+
 `kv_dtype` (default: the activation dtype of the precision, bf16 for bf16 and fp8) sets the KV-cache
 dtype: `fp8` halves the cache's bytes per token, so the decode attention reads half the KV traffic, the
 KV write stores half and the cache takes half the memory (vLLM / TensorRT-LLM `--kv-cache-dtype fp8`).
@@ -39,7 +43,14 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
-from dse.serving_engine import KV_DTYPES, kv_bytes_per_token, with_kv_dtype
+from dse.serving_engine import (
+    KV_DTYPES,
+    SAMPLINGS,
+    apply_engine,
+    engine_profile,
+    kv_bytes_per_token,
+    with_kv_dtype,
+)
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import (
     LlmArch,
@@ -64,6 +75,8 @@ class ServingRequest:
     precision: str = "bf16"
     attention: str = "flash"
     kv_dtype: str | None = None  # None: the activation dtype of `precision`
+    engine: str = "none"  # dse.serving_engine.ENGINES: kernel fusions of a serving engine
+    sampling: str = "none"  # dse.serving_engine.SAMPLINGS: the sampler after each LM head
 
     def __post_init__(self) -> None:
         for name in ("batch", "input_tokens", "output_tokens"):
@@ -72,6 +85,9 @@ class ServingRequest:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
             raise ConfigError(f"kv_dtype '{self.kv_dtype}' is not one of {', '.join(KV_DTYPES)}")
+        engine_profile(self.engine)
+        if self.sampling not in SAMPLINGS:
+            raise ConfigError(f"sampling '{self.sampling}' is not one of {', '.join(SAMPLINGS)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,12 +224,18 @@ def predict_serving(
     )
 
     prefill = predict_graph(
-        _with_kv(
-            build_prefill_graph(
-                arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
+        apply_engine(
+            _with_kv(
+                build_prefill_graph(
+                    arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
+                ),
+                request.kv_dtype,
+                prefill=True,
             ),
-            request.kv_dtype,
-            prefill=True,
+            arch,
+            engine=request.engine,
+            sampling=request.sampling,
+            rows=b,
         ),
         gpu,
         point,
@@ -228,12 +250,18 @@ def predict_serving(
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
     if num_steps > 0:
-        step_graph = _with_kv(
-            build_decode_graph(
-                arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+        step_graph = apply_engine(
+            _with_kv(
+                build_decode_graph(
+                    arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+                ),
+                request.kv_dtype,
+                prefill=False,
             ),
-            request.kv_dtype,
-            prefill=False,
+            arch,
+            engine=request.engine,
+            sampling=request.sampling,
+            rows=b,
         )
         fixed_graph, attention = _split_decode_graph(step_graph)
         fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)

@@ -153,6 +153,23 @@ def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
     return op
 
 
+def apply_engine(
+    graph: WorkloadGraph, arch: LlmArch, *, engine: str = "none", sampling: str = "none", rows: int = 0
+) -> WorkloadGraph:
+    """`graph` (a model pass of `arch`) as `engine` runs it: fused ops dropped, a sampler for `rows` tokens.
+
+    The defaults return `graph` itself, so callers that do not ask for an engine pay nothing.
+    """
+    profile = engine_profile(engine)
+    _check("sampling", sampling, SAMPLINGS)
+    if not profile.fused_ops and (sampling == "none" or rows < 1):
+        return graph
+    ops = [op for op in graph.ops if op.name.rsplit("/", 1)[-1] not in profile.fused_ops]
+    ops += sampler_ops(arch, rows=rows, sampling=sampling)
+    meta = {**graph.meta, "engine": engine, "sampling": sampling}
+    return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=meta)
+
+
 def engine_step_graph(
     arch: LlmArch,
     *,
@@ -218,6 +235,7 @@ __all__ = [
     "KV_DTYPES",
     "SAMPLINGS",
     "EngineProfile",
+    "apply_engine",
     "engine_profile",
     "engine_step_graph",
     "kv_bytes_per_token",

@@ -263,3 +263,20 @@ def test_fp8_kv_cache_halves_cache_memory_and_speeds_long_decode(llama8b, h100) 
     assert b.to_dict()["kv_dtype"] == "fp8"
     with pytest.raises(ConfigError, match="kv_dtype 'int4' is not one of"):
         ServingRequest(batch=1, input_tokens=8, output_tokens=8, kv_dtype="int4")
+
+
+def test_engine_and_sampler_shape_the_steps(llama8b, h100) -> None:
+    base = ServingRequest(batch=16, input_tokens=512, output_tokens=32)
+    vllm = dataclasses.replace(base, engine="vllm")
+    a, b = predict_serving(llama8b, h100, base), predict_serving(llama8b, h100, vllm)
+    # fused add+norm and q/k-norm+rope: fewer launch-bound kernels per decode step
+    assert b.tpot_s < a.tpot_s
+    assert not any("residual_add" in name for name in b.energy_j_by_name)
+    sampled = predict_serving(llama8b, h100, dataclasses.replace(vllm, sampling="top_k_top_p"))
+    assert sampled.tpot_s > b.tpot_s and sampled.ttft_s > b.ttft_s  # the sampler runs after every LM head
+    assert any("/sampler/" in name for name in sampled.energy_j_by_name)
+    assert sum(sampled.energy_j_by_module.values()) == pytest.approx(sampled.energy_j, rel=1e-9)
+    with pytest.raises(ConfigError, match="engine 'tgi' is not one of"):
+        ServingRequest(batch=1, input_tokens=8, output_tokens=8, engine="tgi")
+    with pytest.raises(ConfigError, match="sampling 'beam' is not one of"):
+        ServingRequest(batch=1, input_tokens=8, output_tokens=8, sampling="beam")
