@@ -6,7 +6,8 @@
 
 ampere: EnergAIzer A100 PCIe 40 GB forward passes (900 MHz set and 510-1410 MHz DVFS sweep), training
 workloads of the by-workload split, with the host gap per launch; no A10 data. hopper: aiconfigurator H200
-GEMM and attention power tables, kernels >= 1 ms, training rows, through the 700 W cap. The latency model
+GEMM and generation-attention power tables, kernels >= 1 ms, training rows, through the 700 W cap (context
+attention is validated only: `validate_power.HOPPER_FAMILY_WEIGHT` says why). The latency model
 uses its shipped default coefficients (`dse.calibrate.coeffs.load_default_coeffs`). See
 `dse.calibrate.validate_power` for the data rules.
 """
