@@ -7,7 +7,8 @@ Datasets (`shared/data/README.md` sections 1 and 2) and how each is used:
 - `a100_900`: the same GPU at 900 MHz, more workloads. Fit (train), validation (test).
 - `a10`: EnergAIzer A10 forward passes at 900 MHz. Forecast only: no A10 row enters any fit.
 - `h200_gemm`, `h200_attention_context`, `h200_attention_generation`: aiconfigurator H200 kernels in a
-  loop, 700 W cap, default clocks. Hopper fit (train rows), validation (test rows).
+  loop, 700 W cap, default clocks. Hopper fit (train rows; context attention weighs 0, see
+  `HOPPER_FAMILY_WEIGHT`), validation (test rows).
 
 Rules, from the data README:
 - EnergAIzer rows flagged short-window are invalid and dropped; rows without a kernel list cannot be
