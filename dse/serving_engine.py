@@ -32,10 +32,11 @@ logits [rows, vocab]:
 - "top_k_top_p": vLLM's native top-k/top-p sampler, used when a request carries top-k and top-p (the
   Qwen3 generation configs do: top_k 20, top_p 0.95, which vLLM applies by default): cast to fp32,
   temperature scaling, a full sort of each row (keys fp32 + int64 indices; a radix sort makes 4 passes of
-  8-bit digits, each reading and writing key and index, plus the index initialization), softmax and
-  cumulative sum over the sorted row, the mask, a scatter back, the final softmax, exponential noise,
-  division and argmax. Each is a streaming kernel over [rows, vocab] modelled with the existing ops
-  (sort passes as copies of 12-byte elements, i.e. 3 fp32 words).
+  8-bit digits, each reading and writing key and index, plus the index initialization), the top-k
+  compare and masked fill, softmax and cumulative sum over the sorted row, the top-p compare and masked
+  fill, a scatter back, the final softmax, exponential noise, division and argmax (vLLM's
+  `apply_top_k_top_p` and `random_sample`). Each is a streaming kernel over [rows, vocab] modelled with
+  the existing ops (sort passes as copies of 12-byte elements, i.e. 3 fp32 words).
 
 KV-cache dtype (`kv_dtype`): the dtype of the cache that decode attention reads and the KV write stores;
 fp8 halves the KV bytes per token (and so the attention traffic and the cache capacity in tokens).
@@ -130,9 +131,16 @@ def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
             dtype="fp32",
             count=SORT_PASSES,
         ),
+        ElementwiseOp(
+            name=f"{root}/top_k_compare", kind="cast", num_elements=n, dtype="fp32", out_dtype="int8"
+        ),
+        ElementwiseOp(name=f"{root}/top_k_fill", kind="scale", num_elements=n, dtype="fp32"),
         SoftmaxOp(name=f"{root}/top_p_softmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
         ElementwiseOp(name=f"{root}/top_p_cumsum", kind="copy", num_elements=n, dtype="fp32"),
-        ElementwiseOp(name=f"{root}/top_p_mask", kind="scale", num_elements=n, dtype="fp32"),
+        ElementwiseOp(
+            name=f"{root}/top_p_compare", kind="cast", num_elements=n, dtype="fp32", out_dtype="int8"
+        ),
+        ElementwiseOp(name=f"{root}/top_p_fill", kind="scale", num_elements=n, dtype="fp32"),
         ElementwiseOp(name=f"{root}/scatter", kind="add", num_elements=n, dtype="fp32"),
         SoftmaxOp(name=f"{root}/softmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
         ElementwiseOp(name=f"{root}/exponential_noise", kind="exp", num_elements=n, dtype="fp32"),

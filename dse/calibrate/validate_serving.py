@@ -67,7 +67,7 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   logits for them; KV cache bf16.
 - measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
   energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
-- Known miss, J / token (power and time both short, -21% bias with the power fit of commit 43bf84e): the
+- Known miss, J / token (20.6%: power and time both short, -20% bias with the power fit of 43bf84e): the
   power error is dynamic, not static: +7% at Qwen3-8B chat batch 8, -29% at gpqa batch 82, whose steps
   are two-thirds KV-cache streaming. Over the 30 rows measured - predicted power is about
   -31 W + 267 W x (decode-attention share of the step time) (correlation 0.86; against the batch 0.38),
