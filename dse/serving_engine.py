@@ -15,13 +15,18 @@ launch-bound kernel and is neglected).
 Fusions per engine (what their model code and compilers do for Llama/Qwen-style layers):
 
 - vllm (V1, torch.compile with Inductor, CUDA graphs): the model code calls RMSNorm with the residual
-  (`fused_add_rms_norm`: residual add + norm in one kernel); Inductor fuses the fp8 quantization of the
-  GEMM inputs into the producing norm / SiLU-mul kernel, and Qwen3's per-head q/k RMSNorm with the rotary
-  embedding into one kernel. The KV-cache write (`reshape_and_cache_flash`) and the quantization of the
-  attention output stay separate: attention is a split point of vLLM's piecewise CUDA graphs.
+  (`fused_add_rms_norm`: residual add + norm in one kernel) and Inductor fuses Qwen3's per-head q/k
+  RMSNorm with the rotary embedding into one kernel. The KV-cache write (`reshape_and_cache_flash`) and
+  the quantization of the attention output stay separate: attention is a split point of vLLM's piecewise
+  CUDA graphs. The graph's separate fp8 quantization ops before the qkv, gate/up and down GEMMs are
+  dropped because the kernel model's fp8 GEMM already contains vLLM's dynamic per-tensor activation
+  quantization (`dse.perf.gemm`, as the aiconfigurator vLLM measurements it is fitted to include it);
+  keeping both would count it twice.
 - trtllm (PyTorch backend): fused add+RMSNorm with fp8 output, SwiGLU with fp8 output, fp8 attention
   output, and the attention op's own QKV preprocessing kernel applies the rotary embedding and writes the
-  KV cache (q/k norm fused with it for Qwen3).
+  KV cache (q/k norm fused with it for Qwen3). NOTE(dse): with static (calibrated) activation scales the
+  GEMMs need no quantization kernels of their own, but the kernel model's fp8 GEMM still contains vLLM's
+  dynamic one (two short kernels per GEMM), an overestimate of TensorRT-LLM's fp8 decode steps.
 - sglang: fused add+RMSNorm (sgl-kernel); other ops as separate kernels.
 - none: the operator graph as built (one kernel per operator).
 
