@@ -57,16 +57,22 @@ class TorchLlm:
         attention: str = "flash",
         device_index: int = 0,
         seed: int = 0,
+        device: str = "cuda",
     ) -> None:
         from dse.measure.kernels import import_torch, torch_dtype
 
         _check_arch(arch, precision, attention, phase, seq_len if phase == "prefill" else seq_len + 1)
+        if device not in ("cuda", "cpu"):
+            raise ConfigError(f"device '{device}' is not cuda or cpu")
         torch = import_torch()
-        if not torch.cuda.is_available():
+        if device == "cuda" and not torch.cuda.is_available():
             raise MeasurementError(
                 "PyTorch sees no CUDA GPU: dse measure needs a CUDA build of PyTorch and a GPU"
             )
         self.torch = torch
+        # "cpu" runs the same ops on the host: a dry run that checks the model against the dse graph
+        # (op names, order, shapes) without a GPU; nothing is measured there.
+        self.on_gpu = device == "cuda"
         self.arch, self.batch, self.phase, self.attention = arch, batch, phase, attention
         self.q_len = seq_len if phase == "prefill" else 1
         self.kv_len = seq_len if phase == "prefill" else seq_len + 1
@@ -82,11 +88,12 @@ class TorchLlm:
             "seq_len_q": self.q_len,
             "seq_len_kv": self.kv_len,
         }
-        self.device = torch.device("cuda", device_index)
+        self.device = torch.device("cuda", device_index) if self.on_gpu else torch.device("cpu")
         self._native_gqa = True
         self._previous_tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        self._check_memory()
+        if self.on_gpu:
+            self._check_memory()
         self._gen = torch.Generator(device=self.device)
         self._gen.manual_seed(seed)
         self._build()
@@ -148,6 +155,9 @@ class TorchLlm:
                 "up_b": self._w(num_up * ff) if a.mlp_bias else None,
                 "down": self._w(d, ff),
                 "down_b": self._w(d) if a.mlp_bias else None,
+                # Qwen3: one RMSNorm weight of head_dim for q and one for k, shared by all heads
+                "q_norm": 1.0 + self._w(a.head_dim) if a.qk_norm else None,
+                "k_norm": 1.0 + self._w(a.head_dim) if a.qk_norm else None,
             }
             if a.causal:
                 layer["k_cache"] = self._w(b, a.num_kv_heads, self.kv_len, a.head_dim, std=1.0)
@@ -173,7 +183,7 @@ class TorchLlm:
     def _norm(self, x: Any, weights: tuple[Any, Any]) -> Any:
         F = self.torch.nn.functional
         w, bias = weights
-        d, eps = self.arch.hidden_size, self.arch.norm_eps
+        d, eps = x.shape[-1], self.arch.norm_eps
         if self.arch.norm == "layernorm":
             return F.layer_norm(x, (d,), w, bias, eps)
         if hasattr(F, "rms_norm"):
@@ -208,7 +218,8 @@ class TorchLlm:
         # Flash attention has no fp32 kernels; PyTorch's memory-efficient one is the fused fp32 choice.
         half = self.dtype in (torch.bfloat16, torch.float16)
         backend = SDPBackend.FLASH_ATTENTION if half else SDPBackend.EFFICIENT_ATTENTION
-        with sdpa_kernel([backend]):
+        backends = [backend] if self.on_gpu else [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+        with sdpa_kernel(backends):
             if a.num_kv_heads == a.num_heads:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             if self._native_gqa:
@@ -278,6 +289,11 @@ class TorchLlm:
         q = q.view(b, sq, a.num_heads, a.head_dim).transpose(1, 2)
         k = k.view(b, sq, a.num_kv_heads, a.head_dim).transpose(1, 2)
         v = v.view(b, sq, a.num_kv_heads, a.head_dim).transpose(1, 2)
+        if a.qk_norm:  # RMSNorm of every q and k head over head_dim, before RoPE
+            with rf(f"{pre}/attn/q_norm"):
+                q = self._norm(q, (layer["q_norm"], None))
+            with rf(f"{pre}/attn/k_norm"):
+                k = self._norm(k, (layer["k_norm"], None))
         if a.position_embedding == "rope":
             with rf(f"{pre}/attn/rotary"):
                 q, k = self._rotate(q), self._rotate(k)
@@ -330,15 +346,19 @@ class TorchLlm:
         with self.torch.inference_mode():
             for _ in range(num_calls):
                 self.forward()
-        self.torch.cuda.synchronize()
+        self._sync()
         return num_calls
 
+    def _sync(self) -> None:
+        if self.on_gpu:
+            self.torch.cuda.synchronize()
+
     def profile(self, num_passes: int, now_s: Callable[[], float]) -> ProfiledRun:
-        torch = self.torch
         from torch.profiler import ProfilerActivity, profile, record_function
 
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            torch.cuda.synchronize()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.on_gpu else [])
+        with profile(activities=activities) as prof:
+            self._sync()
             marker_host_s = now_s()
             with record_function(SYNC_MARKER):
                 pass
@@ -354,7 +374,8 @@ class TorchLlm:
     def release(self) -> None:
         self.layers = []
         self.torch.backends.cuda.matmul.allow_tf32 = self._previous_tf32
-        self.torch.cuda.empty_cache()
+        if self.on_gpu:
+            self.torch.cuda.empty_cache()
 
 
 def build_torch_llm(
@@ -367,8 +388,12 @@ def build_torch_llm(
     attention: str = "flash",
     device_index: int = 0,
     seed: int = 0,
+    device: str = "cuda",
 ) -> TorchLlm:
-    """A TorchLlm for `arch` (raises MeasurementError without torch or a GPU, ConfigError on bad options)."""
+    """A TorchLlm for `arch` (raises MeasurementError without torch or a GPU, ConfigError on bad options).
+
+    `device="cpu"` builds the same model on the host (a dry run of the op sequence; nothing to measure).
+    """
     return TorchLlm(
         arch,
         batch=batch,
@@ -378,4 +403,5 @@ def build_torch_llm(
         attention=attention,
         device_index=device_index,
         seed=seed,
+        device=device,
     )
