@@ -19,15 +19,18 @@ from dse.cli_common import (
     BusOpt,
     CapOpt,
     ClockOpt,
+    EngineOpt,
     InOpt,
     JsonOpt,
     KernelsOpt,
+    KvDtypeOpt,
     MemoryOpt,
     ModelOpt,
     OutOpt,
     PhaseOpt,
     PrecisionOpt,
     RateOpt,
+    SamplingOpt,
     SeqOpt,
     SetOpt,
     app,
@@ -191,22 +194,16 @@ def _serving(
     batch: int,
     input_tokens: int | None,
     output_tokens: int | None,
-    precision: str,
-    attention: str,
     point: Any,
+    **options: Any,
 ) -> Any:
+    """predict_serving for the CLI; `options` are the other ServingRequest fields (precision, engine, ...)."""
     from dse.serving import ServingRequest, predict_serving
     from dse.workload.models import load_model_config
 
     if model is None or input_tokens is None or output_tokens is None:
         raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
-    request = ServingRequest(
-        batch=batch,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        precision=precision,
-        attention=attention,
-    )
+    request = ServingRequest(batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, **options)
     return predict_serving(load_model_config(model), gpu, request, point)
 
 
@@ -223,6 +220,9 @@ def predict_cmd(
     output_tokens: OutOpt = None,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "none",
+    sampling: SamplingOpt = "none",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -243,7 +243,9 @@ def predict_cmd(
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w)
     if input_tokens is not None or output_tokens is not None:
-        est = _serving(model, spec, batch, input_tokens, output_tokens, precision, attention, point)
+        options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+        options |= {"engine": engine, "sampling": sampling}
+        est = _serving(model, spec, batch, input_tokens, output_tokens, point, **options)
         _show_serving(est, breakdown, as_json)
         return
     from dse.calibrate.coeffs import load_default_coeffs
@@ -266,6 +268,9 @@ def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
     title = (
         f"{est.model} on {est.gpu}: batch {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
         f"{r.precision}, {r.attention} attention"
+        + (f", {r.kv_dtype} KV cache" if r.kv_dtype else "")
+        + (f", {r.engine} engine" if r.engine != "none" else "")
+        + (f", {r.sampling} sampling" if r.sampling != "none" else "")
     )
     console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
@@ -297,6 +302,9 @@ def whatif_cmd(
     output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "none",
+    sampling: SamplingOpt = "none",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -313,9 +321,10 @@ def whatif_cmd(
     point = operating_point(clock_mhz, power_cap_w)
     base_gpu = gpu_from_options(gpu, None, None, None, None)
     new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling}
     runs = [
-        _serving(model, g, batch, input_tokens, output_tokens, precision, attention, point)
-        for g in (base_gpu, new_gpu)
+        _serving(model, g, batch, input_tokens, output_tokens, point, **options) for g in (base_gpu, new_gpu)
     ]
     _show_whatif(base_gpu, new_gpu, runs, as_json)
 
@@ -349,5 +358,5 @@ def main() -> None:  # pragma: no cover - console-script convenience
 
 
 # Registers the run/report/serve/validate/measure/bench commands on `app`.
-from dse import cli_runs as _cli_runs  # noqa: E402, F401
 from dse import cli_calibrate as _cli_calibrate  # noqa: E402, F401
+from dse import cli_runs as _cli_runs  # noqa: E402, F401

@@ -138,6 +138,21 @@ SeqOpt = Annotated[
 ]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, bf16, fp16 or fp8.")]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
+KvDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-dtype", help="Serving: KV-cache dtype bf16, fp16, fp8 or fp32 (default: the activations')."
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", help="Serving: kernel fusions of none (one kernel per operator), vllm, trtllm or sglang."
+    ),
+]
+SamplingOpt = Annotated[
+    str, typer.Option("--sampling", help="Serving: sampler after the LM head: none, greedy or top_k_top_p.")
+]
 
 
 ClockOpt = Annotated[

@@ -14,6 +14,9 @@ runner = CliRunner()
 ENERGAIZER = Path(__file__).resolve().parents[2] / "shared" / "data" / "energaizer" / "workloads" / "all"
 
 
+SERVE = ["predict", "--model", "qwen3-8b", "--batch", "4", "--input-tokens", "128", "--output-tokens", "16"]
+
+
 def run_ok(*args: str) -> str:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output
@@ -49,7 +52,9 @@ def test_gpu_show_json_has_si_keys() -> None:
 
 
 def test_gpu_show_gddr7_what_if() -> None:
-    data = run_json("gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32")
+    data = run_json(
+        "gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"
+    )
     # 512 bit x 32 Gb/s / 8 = 2.048 TB/s; 16 x32 devices of 2 GiB
     assert data["memory_bw_bytes_per_s"] == pytest.approx(2.048e12, rel=1e-6)
     assert data["memory_capacity_bytes"] == pytest.approx(32 * 2**30)
@@ -78,6 +83,9 @@ def test_gpu_show_table_renders() -> None:
         (["workload", "show", "--model", "gpt2", "--precision", "fp64"], ["fp64"]),
         (["workload", "show", "--kernels", "/nonexistent/file.json"], ["/nonexistent/file.json"]),
         (["workload", "show"], ["--model", "--kernels"]),
+        ([*SERVE, "--engine", "tgi"], ["engine 'tgi'", "vllm", "trtllm", "sglang"]),
+        ([*SERVE, "--kv-dtype", "int4"], ["kv_dtype 'int4'", "fp8"]),
+        ([*SERVE, "--sampling", "beam"], ["sampling 'beam'", "top_k_top_p"]),
     ],
 )
 def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> None:
@@ -86,13 +94,33 @@ def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> No
 
 def test_models_lists_catalog() -> None:
     rows = {row["name"]: row for row in run_json("models")["models"]}
-    assert {"gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b"} <= set(rows)
+    assert {
+        "gpt2",
+        "bert-large",
+        "opt-1.3b",
+        "qwen2-1.5b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "mistral-7b",
+        "qwen2.5-7b",
+    } <= set(rows)
     # Published parameter count of Llama-3.1-8B: 8.03 B (model card)
     assert rows["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.01)
 
 
 def test_workload_show_model_json_totals() -> None:
-    data = run_json("workload", "show", "--model", "llama-3.1-8b", "--phase", "prefill", "--batch", "1", "--seq-len", "1024")
+    data = run_json(
+        "workload",
+        "show",
+        "--model",
+        "llama-3.1-8b",
+        "--phase",
+        "prefill",
+        "--batch",
+        "1",
+        "--seq-len",
+        "1024",
+    )
     assert data["total_flop"] == pytest.approx(sum(op["total_flop"] for op in data["ops"]))
     assert data["num_params"] == pytest.approx(8.03e9, rel=0.01)
     # Forward pass ~ 2 x params x tokens (plus attention): within a few percent
@@ -102,13 +130,26 @@ def test_workload_show_model_json_totals() -> None:
 
 
 def test_workload_show_decode_table() -> None:
-    out = run_ok("workload", "show", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "32", "--seq-len", "1024")
+    out = run_ok(
+        "workload",
+        "show",
+        "--model",
+        "llama-3.1-8b",
+        "--phase",
+        "decode",
+        "--batch",
+        "32",
+        "--seq-len",
+        "1024",
+    )
     assert "total" in out
 
 
 @pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")
 def test_workload_show_kernels_file() -> None:
-    data = run_json("workload", "show", "--kernels", str(ENERGAIZER / "gpt2model_gpt2_pbf16_b1_s1024_modeprefill.json"))
+    data = run_json(
+        "workload", "show", "--kernels", str(ENERGAIZER / "gpt2model_gpt2_pbf16_b1_s1024_modeprefill.json")
+    )
     assert data["num_kernels"] > 100
     assert data["total_flop"] > 0
 
@@ -119,3 +160,14 @@ def test_python_dash_m_entry_point() -> None:
 
     out = subprocess.run([sys.executable, "-m", "dse", "--help"], capture_output=True, text=True, check=True)
     assert "gpus" in out.stdout
+
+
+def test_predict_serving_engine_options_reach_the_request() -> None:
+    base = run_json(*SERVE)
+    fp8 = run_json(*SERVE, "--kv-dtype", "fp8", "--engine", "vllm", "--sampling", "greedy")
+    assert (fp8["kv_dtype"], fp8["engine"], fp8["sampling"]) == ("fp8", "vllm", "greedy")
+    assert (base["kv_dtype"], base["engine"], base["sampling"]) == (None, "none", "none")
+    # Qwen3-8B caches K and V of 8 heads x 128 dims in 36 layers; 4 requests x (128 + 16) tokens.
+    tokens = 4 * (128 + 16)
+    assert fp8["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 1 * tokens  # fp8: one byte per element
+    assert base["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 2 * tokens  # bf16 activations: two
