@@ -46,7 +46,19 @@ SERVING_METRICS: tuple[str, ...] = (
 )
 CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memory_bw_bytes_per_s")
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
-WORKLOAD_KEYS: tuple[str, ...] = ("model", "batch", "input_tokens", "output_tokens", "precision", "attention")
+WORKLOAD_KEYS: tuple[str, ...] = (
+    "model",
+    "batch",
+    "input_tokens",
+    "output_tokens",
+    "precision",
+    "attention",
+    "kv_dtype",
+    "engine",
+    "sampling",
+)
+# The workload keys passed to dse.serving.ServingRequest as they are.
+_REQUEST_KEYS = WORKLOAD_KEYS[1:]
 DERIVED_GPU_KNOBS: tuple[str, ...] = ("memory.energy_factor", "sm.tensor_factor", "memory.data_rate_frac")
 # Keys of ServingEstimate.metrics() that are not numbers; the runner turns them into feasible/reason.
 STATUS_KEYS: tuple[str, ...] = ("feasible", "infeasible_reason")
@@ -69,6 +81,9 @@ class EvalContext:
     output_tokens: int = 256
     precision: str = "bf16"
     attention: str = "flash"
+    kv_dtype: str | None = None
+    engine: str = "none"
+    sampling: str = "none"
     options: tuple[tuple[str, Any], ...] = field(default=())
 
 
@@ -196,6 +211,9 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
         "output_tokens": int(wl.get("output_tokens", ctx.output_tokens)),
         "precision": str(wl.get("precision", ctx.precision)),
         "attention": str(wl.get("attention", ctx.attention)),
+        "kv_dtype": wl.get("kv_dtype", ctx.kv_dtype),
+        "engine": str(wl.get("engine", ctx.engine)),
+        "sampling": str(wl.get("sampling", ctx.sampling)),
         "point": point,
     }
 
@@ -204,7 +222,7 @@ def predict_inputs(inputs: Mapping[str, Any]) -> Any:
     """The serving estimate (`dse.serving.ServingEstimate`) of one point's `build_inputs` result."""
     import dse.serving as serving  # lazy: the search layer must not need the model stack at import
 
-    workload = {k: inputs[k] for k in ("batch", "input_tokens", "output_tokens", "precision", "attention")}
+    workload = {k: inputs[k] for k in _REQUEST_KEYS}
     return serving.predict_serving(
         inputs["arch"], inputs["gpu"], serving.ServingRequest(**workload), inputs["point"]
     )

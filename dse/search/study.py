@@ -72,6 +72,9 @@ from dse.search.yamlio import SourceMap, format_errors, load_yaml, located_error
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 Attention = Literal["flash", "eager"]
+KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.serving_engine.KV_DTYPES
+Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.serving_engine.ENGINES
+Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.serving_engine.SAMPLINGS
 ExecutorKind = Literal["ray", "process", "serial"]
 
 
@@ -213,6 +216,9 @@ class WorkloadConfig(_Strict):
     output_tokens: int = Field(default=256, ge=1)
     precision: Precision = "bf16"
     attention: Attention = "flash"
+    kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision`
+    engine: Engine = "none"  # kernel fusions of a serving engine (none: one kernel per graph operator)
+    sampling: Sampling = "none"  # the sampler after each LM head
 
 
 class StudyConfig(_Strict):
@@ -498,6 +504,9 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> Non
     literal_values = {
         "precision": Precision.__args__,
         "attention": Attention.__args__,
+        "kv_dtype": KvDtype.__args__,
+        "engine": Engine.__args__,
+        "sampling": Sampling.__args__,
         "gpu.memory.technology": tuple(list_memory_technologies()),
     }
     clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)

@@ -72,6 +72,9 @@ def test_evaluate_point_calls_predict_serving(monkeypatch: pytest.MonkeyPatch) -
         output_tokens: int
         precision: str
         attention: str
+        kv_dtype: str | None
+        engine: str
+        sampling: str
 
     def predict_serving(arch: Any, gpu: Any, request: Any, point: Any) -> _Est:
         calls.append((arch, gpu, request, point))
@@ -130,3 +133,14 @@ def test_fast_gpu_overrides_reject_what_load_gpu_rejects() -> None:
         _gpu("h100-sxm", {"memory.technology": "hbm3", "memory.data_rate_gbit_per_s": 20})
     with pytest.raises(ConfigError):
         _gpu("h100-sxm", {"num_sms": -3})
+
+
+def test_serving_engine_knobs_reach_the_prediction() -> None:
+    # A study can vary the KV-cache dtype, the engine's kernel fusions and the sampler like any workload key.
+    ctx = EvalContext(gpu="h100-sxm", model="qwen3-8b", batch=8, input_tokens=256, output_tokens=32)
+    base = evaluate_point({}, ctx)
+    fp8_kv = evaluate_point({"kv_dtype": "fp8", "engine": "vllm", "sampling": "greedy"}, ctx)
+    assert fp8_kv["kv_cache_bytes"] == pytest.approx(
+        0.5 * base["kv_cache_bytes"]
+    )  # 1 byte per element, not 2
+    assert fp8_kv["tpot_s"] != base["tpot_s"]

@@ -179,6 +179,18 @@ MALFORMED = [
         ["space.precision.values.1", "'fp7'", "allowed:", "fp8"],
     ),
     (
+        "bad-engine-value",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "engine: {values: [vllm, tgi]}"),
+        6,
+        ["space.engine.values.1", "'tgi'", "allowed:", "trtllm"],
+    ),
+    (
+        "bad-kv-dtype-value",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "kv_dtype: {values: [fp8, int4]}"),
+        6,
+        ["space.kv_dtype.values.1", "'int4'", "allowed:", "bf16"],
+    ),
+    (
         "when-unknown-param",
         GOOD.replace("{values: [bf16, fp8]}", "{values: [bf16, fp8], when: {attn: flash}}"),
         6,
