@@ -134,3 +134,37 @@ def test_bad_options(h200_gemm: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     one_line_error(["validate", "samples", h200_gemm, "--coeffs", bad], "not a dse coefficient file")
+
+
+def test_measure_dry_run_then_calibrate_and_validate(tmp_path: Path) -> None:
+    """The whole chain on the files `dse measure kernels` writes (a dry run: no GPU, roofline numbers)."""
+    samples = tmp_path / "dry.parquet"
+    measured = runner.invoke(
+        app,
+        [
+            "measure",
+            "kernels",
+            "--suite",
+            "all",
+            "--dry-run",
+            "--clocks-mhz",
+            "1410,1980",
+            "--out",
+            str(samples),
+        ],
+    )
+    assert measured.exit_code == 0, measured.output
+    out = tmp_path / "dry.json"
+    result = runner.invoke(app, ["calibrate", str(samples), "--gpu", "h100-sxm", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    tops = {g.split("/")[0] for g, v in data["groups"].items() if v["provenance"] == "fit"}
+    assert {"gemm", "attention_flash", "attention_decode", "softmax", "norm", "elementwise"} <= tops
+    assert data["power"] is not None
+    report = runner.invoke(app, ["validate", "samples", str(samples), "--coeffs", str(out), "--json"])
+    assert report.exit_code == 0, report.output
+    rows = json.loads(report.stdout)["rows"]
+    gemm = {r["clock"]: r for r in rows if r["family"] == "gemm"}
+    assert set(gemm) == {"1410 MHz", "1980 MHz", "all"}
+    assert gemm["all"]["n"] == gemm["1410 MHz"]["n"] + gemm["1980 MHz"]["n"]
+    assert gemm["all"]["latency_fitted"] < gemm["all"]["latency_uncorrected"]
