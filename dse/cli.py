@@ -7,6 +7,7 @@ report, validation, measurement and benchmark commands to the same app.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from dse.cli_common import (
     BusOpt,
     CapOpt,
     ClockOpt,
+    CoeffsOpt,
     EngineOpt,
     InOpt,
     JsonOpt,
@@ -188,6 +190,18 @@ def workload_show_cmd(
         console.print(f"parameters: {num_params / 1e9:.3f} B")
 
 
+def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
+    """(latency set, power set or None) from a `dse calibrate` file, else the shipped ones for `gpu`."""
+    if path is None:
+        from dse.calibrate.coeffs import load_default_coeffs
+
+        return load_default_coeffs(gpu), None  # None: the shipped energies of the GPU's generation
+    from dse.calibrate.samples_fit import load_calibration
+
+    latency, power, _ = load_calibration(path)
+    return latency, power
+
+
 def _serving(
     model: str | None,
     gpu: Any,
@@ -195,6 +209,7 @@ def _serving(
     input_tokens: int | None,
     output_tokens: int | None,
     point: Any,
+    coeffs: Path | None = None,
     **options: Any,
 ) -> Any:
     """predict_serving for the CLI; `options` are the other ServingRequest fields (precision, engine, ...)."""
@@ -204,7 +219,8 @@ def _serving(
     if model is None or input_tokens is None or output_tokens is None:
         raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
     request = ServingRequest(batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, **options)
-    return predict_serving(load_model_config(model), gpu, request, point)
+    latency, power = _coefficients(coeffs, gpu)
+    return predict_serving(load_model_config(model), gpu, request, point, coeffs=latency, power_coeffs=power)
 
 
 @app.command("predict")
@@ -229,6 +245,7 @@ def predict_cmd(
     bus_width_bits: BusOpt = None,
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
+    coeffs: CoeffsOpt = None,
     host_gap_us: Annotated[
         float,
         typer.Option(
@@ -245,15 +262,14 @@ def predict_cmd(
     if input_tokens is not None or output_tokens is not None:
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
-        est = _serving(model, spec, batch, input_tokens, output_tokens, point, **options)
+        est = _serving(model, spec, batch, input_tokens, output_tokens, point, coeffs, **options)
         _show_serving(est, breakdown, as_json)
         return
-    from dse.calibrate.coeffs import load_default_coeffs
     from dse.perf.predict import predict_command_payload, predict_graph
 
     graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
-    coeffs = load_default_coeffs(spec)  # fitted latency corrections of the GPU's generation
-    pred = predict_graph(graph, spec, point, coeffs, host_gap_s=host_gap_us * 1e-6)
+    latency, power = _coefficients(coeffs, spec)
+    pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
 
 

@@ -138,6 +138,13 @@ SeqOpt = Annotated[
 ]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, bf16, fp16 or fp8.")]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
+CoeffsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--coeffs",
+        help="Coefficient file from `dse calibrate` (default: the shipped set of the GPU's generation).",
+    ),
+]
 KvDtypeOpt = Annotated[
     str | None,
     typer.Option(

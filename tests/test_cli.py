@@ -171,3 +171,24 @@ def test_predict_serving_engine_options_reach_the_request() -> None:
     tokens = 4 * (128 + 16)
     assert fp8["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 1 * tokens  # fp8: one byte per element
     assert base["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 2 * tokens  # bf16 activations: two
+
+
+def test_predict_coeffs_file_replaces_the_shipped_corrections(tmp_path: Path) -> None:
+    import dse
+
+    shipped = Path(dse.__file__).parent / "perf" / "data" / "coeffs_hopper.json"
+    args = ("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "8")
+    default = run_json(*args)
+    # The shipped file given explicitly is the default.
+    assert run_json(*args, "--coeffs", str(shipped)) == default
+    # A file whose launch overheads are 1 ms longer adds 1 ms per kernel launch of the graph.
+    data = json.loads(shipped.read_text())
+    for group in data["groups"].values():
+        group["eps_s"] += 1e-3
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(data))
+    slower = run_json(*args, "--coeffs", str(slow))
+    assert slower["latency_s"] == pytest.approx(
+        default["latency_s"] + 1e-3 * default["num_kernels"], rel=0.02
+    )
+    assert_one_line_error([*args, "--coeffs", str(tmp_path / "none.json")], "none.json", "does not exist")
