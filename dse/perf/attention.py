@@ -8,7 +8,10 @@ CUDA-core FLOP per score. FlashAttention-3 (Hopper) overlaps the softmax with th
 ping-pong), so a step takes the slowest of them; FlashAttention-2 runs them one after the other.
 Causal: a query block visits only the key blocks up to its diagonal; threadblocks of unequal length are
 scheduled longest-first, so the busiest SM does max(longest, average share) iterations. GQA: the K/V of a
-KV head is read from DRAM once and from L2 by all its query heads. With an fp8 KV cache on Hopper the
+KV head is read from DRAM once and from L2 by all its query heads; on Hopper FA3 packs the query heads of
+a KV head into the rows of one tile (PackGQA, always on for variable-length batches as vLLM runs them),
+so short prompts fill whole tiles. Each tile also pays work no pipelining hides (the first block's
+softmax, the last block's PV, the rescale and store of O). With an fp8 KV cache on Hopper the
 matmuls run in fp8 (FA3 fp8 forward). Queries, outputs and K/V are read / written once from / to DRAM.
 
 Decode (`decode_arrays`, backend `decode`): flash-decoding. The query heads of a GQA group are packed in
@@ -35,6 +38,9 @@ from dse.perf.pipeline import (
     build_estimates,
     correct,
     empty_busy,
+    machine_rates,
+    streaming_timeline,
+    sum_timelines,
     vmax,
     wave_schedule,
 )
@@ -164,6 +170,43 @@ def _fill(c, cc, step_b):
     )
 
 
+def _cache_write(c) -> tuple[Timeline, np.ndarray]:
+    """vLLM's `reshape_and_cache_flash`: one threadblock per new token copies its K and V rows (read in
+    the activation dtype) into the cache pages (written in the cache dtype). Returns its streaming
+    timeline and its DRAM bytes."""
+    r = c["rates"]
+    tokens = c["batch"] * c["sq"]
+    row = 2.0 * c["kv_heads"] * c["d"]  # K and V elements of one token
+    threads = np.minimum(512.0, c["kv_heads"] * c["d"])
+    cache_b = np.where(c["f8"], 1.0, c["kv_b"])
+    nbytes = row * (c["act_b"] + cache_b)
+    tl = streaming_timeline(
+        **machine_rates(r),
+        grid=tokens,
+        conc=np.floor(r.max_threads_per_sm / threads),
+        threads=threads,
+        dram_b=nbytes,
+        l2_b=nbytes,
+        smem_b=np.zeros_like(tokens),
+        flop=row,
+        sfu_op=np.zeros_like(tokens),
+        passes=np.ones_like(tokens),
+    )
+    return tl, tokens * nbytes
+
+
+def _tile_serial(c, cc, o_b, overlap):
+    """Per-tile work that no pipelining hides: FA3 overlaps a block's softmax with the next block's
+    QK^T, so the first block's softmax and the last block's PV run alone; then O is rescaled and stored
+    through shared memory. (FA2 runs softmax serially already: only the store is added.)"""
+    r = c["rates"]
+    rows, bkv, d = c["rows"], c["bkv"], c["d"]
+    soft = cc * rows * bkv * (1.0 / r.sfu_op_per_s_per_sm + _SCORE_FLOP / r.fp32_flop_per_s_per_sm)
+    pv = cc * 2.0 * rows * bkv * d / c["tc_sm"]
+    store = cc * o_b / r.smem_bw_per_sm_bytes_per_s + cc * rows * d / r.fp32_flop_per_s_per_sm
+    return np.where(overlap, soft + pv, 0.0) + store
+
+
 def _busy(c, units, kv_l2_b, dram_main_b, q_o_l2_b, epi_dram_b):
     r, sms = c["rates"], c["rates"].num_sms
     rows, bkv, d = c["rows"], c["bkv"], c["d"]
@@ -194,8 +237,14 @@ def flash_arrays(
     gpu: GpuSpec,
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
+    cache_write: bool = False,
 ) -> dict:
-    """Vectorized FlashAttention forward over N shapes (see the module docstring)."""
+    """Vectorized FlashAttention forward over N shapes (see the module docstring).
+
+    `cache_write`: the op also writes the new K/V into the paged KV cache first (vLLM's attention layer
+    runs `reshape_and_cache_flash` before the kernel, as the aiconfigurator context-attention table
+    measures it); workload graphs model that copy as its own op and leave this off.
+    """
     c = _common(
         batch,
         seq_len_q,
@@ -213,17 +262,22 @@ def flash_arrays(
     b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
     causal = np.broadcast_to(np.asarray(causal, dtype=bool), b.shape)
     bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
-    nq = np.ceil(sq / bq)
-    g = b * h * nq
+    # PackGQA (FA3 with variable-length batches, as vLLM calls it): the query heads sharing a KV head are
+    # packed into the rows of one tile (position-major), so a tile of bq rows covers bq / grp positions.
+    grp = np.where((c["arch"] == "hopper") & (h > hkv), h / hkv, 1.0)
+    rows_seq = sq * grp  # query rows of one (sequence, tile head)
+    bq_pos = bq / grp  # query positions per tile
+    nq = np.ceil(rows_seq / bq)
+    g = b * (h / grp) * nq
     # Warpgroup MMAs are 64 rows tall: a tile with few queries computes only the 64-row slices it needs.
-    c["rows"] = np.minimum(bq, 64.0 * np.ceil(sq / nq / 64.0))
+    c["rows"] = np.minimum(bq, 64.0 * np.ceil(rows_seq / nq / 64.0))
     slots = sms * conc
     n_full = np.ceil(skv / bkv)
-    # Causal: query block i sees keys [0, off + min((i + 1) bq, sq)), off = skv - sq.
+    # Causal: query block i sees keys [0, off + min((i + 1) bq_pos, sq)), off = skv - sq.
     off = skv - sq
     pairs = np.where(causal, sq * off + sq * (sq + 1.0) / 2.0, sq * skv)
-    tri = nq * off / bkv + (bq / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq - sq) / bkv + 0.5 * nq
-    tri = np.clip(tri, pairs / (bq * bkv), nq * n_full)
+    tri = nq * off / bkv + (bq_pos / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq_pos - sq) / bkv + 0.5 * nq
+    tri = np.clip(tri, pairs / (bq_pos * bkv), nq * n_full)
     n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
     units = g * n_mean  # K/V block iterations of all threadblocks
 
@@ -231,14 +285,14 @@ def flash_arrays(
     kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
     kv_l2 = units * kv_step_b
     ratio = np.minimum(1.0, kv_dram / kv_l2)
-    q_o_b = 2.0 * bq * d * c["act_b"] * np.minimum(1.0, sq / bq)  # per threadblock, read Q + write O
+    q_o_b = 2.0 * bq * d * c["act_b"] * np.minimum(1.0, rows_seq / bq)  # per threadblock, read Q + write O
     extra_b = q_o_b / n_mean
     overlap = c["arch"] == "hopper"
 
     sched = wave_schedule(g, conc, sms)
     balanced = causal & (nq > 1)
     # Causal tiles of unequal length run longest-first: the busiest SM does max(longest tile, its share).
-    cc_b = np.minimum(conc, g / sms)
+    cc_b = np.clip(g / sms, 1.0, conc)  # a lone threadblock still has its SM to itself
     iters_busy = np.maximum(n_full, units / (sms * cc_b))
     w = np.where(balanced, iters_busy, sched["rounds"] * n_mean)
     cc = np.where(balanced, cc_b, sched["conc_avg"])
@@ -247,8 +301,8 @@ def flash_arrays(
     # Every output tile pays a fill it cannot hide (load Q and the first K/V block, then rescale and
     # store O): the prologue counts the tiles the busiest SM runs one after the other.
     tiles_seq = np.where(balanced, np.ceil(g / slots), sched["rounds"])
-    t_pro = tiles_seq * _fill(c, cc, kv_step_b + extra_b)
     o_b = 0.5 * q_o_b
+    t_pro = tiles_seq * (_fill(c, cc, kv_step_b + extra_b) + _tile_serial(c, cc, o_b, overlap))
     # The last output store, exposed through this SM's port (its DRAM bytes are in the mainloop).
     t_epi = vmax(cc * o_b / r.l2_bw_per_sm_bytes_per_s, cc * o_b / r.smem_bw_per_sm_bytes_per_s)
     q_o_total = g * q_o_b
@@ -262,6 +316,10 @@ def flash_arrays(
         busy=busy,
         sm_active_frac=np.minimum(1.0, g / sms),
     )
+    copy_b = np.zeros_like(b)
+    if cache_write:
+        copy_tl, copy_b = _cache_write(c)
+        tl = sum_timelines(tl, copy_tl)
     # MHA and GQA differ in K/V reuse (a GQA K/V block serves several query heads from L2).
     group = ((np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)) * 2 + (h > hkv)) * 2 + (
         n_mean >= _SHORT_TILE_BLOCKS
@@ -273,8 +331,8 @@ def flash_arrays(
         "util": util,
         "timeline": tl,
         "flop": 4.0 * b * h * d * pairs,
-        "dram_bytes": kv_dram + q_o_total,
-        "l2_bytes": kv_l2 + q_o_total,
+        "dram_bytes": kv_dram + q_o_total + copy_b,
+        "l2_bytes": kv_l2 + q_o_total + copy_b,
         "smem_bytes": busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
         "group": group,
         "grid": g,

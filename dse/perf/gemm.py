@@ -67,6 +67,7 @@ GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in 
 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
 _QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
+_QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass over its row
 
 
 def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarray]:
@@ -124,8 +125,10 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
     """vLLM's dynamic per-tensor fp8 quantization of the activation A before the CUTLASS fp8 GEMM.
 
     Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit)
-    and the scaled conversion (reads A again, writes it in fp8). Returns their summed streaming timeline
-    and DRAM bytes.
+    and the scaled conversion (reads A again, writes it in fp8). Each thread takes two elements per
+    pass, so a row of K elements costs ceil(K / 2048) dependent passes (the measured fp8 latencies step
+    up by one DRAM round trip per pass and per kernel at K = 2048, 4096, ...). Returns their summed
+    streaming timeline and DRAM bytes.
     """
     rows = (col["m"] * col["batch"]).ravel()
     k = col["k"].ravel()
@@ -145,7 +148,7 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
         threads=threads,
         smem_b=np.full(n, 8192.0),
         sfu_op=np.zeros(n),
-        passes=np.ones(n),
+        passes=np.ceil(k / (1024.0 * _QUANT_ELEMS_PER_THREAD)),
     )
     amax = streaming_timeline(dram_b=k * _QUANT_SRC_BYTES, l2_b=k * _QUANT_SRC_BYTES, flop=k, **common)
     conv = streaming_timeline(
@@ -212,7 +215,11 @@ def _evaluate(
     sk_fix = 1.0  # a partial tile fixed up through the workspace (charged even when tiles divide evenly)
     sk_act = units / sk_iters  # threadblocks active per K iteration, on average
     sk_cc = np.ceil(units / sms) / sk_iters  # per SM, on average
+    # Threadblocks per SM for the per-tile costs (fill, fix-up, store): the smooth share, so that these
+    # never grow with the SM count (the rounded one above does, between its steps).
+    sk_cc_tile = np.minimum(conc, units / sms)
     cc = np.where(stream_k, sk_cc, sched["conc_avg"])
+    cc_tile = np.where(stream_k, sk_cc_tile, sched["conc_avg"])
     act = np.where(stream_k, sk_act, sched["active_avg"])
 
     flop_step = 2.0 * tm * tn * kt
@@ -248,10 +255,11 @@ def _evaluate(
     ld = load(cc, act)
     mm = cc * t_math
     # Stores: a data-parallel round stores its tiles; stream-K stores g / sk_tiles tiles per store round.
-    cc_st = np.where(stream_k, np.ceil(g / sms) / sk_tiles, cc)  # tiles stored per SM per store round
+    cc_st = np.where(stream_k, np.minimum(conc, g / sms), cc)  # tiles stored per SM per store round
     n_st = np.where(stream_k, sk_tiles, rounds)  # store rounds
     act_st = g / n_st
-    e_fix = sk_fix * sk_cc * fix_b / l2_sm  # the partial tile goes through the (L2-resident) workspace
+    # stream-K only: the partial tile goes through the (L2-resident) workspace
+    e_fix = np.where(stream_k, sk_fix * sk_cc_tile * fix_b / l2_sm, 0.0)
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
     red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
     t_red = np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0)
@@ -262,11 +270,11 @@ def _evaluate(
         # the mainloop steps; only the last tile's store (and any fix-up or split-K reduction) is exposed.
         # The stores' DRAM / L2 traffic joins the mainloop, which thus carries every compulsory byte;
         # the last store is exposed only through this SM's port.
-        t_pro = fill(cc)
+        t_pro = fill(cc_tile)
         ld = ld + n_st * store_shared(act_st, out_cta_b) / w
         t_epi = store_local(cc_st, out_cta_b) + e_fix + t_red
     else:
-        t_pro = np.where(stream_k, sk_tiles + sk_fix, rounds) * fill(cc)
+        t_pro = np.where(stream_k, sk_tiles + sk_fix, rounds) * fill(cc_tile)
         t_epi = (
             n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b)) + e_fix + t_red
         )

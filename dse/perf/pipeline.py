@@ -164,8 +164,10 @@ def correct(tl: Timeline, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Returns latency_s [N] and utilization [M, N] in [0, 1].
     """
-    math_derate, load_derate = tl.math_derate_eff(coeffs[:, 4]), coeffs[:, 5]
-    phase = np.stack([tl.t_pro, tl.t_main(math_derate, load_derate), tl.t_epi])
+    # t_main weighs the math derate by the busy-SM fraction itself (as the fit's features do): pass it raw.
+    load_derate = coeffs[:, 5]
+    math_derate = tl.math_derate_eff(coeffs[:, 4])
+    phase = np.stack([tl.t_pro, tl.t_main(coeffs[:, 4], load_derate), tl.t_epi])
     lam = coeffs[:, :3].T  # [3, N]
     latency_s = np.sum(lam * phase, axis=0) + coeffs[:, 3]
     busy = tl.busy.copy()

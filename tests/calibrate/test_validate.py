@@ -33,17 +33,8 @@ TARGETS = [
     (DatasetSpec(family="gemm", source=AIC, gpu_key="h200_sxm", label="bf16"), 0.12),
 ]
 # Targets the shipped model misses today (strict xfail: fixing one turns its test red until removed here).
-MISSED: dict[tuple[str, str, str], str] = {
-    ("gemm", "h100_sxm", "fp8"): "11.0 % > 10 %: very long fp8 GEMMs throttle far more than short ones",
-    (
-        "attention_flash",
-        "h100_sxm",
-        "context",
-    ): "13.0 % > 10 %: short-sequence, large-batch prefill tiles are "
-    "latency/bandwidth-bound in ways the tile model captures only in part",
-    ("gemm", "h200_sxm", "bf16"): "12.1 % > 12 %: H200 compute-bound GEMMs run ~20 % slower than H100 ones "
-    "(power cap with HBM3e), which H100-only coefficients cannot know",
-}
+# None since the refit of 2026-11-22 (PackGQA + KV-cache write in context attention, fp8 quantization passes).
+MISSED: dict[tuple[str, str, str], str] = {}
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dse.perf import attention
@@ -65,3 +66,67 @@ def test_eager_writes_the_score_matrix(h100):
     assert "softmax" in est.tile and "repeat_kv" in est.tile
     flash = attention.estimate(_op(batch=1, seq_len_q=2048, seq_len_kv=2048), h100, P)
     assert flash.latency_s < est.latency_s
+
+
+def test_hopper_packs_gqa_query_heads_into_one_tile(h100):
+    # One query per sequence (a prompt of one token), 40 query heads on one KV head: FA3's PackGQA puts
+    # the 40 rows in one tile per sequence, where unpacked tiles would be one per query head.
+    common = dict(
+        batch=np.array([64.0, 64.0]),
+        seq_len_q=np.ones(2),
+        seq_len_kv=np.ones(2),
+        num_heads=np.array([40.0, 40.0]),
+        num_kv_heads=np.array([1.0, 40.0]),
+        head_dim=np.full(2, 128.0),
+        causal=np.ones(2, dtype=bool),
+        act_bytes=np.full(2, 2.0),
+        kv_bytes=np.full(2, 2.0),
+        gpu=h100,
+        sm_clock_hz=np.full(2, 1.98e9),
+    )
+    out = attention.flash_arrays(**common)
+    assert list(out["grid"]) == [64.0, 64.0 * 40.0]
+    assert out["analytical_s"][0] < out["analytical_s"][1]
+
+
+def test_lone_threadblocks_run_at_one_threadblock_per_sm(h100):
+    # 1 sequence x 1 KV head x 4096 causal queries (32 tiles of 128) on 132 SMs: the longest tile
+    # (32 K/V blocks of 128 keys) runs alone on its SM, so the kernel takes at least its Tensor-Core time.
+    out = attention.flash_arrays(
+        batch=np.ones(1),
+        seq_len_q=np.array([4096.0]),
+        seq_len_kv=np.array([4096.0]),
+        num_heads=np.ones(1),
+        num_kv_heads=np.ones(1),
+        head_dim=np.array([128.0]),
+        causal=np.ones(1, dtype=bool),
+        act_bytes=np.full(1, 2.0),
+        kv_bytes=np.full(1, 2.0),
+        gpu=h100,
+        sm_clock_hz=np.array([1.98e9]),
+    )
+    longest_tile_s = 32 * 4.0 * 128 * 128 * 128 / (4096 * 1.98e9)
+    assert out["grid"][0] == 32
+    assert out["analytical_s"][0] >= longest_tile_s
+
+
+def test_cache_write_adds_the_kv_copy(h100):
+    # vLLM's context attention copies the new K and V (bf16 in, fp8 cache out) before the kernel.
+    common = dict(
+        batch=np.array([8.0]),
+        seq_len_q=np.array([1024.0]),
+        seq_len_kv=np.array([1024.0]),
+        num_heads=np.array([32.0]),
+        num_kv_heads=np.array([8.0]),
+        head_dim=np.array([128.0]),
+        causal=np.ones(1, dtype=bool),
+        act_bytes=np.full(1, 2.0),
+        kv_bytes=np.full(1, 1.0),
+        gpu=h100,
+        sm_clock_hz=np.array([1.98e9]),
+    )
+    plain = attention.flash_arrays(**common)
+    with_copy = attention.flash_arrays(**common, cache_write=True)
+    copy_b = 8 * 1024 * 2 * 8 * 128 * (2.0 + 1.0)
+    assert with_copy["dram_bytes"][0] - plain["dram_bytes"][0] == pytest.approx(copy_b)
+    assert with_copy["analytical_s"][0] - plain["analytical_s"][0] >= copy_b / h100.memory.bw_bytes_per_s

@@ -7,6 +7,7 @@ import pytest
 from perf_roofline import roofline_s
 
 from dse.perf import gemm
+from dse.perf.rates import DRAM_LATENCY_S
 from dse.perf.types import OperatingPoint
 from dse.workload.ops import GemmOp
 
@@ -100,3 +101,52 @@ def test_arrays_match_per_op_estimates(h100, hopper_coeffs):
         one = gemm.estimate(op, h100, OperatingPoint(), hopper_coeffs)
         assert one == est
         assert np.isclose(one.latency_s, est.latency_s, rtol=0, atol=0)
+
+
+def test_fp8_activation_quant_costs_a_round_trip_per_2048_elements_of_k(h100):
+    # vLLM's per-tensor quantization: one 1024-thread threadblock per row, two elements per thread per
+    # pass, two kernels. Going from K = 2048 (1 pass) to 2560 (2 passes) adds one dependent DRAM round
+    # trip per round of resident rows in each kernel: 2 x ceil(ceil(16384 / 132) / 2) x latency.
+    def prologue_s(k):
+        out = gemm.gemm_arrays(
+            m=np.array([16384.0]),
+            n=np.array([32.0]),
+            k=np.array([k]),
+            batch=np.ones(1),
+            dtype=["fp8"],
+            out_dtype=["bf16"],
+            b_shared=np.zeros(1, dtype=bool),
+            gpu=h100,
+            sm_clock_hz=np.array([1.98e9]),
+        )
+        return out["timeline"].t_pro[0]
+
+    rounds = np.ceil(np.ceil(16384 / 132) / 2)
+    step = prologue_s(2560.0) - prologue_s(2048.0)
+    assert step >= 2 * rounds * DRAM_LATENCY_S
+    # within one pass K adds only its bandwidth share
+    assert prologue_s(2048.0) - prologue_s(1536.0) < 0.25 * step
+
+
+def test_correction_matches_the_fit_features_for_partial_waves(h100, hopper_coeffs):
+    # The fit scores lambda . features(math derate) + eps; predictions must use the same formula, also
+    # when the kernel fills only part of the GPU (the math derate is weighed by the busy-SM fraction once).
+    out = gemm.gemm_arrays(
+        m=np.array([1523.0, 64.0]),
+        n=np.array([915.0, 1024.0]),
+        k=np.array([798.0, 4096.0]),
+        batch=np.ones(2),
+        dtype=["bf16", "bf16"],
+        out_dtype=["bf16", "bf16"],
+        b_shared=np.zeros(2, dtype=bool),
+        gpu=h100,
+        sm_clock_hz=np.full(2, 1.98e9),
+        coeffs=hopper_coeffs,
+    )
+    tl = out["timeline"]
+    assert tl.sm_active_frac[0] < 1.0  # 48 output tiles on 132 SMs
+    for i, g in enumerate(out["group"]):
+        c = hopper_coeffs.table.lookup(gemm.GROUPS[g])
+        feats = tl.features(c.math_derate, c.load_derate)[i]
+        expected = c.lambda_pro * feats[0] + c.lambda_main * feats[1] + c.lambda_epi * feats[2] + c.eps_s
+        assert out["latency_s"][i] == pytest.approx(expected, rel=1e-12)
