@@ -124,11 +124,12 @@ def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarr
 def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
     """vLLM's dynamic per-tensor fp8 quantization of the activation A before the CUTLASS fp8 GEMM.
 
-    Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit)
-    and the scaled conversion (reads A again, writes it in fp8). Each thread takes two elements per
-    pass, so a row of K elements costs ceil(K / 2048) dependent passes (the measured fp8 latencies step
-    up by one DRAM round trip per pass and per kernel at K = 2048, 4096, ...). Returns their summed
-    streaming timeline and DRAM bytes.
+    Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit,
+    then folds the row's maximum into the single scale with an atomic) and the scaled conversion (reads
+    A again, writes it in fp8). Each thread takes two elements per pass, so a row of K elements costs
+    ceil(K / 2048) dependent passes (the measured fp8 latencies step up by one DRAM round trip per pass
+    and per kernel at K = 2048, 4096, ...), plus the atomic's round trip in the reduction. Returns their
+    summed streaming timeline and DRAM bytes.
     """
     rows = (col["m"] * col["batch"]).ravel()
     k = col["k"].ravel()
@@ -148,11 +149,18 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
         threads=threads,
         smem_b=np.full(n, 8192.0),
         sfu_op=np.zeros(n),
-        passes=np.ceil(k / (1024.0 * _QUANT_ELEMS_PER_THREAD)),
     )
-    amax = streaming_timeline(dram_b=k * _QUANT_SRC_BYTES, l2_b=k * _QUANT_SRC_BYTES, flop=k, **common)
+    passes = np.ceil(k / (1024.0 * _QUANT_ELEMS_PER_THREAD))
+    # The reduction then folds each row's maximum into the one scale with an atomic: one more round trip.
+    amax = streaming_timeline(
+        dram_b=k * _QUANT_SRC_BYTES, l2_b=k * _QUANT_SRC_BYTES, flop=k, passes=passes + 1.0, **common
+    )
     conv = streaming_timeline(
-        dram_b=k * (_QUANT_SRC_BYTES + 1.0), l2_b=k * (_QUANT_SRC_BYTES + 1.0), flop=2.0 * k, **common
+        dram_b=k * (_QUANT_SRC_BYTES + 1.0),
+        l2_b=k * (_QUANT_SRC_BYTES + 1.0),
+        flop=2.0 * k,
+        passes=passes,
+        **common,
     )
     return sum_timelines(amax, conv), 2.0 * a_b + rows * k
 
