@@ -20,9 +20,10 @@ Hold-out: per family, the distinct shapes (kind, dtype, variant, shape fields) a
 `dataset.split_holdout(frac, seed)`; a shape measured at several clocks lands on one side only.
 Families whose groups are not in the samples keep the shipped set's coefficients (provenance `inherited`).
 
-The sample schema has no output dtype, weight sharing or KV-cache dtype; rows are read with the kernel
-suites' conventions (`dse.measure.suites`): fp8 / int8 GEMMs write bf16, a GEMM's B is a shared weight,
-`cast` writes fp32, the KV cache has the attention dtype.
+Output dtype, weight sharing and KV-cache dtype are read from the samples (`out_dtype`, `b_shared`,
+`kv_dtype`); files written before those columns existed are read with the kernel suites' conventions
+(`dse.measure.suites`): fp8 / int8 GEMMs write bf16, a GEMM's B is a shared weight, `cast` writes fp32, the
+KV cache has the attention dtype.
 """
 
 from __future__ import annotations
@@ -150,12 +151,13 @@ def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
 
 
 def _op(sample: KernelSample) -> Op:
-    """The op a sample measured, with the suites' conventions for fields the schema lacks."""
+    """The op a sample measured; the suites' conventions fill fields an older file did not record."""
     op = op_from_sample(sample)
     if isinstance(op, GemmOp):
-        out = "bf16" if op.dtype in ("fp8", "int8") else None
-        return dataclasses.replace(op, out_dtype=out, b_shared=True)
-    if isinstance(op, ElementwiseOp) and op.kind == "cast":
+        out = op.out_dtype or (None if sample.out_dtype or op.dtype not in ("fp8", "int8") else "bf16")
+        shared = True if sample.b_shared is None else op.b_shared
+        return dataclasses.replace(op, out_dtype=out, b_shared=shared)
+    if isinstance(op, ElementwiseOp) and op.kind == "cast" and not sample.out_dtype:
         return dataclasses.replace(op, out_dtype="fp32")
     return op
 

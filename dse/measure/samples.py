@@ -61,6 +61,9 @@ class KernelSample:
     name: str = ""
     dtype: str = ""
     variant: str = ""  # elementwise kind (gelu, add ...), attention backend, norm kind
+    out_dtype: str = ""  # GEMM / cast output dtype when it differs from `dtype` ("": the op's default)
+    kv_dtype: str = ""  # attention KV-cache dtype when it differs from `dtype` ("": same)
+    b_shared: bool | None = None  # GEMM: B is one weight shared by all batch entries
     causal: bool | None = None
     m: int | None = None
     n: int | None = None
@@ -111,7 +114,7 @@ class KernelSample:
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(KernelSample))
 _INT_FIELDS = frozenset({*SHAPE_FIELDS, "num_calls", "num_repeats", "num_samples", "stages"})
-_BOOL_FIELDS = frozenset({"causal", "stable", "warp_specialized", "split_k"})
+_BOOL_FIELDS = frozenset({"causal", "b_shared", "stable", "warp_specialized", "split_k"})
 _STR_FIELDS = frozenset(
     {
         "gpu",
@@ -119,6 +122,8 @@ _STR_FIELDS = frozenset(
         "name",
         "dtype",
         "variant",
+        "out_dtype",
+        "kv_dtype",
         "throttle_reasons",
         "kernel_name",
         "tile",
@@ -132,9 +137,11 @@ def op_fields(op: Op) -> dict[str, Any]:
     """The sample fields describing an op: kind, name, dtype, variant and the shape fields that apply."""
     fields: dict[str, Any] = {"kind": op_kind(op), "name": op.name, "dtype": op.dtype}
     if isinstance(op, GemmOp):
-        fields |= {"m": op.m, "n": op.n, "k": op.k, "batch": op.batch}
+        fields |= {"m": op.m, "n": op.n, "k": op.k, "batch": op.batch, "b_shared": op.b_shared}
+        fields |= {"out_dtype": op.out_dtype or ""}
     elif isinstance(op, AttentionOp):
         fields |= {
+            "kv_dtype": op.kv_dtype or "",
             "batch": op.batch,
             "seq_len_q": op.seq_len_q,
             "seq_len_kv": op.seq_len_kv,
@@ -149,7 +156,7 @@ def op_fields(op: Op) -> dict[str, Any]:
     elif isinstance(op, NormOp):
         fields |= {"rows": op.rows, "cols": op.cols, "variant": op.kind}
     elif isinstance(op, ElementwiseOp):
-        fields |= {"num_elements": op.num_elements, "variant": op.kind}
+        fields |= {"num_elements": op.num_elements, "variant": op.kind, "out_dtype": op.out_dtype or ""}
     return fields
 
 
@@ -162,7 +169,16 @@ def op_from_sample(sample: KernelSample) -> Op:
     s = sample
     try:
         if s.kind == "gemm":
-            return GemmOp(name=s.name, m=s.m, n=s.n, k=s.k, batch=s.batch or 1, dtype=s.dtype)  # type: ignore[arg-type]
+            return GemmOp(
+                name=s.name,
+                m=s.m,  # type: ignore[arg-type]
+                n=s.n,  # type: ignore[arg-type]
+                k=s.k,  # type: ignore[arg-type]
+                batch=s.batch or 1,
+                dtype=s.dtype,  # type: ignore[arg-type]
+                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+                b_shared=bool(s.b_shared),
+            )
         if s.kind.startswith("attention"):
             return AttentionOp(
                 name=s.name,
@@ -175,13 +191,20 @@ def op_from_sample(sample: KernelSample) -> Op:
                 causal=bool(s.causal),
                 backend=s.variant or s.kind.removeprefix("attention_"),  # type: ignore[arg-type]
                 dtype=s.dtype,  # type: ignore[arg-type]
+                kv_dtype=s.kv_dtype or None,  # type: ignore[arg-type]
             )
         if s.kind == "softmax":
             return SoftmaxOp(name=s.name, rows=s.rows, cols=s.cols, dtype=s.dtype)  # type: ignore[arg-type]
         if s.kind in ("layernorm", "rmsnorm"):
             return NormOp(name=s.name, rows=s.rows, cols=s.cols, kind=s.kind, dtype=s.dtype)  # type: ignore[arg-type]
         if s.kind == "elementwise":
-            return ElementwiseOp(name=s.name, kind=s.variant, num_elements=s.num_elements, dtype=s.dtype)  # type: ignore[arg-type]
+            return ElementwiseOp(
+                name=s.name,
+                kind=s.variant,
+                num_elements=s.num_elements,  # type: ignore[arg-type]
+                dtype=s.dtype,  # type: ignore[arg-type]
+                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+            )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"sample '{s.name}' ({s.kind}) does not describe a valid op: {exc}") from exc
     raise ConfigError(f"sample '{s.name}' of kind '{s.kind}' is not a single kernel")

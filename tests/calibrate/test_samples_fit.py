@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dse.calibrate import samples_fit as sf
@@ -245,3 +246,33 @@ def test_aiconfigurator_conversion_keeps_power_only_for_long_kernels() -> None:
     assert np.isnan(power[lat < sf.AIC_MIN_POWER_LATENCY_S]).all()
     assert np.isfinite(power[lat >= sf.AIC_MIN_POWER_LATENCY_S]).all()
     assert {s.gpu for s in samples} == {"h200-sxm"} and all(s.sm_clock_hz is None for s in samples)
+
+
+def test_recorded_op_fields_are_used_and_older_files_get_the_suite_conventions(tmp_path: Path) -> None:
+    recorded = [
+        GemmOp(name="w", m=256, n=4096, k=4096, dtype="fp8", out_dtype="fp8", b_shared=False, batch=2),
+        AttentionOp(
+            name="a",
+            batch=8,
+            num_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            seq_len_q=1,
+            seq_len_kv=4096,
+            backend="decode",
+            kv_dtype="fp8",
+        ),
+    ]
+    rows = [
+        KernelSample(gpu=GPU, **op_fields(op), latency_s=1e-3, avg_power_w=500.0, energy_j=0.5)
+        for op in recorded
+    ]
+    path = write_samples(tmp_path / "new.parquet", rows)
+    assert list(sf.load_sample_set([path], GPU).ops) == recorded
+    # A file from before the out_dtype / b_shared / kv_dtype columns: fp8 GEMMs write bf16, B is a weight.
+    old = tmp_path / "old.parquet"
+    frame = pd.read_parquet(path).drop(columns=["out_dtype", "b_shared", "kv_dtype"])
+    frame.to_parquet(old, index=False)
+    gemm, attention = sf.load_sample_set([old], GPU).ops
+    assert (gemm.out_dtype, gemm.b_shared) == ("bf16", True)
+    assert attention.kv_dtype is None

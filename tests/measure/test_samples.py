@@ -38,6 +38,20 @@ OPS = [
     SoftmaxOp(name="s", rows=4096, cols=1024, dtype="fp32"),
     NormOp(name="n", rows=512, cols=4096, kind="rmsnorm"),
     ElementwiseOp(name="e", kind="silu_mul", num_elements=2**20),
+    # the fields that differ from the op's defaults: output dtype, shared weight, fp8 KV cache
+    GemmOp(name="g8", m=64, n=4096, k=4096, dtype="fp8", out_dtype="bf16", b_shared=True),
+    AttentionOp(
+        name="a8",
+        batch=4,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        seq_len_q=1,
+        seq_len_kv=2048,
+        backend="decode",
+        kv_dtype="fp8",
+    ),
+    ElementwiseOp(name="c", kind="cast", num_elements=2**20, out_dtype="fp32"),
 ]
 
 
@@ -50,6 +64,12 @@ def _sample(op, **extra) -> KernelSample:
 @pytest.mark.parametrize("op", OPS, ids=lambda op: type(op).__name__)
 def test_ops_round_trip_through_samples(op):
     assert op_from_sample(_sample(op)) == op
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_ops_round_trip_through_files(tmp_path, suffix):
+    path = write_samples(tmp_path / f"ops{suffix}", [_sample(op) for op in OPS])
+    assert [op_from_sample(s) for s in read_samples(path)] == OPS
 
 
 def test_model_rows_are_not_ops():
