@@ -200,29 +200,38 @@ def _fallback_keys(group: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _fit_once(
-    samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: float | None
+def fit_buckets(
+    out: dict, latency_s: np.ndarray, mask: np.ndarray, names: tuple[str, ...], huber_m: float | None
 ) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+    """Fit every group the masked rows exercise, and its parent keys (the fallbacks), on those rows.
+
+    `out` is a family model's output (`timeline`, `group` indices into `names`); a group needs
+    MIN_GROUP_SAMPLES rows, a family's top-level key MIN_FAMILY_SAMPLES.
+    """
     tl = out["timeline"]
-    y = samples.latency_s
-    names = group_names(samples.spec.family)
-    fits: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
     buckets: dict[str, np.ndarray] = {}
     for gi in np.unique(out["group"][mask]):
         sel = mask & (out["group"] == gi)
         buckets[names[gi]] = sel
         for key in _fallback_keys(names[gi]):
             buckets[key] = buckets.get(key, np.zeros_like(mask)) | sel
+    fits: dict[str, tuple[PhaseCoeffs, GroupInfo]] = {}
     for name, sel in buckets.items():
         idx = np.nonzero(sel)[0]
         if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
             continue
-        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], y[idx], huber_m=huber_m)
+        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=huber_m)
         fits[name] = (
             fit.coeffs,
             GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape, provenance="fit"),
         )
     return fits
+
+
+def _fit_once(
+    samples: KernelSamples, out: dict, mask: np.ndarray, huber_m: float | None
+) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
+    return fit_buckets(out, samples.latency_s, mask, group_names(samples.spec.family), huber_m)
 
 
 def fit_groups(

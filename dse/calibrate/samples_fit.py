@@ -44,9 +44,8 @@ import pandas as pd
 import dse
 from dse.calibrate.coeffs import CoeffSet, GroupInfo, coeffs_to_dict, load_coeffs, load_default_coeffs
 from dse.calibrate.dataset import load_aiconfigurator_attention, load_aiconfigurator_gemm, split_holdout
-from dse.calibrate.fit_latency import fit_group
 from dse.calibrate.fit_power import PowerRows, fit_power_rows
-from dse.calibrate.kernel_fit import MIN_FAMILY_SAMPLES, MIN_GROUP_SAMPLES, MIN_LATENCY_S
+from dse.calibrate.kernel_fit import MIN_FAMILY_SAMPLES, MIN_LATENCY_S, fit_buckets
 from dse.errors import CalibrationError, ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
@@ -346,32 +345,6 @@ def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
 # ------------------------------------------------------------------------------------------- the fits
 
 
-def _fallback_keys(group: str) -> list[str]:
-    parts = group.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _fit_buckets(
-    out: dict, latency_s: np.ndarray, mask: np.ndarray, names: tuple[str, ...]
-) -> dict[str, tuple[PhaseCoeffs, GroupInfo]]:
-    """Fit every exercised group and its parent keys (the fallbacks) on the masked rows."""
-    tl = out["timeline"]
-    buckets: dict[str, np.ndarray] = {}
-    for gi in np.unique(out["group"][mask]):
-        sel = mask & (out["group"] == gi)
-        buckets[names[gi]] = sel
-        for key in _fallback_keys(names[gi]):
-            buckets[key] = buckets.get(key, np.zeros_like(mask)) | sel
-    fits = {}
-    for name, sel in buckets.items():
-        idx = np.nonzero(sel)[0]
-        if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
-            continue
-        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=HUBER_M)
-        fits[name] = (fit.coeffs, GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape))
-    return fits
-
-
 def fit_unit(
     unit: str,
     ops: Sequence[Op],
@@ -386,7 +359,7 @@ def fit_unit(
     best: tuple[float, dict] | None = None
     for _ in range(GEMM_ROUNDS if unit == "gemm" else 1):
         out = unit_arrays(unit, ops, gpu, clock_hz, table)
-        fits = _fit_buckets(out, latency_s, mask, _GROUPS[unit])
+        fits = fit_buckets(out, latency_s, mask, _GROUPS[unit], HUBER_M)
         table = CoeffTable(groups={k: v[0] for k, v in fits.items()})
         pred = unit_arrays(unit, ops, gpu, clock_hz, table)["latency_s"]
         err = mape(pred[mask], latency_s[mask])
