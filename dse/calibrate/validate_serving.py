@@ -30,10 +30,11 @@ Over the step mix P(k) = Poisson(lambda):
     TTFT               0.5 * mean step (waiting for the step in flight) + the mean duration of a step
                        holding this prompt and Poisson(lambda) others, + queueing (below)
 
-KV context c = i + o / 2: a running sequence is on average half-way through its output. This is the
-step-weighted mean for fixed output lengths; with spread-out lengths the long requests are over-
-represented among the running ones (length-biased sampling: c = i + E[o^2] / (2 E[o])), so c is an
-underestimate of the attention work for long-tailed outputs.
+KV context c = i + f * o with f = 1/2 by default: a running sequence is on average half-way through
+its output. This is the step-weighted mean for fixed output lengths; with spread-out lengths the long
+requests are over-represented among the running ones (length-biased sampling: c = i + E[o^2] / (2 E[o]),
+f = (1 + CV^2) / 2 for a coefficient of variation CV of the output lengths), so f = 1/2 underestimates
+the attention work of real traffic. ML.ENERGY rows take f per task from the data (below).
 
 The engine prefills at most `max_num_batched_tokens` (8192) per step; a step's tokens above that spill
 into the next step. This is ignored: the work is the same and time is near-linear in tokens at that size.
@@ -62,6 +63,16 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   * gpqa: 300 tokens (a GPQA-diamond question, four choices and an answer-format instruction are
     ~150-300 words). Cross-check: the KV-limited rows (8B batch 82, 14B batch 59) hold c ~= 4800-5000
     tokens against i + o/2 = 3650-4330, consistent with a small prompt and length-biased outputs.
+- running KV context: c = i + f_task * o, with f_task measured by the KV cache where it is full
+  (`mlenergy_context_fracs`). In a KV-limited row (avg_batch_size < 0.95 x max_num_seqs: vLLM stops
+  admitting and preempts when the cache is full) the running sequences hold the whole cache, so their
+  mean context is c = capacity / avg_batch_size (`kv_capacity_tokens`, vLLM's 0.9 memory utilization);
+  f_task is the mean of (c - i) / o over the task's KV-limited rows, capped by the task's rows whose
+  batch fit (there c <= capacity / avg_batch_size) and at least 1/2 (fixed lengths). It uses only the
+  inputs avg_batch_size, max_num_seqs and avg_output_len, no measured metric: lm-arena-chat f = 0.87
+  (limited rows 8B/512: 0.55, 32B/32: 1.28; cap from 8B/384: 0.87), gpqa f = 0.63 (8B/96: 0.58,
+  14B/64: 0.67), i.e. output-length CVs of ~0.9 and ~0.5 (long-tailed chat answers, reasoning traces
+  more concentrated). Before (f = 1/2 everywhere): TPOT 14.7%, J / token 22.1% at commit 01a7e3d.
 - engine vllm (vLLM 0.11.1; `dse.serving_engine`), sampling top_k_top_p: vLLM applies the models'
   generation configs by default (Qwen3: top_k 20, top_p 0.95) and its default sampler sorts each row of
   logits for them; KV cache bf16.
@@ -181,6 +192,8 @@ CHUNK_TOKENS = 8192
 OUTPUT_CONTEXT_FRAC = 0.5
 # The step mix is truncated where the Poisson tail is below this.
 POISSON_TAIL = 1e-4
+# An ML.ENERGY row is KV-limited when its running batch stays below this share of max_num_seqs.
+KV_LIMITED_BATCH_FRAC = 0.95
 
 # Metrics: (source, metric) -> (predicted column, measured column).
 METRICS: dict[tuple[str, str], tuple[str, str]] = {
@@ -382,24 +395,58 @@ def mlenergy_rows() -> pd.DataFrame:
     return df[keep].reset_index(drop=True)
 
 
+def _mlenergy_shape(r: pd.Series) -> tuple[LlmArch, int, int, int]:
+    """(arch, input, output, running batch) of an ML.ENERGY row (module docstring)."""
+    arch = _arch(MLENERGY_MODELS[r["model"]])
+    i = MLENERGY_INPUT_TOKENS[r["task"]]
+    max_len = arch.max_position_embeddings
+    if pd.notna(r.get("cfg_max_model_len")):
+        max_len = min(max_len, int(r["cfg_max_model_len"]))
+    o = max(2, min(round(float(r["avg_output_len_tokens"])), max_len - i - 1))
+    return arch, i, o, max(1, round(float(r["avg_batch_size"])))
+
+
+def mlenergy_context_fracs(rows: pd.DataFrame | None = None) -> dict[str, float]:
+    """Per task, f of the running KV context c = i + f * o, from the rows whose KV cache is full.
+
+    A KV-limited row (avg_batch_size < KV_LIMITED_BATCH_FRAC x max_num_seqs) holds c = capacity /
+    avg_batch_size; f is the mean of (c - i) / o over them, capped by the rows whose batch fit (c <=
+    capacity / avg_batch_size there) and floored at OUTPUT_CONTEXT_FRAC (fixed lengths). A task without
+    a KV-limited row keeps OUTPUT_CONTEXT_FRAC. Uses only the rows' inputs, no measured metric.
+    """
+    rows = mlenergy_rows() if rows is None else rows
+    gpu = _gpu(MLENERGY_GPU)
+    limited: dict[str, list[float]] = {}
+    caps: dict[str, list[float]] = {}
+    for _, r in rows.iterrows():
+        arch, i, o, _b = _mlenergy_shape(r)
+        batch = float(r["avg_batch_size"])
+        frac = (kv_capacity_tokens(arch, gpu, "bf16") / batch - i) / o
+        full = batch < KV_LIMITED_BATCH_FRAC * float(r["max_num_seqs"])
+        (limited if full else caps).setdefault(str(r["task"]), []).append(frac)
+    out = {}
+    for task in sorted(set(limited) | set(caps)):
+        f = float(np.mean(limited[task])) if task in limited else OUTPUT_CONTEXT_FRAC
+        f = min([f, *caps.get(task, [])])
+        out[task] = max(f, OUTPUT_CONTEXT_FRAC)
+    return out
+
+
 def mlenergy_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
     """Per-row predicted vs measured for ML.ENERGY (module docstring for the mapping)."""
     gpu = _gpu(MLENERGY_GPU)
+    rows = mlenergy_rows()
+    fracs = mlenergy_context_fracs(rows)
     out = []
-    for _, r in mlenergy_rows().iterrows():
-        arch = _arch(MLENERGY_MODELS[r["model"]])
-        i = MLENERGY_INPUT_TOKENS[r["task"]]
-        max_len = arch.max_position_embeddings
-        if pd.notna(r.get("cfg_max_model_len")):
-            max_len = min(max_len, int(r["cfg_max_model_len"]))
-        o = max(2, min(round(float(r["avg_output_len_tokens"])), max_len - i - 1))
-        b = max(1, round(float(r["avg_batch_size"])))
+    for _, r in rows.iterrows():
+        arch, i, o, b = _mlenergy_shape(r)
         ss = steady_state(
             arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
             point=point, coeffs=coeffs, power_coeffs=power_coeffs,
             engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING,
+            output_context_frac=fracs[str(r["task"])],
         )  # fmt: skip
         out.append(
             {
@@ -414,6 +461,7 @@ def mlenergy_frame(
                 "input_tokens": i,
                 "output_tokens": o,
                 "context_len": ss.context_len,
+                "output_context_frac": fracs[str(r["task"])],
                 "arrivals_per_step": ss.arrivals_per_step,
                 "tpot_s": ss.median_step_s,
                 "tpot_mean_s": ss.mean_step_s,
@@ -672,6 +720,7 @@ __all__ = [
     "SteadyState",
     "format_rows",
     "kv_capacity_tokens",
+    "mlenergy_context_fracs",
     "mlenergy_frame",
     "serving_validation_frame",
     "silicon_frame",

@@ -51,7 +51,10 @@ def test_mlenergy_mapping(frame):
     assert (ml["batch"] == src["avg_batch_size"].round().astype(int)).all()
     assert (ml["input_tokens"] == src["task"].map(vs.MLENERGY_INPUT_TOKENS)).all()
     assert (ml["output_tokens"] == src["avg_output_len_tokens"].round().astype(int)).all()
-    assert (ml["context_len"] == (ml["input_tokens"] + ml["output_tokens"] / 2).round()).all()
+    fracs = vs.mlenergy_context_fracs()
+    f = ml["task"].map(fracs)
+    assert (ml["output_context_frac"] == f).all()
+    assert (ml["context_len"] == (ml["input_tokens"] + f * ml["output_tokens"]).round()).all()
     assert np.allclose(ml["arrivals_per_step"], ml["batch"] / ml["output_tokens"])
     assert (ml["gpu"] == "h100-sxm").all() and (ml["precision"] == "bf16").all()
     # the median step is a step of the mix: decode-only unless arrivals are frequent
@@ -59,6 +62,27 @@ def test_mlenergy_mapping(frame):
     low = ml["arrivals_per_step"] < math.log(2)  # P(no prefill in a step) > 1/2
     assert np.allclose(ml.loc[low, "tpot_s"], ml.loc[low, "tpot_decode_only_s"])
     assert (ml["tpot_mean_s"] >= ml["tpot_decode_only_s"]).all()
+
+
+def test_mlenergy_context_from_full_kv_caches():
+    src = vs.mlenergy_rows()
+    fracs = vs.mlenergy_context_fracs(src)
+    assert set(fracs) == set(vs.MLENERGY_TASKS)
+    gpu = vs._gpu(vs.MLENERGY_GPU)
+    for task, f in fracs.items():
+        # length-biased sampling: the running sequences are at least half-way through their outputs
+        assert vs.OUTPUT_CONTEXT_FRAC <= f < 1.5
+        part = src[src["task"] == task]
+        full = part["avg_batch_size"] < vs.KV_LIMITED_BATCH_FRAC * part["max_num_seqs"]
+        assert full.any()  # every task has a row whose KV cache is the limit
+        for _, r in part[~full].iterrows():
+            # a batch that fit under max_num_seqs fit in the cache at the chosen context
+            arch = vs._arch(vs.MLENERGY_MODELS[r["model"]])
+            context = vs.MLENERGY_INPUT_TOKENS[task] + f * r["avg_output_len_tokens"]
+            assert r["avg_batch_size"] * context <= vs.kv_capacity_tokens(arch, gpu, "bf16") * (1 + 1e-3)
+    # a task without KV-limited rows keeps the fixed-length half-way context
+    chat = src[(src["task"] == "lm-arena-chat") & (src["max_num_seqs"] <= 16)]
+    assert vs.mlenergy_context_fracs(chat) == {"lm-arena-chat": vs.OUTPUT_CONTEXT_FRAC}
 
 
 def test_silicon_mapping(frame):
