@@ -113,7 +113,15 @@ class CappedRows:
 
 
 def _power(rows: dict[str, np.ndarray], terms: GpuPowerTerms, pc: PowerCoeffs) -> dict[str, np.ndarray]:
-    return power_parts_w(rows["util"], rows["latency_s"], rows["dram_bytes"], rows["sm_clock_hz"], terms, pc)
+    return power_parts_w(
+        rows["util"],
+        rows["latency_s"],
+        rows["dram_bytes"],
+        rows["sm_clock_hz"],
+        terms,
+        pc,
+        busy_s=rows.get("busy_s"),
+    )
 
 
 def capped_rows(
@@ -203,12 +211,15 @@ def clock_table(
         for chunk in np.array_split(clocks, int(np.ceil(c / per_call)))
     ]
     rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return {
+    out = {
         "util": rows["util"].reshape(c, n, -1),
         "latency_s": rows["latency_s"].reshape(c, n),
         "dram_bytes": rows["dram_bytes"].reshape(c, n),
         "sm_clock_hz": clocks,
     }
+    if "busy_s" in rows:
+        out["busy_s"] = rows["busy_s"].reshape(c, n, -1)
+    return out
 
 
 def highest_fitting_index(

@@ -9,8 +9,11 @@ any set of (op, clock) pairs costs one call per family.
 
 `op_rows(ops, gpu, clocks_hz, coeffs)` returns util [N, len(MODULES)], latency_s, dram_bytes and
 sm_clock_hz [N]; tests check it against `estimate_ops` op by op (`tests/perf/test_power_rows.py`), so a
-change in the families' inputs shows up there. `estimator_rows(estimator)` adapts any
-`KernelEstimate`-returning estimator (one call per distinct clock) to the same interface.
+change in the families' inputs shows up there. It also returns busy_s [N, len(MODULES)], the ideal
+timeline's busy time of each module (the work the kernel issues, at peak rate), which the power model
+charges for Tensor-Core work (`dse.perf.power.ISSUED_WORK_MODULES`); a `KernelEstimate` does not carry
+it. `estimator_rows(estimator)` adapts any `KernelEstimate`-returning estimator (one call per distinct
+clock) to the same interface.
 """
 
 from __future__ import annotations
@@ -71,14 +74,15 @@ def op_rows(
 ) -> dict[str, np.ndarray]:
     """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family.
 
-    Returns util [N, len(MODULES)], latency_s [N], dram_bytes [N], sm_clock_hz [N] (clamped to the GPU's
-    range, as the estimators do).
+    Returns util [N, len(MODULES)], busy_s [N, len(MODULES)], latency_s [N], dram_bytes [N], sm_clock_hz
+    [N] (clamped to the GPU's range, as the estimators do).
     """
     from dse.perf import attention, elementwise, gemm, reduction
 
     n = len(ops)
     f = _clamp(gpu, np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (n,)).astype(float))
     util = np.zeros((n, _M))
+    busy = np.zeros((n, _M))
     lat = np.zeros(n)
     dram = np.zeros(n)
     groups: dict[str, list[int]] = {}
@@ -165,9 +169,20 @@ def op_rows(
                 else:
                     out = attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
         util[idx] = np.asarray(out["util"]).T
+        busy[idx] = _issued_busy_s(out).T
         lat[idx] = out["latency_s"]
         dram[idx] = out["dram_bytes"]
-    return {"util": util, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
+    return {"util": util, "busy_s": busy, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
+
+
+def _issued_busy_s(out: dict[str, Any]) -> np.ndarray:
+    """[M, N] seconds each module needs at its peak rate for the work the kernel issues (the ideal
+    timeline's busy times over all phases: padded tiles included, stalls and fitted derates not)."""
+    if "timeline" in out:
+        return out["timeline"].busy.sum(axis=0)
+    # eager attention: its kernels' work, weighted by how often each runs
+    w = {"qk": 1.0, "softmax": 1.0, "pv": 1.0, "repeat_kv": out["gqa_copies"]}
+    return sum(_issued_busy_s(p) * w[k] for k, p in out["parts"].items())
 
 
 def _dtype_bytes(dtype: str) -> float:

@@ -80,7 +80,13 @@ def test_gemm_power_non_decreasing_in_clock_for_a_fixed_tile(gpu_name, m, n, k, 
         coeffs=_coeffs(gpu),
     )
     p = power_parts_w(
-        out["util"].T, out["latency_s"], out["dram_bytes"], clocks, gpu_power_terms(gpu), _pc(gpu)
+        out["util"].T,
+        out["latency_s"],
+        out["dram_bytes"],
+        clocks,
+        gpu_power_terms(gpu),
+        _pc(gpu),
+        busy_s=out["timeline"].busy.sum(axis=0).T,  # the issued work, as multiclock.op_rows gives it
     )
     tile = out["tile_idx"] * 100 + out["split"]
     same = tile[1:] == tile[:-1]
@@ -115,7 +121,13 @@ def test_other_kernels_power_non_decreasing_in_clock(gpu_name, elements, rows, c
     clocks = clock_grid_hz(gpu)[::3]
     r = op_rows(ops * clocks.size, gpu, np.repeat(clocks, len(ops)), _coeffs(gpu))
     p = power_parts_w(
-        r["util"], r["latency_s"], r["dram_bytes"], r["sm_clock_hz"], gpu_power_terms(gpu), _pc(gpu)
+        r["util"],
+        r["latency_s"],
+        r["dram_bytes"],
+        r["sm_clock_hz"],
+        gpu_power_terms(gpu),
+        _pc(gpu),
+        busy_s=r["busy_s"],
     )
     total = p["total"].reshape(clocks.size, len(ops))
     dram = r["dram_bytes"].reshape(clocks.size, len(ops))

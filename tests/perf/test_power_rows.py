@@ -8,7 +8,7 @@ import pytest
 from dse.hardware.catalog import load_gpu
 from dse.perf.multiclock import estimate_arrays, op_rows
 from dse.perf.registry import estimate_ops
-from dse.perf.types import OperatingPoint
+from dse.perf.types import MODULES, OperatingPoint
 from dse.workload.llm import build_decode_graph, build_prefill_graph
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
@@ -82,3 +82,30 @@ def test_op_rows_clamps_clocks_like_the_estimators():
     gpu = load_gpu("h100-sxm")
     rows = op_rows(OPS[:1], gpu, 5e9)
     assert rows["sm_clock_hz"][0] == gpu.clocks.sm_clock_max_hz
+
+
+@pytest.mark.parametrize("gpu_name", ["h100-sxm", "h200-sxm", "a100-pcie-40gb"])
+def test_busy_s_tensor_is_the_issued_mma_work(gpu_name):
+    """busy_s x the bf16 Tensor-Core rate is the bf16-equivalent work the GEMM issues: 2mnk for a shape
+    every tile divides, half that in fp8 where fp8 runs at twice the rate, more (padded tiles) for a
+    short m; the same at any clock and with or without fitted latency coefficients (no stall time)."""
+    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.perf.rates import tensor_flop_per_clk
+
+    gpu = load_gpu(gpu_name)
+    ops = [
+        GemmOp(name="bf16", m=6144, n=6144, k=6144),
+        GemmOp(name="fp8", m=6144, n=6144, k=6144, dtype="fp8", out_dtype="bf16"),
+        GemmOp(name="short", m=8, n=4096, k=4096),
+    ]
+    flop = np.array([op.flop for op in ops])
+    fp8_ratio = tensor_flop_per_clk(gpu, "bf16") / tensor_flop_per_clk(gpu, "fp8")
+    t = MODULES.index("tensor")
+    for f in (0.8e9, 1.3e9):
+        for coeffs in (None, load_default_coeffs(gpu)):
+            r = op_rows(ops, gpu, f, coeffs)
+            work = r["busy_s"][:, t] * tensor_flop_per_clk(gpu, "bf16") * gpu.num_sms * f
+            assert work[0] == pytest.approx(flop[0], rel=1e-9)
+            assert work[1] == pytest.approx(flop[1] * fp8_ratio, rel=1e-9)
+            assert work[2] >= 8.0 * flop[2] * (1 - 1e-9)  # 8 rows padded to at least a 64-row MMA
+            assert np.all(r["busy_s"] >= 0)
