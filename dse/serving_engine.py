@@ -42,6 +42,16 @@ logits [rows, vocab]:
   fill, a scatter back, the final softmax, exponential noise, division and argmax (vLLM's
   `apply_top_k_top_p` and `random_sample`). Each is a streaming kernel over [rows, vocab] modelled with
   the existing ops (sort passes as copies of 12-byte elements, i.e. 3 fp32 words).
+  The sort is `torch.sort` along the vocabulary, whose algorithm depends on the row count (ATen
+  `launch_stable_sort_kernel`, PyTorch 2.x): below SEGMENTED_SORT_MIN_ROWS rows it sorts all rows' keys
+  at once (`segmented_sort_pairs_by_full_sort`: cub's onesweep radix sort, one digit-histogram read of
+  the keys and 4 passes of 8-bit digits moving key + (row, position) pair), then radix-sorts the pairs
+  back into rows by row id (one pass over 8-byte keys for < 256 rows) and gathers keys and int64 indices
+  (`sort_postprocess_kernel`: reads the pair and the key, writes value and index). From
+  SEGMENTED_SORT_MIN_ROWS rows on it calls cub's DeviceSegmentedRadixSort, one thread block per row,
+  whose segmented policy takes 6-bit digits on 32-bit keys (6 passes), each pass reading the row's keys
+  for its histogram before moving key + index. Every pass is costed at the streaming kernels'
+  bandwidth, optimistic for the segmented sort while it has only one or two rows (blocks) per SM.
 
 KV-cache dtype (`kv_dtype`): the dtype of the cache that decode attention reads and the KV write stores;
 fp8 halves the KV bytes per token (and so the attention traffic and the cache capacity in tokens).
@@ -64,6 +74,9 @@ KV_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32")
 # (4 B) and the index (8 B) = 3 fp32 words per element per pass (module docstring).
 SORT_PASSES = 4
 SORT_WORDS_PER_ELEMENT = 3
+# torch.sort switches to cub's segmented radix sort (one block per row, 6-bit digits) at this many rows.
+SEGMENTED_SORT_MIN_ROWS = 128
+SEGMENTED_SORT_PASSES = 6  # ceil(32 bits / 6 bits per digit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,14 +141,7 @@ def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
         return tuple(ops)
     ops += [
         ElementwiseOp(name=f"{root}/temperature", kind="scale", num_elements=n, dtype="fp32"),
-        ElementwiseOp(name=f"{root}/sort_index_init", kind="copy", num_elements=2 * n, dtype="fp32"),
-        ElementwiseOp(
-            name=f"{root}/sort_pass",
-            kind="copy",
-            num_elements=SORT_WORDS_PER_ELEMENT * n,
-            dtype="fp32",
-            count=SORT_PASSES,
-        ),
+        *_sort_ops(root, rows=rows, n=n),
         ElementwiseOp(
             name=f"{root}/top_k_compare", kind="cast", num_elements=n, dtype="fp32", out_dtype="int8"
         ),
@@ -153,6 +159,39 @@ def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
         SoftmaxOp(name=f"{root}/argmax", rows=rows, cols=arch.vocab_size, dtype="fp32"),
     ]
     return tuple(ops)
+
+
+def _sort_ops(root: str, *, rows: int, n: int) -> list[Op]:
+    """torch.sort of `rows` rows of n / rows fp32 logits with int64 indices (module docstring)."""
+    segmented = rows >= SEGMENTED_SORT_MIN_ROWS
+    passes = SEGMENTED_SORT_PASSES if segmented else SORT_PASSES
+    ops: list[Op] = [
+        ElementwiseOp(name=f"{root}/sort_index_init", kind="copy", num_elements=2 * n, dtype="fp32"),
+        # digit histograms: a read of the keys (once for onesweep, per pass for the segmented sort)
+        ElementwiseOp(
+            name=f"{root}/sort_histogram",
+            kind="cast",
+            num_elements=n,
+            dtype="fp32",
+            out_dtype="int8",
+            count=passes if segmented else 1,
+        ),
+        ElementwiseOp(
+            name=f"{root}/sort_pass",
+            kind="copy",
+            num_elements=SORT_WORDS_PER_ELEMENT * n,
+            dtype="fp32",
+            count=passes,
+        ),
+    ]
+    if not segmented:
+        ops += [
+            # (row, position) pairs radix-sorted back into rows: one pass over 8-byte keys
+            ElementwiseOp(name=f"{root}/sort_row_pass", kind="copy", num_elements=2 * n, dtype="fp32"),
+            # gather: read pair and key, write value and int64 index (24 bytes, as 3 fp32 words moved)
+            ElementwiseOp(name=f"{root}/sort_gather", kind="copy", num_elements=3 * n, dtype="fp32"),
+        ]
+    return ops
 
 
 def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
@@ -246,6 +285,7 @@ def kv_bytes_per_token(arch: LlmArch, precision: str, kv_dtype: str | None = Non
 __all__ = [
     "ENGINES",
     "KV_DTYPES",
+    "SEGMENTED_SORT_MIN_ROWS",
     "SAMPLINGS",
     "EngineProfile",
     "apply_engine",

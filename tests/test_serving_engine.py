@@ -11,6 +11,7 @@ from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving_engine import (
     ENGINES,
+    SEGMENTED_SORT_MIN_ROWS,
     engine_profile,
     engine_step_graph,
     kv_bytes_per_token,
@@ -78,6 +79,27 @@ def test_sampler_rows_and_traffic(arch):
     step = _step(arch, decodes=5, prefills=2, sampling="greedy")
     cast = next(op for op in step.ops if op.name.endswith("/sampler/logits_fp32"))
     assert cast.num_elements == 7 * arch.vocab_size
+
+
+def test_sort_algorithm_follows_the_row_count(arch):
+    def sort_bytes_per_element(rows):
+        ops = sampler_ops(arch, rows=rows, sampling="top_k_top_p")
+        sort = [op for op in ops if "/sampler/sort_" in op.name]
+        return sum(op.min_dram_bytes * op.count for op in sort) / (rows * arch.vocab_size)
+
+    few, many = (
+        sort_bytes_per_element(SEGMENTED_SORT_MIN_ROWS - 1),
+        sort_bytes_per_element(SEGMENTED_SORT_MIN_ROWS),
+    )
+    # full sort of all rows: 4 passes of 8-bit digits over key (4 B) + pair (8 B), read and written, then the
+    # pairs' pass back into rows and the gather of key and int64 index
+    assert few >= 4 * 24 + 16 + 24
+    # cub's segmented sort: 6 passes of 6-bit digits, each re-reading the keys for its histogram
+    assert many >= 6 * (24 + 4)
+    assert many > few
+    assert sort_bytes_per_element(8) == pytest.approx(
+        few
+    )  # per element, independent of rows below the switch
 
 
 def test_bad_names(arch):
