@@ -78,15 +78,17 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   logits for them; KV cache bf16.
 - measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
   energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
-- Known miss, J / token (20.6%: power and time both short, -20% bias with the power fit of 43bf84e): the
-  power error is dynamic, not static: +7% at Qwen3-8B chat batch 8, -29% at gpqa batch 82, whose steps
-  are two-thirds KV-cache streaming. Over the 30 rows measured - predicted power is about
-  -31 W + 267 W x (decode-attention share of the step time) (correlation 0.86; against the batch 0.38),
-  where an idle/static error would be a constant: it points at the energy of decode attention (KV
-  streaming) in the Hopper power coefficients, not at idle power. The TPOT shortfall grows with the
-  batch (~30-50 us per running sequence per step beyond the modelled sampler); at batch >= 255 the
-  measured power (620-630 W at a 700 W cap) leaves room for at most ~15% of GPU idle time per step, so
-  most of that gap is GPU work the step model lacks, not host time between steps.
+- J / token (15.9% at commit 6d28209, target met; 20.6-22.1% before the data-derived running context
+  and the row-count-dependent sort): power and time are both still short (bias -10% and -7%). The power
+  error is dynamic, not static: it grows with the decode-attention share of the step (gpqa rows, whose
+  steps are mostly KV-cache streaming, are the most short), where an idle/static error would be a
+  constant: it points at the energy of decode attention in the Hopper power coefficients. The TPOT
+  shortfall left is in the chat rows: -12% to -20% at batch 32-192, an absolute gap that rises to ~4 ms
+  per step at batch ~96 and then stays flat up to batch 383 (30-40 us per running sequence at batch
+  32-128, 9-15 us at 255-383). Its flat shape is not that of per-sequence work (host or GPU), which would
+  keep growing with the batch; the decode attention is not it either (the kernel model is within ~10%
+  of the aiconfigurator vLLM FA3 decode table at these shapes, e.g. 364 us measured at batch 256 x 1024
+  tokens for Qwen3-8B's heads). Not modelled.
 
 aiconfigurator silicon (`shared/data/README.md` section 2; `load_aiconfigurator_silicon`)
 ----------------------------------------------------------------------------------------
@@ -117,11 +119,31 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses: the six SGLang rows have TTFTs of 7-89 s growing with osl, i.e. queueing behind whole
-  requests, with only ~2-5 requests running at concurrency 16 (Little's law on TTFT and osl x TPOT); our
-  memory model fits all 16 (SGLang's static memory fraction leaves less cache than vLLM's 0.9 and is not
-  modelled). The TensorRT-LLM rows at isl 1024-4096 have TTFTs 2-3x one prefill whatever the osl and
-  concurrency, an engine-side latency the step model does not have.
+- Known misses (TTFT 40.6% at commit 6d28209; vLLM rows 16%, 9% at concurrency <= 16):
+  * SGLang (6 rows, -98%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
+    requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl
+    1024 for every osl (128, 256, 512) and 2.1-2.8 at isl 2048, so R x (i + o / 2) ~= 5-7k tokens in every
+    row: a KV pool of ~6k tokens (~1.5 GiB of Qwen3-32B's bf16 cache) that reserves little for future
+    output (SGLang's decaying new-token ratio). Our memory model leaves ~38k tokens (vLLM-style 0.9 of
+    the GPU). SGLang sizes its pool as `mem_fraction_static` of the GPU memory minus the weights; next to
+    61 GiB of bf16 weights on a 79.6 GiB H100 every 0.01 of that fraction is ~0.8 GiB (~3k tokens), and
+    ~6k tokens needs ~0.79. The rows do not record the setting; modelling it would be a knob fitted to
+    these six rows.
+  * TensorRT-LLM Qwen3-32B (42 rows, ~-50%): at concurrency 8-16 the measured TTFT exceeds ours by about
+    two isolated prefills of the prompt (150 ms at isl 1024, 300 ms at 2048, 730 ms at 4096) whatever the
+    osl, while the TPOT of the same rows, which pays on the GPU for every prefill landing among the decode
+    steps, is within 9% (bias 0%): a 3x slower prefill would add ~10 ms to TPOT at concurrency 8. So the
+    excess is latency outside the GPU's work. The Llama-3.1-70B TensorRT-LLM rows of one source and date
+    show the same engine with and without it: 1024x8192 and 8192x1024 within 1-19%, 1024x1024 at 2.5-3x
+    (a per-configuration engine setting). Not modelled.
+  * the two 4000x1000 rows of the dynamo gap analysis: vLLM's TPOT (16.9 ms at concurrency 24) equals the
+    floor of every decode step at peak HBM bandwidth (32.8 GB of fp8 weights + 14 GB of fp8 cache: 14.0
+    ms) plus, per 1000 steps, 24 prefills of 4000 tokens at the dense fp8 Tensor-Core peak (2.8 ms). Our
+    decode step alone is 21.8 ms (the fp8 GEMMs and the fp8-cache decode attention at the 65-72% of peak
+    bandwidth that the aiconfigurator kernel tables measure at these shapes), and the prefills landing
+    in it make our TPOT +62% and, through the simulated queueing, TTFT +102% (one isolated prefill is 271
+    ms against the measured TTFT of 295 ms). Prefix caching (on by default in vLLM V1) or outputs shorter
+    than osl would explain the row; neither is recorded.
 
 Summary rows (`validate_serving`) are grouped over all rows and per model, plus per task (ML.ENERGY) and
 per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype).
