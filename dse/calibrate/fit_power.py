@@ -228,7 +228,7 @@ def workload_run(
         count=np.array([op.count for op in ops], dtype=float),
         latency_s=a["latency_s"],
         features_j=power_features(
-            a["util"], a["latency_s"], a["dram_bytes"], f, terms, busy_s=a.get("busy_s")
+            a["util"], a["latency_s"], a["dram_bytes"], f, terms, tensor_flop=a.get("tensor_flop")
         ),
         idle_w=float(terms.idle_power_w(f0)),
         gap_j_per_s_unit=float(gap_feature(1.0, f0, terms)),
@@ -294,7 +294,9 @@ def kernel_table(
     terms = gpu_power_terms(gpu)
     t = clock_table(ops, gpu, clocks_hz, coeffs, rows_fn)
     f = t["sm_clock_hz"][:, None]
-    feats = power_features(t["util"], t["latency_s"], t["dram_bytes"], f, terms, busy_s=t.get("busy_s"))
+    feats = power_features(
+        t["util"], t["latency_s"], t["dram_bytes"], f, terms, tensor_flop=t.get("tensor_flop")
+    )
     return KernelTable(
         clocks_hz=t["sm_clock_hz"],
         latency_s=t["latency_s"],

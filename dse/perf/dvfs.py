@@ -120,7 +120,7 @@ def _power(rows: dict[str, np.ndarray], terms: GpuPowerTerms, pc: PowerCoeffs) -
         rows["sm_clock_hz"],
         terms,
         pc,
-        busy_s=rows.get("busy_s"),
+        tensor_flop=rows.get("tensor_flop"),
     )
 
 
@@ -217,8 +217,8 @@ def clock_table(
         "dram_bytes": rows["dram_bytes"].reshape(c, n),
         "sm_clock_hz": clocks,
     }
-    if "busy_s" in rows:
-        out["busy_s"] = rows["busy_s"].reshape(c, n, -1)
+    if "tensor_flop" in rows:
+        out["tensor_flop"] = rows["tensor_flop"].reshape(c, n)
     return out
 
 

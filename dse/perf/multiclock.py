@@ -9,11 +9,11 @@ any set of (op, clock) pairs costs one call per family.
 
 `op_rows(ops, gpu, clocks_hz, coeffs)` returns util [N, len(MODULES)], latency_s, dram_bytes and
 sm_clock_hz [N]; tests check it against `estimate_ops` op by op (`tests/perf/test_power_rows.py`), so a
-change in the families' inputs shows up there. It also returns busy_s [N, len(MODULES)], the ideal
-timeline's busy time of each module (the work the kernel issues, at peak rate), which the power model
-charges for Tensor-Core work (`dse.perf.power.ISSUED_WORK_MODULES`); a `KernelEstimate` does not carry
-it. `estimator_rows(estimator)` adapts any `KernelEstimate`-returning estimator (one call per distinct
-clock) to the same interface.
+change in the families' inputs shows up there. It also returns tensor_flop [N], the op's useful
+Tensor-Core FLOPs in bf16 equivalents (an fp8 FLOP counts 1/2 where fp8 runs at twice the rate), which the
+power model charges as Tensor-Core work (`dse.perf.power`); a `KernelEstimate` does not carry it.
+`estimator_rows(estimator)` adapts any `KernelEstimate`-returning estimator (one call per distinct clock)
+to the same interface.
 """
 
 from __future__ import annotations
@@ -74,15 +74,15 @@ def op_rows(
 ) -> dict[str, np.ndarray]:
     """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family.
 
-    Returns util [N, len(MODULES)], busy_s [N, len(MODULES)], latency_s [N], dram_bytes [N], sm_clock_hz
-    [N] (clamped to the GPU's range, as the estimators do).
+    Returns util [N, len(MODULES)], tensor_flop [N], latency_s [N], dram_bytes [N], sm_clock_hz [N]
+    (clamped to the GPU's range, as the estimators do).
     """
     from dse.perf import attention, elementwise, gemm, reduction
 
     n = len(ops)
     f = _clamp(gpu, np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (n,)).astype(float))
     util = np.zeros((n, _M))
-    busy = np.zeros((n, _M))
+    tensor_flop = np.zeros(n)
     lat = np.zeros(n)
     dram = np.zeros(n)
     groups: dict[str, list[int]] = {}
@@ -169,20 +169,41 @@ def op_rows(
                 else:
                     out = attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
         util[idx] = np.asarray(out["util"]).T
-        busy[idx] = _issued_busy_s(out).T
+        tensor_flop[idx] = _tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]
         dram[idx] = out["dram_bytes"]
-    return {"util": util, "busy_s": busy, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
+    return {"util": util, "tensor_flop": tensor_flop, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
 
 
-def _issued_busy_s(out: dict[str, Any]) -> np.ndarray:
-    """[M, N] seconds each module needs at its peak rate for the work the kernel issues (the ideal
-    timeline's busy times over all phases: padded tiles included, stalls and fitted derates not)."""
-    if "timeline" in out:
-        return out["timeline"].busy.sum(axis=0)
-    # eager attention: its kernels' work, weighted by how often each runs
-    w = {"qk": 1.0, "softmax": 1.0, "pv": 1.0, "repeat_kv": out["gqa_copies"]}
-    return sum(_issued_busy_s(p) * w[k] for k, p in out["parts"].items())
+def _tensor_flop_bf16(key: str, ops: list[Any], out: dict[str, Any], gpu: GpuSpec) -> np.ndarray:
+    """Useful Tensor-Core FLOPs of each op in bf16 equivalents: the matmul FLOPs of the op (no padded
+    tile rows or columns, no masked-out causal pairs) x bf16 rate / rate of the dtype the MMAs run in.
+
+    The MMA dtypes follow the families: a GEMM runs in its dtype (fp32 on CUDA cores: none), FlashAttention
+    prefill in 16 bit, flash-decoding in fp8 on Hopper when the KV cache is fp8 (FA3), eager attention's
+    two GEMMs in the op's dtype.
+    """
+    from dse.perf.rates import arch_family, tensor_flop_per_clk
+
+    bf16 = tensor_flop_per_clk(gpu, "bf16")
+
+    def per_bf16(dtype: str) -> float:
+        rate = tensor_flop_per_clk(gpu, dtype)
+        return bf16 / rate if rate > 0 else 0.0
+
+    if key == "gemm":
+        return np.asarray(out["flop"]) * np.array([per_bf16(o.dtype) for o in ops])
+    if key == "attention_flash":
+        return np.asarray(out["flop"], dtype=float)
+    if key == "attention_decode":
+        fp8_mma = arch_family(gpu) == "hopper"
+        return np.asarray(out["flop"]) * np.array(
+            [per_bf16("fp8") if fp8_mma and _dtype_bytes(o.cache_dtype) <= 1 else 1.0 for o in ops]
+        )
+    if key == "attention_eager":
+        parts = out["parts"]
+        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([per_bf16(o.dtype) for o in ops])
+    return np.zeros(len(ops))  # reductions and elementwise kernels run on CUDA cores
 
 
 def _dtype_bytes(dtype: str) -> float:

@@ -12,10 +12,14 @@ For one kernel running at SM clock f (DESIGN.md section 5):
   J per FLOP for CUDA cores, J per op for SFUs. Tensor Cores use the **bf16-equivalent dense rate** as
   `R_tensor`: `e_tensor` is J per bf16-equivalent FLOP, so an fp8 FLOP (twice the rate on the same array)
   costs e_tensor / 2 and a tf32 FLOP 2 x e_tensor, the spec-sheet ratios (hardware-facts 3.2).
-- Tensor-Core work is what the kernel issues (`ISSUED_WORK_MODULES`): where the kernel model gives each
-  module's ideal busy time `busy_s` (`multiclock.op_rows` does), util_tensor is busy_s / latency, so
-  waiting on memory is not charged as MMA work; padded tiles are, the hardware issues them. Rows without
-  `busy_s` (a `KernelEstimate`, test stand-ins) fall back to the latency model's util.
+- Tensor-Core work is the op's useful matmul FLOPs (bf16 equivalents, `tensor_flop`) where the kernel
+  model gives them (`multiclock.op_rows` does): util_tensor x latency x R_tensor would charge the latency
+  fit's stretch (stall time: 2.2x the MMA work of a memory-bound decode) as MMA work, and tile padding
+  (rows of zeros: 8x for an 8-row decode GEMM in 64-row MMAs) as full-activity work. Against util x rate
+  x latency this took H200 GEMMs (held out) from 8.3% to 7.8%, ML.ENERGY serving power from 11.3% to 9.8%
+  and A100 DVFS from 7.4% to 7.2% (H200 decode attention 13.9% -> 17.3%); charging padded issued MMAs
+  instead did 7.7%, 12.8% (small-batch decode steps over-predicted) and 7.2%. Rows without it (a
+  `KernelEstimate`, test stand-ins) fall back to util.
 - The paper's `alpha * C * V^2 * f` is the same thing: `C_m = e_m * R_m(f) / (f * V_REF^2)`.
 - DRAM energy is `e_bit` of the GPU's memory technology (`GpuSpec.memory.energy_j_per_bit`, a catalog
   value) times one fitted scale per architecture, so a memory-technology swap changes e_bit and nothing else.
@@ -56,13 +60,7 @@ ONCHIP_MODULES: tuple[str, ...] = ("l2", "smem", "tensor", "cuda", "sfu")
 ENERGY_KEYS: tuple[str, ...] = ("idle", "active", "dram", *ONCHIP_MODULES)
 _MODULE_INDEX = {m: i for i, m in enumerate(MODULES)}
 _ONCHIP_IDX = np.array([_MODULE_INDEX[m] for m in ONCHIP_MODULES])
-# Modules charged for the work the kernel issues (the kernel model's ideal busy time x peak rate, `busy_s`)
-# rather than util x peak rate x latency: the Tensor Cores. Their util carries the latency fit's math derate
-# and lambda stretch (stall time counted as MMA work: 2.2x the issued work on memory-bound decode); charging
-# issued MMAs (padded tiles included) took the H200 GEMM hold-out from 8.3% to 7.7% and A100 DVFS from
-# 7.4% to 7.2%; charging every on-chip module that way did no better on either (7.7%, 7.4%).
-ISSUED_WORK_MODULES: tuple[str, ...] = ("tensor",)
-_ISSUED_IDX = np.array([_MODULE_INDEX[m] for m in ISSUED_WORK_MODULES], dtype=int)
+_TENSOR = _MODULE_INDEX["tensor"]
 
 # Architectures without a coefficient file of their own borrow the nearest generation's (documented guess).
 ARCH_FALLBACK: dict[str, str] = {"ada": "ampere", "lovelace": "ampere", "blackwell": "hopper"}
@@ -251,14 +249,22 @@ def gpu_power_terms(gpu: GpuSpec) -> GpuPowerTerms:
     )
 
 
-def work_util(util: np.ndarray, latency_s: np.ndarray, busy_s: np.ndarray | None) -> np.ndarray:
-    """The utilizations the power model charges: `util`, except ISSUED_WORK_MODULES take the issued work
-    `busy_s / latency_s` when the kernel model gives it (`busy_s` [..., len(MODULES)], as `util`)."""
-    if busy_s is None or _ISSUED_IDX.size == 0:
+def work_util(
+    util: np.ndarray,
+    latency_s: np.ndarray,
+    sm_clock_hz: np.ndarray,
+    terms: GpuPowerTerms,
+    tensor_flop: np.ndarray | None,
+) -> np.ndarray:
+    """The utilizations the power model charges: `util`, except the Tensor Cores' where the kernel model
+    gives the op's useful bf16-equivalent FLOPs (`tensor_flop`): tensor_flop / (R_tensor(f) * latency)."""
+    if tensor_flop is None:
         return util
     out = np.array(util, dtype=float, copy=True)
-    lat = np.maximum(np.asarray(latency_s, dtype=float), 1e-30)[..., None]
-    out[..., _ISSUED_IDX] = np.asarray(busy_s)[..., _ISSUED_IDX] / lat
+    rate = terms.onchip_rate_per_clk[ONCHIP_MODULES.index("tensor")] * np.asarray(sm_clock_hz, dtype=float)
+    out[..., _TENSOR] = np.asarray(tensor_flop) / (
+        rate * np.maximum(np.asarray(latency_s, dtype=float), 1e-30)
+    )
     return out
 
 
@@ -275,7 +281,7 @@ def power_parts_w(
     sm_clock_hz: np.ndarray,
     terms: GpuPowerTerms,
     coeffs: PowerCoeffs,
-    busy_s: np.ndarray | None = None,
+    tensor_flop: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Power of each term while the kernel runs (broadcast over kernels and clocks).
 
@@ -287,7 +293,7 @@ def power_parts_w(
     """
     f = np.asarray(sm_clock_hz, dtype=float)
     v2 = terms.v2(f)
-    util = work_util(util, latency_s, busy_s)
+    util = work_util(util, latency_s, f, terms, tensor_flop)
     onchip = onchip_work_per_s(util, f, terms) * coeffs.onchip_e() * v2[..., None]
     dram = dram_bytes * terms.dram_j_per_byte * coeffs.dram_scale / np.maximum(latency_s, 1e-30)
     active = coeffs.active_j_per_sm_cycle * terms.num_sms * f * v2
@@ -320,7 +326,7 @@ def power_features(
     dram_bytes: np.ndarray,
     sm_clock_hz: np.ndarray,
     terms: GpuPowerTerms,
-    busy_s: np.ndarray | None = None,
+    tensor_flop: np.ndarray | None = None,
 ) -> np.ndarray:
     """[..., 8] dynamic energy per unit coefficient (J per unit of each of `PowerCoeffs.coeff_names()`).
 
@@ -330,7 +336,7 @@ def power_features(
     f = np.asarray(sm_clock_hz, dtype=float)
     v2 = terms.v2(f)
     lat = np.asarray(latency_s, dtype=float)
-    util = work_util(util, lat, busy_s)
+    util = work_util(util, lat, f, terms, tensor_flop)
     onchip = onchip_work_per_s(util, f, terms) * (lat * v2)[..., None]
     dram = dram_bytes * terms.dram_j_per_byte
     active = terms.num_sms * f * v2 * lat

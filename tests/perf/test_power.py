@@ -113,33 +113,31 @@ def test_fp8_tensor_flop_costs_half_a_bf16_flop():
     assert e8 == pytest.approx(e16 / 2, rel=1e-12)
 
 
-def test_issued_tensor_work_replaces_the_tensor_util_only():
-    """With busy_s the Tensor-Core term charges busy_s x peak rate (the issued MMAs), however long the
-    kernel waits; every other module keeps util x rate x latency; without busy_s nothing changes."""
+def test_tensor_flop_replaces_the_tensor_util_only():
+    """With tensor_flop the Tensor-Core term charges those bf16-equivalent FLOPs, however long the kernel
+    runs; every other module keeps util x rate x latency; without tensor_flop nothing changes."""
     gpu = load_gpu("h100-sxm")
     terms = gpu_power_terms(gpu)
-    f, lat = 1.5e9, 2e-3
-    t = MODULES.index("tensor")
+    f, lat = np.array([1.5e9]), np.array([2e-3])
     util = np.full((1, len(MODULES)), 0.4)
-    busy = np.full((1, len(MODULES)), 0.7 * lat)  # other modules' busy_s must be ignored
-    busy[0, t] = 0.1 * lat
+    flop = np.array([3e11])
     coeffs = PowerCoeffs(architecture="hopper", tensor_j_per_flop=1e-12, l2_j_per_byte=5e-12)
     plain = power_parts_w(util, lat, 0.0, f, terms, coeffs)
-    issued = power_parts_w(util, lat, 0.0, f, terms, coeffs, busy_s=busy)
-    v2 = (gpu.power.core_v.at(f) / V_REF) ** 2
+    charged = power_parts_w(util, lat, 0.0, f, terms, coeffs, tensor_flop=flop)
+    v2 = (gpu.power.core_v.at(f[0]) / V_REF) ** 2
     i_t = 2  # ONCHIP_MODULES order: l2, smem, tensor, cuda, sfu
-    assert issued["onchip"][0, i_t] * lat == pytest.approx(0.1 * lat * 4096 * 132 * f * 1e-12 * v2, rel=1e-12)
+    assert charged["onchip"][0, i_t] * lat[0] == pytest.approx(3e11 * 1e-12 * v2, rel=1e-12)
     np.testing.assert_allclose(
-        np.delete(issued["onchip"], i_t, axis=1), np.delete(plain["onchip"], i_t, axis=1)
+        np.delete(charged["onchip"], i_t, axis=1), np.delete(plain["onchip"], i_t, axis=1), rtol=1e-12
     )
-    none = power_parts_w(util, lat, 0.0, f, terms, coeffs, busy_s=None)
+    none = power_parts_w(util, lat, 0.0, f, terms, coeffs, tensor_flop=None)
     np.testing.assert_array_equal(none["total"], plain["total"])
-    # Twice the latency with the same issued work: the same tensor energy (the wait is not MMA work).
-    longer = power_parts_w(util, 2 * lat, 0.0, f, terms, coeffs, busy_s=busy)
-    assert longer["onchip"][0, i_t] * 2 * lat == pytest.approx(issued["onchip"][0, i_t] * lat, rel=1e-12)
+    # Twice the latency, the same FLOPs: the same tensor energy (waiting is not MMA work).
+    longer = power_parts_w(util, 2 * lat, 0.0, f, terms, coeffs, tensor_flop=flop)
+    assert longer["onchip"][0, i_t] * 2 * lat[0] == pytest.approx(3e11 * 1e-12 * v2, rel=1e-12)
     # The fit's features agree with the power terms.
-    x = power_features(util, np.array([lat]), 0.0, np.array([f]), terms, busy_s=busy)
-    dyn_j = (issued["total"] - issued["idle"]) * lat
+    x = power_features(util, lat, 0.0, f, terms, tensor_flop=flop)
+    dyn_j = (charged["total"] - charged["idle"]) * lat
     np.testing.assert_allclose(x @ coeffs.vector(), dyn_j, rtol=1e-10)
 
 

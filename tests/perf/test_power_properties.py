@@ -52,6 +52,14 @@ def _coeffs(gpu):
     return load_default_coeffs(gpu)
 
 
+def _tensor_flop(gpu, dtype, flop):
+    """bf16-equivalent Tensor-Core FLOPs of a GEMM (as multiclock.op_rows gives them)."""
+    from dse.perf.rates import tensor_flop_per_clk
+
+    rate = tensor_flop_per_clk(gpu, dtype)
+    return flop * (tensor_flop_per_clk(gpu, "bf16") / rate if rate > 0 else 0.0)
+
+
 dims = st.integers(1, 1 << 14)
 
 
@@ -86,7 +94,7 @@ def test_gemm_power_non_decreasing_in_clock_for_a_fixed_tile(gpu_name, m, n, k, 
         clocks,
         gpu_power_terms(gpu),
         _pc(gpu),
-        busy_s=out["timeline"].busy.sum(axis=0).T,  # the issued work, as multiclock.op_rows gives it
+        tensor_flop=_tensor_flop(gpu, dtype, out["flop"]),
     )
     tile = out["tile_idx"] * 100 + out["split"]
     same = tile[1:] == tile[:-1]
@@ -127,7 +135,7 @@ def test_other_kernels_power_non_decreasing_in_clock(gpu_name, elements, rows, c
         r["sm_clock_hz"],
         gpu_power_terms(gpu),
         _pc(gpu),
-        busy_s=r["busy_s"],
+        tensor_flop=r["tensor_flop"],
     )
     total = p["total"].reshape(clocks.size, len(ops))
     dram = r["dram_bytes"].reshape(clocks.size, len(ops))

@@ -8,7 +8,7 @@ import pytest
 from dse.hardware.catalog import load_gpu
 from dse.perf.multiclock import estimate_arrays, op_rows
 from dse.perf.registry import estimate_ops
-from dse.perf.types import MODULES, OperatingPoint
+from dse.perf.types import OperatingPoint
 from dse.workload.llm import build_decode_graph, build_prefill_graph
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
@@ -85,27 +85,41 @@ def test_op_rows_clamps_clocks_like_the_estimators():
 
 
 @pytest.mark.parametrize("gpu_name", ["h100-sxm", "h200-sxm", "a100-pcie-40gb"])
-def test_busy_s_tensor_is_the_issued_mma_work(gpu_name):
-    """busy_s x the bf16 Tensor-Core rate is the bf16-equivalent work the GEMM issues: 2mnk for a shape
-    every tile divides, half that in fp8 where fp8 runs at twice the rate, more (padded tiles) for a
-    short m; the same at any clock and with or without fitted latency coefficients (no stall time)."""
+def test_tensor_flop_is_the_useful_mma_work_in_bf16_equivalents(gpu_name):
+    """tensor_flop is the op's matmul FLOPs (no padding), an fp8 FLOP counting bf16 rate / fp8 rate, fp32
+    GEMMs and non-matmul kernels none; the same at any clock and with or without latency coefficients."""
     from dse.calibrate.coeffs import load_default_coeffs
     from dse.perf.rates import tensor_flop_per_clk
 
     gpu = load_gpu(gpu_name)
+    hopper = gpu_name != "a100-pcie-40gb"
     ops = [
         GemmOp(name="bf16", m=6144, n=6144, k=6144),
         GemmOp(name="fp8", m=6144, n=6144, k=6144, dtype="fp8", out_dtype="bf16"),
         GemmOp(name="short", m=8, n=4096, k=4096),
+        GemmOp(name="fp32", m=512, n=512, k=512, dtype="fp32"),
+        AttentionOp(name="prefill", batch=2, num_heads=32, num_kv_heads=8, head_dim=128, seq_len_q=1000,
+                    seq_len_kv=1000, backend="flash", causal=True),
+        AttentionOp(name="decode8", batch=16, num_heads=32, num_kv_heads=8, head_dim=128, seq_len_q=1,
+                    seq_len_kv=4000, backend="decode", kv_dtype="fp8"),
+        AttentionOp(name="eager", batch=2, num_heads=12, num_kv_heads=12, head_dim=64, seq_len_q=256,
+                    seq_len_kv=256, backend="eager"),
+        SoftmaxOp(name="softmax", rows=4096, cols=4096),
+    ]  # fmt: skip
+    fp8_per_bf16 = tensor_flop_per_clk(gpu, "bf16") / tensor_flop_per_clk(gpu, "fp8")
+    assert fp8_per_bf16 == (0.5 if hopper else 1.0)  # hardware-facts 3.2: fp8 at twice bf16 on Hopper
+    causal_pairs = 1000 * 1001 / 2
+    expected = [
+        2 * 6144**3,
+        2 * 6144**3 * fp8_per_bf16,
+        2 * 8 * 4096 * 4096,
+        0.0,
+        4 * 2 * 32 * 128 * causal_pairs,
+        4 * 16 * 32 * 128 * 4000 * (fp8_per_bf16 if hopper else 1.0),
+        2 * (2 * 2 * 12 * 256 * 256 * 64),
+        0.0,
     ]
-    flop = np.array([op.flop for op in ops])
-    fp8_ratio = tensor_flop_per_clk(gpu, "bf16") / tensor_flop_per_clk(gpu, "fp8")
-    t = MODULES.index("tensor")
     for f in (0.8e9, 1.3e9):
         for coeffs in (None, load_default_coeffs(gpu)):
             r = op_rows(ops, gpu, f, coeffs)
-            work = r["busy_s"][:, t] * tensor_flop_per_clk(gpu, "bf16") * gpu.num_sms * f
-            assert work[0] == pytest.approx(flop[0], rel=1e-9)
-            assert work[1] == pytest.approx(flop[1] * fp8_ratio, rel=1e-9)
-            assert work[2] >= 8.0 * flop[2] * (1 - 1e-9)  # 8 rows padded to at least a 64-row MMA
-            assert np.all(r["busy_s"] >= 0)
+            np.testing.assert_allclose(r["tensor_flop"], expected, rtol=1e-12)
