@@ -97,8 +97,12 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
   fp8, else bf16 (the SGLang Qwen3-32B rows name neither: the bf16 checkpoint); GPU h100-sxm / h200-sxm.
 - engine = the row's backend (`dse.serving_engine`: each engine's kernel fusions), greedy sampling (the
   benchmark clients ask for temperature 0 with ignore_eos), KV cache in fp8 when the GEMMs are fp8
-  (`silicon_kv_dtype` gives the evidence), KV capacity from `dse.serving`'s memory model
-  (USABLE_MEMORY_FRAC of the GPU minus weights and the activations of one 8192-token chunk).
+  (`silicon_kv_dtype` gives the evidence), KV capacity by each engine's documented sizing rule
+  (`kv_capacity_tokens`): vLLM 0.9 of the GPU minus weights and the activations of one 8192-token
+  chunk; TensorRT-LLM 0.9 of the memory left after those (free_gpu_memory_fraction); SGLang its
+  automatic mem_fraction_static (0.836 on an 80 GiB GPU) minus the weights. For the KV-limited
+  TensorRT-LLM Llama-3.1-70B rows Little's law on the rows' TTFT and TPOT gives ~49 running at 1024x8192
+  and concurrency 64; the rule admits 45 (vLLM's rule: 40).
 - The benchmark is simulated (`dse.serving_benchmark.simulate_closed_loop`): N clients in a closed loop
   send SILICON_WAVES x N requests (InferenceMAX, where the Llama-3.1-70B rows come from, sends 10 x
   concurrency prompts), the first N at once. The engine admits requests while the KV cache has room
@@ -119,16 +123,17 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses (TTFT 40.6% at commit 6d28209; vLLM rows 16%, 9% at concurrency <= 16):
+- Known misses (TTFT 39.0%, bias -33%, with the engine KV rules; 40.6% with vLLM's rule for every
+  engine at commit 6d28209; vLLM rows 16%, 9% at concurrency <= 16):
   * SGLang (6 rows, -98%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
     requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl
     1024 for every osl (128, 256, 512) and 2.1-2.8 at isl 2048, so R x (i + o / 2) ~= 5-7k tokens in every
     row: a KV pool of ~6k tokens (~1.5 GiB of Qwen3-32B's bf16 cache) that reserves little for future
-    output (SGLang's decaying new-token ratio). Our memory model leaves ~38k tokens (vLLM-style 0.9 of
-    the GPU). SGLang sizes its pool as `mem_fraction_static` of the GPU memory minus the weights; next to
-    61 GiB of bf16 weights on a 79.6 GiB H100 every 0.01 of that fraction is ~0.8 GiB (~3k tokens), and
-    ~6k tokens needs ~0.79. The rows do not record the setting; modelling it would be a knob fitted to
-    these six rows.
+    output (SGLang's decaying new-token ratio). SGLang's automatic mem_fraction_static (0.836) leaves
+    ~24k tokens (it queues the isl-2048 rows: 11 running, TTFT -83% to -91%; the isl-1024 rows all fit).
+    Next to 61 GiB of bf16 weights on an 80 GiB H100 every 0.01 of that fraction is ~0.8 GiB (~3k
+    tokens), and ~6k tokens needs ~0.79: a setting (or a larger activation / CUDA-graph reserve) the
+    rows do not record; fitting it to these six rows would be a knob.
   * TensorRT-LLM Qwen3-32B (42 rows, ~-50%): at concurrency 8-16 the measured TTFT exceeds ours by about
     two isolated prefills of the prompt (150 ms at isl 1024, 300 ms at 2048, 730 ms at 4096) whatever the
     osl, while the TPOT of the same rows, which pays on the GPU for every prefill landing among the decode
@@ -212,6 +217,15 @@ CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": Fals
 CHUNK_TOKENS = 8192
 # Share of the KV context c = i + output_context_frac * o (half-way through the output on average).
 OUTPUT_CONTEXT_FRAC = 0.5
+# TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction default: the share of the memory free after the
+# weights and the profiling pass that goes to the KV cache.
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+# SGLang's reserved-memory heuristic for its automatic mem_fraction_static (`sglang_mem_fraction_static`).
+SGLANG_RESERVED_MIB = 512.0
+SGLANG_ACTIVATION_MIB_PER_TOKEN = 1.5
+SGLANG_CHUNKED_PREFILL_TOKENS = 8192
+SGLANG_MIB_PER_GRAPH_BATCH = 2.0
+SGLANG_CUDA_GRAPH_MAX_BS = 256
 # The step mix is truncated where the Poisson tail is below this.
 POISSON_TAIL = 1e-4
 # An ML.ENERGY row is KV-limited when its running batch stays below this share of max_num_seqs.
@@ -383,13 +397,48 @@ def steady_state(
     )
 
 
-def kv_capacity_tokens(arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None = None) -> float:
-    """KV-cache tokens that fit: usable memory minus weights minus one chunk's prefill activations."""
-    free = (
-        USABLE_MEMORY_FRAC * gpu.memory.capacity_bytes
-        - weight_bytes(arch, precision)
-        - prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
+def sglang_mem_fraction_static(gpu: GpuSpec) -> float:
+    """SGLang's automatic `mem_fraction_static` (weights + KV pool share of the GPU memory) at TP 1.
+
+    SGLang (`server_args.py`, `_handle_gpu_memory_settings`, 0.5.x) reserves, in MiB, 512 for constant
+    metadata + 1.5 per token of `chunked_prefill_size` for prefill activations + 2 per CUDA-graph batch
+    size up to `cuda_graph_max_bs` + 1024 x tp / 8, and gives the rest to weights and KV pool:
+    (gpu_mem - reserved) / gpu_mem. GPUs of 60-90 GiB (H100, A100 80GB) take chunked_prefill_size 8192
+    and cuda_graph_max_bs 256 at TP < 4; the same is assumed for larger GPUs (no SGLang row has one).
+    Assumption: this is the heuristic as read in the SGLang 0.5 source, not re-checked against the
+    rows' 0.5.8.post1; it ignores the CUDA context and other memory SGLang measures at start-up.
+    """
+    gpu_mib = gpu.memory.capacity_bytes / 2**20
+    reserved_mib = (
+        SGLANG_RESERVED_MIB
+        + SGLANG_ACTIVATION_MIB_PER_TOKEN * SGLANG_CHUNKED_PREFILL_TOKENS
+        + SGLANG_MIB_PER_GRAPH_BATCH * SGLANG_CUDA_GRAPH_MAX_BS
+        + 1024 / 8
     )
+    return (gpu_mib - reserved_mib) / gpu_mib
+
+
+def kv_capacity_tokens(
+    arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None = None, engine: str = "vllm"
+) -> float:
+    """KV-cache tokens that fit, by the engine's rule for sizing its cache:
+
+    - vllm (and the default): `gpu_memory_utilization` (0.9, USABLE_MEMORY_FRAC) of the GPU minus the
+      weights minus the activations of its profiling pass (one CHUNK_TOKENS chunk).
+    - trtllm: `free_gpu_memory_fraction` (KvCacheConfig default 0.9) of the memory left after the
+      weights and the activations of its max_num_tokens profiling pass.
+    - sglang: `mem_fraction_static` of the GPU minus the weights (`sglang_mem_fraction_static`; the
+      activations live in the reserved rest).
+    """
+    total = gpu.memory.capacity_bytes
+    weights = weight_bytes(arch, precision)
+    activations = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
+    if engine == "trtllm":
+        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * (total - weights - activations)
+    elif engine == "sglang":
+        free = sglang_mem_fraction_static(gpu) * total - weights
+    else:
+        free = USABLE_MEMORY_FRAC * total - weights - activations
     return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
 
 
@@ -566,7 +615,7 @@ def silicon_frame(
         kv_dtype = silicon_kv_dtype(backend, prec)
         n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
         context = min(round(i + OUTPUT_CONTEXT_FRAC * o), arch.max_position_embeddings - 1)
-        capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype)
+        capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype, engine=backend)
         # the steady-state columns' running batch; the simulation admits by KV room itself
         max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
         # step-time table over decode tokens and whole prompts per step
@@ -745,6 +794,7 @@ __all__ = [
     "mlenergy_context_fracs",
     "mlenergy_frame",
     "serving_validation_frame",
+    "sglang_mem_fraction_static",
     "silicon_frame",
     "steady_state",
     "step_graph",
