@@ -78,8 +78,9 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   logits for them; KV cache bf16.
 - measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
   energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
-- J / token (15.9% at commit 6d28209, target met; 20.6-22.1% before the data-derived running context
-  and the row-count-dependent sort): power and time are both still short (bias -10% and -7%). The power
+- J / token (13.5% at commit 69fc26e, 15.9% at 6d28209 with the power fit before ed7faa0; target met;
+  20.6-22.1% before the data-derived running context and the row-count-dependent sort): power and time
+  are both still short (bias -8% and -7%). The power
   error is dynamic, not static: it grows with the decode-attention share of the step (gpqa rows, whose
   steps are mostly KV-cache streaming, are the most short), where an idle/static error would be a
   constant: it points at the energy of decode attention in the Hopper power coefficients. The TPOT
@@ -123,8 +124,8 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses (TTFT 39.0%, bias -33%, with the engine KV rules; 40.6% with vLLM's rule for every
-  engine at commit 6d28209; vLLM rows 16%, 9% at concurrency <= 16):
+- Known misses (TTFT 38.2%, bias -31%, at commit 69fc26e with the engine KV rules; 40.6% with vLLM's
+  rule for every engine at 6d28209; vLLM rows 15%, 7% at concurrency <= 16):
   * SGLang (6 rows, -98%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
     requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl
     1024 for every osl (128, 256, 512) and 2.1-2.8 at isl 2048, so R x (i + o / 2) ~= 5-7k tokens in every
