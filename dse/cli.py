@@ -197,8 +197,16 @@ def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
 
         return load_default_coeffs(gpu), None  # None: the shipped energies of the GPU's generation
     from dse.calibrate.samples_fit import load_calibration
+    from dse.perf.rates import arch_family
 
     latency, power, _ = load_calibration(path)
+    family = arch_family(gpu)
+    if latency.architecture.lower() != family:
+        # Corrections and energies are per kernel-library generation; another one's would be silently wrong.
+        raise DseError(
+            f"{path}: coefficients for {latency.architecture} GPUs ({latency.gpu or 'unnamed GPU'}) cannot "
+            f"predict {gpu.name} ({family} generation); calibrate on {family} samples or drop --coeffs"
+        )
     return latency, power
 
 
@@ -267,6 +275,11 @@ def predict_cmd(
         return
     from dse.perf.predict import predict_command_payload, predict_graph
 
+    if kv_dtype is not None or engine != "none" or sampling != "none":
+        raise DseError(
+            "--kv-dtype, --engine and --sampling apply to serving predictions: give --input-tokens and "
+            "--output-tokens (with --model)"
+        )
     graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
     latency, power = _coefficients(coeffs, spec)
     pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
@@ -327,6 +340,7 @@ def whatif_cmd(
     bus_width_bits: BusOpt = None,
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
+    coeffs: CoeffsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload."""
@@ -340,7 +354,8 @@ def whatif_cmd(
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     runs = [
-        _serving(model, g, batch, input_tokens, output_tokens, point, **options) for g in (base_gpu, new_gpu)
+        _serving(model, g, batch, input_tokens, output_tokens, point, coeffs, **options)
+        for g in (base_gpu, new_gpu)
     ]
     _show_whatif(base_gpu, new_gpu, runs, as_json)
 

@@ -192,3 +192,12 @@ def test_predict_coeffs_file_replaces_the_shipped_corrections(tmp_path: Path) ->
         default["latency_s"] + 1e-3 * default["num_kernels"], rel=0.02
     )
     assert_one_line_error([*args, "--coeffs", str(tmp_path / "none.json")], "none.json", "does not exist")
+    # Hopper corrections and energies must not silently predict an Ampere GPU.
+    a100 = [a if a != "h100-sxm" else "a100-sxm-80gb" for a in args]
+    assert_one_line_error([*a100, "--coeffs", str(shipped)], "hopper", "a100-sxm-80gb", "ampere")
+
+
+def test_engine_options_without_a_serving_workload_are_an_error() -> None:
+    args = ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "8"]
+    for option, value in (("--engine", "vllm"), ("--kv-dtype", "fp8"), ("--sampling", "greedy")):
+        assert_one_line_error([*args, option, value], "serving predictions", "--input-tokens")
