@@ -66,6 +66,21 @@ def test_calibrate_then_validate(h200_gemm: Path, tmp_path: Path) -> None:
     for title in ("latency MAPE", "power MAPE", "energy MAPE", "uncorrected"):
         assert title in table.output
 
+    # Files the fit never saw are scored on all their rows; a mix of fitted and new files would redraw the
+    # split (training rows scored as held out), so it is refused.
+    seen = set(pd.read_parquet(h200_gemm)["name"])
+    rows = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    fresh = write_samples(tmp_path / "fresh.parquet", [r for r in rows if r.name not in seen][:60])
+    unseen = runner.invoke(app, ["validate", "samples", str(fresh), "--coeffs", str(out), "--json"])
+    assert unseen.exit_code == 0, unseen.output
+    assert json.loads(unseen.stdout)["header"]["split"].startswith("all rows")
+    one_line_error(
+        ["validate", "samples", h200_gemm, fresh, "--coeffs", out],
+        "was fitted on",
+        "h200_gemm.parquet",
+        "not a mix",
+    )
+
 
 def test_missing_file(tmp_path: Path) -> None:
     one_line_error(

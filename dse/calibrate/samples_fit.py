@@ -656,7 +656,16 @@ def validate_samples(
     sd = seed if seed is not None else SEED
     if coeffs_path is not None:
         fitted_on = {s.get("sha256") for s in cs.sources}
-        overlap = any(s["sha256"] in fitted_on for s in ss.sources)
+        given = {s["sha256"] for s in ss.sources}
+        overlap = bool(given & fitted_on)
+        if overlap and given != fitted_on:
+            # The split is drawn over the distinct shapes of all files given: another set of files would
+            # redraw it and score rows the fit trained on as held out.
+            names = ", ".join(sorted(str(s.get("file", "?")) for s in cs.sources))
+            raise ConfigError(
+                f"{coeffs_path} was fitted on {names}: validate it with exactly those files (scored on their "
+                "hold-out split) or only with files it never saw (scored on all rows), not a mix"
+            )
         if overlap:
             frac = float(info.get("holdout_frac", frac)) if holdout_frac is None else frac
             sd = int(info.get("seed", sd)) if seed is None else sd
