@@ -16,17 +16,20 @@ Fusions per engine (what their model code and compilers do for Llama/Qwen-style 
 
 - vllm (V1, torch.compile with Inductor, CUDA graphs): the model code calls RMSNorm with the residual
   (`fused_add_rms_norm`: residual add + norm in one kernel) and Inductor fuses Qwen3's per-head q/k
-  RMSNorm with the rotary embedding into one kernel. The KV-cache write (`reshape_and_cache_flash`) and
-  the quantization of the attention output stay separate: attention is a split point of vLLM's piecewise
-  CUDA graphs. The graph's separate fp8 quantization ops before the qkv, gate/up and down GEMMs are
-  dropped because the kernel model's fp8 GEMM already contains vLLM's dynamic per-tensor activation
-  quantization (`dse.perf.gemm`, as the aiconfigurator vLLM measurements it is fitted to include it);
-  keeping both would count it twice.
+  RMSNorm with the rotary embedding into one kernel (the graph's `rotary` op stands for it: `q_norm` and
+  `k_norm` are dropped, so a model without q/k norm, e.g. Llama, keeps its rotary kernel). The KV-cache
+  write (`reshape_and_cache_flash`) and the quantization of the attention output stay separate:
+  attention is a split point of vLLM's piecewise CUDA graphs. The graph's separate fp8 quantization ops
+  before the qkv, gate/up and down GEMMs are dropped because the kernel model's fp8 GEMM already
+  contains vLLM's dynamic per-tensor activation quantization (`dse.perf.gemm`, as the aiconfigurator
+  vLLM measurements it is fitted to include it); keeping both would count it twice.
 - trtllm (PyTorch backend): fused add+RMSNorm with fp8 output, SwiGLU with fp8 output, fp8 attention
   output, and the attention op's own QKV preprocessing kernel applies the rotary embedding and writes the
-  KV cache (q/k norm fused with it for Qwen3). NOTE(dse): with static (calibrated) activation scales the
-  GEMMs need no quantization kernels of their own, but the kernel model's fp8 GEMM still contains vLLM's
-  dynamic one (two short kernels per GEMM), an overestimate of TensorRT-LLM's fp8 decode steps.
+  KV cache (q/k norm fused with it for Qwen3): the graph's `rotary` op stands for that kernel, and
+  `q_norm`, `k_norm` and `kv_cache_write` are dropped. NOTE(dse): with static (calibrated) activation
+  scales the GEMMs need no quantization kernels of their own, but the kernel model's fp8 GEMM still
+  contains vLLM's dynamic one (two short kernels per GEMM), an overestimate of TensorRT-LLM's fp8 decode
+  steps.
 - sglang: fused add+RMSNorm (sgl-kernel); other ops as separate kernels.
 - none: the operator graph as built (one kernel per operator).
 
@@ -92,7 +95,8 @@ ENGINES: dict[str, EngineProfile] = {
     "none": EngineProfile(name="none", fused_ops=frozenset(), note="one kernel per operator"),
     "vllm": EngineProfile(
         name="vllm",
-        fused_ops=frozenset({"residual_add", "qkv_quant", "gate_up_quant", "down_quant", "k_norm", "rotary"}),
+        # q/k norm (Qwen3) folds into the rotary kernel, which every RoPE model keeps
+        fused_ops=frozenset({"residual_add", "qkv_quant", "gate_up_quant", "down_quant", "q_norm", "k_norm"}),
         note="fused add+RMSNorm(+fp8 quant), SiLU-mul(+quant), q/k-norm+RoPE (Inductor)",
     ),
     "trtllm": EngineProfile(
@@ -104,6 +108,7 @@ ENGINES: dict[str, EngineProfile] = {
                 "o_quant",
                 "gate_up_quant",
                 "down_quant",
+                "q_norm",
                 "k_norm",
                 "kv_cache_write",
             }
@@ -125,6 +130,16 @@ def _check(field: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ConfigError(f"{field} '{value}' is not one of {', '.join(allowed)}")
     return value
+
+
+def check_engine_options(
+    *, engine: str = "none", sampling: str = "none", kv_dtype: str | None = None
+) -> None:
+    """ConfigError unless `engine`, `sampling` and `kv_dtype` (None: the precision's own) are known."""
+    engine_profile(engine)
+    _check("sampling", sampling, SAMPLINGS)
+    if kv_dtype is not None:
+        _check("kv_dtype", kv_dtype, KV_DTYPES)
 
 
 def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
@@ -289,6 +304,7 @@ __all__ = [
     "SAMPLINGS",
     "EngineProfile",
     "apply_engine",
+    "check_engine_options",
     "engine_profile",
     "engine_step_graph",
     "kv_bytes_per_token",

@@ -111,3 +111,29 @@ def test_bad_names(arch):
         _step(arch, kv_dtype="int4")
     with pytest.raises(ConfigError, match="decodes \\+ prefills >= 1"):
         _step(arch, decodes=0, prefills=0)
+
+
+def _attn_leaves(step):
+    return [op.name.rsplit("/", 1)[-1] for op in step.ops if "/attn/" in op.name]
+
+
+def test_vllm_folds_qk_norm_into_rotary_and_keeps_rotary_without_it(arch):
+    # Llama has no q/k norm: its RoPE kernel still runs under vLLM (one per layer, as in the plain graph)
+    llama = load_model_config("llama-3.1-8b")
+    assert not llama.qk_norm and llama.position_embedding == "rope"
+    plain = _step(llama)
+    fused = _step(llama, engine=ENGINES["vllm"])
+    rotary = [op for op in fused.ops if op.name.endswith("/attn/rotary")]
+    assert rotary == [op for op in plain.ops if op.name.endswith("/attn/rotary")]
+    assert len(rotary) == 1 and rotary[0].count == llama.num_layers
+    # Qwen3: Inductor's fused q/k-norm + RoPE kernel is one rotary kernel, no separate norms
+    leaves = _attn_leaves(_step(arch, engine=ENGINES["vllm"]))
+    assert leaves.count("rotary") == 1
+    assert "q_norm" not in leaves and "k_norm" not in leaves
+    assert {"q_norm", "k_norm", "rotary"} <= set(_attn_leaves(_step(arch)))
+
+
+def test_trtllm_preprocessing_kernel_holds_rope_qk_norm_and_kv_write(arch):
+    leaves = _attn_leaves(_step(arch, engine=ENGINES["trtllm"]))
+    assert leaves.count("rotary") == 1
+    assert not {"q_norm", "k_norm", "kv_cache_write"} & set(leaves)
