@@ -42,14 +42,7 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
-from dse.serving_engine import (
-    KV_DTYPES,
-    SAMPLINGS,
-    apply_engine,
-    engine_profile,
-    kv_bytes_per_token,
-    with_kv_dtype,
-)
+from dse.serving_engine import apply_engine, check_engine_options, kv_bytes_per_token, with_kv_dtype
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import (
     LlmArch,
@@ -82,11 +75,7 @@ class ServingRequest:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
-            raise ConfigError(f"kv_dtype '{self.kv_dtype}' is not one of {', '.join(KV_DTYPES)}")
-        engine_profile(self.engine)
-        if self.sampling not in SAMPLINGS:
-            raise ConfigError(f"sampling '{self.sampling}' is not one of {', '.join(SAMPLINGS)}")
+        check_engine_options(engine=self.engine, sampling=self.sampling, kv_dtype=self.kv_dtype)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +137,14 @@ def _with_kv(graph: WorkloadGraph, kv_dtype: str | None, *, prefill: bool) -> Wo
         op if prefill and isinstance(op, AttentionOp) else with_kv_dtype(op, kv_dtype) for op in graph.ops
     )
     return WorkloadGraph(name=graph.name, ops=ops, meta={**graph.meta, "kv_dtype": kv_dtype})
+
+
+def _engine_graph(
+    graph: WorkloadGraph, arch: LlmArch, request: ServingRequest, *, prefill: bool
+) -> WorkloadGraph:
+    """A prefill or decode pass of the batch as `request`'s engine runs it: KV dtype, fusions, sampler."""
+    graph = _with_kv(graph, request.kv_dtype, prefill=prefill)
+    return apply_engine(graph, arch, engine=request.engine, sampling=request.sampling, rows=request.batch)
 
 
 def _split_decode_graph(graph: WorkloadGraph) -> tuple[WorkloadGraph, tuple[AttentionOp, ...]]:
@@ -228,24 +225,11 @@ def predict_serving(
         )
     )
 
+    prefill_graph = build_prefill_graph(
+        arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
+    )
     prefill = predict_graph(
-        apply_engine(
-            _with_kv(
-                build_prefill_graph(
-                    arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
-                ),
-                request.kv_dtype,
-                prefill=True,
-            ),
-            arch,
-            engine=request.engine,
-            sampling=request.sampling,
-            rows=b,
-        ),
-        gpu,
-        point,
-        coeffs,
-        power_coeffs,
+        _engine_graph(prefill_graph, arch, request, prefill=True), gpu, point, coeffs, power_coeffs
     )
     num_steps = o - 1
     by_module = dict(prefill.energy_j_by_module())
@@ -255,19 +239,10 @@ def predict_serving(
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
     if num_steps > 0:
-        step_graph = apply_engine(
-            _with_kv(
-                build_decode_graph(
-                    arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
-                ),
-                request.kv_dtype,
-                prefill=False,
-            ),
-            arch,
-            engine=request.engine,
-            sampling=request.sampling,
-            rows=b,
+        decode_graph = build_decode_graph(
+            arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
         )
+        step_graph = _engine_graph(decode_graph, arch, request, prefill=False)
         fixed_graph, attention = _split_decode_graph(step_graph)
         fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
         steps = predict_graph(
