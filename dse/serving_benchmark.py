@@ -19,9 +19,13 @@ What the engine does each step (continuous batching, as vLLM V1, SGLang and Tens
    request must fit input + output tokens on top of what the admitted ones reserved; without (vLLM,
    SGLang, which allocate as tokens are generated) its prompt must fit in what the running requests hold
    now (preemption when they later outgrow the cache is not modelled: TTFT is out by then, TPOT is an
-   underestimate in such rows). With `chunked` a prompt may be split over steps; without, a
-   prompt is taken whole or waits for a step with room (a prompt longer than the budget gets a step of its
-   own).
+   underestimate in such rows). With `chunked` a prompt may be split over steps. Without, a prompt is
+   taken whole if it fits in what the decodes and the prompts before it left of the budget, else it (and
+   the requests behind it) waits for a later step: TensorRT-LLM's scheduler with chunking off stops at the
+   first context request whose tokens would take the step past `max_num_tokens`, so a step never holds
+   more than the budget. A prompt longer than the whole budget could never fit; it runs as the only
+   prompt of a step (with the decodes), a fallback: TensorRT-LLM rejects such a request and vLLM without
+   chunked prefill requires a budget of at least the model's context.
 3. The step takes step_time(d, p) for d decode tokens and p prompt tokens. A request whose prompt ends in
    this step gets its first token at the end of the step; its last token comes output_tokens - 1 decode
    steps later, when its client sends the next request.
@@ -133,8 +137,14 @@ def simulate_closed_loop(
     ttfts: list[float] = []
     tpots: list[float] = []
     t, step = 0.0, 0
+    def fits_whole(budget: int, prompt_tokens: int) -> bool:
+        """Without chunking: a whole prompt fits the step's budget left, or runs as its only prompt."""
+        return i <= budget or (i > token_budget and prompt_tokens == 0)
+
     while len(ttfts) < requests or decoding:
         can_admit = bool(waiting) and admitted < max_running and room_for(waiting[0][1])
+        if not chunked:
+            can_admit = can_admit and fits_whole(token_budget - decoding, 0)
         if not prefilling and not can_admit:
             if not heap:
                 break  # nothing running and nothing admissible (cannot happen with max_running >= 1)
@@ -150,7 +160,7 @@ def simulate_closed_loop(
                 if not prefilling:
                     if not waiting or admitted >= max_running or not room_for(waiting[0][1]):
                         break
-                    if not chunked and i > budget and prompt_tokens:
+                    if not chunked and not fits_whole(budget, prompt_tokens):
                         break  # a whole prompt waits for a step with room
                     submitted, out = waiting.popleft()
                     prefilling.append([submitted, float(i), float(out)])

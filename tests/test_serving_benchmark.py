@@ -113,3 +113,37 @@ def test_max_running_requests():
 def test_bad_arguments(field, value):
     with pytest.raises(ConfigError, match=field):
         run(**{field: value})
+
+
+def _recorded(**kw):
+    calls: list[tuple[int, int]] = []
+
+    def step_time(decodes: int, prompt_tokens: int) -> float:
+        calls.append((decodes, prompt_tokens))
+        return 1.0  # one second per step: a TTFT is the step count at its first token
+
+    args = dict(max_running=8, chunked=False)
+    args.update(kw)
+    return simulate_closed_loop(step_time, **args), calls
+
+
+def test_whole_prompt_waits_while_decodes_fill_the_budget():
+    # budget 5 tokens, prompts of 4, 3 tokens out (first token at the prefill step, then 2 decode steps):
+    #   step 0: d=0, A's 4 tokens (1 left: B waits)            -> A's first token at t=1
+    #   step 1: d=1 (A), B's 4 tokens (5 of 5)                 -> B's first token at t=2
+    #   step 2: d=2 (A, B), 3 left < 4: C waits; A's last token
+    #   step 3: d=1 (B), C's 4 tokens (5 of 5); B's last token -> C's first token at t=4
+    #   steps 4-5: C decodes alone
+    r, calls = _recorded(concurrency=3, requests=3, input_tokens=4, output_tokens=3, token_budget=5)
+    assert r.ttft_mean_s == pytest.approx((1 + 2 + 4) / 3)
+    assert calls[:4] == [(0, 4), (1, 4), (2, 0), (1, 4)]
+    assert all(d + p <= 5 for d, p in calls)  # a step never holds more than the budget
+    assert r.duration_s == pytest.approx(6.0) and r.steps == 6
+
+
+def test_prompt_longer_than_the_budget_is_its_steps_only_prompt():
+    # budget 3 < prompt 4: each prompt runs as the only prompt of a step, beside the decodes
+    #   step 0: A alone (B cannot share the step) -> t=1; step 1: d=1 (A's last token), B -> t=2
+    r, calls = _recorded(concurrency=2, requests=2, input_tokens=4, output_tokens=2, token_budget=3)
+    assert r.ttft_mean_s == pytest.approx((1 + 2) / 2)
+    assert calls[:2] == [(0, 4), (1, 4)]
