@@ -137,6 +137,7 @@ def simulate_closed_loop(
     ttfts: list[float] = []
     tpots: list[float] = []
     t, step = 0.0, 0
+
     def fits_whole(budget: int, prompt_tokens: int) -> bool:
         """Without chunking: a whole prompt fits the step's budget left, or runs as its only prompt."""
         return i <= budget or (i > token_budget and prompt_tokens == 0)
