@@ -169,15 +169,19 @@ def op_rows(
                 else:
                     out = attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
         util[idx] = np.asarray(out["util"]).T
-        tensor_flop[idx] = _tensor_flop_bf16(key, sub, out, gpu)
+        tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]
         dram[idx] = out["dram_bytes"]
     return {"util": util, "tensor_flop": tensor_flop, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
 
 
-def _tensor_flop_bf16(key: str, ops: list[Any], out: dict[str, Any], gpu: GpuSpec) -> np.ndarray:
+def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: GpuSpec) -> np.ndarray:
     """Useful Tensor-Core FLOPs of each op in bf16 equivalents: the matmul FLOPs of the op (no padded
     tile rows or columns, no masked-out causal pairs) x bf16 rate / rate of the dtype the MMAs run in.
+
+    `key` is the family (`gemm`, `attention_flash`, `attention_decode`, `attention_eager`, `reduction`,
+    `elementwise`) and `out` its `*_arrays` output for `ops`; callers that run the families themselves
+    (`dse.calibrate.samples_fit`) pass the result to the power model's `tensor_flop`.
 
     The MMA dtypes follow the families: a GEMM runs in its dtype (fp32 on CUDA cores: none), FlashAttention
     prefill in 16 bit, flash-decoding in fp8 on Hopper when the KV cache is fp8 (FA3), eager attention's
