@@ -8,7 +8,7 @@ describes (all requests prefilled together, then decoded in lock step). Each mea
 from engine steps built from the same kernel model, power model and shipped default coefficients: the
 ML.ENERGY rows (a steady-state measurement window) with the steady-state step mix (`steady_state`), the
 silicon rows (whole benchmark runs) with a simulation of the benchmark (`dse.serving_benchmark`).
-Engine steps (`step_graph`, `dse.serving_engine`) are the model's forward pass with the engine's kernel
+Engine steps (`dse.serving_engine.engine_step_graph`) are the model's forward pass with the engine's kernel
 fusions, its sampler and its KV-cache dtype. The static-batch `predict_serving` numbers are reported
 beside them (`*_static` columns) for comparison.
 
@@ -72,7 +72,12 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   inputs avg_batch_size, max_num_seqs and avg_output_len, no measured metric: lm-arena-chat f = 0.87
   (limited rows 8B/512: 0.55, 32B/32: 1.28; cap from 8B/384: 0.87), gpqa f = 0.63 (8B/96: 0.58,
   14B/64: 0.67), i.e. output-length CVs of ~0.9 and ~0.5 (long-tailed chat answers, reasoning traces
-  more concentrated). Before (f = 1/2 everywhere): TPOT 14.7%, J / token 22.1% at commit 01a7e3d.
+  more concentrated). Caveat: f_task is in-sample, estimated from the input columns of the same rows it
+  is validated on, and weakly determined: the chat value is in effect the cap of one row (8B/384), its
+  two KV-limited rows disagree (0.55 vs 1.28), and 32B/32 counts as KV-limited only through the 0.95
+  threshold (batch 29 of 32). So the summary also reports every ML.ENERGY metric at f = 1/2, the
+  no-length-bias assumption (`*@f=0.5` metrics; `*_f05_*` columns): TPOT 13.8%, power 9.6%, J / token
+  18.1% at f = 1/2, against 9.4%, 9.8%, 13.5% with f_task (this commit).
 - engine vllm (vLLM 0.11.1; `dse.serving_engine`), sampling top_k_top_p: vLLM applies the models'
   generation configs by default (Qwen3: top_k 20, top_p 0.95) and its default sampler sorts each row of
   logits for them; KV cache bf16.
@@ -109,14 +114,18 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
   concurrency prompts), the first N at once. The engine admits requests while the KV cache has room
   (TensorRT-LLM reserves i + o per request, vLLM and SGLang allocate as they go), prefills prompts within
   an 8192-token step budget (chunked in vLLM and SGLang, whole prompts in TensorRT-LLM, whose chunked
-  prefill is off by default) and decodes every admitted request one token per step. Step times are
-  the kernel model's predictions of the engine step (`step_graph`) for d decode tokens and k prompts,
-  interpolated over a grid of d and k (powers of two).
+  prefill is off by default) and decodes every admitted request one token per step. Without chunking
+  a whole prompt runs only where the step's decode and prompt tokens stay within the budget; for
+  TensorRT-LLM the budget is raised to hold one whole prompt beside all decodes, as the Llama-3.1-70B
+  8192x1024 rows show their runs' max_num_tokens did (`silicon_token_budget`). Step times are the
+  kernel model's predictions of the engine step (`engine_step_graph`) for d decode tokens and p prompt
+  tokens, interpolated over a grid of d (powers of two) and p (whole prompts in powers of two up to the
+  step budget, and the budget itself; p tokens are costed as the fewest equal prompts of <= i tokens).
 - Output lengths spread +-10% around o (SILICON_OUTPUT_SPREAD = 0.2): benchmark clients draw lengths from
   a range, and with exactly equal lengths the simulated waves stay synchronized forever (every request
   waits for the whole wave's prefill), which no measured row shows (at concurrency 4-64 the vLLM TTFTs are
   about one prefill plus the first wave's share). The figures hardly depend on the width: TTFT MAPE
-  37.9% / 39.3% / 40.8% at spreads 0.1 / 0.2 / 0.4, against 69% with no spread.
+  37.2% / 38.4% / 39.9% at spreads 0.1 / 0.2 / 0.4, against 63.2% with no spread.
 - TPOT (silicon_tpot_ms: per-request (e2e - TTFT) / (osl - 1), averaged) vs the simulated per-request
   mean; TTFT vs the simulated mean TTFT. So the first wave (all N prompts at once), the later
   desynchronized waves, the prefills landing in a request's decode steps and the queueing of requests
@@ -124,9 +133,10 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses (TTFT 38.2%, bias -31%, at commit 69fc26e with the engine KV rules; 40.6% with vLLM's
-  rule for every engine at 6d28209; vLLM rows 15%, 7% at concurrency <= 16):
-  * SGLang (6 rows, -98%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
+- Known misses (TTFT 38.4%, bias -31%, 43.9% at concurrency <= 16, with the engine KV rules and the
+  token-grid step table of this commit; 38.2% at 69fc26e, 40.6% with vLLM's rule for every engine at
+  6d28209; vLLM rows 14.6%, 6.6% at concurrency <= 16):
+  * SGLang (6 rows, -92%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
     requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl
     1024 for every osl (128, 256, 512) and 2.1-2.8 at isl 2048, so R x (i + o / 2) ~= 5-7k tokens in every
     row: a KV pool of ~6k tokens (~1.5 GiB of Qwen3-32B's bf16 cache) that reserves little for future
@@ -135,19 +145,21 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
     Next to 61 GiB of bf16 weights on an 80 GiB H100 every 0.01 of that fraction is ~0.8 GiB (~3k
     tokens), and ~6k tokens needs ~0.79: a setting (or a larger activation / CUDA-graph reserve) the
     rows do not record; fitting it to these six rows would be a knob.
-  * TensorRT-LLM Qwen3-32B (42 rows, ~-50%): at concurrency 8-16 the measured TTFT exceeds ours by about
-    two isolated prefills of the prompt (150 ms at isl 1024, 300 ms at 2048, 730 ms at 4096) whatever the
-    osl, while the TPOT of the same rows, which pays on the GPU for every prefill landing among the decode
-    steps, is within 9% (bias 0%): a 3x slower prefill would add ~10 ms to TPOT at concurrency 8. So the
-    excess is latency outside the GPU's work. The Llama-3.1-70B TensorRT-LLM rows of one source and date
-    show the same engine with and without it: 1024x8192 and 8192x1024 within 1-19%, 1024x1024 at 2.5-3x
-    (a per-configuration engine setting). Not modelled.
+  * TensorRT-LLM Qwen3-32B (43 rows, -43%): at concurrency 8-16 the measured TTFT exceeds ours by about
+    two isolated prefills of the prompt (130-160 ms at isl 1024, 260-300 ms at 2048, 650-770 ms at 4096)
+    whatever the osl, while the TPOT of the same rows, which pays on the GPU for every prefill landing
+    among the decode steps, is within 12% (MAPE 4%, bias +2%): a 3x slower prefill would add ~10 ms to TPOT at
+    concurrency 8. So the excess is latency outside the GPU's work. The Llama-3.1-70B TensorRT-LLM rows
+    of one source and date show the same engine with and without it: 1024x8192 and 8192x1024 within
+    -15% to +11% at concurrency 4-32, 1024x1024 at 1.8-3.1x the prediction (a per-configuration engine
+    setting). Not modelled. The KV-limited rows of the former (concurrency 64 and 128, 45 running) are
+    +27% to +41%: the queueing behind whole requests is overestimated there.
   * the two 4000x1000 rows of the dynamo gap analysis: vLLM's TPOT (16.9 ms at concurrency 24) equals the
     floor of every decode step at peak HBM bandwidth (32.8 GB of fp8 weights + 14 GB of fp8 cache: 14.0
     ms) plus, per 1000 steps, 24 prefills of 4000 tokens at the dense fp8 Tensor-Core peak (2.8 ms). Our
     decode step alone is 21.8 ms (the fp8 GEMMs and the fp8-cache decode attention at the 65-72% of peak
     bandwidth that the aiconfigurator kernel tables measure at these shapes), and the prefills landing
-    in it make our TPOT +62% and, through the simulated queueing, TTFT +102% (one isolated prefill is 271
+    in it make our TPOT +63% and, through the simulated queueing, TTFT +110% (one isolated prefill is 280
     ms against the measured TTFT of 295 ms). Prefix caching (on by default in vLLM V1) or outputs shorter
     than osl would explain the row; neither is recorded.
 
@@ -159,7 +171,7 @@ MAPE values are fractions (0.08 = 8%); `bias` is the mean signed relative error 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -175,8 +187,7 @@ from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving import USABLE_MEMORY_FRAC, ServingRequest, predict_serving
 from dse.serving_benchmark import max_running_requests, simulate_closed_loop
-from dse.serving_engine import ENGINES, EngineProfile, engine_step_graph, kv_bytes_per_token
-from dse.workload.graph import WorkloadGraph
+from dse.serving_engine import ENGINES, EngineProfile, engine_profile, engine_step_graph, kv_bytes_per_token
 from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
 from dse.workload.models import load_model_config
 
@@ -204,7 +215,8 @@ SILICON_MODELS: dict[str, str] = {
 }
 SILICON_GPUS: dict[str, str] = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
 TTFT_MAX_CONCURRENCY = 16
-# Requests per benchmark run = SILICON_WAVES x concurrency (InferenceMAX sends 10 x concurrency prompts).
+# Requests per benchmark run = SILICON_WAVES x concurrency: InferenceMAX (the Llama-3.1-70B rows) sends
+# 10 x concurrency prompts; for the Qwen3-32B rows, whose runs do not record it, the same is an assumption.
 SILICON_WAVES = 10
 # Benchmark clients ask for greedy decoding (temperature 0) with ignore_eos and fixed lengths.
 SILICON_SAMPLING = "greedy"
@@ -237,6 +249,10 @@ METRICS: dict[tuple[str, str], tuple[str, str]] = {
     (MLENERGY, "tpot"): ("tpot_s", "median_itl_s"),
     (MLENERGY, "avg_power"): ("avg_power_w", "meas_avg_power_w"),
     (MLENERGY, "j_per_token"): ("energy_per_output_token_j", "meas_energy_per_output_token_j"),
+    # the same at the fixed-length running context f = 1/2 (no length bias; f_task is in-sample)
+    (MLENERGY, "tpot@f=0.5"): ("tpot_f05_s", "median_itl_s"),
+    (MLENERGY, "avg_power@f=0.5"): ("avg_power_f05_w", "meas_avg_power_w"),
+    (MLENERGY, "j_per_token@f=0.5"): ("energy_per_output_token_f05_j", "meas_energy_per_output_token_j"),
     (SILICON, "tpot"): ("tpot_s", "meas_tpot_s"),
     (SILICON, "ttft"): ("ttft_s", "meas_ttft_s"),
     (SILICON, "tpot_static"): ("tpot_static_s", "meas_tpot_s"),
@@ -285,46 +301,46 @@ def _gpu(name: str) -> GpuSpec:
     return load_gpu(name)
 
 
-def step_graph(
-    arch: LlmArch,
-    *,
-    decodes: int,
-    prefills: int,
-    input_tokens: int,
-    context_len: int,
-    precision: str,
-    engine: EngineProfile | None = None,
-    sampling: str = "none",
-    kv_dtype: str | None = None,
-) -> WorkloadGraph:
-    """One fused engine step (`dse.serving_engine.engine_step_graph`)."""
-    return engine_step_graph(
-        arch, decodes=decodes, prefills=prefills, input_tokens=input_tokens, context_len=context_len,
-        precision=precision, engine=engine, sampling=sampling, kv_dtype=kv_dtype,
+# (model, gpu, precision, engine, sampling, kv_dtype, input_tokens, context_len, decodes, prefills)
+StepKey = tuple[str, str, str, str, str, str | None, int, int, int, int]
+
+
+def _predict_step(
+    key: StepKey, point: OperatingPoint | None, coeffs: Any, power_coeffs: Any
+) -> tuple[float, float]:
+    """(latency, energy) of one engine step (`engine_step_graph`); coeffs None: the shipped set."""
+    model, gpu_name, precision, engine, sampling, kv_dtype, i, context, decodes, prefills = key
+    gpu = _gpu(gpu_name)
+    g = engine_step_graph(
+        _arch(model), decodes=decodes, prefills=prefills, input_tokens=i, context_len=context,
+        precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
     )  # fmt: skip
+    coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
+    p = predict_graph(g, gpu, point or OperatingPoint(), coeffs, power_coeffs)
+    return p.latency_s, p.energy_j
 
 
 @cache
-def _step_prediction(
-    model: str,
-    gpu_name: str,
-    precision: str,
-    engine: str,
-    sampling: str,
-    kv_dtype: str | None,
-    input_tokens: int,
-    context_len: int,
-    decodes: int,
-    prefills: int,
-) -> tuple[float, float]:
-    """(latency, energy) of one step with the shipped coefficients, default clocks (cached)."""
-    gpu = _gpu(gpu_name)
-    g = step_graph(
-        _arch(model), decodes=decodes, prefills=prefills, input_tokens=input_tokens, context_len=context_len,
-        precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
-    )  # fmt: skip
-    p = predict_graph(g, gpu, OperatingPoint(), load_default_coeffs(gpu), None)
-    return p.latency_s, p.energy_j
+def _default_step_prediction(key: StepKey) -> tuple[float, float]:
+    """`_predict_step` at default clocks with the shipped coefficients, cached across calls."""
+    return _predict_step(key, None, None, None)
+
+
+def _step_predictor(
+    point: OperatingPoint | None, coeffs: Any, power_coeffs: Any
+) -> Callable[[StepKey], tuple[float, float]]:
+    """Memoized `_predict_step` at `point` with `coeffs` / `power_coeffs`: the process-wide cache for the
+    defaults, a cache of this call's own otherwise (coefficient sets need not be hashable)."""
+    if point is None and coeffs is None and power_coeffs is None:
+        return _default_step_prediction
+    memo: dict[StepKey, tuple[float, float]] = {}
+
+    def predict(key: StepKey) -> tuple[float, float]:
+        if key not in memo:
+            memo[key] = _predict_step(key, point, coeffs, power_coeffs)
+        return memo[key]
+
+    return predict
 
 
 def steady_state(
@@ -360,7 +376,7 @@ def steady_state(
 
     def step(k: int) -> tuple[float, float]:
         if k not in step_cache:
-            g = step_graph(
+            g = engine_step_graph(
                 arch,
                 decodes=max(batch - k, 0),
                 prefills=k,
@@ -424,13 +440,16 @@ def kv_capacity_tokens(
 ) -> float:
     """KV-cache tokens that fit, by the engine's rule for sizing its cache:
 
-    - vllm (and the default): `gpu_memory_utilization` (0.9, USABLE_MEMORY_FRAC) of the GPU minus the
-      weights minus the activations of its profiling pass (one CHUNK_TOKENS chunk).
+    - vllm (the default; also "none"): `gpu_memory_utilization` (0.9, USABLE_MEMORY_FRAC) of the GPU minus
+      the weights minus the activations of its profiling pass (one CHUNK_TOKENS chunk).
     - trtllm: `free_gpu_memory_fraction` (KvCacheConfig default 0.9) of the memory left after the
       weights and the activations of its max_num_tokens profiling pass.
     - sglang: `mem_fraction_static` of the GPU minus the weights (`sglang_mem_fraction_static`; the
       activations live in the reserved rest).
+
+    `engine` must name a profile of `dse.serving_engine.ENGINES` (ConfigError otherwise).
     """
+    engine_profile(engine)
     total = gpu.memory.capacity_bytes
     weights = weight_bytes(arch, precision)
     activations = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
@@ -484,7 +503,9 @@ def mlenergy_context_fracs(rows: pd.DataFrame | None = None) -> dict[str, float]
     A KV-limited row (avg_batch_size < KV_LIMITED_BATCH_FRAC x max_num_seqs) holds c = capacity /
     avg_batch_size; f is the mean of (c - i) / o over them, capped by the rows whose batch fit (c <=
     capacity / avg_batch_size there) and floored at OUTPUT_CONTEXT_FRAC (fixed lengths). A task without
-    a KV-limited row keeps OUTPUT_CONTEXT_FRAC. Uses only the rows' inputs, no measured metric.
+    a KV-limited row keeps OUTPUT_CONTEXT_FRAC. Uses only the rows' inputs, no measured metric, but the
+    same rows that are validated: f is an in-sample estimate (the module docstring gives its spread; the
+    frames report the metrics at f = 1/2 beside it).
     """
     rows = mlenergy_rows() if rows is None else rows
     gpu = _gpu(MLENERGY_GPU)
@@ -514,11 +535,13 @@ def mlenergy_frame(
     out = []
     for _, r in rows.iterrows():
         arch, i, o, b = _mlenergy_shape(r)
-        ss = steady_state(
-            arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
-            point=point, coeffs=coeffs, power_coeffs=power_coeffs,
-            engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING,
-            output_context_frac=fracs[str(r["task"])],
+        ss, half = (
+            steady_state(
+                arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
+                point=point, coeffs=coeffs, power_coeffs=power_coeffs,
+                engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING, output_context_frac=f,
+            )
+            for f in (fracs[str(r["task"])], OUTPUT_CONTEXT_FRAC)
         )  # fmt: skip
         out.append(
             {
@@ -540,6 +563,9 @@ def mlenergy_frame(
                 "tpot_decode_only_s": ss.decode_step_s,
                 "avg_power_w": ss.avg_power_w,
                 "energy_per_output_token_j": ss.energy_per_output_token_j,
+                "tpot_f05_s": half.median_step_s,
+                "avg_power_f05_w": half.avg_power_w,
+                "energy_per_output_token_f05_j": half.energy_per_output_token_j,
                 "median_itl_s": float(r["median_itl_s"]),
                 "meas_avg_power_w": float(r["avg_power_w"]),
                 "meas_energy_per_output_token_j": float(r["energy_per_output_token_j"]),
@@ -575,6 +601,22 @@ def reserved_tokens_per_request(backend: str, input_tokens: int, output_tokens: 
     return input_tokens + OUTPUT_CONTEXT_FRAC * output_tokens
 
 
+def silicon_token_budget(backend: str, input_tokens: int, concurrency: int) -> int:
+    """Tokens per engine step (prompt + decode) of a silicon row's engine: CHUNK_TOKENS, and for
+    TensorRT-LLM (chunked prefill off) at least one whole prompt beside the decodes of all clients.
+
+    Assumption, from the rows: without chunking TensorRT-LLM schedules a prompt only where the step's
+    tokens stay within max_num_tokens (`dse.serving_benchmark`), so with the 8192 default an 8192-token
+    prompt would wait until no request decodes and every request would queue behind whole requests
+    (simulated TTFT 60-270x the measured one at concurrency 4-32 of the Llama-3.1-70B 8192x1024 rows).
+    The measured TTFTs there (1.2-2.7 s: a few prefills) show the prompts running beside the decodes, so
+    those runs set max_num_tokens above isl + concurrency; the exact setting is not recorded.
+    """
+    if backend == "trtllm":
+        return max(CHUNK_TOKENS, input_tokens + concurrency)
+    return CHUNK_TOKENS
+
+
 def _interp_step_time(table: np.ndarray, d_grid: np.ndarray, p_grid: np.ndarray):
     """step_time(d, p) by bilinear interpolation of a (d, p) table of step latencies."""
     cache_: dict[tuple[int, int], float] = {}
@@ -597,15 +639,30 @@ def _pow2_grid(top: int) -> list[int]:
     return sorted(grid)
 
 
+def _prompt_token_grid(input_tokens: int, top: int) -> list[int]:
+    """Prompt tokens per step to tabulate: 0, whole prompts in powers of two below `top`, and `top`."""
+    whole = {k * input_tokens for k in _pow2_grid(top // input_tokens) if k * input_tokens < top}
+    return sorted({0, top} | whole)
+
+
+def _prompts_of(prompt_tokens: int, input_tokens: int) -> tuple[int, int]:
+    """(prompts, tokens each) standing for `prompt_tokens` of a step: as few prompts of at most
+    `input_tokens` as hold them, of equal length. A chunk is costed as a fresh prompt of its length (its
+    attention to the prompt's earlier chunks is left out, as for the steady-state mix)."""
+    prompts = max(1, math.ceil(prompt_tokens / input_tokens))
+    return prompts, max(1, round(prompt_tokens / prompts))
+
+
 def silicon_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
     """Per-row predicted vs measured for the aiconfigurator silicon rows (module docstring).
 
     TTFT and TPOT come from the closed-loop benchmark simulation (`dse.serving_benchmark`) over step times
-    of the row's engine at default clocks with the shipped coefficients (`point`, `coeffs` and
-    `power_coeffs` apply to the steady-state and static columns).
+    of the row's engine; `point`, `coeffs` and `power_coeffs` (defaults: default clocks, shipped sets)
+    apply to them as to the steady-state and static columns.
     """
+    predict_step = _step_predictor(point, coeffs, power_coeffs)
     out = []
     for _, r in load_aiconfigurator_silicon().iterrows():
         arch = _arch(SILICON_MODELS[r["model_path"]])
@@ -619,21 +676,31 @@ def silicon_frame(
         capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype, engine=backend)
         # the steady-state columns' running batch; the simulation admits by KV room itself
         max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
-        # step-time table over decode tokens and whole prompts per step
-        per_step = max(1, CHUNK_TOKENS // i)
-        d_grid, k_grid = _pow2_grid(n), _pow2_grid(per_step)
-        table = np.zeros((len(d_grid), len(k_grid)))
+        # step-time table over decode tokens and prompt tokens per step, up to the most a step holds: the
+        # token budget (a chunked step's prompt tokens fill what the decodes leave of it), or one whole
+        # prompt longer than the budget (`simulate_closed_loop` without chunking)
+        chunked, budget = CHUNKED_PREFILL[backend], silicon_token_budget(backend, i, n)
+        top = budget if chunked else max(budget, i)
+        d_grid, p_grid = _pow2_grid(n), _prompt_token_grid(i, top)
+        row_key = (arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype)
+        table = np.zeros((len(d_grid), len(p_grid)))
         for a, d in enumerate(d_grid):
-            for b_, k in enumerate(k_grid):
-                if d or k:
-                    table[a, b_] = _step_prediction(
-                        arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype, i, context, d, k
-                    )[0]  # fmt: skip
-        table[0, 0] = 0.0
-        step_time = _interp_step_time(table, np.array(d_grid, float), i * np.array(k_grid, float))
+            for b_, p_tokens in enumerate(p_grid):
+                if d or p_tokens:
+                    k, each = _prompts_of(p_tokens, i) if p_tokens else (0, i)
+                    shape = (each, context, d, k)
+                    table[a, b_] = predict_step((*row_key, *shape))[0]
+        # a step with more prompt tokens takes no less time: the top point's prompts are split evenly
+        # (`_prompts_of`), so their attention can come out a little below the whole prompts' before it
+        table = np.maximum.accumulate(table, axis=1)
+        step_time = _interp_step_time(table, np.array(d_grid, float), np.array(p_grid, float))
+        alone = simulate_closed_loop(
+            step_time, concurrency=1, requests=1, input_tokens=i, output_tokens=o, max_running=1,
+            token_budget=budget, chunked=chunked,
+        )  # fmt: skip
         sim = simulate_closed_loop(
             step_time, concurrency=n, requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
-            max_running=n, token_budget=CHUNK_TOKENS, chunked=CHUNKED_PREFILL[backend],
+            max_running=n, token_budget=budget, chunked=chunked,
             output_spread=SILICON_OUTPUT_SPREAD, kv_capacity_tokens=capacity,
             reserve_output=backend == "trtllm",
         )  # fmt: skip
@@ -664,6 +731,7 @@ def silicon_frame(
                 "arrivals_per_step": ss.arrivals_per_step,
                 "tpot_s": sim.tpot_mean_s,
                 "ttft_s": sim.ttft_mean_s,
+                "ttft_alone_s": alone.ttft_mean_s,
                 "tpot_steady_s": ss.mean_step_s,
                 "ttft_steady_s": ss.ttft_s,
                 "tpot_decode_only_s": ss.decode_step_s,
@@ -770,12 +838,12 @@ def validate_serving(
 def format_rows(rows: list[dict[str, object]]) -> str:
     """A plain-text table of `validate_serving` rows."""
     head = (
-        f"{'source':<24} {'metric':<12} {'subset':<16} {'group':<24} {'n':>4} {'MAPE':>7} {'bias':>7}  worst"
+        f"{'source':<24} {'metric':<17} {'subset':<16} {'group':<24} {'n':>4} {'MAPE':>7} {'bias':>7}  worst"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['source']:<24} {r['metric']:<12} {r['subset']:<16} {r['group']:<24} {r['n']:>4} "
+            f"{r['source']:<24} {r['metric']:<17} {r['subset']:<16} {r['group']:<24} {r['n']:>4} "
             f"{100 * float(r['mape']):>6.1f}% {100 * float(r['bias']):>+6.1f}%  "
             f"{r['worst_id']} ({100 * float(r['worst_err']):+.0f}%)"
         )
@@ -797,7 +865,7 @@ __all__ = [
     "serving_validation_frame",
     "sglang_mem_fraction_static",
     "silicon_frame",
+    "silicon_token_budget",
     "steady_state",
-    "step_graph",
     "validate_serving",
 ]
