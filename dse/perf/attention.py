@@ -11,8 +11,10 @@ scheduled longest-first, so the busiest SM does max(longest, average share) iter
 KV head is read from DRAM once and from L2 by all its query heads; on Hopper FA3 packs the query heads of
 a KV head into the rows of one tile (PackGQA, always on for variable-length batches as vLLM runs them),
 so short prompts fill whole tiles. Each tile also pays work no pipelining hides (the first block's
-softmax, the last block's PV, the rescale and store of O). With an fp8 KV cache on Hopper the
-matmuls run in fp8 (FA3 fp8 forward). Queries, outputs and K/V are read / written once from / to DRAM.
+softmax, the last block's PV, the rescale and store of O). A prefill attends to its fresh 16-bit K/V
+(an fp8 cache is written beside them), so its matmuls are 16-bit whatever the KV-cache dtype; only
+decode, reading an fp8 cache on Hopper, multiplies in fp8 (FA3 fp8). Queries, outputs and K/V are read /
+written once from / to DRAM.
 
 Decode (`decode_arrays`, backend `decode`): flash-decoding. The query heads of a GQA group are packed in
 one 64-row block, so each KV block is read once. When batch x KV heads cannot fill the GPU the KV sequence
