@@ -20,16 +20,15 @@ Fusions per engine (what their model code and compilers do for Llama/Qwen-style 
   `k_norm` are dropped, so a model without q/k norm, e.g. Llama, keeps its rotary kernel). The KV-cache
   write (`reshape_and_cache_flash`) and the quantization of the attention output stay separate:
   attention is a split point of vLLM's piecewise CUDA graphs. The graph's separate fp8 quantization ops
-  before the qkv, gate/up and down GEMMs are dropped because the kernel model's fp8 GEMM already
-  contains vLLM's dynamic per-tensor activation quantization (`dse.perf.gemm`, as the aiconfigurator
-  vLLM measurements it is fitted to include it); keeping both would count it twice.
+  before the qkv, gate/up and down GEMMs are replaced by the kernel model's own account of vLLM's dynamic
+  per-tensor activation quantization (`GemmOp.act_quant`, `dse.perf.gemm._activation_quant`: the
+  abs-max and convert kernels, as the aiconfigurator vLLM fp8 measurements include them).
 - trtllm (PyTorch backend): fused add+RMSNorm with fp8 output, SwiGLU with fp8 output, fp8 attention
   output, and the attention op's own QKV preprocessing kernel applies the rotary embedding and writes the
   KV cache (q/k norm fused with it for Qwen3): the graph's `rotary` op stands for that kernel, and
-  `q_norm`, `k_norm` and `kv_cache_write` are dropped. NOTE(dse): with static (calibrated) activation
-  scales the GEMMs need no quantization kernels of their own, but the kernel model's fp8 GEMM still
-  contains vLLM's dynamic one (two short kernels per GEMM), an overestimate of TensorRT-LLM's fp8 decode
-  steps.
+  `q_norm`, `k_norm` and `kv_cache_write` are dropped. With static (calibrated) activation scales the
+  fp8 GEMMs need no quantization kernels: the graph's `*_quant` ops are dropped and the GEMMs are costed
+  without one.
 - sglang: fused add+RMSNorm (sgl-kernel); other ops as separate kernels.
 - none: the operator graph as built (one kernel per operator).
 
@@ -89,6 +88,9 @@ class EngineProfile:
     name: str
     fused_ops: frozenset[str]
     note: str = ""
+    # The fp8 GEMM after a dropped `*_quant` op quantizes its activation dynamically (vLLM) rather than
+    # reading one quantized by a fused producer (TensorRT-LLM's static scales).
+    dynamic_act_quant: bool = False
 
 
 ENGINES: dict[str, EngineProfile] = {
@@ -97,7 +99,8 @@ ENGINES: dict[str, EngineProfile] = {
         name="vllm",
         # q/k norm (Qwen3) folds into the rotary kernel, which every RoPE model keeps
         fused_ops=frozenset({"residual_add", "qkv_quant", "gate_up_quant", "down_quant", "q_norm", "k_norm"}),
-        note="fused add+RMSNorm(+fp8 quant), SiLU-mul(+quant), q/k-norm+RoPE (Inductor)",
+        note="fused add+RMSNorm, dynamic fp8 quant in the GEMM's account, q/k-norm+RoPE (Inductor)",
+        dynamic_act_quant=True,
     ),
     "trtllm": EngineProfile(
         name="trtllm",
@@ -220,6 +223,21 @@ def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
     return op
 
 
+def fuse_ops(ops: tuple[Op, ...] | list[Op], profile: EngineProfile) -> list[Op]:
+    """`ops` without the ones `profile` fuses away; with `dynamic_act_quant`, the fp8 GEMM behind a dropped
+    `*_quant` op accounts for that quantization itself (`GemmOp.act_quant`)."""
+    dropped = {op.name for op in ops if op.name.rsplit("/", 1)[-1] in profile.fused_ops}
+    # `dse.workload.llm` names the quantization of `x_proj`'s input `x_quant`.
+    quantized = {name.removesuffix("_quant") + "_proj" for name in dropped if name.endswith("_quant")}
+    return [
+        dataclasses.replace(op, act_quant=True)
+        if profile.dynamic_act_quant and isinstance(op, GemmOp) and op.name in quantized
+        else op
+        for op in ops
+        if op.name not in dropped
+    ]
+
+
 def apply_engine(
     graph: WorkloadGraph, arch: LlmArch, *, engine: str = "none", sampling: str = "none", rows: int = 0
 ) -> WorkloadGraph:
@@ -231,8 +249,7 @@ def apply_engine(
     _check("sampling", sampling, SAMPLINGS)
     if not profile.fused_ops and (sampling == "none" or rows < 1):
         return graph
-    ops = [op for op in graph.ops if op.name.rsplit("/", 1)[-1] not in profile.fused_ops]
-    ops += sampler_ops(arch, rows=rows, sampling=sampling)
+    ops = fuse_ops(graph.ops, profile) + list(sampler_ops(arch, rows=rows, sampling=sampling))
     meta = {**graph.meta, "engine": engine, "sampling": sampling}
     return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=meta)
 
@@ -265,10 +282,7 @@ def engine_step_graph(
     tokens = decodes + prefills * input_tokens
     linear = build_decode_graph(arch, batch=tokens, context_len=context_len, precision=precision)
     ops: list[Op] = []
-    for op in linear.ops:
-        leaf = op.name.rsplit("/", 1)[-1]
-        if leaf in engine.fused_ops:
-            continue
+    for op in fuse_ops(linear.ops, engine):
         if isinstance(op, AttentionOp):
             if decodes:
                 ops.append(with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))

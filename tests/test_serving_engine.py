@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dse.calibrate.coeffs import load_default_coeffs
@@ -17,9 +19,10 @@ from dse.serving_engine import (
     kv_bytes_per_token,
     sampler_ops,
 )
+from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import build_decode_graph, kv_cache_bytes
 from dse.workload.models import load_model_config
-from dse.workload.ops import AttentionOp
+from dse.workload.ops import AttentionOp, GemmOp
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +140,27 @@ def test_trtllm_preprocessing_kernel_holds_rope_qk_norm_and_kv_write(arch):
     leaves = _attn_leaves(_step(arch, engine=ENGINES["trtllm"]))
     assert leaves.count("rotary") == 1
     assert not {"q_norm", "k_norm", "kv_cache_write"} & set(leaves)
+
+
+def test_fp8_activation_quantization_is_counted_once(arch):
+    """vLLM quantizes each fp8 GEMM's activation dynamically (the GEMM's own account replaces the graph's
+    `*_quant` op); TensorRT-LLM's static scales need no quantization kernel; the plain graph keeps its
+    `*_quant` ops and so its GEMMs must not count the quantization again."""
+    gpu = load_gpu("h100-sxm")
+    coeffs = load_default_coeffs(gpu)
+
+    def gemms(step):
+        return {op.name.rsplit("/", 1)[-1]: op for op in step.ops if isinstance(op, GemmOp)}
+
+    plain, vllm, trt = _step(arch), _step(arch, engine=ENGINES["vllm"]), _step(arch, engine=ENGINES["trtllm"])
+    quantized = {"qkv_proj", "gate_up_proj", "down_proj"}  # o_proj's input is quantized by its own op in vLLM
+    assert {n for n, op in gemms(vllm).items() if op.act_quant} == quantized
+    assert not any(op.act_quant for op in gemms(plain).values())
+    assert not any(op.act_quant for op in gemms(trt).values())
+    assert {"qkv_quant", "gate_up_quant", "down_quant"} <= {op.name.rsplit("/", 1)[-1] for op in plain.ops}
+    # The same GEMM costs more with the quantization in its account, by a few microseconds per kernel.
+    down = gemms(vllm)["down_proj"]
+    t_quant = predict_graph(WorkloadGraph(name="q", ops=(down,)), gpu, OperatingPoint(), coeffs).latency_s
+    bare = dataclasses.replace(down, act_quant=False)
+    t_bare = predict_graph(WorkloadGraph(name="b", ops=(bare,)), gpu, OperatingPoint(), coeffs).latency_s
+    assert 1e-6 < (t_quant - t_bare) / down.count < 50e-6

@@ -51,6 +51,7 @@ from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.measure.samples import SHAPE_FIELDS, KernelSample, op_from_sample, read_samples, samples_frame
 from dse.perf import attention, elementwise, gemm, reduction
+from dse.perf.multiclock import tensor_flop_bf16
 from dse.perf.power import PowerCoeffs, default_power_coeffs, gpu_power_terms, power_features
 from dse.perf.types import CoeffTable, PhaseCoeffs
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
@@ -271,6 +272,7 @@ def unit_arrays(
             gpu=gpu,
             sm_clock_hz=f,
             coeffs=coeffs,
+            act_quant=np.array([x.act_quant for x in o], dtype=bool),
         )
     if unit == "reduction":
         kinds = [getattr(x, "kind", "softmax") for x in o]
@@ -324,7 +326,7 @@ def _units(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
     """latency_s, util [N, M], dram_bytes and clock_hz of every row of `ss` under `coeffs`."""
     n = len(ss.frame)
-    lat, dram = np.zeros(n), np.zeros(n)
+    lat, dram, tflop = np.zeros(n), np.zeros(n), np.zeros(n)
     util: np.ndarray | None = None
     clocks = ss.frame["clock_hz"].to_numpy(float)
     for unit, pos in _units(ss.frame).items():
@@ -333,11 +335,13 @@ def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
         if util is None:
             util = np.zeros((n, u.shape[1]))
         util[pos], lat[pos], dram[pos] = u, out["latency_s"], out["dram_bytes"]
+        tflop[pos] = tensor_flop_bf16(unit, [ss.ops[i] for i in pos], out, ss.gpu)
     clamped = np.clip(clocks, ss.gpu.clocks.sm_clock_min_hz, ss.gpu.clocks.sm_clock_max_hz)
     return {
         "latency_s": lat,
         "util": util if util is not None else np.zeros((n, 0)),
         "dram_bytes": dram,
+        "tensor_flop": tflop,
         "clock_hz": clamped,
     }
 
@@ -387,7 +391,9 @@ def power_rows(ss: SampleSet, latency_coeffs: Any) -> PowerRows:
     rows = model_rows(ss, latency_coeffs)
     terms = gpu_power_terms(ss.gpu)
     f = rows["clock_hz"]
-    feats = power_features(rows["util"], rows["latency_s"], rows["dram_bytes"], f, terms)
+    feats = power_features(
+        rows["util"], rows["latency_s"], rows["dram_bytes"], f, terms, tensor_flop=rows["tensor_flop"]
+    )
     p = ss.frame["avg_power_w"].to_numpy(float)
     return PowerRows(
         features_j=feats,
@@ -744,13 +750,15 @@ def _capped(
 def predict(ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs) -> tuple[np.ndarray, ...]:
     """Predicted latency, power and energy per row, as the prediction path would give them.
 
-    Rows with a known clock are predicted there; rows without one (not locked, no clock recorded) at the
-    default boost clock under the row's power limit (else the TDP), by the model's own cap rule.
+    Rows with a known clock are predicted there. Rows without one (not locked, no clock recorded) ran at
+    the default boost clock under the row's power limit (else the TDP): their power is the model's under
+    its own cap rule, their latency the boost-clock one, as the latency corrections were fitted (their math
+    derate already stands for the clock the cap takes; applying the cap again would count it twice).
     """
     rows = power_rows(ss, latency_coeffs)
     lat, power = rows.wall_s.copy(), rows.predict_w(power_coeffs.vector())
-    pos, c_lat, c_power, _ = _capped(ss, latency_coeffs, power_coeffs)
-    lat[pos], power[pos] = c_lat, c_power
+    pos, _, c_power, _ = _capped(ss, latency_coeffs, power_coeffs)
+    power[pos] = c_power
     return lat, power, power * lat
 
 
@@ -836,6 +844,8 @@ def samples_from_aiconfigurator(gpu_key: str, family: str, *, dtype: str | None 
                     kind="gemm",
                     name=f"gemm_{r.dtype}_{shape}",
                     dtype=r.dtype,
+                    # vLLM timed its fp8 linear layers with their dynamic activation quantization
+                    variant="act_quant" if r.dtype == "fp8" else "",
                     m=int(r.m),
                     n=int(r.n),
                     k=int(r.k),

@@ -133,9 +133,11 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses (TTFT 38.4%, bias -31%, 43.9% at concurrency <= 16, with the engine KV rules and the
-  token-grid step table of this commit; 38.2% at 69fc26e, 40.6% with vLLM's rule for every engine at
-  6d28209; vLLM rows 14.6%, 6.6% at concurrency <= 16):
+- Known misses (TTFT 40.5%, bias -34%, 45.4% at concurrency <= 16, once fp8 activation quantization is
+  counted once per engine: vLLM's dynamic quantization in the GEMM's account, none for TensorRT-LLM's
+  static scales; 38.4% / 43.9% when TensorRT-LLM's GEMMs still paid vLLM's quantization, 38.2% at
+  69fc26e, 40.6% with vLLM's rule for every engine at 6d28209; vLLM rows 15.0%, 7.4% at concurrency
+  <= 16):
   * SGLang (6 rows, -92%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
     requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl
     1024 for every osl (128, 256, 512) and 2.1-2.8 at isl 2048, so R x (i + o / 2) ~= 5-7k tokens in every

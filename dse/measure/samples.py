@@ -60,7 +60,7 @@ class KernelSample:
     kind: str
     name: str = ""
     dtype: str = ""
-    variant: str = ""  # elementwise kind (gelu, add ...), attention backend, norm kind
+    variant: str = ""  # elementwise kind (gelu, add ...), attention backend, norm kind; GEMM: "act_quant"
     out_dtype: str = ""  # GEMM / cast output dtype when it differs from `dtype` ("": the op's default)
     kv_dtype: str = ""  # attention KV-cache dtype when it differs from `dtype` ("": same)
     b_shared: bool | None = None  # GEMM: B is one weight shared by all batch entries
@@ -138,7 +138,7 @@ def op_fields(op: Op) -> dict[str, Any]:
     fields: dict[str, Any] = {"kind": op_kind(op), "name": op.name, "dtype": op.dtype}
     if isinstance(op, GemmOp):
         fields |= {"m": op.m, "n": op.n, "k": op.k, "batch": op.batch, "b_shared": op.b_shared}
-        fields |= {"out_dtype": op.out_dtype or ""}
+        fields |= {"out_dtype": op.out_dtype or "", "variant": "act_quant" if op.act_quant else ""}
     elif isinstance(op, AttentionOp):
         fields |= {
             "kv_dtype": op.kv_dtype or "",
@@ -178,6 +178,7 @@ def op_from_sample(sample: KernelSample) -> Op:
                 dtype=s.dtype,  # type: ignore[arg-type]
                 out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
                 b_shared=bool(s.b_shared),
+                act_quant=s.variant == "act_quant",
             )
         if s.kind.startswith("attention"):
             return AttentionOp(

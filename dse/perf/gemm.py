@@ -33,6 +33,7 @@ from dse.perf.pipeline import (
     correct,
     empty_busy,
     merge_timelines,
+    scale_timeline,
     streaming_timeline,
     sum_timelines,
     vmax,
@@ -334,8 +335,13 @@ def gemm_arrays(
     gpu: GpuSpec,
     sm_clock_hz: np.ndarray,
     coeffs: CoeffTable | object | None = None,
+    act_quant: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
+
+    `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
+    per-tensor quantization of the activation (`_activation_quant`), as the aiconfigurator fp8 tables
+    measured it; a graph that quantizes in an op of its own leaves it False.
 
     Returns: latency_s, analytical_s, util [6, N], flop, dram_bytes, l2_bytes, smem_bytes, group (index
     into GROUPS), tile_idx, split, simt, grid (arrays) and timeline (the uncorrected `Timeline`).
@@ -346,6 +352,7 @@ def gemm_arrays(
     n, k, batch = bc(n), bc(k), bc(batch)
     f = bc(sm_clock_hz)
     shared = np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,))
+    quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
     dtype = list(dtype)
     in_b = np.array([DTYPE_BYTES[d] for d in dtype])
     out_b = np.array([DTYPE_BYTES[o] for o in out_dtype])
@@ -400,11 +407,12 @@ def gemm_arrays(
         chosen = {key: v[0, best][:, None] for key, v in cands.items()}
         ev = _evaluate(col, chosen, rates, is_simt, full=True, persistent=persistent)
         timeline = ev["timeline"]
-        if LIBRARIES[li] == "hopper_fp8":
+        aq = (quantized[sel] & eight_bit[sel]).astype(float)
+        if aq.any():
             quant, quant_b = _activation_quant(col, rates, sel.size)
-            timeline = add_to_prologue(timeline, quant)
-            ev["dram_bytes"] = ev["dram_bytes"] + quant_b
-            ev["l2_bytes"] = ev["l2_bytes"] + quant_b
+            timeline = add_to_prologue(timeline, scale_timeline(quant, aq))
+            ev["dram_bytes"] = ev["dram_bytes"] + quant_b * aq
+            ev["l2_bytes"] = ev["l2_bytes"] + quant_b * aq
         for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid"):
             res[key][sel] = ev[key]
         parts.append((sel, timeline))

@@ -117,6 +117,7 @@ def op_rows(
                 gpu=gpu,
                 sm_clock_hz=fs,
                 coeffs=coeffs,
+                act_quant=np.array([o.act_quant for o in sub]),
             )
         elif key == "reduction":
             kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]

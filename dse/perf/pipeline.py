@@ -139,6 +139,19 @@ def sum_timelines(a: Timeline, b: Timeline) -> Timeline:
     )
 
 
+def scale_timeline(tl: Timeline, factor: np.ndarray) -> Timeline:
+    """`tl` with every kernel's times scaled by `factor` [N] (0 removes a kernel, 1 keeps it)."""
+    return Timeline(
+        t_pro=tl.t_pro * factor,
+        t_epi=tl.t_epi * factor,
+        main_w=tl.main_w * factor,
+        main_load=tl.main_load,
+        main_math=tl.main_math,
+        busy=tl.busy * factor,
+        sm_active_frac=tl.sm_active_frac,
+    )
+
+
 def add_to_prologue(tl: Timeline, pre: Timeline) -> Timeline:
     """A kernel that runs before `tl` (e.g. an input conversion): its whole ideal time joins the
     prologue, and its module busy times the prologue's."""

@@ -69,6 +69,9 @@ class GemmOp:
     `dtype` is the input dtype: `fp32` runs on CUDA cores, `tf32` is fp32 data on Tensor Cores, the rest on
     Tensor Cores. `out_dtype` defaults to the input dtype (fp8/int8 GEMMs usually write bf16).
     `b_shared`: B is one matrix shared by all batch entries (a weight), read once.
+    `act_quant`: an 8-bit GEMM whose kernel estimate includes the dynamic quantization of its activation
+    input (vLLM's per-tensor `scaled_fp8_quant`, two short kernels); graphs that quantize in an op of their
+    own (`*_quant`) leave it False.
     """
 
     name: str
@@ -79,6 +82,7 @@ class GemmOp:
     dtype: Dtype = "bf16"
     out_dtype: Dtype | None = None
     b_shared: bool = False
+    act_quant: bool = False
     count: int = 1
 
     def __post_init__(self) -> None:

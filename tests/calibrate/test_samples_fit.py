@@ -88,7 +88,14 @@ def synthetic_samples(path: Path) -> Path:
     frame = pd.DataFrame({"family": [kinds[type(o).__name__] for o in ops], "clock_hz": clocks})
     rows = sf.model_rows(sf.SampleSet(gpu=gpu, frame=frame, ops=tuple(ops), sources=()), TRUE_LATENCY)
     terms = gpu_power_terms(gpu)
-    feats = power_features(rows["util"], rows["latency_s"], rows["dram_bytes"], rows["clock_hz"], terms)
+    feats = power_features(
+        rows["util"],
+        rows["latency_s"],
+        rows["dram_bytes"],
+        rows["clock_hz"],
+        terms,
+        tensor_flop=rows["tensor_flop"],
+    )
     power_w = terms.idle_power_w(rows["clock_hz"]) + feats @ _true_power().vector() / rows["latency_s"]
     samples = [
         KernelSample(

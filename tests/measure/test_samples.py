@@ -40,6 +40,7 @@ OPS = [
     ElementwiseOp(name="e", kind="silu_mul", num_elements=2**20),
     # the fields that differ from the op's defaults: output dtype, shared weight, fp8 KV cache
     GemmOp(name="g8", m=64, n=4096, k=4096, dtype="fp8", out_dtype="bf16", b_shared=True),
+    GemmOp(name="g8q", m=64, n=4096, k=4096, dtype="fp8", out_dtype="bf16", b_shared=True, act_quant=True),
     AttentionOp(
         name="a8",
         batch=4,

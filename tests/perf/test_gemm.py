@@ -118,6 +118,7 @@ def test_fp8_activation_quant_costs_a_round_trip_per_2048_elements_of_k(h100):
             b_shared=np.zeros(1, dtype=bool),
             gpu=h100,
             sm_clock_hz=np.array([1.98e9]),
+            act_quant=np.ones(1, dtype=bool),
         )
         return out["timeline"].t_pro[0]
 
