@@ -162,6 +162,7 @@ def h200_ops(df: pd.DataFrame) -> list[Any]:
                     dtype=dtype,
                     out_dtype="bf16",
                     b_shared=True,
+                    act_quant=True,  # vLLM's fp8 linear layers, timed with their activation quantization
                 )
             )
         else:
