@@ -168,9 +168,16 @@ def _with_kv_len(op: AttentionOp, seq_len_kv: int) -> AttentionOp:
     return new
 
 
-def _attention_over_steps(attention: tuple[AttentionOp, ...], context_lens: range) -> WorkloadGraph:
-    """One attention op per (decode step, attention op of the step); names keep the op's name."""
-    ops = tuple(_with_kv_len(op, context + 1) for context in context_lens for op in attention)
+def _attention_over_steps(
+    attention: tuple[AttentionOp, ...], context_lens: range, window: int | None = None
+) -> WorkloadGraph:
+    """One attention op per (decode step, attention op of the step); names keep the op's name. With a
+    sliding `window`, a step attends to at most that many keys."""
+    ops = tuple(
+        _with_kv_len(op, context + 1 if window is None else min(context + 1, window))
+        for context in context_lens
+        for op in attention
+    )
     return WorkloadGraph(name="decode-attention", ops=ops)
 
 
@@ -246,7 +253,11 @@ def predict_serving(
         fixed_graph, attention = _split_decode_graph(step_graph)
         fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
         steps = predict_graph(
-            _attention_over_steps(attention, range(i, i + num_steps)), gpu, point, coeffs, power_coeffs
+            _attention_over_steps(attention, range(i, i + num_steps), arch.sliding_window),
+            gpu,
+            point,
+            coeffs,
+            power_coeffs,
         )
         decode_latency_s = fixed.latency_s * num_steps + steps.latency_s
         decode_energy_j = fixed.energy_j * num_steps + steps.energy_j

@@ -280,3 +280,25 @@ def test_engine_and_sampler_shape_the_steps(llama8b, h100) -> None:
         ServingRequest(batch=1, input_tokens=8, output_tokens=8, engine="tgi")
     with pytest.raises(ConfigError, match="sampling 'beam' is not one of"):
         ServingRequest(batch=1, input_tokens=8, output_tokens=8, sampling="beam")
+
+
+def test_sliding_window_caps_decode_attention():
+    """Mistral-7B-v0.1 attends to the last 4096 keys: once the context passes the window, a decode step
+    costs the same however long the prompt; a full-attention model keeps slowing down."""
+    from dse.workload.llm import build_decode_graph
+    from dse.workload.ops import AttentionOp
+
+    mistral, llama = load_model_config("mistral-7b"), load_model_config("llama-3.1-8b")
+    assert mistral.sliding_window == 4096
+    ops = build_decode_graph(mistral, batch=4, context_len=8000).ops
+    (attn,) = [op for op in ops if isinstance(op, AttentionOp)]
+    assert attn.seq_len_kv == 4096
+    gpu = load_gpu("h100-sxm")
+
+    def tpot(arch, prompt):
+        request = ServingRequest(batch=8, input_tokens=prompt, output_tokens=16)
+        return predict_serving(arch, gpu, request).tpot_s
+
+    assert tpot(mistral, 5000) == pytest.approx(tpot(mistral, 7000), rel=1e-12)
+    assert tpot(mistral, 3000) < tpot(mistral, 5000)  # the window is not full yet at 3000
+    assert tpot(llama, 5000) < tpot(llama, 7000)

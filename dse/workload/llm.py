@@ -32,9 +32,11 @@ Graph conventions (one op per distinct kernel; a repeated layer is one op with `
   fp8 GEMMs write bf16 and each is preceded by the cast that quantizes its activation input
   (`attn/qkv_quant` ...); the LM head stays in bf16 and attention runs in bf16 under fp8.
 
-NOTE(dse): Mistral-7B-v0.1's sliding window (4096) is recorded in `LlmArch.sliding_window` but attention
-is modelled as full causal attention (`AttentionOp` has no window): exact up to 4096 tokens of context,
-an overestimate of attention work beyond.
+Sliding-window attention (Mistral-7B-v0.1: `LlmArch.sliding_window` = 4096): a decoding token attends
+to the last `sliding_window` keys, so decode attention reads at most that many. NOTE(dse): a prefill
+longer than the window is still modelled as full causal attention (`AttentionOp` has no window), an
+overestimate of its attention work; the KV-cache footprint is the full context's (engines that free
+blocks outside the window need less).
 """
 
 from __future__ import annotations
@@ -347,6 +349,9 @@ class _Builder:
             # k, v of the new tokens into the cache: [t, 2*kv*hd] (vLLM `reshape_and_cache`)
             self.elementwise(f"{pre}/attn/kv_cache_write", "copy", t * 2 * a.kv_dim, count=n)
         # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
+        kv_len = self.kv_len
+        if a.sliding_window is not None and self.q_len == 1:
+            kv_len = min(kv_len, a.sliding_window)  # a decoding token sees the last `sliding_window` keys
         self.ops.append(
             AttentionOp(
                 name=f"{pre}/attn/attention",
@@ -355,7 +360,7 @@ class _Builder:
                 num_kv_heads=a.num_kv_heads,
                 head_dim=a.head_dim,
                 seq_len_q=self.q_len,
-                seq_len_kv=self.kv_len,
+                seq_len_kv=kv_len,
                 causal=a.causal,
                 backend=self.backend,
                 dtype=self.attn_dtype,
