@@ -51,7 +51,7 @@ from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.measure.samples import SHAPE_FIELDS, KernelSample, op_from_sample, read_samples, samples_frame
 from dse.perf import attention, elementwise, gemm, reduction
-from dse.perf.multiclock import tensor_flop_bf16
+from dse.perf.multiclock import family_arrays, op_rows
 from dse.perf.power import PowerCoeffs, default_power_coeffs, gpu_power_terms, power_features
 from dse.perf.types import CoeffTable, PhaseCoeffs
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
@@ -248,69 +248,12 @@ def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED
 # ------------------------------------------------------------------------------------------- the model
 
 
-def _arr(values: Iterable[float]) -> np.ndarray:
-    return np.array(list(values), dtype=float)
-
-
 def unit_arrays(
     unit: str, ops: Sequence[Op], gpu: GpuSpec, clock_hz: np.ndarray, coeffs: Any
 ) -> dict[str, np.ndarray]:
     """The family model's full output (latency_s, util [M, N], dram_bytes, group, timeline) for `ops`."""
-    from dse.perf.rates import DTYPE_BYTES
-
     f = np.clip(np.asarray(clock_hz, dtype=float), gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
-    o: Any = ops
-    if unit == "gemm":
-        return gemm.gemm_arrays(
-            m=_arr(x.m for x in o),
-            n=_arr(x.n for x in o),
-            k=_arr(x.k for x in o),
-            batch=_arr(x.batch for x in o),
-            dtype=[x.dtype for x in o],
-            out_dtype=[x.c_dtype for x in o],
-            b_shared=np.array([x.b_shared for x in o], dtype=bool),
-            gpu=gpu,
-            sm_clock_hz=f,
-            coeffs=coeffs,
-            act_quant=np.array([x.act_quant for x in o], dtype=bool),
-        )
-    if unit == "reduction":
-        kinds = [getattr(x, "kind", "softmax") for x in o]
-        return reduction.reduction_arrays(
-            kind=np.array([reduction.KINDS.index(k) for k in kinds]),
-            rows=_arr(x.rows for x in o),
-            cols=_arr(x.cols for x in o),
-            dtype_bytes=_arr(DTYPE_BYTES[x.dtype] for x in o),
-            gpu=gpu,
-            sm_clock_hz=f,
-            coeffs=coeffs,
-        )
-    if unit == "elementwise":
-        return elementwise.elementwise_arrays(
-            kind=np.array([elementwise.KINDS.index(x.kind) for x in o]),
-            num_elements=_arr(x.num_elements for x in o),
-            in_bytes=_arr(DTYPE_BYTES[x.dtype] for x in o),
-            out_bytes=_arr(DTYPE_BYTES[x.out_dtype or x.dtype] for x in o),
-            gpu=gpu,
-            sm_clock_hz=f,
-            coeffs=coeffs,
-        )
-    shape = {
-        "batch": _arr(x.batch for x in o),
-        "seq_len_q": _arr(x.seq_len_q for x in o),
-        "seq_len_kv": _arr(x.seq_len_kv for x in o),
-        "num_heads": _arr(x.num_heads for x in o),
-        "num_kv_heads": _arr(x.num_kv_heads for x in o),
-        "head_dim": _arr(x.head_dim for x in o),
-        "act_bytes": _arr(DTYPE_BYTES[x.dtype] for x in o),
-        "kv_bytes": _arr(DTYPE_BYTES[x.cache_dtype] for x in o),
-    }
-    if unit == "attention_flash":
-        causal = np.array([x.causal for x in o], dtype=bool)
-        return attention.flash_arrays(causal=causal, **shape, gpu=gpu, sm_clock_hz=f, coeffs=coeffs)
-    if unit == "attention_decode":
-        return attention.decode_arrays(**shape, gpu=gpu, sm_clock_hz=f, coeffs=coeffs)
-    raise ValueError(f"unknown kernel family {unit!r}")
+    return family_arrays(unit, ops, gpu, f, coeffs)
 
 
 def _units(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -324,26 +267,9 @@ def _units(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def model_rows(ss: SampleSet, coeffs: Any) -> dict[str, np.ndarray]:
-    """latency_s, util [N, M], dram_bytes and clock_hz of every row of `ss` under `coeffs`."""
-    n = len(ss.frame)
-    lat, dram, tflop = np.zeros(n), np.zeros(n), np.zeros(n)
-    util: np.ndarray | None = None
-    clocks = ss.frame["clock_hz"].to_numpy(float)
-    for unit, pos in _units(ss.frame).items():
-        out = unit_arrays(unit, [ss.ops[i] for i in pos], ss.gpu, clocks[pos], coeffs)
-        u = np.asarray(out["util"]).T
-        if util is None:
-            util = np.zeros((n, u.shape[1]))
-        util[pos], lat[pos], dram[pos] = u, out["latency_s"], out["dram_bytes"]
-        tflop[pos] = tensor_flop_bf16(unit, [ss.ops[i] for i in pos], out, ss.gpu)
-    clamped = np.clip(clocks, ss.gpu.clocks.sm_clock_min_hz, ss.gpu.clocks.sm_clock_max_hz)
-    return {
-        "latency_s": lat,
-        "util": util if util is not None else np.zeros((n, 0)),
-        "dram_bytes": dram,
-        "tensor_flop": tflop,
-        "clock_hz": clamped,
-    }
+    """latency_s, util [N, M], dram_bytes, tensor_flop and clock_hz (clamped) of every row of `ss`."""
+    rows = op_rows(ss.ops, ss.gpu, ss.frame["clock_hz"].to_numpy(float), coeffs)
+    return {**rows, "clock_hz": rows["sm_clock_hz"]}
 
 
 # ------------------------------------------------------------------------------------------- the fits

@@ -69,6 +69,90 @@ def _clamp(gpu: GpuSpec, f: np.ndarray) -> np.ndarray:
     return np.clip(f, gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
 
 
+def family_of(op: Any) -> str:
+    """The kernel family (and `*_arrays` function) that estimates `op`: gemm, attention_flash,
+    attention_decode, attention_eager, reduction or elementwise."""
+    if isinstance(op, GemmOp):
+        return "gemm"
+    if isinstance(op, AttentionOp):
+        return f"attention_{op.backend}"
+    if isinstance(op, SoftmaxOp | NormOp):
+        return "reduction"
+    if isinstance(op, ElementwiseOp):
+        return "elementwise"
+    raise TypeError(f"no estimator for {type(op).__name__}")
+
+
+def family_arrays(
+    key: str, ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any = None
+) -> dict[str, Any]:
+    """The full output of family `key`'s vectorized model (latency_s, util [M, N], dram_bytes, group,
+    timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped)."""
+    from dse.perf import attention, elementwise, gemm, reduction
+
+    def arr(values: list[float]) -> np.ndarray:
+        return np.array(values, dtype=float)
+
+    sub, fs = ops, sm_clock_hz
+    if key == "gemm":
+        return gemm.gemm_arrays(
+            m=arr([o.m for o in sub]),
+            n=arr([o.n for o in sub]),
+            k=arr([o.k for o in sub]),
+            batch=arr([o.batch for o in sub]),
+            dtype=[o.dtype for o in sub],
+            out_dtype=[o.c_dtype for o in sub],
+            b_shared=np.array([o.b_shared for o in sub], dtype=bool),
+            gpu=gpu,
+            sm_clock_hz=fs,
+            coeffs=coeffs,
+            act_quant=np.array([o.act_quant for o in sub], dtype=bool),
+        )
+    if key == "reduction":
+        kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
+        return reduction.reduction_arrays(
+            kind=np.array([reduction.KINDS.index(k) for k in kinds]),
+            rows=arr([o.rows for o in sub]),
+            cols=arr([o.cols for o in sub]),
+            dtype_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
+            gpu=gpu,
+            sm_clock_hz=fs,
+            coeffs=coeffs,
+        )
+    if key == "elementwise":
+        return elementwise.elementwise_arrays(
+            kind=np.array([elementwise.KINDS.index(o.kind) for o in sub]),
+            num_elements=arr([o.num_elements for o in sub]),
+            in_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
+            out_bytes=arr([_dtype_bytes(o.out_dtype or o.dtype) for o in sub]),
+            gpu=gpu,
+            sm_clock_hz=fs,
+            coeffs=coeffs,
+        )
+    shape = {
+        "batch": arr([o.batch for o in sub]),
+        "seq_len_q": arr([o.seq_len_q for o in sub]),
+        "seq_len_kv": arr([o.seq_len_kv for o in sub]),
+        "num_heads": arr([o.num_heads for o in sub]),
+        "num_kv_heads": arr([o.num_kv_heads for o in sub]),
+        "head_dim": arr([o.head_dim for o in sub]),
+    }
+    if key == "attention_eager":
+        return attention.eager_arrays(
+            **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs
+        )
+    dt = {
+        "act_bytes": arr([_dtype_bytes(o.dtype) for o in sub]),
+        "kv_bytes": arr([_dtype_bytes(o.cache_dtype) for o in sub]),
+    }
+    if key == "attention_flash":
+        causal = np.array([o.causal for o in sub], dtype=bool)
+        return attention.flash_arrays(**shape, **dt, causal=causal, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+    if key == "attention_decode":
+        return attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+    raise ValueError(f"unknown kernel family {key!r}")
+
+
 def op_rows(
     ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray | float, coeffs: Any = None
 ) -> dict[str, np.ndarray]:
@@ -77,8 +161,6 @@ def op_rows(
     Returns util [N, len(MODULES)], tensor_flop [N], latency_s [N], dram_bytes [N], sm_clock_hz [N]
     (clamped to the GPU's range, as the estimators do).
     """
-    from dse.perf import attention, elementwise, gemm, reduction
-
     n = len(ops)
     f = _clamp(gpu, np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (n,)).astype(float))
     util = np.zeros((n, _M))
@@ -87,88 +169,10 @@ def op_rows(
     dram = np.zeros(n)
     groups: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
-        if isinstance(op, GemmOp):
-            key = "gemm"
-        elif isinstance(op, AttentionOp):
-            key = f"attention_{op.backend}"
-        elif isinstance(op, SoftmaxOp | NormOp):
-            key = "reduction"
-        elif isinstance(op, ElementwiseOp):
-            key = "elementwise"
-        else:
-            raise TypeError(f"no estimator for {type(op).__name__}")
-        groups.setdefault(key, []).append(i)
-
-    def arr(values: list[float]) -> np.ndarray:
-        return np.array(values, dtype=float)
-
+        groups.setdefault(family_of(op), []).append(i)
     for key, idx in groups.items():
         sub = [ops[i] for i in idx]
-        fs = f[idx]
-        if key == "gemm":
-            out = gemm.gemm_arrays(
-                m=arr([o.m for o in sub]),
-                n=arr([o.n for o in sub]),
-                k=arr([o.k for o in sub]),
-                batch=arr([o.batch for o in sub]),
-                dtype=[o.dtype for o in sub],
-                out_dtype=[o.c_dtype for o in sub],
-                b_shared=np.array([o.b_shared for o in sub]),
-                gpu=gpu,
-                sm_clock_hz=fs,
-                coeffs=coeffs,
-                act_quant=np.array([o.act_quant for o in sub]),
-            )
-        elif key == "reduction":
-            kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
-            out = reduction.reduction_arrays(
-                kind=np.array([reduction.KINDS.index(k) for k in kinds]),
-                rows=arr([o.rows for o in sub]),
-                cols=arr([o.cols for o in sub]),
-                dtype_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
-                gpu=gpu,
-                sm_clock_hz=fs,
-                coeffs=coeffs,
-            )
-        elif key == "elementwise":
-            out = elementwise.elementwise_arrays(
-                kind=np.array([elementwise.KINDS.index(o.kind) for o in sub]),
-                num_elements=arr([o.num_elements for o in sub]),
-                in_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
-                out_bytes=arr([_dtype_bytes(o.out_dtype or o.dtype) for o in sub]),
-                gpu=gpu,
-                sm_clock_hz=fs,
-                coeffs=coeffs,
-            )
-        else:
-            shape = {
-                "batch": arr([o.batch for o in sub]),
-                "seq_len_q": arr([o.seq_len_q for o in sub]),
-                "seq_len_kv": arr([o.seq_len_kv for o in sub]),
-                "num_heads": arr([o.num_heads for o in sub]),
-                "num_kv_heads": arr([o.num_kv_heads for o in sub]),
-                "head_dim": arr([o.head_dim for o in sub]),
-            }
-            if key == "attention_eager":
-                out = attention.eager_arrays(
-                    **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs
-                )
-            else:
-                dt = {
-                    "act_bytes": arr([_dtype_bytes(o.dtype) for o in sub]),
-                    "kv_bytes": arr([_dtype_bytes(o.cache_dtype) for o in sub]),
-                }
-                if key == "attention_flash":
-                    out = attention.flash_arrays(
-                        **shape,
-                        **dt,
-                        causal=np.array([o.causal for o in sub]),
-                        gpu=gpu,
-                        sm_clock_hz=fs,
-                        coeffs=coeffs,
-                    )
-                else:
-                    out = attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+        out = family_arrays(key, sub, gpu, f[idx], coeffs)
         util[idx] = np.asarray(out["util"]).T
         tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]
