@@ -169,14 +169,11 @@ def _with_kv_len(op: AttentionOp, seq_len_kv: int) -> AttentionOp:
 
 
 def _attention_over_steps(
-    attention: tuple[AttentionOp, ...], context_lens: range, window: int | None = None
+    attention: tuple[AttentionOp, ...], context_lens: range, arch: LlmArch
 ) -> WorkloadGraph:
-    """One attention op per (decode step, attention op of the step); names keep the op's name. With a
-    sliding `window`, a step attends to at most that many keys."""
+    """One attention op per (decode step, attention op of the step); names keep the op's name."""
     ops = tuple(
-        _with_kv_len(op, context + 1 if window is None else min(context + 1, window))
-        for context in context_lens
-        for op in attention
+        _with_kv_len(op, arch.decode_keys(context + 1)) for context in context_lens for op in attention
     )
     return WorkloadGraph(name="decode-attention", ops=ops)
 
@@ -253,7 +250,7 @@ def predict_serving(
         fixed_graph, attention = _split_decode_graph(step_graph)
         fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
         steps = predict_graph(
-            _attention_over_steps(attention, range(i, i + num_steps), arch.sliding_window),
+            _attention_over_steps(attention, range(i, i + num_steps), arch),
             gpu,
             point,
             coeffs,

@@ -302,8 +302,9 @@ class TorchLlm:
                 layer["k_cache"][:, :, self.kv_len - sq :].copy_(k)
                 layer["v_cache"][:, :, self.kv_len - sq :].copy_(v)
             k, v = layer["k_cache"], layer["v_cache"]
-            if a.sliding_window is not None and sq == 1:  # a decoding token sees the last window keys
-                k, v = k[:, :, -a.sliding_window :], v[:, :, -a.sliding_window :]
+            if sq == 1:  # a decoding token sees the last `decode_keys` keys (sliding window)
+                keys = a.decode_keys(self.kv_len)
+                k, v = k[:, :, -keys:], v[:, :, -keys:]
         with rf(f"{pre}/attn/attention"):
             o = self._attend(q, k, v)  # [b, h, s, hd]
             o = o.transpose(1, 2).reshape(b, sq, a.q_dim)  # the layout copy counts as attention

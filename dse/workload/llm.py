@@ -133,6 +133,11 @@ class LlmArch(BaseModel):
     def kv_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
 
+    def decode_keys(self, kv_len: int) -> int:
+        """Keys a decoding token attends to with `kv_len` tokens cached: all, or the last
+        `sliding_window` (Mistral-7B-v0.1)."""
+        return kv_len if self.sliding_window is None else min(kv_len, self.sliding_window)
+
     @property
     def kv_cache_elements_per_token(self) -> int:
         """K and V elements cached per token over all layers (multiply by the KV dtype's bytes)."""
@@ -349,9 +354,7 @@ class _Builder:
             # k, v of the new tokens into the cache: [t, 2*kv*hd] (vLLM `reshape_and_cache`)
             self.elementwise(f"{pre}/attn/kv_cache_write", "copy", t * 2 * a.kv_dim, count=n)
         # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
-        kv_len = self.kv_len
-        if a.sliding_window is not None and self.q_len == 1:
-            kv_len = min(kv_len, a.sliding_window)  # a decoding token sees the last `sliding_window` keys
+        kv_len = a.decode_keys(self.kv_len) if self.q_len == 1 else self.kv_len
         self.ops.append(
             AttentionOp(
                 name=f"{pre}/attn/attention",
