@@ -2,9 +2,17 @@
 
 `kernel_datasets()` names every dataset the kernel model is fitted or validated on (aiconfigurator
 GEMM and attention tables, LLMCompass A100 sweeps); `load_samples(spec)` turns one into a
-`KernelSamples` value; `evaluate(samples, gpu, coeffs)` runs the vectorized family model on it; and
-`fit_groups(samples, gpu)` fits the groups that the samples exercise (`fit_latency.fit_group` per group,
-plus family-level fallback entries fitted on all of the family's rows).
+`KernelSamples` value; `evaluate(samples, gpu, coeffs, clock_hz)` runs the vectorized family model on it;
+and `fit_groups(samples, gpu, clock_hz=...)` fits the groups that the samples exercise
+(`fit_latency.fit_group` per group, plus family-level fallback entries fitted on all of the family's rows).
+
+Clocks. Every table was measured at the GPU's default clocks under its default power limit, where
+compute-bound kernels throttle. Each row is evaluated at the clock the model itself gives it there
+(`default_clock_hz`: boost requested, the TDP as the cap, `dse.perf.dvfs.capped_rows`), which is what
+`dse predict` does at its default operating point. So the fitted corrections describe the kernel at the
+clock it runs at, and the cap is counted once: by the cap rule, not again by a fitted derate. The clocks
+depend on the latency coefficients (power = energy / time), so the fit takes them from a given set (the
+shipped one, then the result of a first pass: `scripts/fit_default_coeffs.py`).
 
 GEMM tile selection depends on the coefficients (the model picks the candidate it predicts fastest), so
 the GEMM fit alternates: select with the current coefficients, fit each group, repeat (`gemm_rounds`
@@ -22,12 +30,13 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate import dataset
-from dse.calibrate.coeffs import GroupInfo
+from dse.calibrate.coeffs import GroupInfo, load_default_coeffs
 from dse.calibrate.fit_latency import fit_group
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
-from dse.perf.types import CoeffTable, PhaseCoeffs
+from dse.perf.types import CoeffTable, OperatingPoint, PhaseCoeffs
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
 MIN_LATENCY_S = 10e-6  # acceptance filter: kernels of at least 10 us
 # A group gets its own coefficients only with enough samples to pin them down; smaller groups use their
@@ -119,12 +128,19 @@ def file_sha256(name: str, source: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def evaluate(samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None) -> dict:
-    """Run the family model on the samples' shapes at the GPU's default clock (how the data was taken)."""
+def evaluate(
+    samples: KernelSamples,
+    gpu: GpuSpec | None = None,
+    coeffs: object | None = None,
+    clock_hz: np.ndarray | float | None = None,
+) -> dict:
+    """Run the family model on the samples' shapes at `clock_hz` (one per row, or one for all; default:
+    the boost clock). `default_clock_hz` gives the clocks the rows were measured at in the model."""
     gpu = gpu or load_gpu(samples.gpu)
     df = samples.frame
     n = len(df)
-    clock = np.full(n, gpu.clocks.boost_clock_hz)
+    f = gpu.clocks.boost_clock_hz if clock_hz is None else clock_hz
+    clock = np.broadcast_to(np.asarray(f, dtype=float), (n,)).astype(float)
     fam = samples.spec.family
     if fam == "gemm":
         dtype = {"fp8_block": "fp8"}.get(samples.spec.label, samples.spec.label)
@@ -187,6 +203,78 @@ def evaluate(samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object 
     raise ValueError(f"unknown kernel family {fam!r}")
 
 
+def sample_ops(samples: KernelSamples) -> list[Op]:
+    """The dse op of every row, as `evaluate` runs it (the input of the power model's cap rule)."""
+    df, spec = samples.frame, samples.spec
+    fam = spec.family
+    if fam == "gemm":
+        dtype = {"fp8_block": "fp8"}.get(spec.label, spec.label)
+        return [
+            GemmOp(name=f"k{i}", m=int(m), n=int(n_), k=int(k), dtype=dtype, out_dtype="bf16", act_quant=True)
+            for i, (m, n_, k) in enumerate(zip(df["m"], df["n"], df["k"], strict=True))
+        ]
+    if fam in ("attention_flash", "attention_decode"):
+        cols = ["batch", "num_heads", "num_kv_heads", "head_dim", "seq_len_q", "seq_len_kv", "kv_dtype"]
+        return [
+            AttentionOp(
+                name=f"k{i}",
+                batch=int(b),
+                num_heads=int(h),
+                num_kv_heads=int(kvh),
+                head_dim=int(d),
+                seq_len_q=int(sq),
+                seq_len_kv=int(skv),
+                causal=True,
+                backend="flash" if fam == "attention_flash" else "decode",
+                dtype="bf16",
+                kv_dtype="fp8" if kv == "fp8" else "bf16",
+            )  # fmt: skip
+            for i, (b, h, kvh, d, sq, skv, kv) in enumerate(df[cols].itertuples(index=False))
+        ]
+    if fam == "softmax":
+        return [
+            SoftmaxOp(name=f"k{i}", rows=int(r), cols=int(c))
+            for i, (r, c) in enumerate(zip(df["rows"], df["cols"], strict=True))
+        ]
+    if fam == "layernorm":
+        return [
+            NormOp(name=f"k{i}", rows=int(r), cols=int(c), kind="layernorm")
+            for i, (r, c) in enumerate(zip(df["rows"], df["cols"], strict=True))
+        ]
+    if fam == "elementwise":
+        return [
+            ElementwiseOp(name=f"k{i}", kind=spec.label, num_elements=int(e))
+            for i, e in enumerate(df["num_elements"])
+        ]
+    raise ValueError(f"unknown kernel family {fam!r}")
+
+
+def default_clock_hz(
+    samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None, power_coeffs=None
+) -> np.ndarray:
+    """The clock of every row at the default operating point (boost requested, capped at the GPU's TDP),
+    by the model's cap rule with latency coefficients `coeffs` (None: uncorrected) and energy
+    coefficients `power_coeffs` (default: the shipped set of the GPU's architecture). Module docstring."""
+    from dse.perf.dvfs import capped_rows
+    from dse.perf.power import default_power_coeffs, gpu_power_terms
+
+    gpu = gpu or load_gpu(samples.gpu)
+    if samples.frame.empty:
+        return np.zeros(0)
+    pc = power_coeffs or default_power_coeffs(gpu)
+    capped = capped_rows(sample_ops(samples), gpu, OperatingPoint(), coeffs, pc, gpu_power_terms(gpu))
+    return capped.rows["sm_clock_hz"]
+
+
+def evaluate_at_default_point(
+    samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None
+) -> dict:
+    """`evaluate` at `default_clock_hz` under the same coefficients: each row as `dse predict` gives it
+    at the default operating point (what the validation scores)."""
+    gpu = gpu or load_gpu(samples.gpu)
+    return evaluate(samples, gpu, coeffs, default_clock_hz(samples, gpu, coeffs))
+
+
 def group_names(family: str) -> tuple[str, ...]:
     return {
         "gemm": gemm.GROUPS,
@@ -241,11 +329,13 @@ def fit_groups(
     samples: KernelSamples,
     gpu: GpuSpec | None = None,
     *,
+    clock_hz: np.ndarray | float | None = None,
     min_latency_s: float = MIN_LATENCY_S,
     gemm_rounds: int = 3,
     huber_m: float | None = 0.05,
 ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], float]:
-    """Fit the coefficient groups exercised by `samples` (the training rows).
+    """Fit the coefficient groups exercised by `samples` (the training rows), each row at `clock_hz`
+    (default: the boost clock; the shipped fits pass `default_clock_hz`).
 
     Returns the groups (with their fallback entries) and the training MAPE over rows >= min_latency_s.
     """
@@ -256,10 +346,10 @@ def fit_groups(
     table = CoeffTable()
     best: tuple[float, dict] | None = None
     for _ in range(rounds):
-        out = evaluate(samples, gpu, table)
+        out = evaluate(samples, gpu, table, clock_hz)
         fits = _fit_once(samples, out, mask, huber_m)
         table = CoeffTable(groups={k: v[0] for k, v in fits.items()})
-        pred = evaluate(samples, gpu, table)["latency_s"]
+        pred = evaluate(samples, gpu, table, clock_hz)["latency_s"]
         mape = float(np.mean(np.abs(pred[mask] / y[mask] - 1.0)))
         if best is None or mape < best[0]:
             best = (mape, fits)
@@ -293,9 +383,10 @@ def train_test(samples: KernelSamples) -> tuple[KernelSamples, KernelSamples]:
 
 
 def fit_architecture(
-    arch: str, *, progress: object | None = None
+    arch: str, *, clock_coeffs: object | None = None, progress: object | None = None
 ) -> tuple[dict[str, tuple[PhaseCoeffs, GroupInfo]], list[dict], dict[str, float]]:
-    """Fit every dataset of `arch` on its training split.
+    """Fit every dataset of `arch` on its training split, each row at its default-operating-point clock
+    (`default_clock_hz`) under the latency coefficients `clock_coeffs` (None: the shipped set).
 
     Returns the merged groups (a family-level key fitted by two datasets, e.g. `gemm` by bf16 and fp8,
     keeps the first dataset's fit), the source records (file, sha256, rows) and the training MAPE per
@@ -308,7 +399,10 @@ def fit_architecture(
         spec = DatasetSpec(family=family, source=source, gpu_key=gpu_key, label=label)
         samples = load_samples(spec)
         train, _ = train_test(samples)
-        fits, mape = fit_groups(train)
+        gpu = load_gpu(train.gpu)
+        ref = load_default_coeffs(gpu) if clock_coeffs is None else clock_coeffs
+        clocks = default_clock_hz(train, gpu, ref)
+        fits, mape = fit_groups(train, gpu, clock_hz=clocks)
         for name, value in fits.items():
             groups.setdefault(name, value)
         sources.append(
@@ -322,5 +416,9 @@ def fit_architecture(
         )
         errors[f"{family}:{gpu_key}:{label}"] = mape
         if callable(progress):
-            progress(f"{family} {gpu_key} {label}: {len(fits)} groups, train MAPE {mape:.3f}")
+            below = clocks < gpu.clocks.boost_clock_hz - 1.0
+            progress(
+                f"{family} {gpu_key} {label}: {len(fits)} groups, train MAPE {mape:.3f}; "
+                f"{below.mean():.0%} of rows below boost (median {np.median(clocks) / 1e6:.0f} MHz)"
+            )
     return groups, sources, errors

@@ -9,8 +9,10 @@ MAPE).
 Fits, the same as the shipped sets':
 - latency: per kernel group, the cvxpy QP of `fit_latency.fit_group` (lambdas, eps, derate scan) on the
   model's phase times, groups with too few rows falling back to their parent key, GEMMs re-fitted over
-  a few tile-selection rounds (`kernel_fit` does the same for `shared/data`). Unlike `kernel_fit`, every
-  row is evaluated at its own clock: the measured mean SM clock, else the locked one, else the GPU's boost.
+  a few tile-selection rounds (`kernel_fit` does the same for `shared/data`). Every row is evaluated at
+  its own clock: the measured mean SM clock, else the locked one, else (default clocks) the clock the
+  shipped model's cap rule gives it under the row's power limit (`with_default_clocks`), as `kernel_fit`
+  evaluates the shared tables.
 - power (rows with a measured mean power): the relative least squares of `fit_power.fit_power_rows` on
   the rows' energy features at their clock, with the latency model just fitted, bounded (dram_scale in
   [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the shipped set of the GPU's architecture, which
@@ -332,10 +334,10 @@ def power_rows(ss: SampleSet, latency_coeffs: Any) -> PowerRows:
 def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
     """Energy coefficients from the rows with measured power; returns them and the training power MAPE.
 
-    Each row is fitted at its clock; rows without a recorded clock at the boost clock (the default). If
-    such rows ran throttled by a power limit, the coefficients describe them as if at boost: consistent
-    with the latency fit (also at boost), so predictions at the default operating point hold, but a
-    forecast at other clocks is biased. Record clocks (the harness does) for coefficients that travel.
+    Each row is fitted at its clock (`with_default_clocks`: rows without a recorded clock at the one the
+    model's cap rule gives them under their power limit, as the latency fit). Where the model's cap rule
+    is wrong about such a row, the coefficients absorb it: record clocks (the harness does) for
+    coefficients that travel.
     """
     sel = power_mask(ss.frame)
     sub = ss.take(sel)
@@ -353,7 +355,8 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
         provenance={
             "name": f"calibrated-{ss.gpu.name}",
             "gpu": ss.gpu.name,
-            "method": f"fit_power.fit_power_rows at each row's clock (boost where none was recorded), ridge "
+            "method": f"fit_power.fit_power_rows at each row's clock (the shipped model's capped clock where "
+            f"none was recorded), ridge "
             f"{POWER_RIDGE} towards the shipped set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
             "prior": str(prior.provenance.get("name", prior.architecture)),
             "num_rows": int(sel.sum()),
@@ -453,10 +456,13 @@ def calibrate(
         CalibrationError: a fit that does not converge.
     """
     ss = load_sample_set(paths, gpu, families)
+    default = load_default_coeffs(ss.gpu)
+    # rows without a recorded clock are fitted at the clock the shipped model's cap rule gives them, as the
+    # shipped sets were (`dse.calibrate.kernel_fit.default_clock_hz`)
+    ss = with_default_clocks(ss, default, default_power_coeffs(ss.gpu))
     is_test = split_mask(ss.frame, holdout_frac, seed)
     train, test = ss.take(~is_test), ss.take(is_test)
     _check_sizes(train, min_latency_s)
-    default = load_default_coeffs(ss.gpu)
     n_power = int(power_mask(train.frame).sum())
     latency, infos, unit_mape = _fit_latency(train, default, min_latency_s, progress)
     power: PowerCoeffs | None = None
@@ -673,17 +679,29 @@ def _capped(
     return tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[return-value]
 
 
+def with_default_clocks(ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs) -> SampleSet:
+    """`ss` with each row without a known clock at the clock the model's cap rule gives it (boost
+    requested, the row's power limit, else the TDP, as the cap) under these coefficients."""
+    pos, _, _, clock = _capped(ss, latency_coeffs, power_coeffs)
+    if not pos.size:
+        return ss
+    f = ss.frame["clock_hz"].to_numpy(float).copy()
+    f[pos] = clock
+    return dataclasses.replace(ss, frame=ss.frame.assign(clock_hz=f))
+
+
 def predict(ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs) -> tuple[np.ndarray, ...]:
     """Predicted latency, power and energy per row, as the prediction path would give them.
 
     Rows with a known clock are predicted there. Rows without one (not locked, no clock recorded) ran at
-    the default boost clock under the row's power limit (else the TDP): their power is the model's under
-    its own cap rule, their latency the boost-clock one, as the latency corrections were fitted (their math
-    derate already stands for the clock the cap takes; applying the cap again would count it twice).
+    the default boost clock under the row's power limit (else the TDP): they are predicted at the clock
+    the model's cap rule gives them under these coefficients, as `dse predict` does, and as the latency
+    corrections were fitted (`with_default_clocks`).
     """
     rows = power_rows(ss, latency_coeffs)
     lat, power = rows.wall_s.copy(), rows.predict_w(power_coeffs.vector())
-    pos, _, c_power, _ = _capped(ss, latency_coeffs, power_coeffs)
+    pos, c_lat, c_power, _ = _capped(ss, latency_coeffs, power_coeffs)
+    lat[pos] = c_lat
     power[pos] = c_power
     return lat, power, power * lat
 

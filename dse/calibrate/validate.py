@@ -10,7 +10,10 @@
 
 Only kernels of at least `min_latency_s` (10 us, the acceptance filter) are scored. `mape_fitted` uses
 the GPU's default coefficient set (`load_default_coeffs`, or the sets passed in), `mape_analytical` the
-uncorrected model (lambda = 1, eps = 0).
+uncorrected model (lambda = 1, eps = 0). Each row is predicted as `dse predict` predicts it at the
+default operating point: boost clock requested, lowered by the power cap rule to fit the GPU's TDP
+(`kernel_fit.evaluate_at_default_point`, with the set being scored), as the data were taken at default
+clocks and power limits.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dse.calibrate.kernel_fit import (
     FIT_DATASETS,
     MIN_LATENCY_S,
     DatasetSpec,
-    evaluate,
+    evaluate_at_default_point,
     kernel_datasets,
     load_samples,
     train_test,
@@ -50,8 +53,8 @@ def validate_dataset(
     gpu = load_gpu(test.gpu)
     cs = coeffs if coeffs is not None else load_default_coeffs(gpu)
     meas = test.latency_s
-    fitted_out = evaluate(test, gpu, cs)
-    analytical_out = evaluate(test, gpu, None)
+    fitted_out = evaluate_at_default_point(test, gpu, cs)
+    analytical_out = evaluate_at_default_point(test, gpu, None)
     return {
         "family": spec.family,
         "gpu": test.gpu,

@@ -53,10 +53,11 @@ class PhaseCoeffs:
     `math_derate` and `load_derate` (>= 1) are our addition: they stretch the math actions (Tensor / CUDA
     cores / SFU) or the load actions (DRAM / L2 / shared memory) inside each mainloop step before the step
     takes the maximum of the two, so that one group fits both compute-bound and memory-bound kernels
-    (at most one of them differs from 1; lambda_main scales both). The math derate stands for the clock
-    the math really runs at under the power cap (compute-bound kernels throttle, memory-bound ones do not):
-    it is the hook a power-cap model replaces with an effective clock. The load derate is the achievable
-    fraction of DRAM bandwidth. The neutral value (1, 1, 1, 0, 1, 1) is the uncorrected analytical model.
+    (at most one of them differs from 1; lambda_main scales both). The kernels are fitted at the clock the
+    power-cap rule gives them (`dse.calibrate.kernel_fit.default_clock_hz`), so the math derate is what
+    remains of the math pipes' shortfall at that clock, not the throttling itself (which the cap rule counts
+    once, at prediction time). The load derate is the achievable fraction of DRAM bandwidth. The neutral
+    value (1, 1, 1, 0, 1, 1) is the uncorrected analytical model.
     """
 
     lambda_pro: float = 1.0

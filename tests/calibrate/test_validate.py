@@ -8,6 +8,8 @@ without it.
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from dse.calibrate.dataset import data_root
@@ -58,3 +60,47 @@ def test_validation_row_schema():
     )
     assert {"family", "gpu", "dtype", "n_test", "mape_fitted", "mape_analytical"} <= set(row)
     assert row["gpu"] == "a100-sxm-80gb" and row["split"].startswith("holdout")
+
+
+def _long_h100_gemms(n: int = 40):
+    from dse.calibrate.kernel_fit import load_samples
+
+    samples = load_samples(DatasetSpec(family="gemm", source=AIC, gpu_key="h100_sxm", label="bf16"))
+    frame = samples.frame
+    big = frame[(frame["m"] >= 4096) & (frame["n"] >= 4096) & (frame["k"] >= 4096)].head(n // 2)
+    small = frame[(frame["m"] <= 16) & (frame["k"] >= 4096)].head(n // 2)  # weight streaming, memory-bound
+    return samples.subset(pd.concat([big, small]).reset_index(drop=True))
+
+
+def test_validation_predicts_each_kernel_as_dse_predict_does():
+    """The scored latency of a kernel is what `dse predict` gives at its default operating point (boost
+    requested, TDP cap): the power cap's throttling is counted once, by the cap rule, on both paths."""
+    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.calibrate.kernel_fit import evaluate_at_default_point, sample_ops
+    from dse.hardware.catalog import load_gpu
+    from dse.perf.predict import predict_graph
+    from dse.workload.graph import WorkloadGraph
+
+    samples = _long_h100_gemms()
+    gpu = load_gpu("h100-sxm")
+    cs = load_default_coeffs(gpu)
+    scored = evaluate_at_default_point(samples, gpu, cs)["latency_s"]
+    pred = predict_graph(WorkloadGraph(name="rows", ops=tuple(sample_ops(samples))), gpu, coeffs=cs)
+    assert any(k.effective_clock_hz < gpu.clocks.boost_clock_hz for k in pred.kernels)  # the cap binds
+    np.testing.assert_allclose([k.latency_s for k in pred.kernels], scored, rtol=1e-9)
+
+
+def test_default_clock_throttles_compute_bound_kernels_only():
+    """At 700 W the model throttles large bf16 GEMMs below boost (measured H100s run ~1.7 GHz there) and
+    leaves weight-streaming GEMMs (a few tokens) at boost; lower power coefficients cannot raise a clock."""
+    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.calibrate.kernel_fit import default_clock_hz
+    from dse.hardware.catalog import load_gpu
+
+    samples = _long_h100_gemms()
+    gpu = load_gpu("h100-sxm")
+    clocks = default_clock_hz(samples, gpu, load_default_coeffs(gpu))
+    big = samples.frame["m"].to_numpy() >= 4096
+    boost = gpu.clocks.boost_clock_hz
+    assert np.all(clocks[big] < boost) and np.all(clocks[big] >= 0.7 * boost)
+    assert np.all(clocks[~big] == boost)
