@@ -201,3 +201,21 @@ def test_engine_options_without_a_serving_workload_are_an_error() -> None:
     args = ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "8"]
     for option, value in (("--engine", "vllm"), ("--kv-dtype", "fp8"), ("--sampling", "greedy")):
         assert_one_line_error([*args, option, value], "serving predictions", "--input-tokens")
+
+
+@pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")
+def test_predict_kernels_runs_on_every_energaizer_list_on_h100_at_1830_mhz() -> None:
+    """Issue 4: every EnergAIzer kernel list predicts on h100-sxm at 1830 MHz (the blind H100 check)."""
+    from dse.hardware.catalog import load_gpu
+
+    gpu = load_gpu("h100-sxm")
+    files = sorted(ENERGAIZER.glob("*.json"))
+    assert len(files) == 90
+    for path in files:
+        out = run_json("predict", "--kernels", str(path), "--gpu", "h100-sxm", "--clock-mhz", "1830")
+        assert out["latency_s"] > 0 and out["energy_j"] > 0, path.name
+        assert out["avg_power_w"] == pytest.approx(out["energy_j"] / out["latency_s"], rel=1e-9)
+        # the board draws at least its idle power and never more than its TDP (the default cap)
+        assert gpu.power.idle_power_w.at(out["effective_clock_mhz"] * 1e6) < out["avg_power_w"] <= 700.0
+        assert out["effective_clock_mhz"] <= 1830.0 + 1e-9
+        assert sum(out["energy_j_by_module"].values()) == pytest.approx(out["energy_j"], rel=1e-9)
