@@ -266,7 +266,7 @@ def predict_cmd(
     """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
     (--model with --input-tokens and --output-tokens)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
-    point = operating_point(clock_mhz, power_cap_w)
+    point = operating_point(clock_mhz, power_cap_w, spec)
     if input_tokens is not None or output_tokens is not None:
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
@@ -348,9 +348,9 @@ def whatif_cmd(
         raise DseError(
             "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
         )
-    point = operating_point(clock_mhz, power_cap_w)
     base_gpu = gpu_from_options(gpu, None, None, None, None)
     new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    point = operating_point(clock_mhz, power_cap_w, base_gpu, new_gpu)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     runs = [

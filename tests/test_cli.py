@@ -86,6 +86,24 @@ def test_gpu_show_table_renders() -> None:
         ([*SERVE, "--engine", "tgi"], ["engine 'tgi'", "vllm", "trtllm", "sglang"]),
         ([*SERVE, "--kv-dtype", "int4"], ["kv_dtype 'int4'", "fp8"]),
         ([*SERVE, "--sampling", "beam"], ["sampling 'beam'", "top_k_top_p"]),
+        (
+            [*SERVE, "--gpu", "h100-sxm", "--clock-mhz", "5000"],
+            ["--clock-mhz 5000", "h100-sxm", "345-1980 MHz"],
+        ),
+        (
+            [
+                "whatif",
+                "h100-sxm",
+                "--set",
+                "clocks.sm_clock_max_mhz=1900",
+                "--model",
+                "qwen3-8b",
+                "--clock-mhz",
+                "1950",
+            ],
+            ["--clock-mhz 1950", "345-1900 MHz"],
+        ),  # fmt: skip
+        ([*SERVE, "--power-cap-w", "10"], ["power cap 10 W", "200 W"]),
     ],
 )
 def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> None:
