@@ -266,7 +266,7 @@ def predict_cmd(
     """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
     (--model with --input-tokens and --output-tokens)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
-    point = operating_point(clock_mhz, power_cap_w, spec)
+    point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     if input_tokens is not None or output_tokens is not None:
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
@@ -350,7 +350,9 @@ def whatif_cmd(
         )
     base_gpu = gpu_from_options(gpu, None, None, None, None)
     new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
-    point = operating_point(clock_mhz, power_cap_w, base_gpu, new_gpu)
+    point = operating_point(
+        clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
+    )
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     runs = [

@@ -173,18 +173,20 @@ OutOpt = Annotated[int | None, typer.Option("--output-tokens", help="Serving: ge
 BreakdownOpt = Annotated[bool, typer.Option("--breakdown", help="Energy by hardware module and by operator.")]
 
 
-def operating_point(clock_mhz: float | None, power_cap_w: float | None, *gpus: Any) -> Any:
-    """The OperatingPoint of the CLI options; a clock outside the SM clock range of any of `gpus` is an
-    error here (the model would clamp it, and the user would get another clock than asked for)."""
+def operating_point(
+    clock_mhz: float | None, power_cap_w: float | None, gpus: dict[str, Any] | None = None
+) -> Any:
+    """The OperatingPoint of the CLI options. A clock outside the SM clock range of one of `gpus` (label ->
+    GpuSpec) is an error here: the model would clamp it, and the user would get another clock than asked."""
     from dse.perf.types import OperatingPoint
 
     if clock_mhz is not None and not clock_mhz > 0:
         raise DseError(f"--clock-mhz must be positive, got {clock_mhz}")
-    for gpu in gpus:
+    for label, gpu in (gpus or {}).items():
         lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
         if clock_mhz is not None and not lo_mhz - 1e-6 <= clock_mhz <= hi_mhz + 1e-6:
             raise DseError(
-                f"--clock-mhz {clock_mhz:g} is outside the SM clock range of {gpu.name}: "
+                f"--clock-mhz {clock_mhz:g} is outside the SM clock range of {label}: "
                 f"{lo_mhz:g}-{hi_mhz:g} MHz"
             )
     if power_cap_w is not None and not power_cap_w > 0:

@@ -59,6 +59,13 @@ def _transfer(
     return out
 
 
+def _power_created(arch: str) -> str:
+    """When the energy set the clocks were decided with was made (it is refitted after this script)."""
+    from dse.perf.power import load_power_coeffs
+
+    return f"created {load_power_coeffs(arch).provenance.get('created', 'unknown')}"
+
+
 def _fit_pass(clock_coeffs: dict[str, CoeffTable | None], p: int) -> tuple[dict, dict]:
     """Both architectures fitted at the clocks `clock_coeffs` give, and the cross-architecture transfers."""
     fits = {}
@@ -90,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     parser.add_argument("--passes", type=int, default=2, help="clock / fit passes (module docstring)")
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error("--passes must be at least 1")
     clock_coeffs: dict[str, CoeffTable | None] = {"hopper": None, "ampere": None}  # None: the shipped sets
     fits: dict = {}
     transfers: dict = {}
@@ -110,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             created=today,
             dse_version=dse.__version__,
             sources=tuple(sources),
-            method=METHOD,
+            method=f"{METHOD}; {args.passes} pass(es); cap rule with the energy set "
+            f"power_{arch}.json as shipped when fitted ({_power_created(arch)})",
             notes="kernel latency corrections (EnergAIzer eq. 3) for the dse analytical kernel model",
             fit_error=errors,
             table=CoeffTable(groups={k: v[0] for k, v in merged.items()}),

@@ -101,7 +101,7 @@ def test_gpu_show_table_renders() -> None:
                 "--clock-mhz",
                 "1950",
             ],
-            ["--clock-mhz 1950", "345-1900 MHz"],
+            ["--clock-mhz 1950", "the changed h100-sxm", "345-1900 MHz"],
         ),  # fmt: skip
         ([*SERVE, "--power-cap-w", "10"], ["power cap 10 W", "200 W"]),
     ],

@@ -21,6 +21,7 @@ times), keeping the round with the lowest training MAPE.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from functools import cache
@@ -35,6 +36,7 @@ from dse.calibrate.fit_latency import fit_group
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
+from dse.perf.multiclock import RowEstimator, op_rows
 from dse.perf.types import CoeffTable, OperatingPoint, PhaseCoeffs
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
@@ -262,8 +264,18 @@ def default_clock_hz(
     if samples.frame.empty:
         return np.zeros(0)
     pc = power_coeffs or default_power_coeffs(gpu)
-    capped = capped_rows(sample_ops(samples), gpu, OperatingPoint(), coeffs, pc, gpu_power_terms(gpu))
+    ops, terms = sample_ops(samples), gpu_power_terms(gpu)
+    capped = capped_rows(ops, gpu, OperatingPoint(), coeffs, pc, terms, sample_rows_fn(samples))
     return capped.rows["sm_clock_hz"]
+
+
+def sample_rows_fn(samples: KernelSamples) -> RowEstimator:
+    """The row estimator that models `sample_ops(samples)` as `evaluate` does: `op_rows`, with the
+    KV-cache write for the context-attention tables that timed it (`CACHE_WRITE_TABLES`)."""
+    spec = samples.spec
+    if spec.family == "attention_flash" and (spec.source, spec.gpu_key) in CACHE_WRITE_TABLES:
+        return functools.partial(op_rows, cache_write=True)
+    return op_rows
 
 
 def evaluate_at_default_point(

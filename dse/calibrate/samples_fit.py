@@ -334,10 +334,11 @@ def power_rows(ss: SampleSet, latency_coeffs: Any) -> PowerRows:
 def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
     """Energy coefficients from the rows with measured power; returns them and the training power MAPE.
 
-    Each row is fitted at its clock (`with_default_clocks`: rows without a recorded clock at the one the
-    model's cap rule gives them under their power limit, as the latency fit). Where the model's cap rule
-    is wrong about such a row, the coefficients absorb it: record clocks (the harness does) for
-    coefficients that travel.
+    Each row is fitted at its `clock_hz` as given: `calibrate` first sets the rows without a recorded
+    clock to the one the model's cap rule gives them under their power limit (`with_default_clocks`, as
+    for the latency fit); a raw `load_sample_set` has them at boost. Where the model's cap rule is wrong
+    about such a row, the coefficients absorb it: record clocks (the harness does) for coefficients that
+    travel.
     """
     sel = power_mask(ss.frame)
     sub = ss.take(sel)
@@ -455,16 +456,22 @@ def calibrate(
         ConfigError: bad files, GPU or families (`load_sample_set`), a family with too few rows.
         CalibrationError: a fit that does not converge.
     """
-    ss = load_sample_set(paths, gpu, families)
-    default = load_default_coeffs(ss.gpu)
-    # rows without a recorded clock are fitted at the clock the shipped model's cap rule gives them, as the
-    # shipped sets were (`dse.calibrate.kernel_fit.default_clock_hz`)
-    ss = with_default_clocks(ss, default, default_power_coeffs(ss.gpu))
-    is_test = split_mask(ss.frame, holdout_frac, seed)
+    raw = load_sample_set(paths, gpu, families)
+    default = load_default_coeffs(raw.gpu)
+    default_power = default_power_coeffs(raw.gpu)
+    is_test = split_mask(raw.frame, holdout_frac, seed)
+    _check_sizes(raw.take(~is_test), min_latency_s)
+    # Rows without a recorded clock are fitted at the clock the model's cap rule gives them, in two passes
+    # as the shipped sets (`scripts/fit_default_coeffs.py`): at the shipped corrections' clocks, then at
+    # those of the first pass's corrections (what prediction with the result will use).
+    ss = with_default_clocks(raw, default, default_power)
     train, test = ss.take(~is_test), ss.take(is_test)
-    _check_sizes(train, min_latency_s)
-    n_power = int(power_mask(train.frame).sum())
     latency, infos, unit_mape = _fit_latency(train, default, min_latency_s, progress)
+    if not raw.frame["clock_known"].all():
+        ss = with_default_clocks(raw, latency, default_power)
+        train, test = ss.take(~is_test), ss.take(is_test)
+        latency, infos, unit_mape = _fit_latency(train, default, min_latency_s, progress)
+    n_power = int(power_mask(train.frame).sum())
     power: PowerCoeffs | None = None
     power_err = math.nan
     if n_power >= MIN_FAMILY_SAMPLES:

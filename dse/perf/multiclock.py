@@ -84,10 +84,19 @@ def family_of(op: Any) -> str:
 
 
 def family_arrays(
-    key: str, ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any = None
+    key: str,
+    ops: Sequence[Any],
+    gpu: GpuSpec,
+    sm_clock_hz: np.ndarray,
+    coeffs: Any = None,
+    *,
+    cache_write: bool = False,
 ) -> dict[str, Any]:
     """The full output of family `key`'s vectorized model (latency_s, util [M, N], dram_bytes, group,
-    timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped)."""
+    timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped).
+
+    `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
+    measured tables of `dse.calibrate.kernel_fit.CACHE_WRITE_TABLES` time them; graphs keep it off."""
     from dse.perf import attention, elementwise, gemm, reduction
 
     def arr(values: list[float]) -> np.ndarray:
@@ -147,16 +156,24 @@ def family_arrays(
     }
     if key == "attention_flash":
         causal = np.array([o.causal for o in sub], dtype=bool)
-        return attention.flash_arrays(**shape, **dt, causal=causal, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+        return attention.flash_arrays(
+            **shape, **dt, causal=causal, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs, cache_write=cache_write
+        )
     if key == "attention_decode":
         return attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
     raise ValueError(f"unknown kernel family {key!r}")
 
 
 def op_rows(
-    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray | float, coeffs: Any = None
+    ops: Sequence[Any],
+    gpu: GpuSpec,
+    sm_clock_hz: np.ndarray | float,
+    coeffs: Any = None,
+    *,
+    cache_write: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family.
+    """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family
+    (`cache_write`: see `family_arrays`).
 
     Returns util [N, len(MODULES)], tensor_flop [N], latency_s [N], dram_bytes [N], sm_clock_hz [N]
     (clamped to the GPU's range, as the estimators do).
@@ -172,7 +189,7 @@ def op_rows(
         groups.setdefault(family_of(op), []).append(i)
     for key, idx in groups.items():
         sub = [ops[i] for i in idx]
-        out = family_arrays(key, sub, gpu, f[idx], coeffs)
+        out = family_arrays(key, sub, gpu, f[idx], coeffs, cache_write=cache_write)
         util[idx] = np.asarray(out["util"]).T
         tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]

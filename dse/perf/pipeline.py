@@ -70,7 +70,8 @@ class Timeline:
     The mainloop is a sum of J kinds of steps:
     `sum_j main_w[j] * max(dl * main_load[j], dm' * main_math[j])` where dl is the fitted load derate and
     dm' = 1 + (dm - 1) * sm_active_frac the fitted math derate weighed by the fraction of SMs the kernel
-    occupies (1 for the analytical model): power-cap throttling grows with the number of busy SMs.
+    occupies (1 for the analytical model): the shortfall of the math pipes grows with the number of busy
+    SMs (shared L2 and memory bandwidth, power delivery); the cap's throttling itself is the cap rule's.
     `busy` is [3, M, N]: the ideal busy time of each module in each phase; in the mainloop the math modules
     (Tensor / CUDA cores, SFU) stretch with dm' and the memory modules (DRAM, L2, shared memory) with dl.
     """

@@ -53,9 +53,9 @@ _TENSOR_FALLBACK: dict[str, tuple[str, ...]] = {
 def effective_sm_clock_hz(gpu: GpuSpec, point: OperatingPoint) -> float:
     """The SM clock the kernels run at.
 
-    The requested clock (or the GPU's default boost clock) clamped to the GPU's range. This is the hook for
-    power-cap throttling: a later power model lowers this clock until the predicted power fits
-    `point.power_cap_w`. Until then the fitted lambdas absorb the throttling present in the data.
+    The requested clock (or the GPU's default boost clock) clamped to the GPU's range. Power-cap throttling
+    is not applied here: `dse.perf.dvfs.capped_rows` re-estimates the kernels whose predicted power exceeds
+    `point.power_cap_w` at a lower clock (the fitted corrections were fitted at those capped clocks).
     """
     clock_hz = gpu.clocks.boost_clock_hz if point.sm_clock_hz is None else float(point.sm_clock_hz)
     return float(np.clip(clock_hz, gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz))

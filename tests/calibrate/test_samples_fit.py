@@ -283,3 +283,30 @@ def test_recorded_op_fields_are_used_and_older_files_get_the_suite_conventions(t
     gemm, attention = sf.load_sample_set([old], GPU).ops
     assert (gemm.out_dtype, gemm.b_shared) == ("bf16", True)
     assert attention.kv_dtype is None
+
+
+def test_rows_without_a_clock_are_predicted_as_dse_predict_predicts_them(tmp_path: Path) -> None:
+    """Converted aiconfigurator rows record no clock (default clocks, 700 W limit): large GEMMs get the cap
+    rule's throttled clock, weight-streaming ones keep the boost clock, and `predict` gives each row what
+    `dse predict` gives its op at the default operating point (the cap counted once)."""
+    table = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    rows = [s for s in table if s.m >= 8192 and s.n >= 8192 and s.k >= 8192][:15]
+    rows += [s for s in table if s.m <= 8 and s.k >= 8192][:15]
+    ss = sf.load_sample_set([write_samples(tmp_path / "g.parquet", rows)], "h200-sxm")
+    assert not ss.frame["clock_known"].any()
+    gpu, latency, power = ss.gpu, sf.load_default_coeffs(ss.gpu), default_power_coeffs(ss.gpu)
+    clocked = sf.with_default_clocks(ss, latency, power)
+    f = clocked.frame["clock_hz"].to_numpy()
+    big = (ss.frame["m"] >= 8192).to_numpy()
+    assert big.any() and (~big).any()
+    assert np.all(f[big] < gpu.clocks.boost_clock_hz) and np.all(f[~big] == gpu.clocks.boost_clock_hz)
+    lat, pw, _ = sf.predict(ss, latency, power)
+    pred = predict_graph(GraphOf(ss.ops), gpu, None, latency, power)
+    np.testing.assert_allclose(lat, [k.latency_s for k in pred.kernels], rtol=1e-9)
+    np.testing.assert_allclose(pw, [k.power_w for k in pred.kernels], rtol=1e-9)
+
+
+def GraphOf(ops):  # noqa: N802 - reads as a constructor
+    from dse.workload.graph import WorkloadGraph
+
+    return WorkloadGraph(name="samples", ops=tuple(ops))

@@ -73,8 +73,8 @@ def _long_h100_gemms(n: int = 40):
 
 
 def test_validation_predicts_each_kernel_as_dse_predict_does():
-    """The scored latency of a kernel is what `dse predict` gives at its default operating point (boost
-    requested, TDP cap): the power cap's throttling is counted once, by the cap rule, on both paths."""
+    """The scored latency of a GEMM row is what `dse predict` gives for that op at its default operating
+    point (boost requested, TDP cap), throttled clocks included: the cap is counted once, on both paths."""
     from dse.calibrate.coeffs import load_default_coeffs
     from dse.calibrate.kernel_fit import evaluate_at_default_point, sample_ops
     from dse.hardware.catalog import load_gpu
@@ -92,15 +92,40 @@ def test_validation_predicts_each_kernel_as_dse_predict_does():
 
 def test_default_clock_throttles_compute_bound_kernels_only():
     """At 700 W the model throttles large bf16 GEMMs below boost (measured H100s run ~1.7 GHz there) and
-    leaves weight-streaming GEMMs (a few tokens) at boost; lower power coefficients cannot raise a clock."""
+    leaves weight-streaming GEMMs (a few tokens) at boost; lower energies never lower a clock."""
     from dse.calibrate.coeffs import load_default_coeffs
     from dse.calibrate.kernel_fit import default_clock_hz
     from dse.hardware.catalog import load_gpu
+    from dse.perf.power import PowerCoeffs, default_power_coeffs
 
     samples = _long_h100_gemms()
     gpu = load_gpu("h100-sxm")
-    clocks = default_clock_hz(samples, gpu, load_default_coeffs(gpu))
+    cs = load_default_coeffs(gpu)
+    clocks = default_clock_hz(samples, gpu, cs)
     big = samples.frame["m"].to_numpy() >= 4096
     boost = gpu.clocks.boost_clock_hz
     assert np.all(clocks[big] < boost) and np.all(clocks[big] >= 0.7 * boost)
     assert np.all(clocks[~big] == boost)
+    pc = default_power_coeffs(gpu)
+    cooler = PowerCoeffs.from_vector(pc.architecture, 0.8 * pc.vector(), host_gap_s=pc.host_gap_s)
+    lighter = default_clock_hz(samples, gpu, cs, cooler)
+    assert np.all(lighter >= clocks) and np.any(lighter[big] > clocks[big])
+
+
+@pytest.mark.parametrize("spec", [s for s, _ in TARGETS], ids=lambda s: f"{s.family}-{s.gpu_key}-{s.label}")
+def test_the_cap_rule_sees_the_kernel_that_is_scored(spec):
+    """`default_clock_hz` decides each row's clock on `sample_ops` through `sample_rows_fn`; those rows must
+    be the kernels `evaluate` scores (the H100 context table includes vLLM's KV-cache write), or the clock
+    would be decided for another kernel than the one fitted and validated."""
+    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.calibrate.kernel_fit import evaluate, load_samples, sample_ops, sample_rows_fn
+    from dse.hardware.catalog import load_gpu
+
+    samples = load_samples(spec)
+    samples = samples.subset(samples.frame.sample(200, random_state=0).reset_index(drop=True))
+    gpu = load_gpu(samples.gpu)
+    cs = load_default_coeffs(gpu)
+    clocks = np.linspace(gpu.clocks.sm_clock_max_hz, 0.6 * gpu.clocks.sm_clock_max_hz, len(samples.frame))
+    scored = evaluate(samples, gpu, cs, clocks)["latency_s"]
+    seen = sample_rows_fn(samples)(sample_ops(samples), gpu, clocks, cs)["latency_s"]
+    np.testing.assert_allclose(seen, scored, rtol=1e-9)

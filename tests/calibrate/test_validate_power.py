@@ -155,7 +155,8 @@ def test_a10_idle_estimate_lies_below_every_a10_run():
 # Acceptance targets of issue 4 still missed, with the figure measured when the xfail was last updated
 # (coefficients refitted after the latency fit moved to the cap-rule clock, 2026-11-22). Never loosened: a
 # met target turns the strict xfail into a failure, and then the entry goes. (GEMM met it: 7.8%.) The data
-# floor (`vp.h200_power_floor`: 15.1% context, 7.9% generation) says how far the data itself allows.
+# rows' own repeatability (`vp.h200_power_repeatability`: 15.1% context, 7.9% generation) says how far
+# the data itself goes.
 _H200_MISSED = {
     "attention_context": "45.7% power MAPE: measured power does not follow the kernel's work (falls with "
     "sequence length at equal work per tile; a nearest-neighbour fit on shape and latency misses by "
@@ -191,14 +192,15 @@ def test_shipped_coefficients_meet_the_h200_target(h200_rows, family):
     assert row["power_mape"] <= 0.08
 
 
-def test_data_floor_separates_repeatable_gemm_power_from_attention():
+def test_repeatability_separates_gemm_power_from_attention_power():
     """The measured rows predicting themselves (nearest neighbours in shape, dtype and measured latency):
-    H200 GEMM power is repeatable to a few percent, context attention power is not (the 8% target lies
-    below what any function of the kernel can reach there; `vp.h200_power_floor`)."""
-    gemm, context = vp.h200_power_floor("gemm"), vp.h200_power_floor("attention_context")
+    H200 GEMM power repeats to a few percent, context attention power does not, so the 8% target there
+    lies below what the readings themselves support (`vp.h200_power_repeatability`)."""
+    gemm = vp.h200_power_repeatability("gemm")
+    context = vp.h200_power_repeatability("attention_context")
     assert gemm < 0.05
     assert context > 0.10
-    # the floor is a real regressor: it beats a constant (the training median) by a wide margin on GEMMs
+    # it is a real regressor: it beats a constant (the training median) by a wide margin on GEMMs
     train, test = vp.h200_split("gemm")
     constant = vp.mape(np.full(len(test), train["power_w"].median()), test["power_w"].to_numpy())
     assert gemm < 0.5 * constant
