@@ -77,7 +77,7 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   two KV-limited rows disagree (0.55 vs 1.28), and 32B/32 counts as KV-limited only through the 0.95
   threshold (batch 29 of 32). So the summary also reports every ML.ENERGY metric at f = 1/2, the
   no-length-bias assumption (`*@f=0.5` metrics; `*_f05_*` columns): TPOT 13.8%, power 9.7%, J / token
-  19.2% at f = 1/2, against 9.5%, 9.9%, 14.6% with f_task (latency fitted at the cap-rule clock; 9.4%,
+  19.2% at f = 1/2, against 9.4%, 9.9%, 14.6% with f_task (latency fitted at the cap-rule clock; 9.4%,
   9.8%, 13.5% before).
 - engine vllm (vLLM 0.11.1; `dse.serving_engine`), sampling top_k_top_p: vLLM applies the models'
   generation configs by default (Qwen3: top_k 20, top_p 0.95) and its default sampler sorts each row of
@@ -134,11 +134,11 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
 - Beside them: the steady-state Poisson mix at the running batch that fits (`tpot_steady_s`,
   `ttft_steady_s`, `batch_steady`) and the static batch of `predict_serving` (`*_static_s`: all N
   prompts prefilled together, an upper bound on TTFT without queueing).
-- Known misses (TTFT 40.4%, bias -34%, 45.3% at concurrency <= 16 since the latency fit moved to the
+- Known misses (TTFT 40.4%, bias -34%, 45.4% at concurrency <= 16 since the latency fit moved to the
   cap-rule clock; 40.5% / 45.4% before; once fp8 activation quantization is
   counted once per engine: vLLM's dynamic quantization in the GEMM's account, none for TensorRT-LLM's
   static scales; 38.4% / 43.9% when TensorRT-LLM's GEMMs still paid vLLM's quantization, 38.2% at
-  69fc26e, 40.6% with vLLM's rule for every engine at 6d28209; vLLM rows 14.7%, 7.0% at concurrency
+  69fc26e, 40.6% with vLLM's rule for every engine at 6d28209; vLLM rows 14.8%, 7.1% at concurrency
   <= 16):
   * SGLang (6 rows, -92%): TTFTs of 7-89 s growing in proportion to osl, i.e. queueing behind whole
     requests. Little's law on the rows' own TTFT and osl x TPOT gives R ~= 5.1 requests running at isl

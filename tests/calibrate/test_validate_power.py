@@ -158,10 +158,10 @@ def test_a10_idle_estimate_lies_below_every_a10_run():
 # rows' own repeatability (`vp.h200_power_repeatability`: 15.1% context, 7.9% generation) says how far
 # the data itself goes.
 _H200_MISSED = {
-    "attention_context": "45.7% power MAPE: measured power does not follow the kernel's work (falls with "
+    "attention_context": "45.8% power MAPE: measured power does not follow the kernel's work (falls with "
     "sequence length at equal work per tile; a nearest-neighbour fit on shape and latency misses by "
     "15%); the model predicts the cap, the 90th percentile of the data",
-    "attention_generation": "17.1% power MAPE (13.9% when Tensor-Core work was util x rate x latency, "
+    "attention_generation": "17.0% power MAPE (13.9% when Tensor-Core work was util x rate x latency, "
     "which charged the decode math derate's stall time as MMA work): head_dim 512 decode rows with a few "
     "KV tokens run 1.7 ms against 0.03-0.2 ms predicted (latency model), and MHA decode at batch 1024 "
     "with a few KV tokens draws 440-470 W against ~300 W predicted; DRAM-bound MHA decode reads 645-685 W "
