@@ -37,6 +37,7 @@ from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
 from dse.perf.multiclock import RowEstimator, op_rows
+from dse.perf.power import PowerCoeffs
 from dse.perf.types import CoeffTable, OperatingPoint, PhaseCoeffs
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
@@ -230,7 +231,7 @@ def sample_ops(samples: KernelSamples) -> list[Op]:
                 backend="flash" if fam == "attention_flash" else "decode",
                 dtype="bf16",
                 kv_dtype="fp8" if kv == "fp8" else "bf16",
-            )  # fmt: skip
+            )
             for i, (b, h, kvh, d, sq, skv, kv) in enumerate(df[cols].itertuples(index=False))
         ]
     if fam == "softmax":
@@ -252,7 +253,10 @@ def sample_ops(samples: KernelSamples) -> list[Op]:
 
 
 def default_clock_hz(
-    samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None, power_coeffs=None
+    samples: KernelSamples,
+    gpu: GpuSpec | None = None,
+    coeffs: object | None = None,
+    power_coeffs: PowerCoeffs | None = None,
 ) -> np.ndarray:
     """The clock of every row at the default operating point (boost requested, capped at the GPU's TDP),
     by the model's cap rule with latency coefficients `coeffs` (None: uncorrected) and energy

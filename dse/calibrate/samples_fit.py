@@ -11,8 +11,8 @@ Fits, the same as the shipped sets':
   model's phase times, groups with too few rows falling back to their parent key, GEMMs re-fitted over
   a few tile-selection rounds (`kernel_fit` does the same for `shared/data`). Every row is evaluated at
   its own clock: the measured mean SM clock, else the locked one, else (default clocks) the clock the
-  shipped model's cap rule gives it under the row's power limit (`with_default_clocks`), as `kernel_fit`
-  evaluates the shared tables.
+  model's cap rule gives it under the row's power limit (`with_default_clocks`; two passes, at the
+  shipped corrections' clocks and then the first fit's), as `kernel_fit` evaluates the shared tables.
 - power (rows with a measured mean power): the relative least squares of `fit_power.fit_power_rows` on
   the rows' energy features at their clock, with the latency model just fitted, bounded (dram_scale in
   [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the shipped set of the GPU's architecture, which
@@ -356,8 +356,8 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
         provenance={
             "name": f"calibrated-{ss.gpu.name}",
             "gpu": ss.gpu.name,
-            "method": f"fit_power.fit_power_rows at each row's clock (the shipped model's capped clock where "
-            f"none was recorded), ridge "
+            "method": "fit_power.fit_power_rows at each row's clock (the cap rule's clock under the first "
+            f"fit's corrections where none was recorded), ridge "
             f"{POWER_RIDGE} towards the shipped set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
             "prior": str(prior.provenance.get("name", prior.architecture)),
             "num_rows": int(sel.sum()),
