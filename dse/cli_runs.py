@@ -83,8 +83,14 @@ def _frame_table(
     for key in keys:
         numeric = key in percent or key.startswith("n")
         table.add_column(key, justify="right" if numeric else "left", overflow="fold")
+
+    def cell(key: str, value: Any) -> str:
+        if key not in percent:
+            return str(value)
+        return "-" if value is None or value != value else f"{100 * value:.1f}%"  # NaN: not measured
+
     for row in rows:
-        table.add_row(*(f"{100 * row[k]:.1f}%" if k in percent else str(row[k]) for k in keys))
+        table.add_row(*(cell(k, row[k]) for k in keys))
     return table
 
 

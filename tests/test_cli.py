@@ -237,3 +237,16 @@ def test_predict_kernels_runs_on_every_energaizer_list_on_h100_at_1830_mhz() -> 
         assert gpu.power.idle_power_w.at(out["effective_clock_mhz"] * 1e6) < out["avg_power_w"] <= 700.0
         assert out["effective_clock_mhz"] <= 1830.0 + 1e-9
         assert sum(out["energy_j_by_module"].values()) == pytest.approx(out["energy_j"], rel=1e-9)
+
+
+def test_validation_tables_show_unmeasured_metrics_as_a_dash() -> None:
+    """Rows without a quantity (the repeatability rows of `dse validate power` have no latency) print '-'."""
+    from rich.console import Console
+
+    from dse.cli_runs import _frame_table
+
+    rows = [{"dataset": "h200_gemm", "power_mape": 0.03, "latency_mape": float("nan")}]
+    console = Console(width=120, record=True)
+    console.print(_frame_table(rows, "t", ("power_mape", "latency_mape")))
+    text = console.export_text()
+    assert "3.0%" in text and "nan" not in text and " - " in text
