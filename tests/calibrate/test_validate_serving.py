@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dse.calibrate import validate_serving as vs
+from dse.calibrate import validate_silicon as vsi
 from dse.errors import ConfigError
 from dse.perf.types import OperatingPoint
 from dse.serving_engine import engine_step_graph
@@ -114,8 +115,8 @@ def test_silicon_mapping(frame):
 
 
 def test_silicon_frame_predicts_at_the_given_point(monkeypatch):
-    rows = vs.load_aiconfigurator_silicon().head(2)
-    monkeypatch.setattr(vs, "load_aiconfigurator_silicon", lambda: rows)
+    rows = vsi.load_aiconfigurator_silicon().head(2)
+    monkeypatch.setattr(vsi, "load_aiconfigurator_silicon", lambda: rows)
     default = vs.silicon_frame()
     slow = vs.silicon_frame(point=OperatingPoint(sm_clock_hz=1.0e9))  # about half the boost clock
     # the simulated benchmark's TTFT and TPOT follow the operating point, like the steady-state columns
@@ -210,7 +211,7 @@ def test_summary_rows_are_finite_and_complete(rows, frame):
 # Acceptance (first milestone): MAPE <= 20% per metric on the shared rows. The metrics the model does not
 # meet yet are strict xfails (meeting one turns the test red until its entry is removed) with the number
 # measured when this test was written (see the module docstring of
-# dse.calibrate.validate_serving and the report for the diagnosis); none of them is loosened.
+# dse.calibrate.validate_silicon and the report for the diagnosis); none of them is loosened.
 _MISSED = {
     (vs.SILICON, "ttft", "all"): (
         "40.4% MAPE (bias -34%): SGLang rows queue behind whole requests (-92%: by Little's law a ~6k-token "
