@@ -554,32 +554,6 @@ def format_rows(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-# The silicon part's names, moved to `dse.calibrate.validate_silicon`, still read as validate_serving.NAME
-# (imported on first use: that module imports this one).
-_SILICON_NAMES = frozenset(
-    {
-        "CHUNKED_PREFILL",
-        "SILICON_GPUS",
-        "SILICON_MODELS",
-        "SILICON_OUTPUT_SPREAD",
-        "SILICON_SAMPLING",
-        "SILICON_WAVES",
-        "reserved_tokens_per_request",
-        "silicon_frame",
-        "silicon_kv_dtype",
-        "silicon_token_budget",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SILICON_NAMES:
-        from dse.calibrate import validate_silicon
-
-        return getattr(validate_silicon, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "GROUP_COLUMNS",
     "METRICS",

@@ -109,7 +109,7 @@ def test_silicon_mapping(frame):
     # request has decoded its whole output (>= the shortest output's steps at the full batch's step time)
     q = si[si["batch"] < si["concurrency"]]
     assert len(q)
-    shortest = (1 - vs.SILICON_OUTPUT_SPREAD / 2) * q["output_tokens"] - 1
+    shortest = (1 - vsi.SILICON_OUTPUT_SPREAD / 2) * q["output_tokens"] - 1
     waiting_frac = (q["concurrency"] - q["batch"]) / q["concurrency"]
     assert (q["ttft_s"] > waiting_frac * shortest * q["tpot_decode_only_s"]).all()
 
@@ -117,8 +117,8 @@ def test_silicon_mapping(frame):
 def test_silicon_frame_predicts_at_the_given_point(monkeypatch):
     rows = vsi.load_aiconfigurator_silicon().head(2)
     monkeypatch.setattr(vsi, "load_aiconfigurator_silicon", lambda: rows)
-    default = vs.silicon_frame()
-    slow = vs.silicon_frame(point=OperatingPoint(sm_clock_hz=1.0e9))  # about half the boost clock
+    default = vsi.silicon_frame()
+    slow = vsi.silicon_frame(point=OperatingPoint(sm_clock_hz=1.0e9))  # about half the boost clock
     # the simulated benchmark's TTFT and TPOT follow the operating point, like the steady-state columns
     for column in ("ttft_s", "tpot_s", "ttft_alone_s", "tpot_steady_s"):
         assert (slow[column] > default[column] * 1.05).all(), column
@@ -249,7 +249,7 @@ def test_silicon_token_budget_holds_a_whole_prompt_beside_all_decodes():
     # TensorRT-LLM without chunking: one whole prompt must fit beside the decodes of every client, or an
     # 8192-token prompt would wait for an empty engine (module docstring)
     for i, n in ((1024, 128), (8192, 4), (8192, 128)):
-        budget = vs.silicon_token_budget("trtllm", i, n)
+        budget = vsi.silicon_token_budget("trtllm", i, n)
         assert budget >= i + n and budget >= vs.CHUNK_TOKENS
     # chunked engines split prompts over steps: their default budget
-    assert vs.silicon_token_budget("vllm", 8192, 64) == vs.CHUNK_TOKENS
+    assert vsi.silicon_token_budget("vllm", 8192, 64) == vs.CHUNK_TOKENS
