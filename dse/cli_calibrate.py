@@ -106,7 +106,7 @@ def validate_samples_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Latency, power and energy MAPE per family and clock on the hold-out split of sample files."""
-    from dse.calibrate.samples_fit import VARIANTS, validate_samples
+    from dse.calibrate.samples_validate import VARIANTS, validate_samples
 
     rows, header = validate_samples(
         samples,

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dse.calibrate import samples_fit as sf
+from dse.calibrate import samples_validate as sv
 from dse.cli import app
 from dse.measure.samples import write_samples
 
@@ -20,10 +21,10 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def h200_gemm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """300 H200 bf16 GEMM rows converted from shared/data (the long ones carry measured power)."""
-    samples = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    samples = sv.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
     rng = random.Random(0)
-    long = [s for s in samples if s.latency_s >= sf.AIC_MIN_POWER_LATENCY_S]
-    short = [s for s in samples if s.latency_s < sf.AIC_MIN_POWER_LATENCY_S]
+    long = [s for s in samples if s.latency_s >= sv.AIC_MIN_POWER_LATENCY_S]
+    short = [s for s in samples if s.latency_s < sv.AIC_MIN_POWER_LATENCY_S]
     chosen = rng.sample(long, 150) + rng.sample(short, 150)
     return write_samples(tmp_path_factory.mktemp("cli") / "h200_gemm.parquet", chosen)
 
@@ -69,7 +70,7 @@ def test_calibrate_then_validate(h200_gemm: Path, tmp_path: Path) -> None:
     # Files the fit never saw are scored on all their rows; a mix of fitted and new files would redraw the
     # split (training rows scored as held out), so it is refused.
     seen = set(pd.read_parquet(h200_gemm)["name"])
-    rows = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    rows = sv.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
     fresh = write_samples(tmp_path / "fresh.parquet", [r for r in rows if r.name not in seen][:60])
     unseen = runner.invoke(app, ["validate", "samples", str(fresh), "--coeffs", str(out), "--json"])
     assert unseen.exit_code == 0, unseen.output
@@ -124,7 +125,7 @@ def test_samples_of_another_gpu(h200_gemm: Path, tmp_path: Path) -> None:
 
 def test_too_few_rows_for_a_family(tmp_path: Path) -> None:
     few = write_samples(
-        tmp_path / "few.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")[-6:]
+        tmp_path / "few.parquet", sv.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")[-6:]
     )
     one_line_error(
         ["calibrate", few, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"], "family 'gemm'", "at least 8"

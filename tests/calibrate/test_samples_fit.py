@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dse.calibrate import samples_fit as sf
+from dse.calibrate import samples_validate as sv
 from dse.calibrate.coeffs import load_coeffs
 from dse.calibrate.kernel_fit import DatasetSpec
 from dse.calibrate.validate import validate_dataset
@@ -138,7 +139,7 @@ def test_synthetic_truth_is_recovered(synthetic: tuple[Path, sf.Calibration]) ->
 def test_synthetic_validation_table(synthetic: tuple[Path, sf.Calibration], tmp_path: Path) -> None:
     path, cal = synthetic
     coeffs = cal.save(tmp_path / "c.json")
-    rows, header = sf.validate_samples([path], coeffs_path=coeffs)
+    rows, header = sv.validate_samples([path], coeffs_path=coeffs)
     assert header["split"].startswith("hold-out 0.2")
     clocks = {r["clock"] for r in rows if r["family"] == "gemm"}
     assert clocks == {"1200 MHz", "1590 MHz", "1980 MHz", "all"}
@@ -151,7 +152,7 @@ def test_synthetic_validation_table(synthetic: tuple[Path, sf.Calibration], tmp_
     # ... while the shipped energies, off the truth by POWER_FACTORS, miss by several times more.
     assert sum(r["power_fitted"] for r in rows) < sum(r["power_default"] for r in rows) / 3
     # The same table without a file fits the training split here and agrees.
-    fitted_here, _ = sf.validate_samples([path], families=["rmsnorm"])
+    fitted_here, _ = sv.validate_samples([path], families=["rmsnorm"])
     assert all(r["latency_fitted"] < 0.01 for r in fitted_here)
 
 
@@ -203,7 +204,7 @@ def test_gpu_names_match() -> None:
 
 
 def _subsample(family: str, n: int, path: Path, dtype: str | None = None) -> Path:
-    samples = sf.samples_from_aiconfigurator("h100_sxm", family, dtype=dtype)
+    samples = sv.samples_from_aiconfigurator("h100_sxm", family, dtype=dtype)
     return write_samples(path, random.Random(0).sample(samples, min(n, len(samples))))
 
 
@@ -237,21 +238,21 @@ def test_converted_h100_tables_reproduce_the_shipped_fit(tmp_path: Path) -> None
 def test_converted_h100_tables_full(tmp_path: Path) -> None:
     files = [
         write_samples(
-            tmp_path / "gemm.parquet", sf.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")
+            tmp_path / "gemm.parquet", sv.samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")
         ),
         write_samples(
-            tmp_path / "flash.parquet", sf.samples_from_aiconfigurator("h100_sxm", "attention_flash")
+            tmp_path / "flash.parquet", sv.samples_from_aiconfigurator("h100_sxm", "attention_flash")
         ),
     ]
     _compare_with_shipped(sf.calibrate(files, GPU), slack=1.15)
 
 
 def test_aiconfigurator_conversion_keeps_power_only_for_long_kernels() -> None:
-    samples = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    samples = sv.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
     lat = np.array([s.latency_s for s in samples])
     power = np.array([s.avg_power_w for s in samples])
-    assert np.isnan(power[lat < sf.AIC_MIN_POWER_LATENCY_S]).all()
-    assert np.isfinite(power[lat >= sf.AIC_MIN_POWER_LATENCY_S]).all()
+    assert np.isnan(power[lat < sv.AIC_MIN_POWER_LATENCY_S]).all()
+    assert np.isfinite(power[lat >= sv.AIC_MIN_POWER_LATENCY_S]).all()
     assert {s.gpu for s in samples} == {"h200-sxm"} and all(s.sm_clock_hz is None for s in samples)
 
 
@@ -289,7 +290,7 @@ def test_rows_without_a_clock_are_predicted_as_dse_predict_predicts_them(tmp_pat
     """Converted aiconfigurator rows record no clock (default clocks, 700 W limit): large GEMMs get the cap
     rule's throttled clock, weight-streaming ones keep the boost clock, and `predict` gives each row what
     `dse predict` gives its op at the default operating point (the cap counted once)."""
-    table = sf.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
+    table = sv.samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
     rows = [s for s in table if s.m >= 8192 and s.n >= 8192 and s.k >= 8192][:15]
     rows += [s for s in table if s.m <= 8 and s.k >= 8192][:15]
     ss = sf.load_sample_set([write_samples(tmp_path / "g.parquet", rows)], "h200-sxm")
