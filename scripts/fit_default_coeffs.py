@@ -35,7 +35,8 @@ METHOD = (
     "lambda_epi >= 1, eps >= 0, grid over one math or load derate in [1, 2]; GEMM tile selection "
     f"re-done with the fitted coefficients (3 rounds); kernels >= 10 us; hold-out {HOLDOUT_FRAC:.0%} "
     f"seed {HOLDOUT_SEED} excluded from the fit; each row at the model's clock at the default operating "
-    "point (boost, capped at the TDP by the power model), from the previous pass's coefficients"
+    "point (boost, capped at the TDP by the power model), under the previous pass's coefficients (the "
+    "shipped set's in the first pass)"
 )
 
 
