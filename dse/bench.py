@@ -59,7 +59,7 @@ def bench_serving_predict(
 ) -> BenchResult:
     """One `predict_serving` (prefill + every decode step), the unit of work of a search point."""
     from dse.hardware.catalog import load_gpu
-    from dse.serving import ServingRequest, predict_serving
+    from dse.serving.static import ServingRequest, predict_serving
     from dse.workload.models import load_model_config
 
     arch, spec = load_model_config(model), load_gpu(gpu)

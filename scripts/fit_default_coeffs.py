@@ -4,12 +4,12 @@
     .venv/bin/python scripts/fit_default_coeffs.py --arch hopper --passes 1
 
 Each set is fitted on the training 80 % of a seed-0 hold-out split of its datasets
-(`dse.calibrate.kernel_fit.FIT_DATASETS`), so `dse.calibrate.validate.validate_kernels` reports honest
+(`dse.calibrate.fit.kernels.FIT_DATASETS`), so `dse.calibrate.validate.kernels.validate_kernels` reports honest
 hold-out errors. Families without data on an architecture are transferred from the other set and marked
 so in each group's `provenance`.
 
 Each row is fitted at the clock the model gives it at the default operating point (boost requested, capped
-at the TDP: `kernel_fit.default_clock_hz`). That clock depends on the latency coefficients, so the fit runs
+at the TDP: `dse.calibrate.fit.kernels.default_clock_hz`). That clock depends on the latency coefficients, so the fit runs
 in passes: the first takes the clocks from the shipped sets, each later pass from the previous pass's sets.
 """
 
@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 import dse
-from dse.calibrate.coeffs import CoeffSet, GroupInfo, save_coeffs
-from dse.calibrate.kernel_fit import HOLDOUT_FRAC, HOLDOUT_SEED, fit_architecture
+from dse.perf.coeffs import CoeffSet, GroupInfo, save_coeffs
+from dse.calibrate.fit.kernels import HOLDOUT_FRAC, HOLDOUT_SEED, fit_architecture
 from dse.perf.types import CoeffTable, PhaseCoeffs
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "dse" / "perf" / "data"
@@ -62,7 +62,7 @@ def _transfer(
 
 def _power_created(arch: str) -> str:
     """When the energy set the clocks were decided with was made (it is refitted after this script)."""
-    from dse.perf.power import load_power_coeffs
+    from dse.perf.coeffs import load_power_coeffs
 
     return f"created {load_power_coeffs(arch).provenance.get('created', 'unknown')}"
 

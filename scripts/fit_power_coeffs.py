@@ -8,8 +8,8 @@ ampere: EnergAIzer A100 PCIe 40 GB forward passes (900 MHz set and 510-1410 MHz 
 workloads of the by-workload split, with the host gap per launch; no A10 data. hopper: aiconfigurator H200
 GEMM and generation-attention power tables, kernels >= 1 ms, training rows, through the 700 W cap (context
 attention is validated only: `validate_power.HOPPER_FAMILY_WEIGHT` says why). The latency model
-uses its shipped default coefficients (`dse.calibrate.coeffs.load_default_coeffs`). See
-`dse.calibrate.validate_power` for the data rules.
+uses its shipped default coefficients (`dse.perf.coeffs.load_default_coeffs`). See
+`dse.calibrate.validate.power` for the data rules.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from pathlib import Path
 
 import dse
 from dse.calibrate import validate_power as vp
-from dse.calibrate.coeffs import load_default_coeffs
-from dse.calibrate.dataset import AIC_ATTENTION_FILES, AIC_GEMM_FILES, ENERGAIZER_FILES, data_root
+from dse.perf.coeffs import load_default_coeffs
+from dse.calibrate.data.aiconfigurator import AIC_ATTENTION_FILES, AIC_GEMM_FILES
+from dse.calibrate.data.energaizer import ENERGAIZER_FILES
+from dse.calibrate.data.common import data_root
 from dse.hardware.catalog import load_gpu
-from dse.perf.power import PowerCoeffs, load_power_coeffs, write_power_coeffs
+from dse.perf.coeffs import PowerCoeffs, load_power_coeffs, write_power_coeffs
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "dse" / "perf" / "data"
 
@@ -48,7 +50,7 @@ def _stamp(pc: PowerCoeffs, sources: list[dict[str, str]], latency_coeffs: str) 
         "latency_coeffs": latency_coeffs,
         "method": pc.provenance.get(
             "method",
-            "dse.calibrate.fit_power.fit_power_rows (cvxpy, relative least squares, coefficients >= 0)",
+            "dse.calibrate.fit.power.fit_power_rows (cvxpy, relative least squares, coefficients >= 0)",
         ),
         "units": "J/byte (l2, smem), J per bf16-equivalent FLOP (tensor), J/FLOP (cuda), J/op (sfu), "
         "dimensionless (dram_scale, x catalog e_bit), J per SM cycle (active, gap), at 1 V",

@@ -1,5 +1,5 @@
-"""Calibration: measured datasets (`dse.calibrate.dataset`) and, later, coefficient fits.
+"""Calibration: measured datasets (`dse.calibrate.data`) and, later, coefficient fits.
 
-Submodules are imported explicitly (`from dse.calibrate.dataset import load_aiconfigurator_gemm`) so that
+Submodules are imported explicitly (`from dse.calibrate.data import load_aiconfigurator_gemm`) so that
 `import dse.calibrate` pulls in neither pandas nor a solver.
 """

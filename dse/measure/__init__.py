@@ -9,7 +9,7 @@
     dse.measure.model_run   whole-model runs and per-operator energy from the aligned power trace
     dse.measure.torch_llm   the torch transformer those runs execute (random weights, graph op names)
     dse.measure.replay      ReplayGpu: recorded or synthetic samples on a virtual clock (tests, --dry-run)
-    dse.measure.samples     KernelSample schema, write_samples()/read_samples()
+    dse.calibrate.data.samples     KernelSample schema, write_samples()/read_samples()
     dse.measure.env         collect_env(): driver, GPU, library versions
     dse.measure.cli_commands  the functions behind `dse measure kernels|model`
 

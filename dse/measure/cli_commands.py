@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
+from dse.calibrate.data.samples import KernelSample, read_samples, write_samples
 from dse.errors import ConfigError, MeasurementError
 from dse.measure.harness import MeasureProtocol, measure_ops
-from dse.measure.samples import KernelSample, read_samples, write_samples
 from dse.measure.suites import build_suite
 from dse.units import MHZ
 

@@ -36,11 +36,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dse.calibrate.data.samples import KernelSample, op_fields
 from dse.errors import ConfigError, MeasurementError
 from dse.measure.names import parse_kernel_name
 from dse.measure.nvml import decode_throttle_reasons, locked_clocks
 from dse.measure.sampler import PowerTrace
-from dse.measure.samples import KernelSample, op_fields
 from dse.workload.ops import Op
 
 logger = logging.getLogger(__name__)

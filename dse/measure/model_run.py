@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dse.calibrate.data.samples import KernelSample
 from dse.errors import MeasurementError
 from dse.measure.harness import (
     GpuProbe,
@@ -50,7 +51,6 @@ from dse.measure.harness import (
 )
 from dse.measure.nvml import locked_clocks
 from dse.measure.sampler import PowerTrace, attribute_energy
-from dse.measure.samples import KernelSample
 
 logger = logging.getLogger(__name__)
 

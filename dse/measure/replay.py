@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from dse.calibrate.data.samples import SHAPE_FIELDS, KernelSample, op_fields
 from dse.errors import MeasurementError
 from dse.hardware.spec import GpuSpec
 from dse.measure.harness import UnsupportedOpError
 from dse.measure.nvml import NO_LOCK_HINT
 from dse.measure.sampler import PowerTrace
-from dse.measure.samples import SHAPE_FIELDS, KernelSample, op_fields
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 

@@ -32,8 +32,9 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.coeffs import PowerCoeffs
 from dse.perf.multiclock import Estimator, RowEstimator, estimator_rows, op_rows, put_rows, take_rows
-from dse.perf.power import GpuPowerTerms, PowerCoeffs, power_parts_w
+from dse.perf.power import GpuPowerTerms, power_parts_w
 from dse.perf.types import OperatingPoint
 
 COARSE_STEPS = 8  # coarse cap-search grid: every 8th clock of the GPU's grid (120 MHz at 15 MHz steps)

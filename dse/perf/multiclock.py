@@ -96,7 +96,7 @@ def family_arrays(
     timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped).
 
     `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
-    measured tables of `dse.calibrate.kernel_fit.CACHE_WRITE_TABLES` time them; graphs keep it off."""
+    measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off."""
     from dse.perf import attention, elementwise, gemm, reduction
 
     def arr(values: list[float]) -> np.ndarray:
@@ -203,7 +203,7 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
 
     `key` is the family (`gemm`, `attention_flash`, `attention_decode`, `attention_eager`, `reduction`,
     `elementwise`) and `out` its `*_arrays` output for `ops`; callers that run the families themselves
-    (`dse.calibrate.samples_fit`) pass the result to the power model's `tensor_flop`.
+    (`dse.calibrate.fit.samples`) pass the result to the power model's `tensor_flop`.
 
     The MMA dtypes follow the families: a GEMM runs in its dtype (fp32 on CUDA cores: none), FlashAttention
     prefill in 16 bit, flash-decoding in fp8 on Hopper when the KV cache is fp8 (FA3), eager attention's

@@ -10,7 +10,7 @@ A kernel's analytical timeline has three phases (EnergAIzer section IV-B):
 
 The fitted correction is `lambda_pro * t_pro + lambda_main * t_main + lambda_epi * t_epi + eps`. The
 fit constrains `lambda_main >= 1`, `lambda_epi >= 1`, `lambda_pro >= 0`, `eps >= 0` (see
-`dse.calibrate.fit_latency`): since the mainloop and the epilogue carry all compulsory work at ideal
+`dse.calibrate.fit.latency`): since the mainloop and the epilogue carry all compulsory work at ideal
 rates, the corrected latency can never drop below the roofline bound.
 
 Module busy times are kept per phase as a `[3, len(MODULES), N]` array (phase, module, row); a module's

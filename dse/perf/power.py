@@ -32,22 +32,17 @@ For one kernel running at SM clock f (DESIGN.md section 5):
 
 Energy of a kernel is `P * latency`. Everything here is vectorized: arrays of kernels, clocks, or both.
 Coefficient files are JSON under `dse/perf/data/power_<architecture>.json`, fitted by
-`scripts/fit_power_coeffs.py` (`dse.calibrate.fit_power`); each records its provenance.
+`scripts/fit_power_coeffs.py` (`dse.calibrate.fit.power`); each records its provenance.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
 from dse.perf.multiclock import estimate_arrays
 from dse.perf.rates import tensor_flop_per_clk
 from dse.perf.types import MODULES, KernelEstimate
@@ -61,142 +56,6 @@ ENERGY_KEYS: tuple[str, ...] = ("idle", "active", "dram", *ONCHIP_MODULES)
 _MODULE_INDEX = {m: i for i, m in enumerate(MODULES)}
 _ONCHIP_IDX = np.array([_MODULE_INDEX[m] for m in ONCHIP_MODULES])
 _TENSOR = _MODULE_INDEX["tensor"]
-
-# Architectures without a coefficient file of their own borrow the nearest generation's (documented guess).
-ARCH_FALLBACK: dict[str, str] = {"ada": "ampere", "lovelace": "ampere", "blackwell": "hopper"}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PowerCoeffs:
-    """Fitted energy coefficients of one GPU architecture, at V_REF (see the module docstring).
-
-    Units: l2 and smem J/byte, tensor J per bf16-equivalent FLOP, cuda J/FLOP, sfu J/op; dram_scale is
-    dimensionless; active and gap are J per SM clock cycle. `host_gap_s` is the per-launch host gap of the
-    dataset the coefficients came from (eager PyTorch), offered as a default, never applied silently.
-    """
-
-    architecture: str
-    l2_j_per_byte: float = 0.0
-    smem_j_per_byte: float = 0.0
-    tensor_j_per_flop: float = 0.0
-    cuda_j_per_flop: float = 0.0
-    sfu_j_per_op: float = 0.0
-    dram_scale: float = 1.0
-    active_j_per_sm_cycle: float = 0.0
-    gap_j_per_sm_cycle: float = 0.0
-    host_gap_s: float = 0.0
-    provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-    def __post_init__(self) -> None:
-        for name in (*self.coeff_names(), "host_gap_s"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0.0):
-                raise ConfigError(
-                    f"PowerCoeffs({self.architecture}): {name} must be finite and >= 0, got {value}"
-                )
-
-    @staticmethod
-    def coeff_names() -> tuple[str, ...]:
-        """The fitted coefficients, in the order of `vector()` and of the fit's design matrix."""
-        return (
-            "l2_j_per_byte",
-            "smem_j_per_byte",
-            "tensor_j_per_flop",
-            "cuda_j_per_flop",
-            "sfu_j_per_op",
-            "dram_scale",
-            "active_j_per_sm_cycle",
-            "gap_j_per_sm_cycle",
-        )
-
-    def vector(self) -> np.ndarray:
-        return np.array([getattr(self, n) for n in self.coeff_names()], dtype=float)
-
-    @classmethod
-    def from_vector(cls, architecture: str, values: np.ndarray, **extra: Any) -> PowerCoeffs:
-        return cls(
-            architecture=architecture,
-            **dict(zip(cls.coeff_names(), map(float, values), strict=True)),
-            **extra,
-        )
-
-    def onchip_e(self) -> np.ndarray:
-        """[5] energy per unit of work of ONCHIP_MODULES."""
-        return np.array(
-            [
-                self.l2_j_per_byte,
-                self.smem_j_per_byte,
-                self.tensor_j_per_flop,
-                self.cuda_j_per_flop,
-                self.sfu_j_per_op,
-            ]
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"architecture": self.architecture}
-        out.update({n: getattr(self, n) for n in (*self.coeff_names(), "host_gap_s")})
-        out["provenance"] = self.provenance
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "") -> PowerCoeffs:
-        allowed = {"architecture", *cls.coeff_names(), "host_gap_s", "provenance"}
-        unknown = sorted(set(data) - allowed)
-        if unknown or "architecture" not in data:
-            raise ConfigError(
-                f"{source or 'power coefficients'}: unknown keys {unknown} or no 'architecture'"
-            )
-        return cls(**data)
-
-
-def write_power_coeffs(coeffs: PowerCoeffs, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(coeffs.to_dict(), indent=2, sort_keys=False) + "\n")
-
-
-def load_power_coeffs_file(path: str | Path) -> PowerCoeffs:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read power coefficients ({exc})") from exc
-    return PowerCoeffs.from_dict(data, str(path))
-
-
-def _data_dir() -> Any:
-    return resources.files("dse.perf").joinpath("data")
-
-
-def list_power_coeffs() -> list[str]:
-    """Names of the shipped coefficient sets (`ampere`, `hopper`, `ampere-no-a10`, ...)."""
-    d = _data_dir()
-    if not d.is_dir():
-        return []
-    return sorted(p.name[len("power_") : -len(".json")] for p in d.iterdir() if p.name.startswith("power_"))
-
-
-@cache
-def load_power_coeffs(name: str) -> PowerCoeffs:
-    """A shipped coefficient set by name (e.g. `ampere`) or a path to a JSON file."""
-    if name.endswith(".json") or Path(name).is_file():
-        return load_power_coeffs_file(name)
-    f = _data_dir().joinpath(f"power_{name}.json")
-    if not f.is_file():
-        raise ConfigError(f"no shipped power coefficients '{name}'; known: {', '.join(list_power_coeffs())}")
-    return PowerCoeffs.from_dict(json.loads(f.read_text()), f"power_{name}.json")
-
-
-def default_power_coeffs(gpu: GpuSpec) -> PowerCoeffs:
-    """The shipped coefficients for `gpu`'s architecture (or the nearest generation's, see ARCH_FALLBACK)."""
-    return _default_power_coeffs(gpu.architecture.lower())
-
-
-@cache
-def _default_power_coeffs(arch: str) -> PowerCoeffs:
-    # Cached: the serving predictor asks for every graph it predicts; listing package data costs ~0.3 ms.
-    known = list_power_coeffs()
-    name = arch if arch in known else ARCH_FALLBACK.get(arch, "ampere")
-    return load_power_coeffs(name)
-
 
 # --------------------------------------------------------------------------------------------- the model
 

@@ -31,15 +31,10 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
 from dse.perf.dvfs import capped_rows, row_estimator
 from dse.perf.multiclock import Estimator
-from dse.perf.power import (
-    ENERGY_KEYS,
-    PowerCoeffs,
-    default_power_coeffs,
-    gap_power_w,
-    gpu_power_terms,
-)
+from dse.perf.power import ENERGY_KEYS, gap_power_w, gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph

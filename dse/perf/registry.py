@@ -1,6 +1,6 @@
 """The estimator table and the entry points that estimate many ops and whole workload graphs.
 
-    coeffs = load_default_coeffs(gpu)                  # dse.calibrate.coeffs (None = uncorrected model)
+    coeffs = load_default_coeffs(gpu)                  # dse.perf.coeffs (None = uncorrected model)
     kernels = estimate_ops(ops, gpu, OperatingPoint(), coeffs)
     graph_est = estimate_graph(graph, gpu, OperatingPoint(sm_clock_hz=1.5e9), coeffs)
 
@@ -60,7 +60,7 @@ def estimate_ops(
         ops: the ops (their `count` is carried into the estimates, not multiplied in).
         gpu: the GPU.
         point: SM clock (None: the GPU's default boost clock) and power cap.
-        coeffs: a `CoeffSet` (e.g. `dse.calibrate.coeffs.load_default_coeffs(gpu)`), a `CoeffTable`, or
+        coeffs: a `CoeffSet` (e.g. `dse.perf.coeffs.load_default_coeffs(gpu)`), a `CoeffTable`, or
             None for the uncorrected analytical model.
     """
     families: dict[str, tuple[BatchEstimator, list[int]]] = {}

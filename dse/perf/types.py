@@ -54,7 +54,7 @@ class PhaseCoeffs:
     cores / SFU) or the load actions (DRAM / L2 / shared memory) inside each mainloop step before the step
     takes the maximum of the two, so that one group fits both compute-bound and memory-bound kernels
     (at most one of them differs from 1; lambda_main scales both). The kernels are fitted at the clock the
-    power-cap rule gives them (`dse.calibrate.kernel_fit.default_clock_hz`), so the math derate is what
+    power-cap rule gives them (`dse.calibrate.fit.kernels.default_clock_hz`), so the math derate is what
     remains of the math pipes' shortfall at that clock, not the throttling itself (which the cap rule counts
     once, at prediction time). The load derate is the achievable fraction of DRAM bandwidth. The neutral
     value (1, 1, 1, 0, 1, 1) is the uncorrected analytical model.
@@ -87,7 +87,7 @@ class CoeffTable:
 
     Group names are slash paths from general to specific, e.g. `gemm/f16/large`. `lookup` returns the
     most specific entry present: `gemm/f16/large`, else `gemm/f16`, else `gemm`, else the neutral
-    coefficients. `dse.calibrate.coeffs.CoeffSet` wraps a table with its provenance.
+    coefficients. `dse.perf.coeffs.CoeffSet` wraps a table with its provenance.
     """
 
     groups: dict[str, PhaseCoeffs] = field(default_factory=dict, hash=False)

@@ -11,9 +11,9 @@ plotly is imported only here, behind a `try_import` guard: importing this packag
 the functions that draw raise one error with the install command.
 """
 
+from dse.report.figures.pareto import ParetoInfo, build_pareto_info, plot_pareto
 from dse.report.frames import RunData, load_run
 from dse.report.html import write_html_report
-from dse.report.pareto_plot import ParetoInfo, build_pareto_info, plot_pareto
 from dse.report.serve import serve_report
 
 __all__ = [

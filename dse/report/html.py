@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 
 from dse.report._imports import try_import
-from dse.report.figures import BreakdownRow, clock_column, plot_breakdowns, plot_dvfs, plot_parcoords
-from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
-from dse.report.pareto_plot import (
+from dse.report.figures.common import BreakdownRow, clock_column, plot_breakdowns, plot_dvfs, plot_parcoords
+from dse.report.figures.pareto import (
     DOMINATED_COLOR,
     FRONT_COLOR,
     ParetoInfo,
@@ -32,6 +31,7 @@ from dse.report.pareto_plot import (
     customdata_columns,
     plot_pareto,
 )
+from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
 
 with try_import() as _imports:
     import plotly.io as pio

@@ -219,8 +219,8 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
 
 
 def predict_inputs(inputs: Mapping[str, Any]) -> Any:
-    """The serving estimate (`dse.serving.ServingEstimate`) of one point's `build_inputs` result."""
-    import dse.serving as serving  # lazy: the search layer must not need the model stack at import
+    """The serving estimate (`dse.serving.static.ServingEstimate`) of one point's `build_inputs` result."""
+    from dse.serving import static as serving  # lazy: the search layer must not need the model stack at import
 
     workload = {k: inputs[k] for k in _REQUEST_KEYS}
     return serving.predict_serving(
@@ -249,7 +249,7 @@ def serving_metric_names() -> tuple[str, ...]:
     import dataclasses
 
     try:
-        from dse.serving import ServingEstimate
+        from dse.serving.static import ServingEstimate
     except ImportError:
         return SERVING_METRICS + CONTEXT_METRICS
     names = [

@@ -34,7 +34,7 @@ from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics,
 from dse.search.objective import EvalContext, Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
 from dse.search.progress import ProgressCallback, ProgressState, RichProgress
-from dse.search.results import (
+from dse.search.rundir import (
     ENV_FILE,
     POINTS_FILE,
     STUDY_FILE,

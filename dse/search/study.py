@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 
+from dse.config.yamlio import SourceMap, format_errors, load_yaml, located_error
 from dse.errors import ConfigError
 from dse.search.objective import (
     DERIVED_GPU_KNOBS,
@@ -67,14 +68,13 @@ from dse.search.space import (
     SpaceFile,
     _ParamBase,
 )
-from dse.search.yamlio import SourceMap, format_errors, load_yaml, located_error
 
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 Attention = Literal["flash", "eager"]
-KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.serving_engine.KV_DTYPES
-Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.serving_engine.ENGINES
-Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.serving_engine.SAMPLINGS
+KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPES
+Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
+Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.workload.engine.SAMPLINGS
 ExecutorKind = Literal["ray", "process", "serial"]
 
 

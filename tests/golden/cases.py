@@ -15,15 +15,14 @@ from typing import Any
 import numpy as np
 
 from dse.hardware.catalog import load_gpu
-from dse.calibrate.coeffs import load_default_coeffs
+from dse.perf.coeffs import load_default_coeffs
 from dse.perf.predict import predict_graph
-from dse.perf.registry import estimate_ops
 from dse.perf.types import OperatingPoint
 from dse.search.objective import EvalContext, evaluate_point
-from dse.calibrate.validate_serving import steady_state
-from dse.serving import ServingRequest, predict_serving
-from dse.serving_benchmark import simulate_closed_loop
-from dse.serving_engine import ENGINES, engine_step_graph
+from dse.serving.continuous import simulate_closed_loop
+from dse.serving.static import ServingRequest, predict_serving
+from dse.serving.steady import steady_state
+from dse.workload.engine import ENGINES, engine_step_graph
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import build_decode_graph, build_prefill_graph
 from dse.workload.models import load_model_config

@@ -13,8 +13,7 @@ import math
 import pytest
 
 from dse.hardware.catalog import load_gpu
-from dse.calibrate.coeffs import load_default_coeffs
-from dse.perf.power import default_power_coeffs
+from dse.perf.coeffs import default_power_coeffs, load_default_coeffs
 from dse.perf.predict import predict_graph
 from dse.perf.registry import estimate_ops
 from dse.perf.types import OperatingPoint

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dse.calibrate.data.samples import op_from_sample, read_samples, write_samples
 from dse.errors import ConfigError, MeasurementError
 from dse.hardware.catalog import load_gpu
 from dse.measure.cli_commands import measure_kernels_command
 from dse.measure.harness import MeasureProtocol, measure_kernel, measure_ops
 from dse.measure.replay import ReplayGpu, synthetic_fallback
-from dse.measure.samples import op_from_sample, read_samples, write_samples
 from dse.workload.ops import GemmOp, SoftmaxOp
 
 RECORDED = Path(__file__).parent / "data" / "h200_sxm+gemm.csv"

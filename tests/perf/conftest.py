@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dse.calibrate.coeffs import load_default_coeffs
 from dse.hardware.catalog import load_gpu
+from dse.perf.coeffs import load_default_coeffs
 
 
 @pytest.fixture(scope="session")

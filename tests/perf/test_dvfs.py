@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +9,7 @@ from hypothesis import strategies as st
 
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
+from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import (
     capped_rows,
     clock_grid_hz,
@@ -24,12 +22,10 @@ from dse.perf.dvfs import (
     row_estimator,
     snap_down_hz,
 )
-from dse.perf.power import PowerCoeffs, gpu_power_terms
+from dse.perf.power import gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.workload.ops import ElementwiseOp, GemmOp
-
-sys.path.insert(0, str(Path(__file__).parent))
-from power_fakes import roofline_estimator  # noqa: E402
+from tests.perf.power_fakes import roofline_estimator
 
 PC = PowerCoeffs(
     architecture="hopper",

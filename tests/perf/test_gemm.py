@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from perf_roofline import roofline_s
+from tests.perf.perf_roofline import roofline_s
 
 from dse.perf import gemm
 from dse.perf.rates import DRAM_LATENCY_S

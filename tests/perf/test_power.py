@@ -9,22 +9,24 @@ import pytest
 
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
+from dse.perf.coeffs import (
+    PowerCoeffs,
+    default_power_coeffs,
+    list_power_coeffs,
+    load_power_coeffs,
+    load_power_coeffs_file,
+    write_power_coeffs,
+)
 from dse.perf.power import (
     ENERGY_KEYS,
     V_REF,
-    PowerCoeffs,
-    default_power_coeffs,
     estimate_arrays,
     gap_feature,
     gap_power_w,
     gpu_power_terms,
     kernel_power_w,
-    list_power_coeffs,
-    load_power_coeffs,
-    load_power_coeffs_file,
     power_features,
     power_parts_w,
-    write_power_coeffs,
 )
 from dse.perf.types import MODULES, KernelEstimate
 

@@ -15,15 +15,10 @@ from hypothesis import strategies as st
 
 from dse.hardware.catalog import load_gpu
 from dse.perf import gemm
+from dse.perf.coeffs import PowerCoeffs, default_power_coeffs, list_power_coeffs
 from dse.perf.dvfs import clock_grid_hz
 from dse.perf.multiclock import op_rows
-from dse.perf.power import (
-    PowerCoeffs,
-    default_power_coeffs,
-    gpu_power_terms,
-    list_power_coeffs,
-    power_parts_w,
-)
+from dse.perf.power import gpu_power_terms, power_parts_w
 from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
 from dse.workload.graph import WorkloadGraph
@@ -47,7 +42,7 @@ def _pc(gpu):
 
 
 def _coeffs(gpu):
-    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.perf.coeffs import load_default_coeffs
 
     return load_default_coeffs(gpu)
 

@@ -62,7 +62,7 @@ def test_op_rows_equal_estimate_ops(gpu_name):
 
 
 def test_op_rows_equal_estimate_ops_on_llm_graphs_with_shipped_coeffs():
-    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.perf.coeffs import load_default_coeffs
 
     gpu = load_gpu("h200-sxm")
     coeffs = load_default_coeffs(gpu)
@@ -88,7 +88,7 @@ def test_op_rows_clamps_clocks_like_the_estimators():
 def test_tensor_flop_is_the_useful_mma_work_in_bf16_equivalents(gpu_name):
     """tensor_flop is the op's matmul FLOPs (no padding), an fp8 FLOP counting bf16 rate / fp8 rate, fp32
     GEMMs and non-matmul kernels none; the same at any clock and with or without latency coefficients."""
-    from dse.calibrate.coeffs import load_default_coeffs
+    from dse.perf.coeffs import load_default_coeffs
     from dse.perf.rates import tensor_flop_per_clk
 
     gpu = load_gpu(gpu_name)

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
-from dse.perf.power import ENERGY_KEYS, PowerCoeffs
+from dse.perf.coeffs import PowerCoeffs
+from dse.perf.power import ENERGY_KEYS
 from dse.perf.predict import host_gaps_s, predict_command_payload, predict_graph
 from dse.perf.types import OperatingPoint
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp, SoftmaxOp
-
-sys.path.insert(0, str(Path(__file__).parent))
-from power_fakes import roofline_estimator  # noqa: E402
+from tests.perf.power_fakes import roofline_estimator
 
 PC = PowerCoeffs(
     architecture="hopper",

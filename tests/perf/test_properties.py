@@ -14,10 +14,10 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from perf_roofline import roofline_s
+from tests.perf.perf_roofline import roofline_s
 
-from dse.calibrate.coeffs import load_default_coeffs
 from dse.hardware.catalog import load_gpu
+from dse.perf.coeffs import load_default_coeffs
 from dse.perf.registry import estimate_op, estimate_ops
 from dse.perf.types import MODULES, OperatingPoint
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dse.calibrate.coeffs import load_coeffs, load_default_coeffs, neutral_coeffs, save_coeffs
+from dse.perf.coeffs import load_coeffs, load_default_coeffs, neutral_coeffs, save_coeffs
 from dse.perf.registry import ESTIMATORS, estimate_graph, estimate_op, estimate_ops
 from dse.perf.types import OperatingPoint
 from dse.workload.graph import WorkloadGraph

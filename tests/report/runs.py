@@ -114,7 +114,7 @@ def write_run(
     jsonl: bool = True,
 ) -> Path:
     """Write a run directory like the search runner does and return its path."""
-    from dse.report.pareto_plot import nondominated_mask
+    from dse.report.figures.pareto import nondominated_mask
 
     run_dir = root / "results" / "h100-llama3-8b-decode" / f"run-{seed}-{n}"
     run_dir.mkdir(parents=True)

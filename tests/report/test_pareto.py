@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dse.errors import ConfigError
+from dse.report.figures.pareto import build_pareto_info, nondominated_mask, plot_pareto
 from dse.report.frames import load_run
-from dse.report.pareto_plot import build_pareto_info, nondominated_mask, plot_pareto
 
 from .runs import naive_front, write_run
 
@@ -101,7 +101,7 @@ def test_plot_pareto_smoke(small_run: Path) -> None:
 
 
 def test_missing_values_show_as_a_dash_in_hover_data(small_run: Path) -> None:
-    from dse.report.pareto_plot import MISSING, build_customdata, customdata_columns
+    from dse.report.figures.pareto import MISSING, build_customdata, customdata_columns
 
     run = load_run(small_run)
     t = run.trials.copy()

@@ -1,4 +1,4 @@
-"""The shipped llm_serving study with the real model (dse.serving.predict_serving).
+"""The shipped llm_serving study with the real model (dse.serving.static.predict_serving).
 
 The short run is part of the default suite; the 10,000-point NSGA-II acceptance run (Ray start included,
 120 s budget on the project's 2-core machine) is marked slow: `make test-slow`.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import dse
+import dse.serving
 from dse.errors import ConfigError
 from dse.search.objective import EvalContext, build_inputs, evaluate_chunk, evaluate_point, split_params
 
@@ -82,11 +82,11 @@ def test_evaluate_point_calls_predict_serving(monkeypatch: pytest.MonkeyPatch) -
             raise ConfigError("13 is unlucky")
         return _Est({"request": request})
 
-    fake = types.ModuleType("dse.serving")
+    fake = types.ModuleType("dse.serving.static")
     fake.ServingRequest = ServingRequest  # type: ignore[attr-defined]
     fake.predict_serving = predict_serving  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "dse.serving", fake)
-    monkeypatch.setattr(dse, "serving", fake, raising=False)  # `import dse.serving` reads the attribute
+    monkeypatch.setitem(sys.modules, "dse.serving.static", fake)
+    monkeypatch.setattr(dse.serving, "static", fake)  # `from dse.serving import static` reads the attribute
     ctx = EvalContext(batch=2)
     m = evaluate_point({"sm_clock_mhz": 1200, "gpu.power.tdp_w": 650}, ctx)
     assert (

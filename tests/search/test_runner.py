@@ -18,7 +18,7 @@ import pytest
 from dse.errors import ConfigError
 from dse.search.pareto import pareto_mask
 from dse.search.progress import ProgressState
-from dse.search.results import PointLog, model_fingerprint, tree_fingerprint
+from dse.search.rundir import PointLog, model_fingerprint, tree_fingerprint
 from dse.search.runner import run_study
 
 from .toy import ctrl_c_after_40, die_once, flat, schaffer, zdt1

@@ -11,7 +11,7 @@ from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp
 
 pytest.importorskip("pandas")
-from dse.calibrate.dataset import data_root  # noqa: E402
+from dse.calibrate.data.common import data_root  # noqa: E402
 
 
 def _kernel_file():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dse.calibrate.dataset import data_root
+from dse.calibrate.data.common import data_root
 from dse.errors import ConfigError
 from dse.workload.energaizer import ELEMENTWISE_OP_KINDS, load_kernel_list, parse_workload_name
 from dse.workload.ops import ELEMENTWISE_KINDS, OP_TYPES, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
@@ -293,7 +293,7 @@ def test_parse_workload_name_rejects_malformed(stem: str) -> None:
 def test_parse_workload_name_agrees_with_measurement_columns() -> None:
     import pandas as pd
 
-    from dse.calibrate.dataset import load_energaizer_measurements
+    from dse.calibrate.data.energaizer import load_energaizer_measurements
 
     for which in ("a100", "a10", "dvfs"):
         df = load_energaizer_measurements(which)

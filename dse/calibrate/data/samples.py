@@ -1,0 +1,289 @@
+"""`KernelSample`: one measured kernel (or whole forward pass) at one operating point, and its files.
+
+One row per (op, clock) in SI units. Column names follow `dse.calibrate.data`, so measured files and
+the third-party data in `shared/data` read the same way: `gpu, m, n, k, dtype, latency_s, power_w,
+power_limit_w, sm_clock_hz, avg_sm_clock_hz, energy_j ...`. `power_w` is written as an alias of
+`avg_power_w` (the aiconfigurator loaders call mean power `power_w`; EnergAIzer calls it `avg_power_w`).
+
+    write_samples("h100.parquet", samples)   # .parquet or .csv, chosen by suffix
+    samples = read_samples("h100.parquet")   # list[KernelSample]
+    frame = samples_frame(samples)           # pandas DataFrame, the same columns as the file
+
+Shape fields that do not apply to an op are None (empty in CSV, null in parquet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dse.errors import ConfigError
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp, op_kind
+
+SHAPE_FIELDS: tuple[str, ...] = (
+    "m",
+    "n",
+    "k",
+    "batch",
+    "rows",
+    "cols",
+    "num_elements",
+    "seq_len_q",
+    "seq_len_kv",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+)
+# Aliases written next to the canonical columns for the loaders of `shared/data`; ignored on read.
+ALIASES: dict[str, str] = {"power_w": "avg_power_w", "power_cap_w": "power_limit_w", "avg_temp_c": "temp_c"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelSample:
+    """One measurement: an op (or a whole forward pass, `kind="model"`) at one SM clock.
+
+    Per-call quantities (`latency_s`, `energy_j`) are window totals divided by the calls in the window.
+    `energy_j` is whole-board energy, idle included; `dynamic_energy_j` subtracts `idle_power_w`.
+    `sm_clock_hz` is the requested lock (None: not locked, `--no-lock`); `avg_sm_clock_hz` is what the
+    GPU reported during the window (lower than the lock when a power or thermal limit clamps it).
+    `energy_method` says where `energy_j` came from: `counter` (NVML total-energy counter deltas),
+    `trace` (integrated power samples) or `replay`/`synthetic` (no GPU involved).
+    """
+
+    gpu: str
+    kind: str
+    name: str = ""
+    dtype: str = ""
+    variant: str = ""  # elementwise kind (gelu, add ...), attention backend, norm kind; GEMM: "act_quant"
+    out_dtype: str = ""  # GEMM / cast output dtype when it differs from `dtype` ("": the op's default)
+    kv_dtype: str = ""  # attention KV-cache dtype when it differs from `dtype` ("": same)
+    b_shared: bool | None = None  # GEMM: B is one weight shared by all batch entries
+    causal: bool | None = None
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    batch: int | None = None
+    rows: int | None = None
+    cols: int | None = None
+    num_elements: int | None = None
+    seq_len_q: int | None = None
+    seq_len_kv: int | None = None
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    sm_clock_hz: float | None = None
+    avg_sm_clock_hz: float = math.nan
+    avg_mem_clock_hz: float = math.nan
+    power_limit_w: float = math.nan
+    latency_s: float
+    avg_power_w: float
+    energy_j: float
+    trace_energy_j: float = math.nan
+    idle_power_w: float = math.nan
+    num_calls: int = 1
+    num_repeats: int = 1
+    latency_rel_std: float = math.nan
+    energy_rel_std: float = math.nan
+    stable: bool = True
+    num_samples: int = 0
+    temp_c: float = math.nan
+    throttle_reasons: str = ""  # comma-separated NVML clock-event reasons seen in the windows
+    kernel_name: str = ""
+    tile: str = ""  # "128x256x64" where the kernel name shows it (dse.measure.names)
+    stages: int | None = None
+    warp_specialized: bool | None = None
+    split_k: bool | None = None
+    energy_method: str = "counter"
+    source: str = ""
+
+    @property
+    def dynamic_energy_j(self) -> float:
+        """Energy above idle for one call (NaN when idle power was not measured)."""
+        return self.energy_j - self.idle_power_w * self.latency_s
+
+    @property
+    def dynamic_power_w(self) -> float:
+        return self.avg_power_w - self.idle_power_w
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(KernelSample))
+_INT_FIELDS = frozenset({*SHAPE_FIELDS, "num_calls", "num_repeats", "num_samples", "stages"})
+_BOOL_FIELDS = frozenset({"causal", "b_shared", "stable", "warp_specialized", "split_k"})
+_STR_FIELDS = frozenset(
+    {
+        "gpu",
+        "kind",
+        "name",
+        "dtype",
+        "variant",
+        "out_dtype",
+        "kv_dtype",
+        "throttle_reasons",
+        "kernel_name",
+        "tile",
+        "energy_method",
+        "source",
+    }
+)
+
+
+def op_fields(op: Op) -> dict[str, Any]:
+    """The sample fields describing an op: kind, name, dtype, variant and the shape fields that apply."""
+    fields: dict[str, Any] = {"kind": op_kind(op), "name": op.name, "dtype": op.dtype}
+    if isinstance(op, GemmOp):
+        fields |= {"m": op.m, "n": op.n, "k": op.k, "batch": op.batch, "b_shared": op.b_shared}
+        fields |= {"out_dtype": op.out_dtype or "", "variant": "act_quant" if op.act_quant else ""}
+    elif isinstance(op, AttentionOp):
+        fields |= {
+            "kv_dtype": op.kv_dtype or "",
+            "batch": op.batch,
+            "seq_len_q": op.seq_len_q,
+            "seq_len_kv": op.seq_len_kv,
+            "num_heads": op.num_heads,
+            "num_kv_heads": op.num_kv_heads,
+            "head_dim": op.head_dim,
+            "causal": op.causal,
+            "variant": op.backend,
+        }
+    elif isinstance(op, SoftmaxOp):
+        fields |= {"rows": op.rows, "cols": op.cols}
+    elif isinstance(op, NormOp):
+        fields |= {"rows": op.rows, "cols": op.cols, "variant": op.kind}
+    elif isinstance(op, ElementwiseOp):
+        fields |= {"num_elements": op.num_elements, "variant": op.kind, "out_dtype": op.out_dtype or ""}
+    return fields
+
+
+def op_from_sample(sample: KernelSample) -> Op:
+    """Rebuild the op a sample measured (the inverse of `op_fields`).
+
+    Raises:
+        ConfigError: the sample is a whole-model row or misses a shape field.
+    """
+    s = sample
+    try:
+        if s.kind == "gemm":
+            return GemmOp(
+                name=s.name,
+                m=s.m,  # type: ignore[arg-type]
+                n=s.n,  # type: ignore[arg-type]
+                k=s.k,  # type: ignore[arg-type]
+                batch=s.batch or 1,
+                dtype=s.dtype,  # type: ignore[arg-type]
+                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+                b_shared=bool(s.b_shared),
+                act_quant=s.variant == "act_quant",
+            )
+        if s.kind.startswith("attention"):
+            return AttentionOp(
+                name=s.name,
+                batch=s.batch,
+                num_heads=s.num_heads,
+                num_kv_heads=s.num_kv_heads,  # type: ignore[arg-type]
+                head_dim=s.head_dim,
+                seq_len_q=s.seq_len_q,
+                seq_len_kv=s.seq_len_kv,  # type: ignore[arg-type]
+                causal=bool(s.causal),
+                backend=s.variant or s.kind.removeprefix("attention_"),  # type: ignore[arg-type]
+                dtype=s.dtype,  # type: ignore[arg-type]
+                kv_dtype=s.kv_dtype or None,  # type: ignore[arg-type]
+            )
+        if s.kind == "softmax":
+            return SoftmaxOp(name=s.name, rows=s.rows, cols=s.cols, dtype=s.dtype)  # type: ignore[arg-type]
+        if s.kind in ("layernorm", "rmsnorm"):
+            return NormOp(name=s.name, rows=s.rows, cols=s.cols, kind=s.kind, dtype=s.dtype)  # type: ignore[arg-type]
+        if s.kind == "elementwise":
+            return ElementwiseOp(
+                name=s.name,
+                kind=s.variant,
+                num_elements=s.num_elements,  # type: ignore[arg-type]
+                dtype=s.dtype,  # type: ignore[arg-type]
+                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+            )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"sample '{s.name}' ({s.kind}) does not describe a valid op: {exc}") from exc
+    raise ConfigError(f"sample '{s.name}' of kind '{s.kind}' is not a single kernel")
+
+
+def samples_frame(samples: Iterable[KernelSample]) -> pd.DataFrame:
+    """Samples as a DataFrame: one column per field (nullable ints for shapes) plus the alias columns."""
+    rows = [dataclasses.asdict(s) for s in samples]
+    frame = pd.DataFrame(rows, columns=list(FIELD_NAMES))
+    for name in FIELD_NAMES:
+        if name in _INT_FIELDS:
+            frame[name] = frame[name].astype("Int64")
+        elif name in _BOOL_FIELDS:
+            frame[name] = frame[name].astype("boolean")
+        elif name in _STR_FIELDS:
+            frame[name] = frame[name].astype(object)
+        else:
+            frame[name] = frame[name].astype("float64")
+    for alias, canonical in ALIASES.items():
+        frame[alias] = frame[canonical]
+    return frame
+
+
+def write_samples(path: str | Path, samples: Sequence[KernelSample]) -> Path:
+    """Write samples to `.parquet` or `.csv` (by suffix); parent folders are created. Returns the path."""
+    path = Path(path)
+    frame = samples_frame(samples)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    elif path.suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        raise ConfigError(f"{path}: samples are written as .parquet or .csv")
+    return path
+
+
+def _cell(name: str, value: Any) -> Any:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        if name in _STR_FIELDS:
+            return ""
+        if name in _INT_FIELDS or name in _BOOL_FIELDS or name == "sm_clock_hz":
+            return None
+        return math.nan
+    if name in _INT_FIELDS:
+        return int(value)
+    if name in _BOOL_FIELDS:
+        if isinstance(value, str):
+            return value.strip().lower() in ("true", "1")
+        return bool(value)
+    if name in _STR_FIELDS:
+        return str(value)
+    return float(value)
+
+
+def read_samples(path: str | Path) -> list[KernelSample]:
+    """Read samples written by `write_samples` (alias and unknown columns are ignored).
+
+    Raises:
+        ConfigError: missing file, unknown suffix, or a required column (gpu, kind, latency_s,
+            avg_power_w or power_w, energy_j) absent.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such samples file")
+    if path.suffix == ".parquet":
+        frame = pd.read_parquet(path)
+    elif path.suffix == ".csv":
+        frame = pd.read_csv(path, keep_default_na=True)
+    else:
+        raise ConfigError(f"{path}: samples are read from .parquet or .csv")
+    if "avg_power_w" not in frame and "power_w" in frame:
+        frame["avg_power_w"] = frame["power_w"]
+    missing = [c for c in ("gpu", "kind", "latency_s", "avg_power_w", "energy_j") if c not in frame]
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}")
+    columns = [c for c in FIELD_NAMES if c in frame]
+    out = []
+    for record in frame[columns].to_dict(orient="records"):
+        out.append(KernelSample(**{name: _cell(name, value) for name, value in record.items()}))
+    return out

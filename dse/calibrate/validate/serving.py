@@ -1,0 +1,387 @@
+"""Serving validation: predicted TPOT, TTFT, average power and J/token against measured serving runs.
+
+    rows = validate_serving()              # MAPE per source, metric and model (list of dicts)
+    df = serving_validation_frame()        # one row per measured configuration, predicted vs measured
+
+Both sources are *continuous-batching* benchmarks, not the static batch that `dse.serving.static.predict_serving`
+describes (all requests prefilled together, then decoded in lock step). Each measured row is predicted
+from engine steps built from the same kernel model, power model and shipped default coefficients: the
+ML.ENERGY rows (a steady-state measurement window) with the steady-state step mix (`steady_state`), the
+silicon rows (whole benchmark runs) with a simulation of the benchmark (`dse.serving.continuous`).
+Engine steps (`dse.workload.engine.engine_step_graph`) are the model's forward pass with the engine's kernel
+fusions, its sampler and its KV-cache dtype. The static-batch `predict_serving` numbers are reported
+beside them (`*_static` columns) for comparison.
+
+The steady-state step mix (ML.ENERGY; silicon `*_steady` columns)
+-----------------------------------------------------------------
+B sequences run; each request has i input and o output tokens. Every engine step emits one token per
+running sequence, so B / o requests finish per step and as many new ones take their slots: arrivals per
+step are lambda = B / o, taken as Poisson. A step with k arrivals is one fused forward pass (chunked
+prefill, as vLLM and TensorRT-LLM schedule it): the weight GEMMs, norms and elementwise ops run on
+(B - k) + k * i tokens, decode attention covers the B - k decoding sequences at a KV context of c, a
+flash (causal) attention covers the k prompts of i tokens, and the LM head has B rows. Its latency t(k)
+and energy e(k) come from `predict_graph` (default clocks, TDP cap, no host gaps: CUDA graphs).
+Over the step mix P(k) = Poisson(lambda):
+
+    mean step          sum P(k) t(k)                   = mean ITL; the per-request TPOT of a benchmark
+    median step        t(k*), first k with CDF >= 0.5  = median ITL (every token of a step shares its t)
+    average power      sum P(k) e(k) / sum P(k) t(k)
+    J / output token   sum P(k) e(k) / B               (prefill energy is charged to the output tokens)
+    TTFT               0.5 * mean step (waiting for the step in flight) + the mean duration of a step
+                       holding this prompt and Poisson(lambda) others, + queueing (below)
+
+KV context c = i + f * o with f = 1/2 by default: a running sequence is on average half-way through
+its output. This is the step-weighted mean for fixed output lengths; with spread-out lengths the long
+requests are over-represented among the running ones (length-biased sampling: c = i + E[o^2] / (2 E[o]),
+f = (1 + CV^2) / 2 for a coefficient of variation CV of the output lengths), so f = 1/2 underestimates
+the attention work of real traffic. ML.ENERGY rows take f per task from the data (below).
+
+The engine prefills at most `max_num_batched_tokens` (8192) per step; a step's tokens above that spill
+into the next step. This is ignored: the work is the same and time is near-linear in tokens at that size.
+
+ML.ENERGY (`shared/data/README.md` section 3; `load_mlenergy`)
+--------------------------------------------------------------
+Rows: 1 x H100, dense text-only transformers with a catalog config: Qwen3-8B / 14B / 32B on lm-arena-chat
+and gpqa (30 rows), bf16 (the configs' dtype), GPU `h100-sxm`. Skipped: MoE (Qwen3-30B-A3B, gpt-oss;
+the graph builders have no expert routing), VLM / multimodal tasks (Qwen3-VL, image/video-chat: no
+vision encoder, unknown image tokens), Mamba-hybrid (Nemotron-Nano v2: no SSM ops), gemma-3 (no gemma
+model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (only a MoE model), B200
+(the item asks for H100; no Blackwell kernel or power data entered the shipped coefficients).
+
+- batch B = round(avg_batch_size): the running batch actually observed in the steady-state window.
+  max_num_seqs is only its upper bound; at 8B/512, 8B/96 (gpqa), 14B/64 (gpqa) and 32B/32 the KV cache,
+  not max_num_seqs, limits the batch (avg_batch_size well below max_num_seqs).
+- output o = avg_output_len_tokens (rounded), capped so that i + o fits max_model_len / the model context.
+- input i: not in the data (README: no prompt lengths). Assumed per task, `MLENERGY_INPUT_TOKENS`:
+  * lm-arena-chat: 500 tokens (LMArena conversations with the Qwen3 chat template). Cross-check from the
+    data itself, not from any metric being validated: in the KV-limited rows the cache holds
+    avg_batch_size sequences of mean context c, so c ~= (0.9 * 80 GiB - weights - prefill activations)
+    / (KV bytes per token * avg_batch_size) = ~860 tokens (8B, batch 474, o = 645) to ~1300 (32B, batch
+    29, o = 629; less after vLLM's CUDA-graph and non-torch memory), while 8B at max_num_seqs 384 (batch
+    383, not KV-limited) caps c at ~1060. With c = i + o/2 that is i ~= 500-750; 500 is the low end
+    because length-biased sampling puts the real c above i + o/2.
+  * gpqa: 300 tokens (a GPQA-diamond question, four choices and an answer-format instruction are
+    ~150-300 words). Cross-check: the KV-limited rows (8B batch 82, 14B batch 59) hold c ~= 4800-5000
+    tokens against i + o/2 = 3650-4330, consistent with a small prompt and length-biased outputs.
+- running KV context: c = i + f_task * o, with f_task measured by the KV cache where it is full
+  (`mlenergy_context_fracs`). In a KV-limited row (avg_batch_size < 0.95 x max_num_seqs: vLLM stops
+  admitting and preempts when the cache is full) the running sequences hold the whole cache, so their
+  mean context is c = capacity / avg_batch_size (`kv_capacity_tokens`, vLLM's 0.9 memory utilization);
+  f_task is the mean of (c - i) / o over the task's KV-limited rows, capped by the task's rows whose
+  batch fit (there c <= capacity / avg_batch_size) and at least 1/2 (fixed lengths). It uses only the
+  inputs avg_batch_size, max_num_seqs and avg_output_len, no measured metric: lm-arena-chat f = 0.87
+  (limited rows 8B/512: 0.55, 32B/32: 1.28; cap from 8B/384: 0.87), gpqa f = 0.63 (8B/96: 0.58,
+  14B/64: 0.67), i.e. output-length CVs of ~0.9 and ~0.5 (long-tailed chat answers, reasoning traces
+  more concentrated). Caveat: f_task is in-sample, estimated from the input columns of the same rows it
+  is validated on, and weakly determined: the chat value is in effect the cap of one row (8B/384), its
+  two KV-limited rows disagree (0.55 vs 1.28), and 32B/32 counts as KV-limited only through the 0.95
+  threshold (batch 29 of 32). So the summary also reports every ML.ENERGY metric at f = 1/2, the
+  no-length-bias assumption (`*@f=0.5` metrics; `*_f05_*` columns): TPOT 13.8%, power 9.7%, J / token
+  19.2% at f = 1/2, against 9.4%, 9.9%, 14.6% with f_task (latency fitted at the cap-rule clock; 9.4%,
+  9.8%, 13.5% before).
+- engine vllm (vLLM 0.11.1; `dse.workload.engine`), sampling top_k_top_p: vLLM applies the models'
+  generation configs by default (Qwen3: top_k 20, top_p 0.95) and its default sampler sorts each row of
+  logits for them; KV cache bf16.
+- measured vs predicted: median_itl_s vs the median step (`tpot_s`); avg_power_w vs average power;
+  energy_per_output_token_j vs J / output token. The mean step is reported as `tpot_mean_s`.
+- J / token (14.6% now, 13.5% at commit 69fc26e, 15.9% at 6d28209 with the power fit before ed7faa0;
+  target met; 20.6-22.1% before the data-derived running context and the row-count-dependent sort):
+  power and time are both still short (bias -8% and -7%). The power
+  error is dynamic, not static: it grows with the decode-attention share of the step (gpqa rows, whose
+  steps are mostly KV-cache streaming, are the most short), where an idle/static error would be a
+  constant: it points at the energy of decode attention in the Hopper power coefficients. The TPOT
+  shortfall left is in the chat rows: -12% to -20% at batch 32-192, an absolute gap that rises to ~4 ms
+  per step at batch ~96 and then stays flat up to batch 383 (30-40 us per running sequence at batch
+  32-128, 9-15 us at 255-383). Its flat shape is not that of per-sequence work (host or GPU), which would
+  keep growing with the batch; the decode attention is not it either (the kernel model is within ~10%
+  of the aiconfigurator vLLM FA3 decode table at these shapes, e.g. 364 us measured at batch 256 x 1024
+  tokens for Qwen3-8B's heads). Not modelled.
+
+The aiconfigurator silicon rows (their mapping, the closed-loop benchmark simulation and the known
+misses) are described in `dse.calibrate.validate.silicon`, which builds their frame (`silicon_frame`).
+
+Summary rows (`validate_serving`) are grouped over all rows and per model, plus per task (ML.ENERGY) and
+per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype).
+MAPE values are fractions (0.08 = 8%); `bias` is the mean signed relative error (pred / meas - 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.calibrate.data.mlenergy import load_mlenergy
+from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu
+from dse.calibrate.validate.silicon import silicon_frame
+from dse.perf.types import OperatingPoint
+from dse.serving.memory import kv_capacity_tokens
+from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
+from dse.workload.engine import ENGINES
+from dse.workload.llm import LlmArch
+
+SOURCES: tuple[str, ...] = (MLENERGY, SILICON)
+
+# ML.ENERGY model id -> catalog name (dense text transformers on 1 x H100 only; see the module docstring).
+MLENERGY_MODELS: dict[str, str] = {
+    "Qwen/Qwen3-8B": "qwen3-8b",
+    "Qwen/Qwen3-14B": "qwen3-14b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+}
+MLENERGY_TASKS: tuple[str, ...] = ("lm-arena-chat", "gpqa")
+MLENERGY_GPU = "h100-sxm"
+# Assumed prompt lengths (tokens) per task: the data has none (module docstring).
+MLENERGY_INPUT_TOKENS: dict[str, int] = {"lm-arena-chat": 500, "gpqa": 300}
+# vLLM 0.11.1 (the data README); Qwen3's generation config (top_k 20, top_p 0.95) applies by default.
+MLENERGY_ENGINE = "vllm"
+MLENERGY_SAMPLING = "top_k_top_p"
+
+# The silicon TTFT summary also reports the rows at concurrency <= this (`_subsets`).
+TTFT_MAX_CONCURRENCY = 16
+
+# An ML.ENERGY row is KV-limited when its running batch stays below this share of max_num_seqs.
+KV_LIMITED_BATCH_FRAC = 0.95
+
+# Metrics: (source, metric) -> (predicted column, measured column).
+METRICS: dict[tuple[str, str], tuple[str, str]] = {
+    (MLENERGY, "tpot"): ("tpot_s", "median_itl_s"),
+    (MLENERGY, "avg_power"): ("avg_power_w", "meas_avg_power_w"),
+    (MLENERGY, "j_per_token"): ("energy_per_output_token_j", "meas_energy_per_output_token_j"),
+    # the same at the fixed-length running context f = 1/2 (no length bias; f_task is in-sample)
+    (MLENERGY, "tpot@f=0.5"): ("tpot_f05_s", "median_itl_s"),
+    (MLENERGY, "avg_power@f=0.5"): ("avg_power_f05_w", "meas_avg_power_w"),
+    (MLENERGY, "j_per_token@f=0.5"): ("energy_per_output_token_f05_j", "meas_energy_per_output_token_j"),
+    (SILICON, "tpot"): ("tpot_s", "meas_tpot_s"),
+    (SILICON, "ttft"): ("ttft_s", "meas_ttft_s"),
+    (SILICON, "tpot_static"): ("tpot_static_s", "meas_tpot_s"),
+    (SILICON, "ttft_static"): ("ttft_static_s", "meas_ttft_s"),
+}
+
+
+# ----------------------------------------------------------------------------------- steady state
+
+
+# ----------------------------------------------------------------------------------------- frames
+
+
+def mlenergy_rows() -> pd.DataFrame:
+    """The ML.ENERGY rows validated: 1 x H100, dense text models of MLENERGY_MODELS, MLENERGY_TASKS."""
+    df = load_mlenergy()
+    keep = (
+        df["gpu_model"].str.contains("H100")
+        & (df["num_gpus"] == 1)
+        & df["model"].isin(list(MLENERGY_MODELS))
+        & df["task"].isin(MLENERGY_TASKS)
+        & (df["architecture"] == "Dense Transformer")
+    )
+    return df[keep].reset_index(drop=True)
+
+
+def _mlenergy_shape(r: pd.Series) -> tuple[LlmArch, int, int, int]:
+    """(arch, input, output, running batch) of an ML.ENERGY row (module docstring)."""
+    arch = cached_arch(MLENERGY_MODELS[r["model"]])
+    i = MLENERGY_INPUT_TOKENS[r["task"]]
+    max_len = arch.max_position_embeddings
+    if pd.notna(r.get("cfg_max_model_len")):
+        max_len = min(max_len, int(r["cfg_max_model_len"]))
+    o = max(2, min(round(float(r["avg_output_len_tokens"])), max_len - i - 1))
+    return arch, i, o, max(1, round(float(r["avg_batch_size"])))
+
+
+def mlenergy_context_fracs(rows: pd.DataFrame | None = None) -> dict[str, float]:
+    """Per task, f of the running KV context c = i + f * o, from the rows whose KV cache is full.
+
+    A KV-limited row (avg_batch_size < KV_LIMITED_BATCH_FRAC x max_num_seqs) holds c = capacity /
+    avg_batch_size; f is the mean of (c - i) / o over them, capped by the rows whose batch fit (c <=
+    capacity / avg_batch_size there) and floored at OUTPUT_CONTEXT_FRAC (fixed lengths). A task without
+    a KV-limited row keeps OUTPUT_CONTEXT_FRAC. Uses only the rows' inputs, no measured metric, but the
+    same rows that are validated: f is an in-sample estimate (the module docstring gives its spread; the
+    frames report the metrics at f = 1/2 beside it).
+    """
+    rows = mlenergy_rows() if rows is None else rows
+    gpu = cached_gpu(MLENERGY_GPU)
+    limited: dict[str, list[float]] = {}
+    caps: dict[str, list[float]] = {}
+    for _, r in rows.iterrows():
+        arch, i, o, _b = _mlenergy_shape(r)
+        batch = float(r["avg_batch_size"])
+        frac = (kv_capacity_tokens(arch, gpu, "bf16") / batch - i) / o
+        full = batch < KV_LIMITED_BATCH_FRAC * float(r["max_num_seqs"])
+        (limited if full else caps).setdefault(str(r["task"]), []).append(frac)
+    out = {}
+    for task in sorted(set(limited) | set(caps)):
+        f = float(np.mean(limited[task])) if task in limited else OUTPUT_CONTEXT_FRAC
+        f = min([f, *caps.get(task, [])])
+        out[task] = max(f, OUTPUT_CONTEXT_FRAC)
+    return out
+
+
+def mlenergy_frame(
+    *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
+) -> pd.DataFrame:
+    """Per-row predicted vs measured for ML.ENERGY (module docstring for the mapping)."""
+    gpu = cached_gpu(MLENERGY_GPU)
+    rows = mlenergy_rows()
+    fracs = mlenergy_context_fracs(rows)
+    out = []
+    for _, r in rows.iterrows():
+        arch, i, o, b = _mlenergy_shape(r)
+        ss, half = (
+            steady_state(
+                arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
+                point=point, coeffs=coeffs, power_coeffs=power_coeffs,
+                engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING, output_context_frac=f,
+            )
+            for f in (fracs[str(r["task"])], OUTPUT_CONTEXT_FRAC)
+        )  # fmt: skip
+        out.append(
+            {
+                "source": MLENERGY,
+                "id": f"{arch.name}/{r['task']}/seqs{int(r['max_num_seqs'])}",
+                "model": arch.name,
+                "gpu": gpu.name,
+                "task": r["task"],
+                "precision": "bf16",
+                "max_num_seqs": int(r["max_num_seqs"]),
+                "batch": b,
+                "input_tokens": i,
+                "output_tokens": o,
+                "context_len": ss.context_len,
+                "output_context_frac": fracs[str(r["task"])],
+                "arrivals_per_step": ss.arrivals_per_step,
+                "tpot_s": ss.median_step_s,
+                "tpot_mean_s": ss.mean_step_s,
+                "tpot_decode_only_s": ss.decode_step_s,
+                "avg_power_w": ss.avg_power_w,
+                "energy_per_output_token_j": ss.energy_per_output_token_j,
+                "tpot_f05_s": half.median_step_s,
+                "avg_power_f05_w": half.avg_power_w,
+                "energy_per_output_token_f05_j": half.energy_per_output_token_j,
+                "median_itl_s": float(r["median_itl_s"]),
+                "meas_avg_power_w": float(r["avg_power_w"]),
+                "meas_energy_per_output_token_j": float(r["energy_per_output_token_j"]),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def serving_validation_frame(
+    sources: Iterable[str] = SOURCES,
+    *,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+) -> pd.DataFrame:
+    """Per-row predicted vs measured of the sources, one frame; `ape_<metric>` = |pred / meas - 1|."""
+
+    frames = []
+    for source in sources:
+        make = {MLENERGY: mlenergy_frame, SILICON: silicon_frame}[source]
+        df = make(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        for (src, metric), (pred, meas) in METRICS.items():
+            if src == source:
+                df[f"err_{metric}"] = df[pred] / df[meas] - 1.0
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------------------- summary
+
+
+def _subsets(source: str, metric: str, df: pd.DataFrame) -> list[tuple[str, pd.Series]]:
+    subsets = [("all", pd.Series(True, index=df.index))]
+    if source == SILICON and metric.startswith("ttft"):
+        subsets.append((f"concurrency<={TTFT_MAX_CONCURRENCY}", df["concurrency"] <= TTFT_MAX_CONCURRENCY))
+    return subsets
+
+
+# Columns whose values group the summary rows, per source (besides all rows together).
+GROUP_COLUMNS: dict[str, tuple[str, ...]] = {MLENERGY: ("model", "task"), SILICON: ("model", "backend")}
+
+
+def validate_serving(
+    sources: Iterable[str] = SOURCES,
+    *,
+    frame: pd.DataFrame | None = None,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+) -> list[dict[str, object]]:
+    """MAPE rows {source, metric, subset, group, model, n, mape, bias, worst_id, worst_err}.
+
+    Per source x metric (METRICS) x subset: one row over all rows (group "all", model "all"), one per
+    model (group "model=<name>", model "<name>") and one per task or backend (GROUP_COLUMNS; model "all").
+
+    Args:
+        sources: which of SOURCES.
+        frame: a `serving_validation_frame()` result to summarize (else it is computed).
+        point, coeffs, power_coeffs: passed to the predictions (defaults: default clocks, shipped sets).
+    """
+    sources = tuple(sources)
+    df = frame if frame is not None else serving_validation_frame(
+        sources, point=point, coeffs=coeffs, power_coeffs=power_coeffs
+    )  # fmt: skip
+    rows: list[dict[str, object]] = []
+    for source, metric in METRICS:
+        if source not in sources:
+            continue
+        part = df[df["source"] == source]
+        err = part[f"err_{metric}"]
+        groups: list[tuple[str, str, pd.Series]] = [("all", "all", pd.Series(True, index=part.index))]
+        for column in GROUP_COLUMNS[source]:
+            for value in sorted(part[column].unique()):
+                model = value if column == "model" else "all"
+                groups.append((f"{column}={value}", model, part[column] == value))
+        for subset, mask in _subsets(source, metric, part):
+            for group, model, in_group in groups:
+                sel = mask & in_group
+                e = err[sel].to_numpy(dtype=float)
+                if e.size == 0:
+                    continue
+                worst = int(np.argmax(np.abs(e)))
+                rows.append(
+                    {
+                        "source": source,
+                        "metric": metric,
+                        "subset": subset,
+                        "group": group,
+                        "model": model,
+                        "n": int(e.size),
+                        "mape": float(np.mean(np.abs(e))),
+                        "bias": float(np.mean(e)),
+                        "worst_id": str(part.loc[sel, "id"].iloc[worst]),
+                        "worst_err": float(e[worst]),
+                    }
+                )
+    return rows
+
+
+def format_rows(rows: list[dict[str, object]]) -> str:
+    """A plain-text table of `validate_serving` rows."""
+    head = (
+        f"{'source':<24} {'metric':<17} {'subset':<16} {'group':<24} {'n':>4} {'MAPE':>7} {'bias':>7}  worst"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['source']:<24} {r['metric']:<17} {r['subset']:<16} {r['group']:<24} {r['n']:>4} "
+            f"{100 * float(r['mape']):>6.1f}% {100 * float(r['bias']):>+6.1f}%  "
+            f"{r['worst_id']} ({100 * float(r['worst_err']):+.0f}%)"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "GROUP_COLUMNS",
+    "METRICS",
+    "MLENERGY_INPUT_TOKENS",
+    "MLENERGY_MODELS",
+    "SOURCES",
+    "format_rows",
+    "mlenergy_context_fracs",
+    "mlenergy_frame",
+    "serving_validation_frame",
+    "validate_serving",
+]

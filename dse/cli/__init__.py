@@ -1,0 +1,65 @@
+"""The `dse` command: a thin typer skin over the library (each command loads, calls, prints).
+
+Errors the user can fix (`DseError`) print one line on stderr and exit with code 2, never a traceback.
+Commands live in one module per group and are registered here, explicitly, in the order `dse --help`
+lists them:
+
+    hardware   gpus, models, demo, gpu show, workload show
+    predict    predict, whatif
+    calibrate  calibrate
+    runs       run, report, serve
+    bench      bench
+    validate   validate kernels|power|serving|samples
+    measure    measure kernels|model
+"""
+
+from __future__ import annotations
+
+import typer
+
+from dse.cli import bench, calibrate, hardware, measure, predict, runs, validate
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Design-space exploration of the energy and latency of AI workloads on GPUs.",
+)
+gpu_app = typer.Typer(no_args_is_help=True, help="Inspect catalog GPUs and derived what-if GPUs.")
+workload_app = typer.Typer(no_args_is_help=True, help="Inspect workload graphs (operators, FLOPs, bytes).")
+validate_app = typer.Typer(no_args_is_help=True, help="Model error against measured data (MAPE tables).")
+measure_app = typer.Typer(
+    no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
+)
+
+app.command("gpus")(hardware.gpus_cmd)
+app.command("models")(hardware.models_cmd)
+app.command("predict")(predict.predict_cmd)
+app.command("whatif")(predict.whatif_cmd)
+app.command("demo")(hardware.demo_cmd)
+app.command("calibrate")(calibrate.calibrate_cmd)
+app.command("run")(runs.run_cmd)
+app.command("report")(runs.report_cmd)
+app.command("serve")(runs.serve_cmd)
+app.command("bench")(bench.bench_cmd)
+
+gpu_app.command("show")(hardware.gpu_show_cmd)
+workload_app.command("show")(hardware.workload_show_cmd)
+validate_app.command("kernels")(validate.validate_kernels_cmd)
+validate_app.command("power")(validate.validate_power_cmd)
+validate_app.command("serving")(validate.validate_serving_cmd)
+validate_app.command("samples")(validate.validate_samples_cmd)
+measure_app.command("kernels")(measure.measure_kernels_cmd)
+measure_app.command("model")(measure.measure_model_cmd)
+
+app.add_typer(gpu_app, name="gpu")
+app.add_typer(workload_app, name="workload")
+app.add_typer(validate_app, name="validate")
+app.add_typer(measure_app, name="measure")
+
+
+def main() -> None:  # pragma: no cover - console-script convenience
+    """Run the `dse` command line."""
+    app()
+
+
+__all__ = ["app", "main"]

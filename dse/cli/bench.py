@@ -1,0 +1,34 @@
+"""`dse bench`: CPU time of the model's units of work, measured in this process."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from dse.cli.common import JsonOpt, console, friendly, print_json
+
+
+@friendly
+def bench_cmd(
+    repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats (median reported).")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """CPU time of one serving predict (Llama-3.1-8B, H100, batch 32, 1024/256) and of one search point."""
+    from dse.bench import bench_search_point, bench_serving_predict
+
+    results = [bench_serving_predict(repeats=repeats), bench_search_point(repeats=repeats)]
+    if as_json:
+        print_json({"results": [r.to_dict() for r in results]})
+        return
+    table = Table("what", "CPU ms (median)", "CPU ms (min)", "wall ms (median)", "repeats")
+    for r in results:
+        table.add_row(
+            r.name,
+            f"{r.cpu_s_median * 1e3:.2f}",
+            f"{r.cpu_s_min * 1e3:.2f}",
+            f"{r.wall_s_median * 1e3:.2f}",
+            str(r.repeats),
+        )
+    console.print(table)

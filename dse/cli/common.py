@@ -1,0 +1,215 @@
+"""What every `dse` command module shares: consoles, option types, error handling, GPU and workload options.
+
+`dse.cli` builds the typer app and registers each command module's functions explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from dse.errors import DseError
+
+console = Console()
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object with SI-unit keys.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a GPU field by dotted path, e.g. --set gpu.num_sms=144 (repeatable)."
+    ),
+]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option("--memory", help="Swap the memory technology (hbm3, gddr7, ...; see `dse gpus`)."),
+]
+BusOpt = Annotated[int | None, typer.Option("--bus-width-bits", help="Memory bus width for --memory.")]
+RateOpt = Annotated[
+    float | None, typer.Option("--data-rate-gbps", help="Per-pin data rate in Gb/s for --memory.")
+]
+
+
+def friendly(fn: F) -> F:
+    """Turn DseError (and bad values) into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DseError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=float) + "\n")
+
+
+def gpu_from_options(
+    name: str,
+    memory: str | None,
+    bus_width_bits: int | None,
+    data_rate_gbps: float | None,
+    sets: list[str] | None,
+) -> Any:
+    from dse.hardware.catalog import load_gpu, parse_set_options
+
+    overrides = parse_set_options(sets)
+    if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):
+        raise DseError("--bus-width-bits and --data-rate-gbps need --memory TECH")
+    if memory is not None:
+        overrides["memory.technology"] = memory
+        if bus_width_bits is not None:
+            overrides["memory.bus_width_bits"] = bus_width_bits
+        if data_rate_gbps is not None:
+            overrides["memory.data_rate_gbit_per_s"] = data_rate_gbps
+    return load_gpu(name, overrides)
+
+
+def build_workload(
+    model: str | None,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    precision: str,
+    attention: str,
+    kernels: Path | None,
+) -> Any:
+    """The workload graph named by CLI options (shared by `workload show` and `predict`)."""
+    if (model is None) == (kernels is None):
+        raise DseError("give exactly one of --model NAME or --kernels FILE")
+    if kernels is not None:
+        from dse.workload.energaizer import load_kernel_list
+
+        return load_kernel_list(kernels)
+    from dse.workload.llm import build_decode_graph, build_prefill_graph
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config(model)  # type: ignore[arg-type]
+    if phase == "prefill":
+        return build_prefill_graph(
+            arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
+        )
+    if phase == "decode":
+        return build_decode_graph(
+            arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
+        )
+    raise DseError(f"--phase '{phase}' is not one of: prefill, decode")
+
+
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name (see `dse models`) or a config.json path.")
+]
+KernelsOpt = Annotated[
+    Path | None, typer.Option("--kernels", help="EnergAIzer-format kernel-list JSON file.")
+]
+PhaseOpt = Annotated[str, typer.Option("--phase", help="prefill or decode (one step at context --seq-len).")]
+BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences in the batch.")]
+SeqOpt = Annotated[
+    int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
+]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, bf16, fp16 or fp8.")]
+AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
+CoeffsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--coeffs",
+        help="Coefficient file from `dse calibrate` (default: the shipped set of the GPU's generation).",
+    ),
+]
+KvDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-dtype", help="Serving: KV-cache dtype bf16, fp16, fp8 or fp32 (default: the activations')."
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", help="Serving: kernel fusions of none (one kernel per operator), vllm, trtllm or sglang."
+    ),
+]
+SamplingOpt = Annotated[
+    str, typer.Option("--sampling", help="Serving: sampler after the LM head: none, greedy or top_k_top_p.")
+]
+
+
+ClockOpt = Annotated[
+    float | None, typer.Option("--clock-mhz", help="Requested SM clock in MHz (default: boost).")
+]
+CapOpt = Annotated[
+    float | None, typer.Option("--power-cap-w", help="Power cap in W (default: the GPU's TDP).")
+]
+InOpt = Annotated[int | None, typer.Option("--input-tokens", help="Serving: prompt tokens per request.")]
+OutOpt = Annotated[int | None, typer.Option("--output-tokens", help="Serving: generated tokens per request.")]
+BreakdownOpt = Annotated[bool, typer.Option("--breakdown", help="Energy by hardware module and by operator.")]
+
+
+def operating_point(
+    clock_mhz: float | None, power_cap_w: float | None, gpus: dict[str, Any] | None = None
+) -> Any:
+    """The OperatingPoint of the CLI options. A clock outside the SM clock range of one of `gpus` (label ->
+    GpuSpec) is an error here: the model would clamp it, and the user would get another clock than asked."""
+    from dse.perf.types import OperatingPoint
+
+    if clock_mhz is not None and not clock_mhz > 0:
+        raise DseError(f"--clock-mhz must be positive, got {clock_mhz}")
+    for label, gpu in (gpus or {}).items():
+        lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
+        if clock_mhz is not None and not lo_mhz - 1e-6 <= clock_mhz <= hi_mhz + 1e-6:
+            raise DseError(
+                f"--clock-mhz {clock_mhz:g} is outside the SM clock range of {label}: "
+                f"{lo_mhz:g}-{hi_mhz:g} MHz"
+            )
+    if power_cap_w is not None and not power_cap_w > 0:
+        raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")
+    return OperatingPoint(sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w)
+
+
+SamplesArg = Annotated[
+    list[Path], typer.Argument(help="Sample files (.parquet or .csv) written by `dse measure kernels`.")
+]
+
+
+FracOpt = Annotated[
+    float | None, typer.Option("--holdout-frac", help="Share of each family's shapes held out (default 0.2).")
+]
+
+
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of the hold-out split (default 0).")]
+
+
+FamiliesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--families",
+        help="Comma-separated families to use (gemm, attention_flash, attention_decode, softmax, "
+        "layernorm, rmsnorm, elementwise; default all).",
+    ),
+]
+
+
+def parse_families(text: str | None) -> list[str] | None:
+    return None if text is None else [f.strip() for f in text.split(",") if f.strip()]
+
+
+def check_holdout_frac(value: float | None) -> float | None:
+    if value is not None and not 0.0 <= value < 1.0:
+        raise DseError(f"--holdout-frac must be in [0, 1), got {value}")
+    return value
+
+
+def pct(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"

@@ -1,0 +1,174 @@
+"""`dse gpus`, `dse models`, `dse demo`, `dse gpu show` and `dse workload show`: the catalogs and workloads."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dse.cli.common import (
+    AttentionOpt,
+    BatchOpt,
+    BusOpt,
+    JsonOpt,
+    KernelsOpt,
+    MemoryOpt,
+    ModelOpt,
+    PhaseOpt,
+    PrecisionOpt,
+    RateOpt,
+    SeqOpt,
+    SetOpt,
+    build_workload,
+    console,
+    friendly,
+    gpu_from_options,
+    print_json,
+)
+
+
+@friendly
+def gpus_cmd(as_json: JsonOpt = False) -> None:
+    """List the catalog GPUs and memory technologies."""
+    from dse.hardware.catalog import list_gpus, load_gpu
+    from dse.hardware.memory import list_memory_technologies
+
+    rows = [load_gpu(name).summary() for name in list_gpus()]
+    if as_json:
+        print_json({"gpus": rows, "memory_technologies": list_memory_technologies()})
+        return
+    console.print(_gpu_table(rows))
+    console.print(f"memory technologies: {', '.join(list_memory_technologies())}")
+
+
+def _gpu_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("name", "GPU", "SMs", "memory", "TB/s", "GiB", "bf16 TFLOP/s", "max MHz", "TDP W")
+    for r in rows:
+        bf16 = r.get("tensor_bf16_peak_flop_per_s")
+        table.add_row(
+            str(r["name"]),
+            str(r["display_name"]),
+            str(r["num_sms"]),
+            str(r["memory_technology"]),
+            f"{r['memory_bw_bytes_per_s'] / 1e12:.2f}",
+            f"{r['memory_capacity_bytes'] / 2**30:.0f}",
+            f"{bf16 / 1e12:.0f}" if bf16 else "-",
+            f"{r['sm_clock_max_hz'] / 1e6:.0f}",
+            f"{r['tdp_w']:.0f}",
+        )
+    return table
+
+
+@friendly
+def gpu_show_cmd(
+    name: Annotated[str, typer.Argument(help="Catalog name (see `dse gpus`) or path to a GPU YAML file.")],
+    memory: MemoryOpt = None,
+    bus_width_bits: BusOpt = None,
+    data_rate_gbps: RateOpt = None,
+    sets: SetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one GPU, optionally with its memory swapped or fields overridden."""
+    gpu = gpu_from_options(name, memory, bus_width_bits, data_rate_gbps, sets)
+    if as_json:
+        print_json({**gpu.summary(), "spec": gpu.model_dump()})
+        return
+    table = Table("field", "value", title=gpu.display_name)
+    for key, value in gpu.summary().items():
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+@friendly
+def models_cmd(as_json: JsonOpt = False) -> None:
+    """List the shipped model configs."""
+    from dse.workload.models import list_models, load_model_config
+
+    rows = [_model_row(name, load_model_config(name)) for name in list_models()]
+    if as_json:
+        print_json({"models": rows})
+        return
+    table = Table("name", "family", "layers", "hidden", "heads", "kv heads", "params (B)")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["family"],
+            str(r["num_layers"]),
+            str(r["hidden_size"]),
+            str(r["num_heads"]),
+            str(r["num_kv_heads"]),
+            f"{r['num_params'] / 1e9:.3f}",
+        )
+    console.print(table)
+
+
+def _model_row(name: str, arch: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "family": arch.family,
+        "num_layers": arch.num_layers,
+        "hidden_size": arch.hidden_size,
+        "num_heads": arch.num_heads,
+        "num_kv_heads": arch.num_kv_heads,
+        "num_params": arch.num_params,
+    }
+
+
+@friendly
+def workload_show_cmd(
+    model: ModelOpt = None,
+    kernels: KernelsOpt = None,
+    phase: PhaseOpt = "prefill",
+    batch: BatchOpt = 1,
+    seq_len: SeqOpt = 1024,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    as_json: JsonOpt = False,
+) -> None:
+    """Operators of a workload with FLOPs and compulsory DRAM bytes, per operator and in total."""
+    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    rows = graph.rows()
+    totals = {
+        "total_flop": graph.total_flop(),
+        "total_min_dram_bytes": graph.total_min_dram_bytes(),
+        "num_ops": len(graph),
+        "num_kernels": graph.num_kernels,
+    }
+    num_params = graph.meta.get("num_params")
+    if num_params is not None:
+        totals["num_params"] = num_params
+    if as_json:
+        print_json({"name": graph.name, **totals, "meta": graph.meta, "ops": rows})
+        return
+    table = Table(title=graph.name)
+    table.add_column("op", overflow="fold")
+    for header in ("kind", "count", "GFLOP", "MB"):
+        table.add_column(header, justify="right" if header != "kind" else "left")
+    for r in rows:
+        table.add_row(
+            str(r["name"]),
+            str(r["kind"]),
+            str(r["count"]),
+            f"{r['total_flop'] / 1e9:.3f}",
+            f"{r['total_min_dram_bytes'] / 1e6:.2f}",
+        )
+    table.add_row(
+        "total",
+        "",
+        str(graph.num_kernels),
+        f"{graph.total_flop() / 1e9:.3f}",
+        f"{graph.total_min_dram_bytes() / 1e6:.2f}",
+        style="bold",
+    )
+    console.print(table)
+    if num_params is not None:
+        console.print(f"parameters: {num_params / 1e9:.3f} B")
+
+
+@friendly
+def demo_cmd() -> None:
+    """A quick tour: the GPU catalog, a memory what-if and an LLM workload."""
+    from dse.cli.demo import run_demo
+
+    run_demo(console)

@@ -1,0 +1,224 @@
+"""`dse predict` and `dse whatif`: workloads, serving, DVFS and power caps, and what-if GPUs side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dse.cli.common import (
+    AttentionOpt,
+    BatchOpt,
+    BreakdownOpt,
+    BusOpt,
+    CapOpt,
+    ClockOpt,
+    CoeffsOpt,
+    EngineOpt,
+    InOpt,
+    JsonOpt,
+    KernelsOpt,
+    KvDtypeOpt,
+    MemoryOpt,
+    ModelOpt,
+    OutOpt,
+    PhaseOpt,
+    PrecisionOpt,
+    RateOpt,
+    SamplingOpt,
+    SeqOpt,
+    SetOpt,
+    build_workload,
+    console,
+    friendly,
+    gpu_from_options,
+    operating_point,
+    print_json,
+)
+from dse.errors import DseError
+
+
+def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
+    """(latency set, power set or None) from a `dse calibrate` file, else the shipped ones for `gpu`."""
+    if path is None:
+        from dse.perf.coeffs import load_default_coeffs
+
+        return load_default_coeffs(gpu), None  # None: the shipped energies of the GPU's generation
+    from dse.calibrate.fit.samples import load_calibration
+    from dse.perf.rates import arch_family
+
+    latency, power, _ = load_calibration(path)
+    family = arch_family(gpu)
+    if latency.architecture.lower() != family:
+        # Corrections and energies are per kernel-library generation; another one's would be silently wrong.
+        raise DseError(
+            f"{path}: coefficients for {latency.architecture} GPUs ({latency.gpu or 'unnamed GPU'}) cannot "
+            f"predict {gpu.name} ({family} generation); calibrate on {family} samples or drop --coeffs"
+        )
+    return latency, power
+
+
+def _serving(
+    model: str | None,
+    gpu: Any,
+    batch: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    point: Any,
+    coeffs: Path | None = None,
+    **options: Any,
+) -> Any:
+    """predict_serving for the CLI; `options` are the other ServingRequest fields (precision, engine, ...)."""
+    from dse.serving.static import ServingRequest, predict_serving
+    from dse.workload.models import load_model_config
+
+    if model is None or input_tokens is None or output_tokens is None:
+        raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
+    request = ServingRequest(batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, **options)
+    latency, power = _coefficients(coeffs, gpu)
+    return predict_serving(load_model_config(model), gpu, request, point, coeffs=latency, power_coeffs=power)
+
+
+@friendly
+def predict_cmd(
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
+    model: ModelOpt = None,
+    kernels: KernelsOpt = None,
+    phase: PhaseOpt = "prefill",
+    batch: BatchOpt = 1,
+    seq_len: SeqOpt = 1024,
+    input_tokens: InOpt = None,
+    output_tokens: OutOpt = None,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "none",
+    sampling: SamplingOpt = "none",
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    memory: MemoryOpt = None,
+    bus_width_bits: BusOpt = None,
+    data_rate_gbps: RateOpt = None,
+    sets: SetOpt = None,
+    coeffs: CoeffsOpt = None,
+    host_gap_us: Annotated[
+        float,
+        typer.Option(
+            "--host-gap-us", help="Host time per kernel launch (eager PyTorch ~20 us); 0 = CUDA graphs."
+        ),
+    ] = 0.0,
+    breakdown: BreakdownOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
+    (--model with --input-tokens and --output-tokens)."""
+    spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
+    if input_tokens is not None or output_tokens is not None:
+        options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+        options |= {"engine": engine, "sampling": sampling}
+        est = _serving(model, spec, batch, input_tokens, output_tokens, point, coeffs, **options)
+        _show_serving(est, breakdown, as_json)
+        return
+    from dse.perf.predict import predict_command_payload, predict_graph
+
+    if kv_dtype is not None or engine != "none" or sampling != "none":
+        raise DseError(
+            "--kv-dtype, --engine and --sampling apply to serving predictions: give --input-tokens and "
+            "--output-tokens (with --model)"
+        )
+    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    latency, power = _coefficients(coeffs, spec)
+    pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
+    _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
+
+
+def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
+    from dse.cli.render import SERVING_ROWS, breakdown_table, metrics_table
+    from dse.serving.static import rollup_by_level
+
+    if as_json:
+        print_json(est.to_dict())
+        return
+    r = est.request
+    title = (
+        f"{est.model} on {est.gpu}: batch {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
+        f"{r.precision}, {r.attention} attention"
+        + (f", {r.kv_dtype} KV cache" if r.kv_dtype else "")
+        + (f", {r.engine} engine" if r.engine != "none" else "")
+        + (f", {r.sampling} sampling" if r.sampling != "none" else "")
+    )
+    console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
+    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
+    if breakdown:
+        console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
+        console.print(breakdown_table(rollup_by_level(est.energy_j_by_name, 1), "energy by phase"))
+        console.print(breakdown_table(est.energy_j_by_name, "energy by operator", limit=25))
+
+
+def _show_graph(payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool) -> None:
+    from dse.cli.render import GRAPH_ROWS, breakdown_table, metrics_table
+
+    if as_json:
+        print_json(payload)
+        return
+    console.print(metrics_table(payload, GRAPH_ROWS, f"{pred.name} on {pred.gpu}"))
+    console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
+    if breakdown:
+        console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))
+
+
+@friendly
+def whatif_cmd(
+    gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
+    model: ModelOpt = "llama-3.1-8b",
+    batch: BatchOpt = 32,
+    input_tokens: Annotated[int, typer.Option("--input-tokens")] = 1024,
+    output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "none",
+    sampling: SamplingOpt = "none",
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    memory: MemoryOpt = None,
+    bus_width_bits: BusOpt = None,
+    data_rate_gbps: RateOpt = None,
+    sets: SetOpt = None,
+    coeffs: CoeffsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload."""
+    if memory is None and not sets:
+        raise DseError(
+            "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
+        )
+    base_gpu = gpu_from_options(gpu, None, None, None, None)
+    new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
+    point = operating_point(
+        clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
+    )
+    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling}
+    runs = [
+        _serving(model, g, batch, input_tokens, output_tokens, point, coeffs, **options)
+        for g in (base_gpu, new_gpu)
+    ]
+    _show_whatif(base_gpu, new_gpu, runs, as_json)
+
+
+def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
+    from dse.cli.render import SERVING_ROWS, compare_table
+
+    sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    if as_json:
+        print_json({"baseline": sides[0], "changed": sides[1]})
+        return
+    rows = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"), *SERVING_ROWS)
+    label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
+    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
+    for name, side in (("baseline", sides[0]), ("changed", sides[1])):
+        status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
+        console.print(f"{name}: {status}")

@@ -1,0 +1,107 @@
+"""`dse run`, `dse report` and `dse serve`: explore a study's design space and show its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dse.cli.common import console, friendly
+from dse.errors import DseError
+
+
+@friendly
+def run_cmd(
+    study: Annotated[Path | None, typer.Argument(help="Study YAML (studies/*.yaml).")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue this run directory.")] = None,
+    n_points: Annotated[
+        int | None, typer.Option("--n-points", help="Point budget (overrides the study).")
+    ] = None,
+    executor: Annotated[str | None, typer.Option("--executor", help="ray, process or serial.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Results root (default results/).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampler seed (overrides the study).")] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address (or RAY_ADDRESS).")
+    ] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new run directory.")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip writing report.html.")] = False,
+) -> None:
+    """Explore a study's design space in parallel; ends with the Pareto front and the report's path."""
+    from dse.search import run_study
+
+    if study is None and resume is None:
+        raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
+    summary = run_study(
+        study,
+        resume=resume,
+        n_points=n_points,
+        executor=executor,
+        out=out,
+        seed=seed,
+        address=address,
+        progress=console,
+        fresh=fresh,
+    )
+    _show_run(summary)
+    if not no_report:
+        _write_report(summary.run_dir, None, None)
+
+
+def _show_run(summary: Any) -> None:
+    table = Table("", "", title=f"{summary.study}: {summary.run_id}")
+    for label, value in (
+        ("points", f"{summary.n_points} ({summary.n_evaluated} evaluated, {summary.n_cached} from the log)"),
+        ("feasible / failed", f"{summary.n_feasible} / {summary.n_failed}"),
+        ("Pareto front", f"{summary.front_size} points, hypervolume {summary.hypervolume:.4g}"),
+        ("stopped because", summary.stop_reason),
+        ("time", f"{summary.elapsed_s:.1f} s, {summary.points_per_s:.0f} points/s ({summary.executor})"),
+        ("results", str(summary.run_dir)),
+    ):
+        table.add_row(label, value)
+    console.print(table)
+
+
+def _write_report(run_dir: Path, color_by: str | None, out: Path | None) -> Path:
+    from dse.report import write_html_report
+
+    path = write_html_report(run_dir, color_by=color_by, out=out, breakdown_fn=_breakdown_fn(run_dir))
+    console.print(f"report: {path}")
+    return path
+
+
+def _breakdown_fn(run_dir: Path) -> Any:
+    """Energy breakdown of a logged point, recomputed from the study (the log keeps metrics only)."""
+    from dse.search.breakdown import breakdown_for_point, context_for_run
+
+    ctx = context_for_run(run_dir)
+    return None if ctx is None else (lambda params: breakdown_for_point(params, ctx))
+
+
+@friendly
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<study>/<run-id>).")],
+    color_by: Annotated[
+        str | None, typer.Option("--color-by", help="Parameter that colours the points.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="HTML file (default RUN_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write the run's self-contained HTML report (works offline)."""
+    _write_report(run_dir, color_by, out)
+
+
+@friendly
+def serve_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<study>/<run-id>).")],
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).")] = 8000,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Only print the URL.")] = False,
+) -> None:
+    """Serve the run's report on 127.0.0.1 and open a browser when there is one."""
+    from dse.report import serve_report
+
+    serve_report(
+        run_dir, port, not no_browser, on_ready=lambda url: console.print(f"serving {url} (Ctrl-C to stop)")
+    )

@@ -1,0 +1,126 @@
+"""`dse validate kernels|power|serving|samples`: the model's error against measured data (MAPE tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dse.cli.common import (
+    FamiliesOpt,
+    FracOpt,
+    JsonOpt,
+    SamplesArg,
+    SeedOpt,
+    check_holdout_frac,
+    console,
+    friendly,
+    parse_families,
+    pct,
+    print_json,
+)
+
+
+def _frame_table(
+    rows: list[dict[str, Any]], title: str, percent: tuple[str, ...], columns: tuple[str, ...] | None = None
+) -> Table:
+    table = Table(title=title)
+    keys = list(columns or (rows[0] if rows else []))
+    for key in keys:
+        numeric = key in percent or key.startswith("n")
+        table.add_column(key, justify="right" if numeric else "left", overflow="fold")
+
+    def cell(key: str, value: Any) -> str:
+        if key not in percent:
+            return str(value)
+        return "-" if value is None or value != value else f"{100 * value:.1f}%"  # NaN: not measured
+
+    for row in rows:
+        table.add_row(*(cell(k, row[k]) for k in keys))
+    return table
+
+
+@friendly
+def validate_kernels_cmd(as_json: JsonOpt = False) -> None:
+    """Kernel latency MAPE per family and GPU on the held-out 20% (seed 0), fitted vs analytical."""
+    from dse.calibrate.validate.kernels import validate_kernels
+
+    rows = validate_kernels()
+    if as_json:
+        print_json({"rows": rows})
+        return
+    columns = ("family", "gpu", "dtype", "split", "n_test", "mape_fitted", "mape_analytical")
+    title = "kernel latency MAPE (kernels >= 10 us)"
+    console.print(_frame_table(rows, title, ("mape_fitted", "mape_analytical"), columns))
+
+
+@friendly
+def validate_power_cmd(as_json: JsonOpt = False) -> None:
+    """Power, latency and energy MAPE: A100 DVFS sweep and 900 MHz (held out), A10 forecast, H200 kernels."""
+    from dse.calibrate.validate.power import validate_power
+
+    rows = [r.to_dict() for r in validate_power()]
+    if as_json:
+        print_json({"rows": rows})
+        return
+    console.print(_frame_table(rows, "power model MAPE", ("power_mape", "latency_mape", "energy_mape")))
+
+
+@friendly
+def validate_serving_cmd(as_json: JsonOpt = False) -> None:
+    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100) and aiconfigurator silicon rows."""
+    from dse.calibrate.validate.serving import validate_serving
+
+    rows = [dict(r) for r in validate_serving()]
+    if as_json:
+        print_json({"rows": rows})
+        return
+    columns = ("source", "metric", "subset", "group", "n", "mape", "bias")
+    console.print(_frame_table(rows, "serving MAPE (bias: signed mean error)", ("mape", "bias"), columns))
+
+
+@friendly
+def validate_samples_cmd(
+    samples: SamplesArg,
+    coeffs: Annotated[
+        Path | None,
+        typer.Option("--coeffs", help="Coefficient file from `dse calibrate` (default: fit here)."),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Catalog GPU (default: the one the samples name).")
+    ] = None,
+    holdout_frac: FracOpt = None,
+    seed: SeedOpt = None,
+    families: FamiliesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Latency, power and energy MAPE per family and clock on the hold-out split of sample files."""
+    from dse.calibrate.validate.samples import VARIANTS, validate_samples
+
+    rows, header = validate_samples(
+        samples,
+        coeffs_path=coeffs,
+        gpu=gpu,
+        holdout_frac=check_holdout_frac(holdout_frac),
+        seed=seed,
+        families=parse_families(families),
+    )
+    if as_json:
+        print_json({"header": header, "rows": rows})
+        return
+    console.print(
+        f"{header['gpu']}: {header['split']}; fitted = {header['fitted']} (on {header['fitted_gpu']}), "
+        f"default = {header['default']}"
+    )
+    quantities = ["latency"] + [q for q in ("power", "energy") if any(r["n_power"] for r in rows)]
+    for q in quantities:
+        table = Table(title=f"{q} MAPE" + (" (kernels >= 10 us)" if q == "latency" else ""))
+        for col in ("family", "clock", "n", *VARIANTS):
+            table.add_column(col, justify="left" if col in ("family", "clock") else "right")
+        for r in rows:
+            n = r["n"] if q == "latency" else r["n_power"]
+            if n:
+                table.add_row(r["family"], r["clock"], str(n), *(pct(r[f"{q}_{v}"]) for v in VARIANTS))
+        console.print(table)

@@ -1,0 +1,74 @@
+"""Memory of a serving engine: the share of the GPU it may use and the KV-cache tokens that fit.
+
+Each engine sizes its KV cache by its own documented rule (`kv_capacity_tokens`); the static-batch model
+checks its footprint against `USABLE_MEMORY_FRAC` of the capacity (vLLM's default).
+"""
+
+from __future__ import annotations
+
+from dse.hardware.spec import GpuSpec
+from dse.workload.engine import engine_profile, kv_bytes_per_token
+from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
+
+# Tokens per engine step that the serving engines prefill at most (vLLM max_num_batched_tokens and
+# TensorRT-LLM max_num_tokens defaults in these runs): the activation reserve of the capacity model.
+CHUNK_TOKENS = 8192
+# TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction default: the share of the memory free after the
+# weights and the profiling pass that goes to the KV cache.
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+# SGLang's reserved-memory heuristic for its automatic mem_fraction_static (`sglang_mem_fraction_static`).
+SGLANG_RESERVED_MIB = 512.0
+SGLANG_ACTIVATION_MIB_PER_TOKEN = 1.5
+SGLANG_CHUNKED_PREFILL_TOKENS = 8192
+SGLANG_MIB_PER_GRAPH_BATCH = 2.0
+SGLANG_CUDA_GRAPH_MAX_BS = 256
+
+
+def sglang_mem_fraction_static(gpu: GpuSpec) -> float:
+    """SGLang's automatic `mem_fraction_static` (weights + KV pool share of the GPU memory) at TP 1.
+
+    SGLang (`server_args.py`, `_handle_gpu_memory_settings`, 0.5.x) reserves, in MiB, 512 for constant
+    metadata + 1.5 per token of `chunked_prefill_size` for prefill activations + 2 per CUDA-graph batch
+    size up to `cuda_graph_max_bs` + 1024 x tp / 8, and gives the rest to weights and KV pool:
+    (gpu_mem - reserved) / gpu_mem. GPUs of 60-90 GiB (H100, A100 80GB) take chunked_prefill_size 8192
+    and cuda_graph_max_bs 256 at TP < 4; the same is assumed for larger GPUs (no SGLang row has one).
+    Assumption: this is the heuristic as read in the SGLang 0.5 source, not re-checked against the
+    rows' 0.5.8.post1; it ignores the CUDA context and other memory SGLang measures at start-up.
+    """
+    gpu_mib = gpu.memory.capacity_bytes / 2**20
+    reserved_mib = (
+        SGLANG_RESERVED_MIB
+        + SGLANG_ACTIVATION_MIB_PER_TOKEN * SGLANG_CHUNKED_PREFILL_TOKENS
+        + SGLANG_MIB_PER_GRAPH_BATCH * SGLANG_CUDA_GRAPH_MAX_BS
+        + 1024 / 8
+    )
+    return (gpu_mib - reserved_mib) / gpu_mib
+
+
+def kv_capacity_tokens(
+    arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None = None, engine: str = "vllm"
+) -> float:
+    """KV-cache tokens that fit, by the engine's rule for sizing its cache:
+
+    - vllm (the default; also "none"): `gpu_memory_utilization` (0.9, USABLE_MEMORY_FRAC) of the GPU minus
+      the weights minus the activations of its profiling pass (one CHUNK_TOKENS chunk).
+    - trtllm: `free_gpu_memory_fraction` (KvCacheConfig default 0.9) of the memory left after the
+      weights and the activations of its max_num_tokens profiling pass.
+    - sglang: `mem_fraction_static` of the GPU minus the weights (`sglang_mem_fraction_static`; the
+      activations live in the reserved rest).
+
+    `engine` must name a profile of `dse.workload.engine.ENGINES` (ConfigError otherwise).
+    """
+    engine_profile(engine)
+    total = gpu.memory.capacity_bytes
+    weights = weight_bytes(arch, precision)
+    activations = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
+    if engine == "trtllm":
+        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * (total - weights - activations)
+    elif engine == "sglang":
+        free = sglang_mem_fraction_static(gpu) * total - weights
+    else:
+        free = USABLE_MEMORY_FRAC * total - weights - activations
+    return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
+# vLLM's default gpu_memory_utilization: the share of device memory the engine may use.
+USABLE_MEMORY_FRAC = 0.9

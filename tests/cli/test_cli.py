@@ -1,0 +1,252 @@
+"""The `dse` command as a user runs it: output, JSON keys, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+
+runner = CliRunner()
+ENERGAIZER = Path(__file__).resolve().parents[3] / "shared" / "data" / "energaizer" / "workloads" / "all"
+
+
+SERVE = ["predict", "--model", "qwen3-8b", "--batch", "4", "--input-tokens", "128", "--output-tokens", "16"]
+
+
+def run_ok(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def run_json(*args: str) -> dict:
+    return json.loads(run_ok(*args, "--json"))
+
+
+def assert_one_line_error(args: list[str], *needles: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    for needle in needles:
+        assert needle in result.output, result.output
+
+
+def test_gpus_lists_catalog() -> None:
+    data = run_json("gpus")
+    names = {row["name"] for row in data["gpus"]}
+    assert {"h100-sxm", "a100-sxm-80gb", "h200-sxm", "l4", "b200", "rtx-4090"} <= names
+    assert "gddr7" in data["memory_technologies"]
+
+
+def test_gpu_show_json_has_si_keys() -> None:
+    data = run_json("gpu", "show", "h100-sxm")
+    assert data["num_sms"] == 132
+    # H100 SXM datasheet: 3.35 TB/s, 80 GB
+    assert data["memory_bw_bytes_per_s"] == pytest.approx(3.35e12, rel=0.02)
+    assert data["memory_capacity_bytes"] == pytest.approx(80 * 2**30, rel=0.03)
+
+
+def test_gpu_show_gddr7_what_if() -> None:
+    data = run_json(
+        "gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"
+    )
+    # 512 bit x 32 Gb/s / 8 = 2.048 TB/s; 16 x32 devices of 2 GiB
+    assert data["memory_bw_bytes_per_s"] == pytest.approx(2.048e12, rel=1e-6)
+    assert data["memory_capacity_bytes"] == pytest.approx(32 * 2**30)
+    assert data["num_sms"] == 132
+
+
+def test_gpu_show_set_override() -> None:
+    assert run_json("gpu", "show", "h100-sxm", "--set", "gpu.num_sms=144")["num_sms"] == 144
+
+
+def test_gpu_show_table_renders() -> None:
+    assert "H100" in run_ok("gpu", "show", "h100-sxm")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["gpu", "show", "h999"], ["unknown GPU 'h999'", "h100-sxm"]),
+        (["gpu", "show", "h100-sxm", "--memory", "hbm9"], ["unknown memory technology", "gddr7"]),
+        (["gpu", "show", "h100-sxm", "--set", "num_sms=-4"], ["num_sms"]),
+        (["gpu", "show", "h100-sxm", "--set", "nonsense"], ["PATH=VALUE"]),
+        (["gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "5120"], ["5120"]),
+        (["gpu", "show", "h100-sxm", "--bus-width-bits", "512"], ["--memory"]),
+        (["workload", "show", "--model", "gpt-99"], ["unknown model", "llama-3.1-8b"]),
+        (["workload", "show", "--model", "gpt2", "--phase", "train"], ["prefill", "decode"]),
+        (["workload", "show", "--model", "gpt2", "--precision", "fp64"], ["fp64"]),
+        (["workload", "show", "--kernels", "/nonexistent/file.json"], ["/nonexistent/file.json"]),
+        (["workload", "show"], ["--model", "--kernels"]),
+        ([*SERVE, "--engine", "tgi"], ["engine 'tgi'", "vllm", "trtllm", "sglang"]),
+        ([*SERVE, "--kv-dtype", "int4"], ["kv_dtype 'int4'", "fp8"]),
+        ([*SERVE, "--sampling", "beam"], ["sampling 'beam'", "top_k_top_p"]),
+        (
+            [*SERVE, "--gpu", "h100-sxm", "--clock-mhz", "5000"],
+            ["--clock-mhz 5000", "h100-sxm", "345-1980 MHz"],
+        ),
+        (
+            [
+                "whatif",
+                "h100-sxm",
+                "--set",
+                "clocks.sm_clock_max_mhz=1900",
+                "--model",
+                "qwen3-8b",
+                "--clock-mhz",
+                "1950",
+            ],
+            ["--clock-mhz 1950", "the changed h100-sxm", "345-1900 MHz"],
+        ),  # fmt: skip
+        ([*SERVE, "--power-cap-w", "10"], ["power cap 10 W", "200 W"]),
+    ],
+)
+def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> None:
+    assert_one_line_error(args, *needles)
+
+
+def test_models_lists_catalog() -> None:
+    rows = {row["name"]: row for row in run_json("models")["models"]}
+    assert {
+        "gpt2",
+        "bert-large",
+        "opt-1.3b",
+        "qwen2-1.5b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "mistral-7b",
+        "qwen2.5-7b",
+    } <= set(rows)
+    # Published parameter count of Llama-3.1-8B: 8.03 B (model card)
+    assert rows["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_workload_show_model_json_totals() -> None:
+    data = run_json(
+        "workload",
+        "show",
+        "--model",
+        "llama-3.1-8b",
+        "--phase",
+        "prefill",
+        "--batch",
+        "1",
+        "--seq-len",
+        "1024",
+    )
+    assert data["total_flop"] == pytest.approx(sum(op["total_flop"] for op in data["ops"]))
+    assert data["num_params"] == pytest.approx(8.03e9, rel=0.01)
+    # Forward pass ~ 2 x params x tokens (plus attention): within a few percent
+    assert data["total_flop"] == pytest.approx(2 * 7.5e9 * 1024, rel=0.15)
+    names = [op["name"] for op in data["ops"]]
+    assert any("layer[0-31]" in name for name in names)
+
+
+def test_workload_show_decode_table() -> None:
+    out = run_ok(
+        "workload",
+        "show",
+        "--model",
+        "llama-3.1-8b",
+        "--phase",
+        "decode",
+        "--batch",
+        "32",
+        "--seq-len",
+        "1024",
+    )
+    assert "total" in out
+
+
+@pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")
+def test_workload_show_kernels_file() -> None:
+    data = run_json(
+        "workload", "show", "--kernels", str(ENERGAIZER / "gpt2model_gpt2_pbf16_b1_s1024_modeprefill.json")
+    )
+    assert data["num_kernels"] > 100
+    assert data["total_flop"] > 0
+
+
+def test_python_dash_m_entry_point() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dse", "--help"], capture_output=True, text=True, check=True)
+    assert "gpus" in out.stdout
+
+
+def test_predict_serving_engine_options_reach_the_request() -> None:
+    base = run_json(*SERVE)
+    fp8 = run_json(*SERVE, "--kv-dtype", "fp8", "--engine", "vllm", "--sampling", "greedy")
+    assert (fp8["kv_dtype"], fp8["engine"], fp8["sampling"]) == ("fp8", "vllm", "greedy")
+    assert (base["kv_dtype"], base["engine"], base["sampling"]) == (None, "none", "none")
+    # Qwen3-8B caches K and V of 8 heads x 128 dims in 36 layers; 4 requests x (128 + 16) tokens.
+    tokens = 4 * (128 + 16)
+    assert fp8["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 1 * tokens  # fp8: one byte per element
+    assert base["kv_cache_bytes"] == 36 * 2 * 8 * 128 * 2 * tokens  # bf16 activations: two
+
+
+def test_predict_coeffs_file_replaces_the_shipped_corrections(tmp_path: Path) -> None:
+    import dse
+
+    shipped = Path(dse.__file__).parent / "perf" / "data" / "coeffs_hopper.json"
+    args = ("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "8")
+    default = run_json(*args)
+    # The shipped file given explicitly is the default.
+    assert run_json(*args, "--coeffs", str(shipped)) == default
+    # A file whose launch overheads are 1 ms longer adds 1 ms per kernel launch of the graph.
+    data = json.loads(shipped.read_text())
+    for group in data["groups"].values():
+        group["eps_s"] += 1e-3
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(data))
+    slower = run_json(*args, "--coeffs", str(slow))
+    assert slower["latency_s"] == pytest.approx(
+        default["latency_s"] + 1e-3 * default["num_kernels"], rel=0.02
+    )
+    assert_one_line_error([*args, "--coeffs", str(tmp_path / "none.json")], "none.json", "does not exist")
+    # Hopper corrections and energies must not silently predict an Ampere GPU.
+    a100 = [a if a != "h100-sxm" else "a100-sxm-80gb" for a in args]
+    assert_one_line_error([*a100, "--coeffs", str(shipped)], "hopper", "a100-sxm-80gb", "ampere")
+
+
+def test_engine_options_without_a_serving_workload_are_an_error() -> None:
+    args = ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "8"]
+    for option, value in (("--engine", "vllm"), ("--kv-dtype", "fp8"), ("--sampling", "greedy")):
+        assert_one_line_error([*args, option, value], "serving predictions", "--input-tokens")
+
+
+@pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")
+def test_predict_kernels_runs_on_every_energaizer_list_on_h100_at_1830_mhz() -> None:
+    """Issue 4: every EnergAIzer kernel list predicts on h100-sxm at 1830 MHz (the blind H100 check)."""
+    from dse.hardware.catalog import load_gpu
+
+    gpu = load_gpu("h100-sxm")
+    files = sorted(ENERGAIZER.glob("*.json"))
+    assert len(files) == 90
+    for path in files:
+        out = run_json("predict", "--kernels", str(path), "--gpu", "h100-sxm", "--clock-mhz", "1830")
+        assert out["latency_s"] > 0 and out["energy_j"] > 0, path.name
+        assert out["avg_power_w"] == pytest.approx(out["energy_j"] / out["latency_s"], rel=1e-9)
+        # the board draws at least its idle power and never more than its TDP (the default cap)
+        assert gpu.power.idle_power_w.at(out["effective_clock_mhz"] * 1e6) < out["avg_power_w"] <= 700.0
+        assert out["effective_clock_mhz"] <= 1830.0 + 1e-9
+        assert sum(out["energy_j_by_module"].values()) == pytest.approx(out["energy_j"], rel=1e-9)
+
+
+def test_validation_tables_show_unmeasured_metrics_as_a_dash() -> None:
+    """Rows without a quantity (the repeatability rows of `dse validate power` have no latency) print '-'."""
+    from rich.console import Console
+
+    from dse.cli.validate import _frame_table
+
+    rows = [{"dataset": "h200_gemm", "power_mape": 0.03, "latency_mape": float("nan")}]
+    console = Console(width=120, record=True)
+    console.print(_frame_table(rows, "t", ("power_mape", "latency_mape")))
+    text = console.export_text()
+    assert "3.0%" in text and "nan" not in text and " - " in text
