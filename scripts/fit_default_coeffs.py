@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 import dse
-from dse.perf.coeffs import CoeffSet, GroupInfo, save_coeffs
 from dse.calibrate.fit.kernels import HOLDOUT_FRAC, HOLDOUT_SEED, fit_architecture
+from dse.perf.coeffs import CoeffSet, GroupInfo, save_coeffs
 from dse.perf.types import CoeffTable, PhaseCoeffs
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "dse" / "perf" / "data"

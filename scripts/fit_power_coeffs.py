@@ -21,13 +21,13 @@ import sys
 from pathlib import Path
 
 import dse
-from dse.calibrate import validate_power as vp
-from dse.perf.coeffs import load_default_coeffs
 from dse.calibrate.data.aiconfigurator import AIC_ATTENTION_FILES, AIC_GEMM_FILES
-from dse.calibrate.data.energaizer import ENERGAIZER_FILES
 from dse.calibrate.data.common import data_root
+from dse.calibrate.data.energaizer import ENERGAIZER_FILES
+from dse.calibrate.fit.power_sets import H200_FAMILIES, a100_split, fit_ampere, fit_hopper, h200_split
+from dse.calibrate.validate.power import rows_frame, validate_power
 from dse.hardware.catalog import load_gpu
-from dse.perf.coeffs import PowerCoeffs, load_power_coeffs, write_power_coeffs
+from dse.perf.coeffs import PowerCoeffs, load_default_coeffs, load_power_coeffs, write_power_coeffs
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "dse" / "perf" / "data"
 
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         a100 = load_gpu("a100-pcie-40gb")
         lat_a = load_default_coeffs(a100)
-        train, _ = vp.a100_split()
-        ampere, _ = vp.fit_ampere(train, coeffs=lat_a, cache_={})
+        train, _ = a100_split()
+        ampere, _ = fit_ampere(train, coeffs=lat_a, cache_={})
         ampere = _stamp(
             ampere,
             _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])]),
@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         print("ampere:", ampere.to_dict())
     if args.only == "ampere":
         hopper = load_power_coeffs("hopper")
-        rows = vp.validate_power(ampere=ampere, hopper=hopper, include_train=True)
-        print(vp.rows_frame(rows).to_string())
+        rows = validate_power(ampere=ampere, hopper=hopper, include_train=True)
+        print(rows_frame(rows).to_string())
         if not args.dry_run:
             args.out.mkdir(parents=True, exist_ok=True)
             write_power_coeffs(ampere, args.out / "power_ampere.json")
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
     h200 = load_gpu("h200-sxm")
     lat_h = load_default_coeffs(h200)
-    trains = {f: vp.h200_split(f)[0] for f in vp.H200_FAMILIES}
-    hopper, clocks = vp.fit_hopper(trains, coeffs=lat_h)
+    trains = {f: h200_split(f)[0] for f in H200_FAMILIES}
+    hopper, clocks = fit_hopper(trains, coeffs=lat_h)
     hopper = _stamp(
         hopper,
         _sources(
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi, mean = f.min() / 1e6, f.max() / 1e6, f.mean() / 1e6
         print(f"  {family}: effective clock {lo:.0f}-{hi:.0f} MHz, mean {mean:.0f}")
 
-    rows = vp.validate_power(ampere=ampere, hopper=hopper, include_train=True)
-    print(vp.rows_frame(rows).to_string())
+    rows = validate_power(ampere=ampere, hopper=hopper, include_train=True)
+    print(rows_frame(rows).to_string())
     if not args.dry_run:
         args.out.mkdir(parents=True, exist_ok=True)
         if args.only != "hopper":

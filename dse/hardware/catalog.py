@@ -13,6 +13,7 @@ a leading `gpu.` is accepted so that search-space paths can be passed straight t
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -156,3 +157,26 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set '{item}': value is not a scalar: {exc}") from exc
     return out
+
+
+# NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).
+_CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"H100.*(PCIe|NVL)", "h100-pcie"),
+    (r"H100", "h100-sxm"),
+    (r"H200", "h200-sxm"),
+    (r"A100.*PCIE.*40", "a100-pcie-40gb"),
+    (r"A100.*SXM.*80|A100.*80GB", "a100-sxm-80gb"),
+    (r"\bA10\b", "a10"),
+    (r"L40S", "l40s"),
+    (r"\bL4\b", "l4"),
+    (r"RTX 4090", "rtx-4090"),
+    (r"B200", "b200"),
+)
+
+
+def catalog_gpu_name(nvml_name: str) -> str | None:
+    """The catalog GPU an NVML product name names ("NVIDIA H100 80GB HBM3" -> "h100-sxm"), or None."""
+    for pattern, name in _CATALOG_PATTERNS:
+        if re.search(pattern, nvml_name, flags=re.IGNORECASE):
+            return name
+    return None

@@ -168,7 +168,7 @@ def measure_kernels_command(
         write_samples(out, samples)
         _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
         return out
-    from dse.measure.env import catalog_gpu_name
+    from dse.hardware.catalog import catalog_gpu_name
     from dse.measure.kernels import TorchLauncher
 
     gpu = _open_gpu_and_torch(gpu_index)
@@ -264,7 +264,7 @@ def measure_model_command(
         _write_run(out, result)
         _write_env(out / "env.json", gpu, {"dry_run": True, "model": arch.name})
         return out
-    from dse.measure.env import catalog_gpu_name
+    from dse.hardware.catalog import catalog_gpu_name
 
     gpu = _open_gpu_and_torch(gpu_index)
     try:

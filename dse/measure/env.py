@@ -8,36 +8,15 @@ by an `nvml_error` line.
 from __future__ import annotations
 
 import platform
-import re
 import sys
 from importlib import metadata
 from typing import Any
 
 import dse
 from dse.errors import MeasurementError
+from dse.hardware.catalog import catalog_gpu_name
 
-# NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).
-_CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"H100.*(PCIe|NVL)", "h100-pcie"),
-    (r"H100", "h100-sxm"),
-    (r"H200", "h200-sxm"),
-    (r"A100.*PCIE.*40", "a100-pcie-40gb"),
-    (r"A100.*SXM.*80|A100.*80GB", "a100-sxm-80gb"),
-    (r"\bA10\b", "a10"),
-    (r"L40S", "l40s"),
-    (r"\bL4\b", "l4"),
-    (r"RTX 4090", "rtx-4090"),
-    (r"B200", "b200"),
-)
 _PACKAGES = ("numpy", "pandas", "pyarrow", "pydantic", "nvidia-ml-py", "torch")
-
-
-def catalog_gpu_name(nvml_name: str) -> str | None:
-    """The catalog GPU an NVML product name names ("NVIDIA H100 80GB HBM3" -> "h100-sxm"), or None."""
-    for pattern, name in _CATALOG_PATTERNS:
-        if re.search(pattern, nvml_name, flags=re.IGNORECASE):
-            return name
-    return None
 
 
 def _version(package: str) -> str | None:

@@ -220,7 +220,9 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
 
 def predict_inputs(inputs: Mapping[str, Any]) -> Any:
     """The serving estimate (`dse.serving.static.ServingEstimate`) of one point's `build_inputs` result."""
-    from dse.serving import static as serving  # lazy: the search layer must not need the model stack at import
+    from dse.serving import (
+        static as serving,  # lazy: the search layer must not need the model stack at import
+    )
 
     workload = {k: inputs[k] for k in _REQUEST_KEYS}
     return serving.predict_serving(

@@ -50,7 +50,7 @@ from dse.calibrate.data.samples import SHAPE_FIELDS, KernelSample, op_from_sampl
 from dse.calibrate.fit.kernels import MIN_FAMILY_SAMPLES, MIN_LATENCY_S, fit_buckets
 from dse.calibrate.fit.power import PowerRows, fit_power_rows
 from dse.errors import CalibrationError, ConfigError
-from dse.hardware.catalog import load_gpu
+from dse.hardware.catalog import catalog_gpu_name, load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
 from dse.perf.coeffs import (
@@ -153,8 +153,6 @@ def read_sample_file(path: str | Path) -> list[KernelSample]:
 
 def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
     """Whether a sample's `gpu` value names `gpu` (catalog name, `h100_sxm` spelling or NVML name)."""
-    from dse.measure.env import catalog_gpu_name
-
     value = recorded.strip().lower()
     return value.replace("_", "-") == gpu.name.lower() or catalog_gpu_name(recorded) == gpu.name
 
@@ -191,8 +189,6 @@ def load_sample_set(
         names = sorted({s.gpu for _, ss in per_file for s in ss})
         if len(names) != 1:
             raise ConfigError(f"the samples name several GPUs ({', '.join(names)}): pass --gpu NAME")
-        from dse.measure.env import catalog_gpu_name
-
         gpu = catalog_gpu_name(names[0]) or names[0].replace("_", "-")
     spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
     frames, ops, sources = [], [], []

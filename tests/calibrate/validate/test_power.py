@@ -5,23 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.calibrate.fit.power import as_precision, fit_host_gap_s, fit_through_cap, kernel_table
-from dse.calibrate.validate.power import (
+from dse.calibrate.fit.power import as_precision, fit_host_gap_s, fit_through_cap, kernel_table, mape
+from dse.calibrate.fit.power_sets import (
     H200_FAMILIES,
     HOPPER_BOUNDS,
     HOPPER_FAMILY_WEIGHT,
     MIN_KERNEL_S,
-    _summary,
     a100_split,
     energaizer_frame,
-    energaizer_predictions,
     energaizer_runs,
     fit_ampere,
     h200_frame,
     h200_ops,
-    h200_power_repeatability,
     h200_split,
-    mape,
+)
+from dse.calibrate.validate.power import (
+    _summary,
+    energaizer_predictions,
+    h200_power_repeatability,
     rows_frame,
     validate_power,
 )

@@ -18,7 +18,8 @@ from dse.calibrate.data.samples import (
     write_samples,
 )
 from dse.errors import ConfigError
-from dse.measure.env import catalog_gpu_name, collect_env
+from dse.hardware.catalog import catalog_gpu_name
+from dse.measure.env import collect_env
 from dse.measure.replay import ReplayGpu
 from dse.measure.suites import SUITES, build_suite
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
