@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -21,6 +21,13 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests
+
+# Style, types and the import direction of STYLE.md section 1 (contracts in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check dse tests benchmarks scripts
+	$(BIN)/ruff format --check dse tests benchmarks scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean-venv:
 	rm -rf $(VENV)

@@ -20,9 +20,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dse.perf.coeffs import load_default_coeffs  # noqa: E402
 from dse.hardware.catalog import load_gpu  # noqa: E402
 from dse.perf import attention, elementwise, gemm, reduction  # noqa: E402
+from dse.perf.coeffs import load_default_coeffs  # noqa: E402
 from dse.perf.registry import estimate_ops  # noqa: E402
 from dse.perf.types import OperatingPoint  # noqa: E402
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp  # noqa: E402

@@ -4,13 +4,14 @@
     .venv/bin/python scripts/fit_default_coeffs.py --arch hopper --passes 1
 
 Each set is fitted on the training 80 % of a seed-0 hold-out split of its datasets
-(`dse.calibrate.fit.kernels.FIT_DATASETS`), so `dse.calibrate.validate.kernels.validate_kernels` reports honest
-hold-out errors. Families without data on an architecture are transferred from the other set and marked
+(`dse.calibrate.fit.kernels.FIT_DATASETS`), so `dse.calibrate.validate.kernels.validate_kernels` reports
+honest hold-out errors. Families without data on an architecture are transferred from the other set and marked
 so in each group's `provenance`.
 
 Each row is fitted at the clock the model gives it at the default operating point (boost requested, capped
-at the TDP: `dse.calibrate.fit.kernels.default_clock_hz`). That clock depends on the latency coefficients, so the fit runs
-in passes: the first takes the clocks from the shipped sets, each later pass from the previous pass's sets.
+at the TDP: `dse.calibrate.fit.kernels.default_clock_hz`). That clock depends on the latency coefficients,
+so the fit runs in passes: the first takes the clocks from the shipped sets, each later pass from the
+previous pass's sets.
 """
 
 from __future__ import annotations

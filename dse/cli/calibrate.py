@@ -34,12 +34,14 @@ def calibrate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit latency (and, where power was measured, energy) coefficients from sample files."""
-    from dse.calibrate.fit.samples import HOLDOUT_FRAC, SEED, calibrate
+    from dse.calibrate.fit.sample_set import HOLDOUT_FRAC, SEED
+    from dse.calibrate.fit.samples import calibrate
 
+    frac = check_holdout_frac(holdout_frac)
     cal = calibrate(
         samples,
         gpu,
-        holdout_frac=check_holdout_frac(holdout_frac) if holdout_frac is not None else HOLDOUT_FRAC,
+        holdout_frac=HOLDOUT_FRAC if frac is None else frac,
         seed=seed if seed is not None else SEED,
         families=parse_families(families),
         progress=None if as_json else console.print,

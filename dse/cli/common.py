@@ -64,7 +64,8 @@ def gpu_from_options(
     data_rate_gbps: float | None,
     sets: list[str] | None,
 ) -> Any:
-    from dse.hardware.catalog import load_gpu, parse_set_options
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.overrides import parse_set_options
 
     overrides = parse_set_options(sets)
     if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):

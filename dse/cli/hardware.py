@@ -1,4 +1,4 @@
-"""`dse gpus`, `dse models`, `dse demo`, `dse gpu show` and `dse workload show`: the catalogs and workloads."""
+"""`dse gpus`, `dse models`, `dse demo`, `dse gpu show`, `dse workload show`: catalogs and workloads."""
 
 from __future__ import annotations
 

@@ -233,8 +233,8 @@ def _message(err: Mapping[str, Any], root: type[BaseModel], loc: Loc) -> str:
     if kind == "param_kind":  # space.py's discriminator: say which `type` was wrong, if that was it
         given = err.get("input")
         if isinstance(given, Mapping) and "type" in given:
-            allowed = "type: int | float, values: [...], value: x"
-            return f"unknown parameter type {given['type']!r} (allowed: {allowed})"
+            kinds = "type: int | float, values: [...], value: x"
+            return f"unknown parameter type {given['type']!r} (allowed: {kinds})"
         return msg
     if kind == "union_tag_invalid":
         expected = str(ctx.get("expected_tags", "")).replace("'", "")

@@ -6,8 +6,8 @@
                           "memory.bus_width_bits": 512,        # energy per bit recomputed
                           "memory.data_rate_gbit_per_s": 32})
 
-Override keys may use the same human units as the YAML files (`sm_clock_max_mhz`) or SI (`sm_clock_max_hz`);
-a leading `gpu.` is accepted so that search-space paths can be passed straight through.
+Overrides follow the one vocabulary of `dse.hardware.overrides` (dotted paths, human units or SI, derived
+knobs such as `sm.tensor_factor`), shared by `--set`, `--memory` and study spaces.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,9 @@ import yaml
 from pydantic import ValidationError
 
 from dse.errors import ConfigError, format_validation_error
-from dse.hardware.memory import with_memory
+from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
-from dse.units import normalize_unit_keys, si_key
-
-# Memory keys that define the memory system and so go through `with_memory` (which recomputes the rest).
-_MEMORY_SYSTEM_KEYS = ("technology", "bus_width_bits", "data_rate_bit_per_s", "capacity_per_device_bytes")
+from dse.units import normalize_unit_keys
 
 
 def _canonical(name: str) -> str:
@@ -80,83 +77,36 @@ def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
     return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml"
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    parts = path.split(".")
-    node: Any = data
-    for i, part in enumerate(parts[:-1]):
-        if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
-            where = ".".join(parts[:i]) or "the GPU"
-            keys = sorted(k for k, v in node.items() if isinstance(v, dict)) if isinstance(node, dict) else []
-            raise ConfigError(
-                f"override '{path}': '{part}' is not a section of {where}; sections: {', '.join(keys)}"
-            )
-        node = node[part]
-    key, factor = si_key(parts[-1])
-    if key not in node:
-        where = ".".join(parts[:-1]) or "the GPU"
-        raise ConfigError(
-            f"override '{path}': unknown field '{parts[-1]}' in {where}; fields: {', '.join(sorted(node))}"
-        )
-    if factor != 1.0:
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise ConfigError(f"override '{path}': expected a number, got {value!r}")
-        value = value * factor
-    node[key] = value
+def _validated(raw: dict[str, Any], source: str) -> GpuSpec:
+    try:
+        return GpuSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from exc
 
 
-def _split_overrides(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Separate the keys that rebuild the memory system from the generic ones."""
-    memory: dict[str, Any] = {}
-    generic: dict[str, Any] = {}
-    for path, value in overrides.items():
-        path = path.removeprefix("gpu.")
-        if path.startswith("memory."):
-            key, factor = si_key(path.removeprefix("memory."))
-            if key in _MEMORY_SYSTEM_KEYS:
-                if factor != 1.0:
-                    if not isinstance(value, int | float) or isinstance(value, bool):
-                        raise ConfigError(f"override '{path}': expected a number, got {value!r}")
-                    value = value * factor
-                memory[key] = value
-                continue
-        generic[path] = value
-    return memory, generic
+@lru_cache(maxsize=1024)
+def _catalog_gpu(name: str, generic: tuple[tuple[str, Any], ...]) -> GpuSpec:
+    # Cached per (catalog entry, generic overrides): a search varies the memory and the knobs far more
+    # often than the die, and each GpuSpec validation costs about as much as a kernel estimate.
+    raw, source = _raw_gpu(name)
+    return apply_generic(_validated(raw, source), generic, source)
 
 
 def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None) -> GpuSpec:
-    """A validated GpuSpec from the catalog (or a YAML path), with optional dotted-path overrides."""
-    raw, source = _raw_gpu(name_or_path)
-    memory_overrides, generic = _split_overrides(overrides or {})
-    try:
-        gpu = GpuSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source)) from exc
-    if memory_overrides:
-        technology = memory_overrides.pop("technology", gpu.memory.technology)
-        gpu = with_memory(gpu, str(technology), **memory_overrides)
-    if not generic:
-        return gpu
-    data = gpu.model_dump()
-    for path, value in generic.items():
-        _set_path(data, path, value)
-    try:
-        return GpuSpec.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, f"{source} with overrides")) from exc
-
-
-def parse_set_options(items: list[str] | None) -> dict[str, Any]:
-    """Turn CLI `--set PATH=VALUE` strings into an overrides mapping; values parsed as YAML scalars."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        path, sep, text = item.partition("=")
-        if not sep or not path.strip():
-            raise ConfigError(f"--set '{item}': expected PATH=VALUE, e.g. gpu.num_sms=144")
+    """A validated GpuSpec from the catalog (or a YAML path), with dotted-path overrides applied by
+    `dse.hardware.overrides` (the one override path: `--set`, `--memory` and study spaces alike)."""
+    split = split_overrides(overrides)
+    name = _canonical(str(name_or_path))
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml") and not path.exists() and name in list_gpus():
         try:
-            out[path.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set '{item}': value is not a scalar: {exc}") from exc
-    return out
+            gpu = _catalog_gpu(name, split.generic)
+        except TypeError:  # an unhashable override value (a list): not cached
+            gpu = apply_generic(_catalog_gpu(name, ()), split.generic, f"{name}.yaml")
+    else:
+        raw, source = _raw_gpu(name_or_path)
+        gpu = apply_generic(_validated(raw, source), split.generic, source)
+    return apply_memory_and_knobs(gpu, split)
 
 
 # NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).

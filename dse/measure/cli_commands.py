@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,10 @@ from dse.errors import ConfigError, MeasurementError
 from dse.measure.harness import MeasureProtocol, measure_ops
 from dse.measure.suites import build_suite
 from dse.units import MHZ
+
+if TYPE_CHECKING:
+    from dse.workload.llm import LlmArch
+    from dse.workload.ops import Op
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +64,11 @@ def _snap_clocks(gpu: Any, clocks: list[float | None] | None) -> list[float | No
 
     out: list[float | None] = []
     for clock in clocks:
-        snapped = clock if clock is None else nearest_clock_hz(clock, supported)
-        if clock is not None and snapped != clock:
+        if clock is None:
+            out.append(None)
+            continue
+        snapped = nearest_clock_hz(clock, supported)
+        if snapped != clock:
             logger.warning("%.0f MHz is not a supported SM clock; using %.0f MHz", clock / MHZ, snapped / MHZ)
         out.append(snapped)
     return out
@@ -161,12 +168,9 @@ def measure_kernels_command(
     protocol = protocol or MeasureProtocol()
     env_path = out.with_name(out.name + ".env.json")
     if dry_run:
-        gpu, label, _ = _dry_run_gpu(gpu_name, replay)
-        clocks = requested if requested is not None else [gpu.sm_clock_hz()]
-        source = f"dry-run:{replay.name}" if replay is not None else "dry-run:synthetic"
-        samples = measure_ops(ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=source)
-        write_samples(out, samples)
-        _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
+        _measure_kernels_dry_run(
+            ops, requested, protocol, out, env_path, suite=suite, gpu_name=gpu_name, replay=replay
+        )
         return out
     from dse.hardware.catalog import catalog_gpu_name
     from dse.measure.kernels import TorchLauncher
@@ -195,6 +199,25 @@ def measure_kernels_command(
             _write_env(env_path, gpu, {"suite": suite, "no_lock": no_lock})
         gpu.close()
     return out
+
+
+def _measure_kernels_dry_run(
+    ops: list[Op],
+    requested: list[float | None] | None,
+    protocol: MeasureProtocol,
+    out: Path,
+    env_path: Path,
+    *,
+    suite: str,
+    gpu_name: str | None,
+    replay: Path | None,
+) -> None:
+    gpu, label, _ = _dry_run_gpu(gpu_name, replay)
+    clocks = requested if requested is not None else [gpu.sm_clock_hz()]
+    source = f"dry-run:{replay.name}" if replay is not None else "dry-run:synthetic"
+    samples = measure_ops(ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=source)
+    write_samples(out, samples)
+    _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
 
 
 def measure_model_command(
@@ -232,8 +255,6 @@ def measure_model_command(
         gpu_name: catalog GPU the dry run pretends to be.
         protocol: measurement protocol.
     """
-    from dse.measure.model_run import measure_model
-    from dse.measure.torch_llm import build_torch_llm
     from dse.workload.models import load_model_config
 
     out = Path(out)
@@ -242,29 +263,90 @@ def measure_model_command(
     requested = _resolve_clocks([clock_mhz] if clock_mhz else None, no_lock)
     protocol = protocol or MeasureProtocol()
     if dry_run:
-        from dse.measure.replay import ReplayModelRunner
-        from dse.workload.llm import build_decode_graph, build_prefill_graph
-
-        gpu, label, _ = _dry_run_gpu(gpu_name, None)
-        if phase == "decode":
-            graph = build_decode_graph(
-                arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
-            )
-        elif phase == "prefill":
-            graph = build_prefill_graph(
-                arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
-            )
-        else:
-            raise ConfigError(f"phase '{phase}' is not prefill or decode")
-        runner: Any = ReplayModelRunner(gpu, graph, name=arch.name)
-        clock = requested[0] if requested is not None else gpu.sm_clock_hz()
-        result = measure_model(
-            runner, gpu, protocol, sm_clock_hz=clock, gpu_label=label, phase=phase, source="dry-run:synthetic"
+        _measure_model_dry_run(
+            arch,
+            out,
+            requested,
+            protocol,
+            batch=batch,
+            seq_len=seq_len,
+            phase=phase,
+            precision=precision,
+            attention=attention,
+            gpu_name=gpu_name,
         )
-        _write_run(out, result)
-        _write_env(out / "env.json", gpu, {"dry_run": True, "model": arch.name})
-        return out
+    else:
+        _measure_model_on_gpu(
+            arch,
+            out,
+            requested,
+            protocol,
+            batch=batch,
+            seq_len=seq_len,
+            phase=phase,
+            precision=precision,
+            attention=attention,
+            gpu_index=gpu_index,
+            no_lock=no_lock,
+        )
+    return out
+
+
+def _measure_model_dry_run(
+    arch: LlmArch,
+    out: Path,
+    requested: list[float | None] | None,
+    protocol: MeasureProtocol,
+    *,
+    batch: int,
+    seq_len: int,
+    phase: str,
+    precision: str,
+    attention: str,
+    gpu_name: str | None,
+) -> None:
+    """The workload graph replayed on a synthetic ReplayGpu, written like a measured run."""
+    from dse.measure.model_run import measure_model
+    from dse.measure.replay import ReplayModelRunner
+    from dse.workload.llm import build_decode_graph, build_prefill_graph
+
+    gpu, label, _ = _dry_run_gpu(gpu_name, None)
+    if phase == "decode":
+        graph = build_decode_graph(
+            arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
+        )
+    elif phase == "prefill":
+        graph = build_prefill_graph(
+            arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
+        )
+    else:
+        raise ConfigError(f"phase '{phase}' is not prefill or decode")
+    runner = ReplayModelRunner(gpu, graph, name=arch.name)
+    clock = requested[0] if requested is not None else gpu.sm_clock_hz()
+    result = measure_model(
+        runner, gpu, protocol, sm_clock_hz=clock, gpu_label=label, phase=phase, source="dry-run:synthetic"
+    )
+    _write_run(out, result)
+    _write_env(out / "env.json", gpu, {"dry_run": True, "model": arch.name})
+
+
+def _measure_model_on_gpu(
+    arch: LlmArch,
+    out: Path,
+    requested: list[float | None] | None,
+    protocol: MeasureProtocol,
+    *,
+    batch: int,
+    seq_len: int,
+    phase: str,
+    precision: str,
+    attention: str,
+    gpu_index: int,
+    no_lock: bool,
+) -> None:
     from dse.hardware.catalog import catalog_gpu_name
+    from dse.measure.model_run import measure_model
+    from dse.measure.torch_llm import build_torch_llm
 
     gpu = _open_gpu_and_torch(gpu_index)
     try:
@@ -293,7 +375,6 @@ def measure_model_command(
         _write_env(out / "env.json", gpu, {"model": arch.name, "no_lock": no_lock})
     finally:
         gpu.close()
-    return out
 
 
 def _write_run(out: Path, result: Any) -> None:

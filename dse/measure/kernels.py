@@ -230,7 +230,7 @@ class TorchLauncher:
         Raises:
             UnsupportedOpError: dtype, backend or size this GPU/PyTorch cannot run.
         """
-        builders = {
+        builders: dict[type, Callable[[Any], tuple[Callable[[], Any], Callable[[], None] | None]]] = {
             GemmOp: self._gemm,
             AttentionOp: self._attention,
             SoftmaxOp: self._softmax,
@@ -403,6 +403,7 @@ class TorchLauncher:
             "exp": torch.exp,
         }
         copies = self._copies(op)
+        sets: list[tuple[Any, ...]]
         if op.kind == "copy":
             sets = [
                 (self._randn(n, dtype=dt), torch.empty(n, device=self.device, dtype=out_dt))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +44,7 @@ from dse.errors import MeasurementError
 from dse.measure.harness import (
     GpuProbe,
     MeasureProtocol,
+    Window,
     counter_available,
     measure_idle_power_w,
     measure_kernel,
@@ -124,10 +125,13 @@ def parse_chrome_trace(trace: Mapping[str, Any] | str | Path, *, op_prefix: str 
     Times are in seconds on the profiler's clock; `markers` holds the first start of every annotation whose
     name starts with `dse::`.
     """
-    if isinstance(trace, str | Path):
-        trace = json.loads(Path(trace).read_text())
-    events = trace.get("traceEvents", []) if isinstance(trace, Mapping) else trace
-    kernels, runtime, cpu_ann, gpu_ann = [], {}, {}, []
+    # A trace file holds either the profiler's {"traceEvents": [...]} object or a bare event list.
+    data: Any = json.loads(Path(trace).read_text()) if isinstance(trace, str | Path) else trace
+    events: Iterable[Mapping[str, Any]] = data.get("traceEvents", []) if isinstance(data, Mapping) else data
+    kernels: list[tuple[str, float, float, Any, int]] = []
+    runtime: dict[Any, tuple[float, tuple[Any, Any]]] = {}
+    cpu_ann: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
+    gpu_ann: list[tuple[float, float, str]] = []
     markers: dict[str, float] = {}
     for e in events:
         if e.get("ph") != "X":
@@ -262,12 +266,7 @@ def measure_model(
             profiled = runner.profile(num_passes, gpu.now_s)
         finally:
             power_trace = sampler.stop()
-    timeline = parse_chrome_trace(profiled.trace, op_prefix=f"{runner.name}/")
-    if SYNC_MARKER not in timeline.markers:
-        raise MeasurementError(
-            f"the profiler trace has no '{SYNC_MARKER}' annotation: cannot align it with power"
-        )
-    aligned = timeline.shifted(profiled.marker_host_s - timeline.markers[SYNC_MARKER])
+    aligned = _aligned_timeline(profiled, op_prefix=f"{runner.name}/")
     profiled_breakdown = energy_breakdown(
         power_trace,
         aligned.kernels,
@@ -275,11 +274,49 @@ def measure_model(
         num_passes=profiled.num_passes,
         prefix=f"{phase}/",
     )
+    sample = _model_sample(
+        runner,
+        windows,
+        protocol,
+        gpu=gpu_label or gpu.name,
+        sm_clock_hz=sm_clock_hz,
+        power_limit_w=power_limit_w,
+        idle_power_w=idle_power_w,
+        latency_s=latency_s,
+        source=source,
+    )
+    breakdown = _model_breakdown(runner, sample, profiled, profiled_breakdown, phase=phase)
+    return ModelMeasurement(sample=sample, breakdown=breakdown, power_trace=power_trace, timeline=aligned)
+
+
+def _aligned_timeline(profiled: ProfiledRun, *, op_prefix: str) -> Timeline:
+    """The profiled run's kernel timeline moved onto the host clock via the SYNC_MARKER annotation."""
+    timeline = parse_chrome_trace(profiled.trace, op_prefix=op_prefix)
+    if SYNC_MARKER not in timeline.markers:
+        raise MeasurementError(
+            f"the profiler trace has no '{SYNC_MARKER}' annotation: cannot align it with power"
+        )
+    return timeline.shifted(profiled.marker_host_s - timeline.markers[SYNC_MARKER])
+
+
+def _model_sample(
+    runner: ModelRunner,
+    windows: Sequence[Window],
+    protocol: MeasureProtocol,
+    *,
+    gpu: str,
+    sm_clock_hz: float | None,
+    power_limit_w: float,
+    idle_power_w: float,
+    latency_s: float,
+    source: str,
+) -> KernelSample:
+    """The end-to-end sample (kind "model", per forward pass) from the measured windows."""
     per_call = [w.energy_j / w.num_calls for w in windows]
     energy_j = float(np.mean(per_call))
-    meta = dict(runner.meta)
-    sample = KernelSample(
-        gpu=gpu_label or gpu.name,
+    meta = runner.meta
+    return KernelSample(
+        gpu=gpu,
         kind="model",
         name=runner.label,
         dtype=str(meta.get("precision", "")),
@@ -307,23 +344,35 @@ def measure_model(
         energy_method="trace" if all(math.isnan(w.counter_energy_j) for w in windows) else "counter",
         source=source,
     )
+
+
+def _model_breakdown(
+    runner: ModelRunner,
+    sample: KernelSample,
+    profiled: ProfiledRun,
+    profiled_breakdown: dict[str, Any],
+    *,
+    phase: str,
+) -> dict[str, Any]:
+    """The per-op breakdown: the trace's per-op shares scaled to the sample's end-to-end energy."""
     # NOTE(dse): the trace sets each op's share; the total is the end-to-end energy per pass from >= 1 s
     # windows (energy counter), which a short profiled run sampled at 10 ms cannot match (aliasing, and the
     # profiler's own overhead). The unscaled trace numbers stay under "profiled".
+    energy_j = sample.energy_j
     trace_total = profiled_breakdown["energy_j"]
     scale = energy_j / trace_total if trace_total > 0 else math.nan
     by_op = {name: value * scale for name, value in profiled_breakdown["by_op"].items()}
-    breakdown = {
+    return {
         "model": runner.name,
         "gpu": sample.gpu,
         "phase": phase,
-        **meta,
-        "sm_clock_hz": sm_clock_hz,
+        **runner.meta,
+        "sm_clock_hz": sample.sm_clock_hz,
         "avg_sm_clock_hz": sample.avg_sm_clock_hz,
-        "latency_s": latency_s,
+        "latency_s": sample.latency_s,
         "energy_j": energy_j,
         "avg_power_w": sample.avg_power_w,
-        "idle_power_w": idle_power_w,
+        "idle_power_w": sample.idle_power_w,
         "by_op": by_op,
         "by_module": {},
         "energy_j_by_name": dict(by_op),
@@ -337,4 +386,3 @@ def measure_model(
             "by_op": profiled_breakdown["by_op"],
         },
     }
-    return ModelMeasurement(sample=sample, breakdown=breakdown, power_trace=power_trace, timeline=aligned)

@@ -255,10 +255,10 @@ def _cutlass3(name: str) -> KernelConfig | None:
 
 def _cute_shapes(name: str) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """(tile, cluster) from the cute::tuple<C<..>> arguments of a templated CUTLASS 3 / FA3 name."""
-    triples = [tuple(int(x) for x in t) for t in _CUTE_TRIPLE.findall(name)]
+    triples = [(int(a), int(b), int(c)) for a, b, c in _CUTE_TRIPLE.findall(name)]
     tile = next((t for t in triples if min(t) >= 16), None)
     cluster = next((t for t in triples if max(t) <= 8), None)
-    return tile, cluster  # type: ignore[return-value]
+    return tile, cluster
 
 
 def _cute_gemm(name: str) -> KernelConfig | None:

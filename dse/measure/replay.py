@@ -135,11 +135,13 @@ class ReplayGpu:
         cached = self._idle_cache.get(clock)
         if cached is not None:
             return cached
-        recorded = [s for group in self._table.values() for s in group if s.sm_clock_hz is not None]
         at_clock = [
             s.idle_power_w
-            for s in recorded
-            if abs(s.sm_clock_hz - clock) < 1e6 and not math.isnan(s.idle_power_w)
+            for group in self._table.values()
+            for s in group
+            if s.sm_clock_hz is not None
+            and abs(s.sm_clock_hz - clock) < 1e6
+            and not math.isnan(s.idle_power_w)
         ]
         if at_clock:
             value = float(np.median(at_clock))
@@ -364,7 +366,9 @@ class ReplayModelRunner:
     def _schedule(self) -> list[Op]:
         layer_ops = [op for op in self.graph.ops if "/layer[" in op.name]
         num_layers = max((op.count for op in layer_ops), default=0)
-        before, after, seen_layer = [], [], False
+        before: list[Op] = []
+        after: list[Op] = []
+        seen_layer = False
         for op in self.graph.ops:
             if "/layer[" in op.name:
                 seen_layer = True

@@ -13,7 +13,16 @@ Sizes: gemm 100 ops, attention 36, softmax 16, norm 24, elementwise 27 per clock
 from __future__ import annotations
 
 from dse.errors import ConfigError
-from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
+from dse.workload.ops import (
+    AttentionBackend,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormOp,
+    Op,
+    SoftmaxOp,
+)
 
 GEMM_M: tuple[int, ...] = (16, 128, 1024, 4096, 16384)
 # (N, K): Llama-3.1-8B qkv, o, gate_up, down projections, plus a square.
@@ -24,7 +33,7 @@ GEMM_NK: tuple[tuple[int, int], ...] = (
     (4096, 14336),
     (8192, 8192),
 )
-GEMM_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32")
+GEMM_DTYPES: tuple[Dtype, ...] = ("bf16", "fp16", "fp8", "fp32")
 
 # (num_heads, num_kv_heads, head_dim): Llama-3.1-8B (GQA), Llama-2-7B-like MHA, GPT-2.
 ATTENTION_HEADS: tuple[tuple[int, int, int], ...] = ((32, 8, 128), (32, 32, 128), (12, 12, 64))
@@ -76,7 +85,7 @@ def gemm_suite() -> list[Op]:
     for dtype in GEMM_DTYPES:
         for n, k in GEMM_NK:
             for m in GEMM_M:
-                out = "bf16" if dtype == "fp8" else None
+                out: Dtype | None = "bf16" if dtype == "fp8" else None
                 ops.append(
                     GemmOp(
                         name=f"gemm_{dtype}_{m}x{n}x{k}",
@@ -93,8 +102,10 @@ def gemm_suite() -> list[Op]:
 
 def attention_suite() -> list[Op]:
     ops: list[Op] = []
+    prefill_backends: tuple[AttentionBackend, ...] = ("flash", "eager")
+    decode_backends: tuple[AttentionBackend, ...] = ("decode", "eager")
     for h, kv, d in ATTENTION_HEADS:
-        for backend in ("flash", "eager"):
+        for backend in prefill_backends:
             for b, s in PREFILL_SHAPES:
                 ops.append(
                     AttentionOp(
@@ -109,7 +120,7 @@ def attention_suite() -> list[Op]:
                         backend=backend,
                     )
                 )
-        for backend in ("decode", "eager"):
+        for backend in decode_backends:
             for b, ctx in DECODE_SHAPES:
                 ops.append(
                     AttentionOp(
@@ -147,7 +158,7 @@ def elementwise_suite() -> list[Op]:
     ops: list[Op] = []
     for kind in ELEMENTWISE_KINDS:
         for size in ELEMENTWISE_SIZES:
-            out = "fp32" if kind == "cast" else None
+            out: Dtype | None = "fp32" if kind == "cast" else None
             ops.append(
                 ElementwiseOp(
                     name=f"{kind}_bf16_{size}", kind=kind, num_elements=size, dtype="bf16", out_dtype=out

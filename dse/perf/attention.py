@@ -22,18 +22,18 @@ is split across threadblocks (1 to 128 splits, the one the model predicts fastes
 `num_splits_heuristic` aims for full waves) and a combine kernel reduces the fp32 partial outputs (in the
 epilogue). It is KV-cache-bandwidth-bound.
 
-Eager (`eager_arrays`, backend `eager`): the batched GEMM S = Q K^T (scores written to DRAM), a softmax
-over the rows of S (the mask and the 1/sqrt(d) scale fused into it, as in PyTorch's SDPA math path),
-and the batched GEMM O = P V; with GQA the K/V heads are first repeated (two elementwise copies). The
-causal mask does not save work. One estimate per op with the latencies and traffic summed.
+Eager (`dse.perf.attention_eager.eager_arrays`, backend `eager`): the unfused kernels (QK^T GEMM,
+softmax, PV GEMM, GQA repeat copies), summed into one estimate per op.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf import elementwise, gemm, reduction
+from dse.perf.attention_eager import eager_arrays, eager_tiles
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -49,6 +49,7 @@ from dse.perf.pipeline import (
 from dse.perf.rates import (
     DRAM_LATENCY_S,
     DTYPE_BYTES,
+    Rates,
     arch_family,
     effective_sm_clock_hz,
     rates_at,
@@ -80,12 +81,14 @@ _KV_LATENCY_S = DRAM_LATENCY_S / 2.0
 _SCORE_FLOP = 4.0  # scale, running max, subtract, sum per score (CUDA cores)
 _SPLIT_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
+Inputs = dict[str, Any]  # what `_common` gathers: broadcast shape arrays, rates, tiles, occupancy
+
 
 def _head_dim_class(d: np.ndarray) -> np.ndarray:
     return np.select([d <= 64, d <= 128, d <= 192, d <= 256], [0, 1, 2, 3], 4)
 
 
-def _occupancy(rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.ndarray) -> np.ndarray:
+def _occupancy(rates: Rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.ndarray) -> np.ndarray:
     by_smem = np.floor(rates.smem_bytes_per_sm / smem_b)
     by_regs = np.floor(rates.registers_per_sm / (threads * regs_per_thread))
     by_threads = rates.max_threads_per_sm // threads
@@ -94,11 +97,11 @@ def _occupancy(rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.nd
     )
 
 
-def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu, f, decode):
+def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool) -> Inputs:
     """Shared inputs: broadcast arrays, rates, tiles, compute rate."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
-    out = {
+    out: Inputs = {
         name: bc(v)
         for name, v in (
             ("batch", batch),
@@ -143,7 +146,16 @@ def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu, f, decode):
     return out
 
 
-def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap, latency_s=_KV_LATENCY_S):
+def _iteration(
+    c: Inputs,
+    cc: np.ndarray,
+    act: np.ndarray,
+    kv_step_b: np.ndarray,
+    extra_b: np.ndarray,
+    ratio: np.ndarray,
+    overlap: bool,
+    latency_s: float = _KV_LATENCY_S,
+) -> tuple[np.ndarray, np.ndarray]:
     """(load, math) time of one K/V block for `cc` threadblocks per SM and `act` device-wide."""
     r = c["rates"]
     step_b = kv_step_b + extra_b
@@ -164,7 +176,7 @@ def _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap, latency_s=_KV_LAT
     return load, math
 
 
-def _fill(c, cc, step_b):
+def _fill(c: Inputs, cc: np.ndarray, step_b: np.ndarray) -> np.ndarray:
     """Exposed fill of a tile: DRAM latency plus this SM's first K/V block through its L2 port."""
     r = c["rates"]
     return DRAM_LATENCY_S + vmax(
@@ -172,7 +184,7 @@ def _fill(c, cc, step_b):
     )
 
 
-def _cache_write(c) -> tuple[Timeline, np.ndarray]:
+def _cache_write(c: Inputs) -> tuple[Timeline, np.ndarray]:
     """vLLM's `reshape_and_cache_flash`: one threadblock per new token copies its K and V rows (read in
     the activation dtype) into the cache pages (written in the cache dtype). Returns its streaming
     timeline and its DRAM bytes."""
@@ -197,7 +209,7 @@ def _cache_write(c) -> tuple[Timeline, np.ndarray]:
     return tl, tokens * nbytes
 
 
-def _tile_serial(c, cc, o_b, overlap):
+def _tile_serial(c: Inputs, cc: np.ndarray, o_b: np.ndarray, overlap: bool) -> np.ndarray:
     """Per-tile work that no pipelining hides: FA3 overlaps a block's softmax with the next block's
     QK^T, so the first block's softmax and the last block's PV run alone; then O is rescaled and stored
     through shared memory. (FA2 runs softmax serially already: only the store is added.)"""
@@ -209,7 +221,14 @@ def _tile_serial(c, cc, o_b, overlap):
     return np.where(overlap, soft + pv, 0.0) + store
 
 
-def _busy(c, units, kv_l2_b, dram_main_b, q_o_l2_b, epi_dram_b):
+def _busy(
+    c: Inputs,
+    units: np.ndarray,
+    kv_l2_b: np.ndarray,
+    dram_main_b: np.ndarray,
+    q_o_l2_b: np.ndarray,
+    epi_dram_b: np.ndarray,
+) -> np.ndarray:
     r, sms = c["rates"], c["rates"].num_sms
     rows, bkv, d = c["rows"], c["bkv"], c["d"]
     busy = empty_busy(units.shape[0])
@@ -223,6 +242,84 @@ def _busy(c, units, kv_l2_b, dram_main_b, q_o_l2_b, epi_dram_b):
     busy[2, MODULE_INDEX["dram"]] = epi_dram_b / r.dram_bw_bytes_per_s
     busy[2, MODULE_INDEX["l2"]] = epi_dram_b / r.l2_bw_bytes_per_s
     return busy
+
+
+def _flash_shape(c: Inputs, causal: np.ndarray) -> dict[str, np.ndarray]:
+    """Grid and K/V blocks per tile of the flash kernel (PackGQA, causal triangle); sets `c["rows"]`."""
+    b, sq, skv, h, hkv = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"]
+    bq, bkv = c["bq"], c["bkv"]
+    # PackGQA (FA3 with variable-length batches, as vLLM calls it): the query heads sharing a KV head are
+    # packed into the rows of one tile (position-major), so a tile of bq rows covers bq / grp positions.
+    grp = np.where((c["arch"] == "hopper") & (h > hkv), h / hkv, 1.0)
+    rows_seq = sq * grp  # query rows of one (sequence, tile head)
+    bq_pos = bq / grp  # query positions per tile
+    nq = np.ceil(rows_seq / bq)
+    g = b * (h / grp) * nq
+    # Warpgroup MMAs are 64 rows tall: a tile with few queries computes only the 64-row slices it needs.
+    c["rows"] = np.minimum(bq, 64.0 * np.ceil(rows_seq / nq / 64.0))
+    n_full = np.ceil(skv / bkv)
+    # Causal: query block i sees keys [0, off + min((i + 1) bq_pos, sq)), off = skv - sq.
+    off = skv - sq
+    pairs = np.where(causal, sq * off + sq * (sq + 1.0) / 2.0, sq * skv)
+    tri = nq * off / bkv + (bq_pos / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq_pos - sq) / bkv + 0.5 * nq
+    tri = np.clip(tri, pairs / (bq_pos * bkv), nq * n_full)
+    n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
+    return {
+        "rows_seq": rows_seq,
+        "nq": nq,
+        "g": g,
+        "n_full": n_full,
+        "pairs": pairs,
+        "n_mean": n_mean,
+        "units": g * n_mean,  # K/V block iterations of all threadblocks
+    }
+
+
+def _flash_timeline(
+    c: Inputs, sh: dict[str, np.ndarray], causal: np.ndarray
+) -> tuple[Timeline, dict[str, np.ndarray]]:
+    """The flash kernel's timeline for the tiles `sh` of `_flash_shape`, and its traffic in bytes."""
+    r, sms = c["rates"], c["rates"].num_sms
+    d, bq, conc = c["d"], c["bq"], c["conc"]
+    g, nq, n_full, n_mean, units = sh["g"], sh["nq"], sh["n_full"], sh["n_mean"], sh["units"]
+    kv_step_b = 2.0 * (c["skv"] / n_full) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
+    kv_dram = 2.0 * c["batch"] * c["kv_heads"] * c["skv"] * d * c["kv_b"]
+    kv_l2 = units * kv_step_b
+    ratio = np.minimum(1.0, kv_dram / kv_l2)
+    # per threadblock, read Q + write O
+    q_o_b = 2.0 * bq * d * c["act_b"] * np.minimum(1.0, sh["rows_seq"] / bq)
+    extra_b = q_o_b / n_mean
+    overlap = c["arch"] == "hopper"
+
+    sched = wave_schedule(g, conc, sms)
+    balanced = causal & (nq > 1)
+    # Causal tiles of unequal length run longest-first: the busiest SM does max(longest tile, its share).
+    cc_b = np.clip(g / sms, 1.0, conc)  # a lone threadblock still has its SM to itself
+    iters_busy = np.maximum(n_full, units / (sms * cc_b))
+    w = np.where(balanced, iters_busy, sched["rounds"] * n_mean)
+    cc = np.where(balanced, cc_b, sched["conc_avg"])
+    act = units / w  # threadblocks active per K/V step, on average
+    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap)
+    # Every output tile pays a fill it cannot hide (load Q and the first K/V block, then rescale and
+    # store O): the prologue counts the tiles the busiest SM runs one after the other.
+    tiles_seq = np.where(balanced, np.ceil(g / (sms * conc)), sched["rounds"])
+    o_b = 0.5 * q_o_b
+    t_pro = tiles_seq * (_fill(c, cc, kv_step_b + extra_b) + _tile_serial(c, cc, o_b, overlap))
+    # The last output store, exposed through this SM's port (its DRAM bytes are in the mainloop).
+    t_epi = vmax(cc * o_b / r.l2_bw_per_sm_bytes_per_s, cc * o_b / r.smem_bw_per_sm_bytes_per_s)
+    q_o_total = g * q_o_b
+    busy = _busy(c, units, kv_l2, kv_dram + q_o_total * 0.5, q_o_total * 0.5, q_o_total * 0.5)
+    tl = Timeline(
+        t_pro=t_pro,
+        t_epi=t_epi,
+        main_w=w[None, :],
+        main_load=ld[None, :],
+        main_math=mm[None, :],
+        busy=busy,
+        sm_active_frac=np.minimum(1.0, g / sms),
+    )
+    smem_b = busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms
+    return tl, {"dram_bytes": kv_dram + q_o_total, "l2_bytes": kv_l2 + q_o_total, "smem_bytes": smem_b}
 
 
 def flash_arrays(
@@ -240,7 +337,7 @@ def flash_arrays(
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
     cache_write: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Vectorized FlashAttention forward over N shapes (see the module docstring).
 
     `cache_write`: the op also writes the new K/V into the paged KV cache first (vLLM's attention layer
@@ -260,71 +357,17 @@ def flash_arrays(
         sm_clock_hz,
         decode=False,
     )
-    r, sms = c["rates"], c["rates"].num_sms
-    b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
+    b, h, hkv, d = c["batch"], c["heads"], c["kv_heads"], c["d"]
     causal = np.broadcast_to(np.asarray(causal, dtype=bool), b.shape)
-    bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
-    # PackGQA (FA3 with variable-length batches, as vLLM calls it): the query heads sharing a KV head are
-    # packed into the rows of one tile (position-major), so a tile of bq rows covers bq / grp positions.
-    grp = np.where((c["arch"] == "hopper") & (h > hkv), h / hkv, 1.0)
-    rows_seq = sq * grp  # query rows of one (sequence, tile head)
-    bq_pos = bq / grp  # query positions per tile
-    nq = np.ceil(rows_seq / bq)
-    g = b * (h / grp) * nq
-    # Warpgroup MMAs are 64 rows tall: a tile with few queries computes only the 64-row slices it needs.
-    c["rows"] = np.minimum(bq, 64.0 * np.ceil(rows_seq / nq / 64.0))
-    slots = sms * conc
-    n_full = np.ceil(skv / bkv)
-    # Causal: query block i sees keys [0, off + min((i + 1) bq_pos, sq)), off = skv - sq.
-    off = skv - sq
-    pairs = np.where(causal, sq * off + sq * (sq + 1.0) / 2.0, sq * skv)
-    tri = nq * off / bkv + (bq_pos / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq_pos - sq) / bkv + 0.5 * nq
-    tri = np.clip(tri, pairs / (bq_pos * bkv), nq * n_full)
-    n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
-    units = g * n_mean  # K/V block iterations of all threadblocks
-
-    kv_step_b = 2.0 * (skv / n_full) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
-    kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
-    kv_l2 = units * kv_step_b
-    ratio = np.minimum(1.0, kv_dram / kv_l2)
-    q_o_b = 2.0 * bq * d * c["act_b"] * np.minimum(1.0, rows_seq / bq)  # per threadblock, read Q + write O
-    extra_b = q_o_b / n_mean
-    overlap = c["arch"] == "hopper"
-
-    sched = wave_schedule(g, conc, sms)
-    balanced = causal & (nq > 1)
-    # Causal tiles of unequal length run longest-first: the busiest SM does max(longest tile, its share).
-    cc_b = np.clip(g / sms, 1.0, conc)  # a lone threadblock still has its SM to itself
-    iters_busy = np.maximum(n_full, units / (sms * cc_b))
-    w = np.where(balanced, iters_busy, sched["rounds"] * n_mean)
-    cc = np.where(balanced, cc_b, sched["conc_avg"])
-    act = units / w  # threadblocks active per K/V step, on average
-    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, overlap)
-    # Every output tile pays a fill it cannot hide (load Q and the first K/V block, then rescale and
-    # store O): the prologue counts the tiles the busiest SM runs one after the other.
-    tiles_seq = np.where(balanced, np.ceil(g / slots), sched["rounds"])
-    o_b = 0.5 * q_o_b
-    t_pro = tiles_seq * (_fill(c, cc, kv_step_b + extra_b) + _tile_serial(c, cc, o_b, overlap))
-    # The last output store, exposed through this SM's port (its DRAM bytes are in the mainloop).
-    t_epi = vmax(cc * o_b / r.l2_bw_per_sm_bytes_per_s, cc * o_b / r.smem_bw_per_sm_bytes_per_s)
-    q_o_total = g * q_o_b
-    busy = _busy(c, units, kv_l2, kv_dram + q_o_total * 0.5, q_o_total * 0.5, q_o_total * 0.5)
-    tl = Timeline(
-        t_pro=t_pro,
-        t_epi=t_epi,
-        main_w=w[None, :],
-        main_load=ld[None, :],
-        main_math=mm[None, :],
-        busy=busy,
-        sm_active_frac=np.minimum(1.0, g / sms),
-    )
+    sh = _flash_shape(c, causal)
+    tl, traffic = _flash_timeline(c, sh, causal)
     copy_b = np.zeros_like(b)
     if cache_write:
         copy_tl, copy_b = _cache_write(c)
         tl = sum_timelines(tl, copy_tl)
     # MHA and GQA differ in K/V reuse (a GQA K/V block serves several query heads from L2).
     group = ((np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)) * 2 + (h > hkv)) * 2 + (
-        n_mean >= _SHORT_TILE_BLOCKS
+        sh["n_mean"] >= _SHORT_TILE_BLOCKS
     )
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(FLASH_GROUPS)[group])
     return {
@@ -332,18 +375,18 @@ def flash_arrays(
         "analytical_s": tl.analytical_s(),
         "util": util,
         "timeline": tl,
-        "flop": 4.0 * b * h * d * pairs,
-        "dram_bytes": kv_dram + q_o_total + copy_b,
-        "l2_bytes": kv_l2 + q_o_total + copy_b,
-        "smem_bytes": busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
+        "flop": 4.0 * b * h * d * sh["pairs"],
+        "dram_bytes": traffic["dram_bytes"] + copy_b,
+        "l2_bytes": traffic["l2_bytes"] + copy_b,
+        "smem_bytes": traffic["smem_bytes"],
         "group": group,
-        "grid": g,
-        "block_q": bq,
-        "block_kv": bkv,
+        "grid": sh["g"],
+        "block_q": c["bq"],
+        "block_kv": c["bkv"],
     }
 
 
-def _decode_timeline(c: dict, splits: np.ndarray) -> dict:
+def _decode_timeline(c: Inputs, splits: np.ndarray) -> dict[str, Any]:
     r, sms = c["rates"], c["rates"].num_sms
     b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
     bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
@@ -406,7 +449,7 @@ def decode_arrays(
     gpu: GpuSpec,
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Vectorized flash-decoding over N shapes (see the module docstring).
 
     The split count is the candidate (1, 2, 4, ..., 128 splits, at most one per K/V block) with the
@@ -460,71 +503,7 @@ def decode_arrays(
     }
 
 
-def eager_arrays(
-    *,
-    batch,
-    seq_len_q,
-    seq_len_kv,
-    num_heads,
-    num_kv_heads,
-    head_dim,
-    dtype: list[str],
-    gpu: GpuSpec,
-    sm_clock_hz,
-    coeffs: CoeffTable | object | None = None,
-) -> dict:
-    """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed."""
-    num = np.asarray(batch).shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
-    b, sq, skv, h, hkv, d, f = (
-        bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
-    )
-    act_b = np.array([DTYPE_BYTES[t] for t in dtype])
-    common = {"gpu": gpu, "sm_clock_hz": f, "coeffs": coeffs}
-    qk = gemm.gemm_arrays(
-        m=sq,
-        n=skv,
-        k=d,
-        batch=b * h,
-        dtype=dtype,
-        out_dtype=dtype,
-        b_shared=np.zeros(num, dtype=bool),
-        **common,
-    )
-    sm = reduction.reduction_arrays(
-        kind=np.zeros(num, dtype=int), rows=b * h * sq, cols=skv, dtype_bytes=act_b, **common
-    )
-    pv = gemm.gemm_arrays(
-        m=sq,
-        n=d,
-        k=skv,
-        batch=b * h,
-        dtype=dtype,
-        out_dtype=dtype,
-        b_shared=np.zeros(num, dtype=bool),
-        **common,
-    )
-    rep = elementwise.elementwise_arrays(
-        kind=np.full(num, elementwise.KINDS.index("copy")),
-        num_elements=b * h * skv * d,
-        in_bytes=act_b,
-        out_bytes=act_b,
-        **common,
-    )
-    gqa = (hkv < h).astype(float) * 2.0  # repeat K and V
-    parts = [(qk, 1.0), (sm, 1.0), (pv, 1.0), (rep, gqa)]
-    out = {}
-    for key in ("latency_s", "analytical_s", "flop", "dram_bytes", "l2_bytes", "smem_bytes"):
-        out[key] = sum(p[key] * w for p, w in parts)
-    out["util"] = sum(p["util"] * (p["latency_s"] * w) for p, w in parts) / np.maximum(
-        out["latency_s"], 1e-30
-    )
-    out["parts"] = {"qk": qk, "softmax": sm, "pv": pv, "repeat_kv": rep}
-    out["gqa_copies"] = gqa
-    return out
-
-
-def _flash_or_decode_inputs(ops: list[AttentionOp]) -> dict:
+def _shape_inputs(ops: list[AttentionOp]) -> dict[str, np.ndarray]:
     return {
         "batch": np.array([o.batch for o in ops], dtype=float),
         "seq_len_q": np.array([o.seq_len_q for o in ops], dtype=float),
@@ -532,6 +511,12 @@ def _flash_or_decode_inputs(ops: list[AttentionOp]) -> dict:
         "num_heads": np.array([o.num_heads for o in ops], dtype=float),
         "num_kv_heads": np.array([o.num_kv_heads for o in ops], dtype=float),
         "head_dim": np.array([o.head_dim for o in ops], dtype=float),
+    }
+
+
+def _flash_or_decode_inputs(ops: list[AttentionOp]) -> dict[str, Any]:
+    return {
+        **_shape_inputs(ops),
         "act_bytes": np.array([DTYPE_BYTES[o.dtype] for o in ops]),
         "kv_bytes": np.array([DTYPE_BYTES[o.cache_dtype] for o in ops]),
     }
@@ -553,30 +538,15 @@ def estimate_many(
         clocks = np.full(len(sub), clock_hz)
         if backend == "eager":
             out = eager_arrays(
-                batch=np.array([o.batch for o in sub], dtype=float),
-                seq_len_q=np.array([o.seq_len_q for o in sub], dtype=float),
-                seq_len_kv=np.array([o.seq_len_kv for o in sub], dtype=float),
-                num_heads=np.array([o.num_heads for o in sub], dtype=float),
-                num_kv_heads=np.array([o.num_kv_heads for o in sub], dtype=float),
-                head_dim=np.array([o.head_dim for o in sub], dtype=float),
-                dtype=[o.dtype for o in sub],
-                gpu=gpu,
-                sm_clock_hz=clocks,
-                coeffs=coeffs,
+                **_shape_inputs(sub), dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=clocks, coeffs=coeffs
             )
-            p = out["parts"]
-            tiles = [
-                "qk:{} + softmax + pv:{}{}".format(
-                    gemm.tile_name(p["qk"], i),
-                    gemm.tile_name(p["pv"], i),
-                    " + repeat_kv x2" if out["gqa_copies"][i] else "",
-                )
-                for i in range(len(sub))
-            ]
+            tiles = eager_tiles(out)
             groups = ["attention_eager"] * len(sub)
         else:
             arrays = flash_arrays if backend == "flash" else decode_arrays
-            extra = {"causal": np.array([o.causal for o in sub])} if backend == "flash" else {}
+            extra: dict[str, Any] = (
+                {"causal": np.array([o.causal for o in sub])} if backend == "flash" else {}
+            )
             out = arrays(**_flash_or_decode_inputs(sub), **extra, gpu=gpu, sm_clock_hz=clocks, coeffs=coeffs)
             names = FLASH_GROUPS if backend == "flash" else DECODE_GROUPS
             groups = [names[g] for g in out["group"]]

@@ -224,11 +224,8 @@ class PowerCoeffs:
 
     @classmethod
     def from_vector(cls, architecture: str, values: np.ndarray, **extra: Any) -> PowerCoeffs:
-        return cls(
-            architecture=architecture,
-            **dict(zip(cls.coeff_names(), map(float, values), strict=True)),
-            **extra,
-        )
+        coeffs: dict[str, Any] = dict(zip(cls.coeff_names(), map(float, values), strict=True))
+        return cls(architecture=architecture, **coeffs, **extra)
 
     def onchip_e(self) -> np.ndarray:
         """[5] energy per unit of work of ONCHIP_MODULES."""

@@ -144,7 +144,7 @@ def capped_rows(
     exceeded = np.zeros(n, dtype=bool)
     if over.size:
         sub, sub_exceeded = _search(
-            [ops[i] for i in over], gpu, f_req, cap, coeffs, power_coeffs, terms, rows_fn
+            [ops[i] for i in over.tolist()], gpu, f_req, cap, coeffs, power_coeffs, terms, rows_fn
         )
         put_rows(rows, over, sub)
         exceeded[over] = sub_exceeded
@@ -175,7 +175,7 @@ def _search(
     grid_rows = rows_fn(ops * c, gpu, np.repeat(fine[coarse], n), coeffs)  # [c * n], clock-major
     fits = (_power(grid_rows, terms, pc)["total"] <= cap).reshape(c, n)
     # highest coarse index that fits (monotone power: everything below it fits too)
-    any_fit = fits.any(axis=0)
+    any_fit = np.asarray(fits.any(axis=0))
     top = c - 1 - np.argmax(fits[::-1], axis=0)
     lo_ok = np.where(any_fit, coarse[top], -1)  # index into fine
     hi_bad = np.where(any_fit, np.where(top + 1 < c, coarse[np.minimum(top + 1, c - 1)], fine.size), 0)

@@ -22,6 +22,8 @@ Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
@@ -66,9 +68,13 @@ DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
+Arrays = dict[str, np.ndarray]  # named per-row (or per-candidate) arrays
+
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
 _QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
 _QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass over its row
+# Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
+_SK_FIX_TILES = 1.0
 
 
 def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarray]:
@@ -166,22 +172,12 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
     return sum_timelines(amax, conv), 2.0 * a_b + rows * k
 
 
-def _evaluate(
-    r: dict[str, np.ndarray], c: dict[str, np.ndarray], rates: Rates, simt: bool, full: bool, persistent: bool
-) -> dict:
-    """Timeline of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1], broadcast)."""
-    m, n, k, batch, in_b, out_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"], r["out_b"]
-    sms = rates.num_sms
-    bw_dram = rates.dram_bw_bytes_per_s
-    l2_sm = r["l2_sm"]
-    l2_tot = r["l2_tot"]
-    smem_sm = r["smem_sm"]
-    math_sm = r["fp32_sm"] if simt else r["tc_sm"]
-    tm, tn, conc, stages = c["tm"], c["tn"], c["conc"], c["stages"]
+def _tile_geometry(r: Arrays, c: Arrays, sms: int) -> Arrays:
+    """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
+    m, n, k, batch, in_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"]
+    tm, tn = c["tm"], c["tn"]
     stream_k = c["split"] == STREAM_K
     s = np.where(stream_k, 1.0, c["split"])
-    slots = sms * conc
-
     kt = c["kb"] / in_b
     tiles_m = np.ceil(m / tm)
     tiles_n = np.ceil(n / tn)
@@ -189,66 +185,115 @@ def _evaluate(
     nk = np.ceil(k_split / kt)
     plane = tiles_m * tiles_n
     g = plane * s * batch
-    units = g * nk  # K iterations of all threadblocks
     valid = stream_k | (s == 1) | (k_split >= 2 * kt)
     mp2 = np.maximum(32.0, 2.0 ** np.ceil(np.log2(m)))
     valid &= (c["m_hi"] == 0) | ((mp2 > c["m_lo"]) & (mp2 <= c["m_hi"]))
     mt_avg = m / tiles_m
     nt_avg = n / tiles_n
     kt_avg = k_split / nk
-    step_b = (mt_avg + nt_avg) * kt_avg * in_b  # what one threadblock stages per K step
     # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist).
     mcast = np.minimum(c["mcast"], tiles_m)
     mcast_a = np.minimum(c["mcast_a"], tiles_n)
-    step_l2 = (mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b
+    return {
+        "stream_k": stream_k,
+        "s": s,
+        "kt": kt,
+        "tiles_m": tiles_m,
+        "tiles_n": tiles_n,
+        "k_split": k_split,
+        "nk": nk,
+        "plane": plane,
+        "g": g,
+        "units": g * nk,  # K iterations of all threadblocks
+        "slots": sms * c["conc"],
+        "valid": valid,
+        "mt_avg": mt_avg,
+        "nt_avg": nt_avg,
+        "step_b": (mt_avg + nt_avg) * kt_avg * in_b,  # what one threadblock stages per K step
+        "step_l2": (mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b,
+    }
 
-    # DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest.
-    l2_ab = units * step_l2
+
+def _operand_traffic(r: Arrays, v: Arrays, l2_bytes: float) -> None:
+    """DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest.
+
+    Adds `l2_ab`, `dram_ab` and their `ratio` to `v` (the `_tile_geometry` arrays).
+    """
+    m, n, k, batch, in_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"]
+    tiles_m, tiles_n, plane, mt_avg, nt_avg = v["tiles_m"], v["tiles_n"], v["plane"], v["mt_avg"], v["nt_avg"]
+    l2_ab = v["units"] * v["step_l2"]
     b_batches = np.where(r["b_shared"], 1.0, batch)
     ideal = batch * m * k * in_b + b_batches * k * n * in_b
-    w = np.minimum(slots, plane)
+    w = np.minimum(v["slots"], plane)
     a_blk = np.clip(np.sqrt(w), 1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
     b_blk = np.clip(w / a_blk, 1.0, tiles_n)
-    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * k_split * in_b
-    per_wave = (plane / w) * wave_b * s * batch
-    fit = np.clip(rates.l2_bytes / ideal, 0.0, 1.0)
+    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * v["k_split"] * in_b
+    per_wave = (plane / w) * wave_b * v["s"] * batch
+    fit = np.clip(l2_bytes / ideal, 0.0, 1.0)
     dram_ab = np.minimum(fit * ideal + (1.0 - fit) * np.maximum(per_wave, ideal), l2_ab)
     dram_ab = np.maximum(dram_ab, ideal)
-    ratio = dram_ab / l2_ab
+    v.update(l2_ab=l2_ab, dram_ab=dram_ab, ratio=dram_ab / l2_ab)
 
-    # Data-parallel (and split-K) rounds of the busiest SM; stream-K deals the K iterations evenly.
+
+def _round_schedule(v: Arrays, conc: np.ndarray, sms: int) -> None:
+    """Data-parallel (and split-K) rounds of the busiest SM; stream-K deals the K iterations evenly.
+
+    Adds the rounds, the stream-K counts and the threadblocks per SM (`cc`, `cc_tile`) and device-wide
+    (`act`) to `v`.
+    """
+    g, units, slots, stream_k = v["g"], v["units"], v["slots"], v["stream_k"]
     sched = wave_schedule(g, conc, sms)
-    rounds = sched["rounds"]
     sk_iters = np.ceil(units / slots)  # K iterations of the busiest slot
-    sk_tiles = np.ceil(g / slots)  # output tiles a slot finishes
-    sk_fix = 1.0  # a partial tile fixed up through the workspace (charged even when tiles divide evenly)
     sk_act = units / sk_iters  # threadblocks active per K iteration, on average
     sk_cc = np.ceil(units / sms) / sk_iters  # per SM, on average
     # Threadblocks per SM for the per-tile costs (fill, fix-up, store): the smooth share, so that these
     # never grow with the SM count (the rounded one above does, between its steps).
     sk_cc_tile = np.minimum(conc, units / sms)
-    cc = np.where(stream_k, sk_cc, sched["conc_avg"])
-    cc_tile = np.where(stream_k, sk_cc_tile, sched["conc_avg"])
-    act = np.where(stream_k, sk_act, sched["active_avg"])
+    v.update(
+        rounds=sched["rounds"],
+        sk_iters=sk_iters,
+        sk_tiles=np.ceil(g / slots),  # output tiles a slot finishes
+        sk_act=sk_act,
+        sk_cc_tile=sk_cc_tile,
+        cc=np.where(stream_k, sk_cc, sched["conc_avg"]),
+        cc_tile=np.where(stream_k, sk_cc_tile, sched["conc_avg"]),
+        act=np.where(stream_k, sk_act, sched["active_avg"]),
+    )
 
+
+def _step_costs(r: Arrays, c: Arrays, v: Arrays, rates: Rates, simt: bool) -> None:
+    """Math and shared-memory time of one K step, and the store / split-K reduction bytes (into `v`)."""
+    m, n, batch, out_b = r["m"], r["n"], r["batch"], r["out_b"]
+    tm, tn, kt, s, mt_avg, nt_avg = c["tm"], c["tn"], v["kt"], v["s"], v["mt_avg"], v["nt_avg"]
     flop_step = 2.0 * tm * tn * kt
-    smem_rd = (tm / c["wm"]) * (tn / c["wn"]) * (c["wm"] + c["wn"]) * kt * in_b
-    t_math = np.maximum(flop_step / math_sm, smem_rd / smem_sm)
-    lat_floor = DRAM_LATENCY_S / np.maximum(stages - 1.0, 1.0)
-    out_cta_b = mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b)
-    fix_b = 2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES
+    smem_rd = (tm / c["wm"]) * (tn / c["wn"]) * (c["wm"] + c["wn"]) * kt * r["in_b"]
+    math_sm = r["fp32_sm"] if simt else r["tc_sm"]
     # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
-    out_dram = np.where(part_in_l2, 0.0, 1.0)
+    red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
+    red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
+    bw_dram, l2_tot = rates.dram_bw_bytes_per_s, r["l2_tot"]
+    v.update(
+        flop_step=flop_step,
+        smem_rd=smem_rd,
+        math_sm=math_sm,
+        t_math=np.maximum(flop_step / math_sm, smem_rd / r["smem_sm"]),
+        out_cta_b=mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b),
+        fix_b=2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES,
+        out_dram=np.where(part_in_l2, 0.0, 1.0),
+        red_b=red_b,
+        red_dram_b=red_dram_b,
+        t_red=np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0),
+    )
 
-    def load(cc: np.ndarray, act: np.ndarray) -> np.ndarray:
-        return vmax(
-            act * step_l2 * ratio / bw_dram,
-            act * step_l2 / l2_tot,
-            cc * step_l2 / l2_sm,
-            cc * step_b / smem_sm,
-            lat_floor,
-        )
+
+def _phase_times(r: Arrays, c: Arrays, v: Arrays, rates: Rates, persistent: bool) -> Arrays:
+    """Prologue, epilogue and mainloop steps (`w` steps of `ld` load and `mm` math) of the candidates."""
+    bw_dram = rates.dram_bw_bytes_per_s
+    l2_sm, l2_tot, smem_sm = r["l2_sm"], r["l2_tot"], r["smem_sm"]
+    stream_k, step_l2, step_b, g, conc = v["stream_k"], v["step_l2"], v["step_b"], v["g"], c["conc"]
+    lat_floor = DRAM_LATENCY_S / np.maximum(c["stages"] - 1.0, 1.0)
+    out_cta_b, out_dram = v["out_cta_b"], v["out_dram"]
 
     def fill(cc: np.ndarray) -> np.ndarray:
         # Exposed pipeline fill: the latency plus this SM's first stage (its DRAM / L2 share is already
@@ -261,56 +306,71 @@ def _evaluate(
     def store_local(cc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:  # this SM's port and smem
         return np.maximum(cc * nbytes / l2_sm, cc * nbytes / smem_sm)
 
-    ld = load(cc, act)
-    mm = cc * t_math
+    cc, act = v["cc"], v["act"]
+    ld = vmax(
+        act * step_l2 * v["ratio"] / bw_dram,
+        act * step_l2 / l2_tot,
+        cc * step_l2 / l2_sm,
+        cc * step_b / smem_sm,
+        lat_floor,
+    )
+    mm = cc * v["t_math"]
     # Stores: a data-parallel round stores its tiles; stream-K stores g / sk_tiles tiles per store round.
-    cc_st = np.where(stream_k, np.minimum(conc, g / sms), cc)  # tiles stored per SM per store round
-    n_st = np.where(stream_k, sk_tiles, rounds)  # store rounds
+    cc_st = np.where(stream_k, np.minimum(conc, g / rates.num_sms), cc)  # tiles stored per SM per round
+    n_st = np.where(stream_k, v["sk_tiles"], v["rounds"])  # store rounds
     act_st = g / n_st
     # stream-K only: the partial tile goes through the (L2-resident) workspace
-    e_fix = np.where(stream_k, sk_fix * sk_cc_tile * fix_b / l2_sm, 0.0)
-    red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
-    red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
-    t_red = np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0)
-    w = np.where(stream_k, sk_iters, rounds * nk)
+    e_fix = np.where(stream_k, _SK_FIX_TILES * v["sk_cc_tile"] * v["fix_b"] / l2_sm, 0.0)
+    w = np.where(stream_k, v["sk_iters"], v["rounds"] * v["nk"])
     if persistent:
         # One threadblock per slot loops over its tiles: the pipeline fills once, and the producer keeps
         # loading the next tile while the previous tile's C drains, so earlier stores only add traffic to
         # the mainloop steps; only the last tile's store (and any fix-up or split-K reduction) is exposed.
         # The stores' DRAM / L2 traffic joins the mainloop, which thus carries every compulsory byte;
         # the last store is exposed only through this SM's port.
-        t_pro = fill(cc_tile)
+        t_pro = fill(v["cc_tile"])
         ld = ld + n_st * store_shared(act_st, out_cta_b) / w
-        t_epi = store_local(cc_st, out_cta_b) + e_fix + t_red
+        t_epi = store_local(cc_st, out_cta_b) + e_fix + v["t_red"]
     else:
-        t_pro = np.where(stream_k, sk_tiles + sk_fix, rounds) * fill(cc_tile)
+        t_pro = np.where(stream_k, v["sk_tiles"] + _SK_FIX_TILES, v["rounds"]) * fill(v["cc_tile"])
         t_epi = (
-            n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b)) + e_fix + t_red
+            n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b))
+            + e_fix
+            + v["t_red"]
         )
-    if not full:
-        return {"valid": valid, "t_pro": t_pro, "t_epi": t_epi, "w": w, "ld": ld, "mm": mm, "grid": g}
+    return {"t_pro": t_pro, "t_epi": t_epi, "w": w, "ld": ld, "mm": mm}
 
-    shape = np.broadcast_shapes(np.shape(t_pro), np.shape(t_epi), np.shape(ld), np.shape(w))
-    flat = lambda x: np.broadcast_to(x, shape).ravel()  # noqa: E731
-    n_rows = flat(t_pro).shape[0]
-    busy = empty_busy(n_rows)
-    w_b = g * out_cta_b  # C (or split-K partials)
-    fix_total_b = np.where(stream_k, sk_fix * sk_act * fix_b, 0.0)  # stream-K fix-ups, L2-resident
-    smem_total = units * (step_b + smem_rd)
+
+def _full_result(r: Arrays, v: Arrays, t: Arrays, rates: Rates, simt: bool) -> dict[str, Any]:
+    """The `Timeline` (with module busy times) and traffic of one chosen candidate per row."""
+    sms, bw_dram, l2_tot, smem_sm = rates.num_sms, rates.dram_bw_bytes_per_s, r["l2_tot"], r["smem_sm"]
+    g, stream_k, units, out_dram = v["g"], v["stream_k"], v["units"], v["out_dram"]
+    red_b, red_dram_b, dram_ab, l2_ab = v["red_b"], v["red_dram_b"], v["dram_ab"], v["l2_ab"]
+    shape = np.broadcast_shapes(
+        np.shape(t["t_pro"]), np.shape(t["t_epi"]), np.shape(t["ld"]), np.shape(t["w"])
+    )
+
+    def flat(x: np.ndarray | float) -> np.ndarray:
+        return np.broadcast_to(x, shape).ravel()
+
+    busy = empty_busy(flat(t["t_pro"]).shape[0])
+    w_b = g * v["out_cta_b"]  # C (or split-K partials)
+    fix_total_b = np.where(stream_k, _SK_FIX_TILES * v["sk_act"] * v["fix_b"], 0.0)  # L2-resident
+    smem_total = units * (v["step_b"] + v["smem_rd"])
     busy[1, MODULE_INDEX["dram"]] = flat(dram_ab / bw_dram)
     busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / l2_tot)
     busy[1, MODULE_INDEX["smem"]] = flat(smem_total / (smem_sm * sms))
-    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(units * flop_step / (math_sm * sms))
+    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(units * v["flop_step"] / (v["math_sm"] * sms))
     busy[2, MODULE_INDEX["dram"]] = flat((w_b * out_dram + red_dram_b) / bw_dram)
     busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b + fix_total_b) / l2_tot)
     busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))
-    busy[2, MODULE_INDEX["cuda"]] = flat(g * mt_avg * nt_avg * 2.0 / (r["fp32_sm"] * sms))
+    busy[2, MODULE_INDEX["cuda"]] = flat(g * v["mt_avg"] * v["nt_avg"] * 2.0 / (r["fp32_sm"] * sms))
     timeline = Timeline(
-        t_pro=flat(t_pro),
-        t_epi=flat(t_epi),
-        main_w=flat(w)[None, :],
-        main_load=flat(ld)[None, :],
-        main_math=flat(mm)[None, :],
+        t_pro=flat(t["t_pro"]),
+        t_epi=flat(t["t_epi"]),
+        main_w=flat(t["w"])[None, :],
+        main_load=flat(t["ld"])[None, :],
+        main_math=flat(t["mm"])[None, :],
         busy=busy,
         sm_active_frac=flat(np.where(stream_k, 1.0, np.minimum(1.0, g / sms))),
     )
@@ -319,8 +379,97 @@ def _evaluate(
         "dram_bytes": flat(dram_ab + w_b * out_dram + red_dram_b),
         "l2_bytes": flat(l2_ab + w_b + red_b + fix_total_b),
         "smem_bytes": flat(smem_total + w_b),
-        "grid": flat(np.where(stream_k, np.minimum(slots, g), g)),
+        "grid": flat(np.where(stream_k, np.minimum(v["slots"], g), g)),
     }
+
+
+def _evaluate(r: Arrays, c: Arrays, rates: Rates, simt: bool, full: bool, persistent: bool) -> dict[str, Any]:
+    """Timeline of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1], broadcast).
+
+    `full=False`: the phase times and validity the candidate choice needs; `full=True`: the timeline,
+    traffic and grid of `_full_result`.
+    """
+    v = _tile_geometry(r, c, rates.num_sms)
+    _operand_traffic(r, v, rates.l2_bytes)
+    _round_schedule(v, c["conc"], rates.num_sms)
+    _step_costs(r, c, v, rates, simt)
+    t = _phase_times(r, c, v, rates, persistent)
+    if not full:
+        return {"valid": v["valid"], **t, "grid": v["g"]}
+    return _full_result(r, v, t, rates, simt)
+
+
+def _row_inputs(
+    num: int,
+    shapes: tuple[np.ndarray, ...],
+    dtype: list[str],
+    out_dtype: list[str] | tuple[str, ...],
+    b_shared: np.ndarray,
+    tc_clk: np.ndarray,
+    rates: Rates,
+) -> Arrays:
+    """The per-row inputs of `_evaluate`: shapes, element sizes, clock and module rates."""
+    m, n, k, batch, f = shapes
+    return {
+        "m": m,
+        "n": n,
+        "k": k,
+        "batch": batch,
+        "in_b": np.array([DTYPE_BYTES[d] for d in dtype]),
+        "out_b": np.array([DTYPE_BYTES[o] for o in out_dtype]),
+        "b_shared": np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
+        "clock": f,
+        "l2_sm": rates.l2_bw_per_sm_bytes_per_s,
+        "l2_tot": rates.l2_bw_bytes_per_s,
+        "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
+        "fp32_sm": rates.fp32_flop_per_s_per_sm,
+        "tc_sm": np.maximum(tc_clk, 1.0) * f,
+    }
+
+
+def _best_candidate(
+    col: Arrays,
+    cands: Arrays,
+    cand_group: np.ndarray,
+    rates: Rates,
+    table: np.ndarray,
+    simt: bool,
+    persistent: bool,
+) -> np.ndarray:
+    """Per row, the index of the candidate with the lowest corrected latency."""
+    ev = _evaluate(col, cands, rates, simt, full=False, persistent=persistent)
+    cf = table[cand_group]  # [n, C, 6]
+    dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
+        cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / rates.num_sms)
+    )
+    dl = cf[..., 5]
+    t_main = ev["w"] * np.maximum(dl * ev["ld"], dm * ev["mm"])
+    pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
+    # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
+    return np.argmin(np.where(ev["valid"], pred, np.inf), axis=1)
+
+
+def _library_rows(
+    library: str, col: Arrays, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray
+) -> dict[str, Any]:
+    """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
+    tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization."""
+    simt = library == "simt"
+    persistent = library == "hopper_tc"
+    cands = _candidates(gemm_tiles(library), rates)
+    cand_group = dcls[:, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
+    best = _best_candidate(col, cands, cand_group, rates, table, simt, persistent)
+    chosen = {key: v[0, best][:, None] for key, v in cands.items()}
+    ev = _evaluate(col, chosen, rates, simt, full=True, persistent=persistent)
+    if aq.any():
+        quant, quant_b = _activation_quant(col, rates, aq.size)
+        ev["timeline"] = add_to_prologue(ev["timeline"], scale_timeline(quant, aq))
+        ev["dram_bytes"] = ev["dram_bytes"] + quant_b * aq
+        ev["l2_bytes"] = ev["l2_bytes"] + quant_b * aq
+    ev["tile_idx"] = chosen["tile_idx"].ravel()
+    ev["split"] = chosen["split"].ravel()
+    ev["group"] = cand_group[np.arange(best.size), best]
+    return ev
 
 
 def gemm_arrays(
@@ -336,7 +485,7 @@ def gemm_arrays(
     sm_clock_hz: np.ndarray,
     coeffs: CoeffTable | object | None = None,
     act_quant: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
@@ -351,31 +500,12 @@ def gemm_arrays(
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
     n, k, batch = bc(n), bc(k), bc(batch)
     f = bc(sm_clock_hz)
-    shared = np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,))
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
     dtype = list(dtype)
-    in_b = np.array([DTYPE_BYTES[d] for d in dtype])
-    out_b = np.array([DTYPE_BYTES[o] for o in out_dtype])
     tc_clk = np.array([tensor_flop_per_clk(gpu, d) for d in dtype])
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
-    sms = rates.num_sms
-    arch = arch_family(gpu)
-    rows = {
-        "m": m,
-        "n": n,
-        "k": k,
-        "batch": batch,
-        "in_b": in_b,
-        "out_b": out_b,
-        "b_shared": shared,
-        "clock": f,
-        "l2_sm": rates.l2_bw_per_sm_bytes_per_s,
-        "l2_tot": rates.l2_bw_bytes_per_s,
-        "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
-        "fp32_sm": rates.fp32_flop_per_s_per_sm,
-        "tc_sm": np.maximum(tc_clk, 1.0) * f,
-    }
+    rows = _row_inputs(num, (m, n, k, batch, f), dtype, out_dtype, b_shared, tc_clk, rates)
     res = {
         key: np.zeros(num) for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
     }
@@ -384,44 +514,23 @@ def gemm_arrays(
     table = coeff_table(coeffs).matrix(GROUPS)
     dcls = np.array([DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in dtype])
     eight_bit = dcls == DTYPE_CLASSES.index("f8")
+    arch = arch_family(gpu)
     lib = np.array(
         [LIBRARIES.index(gemm_library(arch, bool(a), bool(b))) for a, b in zip(simt, eight_bit, strict=True)]
     )
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
-        is_simt = LIBRARIES[li] == "simt"
-        cands = _candidates(gemm_tiles(LIBRARIES[li]), rates)
         col = {key: (v[sel] if np.ndim(v) else v)[:, None] for key, v in rows.items()}
-        cand_group = dcls[sel, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
-        persistent = LIBRARIES[li] == "hopper_tc"
-        ev = _evaluate(col, cands, rates, is_simt, full=False, persistent=persistent)
-        cf = table[cand_group]  # [n, C, 6]
-        dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
-            cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / sms)
-        )
-        dl = cf[..., 5]
-        t_main = ev["w"] * np.maximum(dl * ev["ld"], dm * ev["mm"])
-        pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
-        # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
-        best = np.argmin(np.where(ev["valid"], pred, np.inf), axis=1)
-        chosen = {key: v[0, best][:, None] for key, v in cands.items()}
-        ev = _evaluate(col, chosen, rates, is_simt, full=True, persistent=persistent)
-        timeline = ev["timeline"]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)
-        if aq.any():
-            quant, quant_b = _activation_quant(col, rates, sel.size)
-            timeline = add_to_prologue(timeline, scale_timeline(quant, aq))
-            ev["dram_bytes"] = ev["dram_bytes"] + quant_b * aq
-            ev["l2_bytes"] = ev["l2_bytes"] + quant_b * aq
-        for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid"):
+        ev = _library_rows(LIBRARIES[li], col, dcls[sel], aq, rates, table)
+        for key in res:
             res[key][sel] = ev[key]
-        parts.append((sel, timeline))
-        res["tile_idx"][sel] = chosen["tile_idx"].ravel()
-        res["split"][sel] = chosen["split"].ravel()
-        group[sel] = cand_group[np.arange(sel.size), best]
+        parts.append((sel, ev["timeline"]))
+        group[sel] = ev["group"]
     timeline = parts[0][1] if len(parts) == 1 else merge_timelines(parts, num)
     latency_s, util = correct(timeline, table[group])
-    res.update(
+    out: dict[str, Any] = dict(res)
+    out.update(
         latency_s=latency_s,
         analytical_s=timeline.analytical_s(),
         util=util,
@@ -431,7 +540,7 @@ def gemm_arrays(
         simt=simt,
         library=lib,
     )
-    return res
+    return out
 
 
 def tile_name(out: dict, i: int) -> str:

@@ -3,7 +3,7 @@
 `dse.perf.registry.estimate_ops` takes one operating point per call and returns `KernelEstimate` values.
 The power-cap search needs many ops at many clocks, and a call costs a few milliseconds of fixed numpy
 overhead whatever its size; so this module calls the kernel families' public vectorized functions
-(`gemm.gemm_arrays`, `attention.flash_arrays` / `decode_arrays` / `eager_arrays`,
+(`gemm.gemm_arrays`, `attention.flash_arrays` / `decode_arrays`, `attention_eager.eager_arrays`,
 `reduction.reduction_arrays`, `elementwise.elementwise_arrays`), which accept a clock per row, directly:
 any set of (op, clock) pairs costs one call per family.
 
@@ -19,7 +19,7 @@ to the same interface.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -56,10 +56,11 @@ def estimator_rows(estimator: Estimator) -> RowEstimator:
         out: list[KernelEstimate | None] = [None] * len(ops)
         for clock in np.unique(f):
             idx = np.nonzero(f == clock)[0]
-            ests = estimator([ops[i] for i in idx], gpu, OperatingPoint(sm_clock_hz=float(clock)), coeffs)
+            sub = [ops[i] for i in idx.tolist()]
+            ests = estimator(sub, gpu, OperatingPoint(sm_clock_hz=float(clock)), coeffs)
             for i, e in zip(idx, ests, strict=True):
                 out[i] = e
-        return estimate_arrays(out)  # type: ignore[arg-type]
+        return estimate_arrays(cast(list[KernelEstimate], out))  # every row was filled above
 
     return rows
 
@@ -97,7 +98,7 @@ def family_arrays(
 
     `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
     measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off."""
-    from dse.perf import attention, elementwise, gemm, reduction
+    from dse.perf import attention, attention_eager, elementwise, gemm, reduction
 
     def arr(values: list[float]) -> np.ndarray:
         return np.array(values, dtype=float)
@@ -147,7 +148,7 @@ def family_arrays(
         "head_dim": arr([o.head_dim for o in sub]),
     }
     if key == "attention_eager":
-        return attention.eager_arrays(
+        return attention_eager.eager_arrays(
             **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs
         )
     dt = {

@@ -42,10 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
-from dse.perf.multiclock import estimate_arrays
+from dse.perf.coeffs import PowerCoeffs
 from dse.perf.rates import tensor_flop_per_clk
-from dse.perf.types import MODULES, KernelEstimate
+from dse.perf.types import MODULES
 
 V_REF = 1.0  # volts: e_m are energies per unit of work at 1 V
 
@@ -167,16 +166,6 @@ def gap_power_w(sm_clock_hz: np.ndarray, terms: GpuPowerTerms, coeffs: PowerCoef
     active = coeffs.gap_j_per_sm_cycle * terms.num_sms * f * terms.v2(f)
     idle = terms.idle_power_w(f)
     return {"idle": idle, "active": active, "total": idle + active}
-
-
-def kernel_power_w(estimate: KernelEstimate, gpu: GpuSpec, coeffs: PowerCoeffs | None = None) -> float:
-    """Power of one kernel while it runs, at the clock of its estimate."""
-    coeffs = coeffs or default_power_coeffs(gpu)
-    a = estimate_arrays([estimate])
-    parts = power_parts_w(
-        a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], gpu_power_terms(gpu), coeffs
-    )
-    return float(parts["total"][0])
 
 
 def power_features(

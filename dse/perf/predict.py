@@ -297,29 +297,3 @@ def predict_command_payload(prediction: WorkloadPrediction, *, kernels: bool = F
     out["min_effective_clock_mhz"] = prediction.min_effective_clock_hz / MHZ
     out["requested_clock_mhz"] = prediction.requested_clock_hz / MHZ
     return out
-
-
-def predict_dvfs(
-    graph: WorkloadGraph,
-    gpu: GpuSpec,
-    clocks_hz: Sequence[float] | np.ndarray,
-    coeffs: Any = None,
-    power_coeffs: PowerCoeffs | None = None,
-    *,
-    power_cap_w: float | None = None,
-    host_gap_s: float = 0.0,
-    estimator: Estimator | None = None,
-) -> list[WorkloadPrediction]:
-    """`predict_graph` at each requested clock (a DVFS curve: latency, power and energy against clock)."""
-    return [
-        predict_graph(
-            graph,
-            gpu,
-            OperatingPoint(sm_clock_hz=float(f), power_cap_w=power_cap_w),
-            coeffs,
-            power_coeffs,
-            host_gap_s=host_gap_s,
-            estimator=estimator,
-        )
-        for f in np.asarray(clocks_hz, dtype=float)
-    ]

@@ -68,7 +68,7 @@ def tensor_flop_per_clk(gpu: GpuSpec, dtype: str) -> float:
     rates = gpu.sm.tensor_flop_per_clk
     for candidate in _TENSOR_FALLBACK.get(dtype, (dtype,)):
         if candidate in rates:
-            return float(rates[candidate])  # type: ignore[index]
+            return float(rates[candidate])
     return 0.0
 
 

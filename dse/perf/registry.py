@@ -11,6 +11,7 @@ order of the input ops.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
@@ -18,8 +19,10 @@ from dse.perf.types import CoeffTable, GraphEstimate, KernelEstimate, OperatingP
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
-Estimator = Callable[[Op, GpuSpec, OperatingPoint, object], KernelEstimate]
-BatchEstimator = Callable[[list, GpuSpec, OperatingPoint, object], list[KernelEstimate]]
+# The op argument is `Any`: each family takes only its own op types, and the tables below dispatch on
+# `type(op)`, so every estimator only ever sees the ops it accepts.
+Estimator = Callable[[Any, GpuSpec, OperatingPoint, object], KernelEstimate]
+BatchEstimator = Callable[[list[Any], GpuSpec, OperatingPoint, object], list[KernelEstimate]]
 
 # Scalar estimators, one per op type (the contract tests iterate over this table).
 ESTIMATORS: dict[type, Estimator] = {

@@ -55,6 +55,10 @@ class DisplayUnit:
         """SI values -> display values."""
         return values / self.factor if self.factor != 1.0 else values
 
+    def convert_one(self, value: float) -> float:
+        """One SI value -> its display value (the same arithmetic as `convert`)."""
+        return float(value) / self.factor if self.factor != 1.0 else float(value)
+
 
 def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
     """Pick the label, unit and scale for a `metric.*` or `param.*` column from its values."""

@@ -237,11 +237,11 @@ def _front_table(info: ParetoInfo) -> str:
         tag = tags.get(int(label), "")
         cells = [f'<td class="text">{_esc(row["point_id"])}</td>', f'<td class="text">{_esc(tag)}</td>']
         for m in metric_cols:
-            cells.append(f"<td>{_fmt(float(info.metric_units[m].convert(np.float64(row[m]))))}</td>")
+            cells.append(f"<td>{_fmt(info.metric_units[m].convert_one(row[m]))}</td>")
         for p in info.varying_params:
             value = row[p.column]
             if not p.is_categorical:
-                value = float(info.param_units[p.column].convert(np.float64(value)))
+                value = info.param_units[p.column].convert_one(value)
                 value = int(value) if value.is_integer() else value
             cells.append(f'<td class="text">{_esc(_fmt(value, 6))}</td>')
         cls = ' class="sel"' if tag else ""
@@ -251,7 +251,7 @@ def _front_table(info: ParetoInfo) -> str:
         more = f'<p class="note">First {len(shown)} of {len(rows)} front points; pareto.csv has them all.</p>'
     if info.constant_metrics:
         same = ", ".join(
-            f"{info.metric_units[m].title} {_fmt(float(info.metric_units[m].convert(np.float64(v))))}"
+            f"{info.metric_units[m].title} {_fmt(info.metric_units[m].convert_one(v))}"
             for m, v in info.constant_metrics.items()
         )
         more += f'<p class="note">Same for every point: {_esc(same)}.</p>'

@@ -104,7 +104,12 @@ def serve_report(
         except webbrowser.Error as exc:
             logger.info("no browser opened: %s", exc)
     if stop is not None:
-        threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+
+        def _stop_when_set() -> None:
+            stop.wait()
+            server.shutdown()
+
+        threading.Thread(target=_stop_when_set, daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

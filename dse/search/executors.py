@@ -131,7 +131,7 @@ class ProcessExecutor(Executor):
             # NOTE: with spawn, the pool starts a worker only when a task finds none idle, and counts
             # finished tasks as idle workers; a trickle of chunks then runs on one process. Submitting one
             # warm-up task per worker back to back starts them all (and imports the evaluator there).
-            delay_s, pids = 0.05, set()
+            delay_s, pids = 0.05, set[int]()
             while len(pids) < self.workers and delay_s < 2.0:
                 warm = [self._pool.submit(_warm_up, self._evaluator, delay_s) for _ in range(self.workers)]
                 pids = {f.result() for f in warm}

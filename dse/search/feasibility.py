@@ -29,9 +29,10 @@ def constraint_check(c: ConstraintConfig, metrics: Mapping[str, Any]) -> tuple[b
     """(holds, normalized violation (<= 0 when it holds), reason text when it does not)."""
     lhs = metrics.get(c.metric)
     rhs = c.value if isinstance(c.value, float) else metrics.get(c.value)
-    if not finite(lhs) or not finite(rhs):
-        missing = c.metric if not finite(lhs) else c.value
-        return False, 1.0, f"{c.text}: {missing} not available"
+    if not finite(lhs):
+        return False, 1.0, f"{c.text}: {c.metric} not available"
+    if not finite(rhs):
+        return False, 1.0, f"{c.text}: {c.value} not available"
     ok = _OPS[c.op](lhs, rhs)
     scale = max(abs(rhs), 1e-12)
     violation = (lhs - rhs) / scale if c.op in ("<=", "<") else (rhs - lhs) / scale

@@ -5,12 +5,9 @@
 
 Parameter paths split by prefix:
 
-    gpu.<dotted path>          GPU overrides for `load_gpu` (`gpu.memory.technology`, `gpu.num_sms`), plus
-                               three derived knobs: `gpu.memory.energy_factor` (multiplies the DRAM energy
-                               per bit the memory ends up with), `gpu.sm.tensor_factor` (multiplies every
-                               dtype's tensor FLOP/clk/SM) and `gpu.memory.data_rate_frac` (the per-pin
-                               data rate as a fraction 0..1 of the chosen technology's min..max, so one
-                               parameter spans technologies with different rate ranges)
+    gpu.<dotted path>          GPU overrides, in the one vocabulary of `dse.hardware.overrides`
+                               (`gpu.memory.technology`, `gpu.num_sms`, derived knobs such as
+                               `gpu.sm.tensor_factor`), applied by `load_gpu`
     sm_clock_mhz, power_cap_w  the OperatingPoint (converted to SI here)
     model, batch, input_tokens, output_tokens, precision, attention
                                the serving workload (defaults come from the study's `workload:`)
@@ -26,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from dse.units import MHZ
 
@@ -59,7 +56,6 @@ WORKLOAD_KEYS: tuple[str, ...] = (
 )
 # The workload keys passed to dse.serving.ServingRequest as they are.
 _REQUEST_KEYS = WORKLOAD_KEYS[1:]
-DERIVED_GPU_KNOBS: tuple[str, ...] = ("memory.energy_factor", "sm.tensor_factor", "memory.data_rate_frac")
 # Keys of ServingEstimate.metrics() that are not numbers; the runner turns them into feasible/reason.
 STATUS_KEYS: tuple[str, ...] = ("feasible", "infeasible_reason")
 
@@ -87,89 +83,11 @@ class EvalContext:
     options: tuple[tuple[str, Any], ...] = field(default=())
 
 
-_MEMORY_SYSTEM_KEYS = ("technology", "bus_width_bits", "data_rate_bit_per_s", "capacity_per_device_bytes")
-
-
-@lru_cache(maxsize=1024)
-def _base_gpu(base: str, overrides: tuple[tuple[str, Any], ...]) -> Any:
-    from dse.hardware.catalog import load_gpu
-
-    return load_gpu(base, dict(overrides))
-
-
-def _gpu(base: str, overrides: Mapping[str, Any]) -> Any:
-    """`load_gpu(base, overrides)` with one GpuSpec validation instead of three (tested equal to load_gpu).
-
-    The overrides outside `memory.` (discrete in practice) are applied once per distinct set and cached;
-    the memory system goes through `with_memory`, as in load_gpu; other `memory.*` fields (e.g.
-    `energy_pj_per_bit`) are applied after the swap, as in load_gpu, revalidating only the MemorySpec
-    (GpuSpec's own checks do not involve the memory).
-    """
-    from dse.hardware.memory import with_memory
-    from dse.hardware.spec import MemorySpec
-    from dse.units import si_key
-
-    generic: dict[str, Any] = {}
-    system: dict[str, Any] = {}
-    fields: dict[str, Any] = {}
-    for path, value in overrides.items():
-        if not path.startswith("memory."):
-            generic[path] = value
-            continue
-        key, factor = si_key(path.removeprefix("memory."))
-        if factor != 1.0:
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise ValueError(f"override '{path}': expected a number, got {value!r}")
-            value = value * factor
-        (system if key in _MEMORY_SYSTEM_KEYS else fields)[key] = value
-    gpu = _base_gpu(base, tuple(sorted(generic.items())))
-    if system:
-        technology = str(system.pop("technology", gpu.memory.technology))
-        gpu = with_memory(gpu, technology, **system)
-    if fields:
-        memory = MemorySpec.model_validate({**gpu.memory.model_dump(), **fields})
-        gpu = gpu.model_copy(update={"memory": memory})
-    return gpu
-
-
 @lru_cache(maxsize=64)
 def _arch(model: str) -> Any:
     from dse.workload.models import load_model_config
 
     return load_model_config(model)
-
-
-def _with_factors(gpu: Any, energy_factor: float | None, tensor_factor: float | None) -> Any:
-    """`gpu` with the derived knobs applied (both scale values that were validated already)."""
-    if energy_factor is not None:
-        if not energy_factor > 0:
-            raise ValueError(f"gpu.memory.energy_factor must be positive, got {energy_factor}")
-        memory = gpu.memory.model_copy(
-            update={"energy_j_per_bit": gpu.memory.energy_j_per_bit * energy_factor}
-        )
-        gpu = gpu.model_copy(update={"memory": memory})
-    if tensor_factor is not None:
-        if not tensor_factor > 0:
-            raise ValueError(f"gpu.sm.tensor_factor must be positive, got {tensor_factor}")
-        rates = {k: v * tensor_factor for k, v in gpu.sm.tensor_flop_per_clk.items()}
-        gpu = gpu.model_copy(update={"sm": gpu.sm.model_copy(update={"tensor_flop_per_clk": rates})})
-    return gpu
-
-
-def _data_rate_from_frac(gpu_over: dict[str, Any], base: str) -> None:
-    """Replace `memory.data_rate_frac` by the data rate it means for the point's technology (in place)."""
-    frac = gpu_over.pop("memory.data_rate_frac", None)
-    if frac is None:
-        return
-    from dse.hardware.memory import load_memory_tech
-
-    if not (isinstance(frac, int | float) and 0.0 <= frac <= 1.0):
-        raise ValueError(f"gpu.memory.data_rate_frac must be in [0, 1], got {frac!r}")
-    if any(k.startswith("memory.data_rate") for k in gpu_over):
-        raise ValueError("give gpu.memory.data_rate_frac or a data rate, not both")
-    tech = load_memory_tech(str(gpu_over.get("memory.technology") or _base_gpu(base, ()).memory.technology))
-    lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s
-    gpu_over["memory.data_rate_bit_per_s"] = lo + float(frac) * (hi - lo)
 
 
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -191,13 +109,11 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     """The arguments of `predict_serving` for one point (exposed for tests and `dse predict`-like uses)."""
+    from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
 
     gpu_over, op, wl = split_params(params)
-    _data_rate_from_frac(gpu_over, ctx.gpu)
-    energy_factor = gpu_over.pop("memory.energy_factor", None)
-    tensor_factor = gpu_over.pop("sm.tensor_factor", None)
-    gpu = _with_factors(_gpu(ctx.gpu, gpu_over), energy_factor, tensor_factor)
+    gpu = load_gpu(ctx.gpu, gpu_over)
     clock_mhz = op.get("sm_clock_mhz")
     point = OperatingPoint(
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
@@ -305,6 +221,6 @@ def evaluate_chunk(points: Sequence[Mapping[str, Any]], ctx: EvalContext, evalua
     return out
 
 
-def finite(value: Any) -> bool:
+def finite(value: Any) -> TypeGuard[float]:
     """True for a real, finite number (bools are not numbers here)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

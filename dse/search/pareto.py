@@ -75,11 +75,15 @@ def _front_nd(v: np.ndarray) -> np.ndarray:
 
 
 def pareto_mask(values: np.ndarray, directions: Sequence[str] | None = None) -> np.ndarray:
-    """Boolean mask of the non-dominated rows of `values` (n x m); rows with NaN are never on the front."""
+    """Boolean mask of the non-dominated rows of `values` (n x m).
+
+    Rows with a non-finite value (NaN, or an infinity that says the metric could not be computed) are never
+    on the front. The one front implementation: the runner and the report both call it.
+    """
     v = to_minimization(values, directions)
     n, m = v.shape
     mask = np.zeros(n, dtype=bool)
-    ok = ~np.isnan(v).any(axis=1)
+    ok = np.isfinite(v).all(axis=1)
     if not ok.any():
         return mask
     sub = v[ok]

@@ -27,6 +27,7 @@ import platform
 import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -44,6 +45,54 @@ TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.csv"
 SUMMARY_FILE = "summary.json"
 RECORD_KEYS = ("point_id", "params", "metrics", "feasible", "reason", "error", "t_eval_s", "seq")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PointRecord:
+    """One evaluated design point, as one line of points.jsonl (keys: RECORD_KEYS).
+
+    `params` maps space paths to values; `metrics` maps metric names to finite numbers (or text for the few
+    that are not numbers); `reason` says why an evaluated point is infeasible ("" when feasible); `error` is
+    the exception text of a point that failed; `seq` orders points in the run (a resumed run renumbers
+    cached points in the order they are asked again).
+    """
+
+    point_id: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    feasible: bool = False
+    reason: str = ""
+    error: str | None = None
+    t_eval_s: float = 0.0
+    seq: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in RECORD_KEYS}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str) -> PointRecord:
+        """A record from a parsed log line; SearchError naming `where` when it is not one."""
+        if "point_id" not in data:
+            raise SearchError(f"{where}: a line without point_id; is this a dse points log?")
+        params, metrics = data.get("params") or {}, data.get("metrics") or {}
+        error = data.get("error")
+        if not isinstance(params, Mapping) or not isinstance(metrics, Mapping):
+            raise SearchError(f"{where}: params and metrics must be objects; the log is damaged")
+        try:
+            return cls(
+                point_id=str(data["point_id"]),
+                params=dict(params),
+                metrics=dict(metrics),
+                feasible=bool(data.get("feasible", False)),
+                reason=str(data.get("reason") or ""),
+                error=None if error is None else str(error),
+                t_eval_s=float(data.get("t_eval_s") or 0.0),
+                seq=int(data.get("seq") or 0),
+            )
+        except (TypeError, ValueError) as exc:
+            raise SearchError(f"{where}: a malformed record ({exc}); the log is damaged") from None
+
+
 _PACKAGES = ("numpy", "pandas", "pyarrow", "pydantic", "pyyaml", "optuna", "ray", "rich")
 
 
@@ -111,7 +160,7 @@ def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
     """What ran the study: interpreter, versions, host."""
     import dse
 
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:
             packages[name] = metadata.version(name)
@@ -160,7 +209,7 @@ class PointLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, PointRecord] = {}
         if path.exists():
             self._read_existing()
         self._fh = path.open("a", encoding="utf-8")
@@ -188,20 +237,22 @@ class PointLog:
                     break
                 lineno = data[:pos].count(b"\n")
                 raise SearchError(f"{self.path}:{lineno}: not JSON; the log is damaged") from None
-            if not isinstance(rec, dict) or "point_id" not in rec:
-                raise SearchError(f"{self.path}: a line without point_id; is this a dse points log?")
-            self.records[str(rec["point_id"])] = rec
+            if not isinstance(rec, dict):
+                raise SearchError(f"{self.path}: a line that is not an object; is this a dse points log?")
+            lineno = data[:pos].count(b"\n")
+            record = PointRecord.from_json(rec, f"{self.path}:{lineno}")
+            self.records[record.point_id] = record
             good_end = pos
         if torn:
             logger.warning("%s: dropping a torn last line (the previous run was killed mid-write)", self.path)
             with self.path.open("r+b") as fh:
                 fh.truncate(good_end)
 
-    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def append(self, records: Iterable[PointRecord]) -> None:
         lines = []
         for rec in records:
-            self.records[str(rec["point_id"])] = dict(rec)
-            lines.append(json.dumps(rec, separators=(",", ":"), default=_json_default))
+            self.records[rec.point_id] = rec
+            lines.append(json.dumps(rec.to_json(), separators=(",", ":"), default=_json_default))
         if lines:
             self._fh.write("\n".join(lines) + "\n")
             self._fh.flush()
@@ -217,32 +268,31 @@ class PointLog:
 
 
 def trials_frame(
-    records: Sequence[Mapping[str, Any]], param_paths: Sequence[str], on_front: Mapping[str, bool]
+    records: Sequence[PointRecord], param_paths: Sequence[str], on_front: Mapping[str, bool]
 ) -> Any:
     """The trials table (pandas): one row per point, columns as documented at the top of this module."""
     import pandas as pd
 
     metric_names: dict[str, None] = {}
     for rec in records:
-        for k in rec.get("metrics") or {}:
+        for k in rec.metrics:
             metric_names.setdefault(k, None)
     extra_params: dict[str, None] = {}
     for rec in records:
-        for k in rec.get("params") or {}:
+        for k in rec.params:
             if k not in param_paths:
                 extra_params.setdefault(k, None)
     paths = [*param_paths, *extra_params]
     rows = []
-    for rec in sorted(records, key=lambda r: r["seq"]):
-        params, metrics = rec.get("params") or {}, rec.get("metrics") or {}
-        row: dict[str, Any] = {"point_id": rec["point_id"], "seq": rec["seq"]}
-        row.update({f"param.{p}": params.get(p) for p in paths})
-        row.update({f"metric.{m}": _number(metrics.get(m)) for m in metric_names})
+    for rec in sorted(records, key=lambda r: r.seq):
+        row: dict[str, Any] = {"point_id": rec.point_id, "seq": rec.seq}
+        row.update({f"param.{p}": rec.params.get(p) for p in paths})
+        row.update({f"metric.{m}": _number(rec.metrics.get(m)) for m in metric_names})
         row.update(
-            feasible=bool(rec["feasible"]),
-            reason=rec.get("reason") or "",
-            error=rec.get("error"),
-            on_front=bool(on_front.get(rec["point_id"], False)),
+            feasible=rec.feasible,
+            reason=rec.reason,
+            error=rec.error,
+            on_front=bool(on_front.get(rec.point_id, False)),
         )
         rows.append(row)
     columns = [

@@ -18,6 +18,7 @@ violations through `trial.set_constraint`, so NSGA-II ranks feasible points firs
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -40,6 +41,7 @@ from dse.search.rundir import (
     STUDY_FILE,
     SUMMARY_FILE,
     PointLog,
+    PointRecord,
     env_info,
     find_run_dir,
     model_fingerprint,
@@ -130,7 +132,7 @@ class _Run:
         self.space = cfg.search_space()
         self.directions = cfg.directions
         self.metric_names = list(cfg.objectives)
-        self.known: dict[str, dict[str, Any]] = {}
+        self.known: dict[str, PointRecord] = {}
         self.n_cached = 0
         self.n_evaluated = 0
         self.eval_s = 0.0
@@ -154,50 +156,50 @@ class _Run:
 
     # -- records
 
-    def _record(self, pid: str, seq: int, point: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    def _record(self, pid: str, seq: int, point: dict[str, Any], result: Mapping[str, Any]) -> PointRecord:
         metrics = clean_metrics(result.get("metrics") or {})
         feasible, reason, error = classify(metrics, result.get("error"), self.cfg)
-        return {
-            "point_id": pid,
-            "params": point,
-            "metrics": metrics,
-            "feasible": feasible,
-            "reason": reason,
-            "error": error,
-            "t_eval_s": float(result.get("t_eval_s", 0.0)),
-            "seq": seq,
-        }
+        return PointRecord(
+            point_id=pid,
+            params=point,
+            metrics=metrics,
+            feasible=feasible,
+            reason=reason,
+            error=error,
+            t_eval_s=float(result.get("t_eval_s", 0.0)),
+            seq=seq,
+        )
 
-    def _outcome(self, rec: Mapping[str, Any]) -> Any:
+    def _outcome(self, rec: PointRecord) -> Any:
         from dse.search.samplers import Outcome
 
-        metrics = rec.get("metrics") or {}
-        values = [metrics.get(m) for m in self.metric_names]
-        if rec.get("error") or not all(finite(v) for v in values):
+        metrics = rec.metrics
+        values = [v for v in (metrics.get(m) for m in self.metric_names) if finite(v)]
+        if rec.error or len(values) != len(self.metric_names):
             return Outcome(values=None)
-        constraints = {"model": 1.0 if str(rec.get("reason", "")).startswith(MODEL_REASON_PREFIX) else 0.0}
+        constraints = {"model": 1.0 if rec.reason.startswith(MODEL_REASON_PREFIX) else 0.0}
         for i, c in enumerate(self.cfg.constraints):
             constraints[f"c{i}"] = constraint_check(c, metrics)[1]
         return Outcome(values=tuple(float(v) for v in values), constraints=constraints)
 
-    def _count(self, rec: Mapping[str, Any]) -> None:
-        self.n_feasible += bool(rec["feasible"])
-        self.n_failed += rec.get("error") is not None
+    def _count(self, rec: PointRecord) -> None:
+        self.n_feasible += rec.feasible
+        self.n_failed += rec.error is not None
 
     # -- front
 
-    def _objective_row(self, rec: Mapping[str, Any]) -> list[float] | None:
-        if not rec["feasible"] or rec.get("error"):
+    def _objective_row(self, rec: PointRecord) -> list[float] | None:
+        if not rec.feasible or rec.error:
             return None
-        values = [rec["metrics"].get(m) for m in self.metric_names]
-        return [float(v) for v in values] if all(finite(v) for v in values) else None
+        values = [float(v) for v in (rec.metrics.get(m) for m in self.metric_names) if finite(v)]
+        return values if len(values) == len(self.metric_names) else None
 
-    def _update_front(self, batch: Sequence[Mapping[str, Any]]) -> None:
+    def _update_front(self, batch: Sequence[PointRecord]) -> None:
         ids, rows = [], []
         for rec in batch:
             row = self._objective_row(rec)
             if row is not None:
-                ids.append(rec["point_id"])
+                ids.append(rec.point_id)
                 rows.append(row)
         if not rows:
             return
@@ -283,6 +285,43 @@ class _Run:
                 size = max(1, min(size, round(CHUNK_TARGET_S / max(mean_s, 1e-9))))
         return size
 
+    def _ask_batch(
+        self, sampler: Any, cached: Mapping[str, PointRecord], next_seq: int
+    ) -> tuple[
+        list[Any], list[str], list[PointRecord], dict[int, list[tuple[int, str, dict[str, Any]]]], int
+    ]:
+        """Ask one batch: (asks, their point ids, records answered without evaluation, submitted chunks by
+        ticket, the next sequence number). Duplicates within the run are answered later from `known`."""
+        asks, pids, fresh = [], [], []
+        pending: set[str] = set()
+        chunks: dict[int, list[tuple[int, str, dict[str, Any]]]] = {}
+        buffer: list[tuple[int, str, dict[str, Any]]] = []
+        for _ in range(min(self.cfg.search.effective_batch_size, self.cfg.search.n_points - len(self.known))):
+            got = sampler.ask(1)
+            if not got:
+                break
+            ask, pid = got[0], point_id(got[0].point)
+            asks.append(ask)
+            pids.append(pid)
+            if pid in self.known or pid in pending:
+                continue  # a duplicate: answered from this run
+            seq, next_seq = next_seq, next_seq + 1
+            if pid in cached:  # a resumed or repeated run: answered from the log
+                rec = dataclasses.replace(cached[pid], seq=seq)
+                self.known[pid] = rec
+                self._count(rec)
+                self.n_cached += 1
+                fresh.append(rec)
+                continue
+            pending.add(pid)
+            buffer.append((seq, pid, ask.point))
+            if len(buffer) >= self._chunk_size(start=True):
+                chunks[self.executor.submit([p for _, _, p in buffer])] = buffer
+                buffer = []
+        if buffer:
+            chunks[self._executor().submit([p for _, _, p in buffer])] = buffer
+        return asks, pids, fresh, chunks, next_seq
+
     def run(self, log: PointLog) -> str:
         """Batches until a stop rule fires; returns the stop reason.
 
@@ -292,9 +331,7 @@ class _Run:
         """
         from dse.search.samplers import build_sampler
 
-        cached = log.records
         sampler = build_sampler(self.cfg)
-        batch_size = self.cfg.search.effective_batch_size
         next_seq = 0
         idle = 0
         try:
@@ -302,34 +339,8 @@ class _Run:
                 reason = self._stop_reason(idle)
                 if reason:
                     return reason
-                asks, pids, fresh = [], [], []
-                pending: set[str] = set()
-                chunks: dict[int, list[tuple[int, str, dict[str, Any]]]] = {}
-                buffer: list[tuple[int, str, dict[str, Any]]] = []
-                for _ in range(min(batch_size, self.cfg.search.n_points - len(self.known))):
-                    got = sampler.ask(1)
-                    if not got:
-                        break
-                    ask, pid = got[0], point_id(got[0].point)
-                    asks.append(ask)
-                    pids.append(pid)
-                    if pid in self.known or pid in pending:
-                        continue  # a duplicate: answered from this run
-                    seq, next_seq = next_seq, next_seq + 1
-                    if pid in cached:  # a resumed or repeated run: answered from the log
-                        rec = {**cached[pid], "seq": seq}
-                        self.known[pid] = rec
-                        self._count(rec)
-                        self.n_cached += 1
-                        fresh.append(rec)
-                        continue
-                    pending.add(pid)
-                    buffer.append((seq, pid, ask.point))
-                    if len(buffer) >= self._chunk_size(start=True):
-                        chunks[self.executor.submit([p for _, _, p in buffer])] = buffer
-                        buffer = []
-                if buffer:
-                    chunks[self._executor().submit([p for _, _, p in buffer])] = buffer
+                batch = self._ask_batch(sampler, log.records, next_seq)
+                asks, pids, fresh, chunks, next_seq = batch
                 if not asks:
                     return f"search space exhausted (grid of {len(self.known)} points done)"
                 told = 0
@@ -341,10 +352,10 @@ class _Run:
                         ]
                         log.append(recs)
                         for rec in recs:
-                            self.known[rec["point_id"]] = rec
+                            self.known[rec.point_id] = rec
                             self._count(rec)
                         self.n_evaluated += len(recs)
-                        self.eval_s += sum(r["t_eval_s"] for r in recs)
+                        self.eval_s += sum(r.t_eval_s for r in recs)
                         fresh.extend(recs)
                         while told < len(asks) and pids[told] in self.known:
                             sampler.tell(asks[told], self._outcome(self.known[pids[told]]))
@@ -368,14 +379,14 @@ class _Run:
     # -- outputs
 
     def finish(self, reason: str) -> RunSummary:
-        records = sorted(self.known.values(), key=lambda r: r["seq"])
+        records = sorted(self.known.values(), key=lambda r: r.seq)
         ok = [r for r in records if self._objective_row(r) is not None]
         on_front: dict[str, bool] = {}
         hv = 0.0
         if ok:
             vals = np.asarray([self._objective_row(r) for r in ok])
             mask = pareto_mask(vals, self.directions)
-            on_front = {r["point_id"]: bool(m) for r, m in zip(ok, mask, strict=True)}
+            on_front = {r.point_id: bool(m) for r, m in zip(ok, mask, strict=True)}
             if self.ref is None:
                 self.ref = default_reference_point(vals, self.directions)
             hv = hypervolume(vals[mask], self.ref, self.directions)
@@ -394,8 +405,8 @@ class _Run:
             ],
             parameters=self.space.describe(),
             n_points=len(records),
-            n_feasible=sum(bool(r["feasible"]) for r in records),
-            n_failed=sum(r.get("error") is not None for r in records),
+            n_feasible=sum(r.feasible for r in records),
+            n_failed=sum(r.error is not None for r in records),
             n_evaluated=self.n_evaluated,
             n_cached=self.n_cached,
             front_size=sum(on_front.values()),
@@ -547,6 +558,7 @@ class _quiet_optuna:  # noqa: N801 - a context manager used like a function
     def __enter__(self) -> None:
         self._warnings = warnings.catch_warnings()
         self._warnings.__enter__()
+        self._level: int | None = None
         try:
             import optuna
 
@@ -554,7 +566,7 @@ class _quiet_optuna:  # noqa: N801 - a context manager used like a function
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         except ImportError:
-            self._level = None
+            pass
         warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
 
     def __exit__(self, *exc: object) -> None:

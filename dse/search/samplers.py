@@ -99,7 +99,8 @@ class OptunaSampler(PointSampler):
     def __init__(self, study: StudyConfig, sampler: Any) -> None:
         _imports.check()
         self._space = study.search_space()
-        self._study = optuna.create_study(directions=study.directions, sampler=sampler)
+        directions = [optuna.study.StudyDirection[d.upper()] for d in study.directions]
+        self._study = optuna.create_study(directions=directions, sampler=sampler)
 
     def _suggest(self, trial: Any, name: str, spec: _ParamBase) -> Any:
         if isinstance(spec, IntParam):
@@ -116,7 +117,11 @@ class OptunaSampler(PointSampler):
         out = []
         for _ in range(n):
             trial = self._study.ask()
-            values = self._space.sample(lambda name, spec, t=trial: self._suggest(t, name, spec))
+
+            def suggest(name: str, spec: _ParamBase, trial: Any = trial) -> Any:
+                return self._suggest(trial, name, spec)
+
+            values = self._space.sample(suggest)
             out.append(Ask(values=values, point=self._space.to_point(values), handle=trial))
         return out
 

@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -51,7 +51,6 @@ from pydantic import (
 from dse.config.yamlio import SourceMap, format_errors, load_yaml, located_error
 from dse.errors import ConfigError
 from dse.search.objective import (
-    DERIVED_GPU_KNOBS,
     OPERATING_POINT_KEYS,
     WORKLOAD_KEYS,
     Evaluator,
@@ -449,64 +448,28 @@ def _check_metrics(cfg: StudyConfig, smap: SourceMap, names: Sequence[str]) -> N
                 )
 
 
-def _gpu_fields(gpu_dump: dict[str, Any], path: str) -> str | None:
-    """None when `path` (below `gpu.`) addresses a GPU field, else the message saying what is allowed."""
-    from dse.units import si_key
-
-    if path in DERIVED_GPU_KNOBS:
-        return None
-    parts = path.split(".")
-    if parts[0] == "memory" and len(parts) == 2:
-        key = si_key(parts[1])[0]
-        if key in ("technology", "bus_width_bits", "data_rate_bit_per_s", "capacity_per_device_bytes"):
-            return None
-    node: Any = gpu_dump
-    for i, part in enumerate(parts):
-        key = si_key(part)[0] if i == len(parts) - 1 else part
-        if not isinstance(node, dict) or key not in node:
-            where = "gpu." + ".".join(parts[:i]) if i else "gpu"
-            keys = sorted(node) if isinstance(node, dict) else []
-            extra = (
-                [
-                    k.removeprefix(".".join(parts[:i]) + ".")
-                    for k in DERIVED_GPU_KNOBS
-                    if k.startswith(".".join(parts[:i]) + ".")
-                ]
-                if i
-                else []
-            )
-            return f"'{part}' is not a field of {where} (allowed: {', '.join(keys + extra)})"
-        node = node[key]
-    if isinstance(node, dict):
-        return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
-    return None
-
-
 def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     from dse.hardware.catalog import load_gpu
     from dse.hardware.memory import list_memory_technologies
+    from dse.hardware.overrides import check_override_path
 
     try:
         gpu = load_gpu(cfg.gpu)
     except ConfigError as exc:
         raise located_error(smap, ("gpu",), str(exc)) from None
+    from dse.workload.models import load_model_config
+
     try:
-        from dse.workload.models import load_model_config
-    except ImportError:  # pragma: no cover - the workload catalog is part of dse
-        load_model_config = None
-    if load_model_config is not None:
-        try:
-            load_model_config(cfg.model)
-        except ConfigError as exc:
-            raise located_error(smap, ("model",), str(exc)) from None
-    gpu_dump = gpu.model_dump()
+        load_model_config(cfg.model)
+    except ConfigError as exc:
+        raise located_error(smap, ("model",), str(exc)) from None
     allowed_paths = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
     literal_values = {
-        "precision": Precision.__args__,
-        "attention": Attention.__args__,
-        "kv_dtype": KvDtype.__args__,
-        "engine": Engine.__args__,
-        "sampling": Sampling.__args__,
+        "precision": get_args(Precision),
+        "attention": get_args(Attention),
+        "kv_dtype": get_args(KvDtype),
+        "engine": get_args(Engine),
+        "sampling": get_args(Sampling),
         "gpu.memory.technology": tuple(list_memory_technologies()),
     }
     clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
@@ -515,7 +478,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> Non
         path = space.path_of(name)
         loc = ("space", name) if spec.path is None else ("space", name, "path")
         if path.startswith("gpu."):
-            msg = _gpu_fields(gpu_dump, path.removeprefix("gpu."))
+            msg = check_override_path(gpu, path)
             if msg is not None:
                 raise located_error(smap, loc, msg)
         elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:

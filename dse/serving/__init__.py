@@ -1,8 +1,8 @@
 """LLM serving: per-request and system metrics from engine steps predicted by the kernel and power model.
 
-    static      one batch of identical requests, prefilled together and decoded in lock step
-    steady      the steady-state step mix of continuous batching at a running batch
-    continuous  the closed-loop benchmark simulated step by step (iteration-level scheduling)
-    steps       engine step times, memoized by shape, and step-time tables for the simulation
-    memory      the engines' memory rules: usable share of the GPU and KV-cache capacity
+static      one batch of identical requests, prefilled together and decoded in lock step
+steady      the steady-state step mix of continuous batching at a running batch
+continuous  the closed-loop benchmark simulated step by step (iteration-level scheduling)
+steps       engine step times, memoized by shape, and step-time tables for the simulation
+memory      the engines' memory rules: usable share of the GPU and KV-cache capacity
 """

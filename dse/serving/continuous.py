@@ -72,6 +72,188 @@ def max_running_requests(kv_capacity_tokens: float, tokens_per_request: float) -
     return max(1, int(kv_capacity_tokens // tokens_per_request))
 
 
+def _check_arguments(
+    *,
+    concurrency: int,
+    requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_running: int,
+    token_budget: int,
+    output_spread: float,
+) -> None:
+    """ConfigError unless the benchmark's counts are positive integers (two output tokens at least)."""
+    if not 0.0 <= output_spread < 2.0:
+        raise ConfigError(f"output_spread must be in [0, 2), got {output_spread}")
+    for field, value in (("concurrency", concurrency), ("requests", requests), ("input_tokens", input_tokens),
+                         ("max_running", max_running),
+                         ("token_budget", token_budget)):  # fmt: skip
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{field} must be an integer >= 1, got {value!r}")
+    if not isinstance(output_tokens, int) or output_tokens < 2:
+        raise ConfigError(
+            f"output_tokens must be an integer >= 2 (TPOT needs two tokens), got {output_tokens!r}"
+        )
+
+
+class _ClosedLoop:
+    """The simulation's state: the clients' queue, the admitted requests and the completion calendar."""
+
+    def __init__(
+        self,
+        step_time: StepTime,
+        *,
+        requests: int,
+        input_tokens: int,
+        output_tokens: int,
+        max_running: int,
+        token_budget: int,
+        chunked: bool,
+        output_spread: float,
+        kv_capacity_tokens: float,
+        reserve_output: bool,
+    ) -> None:
+        self.step_time = step_time
+        self.requests = requests
+        self.i = input_tokens
+        self.output_tokens = output_tokens
+        self.max_running = max_running
+        self.token_budget = token_budget
+        self.chunked = chunked
+        self.output_spread = output_spread
+        self.kv_capacity_tokens = kv_capacity_tokens
+        self.reserve_output = reserve_output
+        self.waiting: deque[tuple[float, int]] = deque()  # not yet admitted: [submit time, output tokens]
+        self.sent = 0
+        # admitted, prompt not done: [submit time, prompt tokens left, output tokens]
+        self.prefilling: deque[list[float]] = deque()
+        self.decoding = 0
+        self.admitted = 0
+        self.max_admitted = 0
+        self.reserved = 0.0  # reserve_output: input + output tokens of the admitted requests
+        self.sum_first_step = 0  # on demand: sum over decoding requests of the step of their first token
+        # completion step -> first-token times of the requests finishing at the end of that step
+        self.finishing: dict[int, list[tuple[float, int]]] = {}
+        self.heap: list[int] = []
+        self.ttfts: list[float] = []
+        self.tpots: list[float] = []
+        self.t = 0.0
+        self.step = 0
+
+    def output_len(self, j: int) -> int:
+        u = (j * 0.6180339887498949) % 1.0
+        spread = self.output_spread
+        return (
+            max(2, round(self.output_tokens * (1.0 + spread * (u - 0.5)))) if spread else self.output_tokens
+        )
+
+    def room_for(self, out: int) -> bool:
+        """The KV cache has room for one more request with `out` output tokens (module docstring)."""
+        if self.admitted == 0:
+            return True  # a lone request always runs
+        if self.reserve_output:
+            return self.reserved + self.i + out <= self.kv_capacity_tokens
+        held = self.admitted * self.i + self.decoding * self.step - self.sum_first_step
+        return held + self.i <= self.kv_capacity_tokens
+
+    def fits_whole(self, budget: int, prompt_tokens: int) -> bool:
+        """Without chunking: a whole prompt fits the step's budget left, or runs as its only prompt."""
+        return self.i <= budget or (self.i > self.token_budget and prompt_tokens == 0)
+
+    def can_admit(self) -> bool:
+        """A waiting request could start its prompt in this step."""
+        ok = bool(self.waiting) and self.admitted < self.max_running and self.room_for(self.waiting[0][1])
+        if not self.chunked:
+            ok = ok and self.fits_whole(self.token_budget - self.decoding, 0)
+        return ok
+
+    def decode_steps(self) -> None:
+        """Pure decode steps up to the next completion."""
+        last = self.heap[0]
+        self.t += (last - self.step + 1) * self.step_time(self.decoding, 0)
+        self.step = last
+
+    def mixed_step(self) -> None:
+        """One step of the decodes plus the prompt tokens the budget leaves room for."""
+        prefilling, waiting, chunked, i = self.prefilling, self.waiting, self.chunked, self.i
+        budget = self.token_budget - self.decoding
+        prompt_tokens = 0
+        done_prefill: list[tuple[float, int]] = []
+        while budget > 0:
+            if not prefilling:
+                if not waiting or self.admitted >= self.max_running or not self.room_for(waiting[0][1]):
+                    break
+                if not chunked and not self.fits_whole(budget, prompt_tokens):
+                    break  # a whole prompt waits for a step with room
+                submitted, out = waiting.popleft()
+                prefilling.append([submitted, float(i), float(out)])
+                self.admitted += 1
+                self.reserved += i + out
+                self.max_admitted = max(self.max_admitted, self.admitted)
+            head = prefilling[0]
+            take = head[1] if not chunked else min(head[1], budget)
+            head[1] -= take
+            budget -= int(take)
+            prompt_tokens += int(take)
+            if head[1] <= 0:
+                done_prefill.append((head[0], int(head[2])))
+                prefilling.popleft()
+        t = self.t = self.t + self.step_time(self.decoding, prompt_tokens)
+        step, finishing = self.step, self.finishing
+        for submitted, out in done_prefill:  # first tokens at the end of this step
+            self.ttfts.append(t - submitted)
+            end = step + out - 1
+            if end not in finishing:
+                finishing[end] = []
+                heapq.heappush(self.heap, end)
+            finishing[end].append((t, out))
+        self.decoding += len(done_prefill)
+        self.sum_first_step += step * len(done_prefill)
+
+    def complete(self) -> None:
+        """The requests whose last token comes at the end of this step; their clients send the next."""
+        heap, step, t = self.heap, self.step, self.t
+        if not heap or heap[0] != step:
+            return
+        heapq.heappop(heap)
+        done = self.finishing.pop(step)
+        for first, out in done:
+            self.tpots.append((t - first) / (out - 1))
+            self.reserved -= self.i + out
+            self.sum_first_step -= step - out + 1
+            if self.sent < self.requests:
+                self.waiting.append((t, self.output_len(self.sent)))
+                self.sent += 1
+        self.decoding -= len(done)
+        self.admitted -= len(done)
+
+    def run(self, n_clients: int) -> BenchmarkResult:
+        """All `n_clients` first requests arrive at t = 0; steps run until every request is done."""
+        self.waiting.extend((0.0, self.output_len(j)) for j in range(n_clients))
+        self.sent = n_clients
+        ttfts, requests, prefilling, heap = self.ttfts, self.requests, self.prefilling, self.heap
+        while len(ttfts) < requests or self.decoding:
+            if not prefilling and not self.can_admit():
+                if not heap:
+                    break  # nothing running and nothing admissible (cannot happen with max_running >= 1)
+                self.decode_steps()
+            else:
+                self.mixed_step()
+            self.complete()
+            self.step += 1
+        ttft = np.array(ttfts)
+        return BenchmarkResult(
+            requests=len(self.ttfts),
+            ttft_mean_s=float(ttft.mean()),
+            ttft_median_s=float(np.median(ttft)),
+            tpot_mean_s=float(np.mean(self.tpots)),
+            duration_s=self.t,
+            steps=self.step,
+            max_running=self.max_running,
+            max_admitted=self.max_admitted,
+        )
+
+
 def simulate_closed_loop(
     step_time: StepTime,
     *,
@@ -91,125 +273,28 @@ def simulate_closed_loop(
     `output_spread` > 0 gives request j an output length of output_tokens * (1 + spread * (u_j - 1/2)),
     u_j the fractional part of j * golden ratio (deterministic, evenly spread, mean output_tokens).
     """
-    if not 0.0 <= output_spread < 2.0:
-        raise ConfigError(f"output_spread must be in [0, 2), got {output_spread}")
-    for field, value in (("concurrency", concurrency), ("requests", requests), ("input_tokens", input_tokens),
-                         ("max_running", max_running),
-                         ("token_budget", token_budget)):  # fmt: skip
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{field} must be an integer >= 1, got {value!r}")
-    if not isinstance(output_tokens, int) or output_tokens < 2:
-        raise ConfigError(
-            f"output_tokens must be an integer >= 2 (TPOT needs two tokens), got {output_tokens!r}"
-        )
-    i = input_tokens
-
-    def output_len(j: int) -> int:
-        u = (j * 0.6180339887498949) % 1.0
-        return (
-            max(2, round(output_tokens * (1.0 + output_spread * (u - 0.5))))
-            if output_spread
-            else output_tokens
-        )
-
-    n_clients = min(concurrency, requests)
-    # requests not yet admitted: [submit time, output tokens]
-    waiting: deque[tuple[float, int]] = deque((0.0, output_len(j)) for j in range(n_clients))
-    sent = n_clients
-    prefilling: deque[list[float]] = deque()  # admitted: [submit time, prompt tokens left, output tokens]
-    decoding = 0
-    admitted = 0
-    max_admitted = 0
-    reserved = 0.0  # reserve_output: input + output tokens of the admitted requests
-    sum_first_step = 0  # on demand: sum over decoding requests of the step of their first token
-
-    def room_for(out: int) -> bool:
-        if admitted == 0:
-            return True  # a lone request always runs
-        if reserve_output:
-            return reserved + i + out <= kv_capacity_tokens
-        held = admitted * i + decoding * step - sum_first_step
-        return held + i <= kv_capacity_tokens
-
-    # completion step -> first-token times of the requests finishing at the end of that step
-    finishing: dict[int, list[tuple[float, int]]] = {}
-    heap: list[int] = []
-    ttfts: list[float] = []
-    tpots: list[float] = []
-    t, step = 0.0, 0
-
-    def fits_whole(budget: int, prompt_tokens: int) -> bool:
-        """Without chunking: a whole prompt fits the step's budget left, or runs as its only prompt."""
-        return i <= budget or (i > token_budget and prompt_tokens == 0)
-
-    while len(ttfts) < requests or decoding:
-        can_admit = bool(waiting) and admitted < max_running and room_for(waiting[0][1])
-        if not chunked:
-            can_admit = can_admit and fits_whole(token_budget - decoding, 0)
-        if not prefilling and not can_admit:
-            if not heap:
-                break  # nothing running and nothing admissible (cannot happen with max_running >= 1)
-            # pure decode steps up to the next completion
-            last = heap[0]
-            t += (last - step + 1) * step_time(decoding, 0)
-            step = last
-        else:
-            budget = token_budget - decoding
-            prompt_tokens = 0
-            done_prefill: list[tuple[float, int]] = []
-            while budget > 0:
-                if not prefilling:
-                    if not waiting or admitted >= max_running or not room_for(waiting[0][1]):
-                        break
-                    if not chunked and not fits_whole(budget, prompt_tokens):
-                        break  # a whole prompt waits for a step with room
-                    submitted, out = waiting.popleft()
-                    prefilling.append([submitted, float(i), float(out)])
-                    admitted += 1
-                    reserved += i + out
-                    max_admitted = max(max_admitted, admitted)
-                head = prefilling[0]
-                take = head[1] if not chunked else min(head[1], budget)
-                head[1] -= take
-                budget -= int(take)
-                prompt_tokens += int(take)
-                if head[1] <= 0:
-                    done_prefill.append((head[0], int(head[2])))
-                    prefilling.popleft()
-            t += step_time(decoding, prompt_tokens)
-            for submitted, out in done_prefill:
-                ttfts.append(t - submitted)
-                end = step + out - 1
-                if end not in finishing:
-                    finishing[end] = []
-                    heapq.heappush(heap, end)
-                finishing[end].append((t, out))
-                decoding += 1
-                sum_first_step += step
-        # completions at the end of this step
-        if heap and heap[0] == step:
-            heapq.heappop(heap)
-            for first, out in finishing.pop(step):
-                tpots.append((t - first) / (out - 1))
-                decoding -= 1
-                admitted -= 1
-                reserved -= i + out
-                sum_first_step -= step - out + 1
-                if sent < requests:
-                    waiting.append((t, output_len(sent)))
-                    sent += 1
-        step += 1
-    ttft = np.array(ttfts)
-    return BenchmarkResult(
-        requests=len(ttfts),
-        ttft_mean_s=float(ttft.mean()),
-        ttft_median_s=float(np.median(ttft)),
-        tpot_mean_s=float(np.mean(tpots)),
-        duration_s=t,
-        steps=step,
+    _check_arguments(
+        concurrency=concurrency,
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         max_running=max_running,
-        max_admitted=max_admitted,
+        token_budget=token_budget,
+        output_spread=output_spread,
     )
+    loop = _ClosedLoop(
+        step_time,
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        max_running=max_running,
+        token_budget=token_budget,
+        chunked=chunked,
+        output_spread=output_spread,
+        kv_capacity_tokens=kv_capacity_tokens,
+        reserve_output=reserve_output,
+    )
+    return loop.run(min(concurrency, requests))
 
 
 __all__ = ["BenchmarkResult", "StepTime", "max_running_requests", "simulate_closed_loop"]

@@ -70,5 +70,7 @@ def kv_capacity_tokens(
     else:
         free = USABLE_MEMORY_FRAC * total - weights - activations
     return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
+
+
 # vLLM's default gpu_memory_utilization: the share of device memory the engine may use.
 USABLE_MEMORY_FRAC = 0.9

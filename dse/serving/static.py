@@ -40,7 +40,7 @@ from typing import Any
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import load_default_coeffs
-from dse.perf.predict import predict_graph
+from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import USABLE_MEMORY_FRAC
 from dse.workload.engine import apply_engine, check_engine_options, kv_bytes_per_token, with_kv_dtype
@@ -181,33 +181,20 @@ def _add(into: dict[str, float], parts: dict[str, float], scale: float = 1.0, pr
         into[prefix + key] = into.get(prefix + key, 0.0) + value * scale
 
 
-def predict_serving(
-    arch: LlmArch,
-    gpu: GpuSpec,
-    request: ServingRequest,
-    point: OperatingPoint | None = None,
-    *,
-    coeffs: Any = None,
-    power_coeffs: Any = None,
-) -> ServingEstimate:
-    """Serving metrics of `request` for model `arch` on `gpu` at `point` (default clocks, TDP cap).
-
-    `coeffs` (latency corrections) and `power_coeffs` default to the shipped sets of the GPU's generation.
-    """
-    if arch.family != "decoder":
-        raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
-    point = point or OperatingPoint()
-    if (
-        coeffs is None
-    ):  # the fitted latency corrections of the GPU's generation (None in dse.perf = uncorrected)
-        coeffs = load_default_coeffs(gpu)
-    b, i, o = request.batch, request.input_tokens, request.output_tokens
+def _check_context(arch: LlmArch, request: ServingRequest) -> None:
+    """ConfigError unless `arch`'s context holds the request's input and output tokens."""
+    i, o = request.input_tokens, request.output_tokens
     if i + o > arch.max_position_embeddings:
         raise ConfigError(
             f"input_tokens + output_tokens = {i + o} exceeds {arch.name}'s context of "
             f"{arch.max_position_embeddings}"
         )
 
+
+def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict[str, Any]:
+    """The memory fields of a `ServingEstimate`: weights, the KV cache at the last step and the peak
+    prefill activations, against the usable share of the GPU's memory."""
+    b, i, o = request.batch, request.input_tokens, request.output_tokens
     w_bytes = weight_bytes(arch, request.precision)
     kv_bytes = b * (i + o) * kv_bytes_per_token(arch, request.precision, request.kv_dtype)
     act_bytes = prefill_activation_bytes(
@@ -226,6 +213,65 @@ def predict_serving(
             f"({USABLE_MEMORY_FRAC:.0%} of {gpu.memory.capacity_bytes / 2**30:.0f} GiB)"
         )
     )
+    return {
+        "weight_bytes": w_bytes,
+        "kv_cache_bytes": kv_bytes,
+        "activation_bytes": act_bytes,
+        "memory_bytes": memory_bytes,
+        "memory_capacity_bytes": gpu.memory.capacity_bytes,
+        "feasible": feasible,
+        "infeasible_reason": reason,
+    }
+
+
+def _predict_decode(
+    arch: LlmArch,
+    gpu: GpuSpec,
+    request: ServingRequest,
+    point: OperatingPoint,
+    coeffs: Any,
+    power_coeffs: Any,
+) -> tuple[WorkloadPrediction, WorkloadPrediction]:
+    """The decode steps: the context-independent ops of one step, and the attention of every step."""
+    b, i, num_steps = request.batch, request.input_tokens, request.output_tokens - 1
+    decode_graph = build_decode_graph(
+        arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+    )
+    step_graph = _engine_graph(decode_graph, arch, request, prefill=False)
+    fixed_graph, attention = _split_decode_graph(step_graph)
+    fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
+    steps = predict_graph(
+        _attention_over_steps(attention, range(i, i + num_steps), arch),
+        gpu,
+        point,
+        coeffs,
+        power_coeffs,
+    )
+    return fixed, steps
+
+
+def predict_serving(
+    arch: LlmArch,
+    gpu: GpuSpec,
+    request: ServingRequest,
+    point: OperatingPoint | None = None,
+    *,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+) -> ServingEstimate:
+    """Serving metrics of `request` for model `arch` on `gpu` at `point` (default clocks, TDP cap).
+
+    `coeffs` (latency corrections) and `power_coeffs` default to the shipped sets of the GPU's generation.
+    """
+    if arch.family != "decoder":
+        raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
+    point = point or OperatingPoint()
+    # The fitted latency corrections of the GPU's generation (None in dse.perf = uncorrected).
+    if coeffs is None:
+        coeffs = load_default_coeffs(gpu)
+    _check_context(arch, request)
+    b, i, o = request.batch, request.input_tokens, request.output_tokens
+    memory = _memory_fields(arch, gpu, request)
 
     prefill_graph = build_prefill_graph(
         arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
@@ -241,19 +287,7 @@ def predict_serving(
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
     if num_steps > 0:
-        decode_graph = build_decode_graph(
-            arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
-        )
-        step_graph = _engine_graph(decode_graph, arch, request, prefill=False)
-        fixed_graph, attention = _split_decode_graph(step_graph)
-        fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
-        steps = predict_graph(
-            _attention_over_steps(attention, range(i, i + num_steps), arch),
-            gpu,
-            point,
-            coeffs,
-            power_coeffs,
-        )
+        fixed, steps = _predict_decode(arch, gpu, request, point, coeffs, power_coeffs)
         decode_latency_s = fixed.latency_s * num_steps + steps.latency_s
         decode_energy_j = fixed.energy_j * num_steps + steps.energy_j
         _add(by_module, fixed.energy_j_by_module(), num_steps)
@@ -283,13 +317,7 @@ def predict_serving(
         avg_power_w=energy_j / e2e_s,
         peak_power_w=peak_power_w,
         effective_clock_hz=clock_time_s / e2e_s,
-        weight_bytes=w_bytes,
-        kv_cache_bytes=kv_bytes,
-        activation_bytes=act_bytes,
-        memory_bytes=memory_bytes,
-        memory_capacity_bytes=gpu.memory.capacity_bytes,
-        feasible=feasible,
-        infeasible_reason=reason,
+        **memory,
         energy_j_by_module=by_module,
         energy_j_by_name=by_name,
     )

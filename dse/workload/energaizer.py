@@ -48,12 +48,21 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dse.errors import ConfigError
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import BYTES_PER_ELEMENT, DTYPES, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
+from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
+    DTYPES,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormOp,
+    Op,
+    SoftmaxOp,
+)
 
 ELEMENTWISE_OP_KINDS: dict[str, str] = {
     "pointwise_add": "add",
@@ -89,10 +98,10 @@ def _require_keys(desc: Mapping[str, Any], required: frozenset[str], allowed: fr
         raise _EntryError(f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
-def _dtype(value: Any, key: str) -> str:
+def _dtype(value: Any, key: str) -> Dtype:
     if value not in BYTES_PER_ELEMENT:
         raise _EntryError(f"{key} {value!r} is not one of {', '.join(DTYPES)}")
-    return str(value)
+    return cast(Dtype, str(value))
 
 
 def _gemm(name: str, desc: Mapping[str, Any], tags: Sequence[str], allowed: frozenset[str]) -> Op:
@@ -106,6 +115,7 @@ def _gemm(name: str, desc: Mapping[str, Any], tags: Sequence[str], allowed: froz
     prec = _dtype(desc["precM"], "precM")
     if "precA" in desc:
         _dtype(desc["precA"], "precA")
+    dtype: Dtype
     if prec == "fp32":
         dtype = "tf32" if use_tc else "fp32"
     elif use_tc:

@@ -63,11 +63,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import cast
 
 from dse.errors import ConfigError
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import LlmArch, build_decode_graph, build_prefill_graph
-from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, Op, SoftmaxOp
+from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, Dtype, ElementwiseOp, GemmOp, Op, SoftmaxOp
 
 SAMPLINGS: tuple[str, ...] = ("none", "greedy", "top_k_top_p")
 KV_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32")
@@ -216,10 +217,11 @@ def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
     """`op` reading (attention) or writing (KV-cache write) the cache in `kv_dtype`; other ops unchanged."""
     if kv_dtype is None:
         return op
+    dtype = cast(Dtype, kv_dtype)  # the ops' own validation rejects an unknown dtype
     if isinstance(op, AttentionOp):
-        return dataclasses.replace(op, kv_dtype=kv_dtype)
+        return dataclasses.replace(op, kv_dtype=dtype)
     if isinstance(op, ElementwiseOp) and op.name.endswith("/kv_cache_write"):
-        return dataclasses.replace(op, out_dtype=kv_dtype)
+        return dataclasses.replace(op, out_dtype=dtype)
     return op
 
 

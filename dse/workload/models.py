@@ -98,11 +98,12 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
             raise ConfigError(f"model config file '{path}' does not exist")
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return _read_json(path, str(path)), str(path), name
-    name = _catalog_index().get(_key(str(name_or_path)))
-    if name is None:
+    known = _catalog_index().get(_key(str(name_or_path)))
+    if known is None:
         raise ConfigError(
             f"unknown model '{name_or_path}'; known: {', '.join(list_models())} (or a path to a config.json)"
         )
+    name = known
     return _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json"), f"{name}.json", name
 
 

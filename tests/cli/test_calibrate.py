@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from dse.calibrate.data.samples import write_samples
-from dse.calibrate.fit.samples import file_sha256
+from dse.calibrate.fit.sample_set import file_sha256
 from dse.calibrate.validate.samples import AIC_MIN_POWER_LATENCY_S, samples_from_aiconfigurator
 from dse.cli import app
+from tests.shared_data import needs_shared_data
 
 runner = CliRunner()
 
@@ -40,6 +41,7 @@ def one_line_error(args: list[str], *needles: str) -> str:
     return text
 
 
+@needs_shared_data
 def test_calibrate_then_validate(h200_gemm: Path, tmp_path: Path) -> None:
     out = tmp_path / "coeffs.json"
     result = runner.invoke(app, ["calibrate", str(h200_gemm), "--gpu", "h200-sxm", "-o", str(out), "--json"])
@@ -107,12 +109,14 @@ def test_not_a_samples_parquet(tmp_path: Path) -> None:
     one_line_error(["validate", "samples", text], "samples.txt", ".parquet or .csv")
 
 
+@needs_shared_data
 def test_unknown_gpu(h200_gemm: Path, tmp_path: Path) -> None:
     one_line_error(
         ["calibrate", h200_gemm, "--gpu", "h900", "-o", tmp_path / "c.json"], "unknown GPU 'h900'", "h100-sxm"
     )
 
 
+@needs_shared_data
 def test_samples_of_another_gpu(h200_gemm: Path, tmp_path: Path) -> None:
     one_line_error(
         ["calibrate", h200_gemm, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
@@ -123,6 +127,7 @@ def test_samples_of_another_gpu(h200_gemm: Path, tmp_path: Path) -> None:
     one_line_error(["validate", "samples", h200_gemm, "--gpu", "a100-sxm-80gb"], "not of --gpu a100-sxm-80gb")
 
 
+@needs_shared_data
 def test_too_few_rows_for_a_family(tmp_path: Path) -> None:
     few = write_samples(
         tmp_path / "few.parquet", samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")[-6:]
@@ -133,6 +138,7 @@ def test_too_few_rows_for_a_family(tmp_path: Path) -> None:
     assert not (tmp_path / "c.json").exists()
 
 
+@needs_shared_data
 def test_bad_options(h200_gemm: Path, tmp_path: Path) -> None:
     one_line_error(
         ["calibrate", h200_gemm, "--gpu", "h200-sxm", "-o", tmp_path / "c.json", "--families", "conv"],

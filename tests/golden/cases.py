@@ -98,8 +98,8 @@ def _random_sweep(seed: int = 0) -> Iterator[Op]:
         for dtype in ("bf16", "fp8"):
             for batch, ctx in ((512, 16), (4096, 64), (128, 256), (8, 512)):
                 yield AttentionOp(
-                    name=f"grid/decode/d{d}/{dtype}/b{batch}c{ctx}", batch=batch, num_heads=16, num_kv_heads=1,
-                    head_dim=d, seq_len_q=1, seq_len_kv=ctx, backend="decode", kv_dtype=dtype,
+                    name=f"grid/decode/d{d}/{dtype}/b{batch}c{ctx}", batch=batch, num_heads=16,
+                    num_kv_heads=1, head_dim=d, seq_len_q=1, seq_len_kv=ctx, backend="decode", kv_dtype=dtype,
                 )  # fmt: skip
             for heads, kv in ((16, 16), (32, 8)):
                 for s in (128, 256, 2048):
@@ -183,11 +183,13 @@ SERVING_KEYS = (
 
 def serving() -> Values:
     """Static-batch serving on several GPUs, precisions and engines."""
+    base = dict(batch=32, input_tokens=1024, output_tokens=256)
     cases = [
-        ("llama-3.1-8b", "h100-sxm", dict(batch=32, input_tokens=1024, output_tokens=256), OperatingPoint()),
-        ("llama-3.1-8b", "a100-sxm-80gb", dict(batch=32, input_tokens=1024, output_tokens=256), OperatingPoint()),
+        ("llama-3.1-8b", "h100-sxm", base, OperatingPoint()),
+        ("llama-3.1-8b", "a100-sxm-80gb", base, OperatingPoint()),
         ("llama-3.1-8b", "h200-sxm", dict(batch=64, input_tokens=2048, output_tokens=128, precision="fp8",
-                                          engine="vllm", sampling="top_k_top_p", kv_dtype="fp8"), OperatingPoint()),
+                                          engine="vllm", sampling="top_k_top_p", kv_dtype="fp8"),
+         OperatingPoint()),
         ("qwen2.5-7b", "l40s", dict(batch=8, input_tokens=512, output_tokens=64), OperatingPoint()),
         ("mistral-7b", "b200", dict(batch=16, input_tokens=4096, output_tokens=512, engine="trtllm",
                                     sampling="greedy"), OperatingPoint()),

@@ -93,7 +93,8 @@ def test_clock_table_and_highest_fitting_index():
 
 
 def _power(ops, gpu, clock_hz):
-    from dse.perf.power import estimate_arrays, power_parts_w
+    from dse.perf.multiclock import estimate_arrays
+    from dse.perf.power import power_parts_w
 
     a = estimate_arrays(roofline_estimator(ops, gpu, OperatingPoint(sm_clock_hz=clock_hz)))
     return power_parts_w(

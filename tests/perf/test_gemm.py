@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.perf.perf_roofline import roofline_s
 
 from dse.perf import gemm
 from dse.perf.rates import DRAM_LATENCY_S
 from dse.perf.types import OperatingPoint
 from dse.workload.ops import GemmOp
+from tests.perf.perf_roofline import roofline_s
 
 
 def test_large_square_gemm_is_compute_bound_and_near_roofline(h100):

@@ -17,14 +17,13 @@ from dse.perf.coeffs import (
     load_power_coeffs_file,
     write_power_coeffs,
 )
+from dse.perf.multiclock import estimate_arrays
 from dse.perf.power import (
     ENERGY_KEYS,
     V_REF,
-    estimate_arrays,
     gap_feature,
     gap_power_w,
     gpu_power_terms,
-    kernel_power_w,
     power_features,
     power_parts_w,
 )
@@ -59,6 +58,16 @@ def _estimate(clock_hz: float, util: dict[str, float], latency_s: float = 1e-3, 
     )
 
 
+def _kernel_power_w(estimate: KernelEstimate, gpu, coeffs: PowerCoeffs) -> float:
+    """Power of one kernel while it runs, at its estimate's clock: the rows and power terms that
+    `dse.perf.dvfs.capped_rows` evaluates for `predict_graph`."""
+    a = estimate_arrays([estimate])
+    terms = gpu_power_terms(gpu)
+    return float(
+        power_parts_w(a["util"], a["latency_s"], a["dram_bytes"], a["sm_clock_hz"], terms, coeffs)["total"][0]
+    )
+
+
 def test_terms_by_hand_a100():
     gpu = load_gpu("a100-pcie-40gb")
     f = 1.2e9
@@ -71,7 +80,7 @@ def test_terms_by_hand_a100():
     active_w = 2e-10 * 108 * f * v2
     idle_w = gpu.power.idle_power_w.at(f)
     expected = idle_w + tensor_w + l2_w + dram_w + active_w
-    assert kernel_power_w(est, gpu, PC) == pytest.approx(expected, rel=1e-12)
+    assert _kernel_power_w(est, gpu, PC) == pytest.approx(expected, rel=1e-12)
 
 
 def test_parts_sum_to_total_and_features_reproduce_dynamic_energy():
@@ -147,9 +156,9 @@ def test_dram_term_follows_the_memory_technology():
     gpu = load_gpu("h100-sxm")
     swapped = load_gpu("h100-sxm", {"memory.technology": "gddr7", "memory.bus_width_bits": 512})
     est = _estimate(1.5e9, {}, dram_bytes=2e9)
-    idle_and_active = kernel_power_w(_estimate(1.5e9, {}, dram_bytes=0.0), gpu, PC)
-    d_hbm = kernel_power_w(est, gpu, PC) - idle_and_active
-    d_gddr = kernel_power_w(est, swapped, PC) - idle_and_active
+    idle_and_active = _kernel_power_w(_estimate(1.5e9, {}, dram_bytes=0.0), gpu, PC)
+    d_hbm = _kernel_power_w(est, gpu, PC) - idle_and_active
+    d_gddr = _kernel_power_w(est, swapped, PC) - idle_and_active
     ratio = swapped.memory.energy_j_per_bit / gpu.memory.energy_j_per_bit
     assert d_gddr == pytest.approx(d_hbm * ratio, rel=1e-9)
 

@@ -14,13 +14,13 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.perf.perf_roofline import roofline_s
 
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import load_default_coeffs
 from dse.perf.registry import estimate_op, estimate_ops
 from dse.perf.types import MODULES, OperatingPoint
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
+from tests.perf.perf_roofline import roofline_s
 
 H100 = load_gpu("h100-sxm")
 A100 = load_gpu("a100-sxm-80gb")

@@ -114,7 +114,7 @@ def write_run(
     jsonl: bool = True,
 ) -> Path:
     """Write a run directory like the search runner does and return its path."""
-    from dse.report.figures.pareto import nondominated_mask
+    from dse.search.pareto import pareto_mask
 
     run_dir = root / "results" / "h100-llama3-8b-decode" / f"run-{seed}-{n}"
     run_dir.mkdir(parents=True)
@@ -124,7 +124,7 @@ def write_run(
     objs = ["metric.e2e_latency_s", "metric.energy_per_output_token_j"]
     ok = (df["feasible"] & df["error"].isna()).to_numpy()
     on_front = np.zeros(n, dtype=bool)
-    on_front[ok] = nondominated_mask(df.loc[ok, objs].to_numpy(), ["minimize", "minimize"])
+    on_front[ok] = pareto_mask(df.loc[ok, objs].to_numpy(), ["minimize", "minimize"])
     df["on_front"] = on_front
 
     with (run_dir / "points.jsonl").open("w") as fh:

@@ -8,27 +8,10 @@ import numpy as np
 import pytest
 
 from dse.errors import ConfigError
-from dse.report.figures.pareto import build_pareto_info, nondominated_mask, plot_pareto
+from dse.report.figures.pareto import build_pareto_info, plot_pareto
 from dse.report.frames import load_run
 
-from .runs import naive_front, write_run
-
-
-@pytest.mark.parametrize("n_obj", [2, 3])
-def test_nondominated_mask_matches_naive(n_obj: int) -> None:
-    rng = np.random.default_rng(n_obj)
-    values = rng.integers(0, 12, size=(400, n_obj)).astype(float)  # many ties and duplicates
-    values[::37] = np.nan
-    mask = nondominated_mask(values, ["minimize"] * n_obj)
-    ok = np.isfinite(values).all(axis=1)
-    expected = np.zeros(len(values), dtype=bool)
-    expected[ok] = naive_front(values[ok])
-    np.testing.assert_array_equal(mask, expected)
-
-
-def test_nondominated_mask_maximize() -> None:
-    values = np.array([[1.0, 5.0], [2.0, 6.0], [3.0, 4.0]])  # minimise x, maximise y
-    assert nondominated_mask(values, ["minimize", "maximize"]).tolist() == [True, True, False]
+from .runs import write_run
 
 
 def test_build_pareto_info_classifies_and_counts(small_run: Path) -> None:

@@ -83,6 +83,13 @@ def test_front_ignores_nan_rows_and_keeps_duplicates() -> None:
     assert pareto_mask(v).tolist() == [True, False, True, True, False]
 
 
+def test_front_ignores_infinite_rows_in_either_direction() -> None:
+    # -inf in a minimised objective would otherwise dominate everything; +inf in a maximised one too.
+    v = np.array([[1.0, 2.0], [-np.inf, 5.0], [2.0, 1.0], [3.0, np.inf]])
+    assert pareto_mask(v).tolist() == [True, False, True, False]
+    assert pareto_mask(v, ["minimize", "maximize"]).tolist() == [True, False, False, False]
+
+
 def test_large_2d_front_is_fast_and_right() -> None:
     rng = np.random.default_rng(0)
     v = rng.random((200_000, 2))

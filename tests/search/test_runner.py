@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.errors import ConfigError
+from dse.errors import ConfigError, SearchError
 from dse.search.pareto import pareto_mask
 from dse.search.progress import ProgressState
-from dse.search.rundir import PointLog, model_fingerprint, tree_fingerprint
+from dse.search.rundir import PointLog, PointRecord, model_fingerprint, tree_fingerprint
 from dse.search.runner import run_study
 
 from .toy import ctrl_c_after_40, die_once, flat, schaffer, zdt1
@@ -282,9 +282,27 @@ def test_torn_last_line_is_dropped(tmp_path: Path) -> None:
     path.write_text(json.dumps(good) + "\n" + '{"point_id": "b", "par')
     log = PointLog(path)
     assert list(log.records) == ["a"]
-    log.append([{**good, "point_id": "c", "seq": 1}])
+    assert log.records["a"] == PointRecord(point_id="a", feasible=True)
+    log.append([PointRecord(point_id="c", seq=1)])
     log.close()
     assert [json.loads(x)["point_id"] for x in path.read_text().splitlines()] == ["a", "c"]
+    assert PointLog(path).records["c"].to_json() == {**good, "point_id": "c", "feasible": False, "seq": 1}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"params": {}}', "without point_id"),
+        ("[1, 2]", "not an object"),
+        ('{"point_id": "a", "params": [1]}', "must be objects"),
+        ('{"point_id": "a", "seq": "first"}', "malformed record"),
+    ],
+)
+def test_a_damaged_log_is_one_error_naming_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "points.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(SearchError, match=f"points.jsonl:1: .*{message}|points.jsonl.*{message}"):
+        PointLog(path)
 
 
 def test_sigkill_and_resume_loses_nothing_and_reevaluates_nothing(tmp_path: Path) -> None:

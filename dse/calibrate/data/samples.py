@@ -19,12 +19,23 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
 from dse.errors import ConfigError
-from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp, op_kind
+from dse.workload.ops import (
+    AttentionBackend,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormKind,
+    NormOp,
+    Op,
+    SoftmaxOp,
+    op_kind,
+)
 
 SHAPE_FIELDS: tuple[str, ...] = (
     "m",
@@ -160,6 +171,20 @@ def op_fields(op: Op) -> dict[str, Any]:
     return fields
 
 
+# The op constructors validate shapes, dtypes and backends (ValueError, turned into ConfigError below),
+# so these casts only tell the type checker what the sample's loosely typed fields hold.
+def _dim(value: int | None) -> int:
+    return cast(int, value)
+
+
+def _dtype(value: str) -> Dtype:
+    return cast(Dtype, value)
+
+
+def _opt_dtype(value: str) -> Dtype | None:
+    return cast(Dtype, value) if value else None
+
+
 def op_from_sample(sample: KernelSample) -> Op:
     """Rebuild the op a sample measured (the inverse of `op_fields`).
 
@@ -171,40 +196,41 @@ def op_from_sample(sample: KernelSample) -> Op:
         if s.kind == "gemm":
             return GemmOp(
                 name=s.name,
-                m=s.m,  # type: ignore[arg-type]
-                n=s.n,  # type: ignore[arg-type]
-                k=s.k,  # type: ignore[arg-type]
+                m=_dim(s.m),
+                n=_dim(s.n),
+                k=_dim(s.k),
                 batch=s.batch or 1,
-                dtype=s.dtype,  # type: ignore[arg-type]
-                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+                dtype=_dtype(s.dtype),
+                out_dtype=_opt_dtype(s.out_dtype),
                 b_shared=bool(s.b_shared),
                 act_quant=s.variant == "act_quant",
             )
         if s.kind.startswith("attention"):
             return AttentionOp(
                 name=s.name,
-                batch=s.batch,
-                num_heads=s.num_heads,
-                num_kv_heads=s.num_kv_heads,  # type: ignore[arg-type]
-                head_dim=s.head_dim,
-                seq_len_q=s.seq_len_q,
-                seq_len_kv=s.seq_len_kv,  # type: ignore[arg-type]
+                batch=_dim(s.batch),
+                num_heads=_dim(s.num_heads),
+                num_kv_heads=_dim(s.num_kv_heads),
+                head_dim=_dim(s.head_dim),
+                seq_len_q=_dim(s.seq_len_q),
+                seq_len_kv=_dim(s.seq_len_kv),
                 causal=bool(s.causal),
-                backend=s.variant or s.kind.removeprefix("attention_"),  # type: ignore[arg-type]
-                dtype=s.dtype,  # type: ignore[arg-type]
-                kv_dtype=s.kv_dtype or None,  # type: ignore[arg-type]
+                backend=cast(AttentionBackend, s.variant or s.kind.removeprefix("attention_")),
+                dtype=_dtype(s.dtype),
+                kv_dtype=_opt_dtype(s.kv_dtype),
             )
         if s.kind == "softmax":
-            return SoftmaxOp(name=s.name, rows=s.rows, cols=s.cols, dtype=s.dtype)  # type: ignore[arg-type]
+            return SoftmaxOp(name=s.name, rows=_dim(s.rows), cols=_dim(s.cols), dtype=_dtype(s.dtype))
         if s.kind in ("layernorm", "rmsnorm"):
-            return NormOp(name=s.name, rows=s.rows, cols=s.cols, kind=s.kind, dtype=s.dtype)  # type: ignore[arg-type]
+            kind = cast(NormKind, s.kind)
+            return NormOp(name=s.name, rows=_dim(s.rows), cols=_dim(s.cols), kind=kind, dtype=_dtype(s.dtype))
         if s.kind == "elementwise":
             return ElementwiseOp(
                 name=s.name,
                 kind=s.variant,
-                num_elements=s.num_elements,  # type: ignore[arg-type]
-                dtype=s.dtype,  # type: ignore[arg-type]
-                out_dtype=s.out_dtype or None,  # type: ignore[arg-type]
+                num_elements=_dim(s.num_elements),
+                dtype=_dtype(s.dtype),
+                out_dtype=_opt_dtype(s.out_dtype),
             )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"sample '{s.name}' ({s.kind}) does not describe a valid op: {exc}") from exc

@@ -4,7 +4,8 @@
 GEMM and attention tables, LLMCompass A100 sweeps); `load_samples(spec)` turns one into a
 `KernelSamples` value; `evaluate(samples, gpu, coeffs, clock_hz)` runs the vectorized family model on it;
 and `fit_groups(samples, gpu, clock_hz=...)` fits the groups that the samples exercise
-(`dse.calibrate.fit.latency.fit_group` per group, plus family-level fallback entries fitted on all of the family's rows).
+(`dse.calibrate.fit.latency.fit_group` per group, plus family-level fallback entries fitted on all of the
+family's rows).
 
 Clocks. Every table was measured at the GPU's default clocks under its default power limit, where
 compute-bound kernels throttle. Each row is evaluated at the clock the model itself gives it there
@@ -26,6 +27,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,7 @@ from dse.perf import attention, elementwise, gemm, reduction
 from dse.perf.coeffs import GroupInfo, PowerCoeffs, load_default_coeffs
 from dse.perf.multiclock import RowEstimator, op_rows
 from dse.perf.types import CoeffTable, OperatingPoint, PhaseCoeffs
-from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
+from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
 MIN_LATENCY_S = 10e-6  # acceptance filter: kernels of at least 10 us
 # A group gets its own coefficients only with enough samples to pin them down; smaller groups use their
@@ -212,7 +214,8 @@ def sample_ops(samples: KernelSamples) -> list[Op]:
     df, spec = samples.frame, samples.spec
     fam = spec.family
     if fam == "gemm":
-        dtype = {"fp8_block": "fp8"}.get(spec.label, spec.label)
+        # The dataset label names the GEMM dtype (GemmOp rejects any other); fp8_block is fp8 data.
+        dtype = cast(Dtype, {"fp8_block": "fp8"}.get(spec.label, spec.label))
         return [
             GemmOp(name=f"k{i}", m=int(m), n=int(n_), k=int(k), dtype=dtype, out_dtype="bf16", act_quant=True)
             for i, (m, n_, k) in enumerate(zip(df["m"], df["n"], df["k"], strict=True))
@@ -329,7 +332,11 @@ def fit_buckets(
         idx = np.nonzero(sel)[0]
         if idx.size < (MIN_FAMILY_SAMPLES if "/" not in name else MIN_GROUP_SAMPLES):
             continue
-        fit = fit_group(lambda dm, dl, idx=idx: tl.features(dm, dl)[idx], latency_s[idx], huber_m=huber_m)
+
+        def features_at(dm: float, dl: float, idx: np.ndarray = idx) -> np.ndarray:
+            return tl.features(dm, dl)[idx]
+
+        fit = fit_group(features_at, latency_s[idx], huber_m=huber_m)
         fits[name] = (
             fit.coeffs,
             GroupInfo(num_samples=fit.num_samples, mape_train=fit.mape, provenance="fit"),

@@ -48,6 +48,11 @@ class GroupFit:
     status: str
 
 
+def _huber_loss(resid: cp.Expression, m: float) -> cp.Expression:
+    # cvxpy annotates the Huber threshold M as int, but it takes any positive number.
+    return 2.0 * m * cp.sum(cp.huber(resid, m))  # type: ignore[arg-type]
+
+
 def fit_phase_coeffs(
     features_s: np.ndarray,
     latency_s: np.ndarray,
@@ -79,7 +84,7 @@ def fit_phase_coeffs(
     x = np.concatenate([f, np.full((y.size, 1), _EPS_SCALE_S)], axis=1) / y[:, None]
     coef = cp.Variable(4)
     resid = x @ coef - 1.0
-    loss = cp.sum_squares(resid) if huber_m is None else 2.0 * huber_m * cp.sum(cp.huber(resid, huber_m))
+    loss = cp.sum_squares(resid) if huber_m is None else _huber_loss(resid, huber_m)
     objective = loss / y.size + ridge * cp.sum_squares(coef[:3] - 1.0)
     constraints = [coef[0] >= lower[0], coef[1] >= lower[1], coef[2] >= lower[2], coef[3] >= 0.0]
     problem = cp.Problem(cp.Minimize(objective), constraints)

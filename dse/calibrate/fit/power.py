@@ -44,7 +44,7 @@ from dse.perf.multiclock import RowEstimator, op_rows
 from dse.perf.power import gap_feature, gpu_power_terms, power_features
 from dse.perf.predict import host_gaps_s
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import ElementwiseOp, GemmOp
+from dse.workload.ops import Dtype, ElementwiseOp, GemmOp, Op
 
 try:
     import cvxpy as cp
@@ -232,7 +232,7 @@ def workload_run(
             a["util"], a["latency_s"], a["dram_bytes"], f, terms, tensor_flop=a.get("tensor_flop")
         ),
         idle_w=float(terms.idle_power_w(f0)),
-        gap_j_per_s_unit=float(gap_feature(1.0, f0, terms)),
+        gap_j_per_s_unit=float(gap_feature(np.array(1.0), f0, terms)),
     )
 
 
@@ -379,14 +379,14 @@ def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
         return graph
     if precision != "fp32":
         raise CalibrationError(f"as_precision: no rule for {precision!r} (bf16 or fp32)")
-    ops = []
+    ops: list[Op] = []
     for op in graph.ops:
         if isinstance(op, ElementwiseOp) and op.kind == "cast":
             continue
         if isinstance(op, GemmOp):
-            dtype = "tf32" if op.name.endswith(":conv2d") else "fp32"
+            dtype: Dtype = "tf32" if op.name.endswith(":conv2d") else "fp32"
             ops.append(dataclasses.replace(op, dtype=dtype, out_dtype="fp32"))
-        elif hasattr(op, "out_dtype"):
+        elif isinstance(op, ElementwiseOp):  # the only other op with an out_dtype
             ops.append(dataclasses.replace(op, dtype="fp32", out_dtype=None))
         else:
             ops.append(dataclasses.replace(op, dtype="fp32"))

@@ -10,7 +10,8 @@ Datasets (`shared/data/README.md` sections 1 and 2) and how each is used:
 
 Rules, from the data README:
 - EnergAIzer rows flagged short-window are invalid and dropped; rows without a kernel list cannot be
-  predicted and are dropped. fp32 rows use the bf16 kernel list re-typed by `dse.calibrate.fit.power.as_precision`.
+  predicted and are dropped. fp32 rows use the bf16 kernel list re-typed by
+  `dse.calibrate.fit.power.as_precision`.
 - Each run is predicted at its measured clock (`avg_sm_clock_hz`: below the requested lock when the 250 W
   cap throttled it).
 - EnergAIzer times are eager-PyTorch wall times: one host gap per kernel launch is fitted on the training
@@ -63,7 +64,7 @@ from dse.perf.multiclock import Estimator, RowEstimator
 from dse.perf.types import CoeffTable, coeff_table
 from dse.workload.energaizer import load_kernel_list
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import AttentionOp, GemmOp
+from dse.workload.ops import AttentionOp, Dtype, GemmOp
 
 # ------------------------------------------------------------------------------------- EnergAIzer data
 
@@ -151,7 +152,7 @@ def h200_ops(df: pd.DataFrame) -> list[Any]:
     ops: list[Any] = []
     for i, r in enumerate(df.itertuples(index=False)):
         if r.family == "gemm":
-            dtype = "bf16" if r.dtype == "bf16" else "fp8"
+            dtype: Dtype = "bf16" if r.dtype == "bf16" else "fp8"
             ops.append(
                 GemmOp(
                     name=f"gemm{i}",
@@ -345,10 +346,11 @@ def fit_hopper(
 ) -> tuple[PowerCoeffs, dict[str, np.ndarray]]:
     """Energy coefficients from H200 kernels under the 700 W cap (train rows of each family).
 
-    `dse.calibrate.fit.power.fit_through_cap` with HOPPER_FAMILY_WEIGHT, HOPPER_FREE and the physical HOPPER_BOUNDS
-    (DRAM with its PHY at least the device energy, L2 and shared memory in their SRAM ranges); starts
-    from PRIOR scaled by 1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Families of weight 0 are left
-    out. Returns the coefficients and, per fitted family, the effective clock of every training row.
+    `dse.calibrate.fit.power.fit_through_cap` with HOPPER_FAMILY_WEIGHT, HOPPER_FREE and the physical
+    HOPPER_BOUNDS (DRAM with its PHY at least the device energy, L2 and shared memory in their SRAM
+    ranges); starts from PRIOR scaled by 1/2 to 4 (Tensor Cores) and 1/3 to 3 (clock term). Families of
+    weight 0 are left out. Returns the coefficients and, per fitted family, the effective clock of every
+    training row.
     """
     gpu = load_gpu(H200_GPU)
     rows_fn = row_estimator(estimator)

@@ -1,42 +1,39 @@
 """Calibration from measured sample files (`dse calibrate`); their validation (`dse validate samples`) is
 `dse.calibrate.validate.samples`.
 
-Input: `KernelSample` files (`dse.calibrate.data.samples`, written by `dse measure kernels`, or converted from
-`shared/data` by `dse.calibrate.validate.samples.samples_from_aiconfigurator`). Output: one JSON coefficient file that
-`load_coeffs` reads as a `CoeffSet` (latency corrections) and `load_calibration` reads as that set plus
-the `PowerCoeffs` of its `power` entry, with provenance (files and sha256, GPU, date, method, row counts,
-training and hold-out MAPE).
+Input: `KernelSample` files (`dse.calibrate.data.samples`, written by `dse measure kernels`, or converted
+from `shared/data` by `dse.calibrate.validate.samples.samples_from_aiconfigurator`), read into a
+`SampleSet` by `dse.calibrate.fit.sample_set`. Output: one JSON coefficient file that `load_coeffs` reads
+as a `CoeffSet` (latency corrections) and `load_calibration` reads as that set plus the `PowerCoeffs` of
+its `power` entry, with provenance (files and sha256, GPU, date, method, row counts, training and hold-out
+MAPE).
 
 Fits, the same as the shipped sets':
-- latency: per kernel group, the cvxpy QP of `dse.calibrate.fit.latency.fit_group` (lambdas, eps, derate scan) on the
-  model's phase times, groups with too few rows falling back to their parent key, GEMMs re-fitted over
-  a few tile-selection rounds (`dse.calibrate.fit.kernels` does the same for `shared/data`). Every row is evaluated at
-  its own clock: the measured mean SM clock, else the locked one, else (default clocks) the clock the
-  model's cap rule gives it under the row's power limit (`with_default_clocks`; two passes, at the
-  shipped corrections' clocks and then the first fit's), as `dse.calibrate.fit.kernels` evaluates the shared tables.
-- power (rows with a measured mean power): the relative least squares of `dse.calibrate.fit.power.fit_power_rows` on
-  the rows' energy features at their clock, with the latency model just fitted, bounded (dram_scale in
-  [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the shipped set of the GPU's architecture, which
-  also keeps the coefficients that kernels in a loop cannot see (the host-gap term).
+- latency: per kernel group, the cvxpy QP of `dse.calibrate.fit.latency.fit_group` (lambdas, eps, derate
+  scan) on the model's phase times, groups with too few rows falling back to their parent key, GEMMs
+  re-fitted over a few tile-selection rounds (`dse.calibrate.fit.kernels` does the same for
+  `shared/data`). Every row is evaluated at its own clock: the measured mean SM clock, else the locked
+  one, else (default clocks) the clock the model's cap rule gives it under the row's power limit
+  (`with_default_clocks`; two passes, at the shipped corrections' clocks and then the first fit's), as
+  `dse.calibrate.fit.kernels` evaluates the shared tables.
+- power (rows with a measured mean power): the relative least squares of
+  `dse.calibrate.fit.power.fit_power_rows` on the rows' energy features at their clock, with the latency
+  model just fitted, bounded (dram_scale in [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the
+  shipped set of the GPU's architecture, which also keeps the coefficients that kernels in a loop cannot
+  see (the host-gap term).
 
-Hold-out: per family, the distinct shapes (kind, dtype, variant, shape fields) are split by
-`dataset.split_holdout(frac, seed)`; a shape measured at several clocks lands on one side only.
-Families whose groups are not in the samples keep the shipped set's coefficients (provenance `inherited`).
-
-Output dtype, weight sharing and KV-cache dtype are read from the samples (`out_dtype`, `b_shared`,
-`kv_dtype`); files written before those columns existed are read with the kernel suites' conventions
-(`dse.measure.suites`): fp8 / int8 GEMMs write bf16, a GEMM's B is a shared weight, `cast` writes fp32, the
-KV cache has the attention dtype.
+Hold-out: per family, by distinct shape (`dse.calibrate.fit.sample_set.split_mask`); a shape measured at
+several clocks lands on one side only. Families whose groups are not in the samples keep the shipped
+set's coefficients (provenance `inherited`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,12 +42,17 @@ import numpy as np
 import pandas as pd
 
 import dse
-from dse.calibrate.data.common import split_holdout
-from dse.calibrate.data.samples import SHAPE_FIELDS, KernelSample, op_from_sample, read_samples, samples_frame
 from dse.calibrate.fit.kernels import MIN_FAMILY_SAMPLES, MIN_LATENCY_S, fit_buckets
 from dse.calibrate.fit.power import PowerRows, fit_power_rows
+from dse.calibrate.fit.sample_set import (
+    FAMILIES,
+    HOLDOUT_FRAC,
+    SEED,
+    SampleSet,
+    load_sample_set,
+    split_mask,
+)
 from dse.errors import CalibrationError, ConfigError
-from dse.hardware.catalog import catalog_gpu_name, load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
 from dse.perf.coeffs import (
@@ -65,19 +67,8 @@ from dse.perf.coeffs import (
 from dse.perf.multiclock import family_arrays, op_rows
 from dse.perf.power import gpu_power_terms, power_features
 from dse.perf.types import CoeffTable, PhaseCoeffs
-from dse.workload.ops import ElementwiseOp, GemmOp, Op
+from dse.workload.ops import Op
 
-# Sample kinds fitted here (attention_eager is a composite of GEMM and softmax kernels; `model` rows are
-# whole forward passes): they are read but neither fitted nor scored.
-FAMILIES: tuple[str, ...] = (
-    "gemm",
-    "attention_flash",
-    "attention_decode",
-    "softmax",
-    "layernorm",
-    "rmsnorm",
-    "elementwise",
-)
 # Families sharing one model function (and so one fallback tree) are fitted together.
 _UNIT: dict[str, str] = {"softmax": "reduction", "layernorm": "reduction", "rmsnorm": "reduction"}
 _GROUPS: dict[str, tuple[str, ...]] = {
@@ -87,8 +78,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "reduction": reduction.GROUPS,
     "elementwise": elementwise.GROUPS,
 }
-HOLDOUT_FRAC = 0.2
-SEED = 0
 GEMM_ROUNDS = 3
 HUBER_M = 0.05  # as the shipped fits: robust to the odd outlier row
 # Ridge of the power fit towards the shipped set (dimensionless, see fit_power): small enough that a
@@ -96,158 +85,10 @@ HUBER_M = 0.05  # as the shipped fits: robust to the odd outlier row
 POWER_RIDGE = 1e-4
 DRAM_SCALE_BOUNDS = (0.25, 4.0)  # the catalog e_bit is a literature value: allow 4x either way
 METHOD = (
-    "dse.calibrate.fit.samples: latency per kernel group by dse.calibrate.fit.latency.fit_group (cvxpy QP, Huber "
-    f"{HUBER_M}, derate scan, {GEMM_ROUNDS} GEMM tile rounds) at each row's clock; power by "
+    "dse.calibrate.fit.samples: latency per kernel group by dse.calibrate.fit.latency.fit_group "
+    f"(cvxpy QP, Huber {HUBER_M}, derate scan, {GEMM_ROUNDS} GEMM tile rounds) at each row's clock; power by "
     f"fit.power.fit_power_rows (relative least squares, ridge {POWER_RIDGE} towards the shipped set)"
 )
-_KEY_COLUMNS: tuple[str, ...] = ("kind", "dtype", "variant", "causal", *SHAPE_FIELDS)
-
-
-# ------------------------------------------------------------------------------------------ sample files
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SampleSet:
-    """Kernel samples of one GPU ready for fitting: a frame of the sample fields plus `family`,
-    `clock_hz` (what the model is evaluated at), `clock` (table label) and `file`, and the ops (aligned)."""
-
-    gpu: GpuSpec
-    frame: pd.DataFrame
-    ops: tuple[Op, ...]
-    sources: tuple[dict[str, Any], ...]
-    skipped: dict[str, int] = field(default_factory=dict, hash=False)
-
-    def take(self, mask: np.ndarray) -> SampleSet:
-        idx = np.nonzero(mask)[0]
-        return dataclasses.replace(
-            self, frame=self.frame.iloc[idx].reset_index(drop=True), ops=tuple(self.ops[i] for i in idx)
-        )
-
-    @property
-    def latency_s(self) -> np.ndarray:
-        return self.frame["latency_s"].to_numpy(dtype=float)
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def read_sample_file(path: str | Path) -> list[KernelSample]:
-    """`read_samples` with every failure as one ConfigError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such samples file")
-    try:
-        samples = read_samples(path)
-    except ConfigError:
-        raise
-    except Exception as exc:  # pyarrow / pandas / field conversion: the file is not ours
-        kind = type(exc).__name__
-        raise ConfigError(
-            f"{path}: not a samples file (.parquet or .csv written by `dse measure kernels`): {kind}"
-        ) from None
-    if not samples:
-        raise ConfigError(f"{path}: no sample rows")
-    return samples
-
-
-def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
-    """Whether a sample's `gpu` value names `gpu` (catalog name, `h100_sxm` spelling or NVML name)."""
-    value = recorded.strip().lower()
-    return value.replace("_", "-") == gpu.name.lower() or catalog_gpu_name(recorded) == gpu.name
-
-
-def _op(sample: KernelSample) -> Op:
-    """The op a sample measured; the suites' conventions fill fields an older file did not record."""
-    op = op_from_sample(sample)
-    if isinstance(op, GemmOp):
-        out = op.out_dtype or (None if sample.out_dtype or op.dtype not in ("fp8", "int8") else "bf16")
-        shared = True if sample.b_shared is None else op.b_shared
-        return dataclasses.replace(op, out_dtype=out, b_shared=shared)
-    if isinstance(op, ElementwiseOp) and op.kind == "cast" and not sample.out_dtype:
-        return dataclasses.replace(op, out_dtype="fp32")
-    return op
-
-
-def load_sample_set(
-    paths: Sequence[str | Path], gpu: str | GpuSpec | None = None, families: Iterable[str] | None = None
-) -> SampleSet:
-    """Read sample files, check they are all of one GPU (`gpu`, or the one they name), and build the ops.
-
-    Raises:
-        ConfigError: a missing or foreign file, an unknown GPU, samples of another GPU, a row that is not
-            a valid op, an unknown family, or no kernel rows left.
-    """
-    if not paths:
-        raise ConfigError("give at least one samples file (.parquet or .csv from `dse measure kernels`)")
-    wanted = tuple(families) if families is not None else FAMILIES
-    unknown = sorted(set(wanted) - set(FAMILIES))
-    if unknown:
-        raise ConfigError(f"--families: unknown {', '.join(unknown)}; allowed: {', '.join(FAMILIES)}")
-    per_file = [(Path(p), read_sample_file(p)) for p in paths]
-    if gpu is None:
-        names = sorted({s.gpu for _, ss in per_file for s in ss})
-        if len(names) != 1:
-            raise ConfigError(f"the samples name several GPUs ({', '.join(names)}): pass --gpu NAME")
-        gpu = catalog_gpu_name(names[0]) or names[0].replace("_", "-")
-    spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
-    frames, ops, sources = [], [], []
-    skipped: dict[str, int] = {}
-    for path, samples in per_file:
-        foreign = sorted({s.gpu for s in samples if not gpu_matches(s.gpu, spec)})
-        if foreign:
-            raise ConfigError(
-                f"{path}: samples of {', '.join(repr(g) for g in foreign)}, not of --gpu {spec.name}"
-            )
-        keep = []
-        for s in samples:
-            if s.kind in wanted:
-                keep.append(s)
-            else:
-                skipped[s.kind] = skipped.get(s.kind, 0) + 1
-        for s in keep:
-            try:
-                ops.append(_op(s))
-            except ConfigError as exc:
-                raise ConfigError(f"{path}: {exc}") from None
-        df = samples_frame(keep)
-        df["file"] = path.name
-        frames.append(df)
-        sources.append({"file": path.name, "sha256": file_sha256(path), "rows": len(samples)})
-    frame = pd.concat(frames, ignore_index=True)
-    if frame.empty:
-        raise ConfigError(
-            f"no kernel rows of the families {', '.join(wanted)} in {', '.join(str(p) for p, _ in per_file)}"
-        )
-    bad = ~(np.isfinite(frame["latency_s"].to_numpy(float)) & (frame["latency_s"].to_numpy(float) > 0))
-    if bad.any():
-        i = int(np.nonzero(bad)[0][0])
-        raise ConfigError(
-            f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
-        )
-    frame["family"] = frame["kind"]
-    avg = frame["avg_sm_clock_hz"].to_numpy(float)
-    locked = frame["sm_clock_hz"].to_numpy(float)
-    boost = spec.clocks.boost_clock_hz
-    frame["clock_hz"] = np.where(
-        np.isfinite(avg) & (avg > 0), avg, np.where(np.isfinite(locked), locked, boost)
-    )
-    frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
-    frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
-    return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
-
-
-def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED) -> np.ndarray:
-    """True for hold-out rows: per family, `split_holdout` over the sorted distinct shapes."""
-    is_test = np.zeros(len(frame), dtype=bool)
-    keys = np.array(["|".join(map(str, t)) for t in frame[list(_KEY_COLUMNS)].itertuples(index=False)])
-    for family in sorted(frame["family"].unique()):
-        pos = np.nonzero(frame["family"].to_numpy() == family)[0]
-        uniq = pd.DataFrame({"key": sorted(set(keys[pos]))})
-        _, test = split_holdout(uniq, frac=frac, seed=seed)
-        chosen = set(test["key"])
-        is_test[pos] = [k in chosen for k in keys[pos]]
-    return is_test
 
 
 # ------------------------------------------------------------------------------------------- the model
@@ -481,8 +322,42 @@ def calibrate(
         power, power_err = fit_power(train, latency)
         if progress:
             progress(f"power: {n_power} rows, train MAPE {100 * power_err:.1f}%")
+    cs = _calibrated_set(ss, train, test, latency, infos, holdout_frac, seed, min_latency_s)
+    held = _holdout_summary(test, latency, default, power, min_latency_s)
+    info = {
+        "gpu": ss.gpu.name,
+        "holdout_frac": holdout_frac,
+        "seed": seed,
+        "split": "by distinct shape within each family (dataset.split_holdout)",
+        "min_latency_s": min_latency_s,
+        "families": sorted(set(ss.frame["family"])),
+        "rows": {
+            "total": len(ss.frame),
+            "train": len(train.frame),
+            "test": len(test.frame),
+            "train_with_power": n_power,
+            "skipped_kinds": dict(ss.skipped),
+        },
+        "train_mape_by_unit": unit_mape,
+        "power_train_mape": power_err,
+        "holdout": held,
+    }
+    return Calibration(coeffs=cs, power=power, info=info)
+
+
+def _calibrated_set(
+    ss: SampleSet,
+    train: SampleSet,
+    test: SampleSet,
+    latency: CoeffTable,
+    infos: dict[str, GroupInfo],
+    holdout_frac: float,
+    seed: int,
+    min_latency_s: float,
+) -> CoeffSet:
+    """The fitted latency table as a coefficient set, with its sources and training error."""
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    cs = CoeffSet(
+    return CoeffSet(
         name=f"calibrated-{ss.gpu.name}",
         architecture=ss.gpu.architecture,
         table=latency,
@@ -505,26 +380,6 @@ def calibrate(
         },
         group_info=infos,
     )
-    held = _holdout_summary(test, latency, default, power, min_latency_s)
-    info = {
-        "gpu": ss.gpu.name,
-        "holdout_frac": holdout_frac,
-        "seed": seed,
-        "split": "by distinct shape within each family (dataset.split_holdout)",
-        "min_latency_s": min_latency_s,
-        "families": sorted(set(ss.frame["family"])),
-        "rows": {
-            "total": len(ss.frame),
-            "train": len(train.frame),
-            "test": len(test.frame),
-            "train_with_power": n_power,
-            "skipped_kinds": dict(ss.skipped),
-        },
-        "train_mape_by_unit": unit_mape,
-        "power_train_mape": power_err,
-        "holdout": held,
-    }
-    return Calibration(coeffs=cs, power=power, info=info)
 
 
 def _family_mape(ss: SampleSet, family: str, coeffs: Any, min_latency_s: float) -> float:
@@ -603,8 +458,9 @@ def _capped(
         )
         parts.append((pos, capped.rows["latency_s"], capped.power["total"], capped.rows["sm_clock_hz"]))
     if not parts:
-        return (np.zeros(0, dtype=int), *(np.zeros(0) for _ in range(3)))  # type: ignore[return-value]
-    return tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[return-value]
+        return np.zeros(0, dtype=int), np.zeros(0), np.zeros(0), np.zeros(0)
+    pos, latency, power, clock = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return pos, latency, power, clock
 
 
 def with_default_clocks(ss: SampleSet, latency_coeffs: Any, power_coeffs: PowerCoeffs) -> SampleSet:

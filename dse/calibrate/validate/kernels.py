@@ -12,13 +12,14 @@ Only kernels of at least `min_latency_s` (10 us, the acceptance filter) are scor
 the GPU's default coefficient set (`load_default_coeffs`, or the sets passed in), `mape_analytical` the
 uncorrected model (lambda = 1, eps = 0). Each row is predicted as `dse predict` predicts it at the
 default operating point: boost clock requested, lowered by the power cap rule to fit the GPU's TDP
-(`dse.calibrate.fit.kernels.evaluate_at_default_point`, with the set being scored), as the data were taken at default
-clocks and power limits.
+(`dse.calibrate.fit.kernels.evaluate_at_default_point`, with the set being scored), as the data were taken
+at default clocks and power limits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def validate_kernels(
     return rows
 
 
-def format_rows(rows: list[dict[str, object]]) -> str:
+def format_rows(rows: list[dict[str, Any]]) -> str:
     """A plain-text table of validation rows (for the CLI and scripts)."""
     head = f"{'family':<18} {'gpu':<14} {'dtype':<11} {'n':>6} {'fitted':>8} {'analytical':>10}  split"
     lines = [head, "-" * len(head)]

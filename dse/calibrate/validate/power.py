@@ -73,7 +73,7 @@ class PowerValidationRow:
     coeffs: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {s: getattr(self, s) for s in self.__slots__}  # type: ignore[attr-defined]
+        return {s: getattr(self, s) for s in self.__slots__}
 
 
 def _summary(dataset: str, split: str, group: str, frame: pd.DataFrame, coeffs: str) -> PowerValidationRow:

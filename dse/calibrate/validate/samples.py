@@ -2,10 +2,10 @@
 (`shared/data`) converted to sample files.
 
 `validate_samples` scores the fitted coefficients (a `dse calibrate` file read by
-`dse.calibrate.fit.samples.load_calibration`, or a fit made here by `dse.calibrate.fit.samples.calibrate`) against the shipped default
-set and the uncorrected model, per family and clock, on the hold-out split of `dse.calibrate.fit.samples` (the same
-split as `dse calibrate`'s), with the rows predicted as the prediction path gives them
-(`dse.calibrate.fit.samples.predict`).
+`dse.calibrate.fit.samples.load_calibration`, or a fit made here by `dse.calibrate.fit.samples.calibrate`)
+against the shipped default set and the uncorrected model, per family and clock, on the hold-out split of
+`dse.calibrate.fit.sample_set.split_mask` (the same split as `dse calibrate`'s), with the rows predicted
+as the prediction path gives them (`dse.calibrate.fit.samples.predict`).
 
 `samples_from_aiconfigurator` converts the aiconfigurator rows of `shared/data` to `KernelSample` rows: a
 real-data path into `dse.calibrate.fit.samples.calibrate`.
@@ -16,26 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from dse.calibrate.data.aiconfigurator import load_aiconfigurator_attention, load_aiconfigurator_gemm
 from dse.calibrate.data.samples import KernelSample
 from dse.calibrate.fit.kernels import MIN_LATENCY_S
-from dse.calibrate.fit.samples import (
-    FAMILIES,
-    HOLDOUT_FRAC,
-    SEED,
-    SampleSet,
-    calibrate,
-    load_calibration,
-    load_sample_set,
-    mape,
-    power_mask,
-    predict,
-    split_mask,
-)
+from dse.calibrate.fit.sample_set import FAMILIES, HOLDOUT_FRAC, SEED, SampleSet, load_sample_set, split_mask
+from dse.calibrate.fit.samples import calibrate, load_calibration, mape, power_mask, predict
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import default_power_coeffs, load_default_coeffs
@@ -185,8 +174,8 @@ def samples_from_aiconfigurator(gpu_key: str, family: str, *, dtype: str | None 
         df = load_aiconfigurator_gemm(gpu_key)
         df = df[df["dtype"] == dtype] if dtype else df[df["dtype"] != "fp8_block"]
     elif family in ("attention_flash", "attention_decode"):
-        phase = "context" if family == "attention_flash" else "generation"
-        df = load_aiconfigurator_attention(gpu_key, phase)  # type: ignore[arg-type]
+        phase: Literal["context", "generation"] = "context" if family == "attention_flash" else "generation"
+        df = load_aiconfigurator_attention(gpu_key, phase)
         df = df[(df["window_size"] == 0) & (df["kv_dtype"] == df["attn_dtype"])]
     else:
         raise ConfigError(f"unknown family {family!r}; allowed: gemm, attention_flash, attention_decode")

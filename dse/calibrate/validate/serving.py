@@ -3,14 +3,14 @@
     rows = validate_serving()              # MAPE per source, metric and model (list of dicts)
     df = serving_validation_frame()        # one row per measured configuration, predicted vs measured
 
-Both sources are *continuous-batching* benchmarks, not the static batch that `dse.serving.static.predict_serving`
-describes (all requests prefilled together, then decoded in lock step). Each measured row is predicted
-from engine steps built from the same kernel model, power model and shipped default coefficients: the
-ML.ENERGY rows (a steady-state measurement window) with the steady-state step mix (`steady_state`), the
-silicon rows (whole benchmark runs) with a simulation of the benchmark (`dse.serving.continuous`).
-Engine steps (`dse.workload.engine.engine_step_graph`) are the model's forward pass with the engine's kernel
-fusions, its sampler and its KV-cache dtype. The static-batch `predict_serving` numbers are reported
-beside them (`*_static` columns) for comparison.
+Both sources are *continuous-batching* benchmarks, not the static batch that
+`dse.serving.static.predict_serving` describes (all requests prefilled together, then decoded in lock
+step). Each measured row is predicted from engine steps built from the same kernel model, power model and
+shipped default coefficients: the ML.ENERGY rows (a steady-state measurement window) with the
+steady-state step mix (`steady_state`), the silicon rows (whole benchmark runs) with a simulation of the
+benchmark (`dse.serving.continuous`). Engine steps (`dse.workload.engine.engine_step_graph`) are the
+model's forward pass with the engine's kernel fusions, its sampler and its KV-cache dtype. The
+static-batch `predict_serving` numbers are reported beside them (`*_static` columns) for comparison.
 
 The steady-state step mix (ML.ENERGY; silicon `*_steady` columns)
 -----------------------------------------------------------------
@@ -358,7 +358,7 @@ def validate_serving(
     return rows
 
 
-def format_rows(rows: list[dict[str, object]]) -> str:
+def format_rows(rows: list[dict[str, Any]]) -> str:
     """A plain-text table of `validate_serving` rows."""
     head = (
         f"{'source':<24} {'metric':<17} {'subset':<16} {'group':<24} {'n':>4} {'MAPE':>7} {'bias':>7}  worst"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dse.report._imports import try_import
-from dse.report.display import display_unit, round_sig
+from dse.report.display import DisplayUnit, display_unit, round_sig
 from dse.report.figures.pareto import DOMINATED_COLOR, FRONT_COLOR, LINE_COLOR, ParetoInfo
 
 with try_import() as _imports:
@@ -174,7 +174,7 @@ def _stacked_bars(
     title: str,
     y_labels: list[str],
     parts: list[str],
-    values: list[Mapping[str, float]],
+    values: Sequence[Mapping[str, float]],
     colors: Mapping[str, str],
 ) -> go.Figure:
     totals = np.array([sum(v.values()) for v in values])
@@ -232,6 +232,54 @@ def clock_column(info: ParetoInfo) -> str | None:
     return None
 
 
+def _dvfs_panel_traces(
+    stats: pd.DataFrame,
+    fclock: np.ndarray,
+    front_y: np.ndarray,
+    front: pd.DataFrame,
+    cunit: DisplayUnit,
+    unit: DisplayUnit,
+    *,
+    show_legend: bool,
+) -> list[go.Scatter]:
+    """One DVFS panel: the interquartile band and median per clock, and the front points on top."""
+    xs = stats.index.to_numpy()
+    band = go.Scatter(
+        x=np.concatenate([xs, xs[::-1]]),
+        y=round_sig(np.concatenate([stats[0.75].to_numpy(), stats[0.25].to_numpy()[::-1]]), 4),
+        fill="toself",
+        mode="lines",
+        fillcolor="rgba(76,114,176,0.15)",
+        line={"width": 0},
+        hoverinfo="skip",
+        name="25-75% of points",
+        legendgroup="band",
+        showlegend=show_legend,
+    )
+    median = go.Scatter(
+        x=xs,
+        y=round_sig(stats[0.5].to_numpy(), 4),
+        mode="lines+markers",
+        line={"color": "#4c72b0"},
+        name="median over other parameters",
+        legendgroup="median",
+        showlegend=show_legend,
+        hovertemplate=f"%{{x:.0f}} {cunit.unit}: median %{{y:.4~g}} {unit.unit}<extra></extra>",
+    )
+    points = go.Scatter(
+        x=fclock,
+        y=round_sig(front_y, 4),
+        mode="markers",
+        marker={"color": FRONT_COLOR, "size": 8, "line": {"width": 1, "color": LINE_COLOR}},
+        name="Pareto front points",
+        legendgroup="front",
+        showlegend=show_legend,
+        customdata=front["point_id"].to_numpy(object),
+        hovertemplate=f"%{{customdata}}<br>%{{x:.0f}} {cunit.unit}: %{{y:.4~g}} {unit.unit}<extra></extra>",
+    )
+    return [band, median, points]
+
+
 def plot_dvfs(info: ParetoInfo) -> go.Figure | None:
     """Latency, power and energy against the SM clock: median and interquartile band over the other
     parameters at each clock (feasible points), with the front points on top. None without a clock axis.
@@ -264,54 +312,9 @@ def plot_dvfs(info: ParetoInfo) -> go.Figure | None:
         unit = info.metric_units[mcol]
         frame = pd.DataFrame({"clock": clock, "v": unit.convert(pts[mcol].to_numpy(float))}).dropna()
         stats = frame.groupby("clock")["v"].quantile([0.25, 0.5, 0.75]).unstack()
-        xs = stats.index.to_numpy()
-        show = k == 1
-        fig.add_trace(
-            go.Scatter(
-                x=np.concatenate([xs, xs[::-1]]),
-                y=round_sig(np.concatenate([stats[0.75].to_numpy(), stats[0.25].to_numpy()[::-1]]), 4),
-                fill="toself",
-                mode="lines",
-                fillcolor="rgba(76,114,176,0.15)",
-                line={"width": 0},
-                hoverinfo="skip",
-                name="25-75% of points",
-                legendgroup="band",
-                showlegend=show,
-            ),
-            row=1,
-            col=k,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=round_sig(stats[0.5].to_numpy(), 4),
-                mode="lines+markers",
-                line={"color": "#4c72b0"},
-                name="median over other parameters",
-                legendgroup="median",
-                showlegend=show,
-                hovertemplate=f"%{{x:.0f}} {cunit.unit}: median %{{y:.4~g}} {unit.unit}<extra></extra>",
-            ),
-            row=1,
-            col=k,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=fclock,
-                y=round_sig(unit.convert(front[mcol].to_numpy(float)), 4),
-                mode="markers",
-                marker={"color": FRONT_COLOR, "size": 8, "line": {"width": 1, "color": LINE_COLOR}},
-                name="Pareto front points",
-                legendgroup="front",
-                showlegend=show,
-                customdata=front["point_id"].to_numpy(object),
-                hovertemplate=f"%{{customdata}}<br>%{{x:.0f}} {cunit.unit}: %{{y:.4~g}} {unit.unit}"
-                "<extra></extra>",
-            ),
-            row=1,
-            col=k,
-        )
+        front_y = unit.convert(front[mcol].to_numpy(float))
+        for trace in _dvfs_panel_traces(stats, fclock, front_y, front, cunit, unit, show_legend=k == 1):
+            fig.add_trace(trace, row=1, col=k)
         fig.update_xaxes(title={"text": cunit.title}, row=1, col=k)
     fig.update_layout(
         title={"text": "DVFS: how latency, power and energy move with the SM clock"},

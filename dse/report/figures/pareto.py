@@ -22,6 +22,7 @@ from dse.errors import ConfigError
 from dse.report._imports import try_import
 from dse.report.display import DisplayUnit, display_unit, round_sig
 from dse.report.frames import Objective, ParamInfo, default_objectives, infer_parameters, metric_columns
+from dse.search.pareto import pareto_mask
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -48,46 +49,6 @@ PREFERRED_METRICS = (
     "output_tokens_per_s",
     "peak_power_w",
 )
-
-
-def nondominated_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
-    """True for rows no other row dominates (all objectives no worse, one strictly better).
-
-    Rows with a non-finite value are never on the front. 2-D uses a sort and a running minimum
-    (O(n log n)); more objectives compare each candidate, in lexicographic order, with the front so far.
-    Identical rows are all kept.
-    """
-    vals = np.asarray(values, dtype=float).copy()
-    n = vals.shape[0]
-    mask = np.zeros(n, dtype=bool)
-    if n == 0:
-        return mask
-    for j, d in enumerate(directions):
-        if d == "maximize":
-            vals[:, j] = -vals[:, j]
-    ok = np.flatnonzero(np.isfinite(vals).all(axis=1))
-    v = vals[ok]
-    order = np.lexsort(v.T[::-1])
-    if v.shape[1] == 2:
-        best_y = np.inf
-        last: np.ndarray | None = None
-        for i in order:
-            x, y = v[i]
-            if y < best_y or (last is not None and x == last[0] and y == last[1]):
-                mask[ok[i]] = True
-                best_y = min(best_y, y)
-                last = v[i]
-        return mask
-    front: list[np.ndarray] = []
-    for i in order:
-        cand = v[i]
-        if front:
-            f = np.asarray(front)
-            if (np.all(f <= cand, axis=1) & np.any(f < cand, axis=1)).any():
-                continue
-        front.append(cand)
-        mask[ok[i]] = True
-    return mask
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +133,87 @@ def _pick_axes(objectives: Sequence[Objective], columns: Sequence[str]) -> tuple
     return objectives[0], objectives[1]
 
 
+def _classify(df: pd.DataFrame, objectives: Sequence[Objective]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(status per row, mask of the candidates for the front, whether the front came from the log)."""
+    feasible = (
+        df["feasible"].fillna(False).astype(bool) if "feasible" in df else pd.Series(True, index=df.index)
+    )
+    error = df["error"] if "error" in df else pd.Series(None, index=df.index)
+    errored = error.notna() & (error.astype(str).str.len() > 0)
+    obj_vals = _objective_values(df, objectives)
+    has_values = np.isfinite(obj_vals).all(axis=1)
+    candidates = (feasible & ~errored).to_numpy() & has_values
+
+    front_from_log = bool("on_front" in df and df["on_front"].notna().any())
+    if front_from_log:
+        on_front = df["on_front"].fillna(False).astype(bool).to_numpy() & candidates
+    else:
+        on_front = np.zeros(len(df), dtype=bool)
+        idx = np.flatnonzero(candidates)
+        on_front[idx] = pareto_mask(obj_vals[idx], [o.direction for o in objectives])
+    status = np.select(
+        [errored.to_numpy(), ~feasible.to_numpy(), ~has_values, on_front],
+        ["failed", "infeasible", "failed", "front"],
+        default="dominated",
+    )
+    return status, candidates, front_from_log
+
+
+def _objective_values(df: pd.DataFrame, objectives: Sequence[Objective]) -> np.ndarray:
+    return np.column_stack([pd.to_numeric(df[o.column], errors="coerce").to_numpy(float) for o in objectives])
+
+
+def _selected_points(
+    front_rows: np.ndarray, fvals: np.ndarray, objectives: Sequence[Objective]
+) -> dict[str, int]:
+    """The front points the page highlights: best in each objective and the knee, in the page's order."""
+    selected: dict[str, int] = {}
+    if not len(front_rows):
+        return selected
+    for j, o in enumerate(objectives):
+        label = display_unit(o.column).label
+        selected[f"best {label}"] = int(front_rows[int(np.argmin(fvals[:, j]))])
+    knee = int(front_rows[_knee(fvals)])
+    if knee not in selected.values():
+        selected["knee"] = knee
+    # Keep the page's order: best x, knee, best y, then any further objectives.
+    keys = list(selected)
+    ordered = [keys[0]] + (["knee"] if "knee" in selected else []) + [k for k in keys[1:] if k != "knee"]
+    deduped: dict[str, int] = {}
+    for k in ordered:
+        if selected[k] not in deduped.values():
+            deduped[k] = selected[k]
+    return deduped
+
+
+def _metric_info(
+    df: pd.DataFrame, candidates: np.ndarray, wanted: set[str]
+) -> tuple[tuple[str, ...], dict[str, DisplayUnit], dict[str, float]]:
+    """(metrics shown, their display units, metrics that are the same for every drawn point)."""
+    # Metrics no point has (text fields the runner logs as empty) are left out of hover and table.
+    metrics = tuple(
+        m for m in metric_columns(df) if m in wanted or pd.to_numeric(df[m], errors="coerce").notna().any()
+    )
+    metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
+    drawn = df.loc[df["plotted"]]
+    constant_metrics = {}
+    for m in metrics:
+        vals = pd.to_numeric(drawn[m], errors="coerce")
+        if len(vals) > 1 and vals.notna().all() and vals.nunique() == 1 and m not in wanted:
+            constant_metrics[m] = float(vals.iloc[0])
+    return metrics, metric_units, constant_metrics
+
+
+def _color_column(color_by: str | None, params: Sequence[ParamInfo]) -> str | None:
+    if not color_by:
+        return None
+    column = color_by if color_by.startswith("param.") else "param." + color_by
+    if column not in {p.column for p in params}:
+        known = ", ".join(p.path for p in params)
+        raise ConfigError(f"--color-by {color_by!r}: no such parameter in this run (known: {known})")
+    return column
+
+
 def build_pareto_info(
     trials: pd.DataFrame,
     objectives: Sequence[Objective],
@@ -197,30 +239,7 @@ def build_pareto_info(
     for col in {o.column for o in (*objectives, ox, oy)} - set(df.columns):
         df[col] = np.nan  # an objective no point produced (every evaluation failed)
     params = tuple(parameters) if parameters is not None else infer_parameters(df)
-    feasible = (
-        df["feasible"].fillna(False).astype(bool) if "feasible" in df else pd.Series(True, index=df.index)
-    )
-    error = df["error"] if "error" in df else pd.Series(None, index=df.index)
-    errored = error.notna() & (error.astype(str).str.len() > 0)
-    obj_vals = np.column_stack(
-        [pd.to_numeric(df[o.column], errors="coerce").to_numpy(float) for o in objectives]
-    )
-    has_values = np.isfinite(obj_vals).all(axis=1)
-    candidates = (feasible & ~errored).to_numpy() & has_values
-
-    front_from_log = "on_front" in df and df["on_front"].notna().any()
-    if front_from_log:
-        on_front = df["on_front"].fillna(False).astype(bool).to_numpy() & candidates
-    else:
-        on_front = np.zeros(len(df), dtype=bool)
-        idx = np.flatnonzero(candidates)
-        on_front[idx] = nondominated_mask(obj_vals[idx], [o.direction for o in objectives])
-
-    status = np.select(
-        [errored.to_numpy(), ~feasible.to_numpy(), ~has_values, on_front],
-        ["failed", "infeasible", "failed", "front"],
-        default="dominated",
-    )
+    status, candidates, front_from_log = _classify(df, objectives)
     df["status"] = status
     xu = display_unit(ox.column, df.loc[candidates, ox.column].to_numpy(float))
     yu = display_unit(oy.column, df.loc[candidates, oy.column].to_numpy(float))
@@ -231,46 +250,15 @@ def build_pareto_info(
 
     front_rows = np.flatnonzero(status == "front")
     front_rows = front_rows[np.lexsort((df["_y"].to_numpy()[front_rows], df["_x"].to_numpy()[front_rows]))]
-    selected: dict[str, int] = {}
-    if len(front_rows):
-        signs = np.array([-1.0 if o.direction == "maximize" else 1.0 for o in objectives])
-        fvals = obj_vals[front_rows] * signs
-        for j, o in enumerate(objectives):
-            label = display_unit(o.column).label
-            selected[f"best {label}"] = int(front_rows[int(np.argmin(fvals[:, j]))])
-        knee = int(front_rows[_knee(fvals)])
-        if knee not in selected.values():
-            selected["knee"] = knee
-        # Keep the page's order: best x, knee, best y, then any further objectives.
-        keys = list(selected)
-        ordered = [keys[0]] + (["knee"] if "knee" in selected else []) + [k for k in keys[1:] if k != "knee"]
-        seen: set[int] = set()
-        selected = {k: selected[k] for k in ordered if not (selected[k] in seen or seen.add(selected[k]))}
-
-    # Metrics no point has (text fields the runner logs as empty) are left out of hover and table.
+    signs = np.array([-1.0 if o.direction == "maximize" else 1.0 for o in objectives])
+    selected = _selected_points(front_rows, _objective_values(df, objectives)[front_rows] * signs, objectives)
     wanted = {o.column for o in objectives} | {ox.column, oy.column}
-    metrics = tuple(
-        m for m in metric_columns(df) if m in wanted or pd.to_numeric(df[m], errors="coerce").notna().any()
-    )
-    metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
-    drawn = df.loc[df["plotted"]]
-    constant_metrics = {}
-    for m in metrics:
-        vals = pd.to_numeric(drawn[m], errors="coerce")
-        if len(vals) > 1 and vals.notna().all() and vals.nunique() == 1 and m not in wanted:
-            constant_metrics[m] = float(vals.iloc[0])
+    metrics, metric_units, constant_metrics = _metric_info(df, candidates, wanted)
     param_units = {
         p.column: display_unit(p.column, None if p.is_categorical else df[p.column].to_numpy(float))
         for p in params
         if p.kind != "constant"
     }
-    color_col = None
-    if color_by:
-        wanted = color_by if color_by.startswith("param.") else "param." + color_by
-        if wanted not in {p.column for p in params}:
-            known = ", ".join(p.path for p in params)
-            raise ConfigError(f"--color-by {color_by!r}: no such parameter in this run (known: {known})")
-        color_col = wanted
     return ParetoInfo(
         objectives=objectives,
         x=Axis(column=ox.column, direction=ox.direction, unit=xu),
@@ -283,8 +271,8 @@ def build_pareto_info(
         param_units=param_units,
         front_order=tuple(int(i) for i in front_rows),
         selected=selected,
-        color_by=color_col,
-        front_from_log=bool(front_from_log),
+        color_by=_color_column(color_by, params),
+        front_from_log=front_from_log,
     )
 
 
@@ -369,7 +357,7 @@ def hovertemplate(info: ParetoInfo, status: str, n_rows: int, *, with_reason: bo
         lines.append(f"{p.path} = {p.constant_value}")
     for m, value in info.constant_metrics.items():
         unit = info.metric_units[m]
-        lines.append(f"{unit.title}: {float(unit.convert(np.float64(value))):.4g}")
+        lines.append(f"{unit.title}: {unit.convert_one(value):.4g}")
     if same or info.constant_metrics:
         k = len(lines) - len(same) - len(info.constant_metrics)
         lines.insert(k, "<i>same for every point:</i>")
@@ -470,6 +458,65 @@ def _axis_type_menus(info: ParetoInfo) -> list[dict[str, Any]]:
 # --- figure -----------------------------------------------------------------------------------------
 
 
+def _xy(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {"x": rows["_x"].to_numpy(np.float32), "y": rows["_y"].to_numpy(np.float32)}
+
+
+def _background_traces(info: ParetoInfo) -> list[go.Scattergl]:
+    """The dominated (grey) and infeasible (x) points."""
+    pts = info.points
+    dom = pts[(pts["status"] == "dominated") & pts["plotted"]]
+    infeas = pts[(pts["status"] == "infeasible") & pts["plotted"]]
+    return [
+        go.Scattergl(
+            name="dominated",
+            mode="markers",
+            **_xy(dom),
+            marker={"size": 4, "color": DOMINATED_COLOR, "opacity": 0.6},
+            customdata=build_customdata(info, dom),
+            hovertemplate=hovertemplate(info, "dominated", len(dom)),
+        ),
+        go.Scattergl(
+            name="infeasible",
+            mode="markers",
+            **_xy(infeas),
+            marker={"symbol": "x", "size": 6, "color": INFEASIBLE_COLOR, "opacity": 0.7},
+            customdata=build_customdata(info, infeas, with_reason=True),
+            hovertemplate=hovertemplate(info, "infeasible", len(infeas), with_reason=True),
+        ),
+    ]
+
+
+def _front_traces(info: ParetoInfo) -> list[go.Scattergl]:
+    """The front as a step line (2-D fronts only) and as markers, coloured by a parameter if asked."""
+    front = info.points.loc[list(info.front_order)]
+    line = go.Scattergl(
+        name="front line",
+        mode="lines",
+        **_xy(front),
+        line={"shape": "hv" if info.x.direction == "minimize" else "vh", "color": LINE_COLOR, "width": 1.5},
+        hoverinfo="skip",
+        showlegend=False,
+        visible=len(info.objectives) == 2,
+    )
+    marker: dict[str, Any] = {"size": 9, "line": {"width": 1, "color": LINE_COLOR}, "color": FRONT_COLOR}
+    if info.color_by:
+        marker |= color_scale(info, info.color_by) | {
+            "color": color_values(info, front, info.color_by),
+            "showscale": True,
+            "colorbar": _colorbar(info, info.color_by),
+        }
+    markers = go.Scattergl(
+        name=f"Pareto front ({len(front)})",
+        mode="markers",
+        **_xy(front),
+        marker=marker,
+        customdata=build_customdata(info, front),
+        hovertemplate=hovertemplate(info, "front", len(front)),
+    )
+    return [line, markers]
+
+
 def plot_pareto(info: ParetoInfo) -> go.Figure:
     """Energy-versus-latency scatter: front highlighted and connected, dominated grey, infeasible x.
 
@@ -477,74 +524,10 @@ def plot_pareto(info: ParetoInfo) -> go.Figure:
     control and the browser test find traces by name.
     """
     _imports.check()
-    pts = info.points
     fig = go.Figure()
-    dom = pts[(pts["status"] == "dominated") & pts["plotted"]]
-    infeas = pts[(pts["status"] == "infeasible") & pts["plotted"]]
-    front = pts.loc[list(info.front_order)]
-    cscale = color_scale(info, info.color_by) if info.color_by else {}
-
-    def xy(rows: pd.DataFrame) -> dict[str, np.ndarray]:
-        return {"x": rows["_x"].to_numpy(np.float32), "y": rows["_y"].to_numpy(np.float32)}
-
-    dom_marker: dict[str, Any] = {"size": 4, "color": DOMINATED_COLOR, "opacity": 0.6}
-    fig.add_trace(
-        go.Scattergl(
-            name="dominated",
-            mode="markers",
-            **xy(dom),
-            marker=dom_marker,
-            customdata=build_customdata(info, dom),
-            hovertemplate=hovertemplate(info, "dominated", len(dom)),
-        )
-    )
-    fig.add_trace(
-        go.Scattergl(
-            name="infeasible",
-            mode="markers",
-            **xy(infeas),
-            marker={"symbol": "x", "size": 6, "color": INFEASIBLE_COLOR, "opacity": 0.7},
-            customdata=build_customdata(info, infeas, with_reason=True),
-            hovertemplate=hovertemplate(info, "infeasible", len(infeas), with_reason=True),
-        )
-    )
+    for trace in (*_background_traces(info), *_front_traces(info)):
+        fig.add_trace(trace)
     two_d = len(info.objectives) == 2
-    fig.add_trace(
-        go.Scattergl(
-            name="front line",
-            mode="lines",
-            **xy(front),
-            line={
-                "shape": "hv" if info.x.direction == "minimize" else "vh",
-                "color": LINE_COLOR,
-                "width": 1.5,
-            },
-            hoverinfo="skip",
-            showlegend=False,
-            visible=two_d,
-        )
-    )
-    front_marker: dict[str, Any] = {
-        "size": 9,
-        "line": {"width": 1, "color": LINE_COLOR},
-        "color": FRONT_COLOR,
-    }
-    if info.color_by:
-        front_marker |= cscale | {
-            "color": color_values(info, front, info.color_by),
-            "showscale": True,
-            "colorbar": _colorbar(info, info.color_by),
-        }
-    fig.add_trace(
-        go.Scattergl(
-            name=f"Pareto front ({len(front)})",
-            mode="markers",
-            **xy(front),
-            marker=front_marker,
-            customdata=build_customdata(info, front),
-            hovertemplate=hovertemplate(info, "front", len(front)),
-        )
-    )
     fig.update_layout(updatemenus=_axis_type_menus(info))
     # No figure title: the page's heading names the plot, and the axis-scale buttons sit up there.
     note = "" if two_d else f"front over {len(info.objectives)} objectives, drawn in the first two"

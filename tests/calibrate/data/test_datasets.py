@@ -18,19 +18,7 @@ from dse.calibrate.data.energaizer import load_energaizer_measurements
 from dse.calibrate.data.llmcompass import load_llmcompass
 from dse.calibrate.data.mlenergy import load_mlenergy
 from dse.errors import ConfigError
-
-
-def _has_data() -> bool:
-    try:
-        data_root()
-    except ConfigError:
-        return False
-    return True
-
-
-needs_data = pytest.mark.skipif(
-    not _has_data(), reason="shared/data not found (set DSE_DATA_DIR to run the dataset tests)"
-)
+from tests.shared_data import needs_shared_data as needs_data
 
 # Datasheet dense peaks (no sparsity): H100 SXM bf16 989 TFLOP/s, fp8 1979; A100 bf16 312.
 H100_BF16_PEAK_FLOP_PER_S = 989e12

@@ -14,18 +14,14 @@ import pytest
 
 from dse.calibrate.data.samples import KernelSample, op_fields, write_samples
 from dse.calibrate.fit.kernels import DatasetSpec
+from dse.calibrate.fit.sample_set import SampleSet, file_sha256, gpu_matches, load_sample_set, split_mask
 from dse.calibrate.fit.samples import (
     Calibration,
-    SampleSet,
     calibrate,
-    file_sha256,
-    gpu_matches,
     load_calibration,
     load_default_coeffs,
-    load_sample_set,
     model_rows,
     predict,
-    split_mask,
     with_default_clocks,
 )
 from dse.calibrate.validate.kernels import validate_dataset
@@ -42,6 +38,7 @@ from dse.perf.types import CoeffTable, PhaseCoeffs
 from dse.workload.llm import build_prefill_graph
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp, NormOp
+from tests.shared_data import needs_shared_data
 
 GPU = "h100-sxm"
 CLOCKS_HZ = (1200e6, 1590e6, 1980e6)
@@ -240,6 +237,7 @@ def _compare_with_shipped(cal: Calibration, slack: float) -> None:
         assert ours < theirs["mape_fitted"] * slack + 0.01, (family, ours, theirs)
 
 
+@needs_shared_data
 def test_converted_h100_tables_reproduce_the_shipped_fit(tmp_path: Path) -> None:
     """Fast variant: 800 rows each of H100 bf16 GEMM and context attention (the slow test uses all)."""
     files = [
@@ -257,13 +255,12 @@ def test_converted_h100_tables_full(tmp_path: Path) -> None:
         write_samples(
             tmp_path / "gemm.parquet", samples_from_aiconfigurator("h100_sxm", "gemm", dtype="bf16")
         ),
-        write_samples(
-            tmp_path / "flash.parquet", samples_from_aiconfigurator("h100_sxm", "attention_flash")
-        ),
+        write_samples(tmp_path / "flash.parquet", samples_from_aiconfigurator("h100_sxm", "attention_flash")),
     ]
     _compare_with_shipped(calibrate(files, GPU), slack=1.15)
 
 
+@needs_shared_data
 def test_aiconfigurator_conversion_keeps_power_only_for_long_kernels() -> None:
     samples = samples_from_aiconfigurator("h200_sxm", "gemm", dtype="bf16")
     lat = np.array([s.latency_s for s in samples])
@@ -303,6 +300,7 @@ def test_recorded_op_fields_are_used_and_older_files_get_the_suite_conventions(t
     assert attention.kv_dtype is None
 
 
+@needs_shared_data
 def test_rows_without_a_clock_are_predicted_as_dse_predict_predicts_them(tmp_path: Path) -> None:
     """Converted aiconfigurator rows record no clock (default clocks, 700 W limit): large GEMMs get the cap
     rule's throttled clock, weight-streaming ones keep the boost clock, and `predict` gives each row what

@@ -12,18 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.calibrate.data.common import data_root
 from dse.calibrate.fit.kernels import DatasetSpec
 from dse.calibrate.validate.kernels import validate_dataset
-from dse.errors import ConfigError
+from tests.shared_data import needs_shared_data
 
-try:
-    data_root()
-    HAVE_DATA = True
-except ConfigError:
-    HAVE_DATA = False
-
-pytestmark = pytest.mark.skipif(not HAVE_DATA, reason="measured data (shared/data) not available")
+pytestmark = needs_shared_data
 
 AIC = "aiconfigurator"
 TARGETS = [

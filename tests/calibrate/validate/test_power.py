@@ -33,6 +33,7 @@ from dse.perf.dvfs import row_estimator
 from dse.workload.energaizer import load_kernel_list
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp
 from tests.perf.power_fakes import roofline_estimator
+from tests.shared_data import needs_shared_data
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def split():
     return a100_split()
 
 
+@needs_shared_data
 def test_a100_split_is_by_workload_and_drops_invalid(split):
     train, test = split
     assert set(train["workload"]).isdisjoint(test["workload"])
@@ -52,6 +54,7 @@ def test_a100_split_is_by_workload_and_drops_invalid(split):
     assert again[1]["workload"].tolist() == test["workload"].tolist()
 
 
+@needs_shared_data
 def test_as_precision_fp32_rules():
     rows = energaizer_frame("a100")
     path = rows[rows["model"] == "qwen2-1.5b"]["workload_path"].iloc[0]
@@ -68,6 +71,7 @@ def test_as_precision_fp32_rules():
         as_precision(g, "fp8")
 
 
+@needs_shared_data
 def test_h200_frames_and_ops():
     for family in H200_FAMILIES:
         df = h200_frame(family)
@@ -81,6 +85,7 @@ def test_h200_frames_and_ops():
     assert all(isinstance(o, GemmOp) and o.b_shared for o in g)
 
 
+@needs_shared_data
 def test_fit_and_predict_energaizer_with_stand_in_model(split):
     train, test = split
     train = train.groupby("workload").head(2).head(40)
@@ -96,6 +101,7 @@ def test_fit_and_predict_energaizer_with_stand_in_model(split):
     assert row.num_samples == 10 and 0 <= row.power_mape < 1
 
 
+@needs_shared_data
 def test_host_gap_fit_recovers_a_planted_gap():
     gpu = load_gpu("a100-pcie-40gb")
     rows = energaizer_frame("a100").head(8)
@@ -157,6 +163,7 @@ def test_shipped_hopper_coefficients_are_physical():
     assert pc.provenance["family_weight"] == HOPPER_FAMILY_WEIGHT
 
 
+@needs_shared_data
 def test_a10_idle_estimate_lies_below_every_a10_run():
     """Idle power at the runs' clock bounds every run's average power from below (a run adds dynamic power);
     the catalog's A10 idle table is an estimate from other GPUs, so the A10 data are its only check."""
@@ -206,6 +213,7 @@ def test_shipped_coefficients_meet_the_h200_target(h200_rows, family):
     assert row["power_mape"] <= 0.08
 
 
+@needs_shared_data
 def test_repeatability_separates_gemm_power_from_attention_power():
     """The measured rows predicting themselves (nearest neighbours in shape, dtype and measured latency):
     H200 GEMM power repeats to a few percent, context attention power does not, so the 8% target there

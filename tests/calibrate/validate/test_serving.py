@@ -36,6 +36,7 @@ from dse.workload.engine import engine_step_graph
 from dse.workload.llm import build_decode_graph
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp
+from tests.shared_data import needs_shared_data
 
 ACCEPTANCE = 0.20  # issue 5 item 4, first milestone: MAPE <= 20% per metric
 
@@ -59,6 +60,7 @@ def _row(rows, source, metric, subset="all", group="all"):
     return row
 
 
+@needs_shared_data
 def test_row_counts(frame):
     ml = frame[frame["source"] == MLENERGY]
     assert len(ml) == 30
@@ -70,6 +72,7 @@ def test_row_counts(frame):
     assert set(si["gpu"]) == {"h100-sxm", "h200-sxm"}
 
 
+@needs_shared_data
 def test_mlenergy_mapping(frame):
     ml = frame[frame["source"] == MLENERGY].reset_index(drop=True)
     src = mlenergy_rows()
@@ -89,6 +92,7 @@ def test_mlenergy_mapping(frame):
     assert (ml["tpot_mean_s"] >= ml["tpot_decode_only_s"]).all()
 
 
+@needs_shared_data
 def test_mlenergy_context_from_full_kv_caches():
     src = mlenergy_rows()
     fracs = mlenergy_context_fracs(src)
@@ -113,6 +117,7 @@ def test_mlenergy_context_from_full_kv_caches():
     assert mlenergy_context_fracs(chat) == {"lm-arena-chat": OUTPUT_CONTEXT_FRAC}
 
 
+@needs_shared_data
 def test_silicon_mapping(frame):
     si = frame[frame["source"] == SILICON]
     assert si.loc[si["backend"] == "sglang", "precision"].eq("bf16").all()
@@ -135,6 +140,7 @@ def test_silicon_mapping(frame):
     assert (q["ttft_s"] > waiting_frac * shortest * q["tpot_decode_only_s"]).all()
 
 
+@needs_shared_data
 def test_silicon_frame_predicts_at_the_given_point(monkeypatch):
     rows = load_aiconfigurator_silicon().head(2)
     monkeypatch.setattr(silicon_module, "load_aiconfigurator_silicon", lambda: rows)
@@ -213,6 +219,7 @@ def test_engine_kv_sizing_rules():
     assert trt < 0.9 * (80 - weights_gib) * 2**30 / kib256
 
 
+@needs_shared_data
 def test_summary_rows_are_finite_and_complete(rows, frame):
     keys = {(r["source"], r["metric"]) for r in rows}
     assert keys == set(METRICS)
@@ -261,6 +268,7 @@ _ACCEPTANCE_CASES = [
 ]
 
 
+@needs_shared_data
 @pytest.mark.parametrize(("source", "metric", "subset"), _ACCEPTANCE_CASES)
 def test_acceptance_mape(rows, source, metric, subset):
     assert _row(rows, source, metric, subset=subset)["mape"] <= ACCEPTANCE

@@ -1,0 +1,227 @@
+"""GPU overrides: the one place where `--set`, `--memory` and study-space paths turn into a GpuSpec.
+
+One vocabulary of dotted paths serves `dse predict`, `dse whatif`, `dse gpu show` and study spaces:
+
+    <field> or <section>.<field>   any field of the GPU YAML: `num_sms`, `clocks.sm_clock_max_mhz`,
+                                   `l2.l2_mib`, `power.tdp_w`, `sm.tensor_flop_per_clk.bf16`, ...
+                                   in the YAML's human units (`_mhz`, `_mib`) or SI (`_hz`, `_bytes`)
+    memory.technology, memory.bus_width_bits, memory.data_rate_gbit_per_s,
+    memory.capacity_per_device_gib  rebuild the memory system (`dse.hardware.memory.with_memory`):
+                                   bandwidth, capacity and DRAM energy per bit are recomputed
+    memory.<other field>           e.g. `memory.energy_pj_per_bit`, applied after the rebuild
+    memory.energy_factor           derived knob: multiplies the DRAM energy per bit the memory ends with
+    sm.tensor_factor               derived knob: multiplies every dtype's Tensor-Core FLOP/clk/SM
+    memory.data_rate_frac          derived knob: the per-pin data rate as a fraction 0..1 of the chosen
+                                   technology's min..max rate (one parameter spans technologies)
+
+A leading `gpu.` is optional, so search-space paths pass straight through. Values of the derived knobs
+and of fields with a unit suffix must be numbers; every problem is a `ConfigError` naming the path and
+what is allowed.
+
+Order of application (so that results do not depend on the order of the mapping): the generic fields,
+then the memory system, then other memory fields, then the derived knobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from dse.errors import ConfigError, format_validation_error
+from dse.hardware.memory import load_memory_tech, with_memory
+from dse.hardware.spec import GpuSpec, MemorySpec
+from dse.units import si_key
+
+# Memory keys that define the memory system and so go through `with_memory` (which recomputes the rest).
+MEMORY_SYSTEM_KEYS: tuple[str, ...] = (
+    "technology",
+    "bus_width_bits",
+    "data_rate_bit_per_s",
+    "capacity_per_device_bytes",
+)
+# Derived knobs: path -> what it means (shown by errors and `dse gpu show`).
+DERIVED_KNOBS: dict[str, str] = {
+    "memory.energy_factor": "multiplies the DRAM energy per bit (> 0)",
+    "sm.tensor_factor": "multiplies every dtype's Tensor-Core FLOP/clk/SM (> 0)",
+    "memory.data_rate_frac": "per-pin data rate as a fraction of the technology's min..max (0..1)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOverrides:
+    """Overrides sorted by how they are applied (`split_overrides`); values already in SI."""
+
+    generic: tuple[tuple[str, Any], ...]
+    memory_system: tuple[tuple[str, Any], ...]
+    memory_fields: tuple[tuple[str, Any], ...]
+    knobs: tuple[tuple[str, Any], ...]
+
+
+def _number(path: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"override '{path}': expected a finite number, got {value!r}")
+    return value
+
+
+def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
+    """Sort `overrides` (path -> value) into generic fields, memory system, memory fields and knobs."""
+    generic: list[tuple[str, Any]] = []
+    system: list[tuple[str, Any]] = []
+    fields: list[tuple[str, Any]] = []
+    knobs: list[tuple[str, Any]] = []
+    for raw_path, value in (overrides or {}).items():
+        path = str(raw_path).strip().removeprefix("gpu.")
+        if path in DERIVED_KNOBS:
+            knobs.append((path, _number(path, value)))
+        elif path.startswith("memory.") and path.count(".") == 1:
+            key, factor = si_key(path.removeprefix("memory."))
+            if factor != 1.0:
+                value = _number(path, value) * factor
+            (system if key in MEMORY_SYSTEM_KEYS else fields).append((key, value))
+        else:
+            generic.append((path, value))
+    return SplitOverrides(tuple(generic), tuple(system), tuple(fields), tuple(knobs))
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set `path` in a dumped GpuSpec, converting a human-unit leaf key; ConfigError for unknown paths."""
+    parts = path.split(".")
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
+            where = ".".join(parts[:i]) or "the GPU"
+            keys = sorted(k for k, v in node.items() if isinstance(v, dict)) if isinstance(node, dict) else []
+            raise ConfigError(
+                f"override '{path}': '{part}' is not a section of {where}; sections: {', '.join(keys)}"
+            )
+        node = node[part]
+    key, factor = si_key(parts[-1])
+    if key not in node:
+        where = ".".join(parts[:-1]) or "the GPU"
+        raise ConfigError(
+            f"override '{path}': unknown field '{parts[-1]}' in {where}; fields: {', '.join(sorted(node))}"
+        )
+    if isinstance(node[key], dict):
+        raise ConfigError(
+            f"override '{path}' is a section, not a field; fields: {', '.join(sorted(node[key]))}"
+        )
+    node[key] = _number(path, value) * factor if factor != 1.0 else value
+
+
+def apply_generic(gpu: GpuSpec, generic: tuple[tuple[str, Any], ...], source: str) -> GpuSpec:
+    """`gpu` with generic field overrides, validated once."""
+    if not generic:
+        return gpu
+    data = gpu.model_dump()
+    for path, value in generic:
+        _set_path(data, path, value)
+    try:
+        return GpuSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, f"{source} with overrides")) from exc
+
+
+def _memory_system(gpu: GpuSpec, system: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
+    """The memory-system keys with `memory.data_rate_frac` turned into the rate it means."""
+    frac = knobs.get("memory.data_rate_frac")
+    if frac is None:
+        return system
+    if not 0.0 <= frac <= 1.0:
+        raise ConfigError(f"gpu.memory.data_rate_frac must be in [0, 1], got {frac!r}")
+    if "data_rate_bit_per_s" in system:
+        raise ConfigError("give gpu.memory.data_rate_frac or a data rate, not both")
+    tech = load_memory_tech(str(system.get("technology", gpu.memory.technology)))
+    lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s
+    return {**system, "data_rate_bit_per_s": lo + float(frac) * (hi - lo)}
+
+
+def _with_memory_fields(gpu: GpuSpec, fields: dict[str, Any]) -> GpuSpec:
+    unknown = sorted(set(fields) - set(MemorySpec.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"override 'memory.{unknown[0]}': unknown field; fields: "
+            f"{', '.join(sorted([*MemorySpec.model_fields, *MEMORY_SYSTEM_KEYS[3:]]))}"
+        )
+    try:
+        memory = MemorySpec.model_validate({**gpu.memory.model_dump(), **fields})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, f"{gpu.name} memory with overrides")) from exc
+    return gpu.model_copy(update={"memory": memory})  # GpuSpec's own checks do not involve the memory
+
+
+def _with_factors(gpu: GpuSpec, knobs: dict[str, Any]) -> GpuSpec:
+    """`gpu` with the scale knobs applied (both scale values that were validated already)."""
+    energy_factor, tensor_factor = knobs.get("memory.energy_factor"), knobs.get("sm.tensor_factor")
+    if energy_factor is not None:
+        if not energy_factor > 0:
+            raise ConfigError(f"gpu.memory.energy_factor must be positive, got {energy_factor}")
+        memory = gpu.memory.model_copy(
+            update={"energy_j_per_bit": gpu.memory.energy_j_per_bit * energy_factor}
+        )
+        gpu = gpu.model_copy(update={"memory": memory})
+    if tensor_factor is not None:
+        if not tensor_factor > 0:
+            raise ConfigError(f"gpu.sm.tensor_factor must be positive, got {tensor_factor}")
+        rates = {k: v * tensor_factor for k, v in gpu.sm.tensor_flop_per_clk.items()}
+        gpu = gpu.model_copy(update={"sm": gpu.sm.model_copy(update={"tensor_flop_per_clk": rates})})
+    return gpu
+
+
+def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:
+    """The steps after the generic fields: memory system, memory fields, derived knobs."""
+    knobs = dict(split.knobs)
+    system = _memory_system(gpu, dict(split.memory_system), knobs)
+    if system:
+        technology = str(system.pop("technology", gpu.memory.technology))
+        gpu = with_memory(gpu, technology, **system)
+    if split.memory_fields:
+        gpu = _with_memory_fields(gpu, dict(split.memory_fields))
+    return _with_factors(gpu, knobs)
+
+
+def apply_overrides(gpu: GpuSpec, overrides: Mapping[str, Any] | None, source: str = "") -> GpuSpec:
+    """`gpu` with `overrides` (path -> value, the vocabulary of the module docstring) applied."""
+    split = split_overrides(overrides)
+    return apply_memory_and_knobs(apply_generic(gpu, split.generic, source or gpu.name), split)
+
+
+def check_override_path(gpu: GpuSpec, path: str) -> str | None:
+    """None when `path` (with or without `gpu.`) is an override path of `gpu`, else what is allowed."""
+    path = path.removeprefix("gpu.")
+    if path in DERIVED_KNOBS:
+        return None
+    parts = path.split(".")
+    if parts[0] == "memory" and len(parts) == 2 and si_key(parts[1])[0] in MEMORY_SYSTEM_KEYS:
+        return None
+    node: Any = gpu.model_dump()
+    for i, part in enumerate(parts):
+        key = si_key(part)[0] if i == len(parts) - 1 else part
+        if not isinstance(node, dict) or key not in node:
+            prefix = ".".join(parts[:i])
+            where = f"gpu.{prefix}" if i else "gpu"
+            keys = sorted(node) if isinstance(node, dict) else []
+            knobs = [k.removeprefix(prefix + ".") for k in DERIVED_KNOBS if i and k.startswith(prefix + ".")]
+            return f"'{part}' is not a field of {where} (allowed: {', '.join(keys + knobs)})"
+        node = node[key]
+    if isinstance(node, dict):
+        return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
+    return None
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, Any]:
+    """Turn CLI `--set PATH=VALUE` strings into an overrides mapping; values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        path, sep, text = item.partition("=")
+        if not sep or not path.strip():
+            raise ConfigError(f"--set '{item}': expected PATH=VALUE, e.g. gpu.num_sms=144")
+        try:
+            out[path.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set '{item}': value is not a scalar: {exc}") from exc
+    return out

@@ -1,0 +1,124 @@
+"""dse.hardware.overrides: the one path from `--set` / `--memory` / study-space paths to a GpuSpec."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.hardware.memory import load_memory_tech
+from dse.hardware.overrides import apply_overrides, check_override_path, parse_set_options
+from dse.hardware.spec import GpuSpec
+from dse.units import MHZ
+
+CASES = [
+    {},
+    {"num_sms": 120, "power.tdp_w": 650},
+    {"memory.technology": "gddr7", "memory.bus_width_bits": 384},
+    {"memory.technology": "hbm3e", "memory.data_rate_gbit_per_s": 7.3, "num_sms": 100},
+    {"memory.data_rate_gbit_per_s": 6.0},  # same technology: keeps the 5120-bit bus
+    {"memory.bus_width_bits": 4096, "memory.energy_pj_per_bit": 3.0},
+    {"memory.technology": "hbm3e", "memory.capacity_per_device_gib": 36, "sm.tensor_flop_per_clk.fp8": 9000},
+    {"gpu.memory.technology": "hbm3e", "gpu.memory.data_rate_frac": 0.5, "gpu.sm.tensor_factor": 2.0},
+]
+
+
+def _uncached(overrides: dict) -> GpuSpec:
+    # The catalog YAML loaded by path skips load_gpu's per-name cache: the same vocabulary must give the
+    # same GPU whichever way the spec was read.
+    from importlib import resources
+
+    path = resources.files("dse.hardware") / "data" / "gpus" / "h100-sxm.yaml"
+    return apply_overrides(load_gpu(str(path)), overrides)
+
+
+@pytest.mark.parametrize("overrides", CASES)
+def test_cached_catalog_path_equals_applying_to_a_loaded_spec(overrides: dict) -> None:
+    assert load_gpu("h100-sxm", overrides).model_dump(exclude={"name"}) == _uncached(overrides).model_dump(
+        exclude={"name"}
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(list(CASES[-1].items()) + [("num_sms", 110), ("memory.energy_factor", 0.7)]))
+def test_the_result_does_not_depend_on_the_order_of_the_mapping(items: list) -> None:
+    reference = load_gpu("h100-sxm", dict(sorted(items)))
+    assert load_gpu("h100-sxm", dict(items)) == reference
+
+
+def test_derived_knobs_mean_what_they_say() -> None:
+    base = load_gpu("h100-sxm")
+    gpu = load_gpu("h100-sxm", {"sm.tensor_factor": 2.0, "memory.energy_factor": 0.5})
+    for dtype, rate in base.sm.tensor_flop_per_clk.items():
+        assert gpu.sm.tensor_flop_per_clk[dtype] == pytest.approx(2.0 * rate)
+    assert gpu.memory.energy_j_per_bit == pytest.approx(0.5 * base.memory.energy_j_per_bit)
+    tech = load_memory_tech("hbm3e")
+    for frac in (0.0, 1.0):
+        mem = load_gpu("h100-sxm", {"memory.technology": "hbm3e", "memory.data_rate_frac": frac}).memory
+        expected = tech.data_rate_min_bit_per_s if frac == 0 else tech.data_rate_max_bit_per_s
+        assert mem.data_rate_bit_per_s == pytest.approx(expected)
+
+
+def test_energy_factor_applies_after_a_memory_swap() -> None:
+    swapped = load_gpu("h100-sxm", {"memory.technology": "gddr7", "memory.bus_width_bits": 512})
+    both = load_gpu(
+        "h100-sxm", {"memory.energy_factor": 2.0, "memory.technology": "gddr7", "memory.bus_width_bits": 512}
+    )
+    assert both.memory.energy_j_per_bit == pytest.approx(2.0 * swapped.memory.energy_j_per_bit)
+
+
+def test_human_and_si_units_are_the_same_override() -> None:
+    mhz = load_gpu("a100-sxm-80gb", {"clocks.sm_clock_max_mhz": 1500})
+    hz = load_gpu("a100-sxm-80gb", {"gpu.clocks.sm_clock_max_hz": 1500 * MHZ})
+    assert mhz == hz and mhz.clocks.sm_clock_max_hz == 1500 * MHZ
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"sm.tensor_factor": 0}, "positive"),
+        ({"memory.energy_factor": -1}, "positive"),
+        ({"memory.data_rate_frac": 1.5}, r"\[0, 1\]"),
+        ({"memory.data_rate_frac": 0.5, "memory.data_rate_gbit_per_s": 6}, "not both"),
+        ({"sm.tensor_factor": "fast"}, "finite number"),
+        ({"sm.tensor_factor": float("nan")}, "finite number"),
+        ({"memory.widget": 3}, "unknown field"),
+        ({"num_smz": 3}, "unknown field 'num_smz'"),
+        ({"sm": 3}, "section, not a field"),
+        ({"num_sms": -3}, "num_sms"),
+        ({"memory.technology": "hbm3", "memory.data_rate_gbit_per_s": 20}, "outside"),
+    ],
+)
+def test_bad_overrides_are_one_config_error_naming_the_path(overrides: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_gpu("h100-sxm", overrides)
+
+
+def test_study_paths_are_checked_with_the_same_vocabulary() -> None:
+    gpu = load_gpu("h100-sxm")
+    for path in (
+        "gpu.num_sms",
+        "gpu.memory.technology",
+        "gpu.memory.data_rate_frac",
+        "gpu.sm.tensor_factor",
+        "gpu.clocks.sm_clock_max_mhz",
+        "gpu.memory.capacity_per_device_gib",
+        "power.tdp_w",
+    ):
+        assert check_override_path(gpu, path) is None, path
+    assert "allowed" in (check_override_path(gpu, "gpu.num_smz") or "")
+    assert "tensor_factor" in (check_override_path(gpu, "gpu.sm.tensor_facto") or "")
+    assert "section" in (check_override_path(gpu, "gpu.sm") or "")
+
+
+def test_set_options_parse_yaml_scalars() -> None:
+    assert parse_set_options(["gpu.num_sms=144", "memory.technology=gddr7", "sm.tensor_factor=1.5"]) == {
+        "gpu.num_sms": 144,
+        "memory.technology": "gddr7",
+        "sm.tensor_factor": 1.5,
+    }
+    assert load_gpu("h100-sxm", parse_set_options(["gpu.sm.tensor_factor=2"])).sm.tensor_flop_per_clk[
+        "bf16"
+    ] == pytest.approx(2 * load_gpu("h100-sxm").sm.tensor_flop_per_clk["bf16"])
