@@ -46,7 +46,12 @@ def sglang_mem_fraction_static(gpu: GpuSpec) -> float:
 
 
 def kv_capacity_tokens(
-    arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None = None, engine: str = "vllm"
+    arch: LlmArch,
+    gpu: GpuSpec,
+    precision: str,
+    kv_dtype: str | None = None,
+    engine: str = "vllm",
+    memory_frac: float | None = None,
 ) -> float:
     """KV-cache tokens that fit, by the engine's rule for sizing its cache:
 
@@ -57,6 +62,7 @@ def kv_capacity_tokens(
     - sglang: `mem_fraction_static` of the GPU minus the weights (`sglang_mem_fraction_static`; the
       activations live in the reserved rest).
 
+    `memory_frac` (the user's `--gpu-memory-utilization`) replaces the engine's fraction in its rule.
     `engine` must name a profile of `dse.workload.engine.ENGINES` (ConfigError otherwise).
     """
     engine_profile(engine)
@@ -64,11 +70,14 @@ def kv_capacity_tokens(
     weights = weight_bytes(arch, precision)
     activations = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
     if engine == "trtllm":
-        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * (total - weights - activations)
+        frac = TRTLLM_FREE_GPU_MEMORY_FRACTION if memory_frac is None else memory_frac
+        free = frac * (total - weights - activations)
     elif engine == "sglang":
-        free = sglang_mem_fraction_static(gpu) * total - weights
+        frac = sglang_mem_fraction_static(gpu) if memory_frac is None else memory_frac
+        free = frac * total - weights
     else:
-        free = USABLE_MEMORY_FRAC * total - weights - activations
+        frac = USABLE_MEMORY_FRAC if memory_frac is None else memory_frac
+        free = frac * total - weights - activations
     return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
 
 

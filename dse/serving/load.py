@@ -1,0 +1,390 @@
+"""Serving under load: a server simulated step by step at a concurrency, a request rate or flat out.
+
+    est = predict_load(arch, gpu, LoadRequest(mode="concurrency", concurrency=64, input_tokens=1024,
+                                              output_tokens=256, engine="vllm"))
+    est.metrics()["ttft_p90_s"], est.metrics()["energy_per_output_token_j"]
+
+Modes (how requests arrive):
+
+    concurrency     closed loop: C clients, each sends its next request when its last one finishes
+                    (vLLM `benchmark_serving --max-concurrency C`, genai-perf `--concurrency C`)
+    request_rate    open loop: Poisson arrivals at R requests/s (`--request-rate R`)
+    max_throughput  offline: every request queued at t = 0; the engine's limits set the batch
+
+The engine (`dse.serving.presets`) sets the scheduler's limits, the KV-cache size and block, chunked
+prefill, CUDA-graph padding of decode steps, the sampler and the KV dtype; each can be overridden here.
+`dse.serving.scheduler` simulates the iteration-level scheduling; each engine step's latency and energy
+come from the kernel and power model (`engine_step_graph` through `predict_graph`) at the operating point,
+interpolated over a grid of decode tokens (powers of two), prompt tokens per step (whole mean prompts in
+powers of two, and the step budget) and KV context (three points from the shortest prompt to the longest
+sequence), evaluated lazily: a run costs a few dozen kernel-model evaluations of whole steps.
+
+Lengths: `fixed` gives every request `input_tokens` and `output_tokens`; `lognormal` draws each with that
+mean and a log-space standard deviation `length_sigma` (0.5 by default, a coefficient of variation of
+0.53); `exponential` with that mean. Draws are rounded and clipped to [1, the model's context] (outputs to
+>= 2, so every request has a TPOT), reproducibly from `seed`.
+
+Metrics: `dse.serving.metrics` (per-request means and percentiles; throughput, power and energy over the
+steady-state window).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.perf.coeffs import load_default_coeffs
+from dse.perf.dvfs import idle_power_w
+from dse.perf.predict import predict_graph
+from dse.perf.types import OperatingPoint
+from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
+from dse.serving.metrics import request_metrics, steady_window, system_metrics
+from dse.serving.presets import EnginePreset, engine_preset
+from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
+from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
+from dse.workload.engine import ENGINES, check_engine_options, engine_step_graph, kv_bytes_per_token
+from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
+
+MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
+LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
+DEFAULT_LENGTH_SIGMA = 0.5
+# Requests per run when not given: enough waves for a steady state between ramp-up and drain.
+WAVES = 10
+MIN_REQUESTS = 200
+RATE_REQUESTS = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadRequest:
+    """A serving workload under load (module docstring); None fields take the engine preset's value."""
+
+    mode: str
+    input_tokens: int
+    output_tokens: int
+    concurrency: int | None = None
+    request_rate_per_s: float | None = None
+    num_requests: int | None = None
+    length_dist: str = "fixed"
+    length_sigma: float = DEFAULT_LENGTH_SIGMA
+    seed: int = 0
+    precision: str = "bf16"
+    kv_dtype: str | None = None
+    engine: str = "vllm"
+    sampling: str | None = None
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    chunked_prefill: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode '{self.mode}' is not one of {', '.join(MODES)}")
+        _positive_int("input_tokens", self.input_tokens)
+        _positive_int("output_tokens", self.output_tokens, least=2)
+        wants = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}.get(self.mode)
+        for name in ("concurrency", "request_rate_per_s"):
+            given = getattr(self, name) is not None
+            if given != (name == wants):
+                raise ConfigError(f"mode {self.mode} {'needs' if not given else 'takes no'} {name}")
+        if self.concurrency is not None:
+            _positive_int("concurrency", self.concurrency)
+        rate = self.request_rate_per_s
+        if rate is not None and not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
+            raise ConfigError(f"request_rate_per_s must be a finite number > 0, got {rate!r}")
+        for name in ("num_requests", "max_num_seqs", "max_batched_tokens"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        if self.length_dist not in LENGTH_DISTS:
+            raise ConfigError(f"length_dist '{self.length_dist}' is not one of {', '.join(LENGTH_DISTS)}")
+        if not (math.isfinite(self.length_sigma) and 0 < self.length_sigma <= 3):
+            raise ConfigError(f"length_sigma must be in (0, 3], got {self.length_sigma}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer in [0, 2^32), got {self.seed!r}")
+        frac = self.gpu_memory_utilization
+        if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {frac}")
+        check_engine_options(engine=self.engine if self.engine in ENGINES else "?", kv_dtype=self.kv_dtype)
+
+
+def _positive_int(name: str, value: Any, least: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadEstimate:
+    """Predicted serving metrics under load (SI); `metrics()` is what `--json` and studies see."""
+
+    model: str
+    gpu: str
+    request: LoadRequest
+    engine: EnginePreset
+    values: dict[str, float | None]
+    feasible: bool
+    infeasible_reason: str
+
+    def metrics(self) -> dict[str, float | bool | str | None]:
+        """Flat metrics; the numbers are None when the workload cannot run (see infeasible_reason)."""
+        out: dict[str, float | bool | str | None] = dict(self.values)
+        out["feasible"] = self.feasible
+        out["infeasible_reason"] = self.infeasible_reason
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            **dataclasses.asdict(self.request),
+            "engine": self.engine.name,
+            "max_num_seqs": self.engine.max_num_seqs,
+            "max_batched_tokens": self.engine.max_batched_tokens,
+            "chunked_prefill": self.engine.chunked_prefill,
+            "kv_block_tokens": self.engine.block_size_tokens,
+            "num_gpus": 1,
+            **self.metrics(),
+        }
+
+
+def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:
+    """The engine's preset with the request's overrides applied."""
+    preset = engine_preset(load.engine, gpu)
+    updates: dict[str, Any] = {}
+    for name in ("max_num_seqs", "max_batched_tokens", "gpu_memory_utilization", "sampling"):
+        if getattr(load, name) is not None:
+            updates[name] = getattr(load, name)
+    if load.chunked_prefill is not None:
+        updates["chunked_prefill"] = load.chunked_prefill
+    return dataclasses.replace(preset, **updates)
+
+
+def draw_lengths(load: LoadRequest, n: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """(input, output) lengths of `n` requests (module docstring), reproducible from `load.seed`."""
+    rng = np.random.default_rng(load.seed)
+    mean_in, mean_out = float(load.input_tokens), float(load.output_tokens)
+    if load.length_dist == "fixed":
+        inp, out = np.full(n, mean_in), np.full(n, mean_out)
+    elif load.length_dist == "lognormal":
+        s = load.length_sigma  # mean of a lognormal = exp(mu + s^2 / 2)
+        inp = rng.lognormal(math.log(mean_in) - s * s / 2, s, n)
+        out = rng.lognormal(math.log(mean_out) - s * s / 2, s, n)
+    else:
+        inp, out = rng.exponential(mean_in, n), rng.exponential(mean_out, n)
+    inp = np.clip(np.rint(inp), 1, max_tokens - 2).astype(np.int64)
+    out = np.clip(np.rint(out), 2, None).astype(np.int64)
+    return inp, np.minimum(out, max_tokens - inp)
+
+
+def default_num_requests(load: LoadRequest, preset: EnginePreset) -> int:
+    if load.num_requests is not None:
+        return load.num_requests
+    if load.mode == "concurrency":
+        return max(MIN_REQUESTS, WAVES * int(load.concurrency or 1))
+    if load.mode == "request_rate":
+        return RATE_REQUESTS
+    return max(1000, 4 * preset.max_num_seqs)
+
+
+def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
+    n = len(inp)
+    if load.mode == "concurrency":
+        return Requests(input_tokens=inp, output_tokens=out, concurrency=load.concurrency)
+    if load.mode == "max_throughput":
+        return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(n))
+    rng = np.random.default_rng([load.seed, 1])  # arrivals independent of the lengths' stream
+    gaps = rng.exponential(1.0 / float(load.request_rate_per_s or 1.0), n)
+    return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps) - gaps[0])
+
+
+class StepTable:
+    """Latency and energy of an engine step, interpolated over a lazily evaluated grid (module docstring)."""
+
+    def __init__(
+        self,
+        arch: LlmArch,
+        gpu: GpuSpec,
+        point: OperatingPoint,
+        coeffs: Any,
+        power_coeffs: Any,
+        *,
+        precision: str,
+        preset: EnginePreset,
+        kv_dtype: str | None,
+        mean_input: int,
+        max_decodes: int,
+        max_prompt_tokens: int,
+        context_range: tuple[int, int],
+    ) -> None:
+        self.arch, self.gpu, self.point = arch, gpu, point
+        self.coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
+        self.power_coeffs = power_coeffs
+        self.precision, self.preset, self.kv_dtype = precision, preset, kv_dtype
+        self.mean_input = mean_input
+        self.d_grid = np.array(pow2_grid(max(1, max_decodes)), float)
+        self.p_grid = np.array(prompt_token_grid(mean_input, max(1, max_prompt_tokens)), float)
+        lo, hi = context_range
+        self.c_grid = np.unique(np.array([lo, round(math.sqrt(lo * hi)), hi], float))
+        self.cells: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self.evaluations = 0
+
+    def _cell(self, a: int, b: int, c: int) -> tuple[float, float]:
+        key = (a, b, c)
+        if key not in self.cells:
+            d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
+            if d == 0 and p_tokens == 0:
+                self.cells[key] = (0.0, 0.0)
+            else:
+                k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
+                graph = engine_step_graph(
+                    self.arch, decodes=d, prefills=k, input_tokens=each,
+                    context_len=max(1, int(self.c_grid[c])), precision=self.precision,
+                    engine=ENGINES[self.preset.name], sampling=self.preset.sampling, kv_dtype=self.kv_dtype,
+                )  # fmt: skip
+                pred = predict_graph(graph, self.gpu, self.point, self.coeffs, self.power_coeffs)
+                self.cells[key] = (pred.latency_s, pred.energy_j)
+                self.evaluations += 1
+        return self.cells[key]
+
+    def __call__(
+        self, decodes: int, prompt_tokens: int, prompts: int, context_len: float
+    ) -> tuple[float, float]:
+        del prompts  # costed as the fewest equal prompts of the mean length (`prompts_of`)
+        if prompt_tokens == 0:
+            decodes = self.preset.padded_decodes(decodes)
+        lat = en = 0.0
+        for a, wa in _bracket(self.d_grid, decodes):
+            for b, wb in _bracket(self.p_grid, prompt_tokens):
+                for c, wc in _bracket(self.c_grid, context_len):
+                    w = wa * wb * wc
+                    if w:
+                        cell_lat, cell_en = self._cell(a, b, c)
+                        lat += w * cell_lat
+                        en += w * cell_en
+        return lat, en
+
+
+def _bracket(grid: np.ndarray, x: float) -> tuple[tuple[int, float], ...]:
+    """Grid indices around `x` with linear weights (clamped to the grid's ends)."""
+    if len(grid) == 1 or x <= grid[0]:
+        return ((0, 1.0),)
+    if x >= grid[-1]:
+        return ((len(grid) - 1, 1.0),)
+    j = int(np.searchsorted(grid, x)) - 1
+    w = (x - grid[j]) / (grid[j + 1] - grid[j])
+    return ((j, 1.0 - w), (j + 1, w))
+
+
+def _infeasible(
+    arch: LlmArch, gpu: GpuSpec, load: LoadRequest, preset: EnginePreset, reason: str
+) -> LoadEstimate:
+    values: dict[str, float | None] = {key: None for key in LOAD_KEYS}
+    return LoadEstimate(
+        model=arch.name, gpu=gpu.name, request=load, engine=preset, values=values,
+        feasible=False, infeasible_reason=reason,
+    )  # fmt: skip
+
+
+# The numeric keys of every load estimate (`LoadEstimate.metrics`), besides feasible / infeasible_reason.
+LOAD_KEYS: tuple[str, ...] = (
+    "num_gpus", "ttft_s", "tpot_s", "e2e_latency_s",
+    "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+    "e2e_latency_p50_s", "e2e_latency_p90_s", "e2e_latency_p99_s",
+    "output_tokens_per_s", "requests_per_s", "avg_batch_size", "avg_power_w", "total_power_w",
+    "energy_per_output_token_j", "energy_per_request_j", "kv_cache_utilization", "preemptions",
+    "energy_j", "duration_s", "window_s", "num_requests", "steps", "kv_capacity_tokens",
+    "weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "memory_capacity_bytes",
+)  # fmt: skip
+
+
+def predict_load(
+    arch: LlmArch,
+    gpu: GpuSpec,
+    load: LoadRequest,
+    point: OperatingPoint | None = None,
+    *,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+) -> LoadEstimate:
+    """Serving metrics of `arch` on `gpu` under `load` at `point` (module docstring).
+
+    Infeasible (metrics None, with the reason) when the weights leave no room for a KV cache or one
+    request's sequence does not fit in it.
+    """
+    point = point or OperatingPoint()
+    preset = resolve_preset(load, gpu)
+    kv_dtype = preset.kv_dtype(load.precision, load.kv_dtype)
+    check_engine_options(engine=preset.name, sampling=preset.sampling, kv_dtype=kv_dtype)
+    capacity = kv_capacity_tokens(
+        arch, gpu, load.precision, kv_dtype, engine=preset.name, memory_frac=preset.gpu_memory_utilization
+    )
+    kv_blocks = int(capacity // preset.block_size_tokens)
+    if kv_blocks < 1:
+        return _infeasible(arch, gpu, load, preset, "the weights leave no memory for a KV cache")
+    n = default_num_requests(load, preset)
+    inp, out = draw_lengths(load, n, arch.max_position_embeddings)
+    config = SchedulerConfig(
+        max_num_seqs=preset.max_num_seqs, max_batched_tokens=preset.max_batched_tokens, kv_blocks=kv_blocks,
+        block_size_tokens=preset.block_size_tokens, chunked_prefill=preset.chunked_prefill,
+        reserve_output_frac=preset.reserve_output_frac, host_step_s=preset.host_step_s,
+    )  # fmt: skip
+    longest = int((inp + out).max())
+    if longest > kv_blocks * preset.block_size_tokens:
+        pool = kv_blocks * preset.block_size_tokens
+        reason = f"a request of {longest} tokens does not fit the KV cache ({pool} tokens)"
+        return _infeasible(arch, gpu, load, preset, reason)
+    running_cap = min(preset.max_num_seqs, n, load.concurrency or n)
+    table = StepTable(
+        arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
+        mean_input=max(1, round(float(inp.mean()))), max_decodes=preset.padded_decodes(running_cap),
+        max_prompt_tokens=max(preset.max_batched_tokens, int(inp.max())),
+        context_range=(int(inp.min()), longest),
+    )  # fmt: skip
+    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
+    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=float(idle_power_w(gpu, clock_hz)))
+    values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
+    values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity)
+    return LoadEstimate(
+        model=arch.name, gpu=gpu.name, request=load, engine=preset, values=values, feasible=True,
+        infeasible_reason="",
+    )  # fmt: skip
+
+
+def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap: int) -> dict[str, float]:
+    k = {"concurrency": running_cap, "max_throughput": running_cap}.get(load.mode, len(sim.finish_s) // 10)
+    window = steady_window(sim, k)
+    values = request_metrics(sim) | system_metrics(sim, window)
+    values["num_gpus"] = 1.0
+    values["total_power_w"] = values["avg_power_w"]
+    values["preemptions"] = float(sim.preemptions)
+    values["energy_j"] = float(sim.step_energy_j.sum())
+    values["duration_s"] = float(sim.step_end_s[-1] - sim.step_start_s[0])
+    values["num_requests"] = float(len(sim.finish_s))
+    values["steps"] = float(sim.steps)
+    return values
+
+
+def _memory(
+    arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None, sim: SimResult, preset: EnginePreset,
+    capacity: float,
+) -> dict[str, float]:  # fmt: skip
+    """Weights, the most KV cache in use, the activation reserve of one step, and the GPU's capacity."""
+    weights = weight_bytes(arch, precision)
+    kv = (
+        float(sim.step_blocks.max())
+        * preset.block_size_tokens
+        * kv_bytes_per_token(arch, precision, kv_dtype)
+    )
+    act = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
+    return {
+        "kv_capacity_tokens": float(capacity),
+        "weight_bytes": float(weights),
+        "kv_cache_bytes": kv,
+        "activation_bytes": float(act),
+        "memory_bytes": float(weights + kv + act),
+        "memory_capacity_bytes": float(gpu.memory.capacity_bytes),
+    }

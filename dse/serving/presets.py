@@ -1,0 +1,138 @@
+"""Serving-engine presets: the scheduler defaults of vLLM, SGLang and TensorRT-LLM, each overridable.
+
+vllm (V1, 0.10-0.11, OpenAI server):
+    max_num_seqs 1024 and max_batched_tokens 8192 on GPUs with >= 70 GiB that are not A100s, else 256 and
+    2048; KV blocks of 16 tokens; chunked prefill on; no output reserved at admission (blocks are
+    allocated as tokens come, recompute preemption when they run out); decode steps padded to a captured
+    CUDA-graph batch (1, 2, 4, 8..248 by 8, 256..512 by 16); vLLM's top-k/top-p sampler; KV cache in the
+    activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9.
+sglang (0.4-0.5):
+    max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
+    chunked_prefill_size 8192 (GPUs >= 60 GiB); page_size 1; chunked prefill on; 0.7 of the remaining
+    output reserved at admission (init_new_token_ratio); CUDA graphs up to cuda_graph_max_bs 256, padded;
+    greedy sampling; KV in the activation dtype; memory by its automatic mem_fraction_static.
+trtllm (1.x, PyTorch backend):
+    max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
+    reserved at admission (GUARANTEED_NO_EVICT); no CUDA-graph padding; greedy sampling; fp8 KV cache
+    with fp8 weights (ModelOpt checkpoints quantize the KV cache); free_gpu_memory_fraction 0.9 of what
+    the weights and activations leave.
+none:
+    a generic continuous batcher: 256 sequences, 8192 tokens per step, blocks of 16, chunked prefill, no
+    kernel fusion, CUDA graphs or sampler, vLLM's memory rule.
+
+Sources: vLLM `EngineArgs._set_default_args` (OpenAI server usage context) and `CompilationConfig`
+capture sizes; SGLang `ServerArgs` (`chunked_prefill_size`, `page_size`, `cuda_graph_max_bs`,
+`schedule_conservativeness` / `init_new_token_ratio`); TensorRT-LLM `LlmArgs` (`max_batch_size`,
+`max_num_tokens`, `KvCacheConfig`, `CapacitySchedulerPolicy.GUARANTEED_NO_EVICT`, chunked prefill off).
+The KV-cache sizing rules are in `dse.serving.memory.kv_capacity_tokens`. `none` is a generic continuous
+batcher with vLLM's block size and no kernel fusion, CUDA graphs or sampler.
+
+Per-step host time (scheduling, sampling on the CPU side, detokenizing) is 0 in every preset: the engines
+overlap it with the GPU step (vLLM V1's and SGLang's overlap schedulers, TensorRT-LLM's executor loop) and
+decode steps run as CUDA graphs. `host_step_s` is the knob for an engine where it shows.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.units import GIB
+
+# vLLM's larger defaults apply to GPUs with at least this much memory that are not A100s.
+VLLM_LARGE_GPU_BYTES = 70 * GIB
+VLLM_GRAPH_SIZES: tuple[int, ...] = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
+SGLANG_GRAPH_SIZES: tuple[int, ...] = tuple(range(1, 257))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnginePreset:
+    """One engine's scheduler defaults (module docstring); every field can be overridden."""
+
+    name: str
+    max_num_seqs: int
+    max_batched_tokens: int
+    block_size_tokens: int
+    chunked_prefill: bool
+    reserve_output_frac: float
+    cuda_graph_sizes: tuple[int, ...]
+    sampling: str
+    fp8_kv_with_fp8_weights: bool
+    gpu_memory_utilization: float | None  # None: the engine's own rule (dse.serving.memory)
+    host_step_s: float = 0.0
+
+    def padded_decodes(self, decodes: int) -> int:
+        """Decode-only steps run as the smallest captured CUDA graph that holds them (eager above)."""
+        sizes = self.cuda_graph_sizes
+        if not sizes or decodes > sizes[-1]:
+            return decodes
+        return sizes[bisect.bisect_left(sizes, decodes)]
+
+    def kv_dtype(self, precision: str, kv_dtype: str | None) -> str | None:
+        """The KV-cache dtype the engine uses: the one asked for, else its default for `precision`."""
+        if kv_dtype is not None:
+            return kv_dtype
+        return "fp8" if precision == "fp8" and self.fp8_kv_with_fp8_weights else None
+
+
+ENGINE_NAMES: tuple[str, ...] = ("vllm", "sglang", "trtllm", "none")
+
+
+def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
+    """The defaults of engine `name` on `gpu`; ConfigError naming the engines for another name."""
+    if name == "vllm":
+        large = gpu.memory.capacity_bytes >= VLLM_LARGE_GPU_BYTES and not gpu.name.startswith("a100")
+        return EnginePreset(
+            name="vllm",
+            max_num_seqs=1024 if large else 256,
+            max_batched_tokens=8192 if large else 2048,
+            block_size_tokens=16,
+            chunked_prefill=True,
+            reserve_output_frac=0.0,
+            cuda_graph_sizes=VLLM_GRAPH_SIZES,
+            sampling="top_k_top_p",
+            fp8_kv_with_fp8_weights=False,
+            gpu_memory_utilization=0.9,
+        )
+    if name == "sglang":
+        return EnginePreset(
+            name="sglang",
+            max_num_seqs=4096,
+            max_batched_tokens=8192,
+            block_size_tokens=1,
+            chunked_prefill=True,
+            reserve_output_frac=0.7,
+            cuda_graph_sizes=SGLANG_GRAPH_SIZES,
+            sampling="greedy",
+            fp8_kv_with_fp8_weights=False,
+            gpu_memory_utilization=None,
+        )
+    if name == "trtllm":
+        return EnginePreset(
+            name="trtllm",
+            max_num_seqs=2048,
+            max_batched_tokens=8192,
+            block_size_tokens=32,
+            chunked_prefill=False,
+            reserve_output_frac=1.0,
+            cuda_graph_sizes=(),
+            sampling="greedy",
+            fp8_kv_with_fp8_weights=True,
+            gpu_memory_utilization=None,
+        )
+    if name == "none":
+        return EnginePreset(
+            name="none",
+            max_num_seqs=256,
+            max_batched_tokens=8192,
+            block_size_tokens=16,
+            chunked_prefill=True,
+            reserve_output_frac=0.0,
+            cuda_graph_sizes=(),
+            sampling="none",
+            fp8_kv_with_fp8_weights=False,
+            gpu_memory_utilization=0.9,
+        )
+    raise ConfigError(f"engine '{name}' is not one of {', '.join(ENGINE_NAMES)}")

@@ -1,0 +1,422 @@
+"""Iteration-level scheduling of a serving engine under load, simulated step by step.
+
+    result = simulate(requests, SchedulerConfig(max_num_seqs=256, max_batched_tokens=8192,
+                      kv_blocks=20_000, block_size_tokens=16, chunked_prefill=True), step_cost,
+                      idle_power_w=90.0)
+
+This module knows nothing of GPUs or models: `step_cost(decodes, prompt_tokens, prompts, context_len)`
+gives the latency and energy of one engine step (`dse.serving.load` builds it from the kernel model).
+
+Arrivals (`Requests`): closed loop (`concurrency` clients; each sends its next request when its last one
+finishes, all first requests at t = 0), or given arrival times (open loop: Poisson; offline: all at 0).
+
+Each step, as vLLM V1, SGLang and TensorRT-LLM schedule:
+
+1. Every running request whose prompt is computed decodes one token. Its KV cache grows by one token; a
+   request that needs a new block and finds none preempts the most recently admitted running request
+   (vLLM's recompute preemption: its blocks are freed and it goes back to the front of the queue, to
+   recompute its prompt and the tokens it had generated).
+2. The rest of the token budget (`max_batched_tokens`; decode tokens count against it) goes to prompt
+   chunks: first of running requests whose prompt is not finished, then of waiting requests in arrival
+   order, admitted while fewer than `max_num_seqs` run and the KV pool holds the chunk plus the output
+   share the engine reserves (`reserve_output_frac`: 0 for vLLM, which allocates as tokens come; 1 for
+   TensorRT-LLM's GUARANTEED_NO_EVICT, which reserves the whole sequence). Without chunked prefill a
+   prompt runs whole: it waits for a step whose budget holds it, and a prompt longer than the whole budget
+   runs as the only prompt of a step.
+3. The step takes `step_cost(...)` plus `host_step_s`; a request whose prompt completes gets its first
+   token at the step's end, a decoding request its next one. A finished request frees its blocks.
+
+Between events (a completion, an arrival that could be admitted, a block boundary the pool cannot cover)
+steps are pure decode steps of one composition, so they are taken together: the cost of a simulation grows
+with the number of requests, not steps. Their step cost is taken at the mean context of the stretch.
+When nothing runs and nothing waits, the GPU idles at `idle_power_w` until the next arrival.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dse.errors import ConfigError
+
+# (decodes, prompt tokens, prompts, mean KV context of the decodes) -> (latency_s, energy_j)
+StepCost = Callable[[int, int, int, float], tuple[float, float]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """What the engine's scheduler allows (see the module docstring)."""
+
+    max_num_seqs: int
+    max_batched_tokens: int
+    kv_blocks: int
+    block_size_tokens: int = 16
+    chunked_prefill: bool = True
+    reserve_output_frac: float = 0.0
+    host_step_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_batched_tokens", "kv_blocks", "block_size_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if not 0.0 <= self.reserve_output_frac <= 1.0:
+            raise ConfigError(f"reserve_output_frac must be in [0, 1], got {self.reserve_output_frac}")
+        if not (math.isfinite(self.host_step_s) and self.host_step_s >= 0.0):
+            raise ConfigError(f"host_step_s must be a finite number >= 0, got {self.host_step_s}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requests:
+    """The requests of one run: lengths, and either arrival times or a closed-loop concurrency."""
+
+    input_tokens: np.ndarray  # int, [n]
+    output_tokens: np.ndarray  # int, [n], >= 1
+    arrival_s: np.ndarray | None = None  # open loop / offline; None: closed loop
+    concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.input_tokens)
+        if n < 1 or len(self.output_tokens) != n:
+            raise ConfigError("requests need at least one request and one output length per request")
+        if (self.arrival_s is None) == (self.concurrency is None):
+            raise ConfigError("give arrival times (open loop) or a concurrency (closed loop), not both")
+        if self.arrival_s is not None and len(self.arrival_s) != n:
+            raise ConfigError("one arrival time per request")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        if int(np.min(self.input_tokens)) < 1 or int(np.min(self.output_tokens)) < 1:
+            raise ConfigError("every request needs >= 1 input and >= 1 output token")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimResult:
+    """Per-request times and the step log of one simulated run (SI)."""
+
+    arrival_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    # One row per step or per stretch of identical decode steps: start, end, energy, output tokens
+    # emitted, running sequences (time-weighted over the row), KV blocks in use.
+    step_start_s: np.ndarray
+    step_end_s: np.ndarray
+    step_energy_j: np.ndarray
+    step_tokens: np.ndarray
+    step_running: np.ndarray
+    step_blocks: np.ndarray
+    steps: int
+    preemptions: int
+    kv_blocks: int
+
+
+@dataclass
+class _Log:
+    start: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
+    energy: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)
+
+
+class _Engine:
+    """The simulation's state; `run` drives it (module docstring)."""
+
+    def __init__(self, req: Requests, cfg: SchedulerConfig, step_cost: StepCost, idle_power_w: float) -> None:
+        self.req, self.cfg, self.step_cost, self.idle_power_w = req, cfg, step_cost, idle_power_w
+        n = len(req.input_tokens)
+        self.n = n
+        self.in_len = [int(x) for x in req.input_tokens]
+        self.out_len = [int(x) for x in req.output_tokens]
+        self.arrival = (
+            np.full(n, np.nan) if req.arrival_s is None else np.asarray(req.arrival_s, float).copy()
+        )
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.prompt_len = list(self.in_len)  # tokens to (re)compute before decoding
+        self.computed = [0] * n  # prompt tokens computed (their KV is cached)
+        self.generated = [0] * n
+        self.kv = [0] * n  # tokens in the KV cache
+        self.blocks = [0] * n
+        self.free_blocks = cfg.kv_blocks
+        self.running: list[int] = []
+        self.waiting: deque[int] = deque()
+        self.next_arrival = 0  # open loop: the next request not yet arrived (arrival order)
+        self.order = np.argsort(self.arrival, kind="stable") if req.arrival_s is not None else None
+        self.sent = 0  # closed loop: requests sent
+        self.done = 0
+        self.t = 0.0
+        self.steps = 0
+        self.preemptions = 0
+        self.log = _Log()
+
+    # -- arrivals
+
+    def arrive(self) -> None:
+        """Queue what has arrived by now (closed loop: the first `concurrency` requests at t = 0)."""
+        if self.order is None:
+            while self.sent < min(self.req.concurrency or 0, self.n):
+                self._send(self.sent)
+            return
+        while self.next_arrival < self.n and self.arrival[self.order[self.next_arrival]] <= self.t:
+            self.waiting.append(int(self.order[self.next_arrival]))
+            self.next_arrival += 1
+
+    def _send(self, r: int) -> None:
+        self.arrival[r] = self.t
+        self.waiting.append(r)
+        self.sent += 1
+
+    def next_arrival_s(self) -> float:
+        if self.order is None or self.next_arrival >= self.n:
+            return math.inf
+        return float(self.arrival[self.order[self.next_arrival]])
+
+    # -- KV blocks
+
+    def _need(self, tokens: int) -> int:
+        return -(-tokens // self.cfg.block_size_tokens)
+
+    def _grow(self, r: int, tokens: int) -> bool:
+        """Give `r` the blocks for `tokens` cached tokens; False when the pool cannot."""
+        extra = self._need(tokens) - self.blocks[r]
+        if extra <= 0:
+            return True
+        if extra > self.free_blocks:
+            return False
+        self.free_blocks -= extra
+        self.blocks[r] += extra
+        return True
+
+    def _release(self, r: int) -> None:
+        self.free_blocks += self.blocks[r]
+        self.blocks[r] = 0
+        self.kv[r] = 0
+
+    def _preempt_last(self) -> int:
+        """vLLM's recompute preemption of the most recently admitted running request."""
+        r = self.running.pop()
+        self._release(r)
+        self.prompt_len[r] = self.in_len[r] + self.generated[r]
+        self.computed[r] = 0
+        self.waiting.appendleft(r)
+        self.preemptions += 1
+        return r
+
+    def _reserved_blocks(self, extra: int | None = None) -> int:
+        """Blocks held plus the output share the engine reserves for running requests (and `extra`)."""
+        frac = self.cfg.reserve_output_frac
+        if frac == 0.0:
+            return self.cfg.kv_blocks - self.free_blocks
+        rs = self.running if extra is None else [*self.running, extra]
+        return sum(
+            max(self.blocks[r], self._need(math.ceil(self.prompt_len[r] + frac * self._left(r)))) for r in rs
+        )
+
+    def _left(self, r: int) -> int:
+        return self.out_len[r] - self.generated[r]
+
+    # -- one step
+
+    def _decodes(self) -> list[int]:
+        """Running requests that decode this step, with a block for their next token (preempting if not)."""
+        decodes = [r for r in self.running if self.computed[r] >= self.prompt_len[r]]
+        for r in decodes:
+            while r in self.running and not self._grow(r, self.kv[r] + 1):
+                victim = self._preempt_last()
+                if victim == r:
+                    break
+        return [r for r in decodes if r in self.running]
+
+    def _chunk(self, r: int, budget: int, prompt_tokens: int) -> int:
+        left = self.prompt_len[r] - self.computed[r]
+        if self.cfg.chunked_prefill:
+            return min(left, budget)
+        if left <= budget or (left > self.cfg.max_batched_tokens and prompt_tokens == 0):
+            return left
+        return 0
+
+    def _admissible(self, r: int) -> bool:
+        if self.cfg.reserve_output_frac == 0.0:
+            return True
+        return self._reserved_blocks(extra=r) <= self.cfg.kv_blocks
+
+    def _prompts(self, budget: int) -> list[tuple[int, int]]:
+        """(request, chunk tokens) of this step: running prompts first, then admissions."""
+        chunks: list[tuple[int, int]] = []
+        used = 0
+        for r in [r for r in self.running if self.computed[r] < self.prompt_len[r]]:
+            take = self._chunk(r, budget - used, used)
+            if take <= 0 or not self._grow(r, self.computed[r] + take):
+                break
+            chunks.append((r, take))
+            used += take
+        while self.waiting and len(self.running) < self.cfg.max_num_seqs and used < budget:
+            r = self.waiting[0]
+            take = self._chunk(r, budget - used, used)
+            if take <= 0 or not self._admissible(r) or not self._grow(r, take):
+                break
+            self.waiting.popleft()
+            self.running.append(r)
+            chunks.append((r, take))
+            used += take
+        return chunks
+
+    def step(self) -> None:
+        decodes = self._decodes()
+        chunks = self._prompts(self.cfg.max_batched_tokens - len(decodes))
+        if not decodes and not chunks:
+            raise ConfigError(
+                "a request cannot be scheduled: its prompt needs more KV-cache blocks than the pool holds"
+            )
+        d, p = len(decodes), sum(take for _, take in chunks)
+        ctx = sum(self.kv[r] for r in decodes) / d + 1.0 if d else 0.0
+        latency_s, energy_j = self.step_cost(d, p, len(chunks), ctx)
+        self._advance(latency_s, energy_j, 1, len(self.running))
+        emitted = 0
+        for r in decodes:
+            self.kv[r] += 1
+            emitted += self._emit(r)
+        for r, take in chunks:
+            self.computed[r] += take
+            self.kv[r] = self.computed[r]
+            if self.computed[r] >= self.prompt_len[r]:
+                emitted += self._emit(r)
+        self.log.tokens[-1] = emitted
+        self.steps += 1
+
+    def _emit(self, r: int) -> int:
+        """`r` emits a token at the end of the step; returns 1."""
+        self.generated[r] += 1
+        if self.generated[r] == 1:
+            self.first[r] = self.t
+        if self.generated[r] >= self.out_len[r]:
+            self.finish[r] = self.t
+            self.running.remove(r)
+            self._release(r)
+            self.done += 1
+            if self.order is None and self.sent < self.n:
+                self._send(self.sent)  # the client sends its next request
+        return 1
+
+    def _advance(self, latency_s: float, energy_j: float, steps: int, running: int) -> None:
+        host_s = self.cfg.host_step_s * steps
+        start = self.t
+        self.t += latency_s + host_s
+        self.log.start.append(start)
+        self.log.end.append(self.t)
+        self.log.energy.append(energy_j + host_s * self.idle_power_w)
+        self.log.tokens.append(0)
+        self.log.running.append(running)
+        self.log.blocks.append(self.cfg.kv_blocks - self.free_blocks)
+
+    # -- stretches of identical decode steps
+
+    def _stretch(self) -> int:
+        """How many pure decode steps can be taken together now (0: take the next step alone)."""
+        if not self.running or any(self.computed[r] < self.prompt_len[r] for r in self.running):
+            return 0
+        d = len(self.running)
+        can_admit_later = len(self.running) < self.cfg.max_num_seqs and d < self.cfg.max_batched_tokens
+        if self.waiting and can_admit_later and self._head_fits(self.cfg.max_batched_tokens - d):
+            return 0  # the head of the queue may be admitted by the next step
+        k = min(self._left(r) for r in self.running) - 1
+        if 0.0 < self.cfg.reserve_output_frac < 1.0:
+            k = min(k, self.cfg.block_size_tokens)  # the reservation shrinks as outputs grow
+        if k < 2:
+            return 0
+        kv = np.array([self.kv[r] for r in self.running])
+        held = np.array([self.blocks[r] for r in self.running])
+        bs = self.cfg.block_size_tokens
+        lo, hi = 0, k  # the most steps whose new blocks the pool covers
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            extra = np.maximum(-(-(kv + mid) // bs) - held, 0).sum()
+            lo, hi = (mid, hi) if extra <= self.free_blocks else (lo, mid - 1)
+        k = lo
+        ta = self.next_arrival_s()
+        if math.isfinite(ta) and can_admit_later and k >= 2:
+            dt = self.step_cost(d, 0, 0, float(kv.mean()) + 1.0)[0] + self.cfg.host_step_s
+            k = min(k, max(0, math.floor((ta - self.t) / dt)) if dt > 0 else 0)
+        return k if k >= 2 else 0
+
+    def _head_fits(self, budget: int) -> bool:
+        """The queue's head could start now; if not, decode steps (which only take blocks) keep it out."""
+        r = self.waiting[0]
+        take = self._chunk(r, budget, 0)
+        return take > 0 and self._need(take) <= self.free_blocks and self._admissible(r)
+
+    def take_stretch(self, k: int) -> None:
+        """`k` decode steps of the running requests at once, costed at the stretch's mean context."""
+        d = len(self.running)
+        ctx = sum(self.kv[r] for r in self.running) / d + 1.0 + (k - 1) / 2.0
+        latency_s, energy_j = self.step_cost(d, 0, 0, ctx)
+        for r in self.running:
+            ok = self._grow(r, self.kv[r] + k)
+            assert ok, "the stretch was sized to the free blocks"
+            self.kv[r] += k
+            self.generated[r] += k
+        self._advance(k * latency_s, k * energy_j, k, d)
+        self.log.tokens[-1] = d * k
+        self.steps += k
+
+    def idle_until_next_arrival(self) -> None:
+        ta = self.next_arrival_s()
+        if not math.isfinite(ta):
+            raise ConfigError("the simulation stalled: nothing runs, waits or will arrive")
+        gap_s = max(ta - self.t, 0.0)
+        self.log.start.append(self.t)
+        self.log.end.append(self.t + gap_s)
+        self.log.energy.append(gap_s * self.idle_power_w)
+        self.log.tokens.append(0)
+        self.log.running.append(0)
+        self.log.blocks.append(self.cfg.kv_blocks - self.free_blocks)
+        self.t += gap_s
+
+    def run(self) -> SimResult:
+        self.arrive()
+        while self.done < self.n:
+            if not self.running and not self.waiting:
+                self.idle_until_next_arrival()
+            else:
+                k = self._stretch()
+                if k:
+                    self.take_stretch(k)
+                self.step()
+            self.arrive()
+        log = self.log
+        return SimResult(
+            arrival_s=self.arrival,
+            first_token_s=self.first,
+            finish_s=self.finish,
+            input_tokens=np.asarray(self.in_len),
+            output_tokens=np.asarray(self.out_len),
+            step_start_s=np.asarray(log.start),
+            step_end_s=np.asarray(log.end),
+            step_energy_j=np.asarray(log.energy),
+            step_tokens=np.asarray(log.tokens),
+            step_running=np.asarray(log.running),
+            step_blocks=np.asarray(log.blocks),
+            steps=self.steps,
+            preemptions=self.preemptions,
+            kv_blocks=self.cfg.kv_blocks,
+        )
+
+
+def simulate(
+    requests: Requests, config: SchedulerConfig, step_cost: StepCost, *, idle_power_w: float
+) -> SimResult:
+    """Simulate the engine serving `requests` (module docstring); ConfigError if a request can never run."""
+    worst = int(np.max(np.asarray(requests.input_tokens) + np.asarray(requests.output_tokens)))
+    if -(-worst // config.block_size_tokens) > config.kv_blocks:
+        raise ConfigError(
+            f"a request of {worst} tokens needs more than the KV cache's "
+            f"{config.kv_blocks * config.block_size_tokens} tokens"
+        )
+    return _Engine(requests, config, step_cost, idle_power_w).run()
