@@ -75,3 +75,48 @@ def bench_search_point(repeats: int = 20) -> BenchResult:
     ctx = EvalContext(batch=32, input_tokens=1024, output_tokens=256)
     params = {"gpu.memory.technology": "gddr7", "gpu.memory.bus_width_bits": 512, "sm_clock_mhz": 1500}
     return time_call("evaluate_point (GDDR7 H100 at 1500 MHz)", lambda: evaluate_point(params, ctx), repeats)
+
+
+def bench_serving_load(repeats: int = 5) -> list[BenchResult]:
+    """A concurrency-64 simulation of 1,000 requests (Llama-3.1-8B, h100-sxm, 1024 in / 256 out, vllm):
+    the whole `predict_load` (its step table's kernel-model evaluations included), then the scheduler
+    simulation alone over an already evaluated table."""
+    from dse.hardware.catalog import load_gpu
+    from dse.serving.load import LoadRequest, predict_load
+    from dse.workload.models import load_model_config
+
+    arch, spec = load_model_config("llama-3.1-8b"), load_gpu("h100-sxm")
+    request = LoadRequest(
+        mode="concurrency",
+        concurrency=64,
+        num_requests=1000,
+        input_tokens=1024,
+        output_tokens=256,
+        engine="vllm",
+    )
+    name = "serving_load_1000 llama-3.1-8b on h100-sxm, concurrency 64, 1000 requests, 1024/256, vllm"
+    full = time_call(name, lambda: predict_load(arch, spec, request), repeats)
+    return [full, _bench_simulation_only(arch, spec, request, repeats)]
+
+
+def _bench_simulation_only(arch: Any, spec: Any, request: Any, repeats: int) -> BenchResult:
+    import numpy as np
+
+    from dse.perf.types import OperatingPoint
+    from dse.serving.load import StepTable, draw_lengths, resolve_preset
+    from dse.serving.scheduler import Requests, SchedulerConfig, simulate
+
+    preset = resolve_preset(request, spec)
+    inp, out = draw_lengths(request, request.num_requests, arch.max_position_embeddings)
+    table = StepTable(
+        arch, spec, OperatingPoint(), None, None, precision="bf16", preset=preset, kv_dtype=None,
+        mean_input=request.input_tokens, max_decodes=64, max_prompt_tokens=preset.max_batched_tokens,
+        context_range=(int(inp.min()), int((inp + out).max())),
+    )  # fmt: skip
+    config = SchedulerConfig(max_num_seqs=preset.max_num_seqs, max_batched_tokens=preset.max_batched_tokens,
+                             kv_blocks=20_000, block_size_tokens=preset.block_size_tokens)  # fmt: skip
+    requests = Requests(input_tokens=inp, output_tokens=out, concurrency=64)
+    name = "serving_load_1000 (scheduler simulation only, step table evaluated)"
+    return time_call(
+        name, lambda: simulate(requests, config, table, idle_power_w=float(np.float64(90.0))), repeats
+    )

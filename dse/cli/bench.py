@@ -15,10 +15,12 @@ def bench_cmd(
     repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats (median reported).")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """CPU time of one serving predict (Llama-3.1-8B, H100, batch 32, 1024/256) and of one search point."""
-    from dse.bench import bench_search_point, bench_serving_predict
+    """CPU time of one serving predict (Llama-3.1-8B, H100, batch 32, 1024/256), of one search point and of
+    a 1,000-request simulation under load (concurrency 64)."""
+    from dse.bench import bench_search_point, bench_serving_load, bench_serving_predict
 
     results = [bench_serving_predict(repeats=repeats), bench_search_point(repeats=repeats)]
+    results += bench_serving_load(repeats=max(1, min(repeats, 5)))
     if as_json:
         print_json({"results": [r.to_dict() for r in results]})
         return

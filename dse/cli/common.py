@@ -118,6 +118,9 @@ KernelsOpt = Annotated[
 ]
 PhaseOpt = Annotated[str, typer.Option("--phase", help="prefill or decode (one step at context --seq-len).")]
 BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences in the batch.")]
+ServingBatchOpt = Annotated[
+    int | None, typer.Option("--batch", help="Sequences in one static batch (the default mode; predict: 1).")
+]
 SeqOpt = Annotated[
     int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
 ]
@@ -137,13 +140,20 @@ KvDtypeOpt = Annotated[
     ),
 ]
 EngineOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
-        "--engine", help="Serving: kernel fusions of none (one kernel per operator), vllm, trtllm or sglang."
+        "--engine",
+        help="Serving: vllm, sglang, trtllm or none (one kernel per operator): kernel fusions and, under "
+        "load, the scheduler's defaults. Default: none for a static batch, vllm under load.",
     ),
 ]
 SamplingOpt = Annotated[
-    str, typer.Option("--sampling", help="Serving: sampler after the LM head: none, greedy or top_k_top_p.")
+    str | None,
+    typer.Option(
+        "--sampling",
+        help="Serving: sampler after the LM head: none, greedy or top_k_top_p (default: none for a static "
+        "batch, the engine's under load).",
+    ),
 ]
 
 

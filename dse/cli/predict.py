@@ -9,7 +9,6 @@ import typer
 
 from dse.cli.common import (
     AttentionOpt,
-    BatchOpt,
     BreakdownOpt,
     BusOpt,
     CapOpt,
@@ -28,6 +27,7 @@ from dse.cli.common import (
     RateOpt,
     SamplingOpt,
     SeqOpt,
+    ServingBatchOpt,
     SetOpt,
     build_workload,
     console,
@@ -35,6 +35,21 @@ from dse.cli.common import (
     gpu_from_options,
     operating_point,
     print_json,
+)
+from dse.cli.load import (
+    LOAD_ROWS,
+    ConcurrencyOpt,
+    LengthDistOpt,
+    LengthSigmaOpt,
+    LoadArgs,
+    MaxSeqsOpt,
+    MaxThroughputOpt,
+    MaxTokensOpt,
+    MemFracOpt,
+    NumRequestsOpt,
+    RequestRateOpt,
+    RequestSeedOpt,
+    load_title,
 )
 from dse.errors import DseError
 
@@ -62,22 +77,42 @@ def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
 def _serving(
     model: str | None,
     gpu: Any,
-    batch: int,
+    load: LoadArgs,
     input_tokens: int | None,
     output_tokens: int | None,
     point: Any,
     coeffs: Path | None = None,
     **options: Any,
 ) -> Any:
-    """predict_serving for the CLI; `options` are the other ServingRequest fields (precision, engine, ...)."""
-    from dse.serving.static import ServingRequest, predict_serving
+    """The CLI's serving prediction: a static batch (`predict_serving`) or a load mode (`predict_load`).
+
+    `options` are precision, attention, kv_dtype, engine and sampling; engine and sampling None mean the
+    mode's default (static: "none"; load: vllm and the engine's sampler).
+    """
     from dse.workload.models import load_model_config
 
     if model is None or input_tokens is None or output_tokens is None:
         raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
-    request = ServingRequest(batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, **options)
     latency, power = _coefficients(coeffs, gpu)
-    return predict_serving(load_model_config(model), gpu, request, point, coeffs=latency, power_coeffs=power)
+    arch = load_model_config(model)
+    engine, sampling = options.pop("engine"), options.pop("sampling")
+    if load.mode() == "static":
+        from dse.serving.static import ServingRequest, predict_serving
+
+        request = ServingRequest(
+            batch=1 if load.batch is None else load.batch, input_tokens=input_tokens,
+            output_tokens=output_tokens, engine=engine or "none", sampling=sampling or "none", **options,
+        )  # fmt: skip
+        return predict_serving(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
+    from dse.serving.load import predict_load
+
+    if options.pop("attention") != "flash":
+        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+    request = load.request(
+        input_tokens=input_tokens, output_tokens=output_tokens, precision=options["precision"],
+        kv_dtype=options["kv_dtype"], engine=engine or "vllm", sampling=sampling,
+    )  # fmt: skip
+    return predict_load(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
 
 
 @friendly
@@ -86,15 +121,25 @@ def predict_cmd(
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
     phase: PhaseOpt = "prefill",
-    batch: BatchOpt = 1,
+    batch: ServingBatchOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RequestRateOpt = None,
+    max_throughput: MaxThroughputOpt = False,
     seq_len: SeqOpt = 1024,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
-    engine: EngineOpt = "none",
-    sampling: SamplingOpt = "none",
+    engine: EngineOpt = None,
+    sampling: SamplingOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_batched_tokens: MaxTokensOpt = None,
+    gpu_memory_utilization: MemFracOpt = None,
+    num_requests: NumRequestsOpt = None,
+    seed: RequestSeedOpt = 0,
+    length_dist: LengthDistOpt = "fixed",
+    length_sigma: LengthSigmaOpt = 0.5,
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -112,23 +157,32 @@ def predict_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
-    (--model with --input-tokens and --output-tokens)."""
+    (--model with --input-tokens and --output-tokens) as one static batch (--batch, the default) or under
+    load (--concurrency, --request-rate or --max-throughput)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
+    load = LoadArgs(
+        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
+        length_dist=length_dist, length_sigma=length_sigma,
+    )  # fmt: skip
     if input_tokens is not None or output_tokens is not None:
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
-        est = _serving(model, spec, batch, input_tokens, output_tokens, point, coeffs, **options)
+        est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         _show_serving(est, breakdown, as_json)
         return
     from dse.perf.predict import predict_command_payload, predict_graph
 
-    if kv_dtype is not None or engine != "none" or sampling != "none":
+    if kv_dtype is not None or engine is not None or sampling is not None or load.mode() != "static":
         raise DseError(
-            "--kv-dtype, --engine and --sampling apply to serving predictions: give --input-tokens and "
-            "--output-tokens (with --model)"
+            "--kv-dtype, --engine, --sampling and the load modes apply to serving predictions: give "
+            "--input-tokens and --output-tokens (with --model)"
         )
-    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    graph = build_workload(
+        model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels
+    )
     latency, power = _coefficients(coeffs, spec)
     pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
@@ -141,10 +195,16 @@ def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
     if as_json:
         print_json(est.to_dict())
         return
+    if est.request.__class__.__name__ == "LoadRequest":
+        console.print(metrics_table(est.metrics(), LOAD_ROWS, load_title(est)))
+        console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
+        if breakdown:
+            console.print("(--breakdown: energy by module and operator is given for a static batch)")
+        return
     r = est.request
     title = (
-        f"{est.model} on {est.gpu}: batch {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
-        f"{r.precision}, {r.attention} attention"
+        f"{est.model} on {est.gpu}: static batch of {r.batch} (all prompts together, decoded in lock step), "
+        f"{r.input_tokens} in / {r.output_tokens} out, {r.precision}, {r.attention} attention"
         + (f", {r.kv_dtype} KV cache" if r.kv_dtype else "")
         + (f", {r.engine} engine" if r.engine != "none" else "")
         + (f", {r.sampling} sampling" if r.sampling != "none" else "")
@@ -173,14 +233,22 @@ def _show_graph(payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bo
 def whatif_cmd(
     gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
     model: ModelOpt = "llama-3.1-8b",
-    batch: BatchOpt = 32,
+    batch: ServingBatchOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RequestRateOpt = None,
+    max_throughput: MaxThroughputOpt = False,
     input_tokens: Annotated[int, typer.Option("--input-tokens")] = 1024,
     output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
-    engine: EngineOpt = "none",
-    sampling: SamplingOpt = "none",
+    engine: EngineOpt = None,
+    sampling: SamplingOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_batched_tokens: MaxTokensOpt = None,
+    num_requests: NumRequestsOpt = None,
+    seed: RequestSeedOpt = 0,
+    length_dist: LengthDistOpt = "fixed",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -190,7 +258,8 @@ def whatif_cmd(
     coeffs: CoeffsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload."""
+    """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
+    batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput)."""
     if memory is None and not sets:
         raise DseError(
             "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
@@ -200,10 +269,27 @@ def whatif_cmd(
     point = operating_point(
         clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
     )
+    load = LoadArgs(
+        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, num_requests=num_requests,
+        seed=seed, length_dist=length_dist,
+    )  # fmt: skip
+    if load.mode() == "static" and batch is None:
+        load = LoadArgs(batch=32)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
-    options |= {"engine": engine, "sampling": sampling}
     runs = [
-        _serving(model, g, batch, input_tokens, output_tokens, point, coeffs, **options)
+        _serving(
+            model,
+            g,
+            load,
+            input_tokens,
+            output_tokens,
+            point,
+            coeffs,
+            **options,
+            engine=engine,
+            sampling=sampling,
+        )  # fmt: skip
         for g in (base_gpu, new_gpu)
     ]
     _show_whatif(base_gpu, new_gpu, runs, as_json)
@@ -212,13 +298,21 @@ def whatif_cmd(
 def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
     from dse.cli.render import SERVING_ROWS, compare_table
 
+    under_load = runs[0].request.__class__.__name__ == "LoadRequest"
     sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
     if as_json:
-        print_json({"baseline": sides[0], "changed": sides[1]})
+        mode = runs[0].request.mode if under_load else "static"
+        print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
         return
-    rows = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"), *SERVING_ROWS)
+    bandwidth = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"),)
+    rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS)
     label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
-    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
+    if under_load:
+        title = load_title(runs[0])
+    else:
+        r = runs[0].request
+        title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out"
+    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label), title=title))
     for name, side in (("baseline", sides[0]), ("changed", sides[1])):
         status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
         console.print(f"{name}: {status}")

@@ -40,7 +40,7 @@ GRAPH_ROWS: tuple[tuple[str, str, float, str], ...] = (
 def metrics_table(values: dict[str, Any], rows: tuple[tuple[str, str, float, str], ...], title: str) -> Table:
     table = Table("metric", "value", title=title)
     for key, label, scale, fmt in rows:
-        if key in values:
+        if isinstance(values.get(key), int | float):
             table.add_row(label, format(values[key] * scale, fmt))
     return table
 
@@ -50,11 +50,12 @@ def compare_table(
     other: dict[str, Any],
     rows: tuple[tuple[str, str, float, str], ...],
     titles: tuple[str, str],
+    title: str | None = None,
 ) -> Table:
-    """Side by side with the relative change (the `dse whatif` view)."""
-    table = Table("metric", titles[0], titles[1], "change")
+    """Side by side with the relative change (the `dse whatif` view); rows missing a number are skipped."""
+    table = Table("metric", titles[0], titles[1], "change", title=title)
     for key, label, scale, fmt in rows:
-        if key not in base or key not in other:
+        if not isinstance(base.get(key), int | float) or not isinstance(other.get(key), int | float):
             continue
         a, b = base[key], other[key]
         change = f"{(b - a) / a:+.1%}" if isinstance(a, int | float) and a else ""

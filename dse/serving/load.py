@@ -17,7 +17,7 @@ prefill, CUDA-graph padding of decode steps, the sampler and the KV dtype; each 
 come from the kernel and power model (`engine_step_graph` through `predict_graph`) at the operating point,
 interpolated over a grid of decode tokens (powers of two), prompt tokens per step (whole mean prompts in
 powers of two, and the step budget) and KV context (three points from the shortest prompt to the longest
-sequence), evaluated lazily: a run costs a few dozen kernel-model evaluations of whole steps.
+sequence). The grid's steps (~100) are predicted in one vectorized pass of the kernel model.
 
 Lengths: `fixed` gives every request `input_tokens` and `output_tokens`; `lognormal` draws each with that
 mean and a log-space standard deviation `length_sigma` (0.5 by default, a coefficient of variation of
@@ -41,14 +41,15 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import load_default_coeffs
 from dse.perf.dvfs import idle_power_w
-from dse.perf.predict import predict_graph
+from dse.perf.predict import predict_graph_totals
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
 from dse.serving.metrics import request_metrics, steady_window, system_metrics
-from dse.serving.presets import EnginePreset, engine_preset
+from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, check_engine_options, engine_step_graph, kv_bytes_per_token
+from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
 
 MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
@@ -109,7 +110,9 @@ class LoadRequest:
         frac = self.gpu_memory_utilization
         if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {frac}")
-        check_engine_options(engine=self.engine if self.engine in ENGINES else "?", kv_dtype=self.kv_dtype)
+        if self.engine not in ENGINE_NAMES:
+            raise ConfigError(f"engine '{self.engine}' is not one of {', '.join(ENGINE_NAMES)}")
+        check_engine_options(engine=self.engine, sampling=self.sampling or "none", kv_dtype=self.kv_dtype)
 
 
 def _positive_int(name: str, value: Any, least: int = 1) -> None:
@@ -202,7 +205,8 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
 
 
 class StepTable:
-    """Latency and energy of an engine step, interpolated over a lazily evaluated grid (module docstring)."""
+    """Latency and energy of an engine step, interpolated over a grid evaluated on first use (module
+    docstring)."""
 
     def __init__(
         self,
@@ -232,23 +236,35 @@ class StepTable:
         self.cells: dict[tuple[int, int, int], tuple[float, float]] = {}
         self.evaluations = 0
 
+    def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
+        d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
+        k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
+        return engine_step_graph(
+            self.arch, decodes=d, prefills=k, input_tokens=each, context_len=max(1, int(self.c_grid[c])),
+            precision=self.precision, engine=ENGINES[self.preset.name], sampling=self.preset.sampling,
+            kv_dtype=self.kv_dtype,
+        )  # fmt: skip
+
+    def _evaluate_all(self) -> None:
+        """Every cell of the grid in one vectorized pass of the kernel model (`predict_graph_totals`)."""
+        keys = [
+            (a, b, c)
+            for a in range(len(self.d_grid))
+            for b in range(len(self.p_grid))
+            for c in range(len(self.c_grid))
+            if self.d_grid[a] or self.p_grid[b]
+        ]
+        graphs = [self._graph(*key) for key in keys]
+        latency_s, energy_j = predict_graph_totals(
+            graphs, self.gpu, self.point, self.coeffs, self.power_coeffs
+        )
+        self.cells = {key: (float(t), float(e)) for key, t, e in zip(keys, latency_s, energy_j, strict=True)}
+        self.evaluations = len(keys)
+
     def _cell(self, a: int, b: int, c: int) -> tuple[float, float]:
-        key = (a, b, c)
-        if key not in self.cells:
-            d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
-            if d == 0 and p_tokens == 0:
-                self.cells[key] = (0.0, 0.0)
-            else:
-                k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
-                graph = engine_step_graph(
-                    self.arch, decodes=d, prefills=k, input_tokens=each,
-                    context_len=max(1, int(self.c_grid[c])), precision=self.precision,
-                    engine=ENGINES[self.preset.name], sampling=self.preset.sampling, kv_dtype=self.kv_dtype,
-                )  # fmt: skip
-                pred = predict_graph(graph, self.gpu, self.point, self.coeffs, self.power_coeffs)
-                self.cells[key] = (pred.latency_s, pred.energy_j)
-                self.evaluations += 1
-        return self.cells[key]
+        if not self.cells:
+            self._evaluate_all()
+        return self.cells.get((a, b, c), (0.0, 0.0))  # (0, 0): a step of nothing
 
     def __call__(
         self, decodes: int, prompt_tokens: int, prompts: int, context_len: float

@@ -113,12 +113,31 @@ class ServingEstimate:
             if isinstance(value, bool | str | float | int) and f.name not in ("model", "gpu"):
                 out[f.name] = value
         out["effective_clock_mhz"] = self.effective_clock_hz / 1e6
+        out |= self._load_view()
+        return out
+
+    def _load_view(self) -> dict[str, float]:
+        """The keys every serving mode reports (`dse.serving.load`), for this batch: its requests are
+        identical and start together, so every percentile is the mean and the batch is the running batch."""
+        out: dict[str, float] = {"num_gpus": 1.0}
+        for q in (50, 90, 99):
+            out[f"ttft_p{q}_s"] = self.ttft_s
+            out[f"tpot_p{q}_s"] = self.tpot_s
+            out[f"e2e_latency_p{q}_s"] = self.e2e_latency_s
+        batch = self.request.batch
+        out["requests_per_s"] = batch / self.e2e_latency_s if self.e2e_latency_s > 0 else 0.0
+        out["avg_batch_size"] = float(batch)
+        out["total_power_w"] = self.avg_power_w
+        pool = USABLE_MEMORY_FRAC * self.memory_capacity_bytes - self.weight_bytes - self.activation_bytes
+        out["kv_cache_utilization"] = self.kv_cache_bytes / pool if pool > 0 else 0.0
+        out["preemptions"] = 0.0
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "gpu": self.gpu,
+            "mode": "static",
             **dataclasses.asdict(self.request),
             **self.metrics(),
             "energy_j_by_module": dict(self.energy_j_by_module),

@@ -123,3 +123,24 @@ def test_to_dict_is_json_ready_and_payload_has_mhz():
 def test_empty_graph():
     r = predict_graph(WorkloadGraph(name="e", ops=()), H100, None, None, PC, estimator=roofline_estimator)
     assert r.energy_j == 0.0 and r.latency_s == 0.0 and r.kernels == ()
+
+
+def test_graph_totals_in_one_pass_equal_graphs_predicted_one_by_one() -> None:
+    from dse.perf.predict import predict_graph_totals
+    from dse.workload.engine import ENGINES, engine_step_graph
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config("llama-3.1-8b")
+    graphs = [
+        engine_step_graph(
+            arch, decodes=d, prefills=k, input_tokens=512, context_len=c, engine=ENGINES["vllm"]
+        )
+        for d, k, c in ((1, 0, 600), (64, 0, 2000), (0, 3, 1), (32, 2, 900))
+    ]
+    for point in (OperatingPoint(), OperatingPoint(sm_clock_hz=1.2e9, power_cap_w=350.0)):
+        latency_s, energy_j = predict_graph_totals(graphs, H100, point)
+        for g, t, e in zip(graphs, latency_s, energy_j, strict=True):
+            one = predict_graph(g, H100, point)
+            assert t == pytest.approx(one.latency_s, rel=1e-12) and e == pytest.approx(
+                one.energy_j, rel=1e-12
+            )

@@ -1,0 +1,181 @@
+"""The serving load options of `dse predict` and `dse whatif`: one load mode, engine knobs, lengths.
+
+Exactly one of `--batch B` (a static batch: the default, batch 1 for predict), `--concurrency C` (closed
+loop), `--request-rate R` (Poisson) or `--max-throughput` (offline). The engine knobs and length options
+apply to the three load modes (`dse.serving.load`); given with a static batch they are an error rather
+than silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from dse.errors import DseError
+
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", help="Load: closed loop, this many requests always in flight.")
+]
+RequestRateOpt = Annotated[
+    float | None, typer.Option("--request-rate", help="Load: open loop, Poisson arrivals at this many req/s.")
+]
+MaxThroughputOpt = Annotated[
+    bool, typer.Option("--max-throughput", help="Load: offline, every request queued at t = 0.")
+]
+MaxSeqsOpt = Annotated[
+    int | None, typer.Option("--max-num-seqs", help="Load: most running sequences (default: the engine's).")
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-batched-tokens", help="Load: tokens per engine step (default: the engine's)."),
+]
+MemFracOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-memory-utilization", help="Load: share of GPU memory for weights + KV (default: the engine's)."
+    ),
+]
+NumRequestsOpt = Annotated[
+    int | None,
+    typer.Option("--num-requests", help="Load: requests simulated (default: 10 x concurrency, >= 200)."),
+]
+RequestSeedOpt = Annotated[int, typer.Option("--seed", help="Load: seed of lengths and arrivals.")]
+LengthDistOpt = Annotated[
+    str,
+    typer.Option(
+        "--length-dist",
+        help="Load: fixed, lognormal (mean = the tokens given, --length-sigma) or exponential lengths.",
+    ),
+]
+LengthSigmaOpt = Annotated[
+    float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths (default 0.5).")
+]
+
+MODE_TEXT = {
+    "concurrency": "closed loop",
+    "request_rate": "open loop, Poisson arrivals",
+    "max_throughput": "offline, all requests queued",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadArgs:
+    """What the load options of one command said."""
+
+    batch: int | None = None
+    concurrency: int | None = None
+    request_rate: float | None = None
+    max_throughput: bool = False
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    num_requests: int | None = None
+    seed: int = 0
+    length_dist: str = "fixed"
+    length_sigma: float = 0.5
+
+    def mode(self) -> str:
+        """The one load mode asked for ("static" when none of the load modes is)."""
+        given = [
+            name
+            for name, on in (
+                ("--batch", self.batch is not None),
+                ("--concurrency", self.concurrency is not None),
+                ("--request-rate", self.request_rate is not None),
+                ("--max-throughput", self.max_throughput),
+            )
+            if on
+        ]
+        if len(given) > 1:
+            raise DseError(f"give one load mode, not {' and '.join(given)}")
+        if self.concurrency is not None:
+            return "concurrency"
+        if self.request_rate is not None:
+            return "request_rate"
+        if self.max_throughput:
+            return "max_throughput"
+        knobs = {
+            "--max-num-seqs": self.max_num_seqs,
+            "--max-batched-tokens": self.max_batched_tokens,
+            "--gpu-memory-utilization": self.gpu_memory_utilization,
+            "--num-requests": self.num_requests,
+        }
+        extra = [k for k, v in knobs.items() if v is not None]
+        extra += ["--length-dist"] if self.length_dist != "fixed" else []
+        if extra:
+            raise DseError(
+                f"{', '.join(extra)} apply to a load mode: add --concurrency C, --request-rate R or "
+                "--max-throughput (a --batch is one static batch)"
+            )
+        return "static"
+
+    def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
+                engine: str, sampling: str | None) -> Any:  # fmt: skip
+        """The LoadRequest of a load mode."""
+        from dse.serving.load import LoadRequest
+
+        return LoadRequest(
+            mode=self.mode(),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            concurrency=self.concurrency,
+            request_rate_per_s=self.request_rate,
+            num_requests=self.num_requests,
+            length_dist=self.length_dist,
+            length_sigma=self.length_sigma,
+            seed=self.seed,
+            precision=precision,
+            kv_dtype=kv_dtype,
+            engine=engine,
+            sampling=sampling,
+            max_num_seqs=self.max_num_seqs,
+            max_batched_tokens=self.max_batched_tokens,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+        )
+
+
+# (metric key, label, scale, format) for estimates under load.
+LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("ttft_s", "TTFT mean (ms)", 1e3, ".1f"),
+    ("ttft_p50_s", "TTFT p50 (ms)", 1e3, ".1f"),
+    ("ttft_p90_s", "TTFT p90 (ms)", 1e3, ".1f"),
+    ("ttft_p99_s", "TTFT p99 (ms)", 1e3, ".1f"),
+    ("tpot_s", "TPOT mean (ms)", 1e3, ".2f"),
+    ("tpot_p50_s", "TPOT p50 (ms)", 1e3, ".2f"),
+    ("tpot_p90_s", "TPOT p90 (ms)", 1e3, ".2f"),
+    ("tpot_p99_s", "TPOT p99 (ms)", 1e3, ".2f"),
+    ("e2e_latency_s", "end-to-end latency mean (s)", 1.0, ".2f"),
+    ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
+    ("requests_per_s", "requests/s", 1.0, ".2f"),
+    ("avg_batch_size", "running sequences (mean)", 1.0, ".1f"),
+    ("avg_power_w", "average power per GPU (W)", 1.0, ".0f"),
+    ("energy_per_output_token_j", "energy per output token (mJ)", 1e3, ".1f"),
+    ("energy_per_request_j", "energy per request (J)", 1.0, ".1f"),
+    ("kv_cache_utilization", "KV cache in use (mean share)", 1.0, ".1%"),
+    ("preemptions", "preemptions", 1.0, ".0f"),
+    ("kv_capacity_tokens", "KV cache capacity (tokens)", 1.0, ".0f"),
+    ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
+    ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
+)
+
+
+def load_title(est: Any) -> str:
+    """One line saying what was simulated: mode, engine, lengths, requests."""
+    r, e = est.request, est.engine
+    if r.mode == "concurrency":
+        load = f"concurrency {r.concurrency}"
+    elif r.mode == "request_rate":
+        load = f"{r.request_rate_per_s:g} requests/s"
+    else:
+        load = "max throughput"
+    lengths = f"{r.input_tokens} in / {r.output_tokens} out" + (
+        f" ({r.length_dist} lengths)" if r.length_dist != "fixed" else ""
+    )
+    n = est.values.get("num_requests")
+    requests = f", {int(n)} requests" if n else ""
+    return (
+        f"{est.model} on {est.gpu}: {load} ({MODE_TEXT[r.mode]}), {e.name} engine "
+        f"(max {e.max_num_seqs} seqs, {e.max_batched_tokens} tokens/step), {lengths}, {r.precision}{requests}"
+    )

@@ -1,0 +1,101 @@
+"""`dse predict` / `dse whatif` in every load mode: the flags, the JSON keys and the errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+
+runner = CliRunner()
+BASE = [
+    "predict",
+    "--model",
+    "llama-3.1-8b",
+    "--gpu",
+    "h100-sxm",
+    "--input-tokens",
+    "512",
+    "--output-tokens",
+    "64",
+]
+# The keys the issue names for every mode (SI units), plus the ones a static batch always had.
+KEYS = {
+    "mode", "num_gpus", "ttft_s", "tpot_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
+    "tpot_p90_s", "tpot_p99_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s", "avg_batch_size",
+    "avg_power_w", "total_power_w", "energy_per_output_token_j", "energy_per_request_j",
+    "kv_cache_utilization", "preemptions", "feasible", "infeasible_reason",
+}  # fmt: skip
+
+
+def run_json(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode"),
+    [
+        ([], "static"),
+        (["--batch", "8"], "static"),
+        (["--concurrency", "8", "--num-requests", "40"], "concurrency"),
+        (["--request-rate", "5", "--num-requests", "40", "--length-dist", "lognormal"], "request_rate"),
+        (["--max-throughput", "--num-requests", "60", "--max-num-seqs", "16"], "max_throughput"),
+    ],
+)
+def test_every_mode_prints_every_key(flags: list[str], mode: str) -> None:
+    data = run_json(*BASE, *flags)
+    assert set(data) >= KEYS and data["mode"] == mode and data["feasible"] is True
+    assert data["num_gpus"] == 1 and data["total_power_w"] == data["avg_power_w"]
+
+
+def test_load_mode_text_says_mode_and_engine() -> None:
+    result = runner.invoke(app, [*BASE, "--concurrency", "8", "--num-requests", "40", "--engine", "sglang"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "concurrency 8 (closed loop)" in text and "sglang engine" in text and "TTFT p90" in text
+    static = runner.invoke(app, [*BASE, "--batch", "4"])
+    assert "static batch of 4" in " ".join(static.stdout.split())
+
+
+def test_engine_knobs_reach_the_simulation() -> None:
+    few = run_json(*BASE, "--max-throughput", "--num-requests", "64", "--max-num-seqs", "8")
+    many = run_json(*BASE, "--max-throughput", "--num-requests", "64", "--max-num-seqs", "64")
+    assert few["max_num_seqs"] == 8 and few["avg_batch_size"] <= 8.0 + 1e-9
+    assert many["output_tokens_per_s"] > 2 * few["output_tokens_per_s"]
+    half = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--gpu-memory-utilization", "0.4")
+    full = run_json(*BASE, "--concurrency", "4", "--num-requests", "20")
+    assert half["kv_capacity_tokens"] < full["kv_capacity_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--batch", "4", "--concurrency", "8"], "one load mode"),
+        (["--concurrency", "4", "--max-throughput"], "one load mode"),
+        (["--max-num-seqs", "8"], "apply to a load mode"),
+        (["--concurrency", "0"], "concurrency must be an integer >= 1"),
+        (["--request-rate", "-2"], "request_rate_per_s"),
+        (["--concurrency", "4", "--engine", "tgi"], "engine 'tgi'"),
+        (["--concurrency", "4", "--length-dist", "zipf"], "length_dist"),
+        (["--concurrency", "4", "--attention", "eager"], "static batch"),
+    ],
+)
+def test_bad_load_options_are_one_line_errors(flags: list[str], needle: str) -> None:
+    result = runner.invoke(app, [*BASE, *flags])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and needle in result.output, result.output
+
+
+def test_whatif_under_load_shows_the_mode() -> None:
+    args = ["whatif", "h100-sxm", "--memory", "gddr7", "--concurrency", "8", "--num-requests", "40",
+            "--input-tokens", "256", "--output-tokens", "32"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "concurrency 8 (closed loop)" in " ".join(result.stdout.split())
+    data = run_json(*args)
+    assert data["mode"] == "concurrency"
+    assert data["changed"]["tpot_s"] > data["baseline"]["tpot_s"]  # GDDR7 has less bandwidth than HBM3

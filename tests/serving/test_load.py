@@ -1,0 +1,155 @@
+"""predict_load: serving under load with the kernel model's step costs (dse.serving.load)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.serving.load import LOAD_KEYS, LoadRequest, StepTable, draw_lengths, predict_load, resolve_preset
+from dse.serving.presets import engine_preset
+from dse.serving.static import ServingRequest, predict_serving
+from dse.workload.models import load_model_config
+
+ARCH = load_model_config("llama-3.1-8b")
+H100 = load_gpu("h100-sxm")
+
+
+def closed(c: int, **kw) -> dict:
+    req = LoadRequest(mode="concurrency", concurrency=c, input_tokens=512, output_tokens=64,
+                      num_requests=kw.pop("num_requests", 8 * c), **kw)  # fmt: skip
+    return predict_load(ARCH, H100, req).metrics()
+
+
+def test_every_mode_reports_every_key_and_orders_its_percentiles() -> None:
+    requests = [
+        LoadRequest(mode="concurrency", concurrency=16, input_tokens=512, output_tokens=64, num_requests=96),
+        LoadRequest(mode="request_rate", request_rate_per_s=4.0, input_tokens=512, output_tokens=64,
+                    num_requests=60),
+        LoadRequest(mode="max_throughput", input_tokens=512, output_tokens=64, num_requests=200),
+    ]  # fmt: skip
+    for req in requests:
+        m = predict_load(ARCH, H100, req).metrics()
+        assert m["feasible"] is True and set(LOAD_KEYS) <= set(m)
+        assert all(np.isfinite(m[k]) for k in LOAD_KEYS), req.mode
+        for name in ("ttft", "tpot", "e2e_latency"):
+            assert m[f"{name}_p50_s"] <= m[f"{name}_p90_s"] <= m[f"{name}_p99_s"]
+        assert m["avg_power_w"] <= H100.power.tdp_w * 1.001
+        assert m["energy_per_output_token_j"] == pytest.approx(m["avg_power_w"] / m["output_tokens_per_s"])
+
+
+def test_one_client_matches_the_static_batch_of_one() -> None:
+    # A lone request decodes alone: its TPOT is the static batch-1 decode step with the same engine
+    # (CUDA-graph padding of 1 is 1); TTFT is one prefill.
+    load = closed(1, num_requests=3, sampling="none", engine="none")
+    static = predict_serving(ARCH, H100, ServingRequest(batch=1, input_tokens=512, output_tokens=64))
+    assert load["tpot_s"] == pytest.approx(static.tpot_s, rel=0.03)
+    assert load["ttft_s"] == pytest.approx(static.ttft_s, rel=0.05)
+
+
+def test_same_seed_same_numbers_and_another_seed_other_lengths() -> None:
+    base = LoadRequest(mode="request_rate", request_rate_per_s=8.0, input_tokens=256, output_tokens=32,
+                       num_requests=80, length_dist="lognormal")  # fmt: skip
+    a = predict_load(ARCH, H100, base).metrics()
+    assert predict_load(ARCH, H100, base).metrics() == a
+    other = predict_load(ARCH, H100, dataclasses.replace(base, seed=7)).metrics()
+    assert other["ttft_s"] != a["ttft_s"]
+
+
+def test_lengths_follow_the_distribution_asked_for() -> None:
+    req = LoadRequest(mode="max_throughput", input_tokens=1000, output_tokens=200, length_dist="lognormal")
+    inp, out = draw_lengths(req, 20_000, 131_072)
+    assert inp.mean() == pytest.approx(1000, rel=0.03) and out.mean() == pytest.approx(200, rel=0.03)
+    assert np.std(np.log(inp)) == pytest.approx(0.5, rel=0.05)
+    exp = dataclasses.replace(req, length_dist="exponential")
+    inp, out = draw_lengths(exp, 20_000, 131_072)
+    assert inp.mean() == pytest.approx(1000, rel=0.03) and np.median(inp) < 0.8 * inp.mean()
+    fixed = dataclasses.replace(req, length_dist="fixed")
+    inp, out = draw_lengths(fixed, 10, 131_072)
+    assert set(inp) == {1000} and set(out) == {200}
+
+
+def test_more_clients_more_throughput_and_less_energy_per_token_until_the_limit() -> None:
+    m = [closed(c, max_num_seqs=32) for c in (1, 8, 32, 64)]
+    tput = [x["output_tokens_per_s"] for x in m]
+    jpt = [x["energy_per_output_token_j"] for x in m]
+    assert tput[0] < tput[1] < tput[2] and tput[3] == pytest.approx(tput[2], rel=0.05)
+    assert jpt[0] > jpt[1] > jpt[2]
+    assert m[3]["ttft_s"] > 2 * m[2]["ttft_s"]  # 64 clients, 32 run: half of them queue
+
+
+def test_engine_presets_and_overrides() -> None:
+    assert engine_preset("vllm", H100).max_num_seqs == 1024  # >= 70 GiB and not an A100
+    assert engine_preset("vllm", load_gpu("a100-sxm-80gb")).max_num_seqs == 256
+    assert engine_preset("vllm", load_gpu("l4")).max_batched_tokens == 2048
+    trt = engine_preset("trtllm", H100)
+    assert not trt.chunked_prefill and trt.reserve_output_frac == 1.0 and trt.kv_dtype("fp8", None) == "fp8"
+    assert engine_preset("vllm", H100).kv_dtype("fp8", None) is None
+    req = LoadRequest(mode="concurrency", concurrency=4, input_tokens=64, output_tokens=8, engine="sglang",
+                      max_num_seqs=3, max_batched_tokens=512, gpu_memory_utilization=0.5)  # fmt: skip
+    preset = resolve_preset(req, H100)
+    assert (preset.max_num_seqs, preset.max_batched_tokens, preset.gpu_memory_utilization) == (3, 512, 0.5)
+    assert engine_preset("vllm", H100).padded_decodes(13) == 16
+    assert engine_preset("vllm", H100).padded_decodes(600) == 600
+    with pytest.raises(ConfigError, match="engine 'tgi'"):
+        engine_preset("tgi", H100)
+
+
+def test_less_memory_for_the_kv_cache_means_fewer_tokens_and_more_queueing() -> None:
+    roomy = closed(64, num_requests=256)
+    tight = closed(64, num_requests=256, gpu_memory_utilization=0.25)
+    assert tight["kv_capacity_tokens"] < 0.3 * roomy["kv_capacity_tokens"]
+    assert tight["kv_cache_utilization"] > roomy["kv_cache_utilization"]
+
+
+def test_a_model_that_does_not_fit_is_infeasible_with_the_reason() -> None:
+    req = LoadRequest(mode="concurrency", concurrency=4, input_tokens=512, output_tokens=64)
+    est = predict_load(load_model_config("llama-3.1-70b"), H100, req)
+    m = est.metrics()
+    assert m["feasible"] is False and "KV cache" in str(m["infeasible_reason"])
+    assert all(m[k] is None for k in LOAD_KEYS)
+
+
+def test_step_table_interpolates_between_evaluated_cells() -> None:
+    preset = resolve_preset(LoadRequest(mode="max_throughput", input_tokens=256, output_tokens=8), H100)
+    table = StepTable(
+        ARCH,
+        H100,
+        None,
+        None,
+        None,
+        precision="bf16",
+        preset=preset,
+        kv_dtype=None,
+        mean_input=256,
+        max_decodes=64,
+        max_prompt_tokens=2048,
+        context_range=(256, 512),
+    )
+    at_16 = table(16, 0, 0, 300.0)[0]
+    at_24 = table(24, 0, 0, 300.0)[0]  # padded to 24 (a captured size), between the cells 16 and 32
+    at_32 = table(32, 0, 0, 300.0)[0]
+    assert at_16 < at_24 < at_32
+    # d: 0, 1, 2, ..., 64 (8); p: 0, 256, 512, 1024, 2048 (5); 3 contexts; all but the 3 empty steps
+    assert table.evaluations == 8 * 5 * 3 - 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "burst"}, "mode 'burst'"),
+        ({"mode": "concurrency"}, "needs concurrency"),
+        ({"mode": "max_throughput", "concurrency": 4}, "takes no concurrency"),
+        ({"mode": "request_rate", "request_rate_per_s": float("inf")}, "request_rate_per_s"),
+        ({"mode": "max_throughput", "output_tokens": 1}, "output_tokens"),
+        ({"mode": "max_throughput", "length_dist": "pareto"}, "length_dist"),
+        ({"mode": "max_throughput", "seed": -1}, "seed"),
+        ({"mode": "max_throughput", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+    ],
+)
+def test_bad_load_requests_are_config_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        LoadRequest(**{"input_tokens": 128, "output_tokens": 16, **kwargs})

@@ -1,0 +1,205 @@
+"""The iteration-level scheduler simulation (dse.serving.scheduler) with a synthetic step cost.
+
+The step cost stands in for the kernel model: a fixed part (weights streamed once per step), a part per
+decode token and per prompt token, and decode attention growing with the context. It makes the physics
+checkable by hand: a batch amortizes the fixed part, so throughput grows with concurrency until the
+running-sequence limit, and energy per token falls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.errors import ConfigError
+from dse.serving.metrics import request_metrics, steady_window, system_metrics
+from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
+
+FIXED_S, PER_DECODE_S, PER_PROMPT_S, PER_CONTEXT_S = 5e-3, 2e-5, 6e-5, 2e-9
+ACTIVE_W, IDLE_W = 400.0, 80.0
+
+
+def cost(decodes: int, prompt_tokens: int, prompts: int, context: float) -> tuple[float, float]:
+    latency_s = (
+        FIXED_S + PER_DECODE_S * decodes + PER_PROMPT_S * prompt_tokens + PER_CONTEXT_S * decodes * context
+    )
+    return latency_s, ACTIVE_W * latency_s
+
+
+def config(**kw) -> SchedulerConfig:
+    return SchedulerConfig(**{"max_num_seqs": 64, "max_batched_tokens": 2048, "kv_blocks": 10_000, **kw})
+
+
+def lengths(n: int, seed: int = 0, mean_in: int = 256, mean_out: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inp = np.clip(np.rint(rng.lognormal(np.log(mean_in), 0.4, n)), 1, 4 * mean_in).astype(int)
+    out = np.clip(np.rint(rng.lognormal(np.log(mean_out), 0.4, n)), 2, 4 * mean_out).astype(int)
+    return inp, out
+
+
+def closed(c: int, n: int = 400, **kw) -> SimResult:
+    inp, out = lengths(n)
+    return simulate(Requests(input_tokens=inp, output_tokens=out, concurrency=c), config(**kw), cost,
+                    idle_power_w=IDLE_W)  # fmt: skip
+
+
+def poisson(rate: float, n: int = 400, seed: int = 0, **kw) -> SimResult:
+    inp, out = lengths(n)
+    gaps = np.random.default_rng(seed + 1).exponential(1.0 / rate, n)
+    arrivals = np.cumsum(gaps) - gaps[0]
+    return simulate(Requests(input_tokens=inp, output_tokens=out, arrival_s=arrivals), config(**kw), cost,
+                    idle_power_w=IDLE_W)  # fmt: skip
+
+
+def system(sim: SimResult, k: int) -> dict[str, float]:
+    return system_metrics(sim, steady_window(sim, k))
+
+
+def check_invariants(sim: SimResult) -> None:
+    assert np.all(sim.first_token_s >= sim.arrival_s)  # no token before its request arrives
+    assert np.all(sim.finish_s >= sim.first_token_s)
+    assert np.all(np.diff(sim.step_start_s) >= 0) and np.all(sim.step_end_s >= sim.step_start_s)
+    # every output token is emitted exactly once, recomputed requests included
+    assert int(sim.step_tokens.sum()) == int(sim.output_tokens.sum())
+    assert np.all(sim.step_blocks <= sim.kv_blocks)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    concurrency=st.integers(1, 20),
+    max_seqs=st.integers(1, 16),
+    budget=st.integers(16, 600),
+    blocks=st.integers(40, 400),
+    block=st.sampled_from([1, 16, 32]),
+    chunked=st.booleans(),
+    reserve=st.sampled_from([0.0, 0.7, 1.0]),
+    open_loop=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_every_request_finishes_after_it_arrives_and_tokens_add_up(
+    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, open_loop, seed
+) -> None:
+    inp, out = lengths(n, seed, mean_in=48, mean_out=24)
+    if int((inp + out).max()) > blocks * block:
+        blocks = -(-int((inp + out).max()) // block)  # the smallest pool every request fits
+    cfg = SchedulerConfig(
+        max_num_seqs=max_seqs,
+        max_batched_tokens=budget,
+        kv_blocks=blocks,
+        block_size_tokens=block,
+        chunked_prefill=chunked,
+        reserve_output_frac=reserve,
+    )
+    if open_loop:
+        arrivals = np.sort(np.random.default_rng(seed).uniform(0, 2.0, n))
+        req = Requests(input_tokens=inp, output_tokens=out, arrival_s=arrivals)
+    else:
+        req = Requests(input_tokens=inp, output_tokens=out, concurrency=concurrency)
+    sim = simulate(req, cfg, cost, idle_power_w=IDLE_W)
+    check_invariants(sim)
+    assert np.all(np.isfinite(sim.finish_s))
+
+
+def test_littles_law_in_the_closed_loop_steady_state() -> None:
+    for c in (4, 16, 48):
+        sim = closed(c, n=1200)
+        w = steady_window(sim, c)
+        done = (sim.finish_s > w.start_s) & (sim.finish_s <= w.end_s)
+        throughput = done.sum() / w.duration_s
+        mean_e2e = float((sim.finish_s - sim.arrival_s)[done].mean())
+        assert throughput * mean_e2e == pytest.approx(c, rel=0.05)  # L = lambda W, L = C clients
+
+
+def test_littles_law_under_poisson_arrivals() -> None:
+    sim = poisson(rate=40.0, n=2000)
+    t0, t1 = float(np.quantile(sim.arrival_s, 0.1)), float(np.quantile(sim.arrival_s, 0.9))
+    grid = np.linspace(t0, t1, 4000)
+    in_system = (sim.arrival_s[None, :] <= grid[:, None]) & (sim.finish_s[None, :] > grid[:, None])
+    mean_in_system = in_system.sum(axis=1).mean()
+    arrivals = ((sim.arrival_s >= t0) & (sim.arrival_s < t1)).sum() / (t1 - t0)
+    mean_e2e = float((sim.finish_s - sim.arrival_s).mean())
+    assert mean_in_system == pytest.approx(arrivals * mean_e2e, rel=0.05)
+
+
+def test_throughput_does_not_fall_with_concurrency_up_to_the_sequence_limit() -> None:
+    levels = (1, 2, 4, 8, 16, 32, 64, 96)
+    tput = [system(closed(c, max_num_seqs=64), min(c, 64))["output_tokens_per_s"] for c in levels]
+    assert all(b >= a * 0.99 for a, b in zip(tput, tput[1:], strict=False)), tput
+    assert tput[-2] > 10 * tput[0]  # batching amortizes the per-step weight traffic
+    assert tput[-1] == pytest.approx(tput[-2], rel=0.05)  # saturated: 96 clients, 64 run
+
+
+def test_energy_per_token_falls_with_batch_until_saturation() -> None:
+    levels = (1, 4, 16, 64)
+    jpt = [system(closed(c), c)["energy_per_output_token_j"] for c in levels]
+    assert all(b < a for a, b in zip(jpt, jpt[1:], strict=False)), jpt
+
+
+def test_ttft_rises_with_request_rate() -> None:
+    ttft = [request_metrics(poisson(rate))["ttft_s"] for rate in (5.0, 40.0, 120.0, 400.0)]
+    assert all(b >= a for a, b in zip(ttft, ttft[1:], strict=False)), ttft
+    assert ttft[-1] > 5 * ttft[0]  # past capacity requests queue
+
+
+def test_a_small_kv_pool_preempts_and_still_serves_everything() -> None:
+    inp, out = np.full(200, 512), np.full(200, 256)
+    req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(200))
+    roomy = simulate(req, config(kv_blocks=100_000), cost, idle_power_w=IDLE_W)
+    tight = simulate(req, config(kv_blocks=1_000), cost, idle_power_w=IDLE_W)
+    assert roomy.preemptions == 0 and tight.preemptions > 0
+    check_invariants(tight)
+    # reserving the whole sequence at admission (TensorRT-LLM) never preempts
+    reserved = simulate(req, config(kv_blocks=1_000, reserve_output_frac=1.0), cost, idle_power_w=IDLE_W)
+    assert reserved.preemptions == 0
+    check_invariants(reserved)
+
+
+def test_without_chunked_prefill_a_prompt_runs_whole() -> None:
+    inp, out = np.array([3000, 100, 100]), np.array([4, 4, 4])
+    req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(3))
+    sim = simulate(req, config(max_batched_tokens=1024, chunked_prefill=False), cost, idle_power_w=IDLE_W)
+    # the 3000-token prompt is longer than the budget: it runs alone in the first step
+    assert sim.first_token_s[0] == pytest.approx(cost(0, 3000, 1, 0)[0])
+    chunked = simulate(req, config(max_batched_tokens=1024), cost, idle_power_w=IDLE_W)
+    assert chunked.steps > sim.steps
+
+
+def test_idle_gaps_are_charged_at_idle_power() -> None:
+    inp, out = np.array([64, 64]), np.array([2, 2])
+    req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.array([0.0, 10.0]))
+    sim = simulate(req, config(), cost, idle_power_w=IDLE_W)
+    busy_j = sum(ACTIVE_W * cost(0, 64, 1, 0)[0] + ACTIVE_W * cost(1, 0, 0, 65)[0] for _ in range(2))
+    gap_s = 10.0 - sim.finish_s[0]
+    assert sim.step_energy_j.sum() == pytest.approx(busy_j + IDLE_W * gap_s, rel=1e-9)
+
+
+def test_stretches_of_decode_steps_match_step_by_step_time() -> None:
+    # One request alone: no events between its first and last token, so the simulation takes them at once.
+    req = Requests(input_tokens=np.array([100]), output_tokens=np.array([50]), concurrency=1)
+    sim = simulate(req, config(), cost, idle_power_w=IDLE_W)
+    by_step = cost(0, 100, 1, 0)[0] + sum(cost(1, 0, 0, 100 + j + 1)[0] for j in range(49))
+    assert sim.finish_s[0] == pytest.approx(by_step, rel=1e-9)
+    assert len(sim.step_start_s) < 10 and sim.steps == 50
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"kv_blocks": -1}, "kv_blocks"),
+        ({"reserve_output_frac": 1.5}, "reserve_output_frac"),
+        ({"host_step_s": float("nan")}, "host_step_s"),
+    ],
+)
+def test_bad_scheduler_settings_are_config_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config(**kwargs)
+
+
+def test_a_request_larger_than_the_pool_is_refused() -> None:
+    req = Requests(input_tokens=np.array([5000]), output_tokens=np.array([10]), concurrency=1)
+    with pytest.raises(ConfigError, match="KV cache"):
+        simulate(req, config(kv_blocks=100), cost, idle_power_w=IDLE_W)
