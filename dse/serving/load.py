@@ -50,7 +50,7 @@ from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, check_engine_options, engine_step_graph, kv_bytes_per_token
 from dse.workload.graph import WorkloadGraph
-from dse.workload.llm import LlmArch, prefill_activation_bytes, weight_bytes
+from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
 
 MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
 LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
@@ -110,6 +110,7 @@ class LoadRequest:
         frac = self.gpu_memory_utilization
         if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {frac}")
+        activation_dtype(self.precision)  # a known precision
         if self.engine not in ENGINE_NAMES:
             raise ConfigError(f"engine '{self.engine}' is not one of {', '.join(ENGINE_NAMES)}")
         check_engine_options(engine=self.engine, sampling=self.sampling or "none", kv_dtype=self.kv_dtype)
@@ -128,6 +129,7 @@ class LoadEstimate:
     gpu: str
     request: LoadRequest
     engine: EnginePreset
+    kv_dtype: str  # the KV cache's dtype as run (the request's, else the engine's default for the precision)
     values: dict[str, float | None]
     feasible: bool
     infeasible_reason: str
@@ -145,6 +147,8 @@ class LoadEstimate:
             "gpu": self.gpu,
             **dataclasses.asdict(self.request),
             "engine": self.engine.name,
+            "kv_dtype": self.kv_dtype,
+            "sampling": self.engine.sampling,
             "max_num_seqs": self.engine.max_num_seqs,
             "max_batched_tokens": self.engine.max_batched_tokens,
             "chunked_prefill": self.engine.chunked_prefill,
@@ -300,9 +304,13 @@ def _infeasible(
 ) -> LoadEstimate:
     values: dict[str, float | None] = {key: None for key in LOAD_KEYS}
     return LoadEstimate(
-        model=arch.name, gpu=gpu.name, request=load, engine=preset, values=values,
-        feasible=False, infeasible_reason=reason,
+        model=arch.name, gpu=gpu.name, request=load, engine=preset, kv_dtype=_kv_name(load, preset),
+        values=values, feasible=False, infeasible_reason=reason,
     )  # fmt: skip
+
+
+def _kv_name(load: LoadRequest, preset: EnginePreset) -> str:
+    return preset.kv_dtype(load.precision, load.kv_dtype) or activation_dtype(load.precision)
 
 
 # The numeric keys of every load estimate (`LoadEstimate.metrics`), besides feasible / infeasible_reason.
@@ -365,8 +373,8 @@ def predict_load(
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity)
     return LoadEstimate(
-        model=arch.name, gpu=gpu.name, request=load, engine=preset, values=values, feasible=True,
-        infeasible_reason="",
+        model=arch.name, gpu=gpu.name, request=load, engine=preset, kv_dtype=_kv_name(load, preset),
+        values=values, feasible=True, infeasible_reason="",
     )  # fmt: skip
 
 

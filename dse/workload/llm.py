@@ -245,6 +245,11 @@ def _check_attention(value: object) -> str:
     return str(value)
 
 
+def activation_dtype(precision: str) -> Dtype:
+    """Dtype of activations and of the KV cache at `precision` (ConfigError for an unknown precision)."""
+    return _act_dtype(_check_precision(precision))
+
+
 def _act_dtype(precision: Precision) -> Dtype:
     """Dtype of activations, norms, elementwise ops and the KV cache."""
     if precision in ("fp32", "tf32"):

@@ -52,6 +52,12 @@ def test_every_mode_prints_every_key(flags: list[str], mode: str) -> None:
     assert data["num_gpus"] == 1 and data["total_power_w"] == data["avg_power_w"]
 
 
+def test_the_kv_dtype_shown_is_the_one_run() -> None:
+    fp8 = ["--precision", "fp8", "--concurrency", "4", "--num-requests", "20"]
+    assert run_json(*BASE, *fp8, "--engine", "trtllm")["kv_dtype"] == "fp8"  # fp8 checkpoints: fp8 cache
+    assert run_json(*BASE, *fp8, "--engine", "vllm")["kv_dtype"] == "bf16"  # --kv-cache-dtype auto
+
+
 def test_load_mode_text_says_mode_and_engine() -> None:
     result = runner.invoke(app, [*BASE, "--concurrency", "8", "--num-requests", "40", "--engine", "sglang"])
     assert result.exit_code == 0, result.output

@@ -148,6 +148,7 @@ def test_step_table_interpolates_between_evaluated_cells() -> None:
         ({"mode": "max_throughput", "length_dist": "pareto"}, "length_dist"),
         ({"mode": "max_throughput", "seed": -1}, "seed"),
         ({"mode": "max_throughput", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"mode": "max_throughput", "precision": "int3"}, "precision 'int3'"),
     ],
 )
 def test_bad_load_requests_are_config_errors(kwargs: dict, message: str) -> None:
