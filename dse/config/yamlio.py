@@ -7,6 +7,11 @@ missing field points at the line of the mapping that lacks it.
 
 The loader also fixes two YAML 1.1 traps measured in reference/search-notes.md section 6.1: `1e-3` (no
 dot) is a float here, not the string "1e-3", and a key given twice is an error instead of last-one-wins.
+
+It is the one YAML loader of `dse` (studies, spaces, GPU files, run directories) and is safe on hostile
+input: files over MAX_YAML_BYTES, text that is not UTF-8, nesting deeper than MAX_YAML_DEPTH, anchors that
+refer to themselves, aliases that expand past MAX_YAML_NODES values ("billion laughs") and mapping keys that
+are not plain scalars are each one ConfigError naming the file (and line), never a traceback or a hang.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from pydantic import BaseModel, ValidationError
 from dse.errors import ConfigError
 
 Loc = tuple[str | int, ...]
+
+MAX_YAML_BYTES = 256 * 1024  # a study or GPU file is a few KiB
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 20_000  # values, after alias expansion
 
 
 class _Loader(yaml.SafeLoader):
@@ -98,46 +107,105 @@ def _is_tag(seg: str | int) -> bool:
     )
 
 
-def _walk(node: yaml.Node, path: Loc, lines: dict[Loc, int], source: str) -> None:
-    lines.setdefault(path, node.start_mark.line + 1)
+class _Budget:
+    """Values visited so far while walking a document, aliases expanded (bounds alias bombs)."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+
+def _walk(node: yaml.Node, path: Loc, lines: dict[Loc, int], source: str, budget: _Budget,
+          stack: tuple[int, ...] = ()) -> None:  # fmt: skip
+    budget.nodes += 1
+    line = node.start_mark.line + 1
+    if budget.nodes > MAX_YAML_NODES:
+        raise ConfigError(f"{source}:{line}: more than {MAX_YAML_NODES} values once aliases are expanded")
+    if id(node) in stack:
+        raise ConfigError(f"{source}:{line}: an alias refers to a value that contains it (recursive anchor)")
+    if len(stack) >= MAX_YAML_DEPTH:
+        raise ConfigError(f"{source}:{line}: nested deeper than {MAX_YAML_DEPTH} levels")
+    lines.setdefault(path, line)
+    inner = (*stack, id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
+            where = f"{source}:{key_node.start_mark.line + 1}"
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise ConfigError(f"{where}: a mapping key must be a plain value, not a list or mapping")
             key = key_node.value
-            if isinstance(key_node, yaml.ScalarNode) and key in seen:
+            if key in seen:
                 raise ConfigError(
-                    f"{source}:{key_node.start_mark.line + 1}: {'.'.join(map(str, (*path, key)))}: "
+                    f"{where}: {'.'.join(map(str, (*path, key)))}: "
                     f"key '{key}' given twice (first on line {seen[key]})"
                 )
             seen[key] = key_node.start_mark.line + 1
             sub = (*path, key)
             lines[sub] = key_node.start_mark.line + 1
-            _walk(value_node, sub, lines, source)
+            _walk(value_node, sub, lines, source, budget, inner)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*path, i)] = item.start_mark.line + 1
-            _walk(item, (*path, i), lines, source)
+            _walk(item, (*path, i), lines, source, budget, inner)
+
+
+def _check_nesting(text: str, source: str) -> None:
+    """Nesting depth and size from the event stream, which PyYAML parses without recursion (its composer
+    recurses) and faster than it composes."""
+    depth = 0
+    for events, event in enumerate(yaml.parse(text, Loader=_Loader), start=1):
+        if events > 2 * MAX_YAML_NODES:  # stop before composing a huge document
+            line = event.start_mark.line + 1 if event.start_mark else 0
+            raise ConfigError(f"{source}:{line}: more than {MAX_YAML_NODES} values")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise ConfigError(f"{source}:{line}: nested deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def decode_yaml_bytes(data: bytes, source: str) -> str:
+    """UTF-8 text of a YAML file (a BOM is allowed); ConfigError for oversized or non-UTF-8 input."""
+    if len(data) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: {len(data)} bytes; a YAML input may be at most {MAX_YAML_BYTES}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
 
 
 def load_yaml(path: str | Path) -> tuple[Any, SourceMap]:
     """Parse one YAML file; return the data and its line map. Raises ConfigError with the line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_yaml(text, str(path))
+        raise ConfigError(f"{_short(path)}: cannot read: {exc.strerror or exc}") from None
+    return parse_yaml(decode_yaml_bytes(data, str(path)), str(path))
+
+
+def _short(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 200 else text[:100] + "..." + text[-60:]
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, SourceMap]:
     """Like `load_yaml` for text already read; `source` names it in messages."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: {len(text)} characters; a YAML input may be at most {MAX_YAML_BYTES}")
     try:
+        _check_nesting(text, source)
         loader = _Loader(text)
         try:
             node = loader.get_single_node()
             lines: dict[Loc, int] = {}
             if node is not None:
-                _walk(node, (), lines, source)
+                _walk(node, (), lines, source, _Budget())
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -149,6 +217,11 @@ def parse_yaml(text: str, source: str) -> tuple[Any, SourceMap]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from None
     return data, SourceMap(source, lines)
+
+
+def parse_yaml_value(text: str, source: str) -> Any:
+    """One YAML value (a `--set` value, a catalog file) through the same safe loader."""
+    return parse_yaml(text, source)[0]
 
 
 # --- pydantic errors -> lines ------------------------------------------------------------------------------

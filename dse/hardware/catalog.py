@@ -20,9 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from dse.config.yamlio import load_yaml, parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
@@ -44,8 +44,8 @@ def list_gpus() -> list[str]:
 
 @cache
 def _raw_catalog_entry(name: str) -> dict[str, Any]:
-    text = _gpu_dir().joinpath(f"{name}.yaml").read_text()
-    return _normalized(yaml.safe_load(text), f"{name}.yaml")
+    text = _gpu_dir().joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    return _normalized(parse_yaml_value(text, f"{name}.yaml"), f"{name}.yaml")
 
 
 def _normalized(raw: Any, source: str) -> dict[str, Any]:
@@ -57,24 +57,33 @@ def _normalized(raw: Any, source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: {exc}") from exc
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name too long for the file system: not a file we can read
+        return False
+
+
 def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"GPU file '{path}' does not exist")
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if path.suffix in (".yaml", ".yml") or _is_file(path):
+        if not _is_file(path):
+            raise ConfigError(f"GPU file '{_shorten(str(path))}' does not exist (or is not a file)")
+        raw, _ = load_yaml(path)  # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
         data = _normalized(raw, str(path))
         data.setdefault("name", path.stem)
         return data, str(path)
     name = _canonical(str(name_or_path))
     if name not in list_gpus():
         raise ConfigError(
-            f"unknown GPU '{name_or_path}'; known: {', '.join(list_gpus())} (or a path to a YAML file)"
+            f"unknown GPU '{_shorten(str(name_or_path))}'; known: {', '.join(list_gpus())} "
+            "(or a path to a YAML file)"
         )
     return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml"
+
+
+def _shorten(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "..." + text[-17:]
 
 
 def _validated(raw: dict[str, Any], source: str) -> GpuSpec:
@@ -98,7 +107,7 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
     split = split_overrides(overrides)
     name = _canonical(str(name_or_path))
     path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml") and not path.exists() and name in list_gpus():
+    if path.suffix not in (".yaml", ".yml") and not _is_file(path) and name in list_gpus():
         try:
             gpu = _catalog_gpu(name, split.generic)
         except TypeError:  # an unhashable override value (a list): not cached

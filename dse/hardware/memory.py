@@ -11,9 +11,9 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec, MemorySpec, _Frozen
 from dse.units import normalize_unit_keys
@@ -52,8 +52,10 @@ class MemoryTechSpec(_Frozen):
 
 @cache
 def _tech_catalog() -> dict[str, MemoryTechSpec]:
-    text = resources.files("dse.hardware").joinpath("data/memory_technologies.yaml").read_text()
-    raw = yaml.safe_load(text)
+    text = (
+        resources.files("dse.hardware").joinpath("data/memory_technologies.yaml").read_text(encoding="utf-8")
+    )
+    raw = parse_yaml_value(text, "memory_technologies.yaml")
     return {
         name: MemoryTechSpec.model_validate({"name": name, **normalize_unit_keys(entry)})
         for name, entry in raw.items()

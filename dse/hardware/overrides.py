@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.memory import load_memory_tech, with_memory
 from dse.hardware.spec import GpuSpec, MemorySpec
@@ -221,7 +221,12 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
         if not sep or not path.strip():
             raise ConfigError(f"--set '{item}': expected PATH=VALUE, e.g. gpu.num_sms=144")
         try:
-            out[path.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set '{item}': value is not a scalar: {exc}") from exc
+            value = parse_yaml_value(text, f"--set {path.strip()}")
+        except ConfigError as exc:
+            raise ConfigError(f"--set '{item}': value is not a scalar: {exc}") from None
+        if isinstance(value, dict | list):
+            raise ConfigError(
+                f"--set '{item}': expected one value (a number or a word), not a list or mapping"
+            )
+        out[path.strip()] = value
     return out

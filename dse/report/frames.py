@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import yaml
 
+from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -301,9 +301,9 @@ def load_run(run_dir: str | Path) -> RunData:
     if (run_dir / STUDY_FILE).is_file():
         study_text = (run_dir / STUDY_FILE).read_text(encoding="utf-8")
         try:
-            loaded = yaml.safe_load(study_text)
+            loaded = parse_yaml_value(study_text, str(run_dir / STUDY_FILE))
             study = loaded if isinstance(loaded, dict) else None
-        except yaml.YAMLError as exc:
+        except ConfigError as exc:
             logger.warning("%s unreadable: %s", run_dir / STUDY_FILE, exc)
     breakdowns = _read_json(run_dir / BREAKDOWNS_FILE) or None
     return RunData(

@@ -333,7 +333,7 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_malformed_yaml_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("num_sms: [132\nclocks: {")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+: invalid YAML"):
         load_gpu(path)
 
 
