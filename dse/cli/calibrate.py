@@ -20,6 +20,7 @@ from dse.cli.common import (
     parse_families,
     pct,
     print_json,
+    with_nulls,
 )
 
 
@@ -48,7 +49,9 @@ def calibrate_cmd(
     )
     path = cal.save(out)
     if as_json:
-        print_json({"path": str(path), "calibration": cal.info, "fit_error": cal.coeffs.fit_error})
+        print_json(
+            with_nulls({"path": str(path), "calibration": cal.info, "fit_error": cal.coeffs.fit_error})
+        )
         return
     table = Table(title=f"calibrated {cal.coeffs.gpu}: hold-out latency MAPE (kernels >= 10 us)")
     for col in ("family", "n_test", "calibrated", "shipped default"):

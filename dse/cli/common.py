@@ -54,7 +54,27 @@ def friendly(fn: F) -> F:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=float) + "\n")
+    """Strict JSON on stdout: a NaN or infinity is a bug that fails loudly, never `NaN` in the output."""
+    try:
+        text = json.dumps(obj, indent=2, default=float, allow_nan=False)
+    except ValueError as exc:  # exit 1: the run failed, the input was fine
+        err_console.print(
+            f"[bold red]internal error:[/] a non-finite number in the result ({exc}); please report it"
+        )
+        raise typer.Exit(1) from None
+    sys.stdout.write(text + "\n")
+
+
+def with_nulls(obj: Any) -> Any:
+    """`obj` with every non-finite float replaced by None: for tables whose cells may have no value (a
+    MAPE over no rows), which JSON writes as null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: with_nulls(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [with_nulls(v) for v in obj]
+    return obj
 
 
 def gpu_from_options(

@@ -20,6 +20,7 @@ from dse.cli.common import (
     parse_families,
     pct,
     print_json,
+    with_nulls,
 )
 
 
@@ -49,7 +50,7 @@ def validate_kernels_cmd(as_json: JsonOpt = False) -> None:
 
     rows = validate_kernels()
     if as_json:
-        print_json({"rows": rows})
+        print_json(with_nulls({"rows": rows}))
         return
     columns = ("family", "gpu", "dtype", "split", "n_test", "mape_fitted", "mape_analytical")
     title = "kernel latency MAPE (kernels >= 10 us)"
@@ -63,7 +64,7 @@ def validate_power_cmd(as_json: JsonOpt = False) -> None:
 
     rows = [r.to_dict() for r in validate_power()]
     if as_json:
-        print_json({"rows": rows})
+        print_json(with_nulls({"rows": rows}))
         return
     console.print(_frame_table(rows, "power model MAPE", ("power_mape", "latency_mape", "energy_mape")))
 
@@ -75,7 +76,7 @@ def validate_serving_cmd(as_json: JsonOpt = False) -> None:
 
     rows = [dict(r) for r in validate_serving()]
     if as_json:
-        print_json({"rows": rows})
+        print_json(with_nulls({"rows": rows}))
         return
     columns = ("source", "metric", "subset", "group", "n", "mape", "bias")
     console.print(_frame_table(rows, "serving MAPE (bias: signed mean error)", ("mape", "bias"), columns))
@@ -108,7 +109,7 @@ def validate_samples_cmd(
         families=parse_families(families),
     )
     if as_json:
-        print_json({"header": header, "rows": rows})
+        print_json(with_nulls({"header": header, "rows": rows}))
         return
     console.print(
         f"{header['gpu']}: {header['split']}; fitted = {header['fitted']} (on {header['fitted_gpu']}), "

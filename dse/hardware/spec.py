@@ -17,7 +17,8 @@ Provenance = Literal["measured", "datasheet", "derived", "estimated"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: `.inf` / `.nan` in a GPU file or an override is a field error, not a silent NaN.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DvfsTable(_Frozen):

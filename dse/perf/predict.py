@@ -181,9 +181,11 @@ def predict_graph(
     ops = list(graph.ops)
     if not ops:
         return _empty(graph, gpu, point, host_gap_s)
-    capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
+    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
+        capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
     a, p = capped.rows, capped.power
     lat = a["latency_s"]
+    _check_finite(ops, lat, p["total"], gpu)
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
     gap = host_gaps_s(lat, host_gap_s)
@@ -237,8 +239,10 @@ def predict_graph_totals(
     sizes = np.array([len(g.ops) for g in graphs])
     if not ops:
         return np.zeros(len(graphs)), np.zeros(len(graphs))
-    capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(None))
+    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
+        capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(None))
     lat, p = capped.rows["latency_s"], capped.power
+    _check_finite(ops, lat, p["total"], gpu)
     count = np.array([op.count for op in ops], dtype=float)
     row_latency = count * lat
     row_energy = count * lat * p["total"]
@@ -246,6 +250,18 @@ def predict_graph_totals(
     latency_s = np.bincount(graph_of, weights=row_latency, minlength=len(graphs))
     energy_j = np.bincount(graph_of, weights=row_energy, minlength=len(graphs))
     return latency_s, energy_j
+
+
+def _check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:
+    """ConfigError naming the first kernel the GPU cannot run (a non-finite latency or power), so that no
+    NaN or infinity leaves the model: e.g. an SM overridden to hold fewer threads than one thread block."""
+    bad = ~(np.isfinite(latency_s) & np.isfinite(power_w))
+    if bad.any():
+        op = ops[int(np.flatnonzero(bad)[0])]
+        raise ConfigError(
+            f"{gpu.name}: kernel '{op.name}' cannot run on this GPU (no thread block of it fits an SM, or a "
+            "rate is zero): check the sm.* fields (max_threads, max_threadblocks, registers, smem_bytes)"
+        )
 
 
 def _weighted_clock_hz(weight: np.ndarray, f: np.ndarray) -> float:

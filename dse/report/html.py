@@ -127,6 +127,16 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def script_json(obj: Any) -> str:
+    """JSON to embed in a <script> element: strict (no NaN), with `<`, `>`, `&` and the JavaScript line
+    separators escaped, so no string in it (a parameter value, a study name) can close the element."""
+    text = json.dumps(obj, allow_nan=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                          ("\u2029", "\\u2029")):  # fmt: skip
+        text = text.replace(char, escaped)
+    return text
+
+
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return "–"
@@ -190,7 +200,7 @@ def _pareto_section(info: ParetoInfo) -> str:
                 "colorscale": category_colorscale(len(p.categories)) if p.categories else None,
             }
         )
-    meta = json.dumps({"params": meta_params, "front": FRONT_COLOR, "dominated": DOMINATED_COLOR})
+    meta = script_json({"params": meta_params, "front": FRONT_COLOR, "dominated": DOMINATED_COLOR})
     notes = []
     unplotted = info.n_points - info.n_plotted
     if info.n_points and not info.n_plotted:

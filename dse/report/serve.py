@@ -1,8 +1,10 @@
 """`dse serve RUN_DIR`: serve the run's report on 127.0.0.1 and open a browser when there is one.
 
 Only the loopback interface is bound: the report is for the person at this machine (use an SSH tunnel,
-`ssh -L 8000:127.0.0.1:8000 host`, to look from elsewhere). The server serves the run directory read-only,
-so the page's own links to `pareto.csv` or `trials.parquet` work too.
+`ssh -L 8000:127.0.0.1:8000 host`, to look from elsewhere). The server serves the regular files of the run
+directory read-only, so the page's own links to `pareto.csv` or `trials.parquet` work too; anything else
+is 404 (directories are not listed, and a symlink or `..` that leads out of the run directory is refused),
+and a request whose Host header is not this loopback address is 403 (no DNS-rebinding page can read it).
 """
 
 from __future__ import annotations
@@ -27,10 +29,35 @@ DEFAULT_PORT = 8000
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    """Static files from the run directory, logged through `logging` instead of stderr."""
+    """The run directory's regular files (module docstring), logged through `logging` instead of stderr."""
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
         logger.debug("%s " + format, self.address_string(), *args)
+
+    def _host_ok(self) -> bool:
+        port = self.server.server_address[1]  # type: ignore[index]  # an (address, port) pair for TCP
+        host = (self.headers.get("Host") or "").strip().lower()
+        return host in {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")} | {
+            "127.0.0.1",
+            "localhost",
+        }
+
+    def send_head(self):  # http.server's untyped hook, returning a file object or None
+        if not self._host_ok():
+            self.send_error(403, "this server answers only requests to its loopback address")
+            return None
+        if self.path.split("?", 1)[0] in ("", "/"):
+            self.send_response(302)
+            self.send_header("Location", f"/{REPORT_FILE}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        root = os.path.realpath(self.directory)
+        real = os.path.realpath(self.translate_path(self.path))
+        if os.path.commonpath([real, root]) != root or not os.path.isfile(real):
+            self.send_error(404, "not a file of this run")
+            return None
+        return super().send_head()
 
 
 class _ReportServer(ThreadingHTTPServer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -69,3 +70,39 @@ def test_busy_port_is_a_readable_error(small_run: Path) -> None:
             open_report_server(small_run, port=server.server_address[1])
     finally:
         server.server_close()
+
+
+def _get(url: str, host: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_only_regular_files_of_the_run_and_only_for_loopback_hosts(small_run: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the browser")
+    (small_run / "escape.txt").symlink_to(secret)
+    (small_run / "inside.txt").symlink_to(small_run / "summary.json")
+    server, url = open_report_server(small_run, port=0)
+    base = url.rsplit("/", 1)[0]
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        assert _get(f"{base}/summary.json")[0] == 200
+        assert _get(f"{base}/inside.txt")[0] == 200  # a link that stays inside the run
+        assert _get(f"{base}/escape.txt")[0] == 404  # a link out of the run directory
+        assert _get(f"{base}/../secret.txt")[0] == 404
+        assert _get(f"{base}/%2e%2e/secret.txt")[0] == 404
+        status, body = _get(f"{base}/")
+        assert status == 200 and body.startswith(b"<!DOCTYPE html>")  # `/` is the report, not a listing
+        assert _get(f"{base}/summary.json", host=f"localhost:{port}")[0] == 200
+        assert _get(f"{base}/summary.json", host="evil.example:80")[0] == 403  # DNS rebinding
+        assert _get(f"{base}/summary.json", host=f"127.0.0.1.evil.example:{port}")[0] == 403
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

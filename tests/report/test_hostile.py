@@ -1,0 +1,57 @@
+"""Text users wrote (study names, parameter values, reasons) is escaped wherever the report shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dse.report.html import script_json, write_html_report
+
+from .browser import Browser, find_chromium
+from .runs import write_run
+
+HOSTILE = "</script><script>window.__pwned = 1</script><img src=x onerror=window.__pwned=2>\u2028&amp;"
+
+
+def hostile_run(root: Path) -> Path:
+    """A run whose study name, a categorical parameter's values and the infeasible reasons are hostile."""
+    run_dir = write_run(root, 200, breakdowns=False)
+    trials = pd.read_parquet(run_dir / "trials.parquet")
+    trials.loc[trials["param.precision"] == "fp8", "param.precision"] = HOSTILE
+    trials.loc[~trials["feasible"], "reason"] = HOSTILE
+    trials.to_parquet(run_dir / "trials.parquet", index=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["study"] = HOSTILE
+    summary["stop_reason"] = HOSTILE
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    return run_dir
+
+
+def test_script_json_cannot_close_its_element() -> None:
+    text = script_json({"name": HOSTILE})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"name": HOSTILE}
+    with pytest.raises(ValueError):
+        script_json({"x": float("nan")})  # strict: a NaN here is a bug, not a silent 'NaN' in the page
+
+
+def test_hostile_text_adds_no_element_to_the_page(tmp_path: Path) -> None:
+    benign = write_html_report(write_run(tmp_path / "a", 200)).read_text(encoding="utf-8")
+    page = write_html_report(hostile_run(tmp_path / "b")).read_text(encoding="utf-8")
+    assert page.count("<script") == benign.count("<script")
+    assert "<img" not in page and "window.__pwned = 1</script>" not in page
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH: apt-get install -y chromium")
+def test_hostile_text_does_not_execute_in_chromium(tmp_path: Path) -> None:
+    report = write_html_report(hostile_run(tmp_path))
+    chromium = find_chromium()
+    assert chromium is not None
+    with Browser(chromium, width=1024, height=768) as b:
+        b.goto(report.resolve().as_uri())
+        b.evaluate("new Promise((r) => setTimeout(r, 1500))")
+        assert b.evaluate("typeof window.__pwned") == "undefined"
+        assert HOSTILE.split("<img")[0] in b.evaluate("document.body.innerText")  # shown, as text
