@@ -21,10 +21,14 @@ def context_for_run(run_dir: str | Path) -> EvalContext | None:
     from dse.search.study import load_study
 
     cfg = load_study(path).config
-    return EvalContext(gpu=cfg.gpu, model=cfg.model, **cfg.workload.model_dump())
+    return cfg.eval_context()
 
 
 def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, dict[str, float]]:
-    """{"by_module": {module: J}, "by_op": {phase/op name: J}} of one design point."""
-    estimate = predict_inputs(build_inputs(params, ctx))
+    """{"by_module": {module: J}, "by_op": {phase/op name: J}} of one design point; {} for a point of a
+    load mode (a simulated run of many different engine steps: `dse.serving.load` keeps no breakdown)."""
+    inputs = build_inputs(params, ctx)
+    if "load" in inputs:
+        return {}
+    estimate = predict_inputs(inputs)
     return {"by_module": dict(estimate.energy_j_by_module), "by_op": dict(estimate.energy_j_by_name)}

@@ -9,20 +9,13 @@ starts with `model: `, which is how a replay tells the sampler the same constrai
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from dse.search.objective import STATUS_KEYS, finite
+from dse.search.objective import COMPARISONS, STATUS_KEYS, finite
 from dse.search.study import ConstraintConfig, StudyConfig
 
 MODEL_REASON_PREFIX = "model: "
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le,
-    "<": operator.lt,
-    ">=": operator.ge,
-    ">": operator.gt,
-}
 
 
 def constraint_check(c: ConstraintConfig, metrics: Mapping[str, Any]) -> tuple[bool, float, str]:
@@ -33,7 +26,7 @@ def constraint_check(c: ConstraintConfig, metrics: Mapping[str, Any]) -> tuple[b
         return False, 1.0, f"{c.text}: {c.metric} not available"
     if not finite(rhs):
         return False, 1.0, f"{c.text}: {c.value} not available"
-    ok = _OPS[c.op](lhs, rhs)
+    ok = COMPARISONS[c.op](lhs, rhs)
     scale = max(abs(rhs), 1e-12)
     violation = (lhs - rhs) / scale if c.op in ("<=", "<") else (rhs - lhs) / scale
     if ok:

@@ -9,8 +9,22 @@ Parameter paths split by prefix:
                                (`gpu.memory.technology`, `gpu.num_sms`, derived knobs such as
                                `gpu.sm.tensor_factor`), applied by `load_gpu`
     sm_clock_mhz, power_cap_w  the OperatingPoint (converted to SI here)
-    model, batch, input_tokens, output_tokens, precision, attention
+    model, mode, batch, input_tokens, output_tokens, precision, attention, kv_dtype, engine, sampling,
+    concurrency, request_rate_per_s, num_requests, length_dist, length_sigma, request_seed,
+    max_num_seqs, max_batched_tokens, gpu_memory_utilization
                                the serving workload (defaults come from the study's `workload:`)
+
+`mode` picks the serving model: `static` (the default) is one batch of `batch` identical requests
+(`dse.serving.static.predict_serving`); `concurrency`, `request_rate` and `max_throughput` simulate a
+server under load (`dse.serving.load.predict_load`, with `request_seed` as its `seed`). `batch` and
+`attention` belong to the static batch, the load knobs to the load modes; each mode ignores the other's
+(a study with a fixed mode may not give them: `dse.search.study`). `engine` and `sampling` left None
+take the mode's default, as in `dse predict`: static "none" / "none", under load vllm and the engine's
+own sampler.
+
+Every point also gets `goodput_requests_per_s`: its `requests_per_s` when each latency SLO of the
+context (`EvalContext.slo`: the study's constraints `ttft_*|tpot_*|e2e_latency_* <= number`) holds, else
+0 (see `goodput`).
 
 Workers receive plain dicts and an `EvalContext`, and return plain dicts. `evaluate_chunk` runs a list of
 points and records, per point, the metrics or the error (an exception never escapes a chunk).
@@ -19,6 +33,7 @@ points and records, per point, the metrics or the error (an exception never esca
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +56,27 @@ SERVING_METRICS: tuple[str, ...] = (
     "memory_capacity_bytes",
     "effective_clock_hz",
 )
+# The per-request latency metrics every serving mode reports (means and percentiles): the SLO metrics.
+LATENCY_METRICS: tuple[str, ...] = tuple(
+    f"{name}{q}_s" for name in ("ttft", "tpot", "e2e_latency") for q in ("", "_p50", "_p90", "_p99")
+)
+# The keys of `dse.serving.load.LOAD_KEYS` that a static batch reports too (ServingEstimate._load_view).
+STATIC_LOAD_VIEW: tuple[str, ...] = (
+    "num_gpus",
+    *LATENCY_METRICS,
+    "requests_per_s",
+    "avg_batch_size",
+    "total_power_w",
+    "kv_cache_utilization",
+    "preemptions",
+)
+GOODPUT_METRIC = "goodput_requests_per_s"
 CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memory_bw_bytes_per_s")
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
-WORKLOAD_KEYS: tuple[str, ...] = (
-    "model",
+MODES: tuple[str, ...] = ("static", "concurrency", "request_rate", "max_throughput")
+LOAD_MODES: tuple[str, ...] = MODES[1:]
+# The workload keys of the static batch (dse.serving.ServingRequest, passed as they are).
+STATIC_KEYS: tuple[str, ...] = (
     "batch",
     "input_tokens",
     "output_tokens",
@@ -54,32 +86,64 @@ WORKLOAD_KEYS: tuple[str, ...] = (
     "engine",
     "sampling",
 )
-# The workload keys passed to dse.serving.ServingRequest as they are.
-_REQUEST_KEYS = WORKLOAD_KEYS[1:]
+# The workload keys only the load modes use (dse.serving.load.LoadRequest; request_seed is its `seed`).
+LOAD_KNOBS: tuple[str, ...] = (
+    "concurrency",
+    "request_rate_per_s",
+    "num_requests",
+    "length_dist",
+    "length_sigma",
+    "request_seed",
+    "max_num_seqs",
+    "max_batched_tokens",
+    "gpu_memory_utilization",
+)
+# The knob each load mode needs (the other modes take none of them).
+MODE_KNOB: dict[str, str] = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}
+WORKLOAD_KEYS: tuple[str, ...] = ("model", "mode", *STATIC_KEYS, *LOAD_KNOBS)
 # Keys of ServingEstimate.metrics() that are not numbers; the runner turns them into feasible/reason.
 STATUS_KEYS: tuple[str, ...] = ("feasible", "infeasible_reason")
+COMPARISONS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
 
 Evaluator = Callable[[Mapping[str, Any], "EvalContext"], Mapping[str, Any]]
+Slo = tuple[tuple[str, str, float], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EvalContext:
-    """What every point of a study shares: the base GPU, the model and the workload defaults.
+    """What every point of a study shares: the base GPU, the model, the workload defaults and the SLO.
 
-    `options` carries settings for other evaluators (the toy functions in the tests), as sorted pairs so
-    that the context stays hashable.
+    `slo` holds (latency metric, "<=" or "<", bound) triples for `goodput_requests_per_s`. `options`
+    carries settings for other evaluators (the toy functions in the tests), as sorted pairs so that the
+    context stays hashable.
     """
 
     gpu: str = "h100-sxm"
     model: str = "llama-3.1-8b"
+    mode: str = "static"
     batch: int = 1
     input_tokens: int = 1024
     output_tokens: int = 256
     precision: str = "bf16"
     attention: str = "flash"
     kv_dtype: str | None = None
-    engine: str = "none"
-    sampling: str = "none"
+    engine: str | None = None  # None: the mode's default (static "none", load vllm)
+    sampling: str | None = None  # None: the mode's default (static "none", load the engine's sampler)
+    concurrency: int | None = None
+    request_rate_per_s: float | None = None
+    num_requests: int | None = None
+    length_dist: str = "fixed"
+    length_sigma: float = 0.5
+    request_seed: int = 0
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    slo: Slo = ()
     options: tuple[tuple[str, Any], ...] = field(default=())
 
 
@@ -108,7 +172,11 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 
 def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
-    """The arguments of `predict_serving` for one point (exposed for tests and `dse predict`-like uses)."""
+    """The inputs of one point's prediction (exposed for tests and `dse predict`-like uses).
+
+    Always arch, gpu, point and mode; a static point adds the ServingRequest fields (`STATIC_KEYS`), a
+    load-mode point `load`, its `dse.serving.load.LoadRequest`.
+    """
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
 
@@ -119,35 +187,86 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
         power_cap_w=None if op.get("power_cap_w") is None else float(op["power_cap_w"]),
     )
-    return {
-        "arch": _arch(str(wl.get("model", ctx.model))),
-        "gpu": gpu,
-        "batch": int(wl.get("batch", ctx.batch)),
-        "input_tokens": int(wl.get("input_tokens", ctx.input_tokens)),
-        "output_tokens": int(wl.get("output_tokens", ctx.output_tokens)),
-        "precision": str(wl.get("precision", ctx.precision)),
-        "attention": str(wl.get("attention", ctx.attention)),
-        "kv_dtype": wl.get("kv_dtype", ctx.kv_dtype),
-        "engine": str(wl.get("engine", ctx.engine)),
-        "sampling": str(wl.get("sampling", ctx.sampling)),
-        "point": point,
-    }
+
+    def get(key: str) -> Any:
+        return wl.get(key, getattr(ctx, key))
+
+    mode = str(get("mode"))
+    out: dict[str, Any] = {"arch": _arch(str(get("model"))), "gpu": gpu, "point": point, "mode": mode}
+    if mode == "static":
+        return out | {
+            "batch": int(get("batch")),
+            "input_tokens": int(get("input_tokens")),
+            "output_tokens": int(get("output_tokens")),
+            "precision": str(get("precision")),
+            "attention": str(get("attention")),
+            "kv_dtype": get("kv_dtype"),
+            "engine": str(get("engine") or "none"),
+            "sampling": str(get("sampling") or "none"),
+        }
+    if mode not in LOAD_MODES:
+        raise ValueError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+    if get("attention") != "flash":
+        raise ValueError(f"attention {get('attention')!r} applies to a static batch; engines run flash")
+    from dse.serving.load import LoadRequest
+
+    knobs = {k: get(k) for k in LOAD_KNOBS if k not in ("concurrency", "request_rate_per_s")}
+    wanted = MODE_KNOB.get(mode)
+    out["load"] = LoadRequest(
+        mode=mode,
+        input_tokens=get("input_tokens"),
+        output_tokens=get("output_tokens"),
+        concurrency=get("concurrency") if wanted == "concurrency" else None,
+        request_rate_per_s=get("request_rate_per_s") if wanted == "request_rate_per_s" else None,
+        seed=knobs.pop("request_seed"),
+        precision=str(get("precision")),
+        kv_dtype=get("kv_dtype"),
+        engine=str(get("engine") or "vllm"),
+        sampling=get("sampling"),
+        **knobs,
+    )
+    return out
 
 
 def predict_inputs(inputs: Mapping[str, Any]) -> Any:
-    """The serving estimate (`dse.serving.static.ServingEstimate`) of one point's `build_inputs` result."""
+    """The estimate of one point's `build_inputs` result: `dse.serving.static.ServingEstimate` for a
+    static point, `dse.serving.load.LoadEstimate` under load."""
+    if "load" in inputs:
+        from dse.serving.load import predict_load
+
+        return predict_load(inputs["arch"], inputs["gpu"], inputs["load"], inputs["point"])
     from dse.serving import (
         static as serving,  # lazy: the search layer must not need the model stack at import
     )
 
-    workload = {k: inputs[k] for k in _REQUEST_KEYS}
+    workload = {k: inputs[k] for k in STATIC_KEYS}
     return serving.predict_serving(
         inputs["arch"], inputs["gpu"], serving.ServingRequest(**workload), inputs["point"]
     )
 
 
+def goodput(metrics: Mapping[str, Any], slo: Slo) -> float | None:
+    """Requests per second that meet the SLO: `requests_per_s` when every (metric, op, bound) of `slo`
+    holds, else 0; None when the point has no throughput (infeasible).
+
+    The SLOs are on the run's latency statistics, so a percentile bound sets the attainment: with
+    `ttft_p90_s <= 0.5` and `tpot_p90_s <= 0.05` a point's requests count when at least 90% of them meet
+    each bound (DistServe's goodput at a 90% attainment, for that load). Without an SLO it is
+    `requests_per_s`.
+    """
+    rps = metrics.get("requests_per_s")
+    if not finite(rps):
+        return None
+    for metric, op, bound in slo:
+        value = metrics.get(metric)
+        if not finite(value) or not COMPARISONS[op](value, bound):
+            return 0.0
+    return float(rps)
+
+
 def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
-    """Predict LLM serving for one design point; metrics plus the GPU context (TDP, power cap, clock).
+    """Predict LLM serving for one design point; metrics plus the GPU context (TDP, power cap, clock)
+    and `goodput_requests_per_s`.
 
     Raises DseError/ValueError/KeyError for points the model cannot evaluate; the chunk runner records
     them as failed points.
@@ -155,6 +274,7 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     inputs = build_inputs(params, ctx)
     metrics = dict(predict_inputs(inputs).metrics())
     gpu, point = inputs["gpu"], inputs["point"]
+    metrics.setdefault(GOODPUT_METRIC, goodput(metrics, ctx.slo))
     metrics.setdefault("tdp_w", gpu.power.tdp_w)
     metrics.setdefault("power_cap_w", point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w)
     metrics.setdefault("sm_clock_hz", point.sm_clock_hz or gpu.clocks.boost_clock_hz)
@@ -162,14 +282,18 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     return metrics
 
 
-def serving_metric_names() -> tuple[str, ...]:
-    """Numeric metrics of `ServingEstimate.metrics()` (read from the dataclass) plus the context metrics."""
+def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The numeric metrics `evaluate_point` gives in every one of `modes` (None: in any mode).
+
+    Static: the numeric fields of `ServingEstimate` (read from the dataclass), `effective_clock_mhz` and
+    the load keys a static batch reports; load modes: `dse.serving.load.LOAD_KEYS`. Both add
+    `goodput_requests_per_s` and the context metrics.
+    """
     import dataclasses
 
-    try:
-        from dse.serving.static import ServingEstimate
-    except ImportError:
-        return SERVING_METRICS + CONTEXT_METRICS
+    from dse.serving.load import LOAD_KEYS
+    from dse.serving.static import ServingEstimate
+
     names = [
         f.name
         for f in dataclasses.fields(ServingEstimate)
@@ -177,7 +301,13 @@ def serving_metric_names() -> tuple[str, ...]:
     ]
     if "effective_clock_hz" in names:
         names.append("effective_clock_mhz")
-    return tuple(dict.fromkeys([*names, *SERVING_METRICS, *CONTEXT_METRICS]))
+    static = [*names, *SERVING_METRICS, *STATIC_LOAD_VIEW]
+    per_mode = {mode: static if mode == "static" else list(LOAD_KEYS) for mode in MODES}
+    chosen = [per_mode[m] for m in (MODES if modes is None else modes)]
+    merged = [name for names_ in chosen for name in names_]
+    if modes is not None:
+        merged = [name for name in merged if all(name in names_ for names_ in chosen)]
+    return tuple(dict.fromkeys([*merged, GOODPUT_METRIC, *CONTEXT_METRICS]))
 
 
 evaluate_point.metric_names = serving_metric_names  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
-from dse.search.objective import EvalContext, Evaluator, evaluate_point, finite
+from dse.search.objective import Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
 from dse.search.progress import ProgressCallback, ProgressState, RichProgress
 from dse.search.rundir import (
@@ -264,9 +264,12 @@ class _Run:
             from dse.search.executors import make_executor
 
             c = self.cfg
-            ctx = EvalContext(gpu=c.gpu, model=c.model, **c.workload.model_dump())
             self.executor = make_executor(
-                c.search.executor, ctx, self.evaluator, workers=c.search.workers, address=self.address
+                c.search.executor,
+                c.eval_context(),
+                self.evaluator,
+                workers=c.search.workers,
+                address=self.address,
             )
         return self.executor
 

@@ -21,7 +21,39 @@
       chunk_size: 16                       # points per worker task (default: batch / (4 x workers))
       executor: ray                        # ray | process | serial
       workers: 2                           # default: all CPUs
-      seed: 0
+      seed: 0                              # the sampler's seed (the requests' own is workload.request_seed)
+
+Workload (`workload:` gives the defaults; a space parameter of the same name varies it per point):
+
+    mode                static (default) | concurrency | request_rate | max_throughput
+    input_tokens, output_tokens, precision, kv_dtype, engine, sampling       every mode
+    batch, attention    the static batch: `batch` identical requests started together
+                        (dse.serving.static; attention eager or flash)
+    concurrency         mode concurrency: closed loop, this many requests in flight (required there)
+    request_rate_per_s  mode request_rate: Poisson arrivals (required there)
+    num_requests, length_dist (fixed | lognormal | exponential), length_sigma (lognormal only),
+    request_seed        (the seed of the request lengths and arrivals, not the sampler's search.seed),
+    max_num_seqs, max_batched_tokens, gpu_memory_utilization
+                        the load modes (dse.serving.load; None: the engine preset's value)
+
+`engine` and `sampling` left out take the mode's default, as in `dse predict`: static "none" / "none",
+under load vllm and the engine's own sampler. The load modes simulate a server step by step
+(dse.serving.load.predict_load, 0.1-1 s of CPU a point, growing with the concurrency and num_requests) and
+report per-request percentiles (ttft_p90_s, tpot_p99_s, e2e_latency_p50_s, ...), which work as objectives
+and constraints like any metric. A study whose modes (workload.mode, or the values of a `mode` parameter)
+include a load mode must say how requests arrive: concurrency mode needs `concurrency`, request_rate mode
+`request_rate_per_s`, in `workload:` or as a parameter. Knobs that no mode of the study uses (a load knob
+in a static study, `batch` in a load-only one) are errors, as in `dse predict`.
+
+SLOs and goodput: the constraints on a per-request latency metric with a number on the right side and
+`<=` or `<` (`ttft_p90_s <= 0.5`, `tpot_p90_s <= 0.05`, `e2e_latency_p99_s < 20`) are the study's SLO.
+Every point gets the metric `goodput_requests_per_s`: its `requests_per_s` when all of the SLO holds,
+else 0. A percentile bound sets the attainment (p90: at least 90% of the requests meet that bound), so
+this is DistServe's goodput at that load; maximizing it finds the most requests/s served within the SLO,
+and `energy_per_output_token_j: minimize` with the same constraints the fewest joules per token within it.
+An objective or constraint on goodput_requests_per_s needs at least one SLO constraint. Metrics are
+checked against the study's modes: only those every mode reports are allowed (effective_clock_hz is static
+only; window_s, num_requests, steps are load only).
 
 Unknown keys are errors. Every error names the file, the line, the field and what is allowed, e.g.
 `studies/x.yaml:14: space.gpu.num_sms.hihg: unknown key 'hihg' (allowed: path, when, type, low, high, ...)`.
@@ -32,10 +64,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -51,11 +82,14 @@ from pydantic import (
 from dse.config.yamlio import SourceMap, format_errors, load_yaml, located_error
 from dse.errors import ConfigError
 from dse.search.objective import (
-    OPERATING_POINT_KEYS,
-    WORKLOAD_KEYS,
+    LATENCY_METRICS,
+    LOAD_KNOBS,
+    LOAD_MODES,
+    MODES,
+    EvalContext,
     Evaluator,
+    Slo,
     evaluate_point,
-    metric_names_of,
 )
 from dse.search.space import (
     ChoiceParam,
@@ -75,6 +109,8 @@ KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPE
 Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
 Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.workload.engine.SAMPLINGS
 ExecutorKind = Literal["ray", "process", "serial"]
+Mode = Literal["static", "concurrency", "request_rate", "max_throughput"]  # dse.search.objective.MODES
+LengthDist = Literal["fixed", "lognormal", "exponential"]  # dse.serving.load.LENGTH_DISTS
 
 
 class _Strict(BaseModel):
@@ -208,16 +244,29 @@ class SearchConfig(_Strict):
 
 
 class WorkloadConfig(_Strict):
-    """Serving workload defaults; space parameters with the same names override them per point."""
+    """Serving workload defaults (module docstring); space parameters with the same names override them."""
 
-    batch: int = Field(default=1, ge=1)
+    mode: Mode = "static"
+    batch: int = Field(default=1, ge=1)  # static only
     input_tokens: int = Field(default=1024, ge=1)
     output_tokens: int = Field(default=256, ge=1)
     precision: Precision = "bf16"
-    attention: Attention = "flash"
-    kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision`
-    engine: Engine = "none"  # kernel fusions of a serving engine (none: one kernel per graph operator)
-    sampling: Sampling = "none"  # the sampler after each LM head
+    attention: Attention = "flash"  # static only (the engines run flash attention)
+    kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
+    # A serving engine's kernel fusions (none: one kernel per graph operator) and, under load, its
+    # scheduler; None: the mode's default (static none, load vllm).
+    engine: Engine | None = None
+    sampling: Sampling | None = None  # the sampler after each LM head; None: none / the engine's own
+    # The load modes (dse.serving.load.LoadRequest); None: the engine preset's or the mode's default.
+    concurrency: int | None = Field(default=None, ge=1)
+    request_rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    num_requests: int | None = Field(default=None, ge=1)
+    length_dist: LengthDist = "fixed"
+    length_sigma: float = Field(default=0.5, gt=0, le=3)
+    request_seed: int = Field(default=0, ge=0, lt=2**32)  # lengths and arrivals (not search.seed)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_batched_tokens: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
 
 
 class StudyConfig(_Strict):
@@ -247,6 +296,18 @@ class StudyConfig(_Strict):
 
     def search_space(self) -> SearchSpace:
         return SearchSpace(self.space)
+
+    def slo(self) -> Slo:
+        """The latency SLO (module docstring): constraints `latency metric <= | < number`."""
+        return tuple(
+            (c.metric, c.op, c.value)
+            for c in self.constraints
+            if c.metric in LATENCY_METRICS and c.op in ("<=", "<") and isinstance(c.value, float)
+        )
+
+    def eval_context(self) -> EvalContext:
+        """What every point of this study shares (the executors pass it to the evaluator)."""
+        return EvalContext(gpu=self.gpu, model=self.model, slo=self.slo(), **self.workload.model_dump())
 
     @property
     def directions(self) -> list[str]:
@@ -283,10 +344,26 @@ _BUDGET_FIELDS = (
 
 
 def resolved_dict(cfg: StudyConfig) -> dict[str, Any]:
-    """The fully resolved study as plain data (space inlined, defaults filled)."""
+    """The fully resolved study as plain data (space inlined, defaults filled; the workload keys that none
+    of the study's modes uses left out, as a study may not give them)."""
     data = cfg.model_dump(mode="json", exclude_none=True)
     data["constraints"] = [c.text for c in cfg.constraints]
+    for key in _unused_workload_keys(cfg):
+        data["workload"].pop(key, None)
     return data
+
+
+def _unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
+    """The workload keys that no point of the study uses (none when its modes are not all serving modes:
+    the `mode` parameter of another evaluator)."""
+    space = cfg.search_space()
+    modes = study_modes(cfg, space)
+    if not set(modes) <= set(MODES):
+        return ()
+    if not any(m in LOAD_MODES for m in modes):
+        return LOAD_KNOBS
+    unused = () if "static" in modes else ("batch", "attention")
+    return unused + (() if "lognormal" in possible_values(cfg, space, "length_dist") else ("length_sigma",))
 
 
 def resolved_yaml(cfg: StudyConfig) -> str:
@@ -387,6 +464,8 @@ def load_study(path: str | Path, *, evaluator: Evaluator | None = None) -> Loade
         cfg = StudyConfig.model_validate({**data, "space": params})
     except ValidationError as exc:
         raise ConfigError(format_errors(exc, StudyConfig, smap)) from None
+    from dse.search.checks import check_study  # checks import this module's schema
+
     check_study(cfg, smap, evaluator or evaluate_point)
     return LoadedStudy(cfg, smap)
 
@@ -402,6 +481,8 @@ def study_from_dict(
         cfg = StudyConfig.model_validate({**data, "space": params} if params else data)
     except ValidationError as exc:
         raise ConfigError(format_errors(exc, StudyConfig, smap)) from None
+    from dse.search.checks import check_study  # checks import this module's schema
+
     check_study(cfg, smap, evaluator or evaluate_point)
     return cfg
 
@@ -409,117 +490,22 @@ def study_from_dict(
 # --- checks after validation -----------------------------------------------------------------------------
 
 
-def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None:
-    """Cross-field checks: space structure, paths, metric names, sampler needs. Raises located errors."""
-    try:
-        space = cfg.search_space()
-    except ValueError as exc:
-        raise located_error(smap, ("space",), str(exc)) from None
-    for loc, msg in space.problems():
-        raise located_error(smap, ("space", *loc), msg)
-    if evaluator is evaluate_point:
-        _check_serving(cfg, smap, space)
-    names = metric_names_of(evaluator)
-    if names is not None:
-        _check_metrics(cfg, smap, names)
-    if cfg.search.sampler.kind == "grid":
-        for name, spec in cfg.space.items():
-            if not spec.is_finite:
-                raise located_error(
-                    smap,
-                    ("space", name),
-                    "the grid sampler needs a finite space: give this float parameter a `step`, or use "
-                    "`values: [...]` (samplers for continuous spaces: random, qmc, nsga2, nsga3, tpe)",
-                )
+def study_modes(cfg: StudyConfig, space: SearchSpace | None = None) -> tuple[str, ...]:
+    """The serving modes a study's points can have: the values of its `mode` parameters, plus
+    workload.mode where no such parameter exists or each has a `when`."""
+    space = space or cfg.search_space()
+    found: list[str] = []
+    always = False
+    for name, spec in cfg.space.items():
+        if space.path_of(name) == "mode":
+            found += [str(v) for _, v in param_values_with_locs(name, spec)]
+            always = always or spec.when is None
+    if not always:
+        found.append(cfg.workload.mode)
+    return tuple(dict.fromkeys(found))
 
 
-def _check_metrics(cfg: StudyConfig, smap: SourceMap, names: Sequence[str]) -> None:
-    allowed = ", ".join(names)
-    for metric in cfg.objectives:
-        if metric not in names:
-            raise located_error(
-                smap, ("objectives", metric), f"unknown metric '{metric}' (allowed: {allowed})"
-            )
-    for i, c in enumerate(cfg.constraints):
-        for metric in c.metrics():
-            if metric not in names:
-                raise located_error(
-                    smap, ("constraints", i), f"unknown metric '{metric}' in '{c.text}' (allowed: {allowed})"
-                )
-
-
-def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
-    from dse.hardware.catalog import load_gpu
-    from dse.hardware.memory import list_memory_technologies
-    from dse.hardware.overrides import check_override_path
-
-    try:
-        gpu = load_gpu(cfg.gpu)
-    except ConfigError as exc:
-        raise located_error(smap, ("gpu",), str(exc)) from None
-    from dse.workload.models import load_model_config
-
-    try:
-        load_model_config(cfg.model)
-    except ConfigError as exc:
-        raise located_error(smap, ("model",), str(exc)) from None
-    allowed_paths = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
-    literal_values = {
-        "precision": get_args(Precision),
-        "attention": get_args(Attention),
-        "kv_dtype": get_args(KvDtype),
-        "engine": get_args(Engine),
-        "sampling": get_args(Sampling),
-        "gpu.memory.technology": tuple(list_memory_technologies()),
-    }
-    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
-    for name in cfg.space:
-        spec = cfg.space[name]
-        path = space.path_of(name)
-        loc = ("space", name) if spec.path is None else ("space", name, "path")
-        if path.startswith("gpu."):
-            msg = check_override_path(gpu, path)
-            if msg is not None:
-                raise located_error(smap, loc, msg)
-        elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
-            raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
-        allowed = literal_values.get(path)
-        if allowed is not None and not isinstance(spec, ChoiceParam | ConstParam):
-            raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
-        for where, value in _values_with_locs(name, spec):
-            msg = None
-            if allowed is not None and str(value).lower() not in allowed:
-                msg = f"{value!r} is not a valid {path} (allowed: {', '.join(allowed)})"
-            elif path in ("batch", "input_tokens", "output_tokens") and not (
-                isinstance(value, int) and not isinstance(value, bool) and value >= 1
-            ):
-                msg = f"{path} must be an integer >= 1 (got {value!r})"
-            elif path == "gpu.memory.data_rate_frac" and not (
-                isinstance(value, int | float) and 0 <= value <= 1
-            ):
-                msg = f"a fraction of the technology's data-rate range must lie in [0, 1] (got {value!r})"
-            elif path in ("gpu.memory.energy_factor", "gpu.sm.tensor_factor") and not (
-                isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-            ):
-                msg = f"a scale factor must be a positive number (got {value!r})"
-            elif path == "model" and load_model_config is not None:
-                try:
-                    load_model_config(str(value))
-                except ConfigError as exc:
-                    msg = str(exc)
-            elif path == "sm_clock_mhz" and not clocks_vary:
-                lo, hi = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
-                if not (isinstance(value, int | float) and lo <= value <= hi):
-                    msg = f"{value!r} MHz is outside {cfg.gpu}'s SM clock range {lo:g}-{hi:g} MHz"
-            if msg is not None:
-                raise located_error(smap, where, msg)
-        if path in ("batch", "input_tokens", "output_tokens") and isinstance(spec, FloatParam):
-            raise located_error(
-                smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
-            )
-
-
-def _values_with_locs(name: str, spec: _ParamBase) -> list[tuple[tuple[str | int, ...], Any]]:
+def param_values_with_locs(name: str, spec: _ParamBase) -> list[tuple[tuple[str | int, ...], Any]]:
     """The values to check of one parameter with where each is written (ranges: their two bounds)."""
     if isinstance(spec, ChoiceParam):
         return [(("space", name, "values", i), v) for i, v in enumerate(spec.values)]
@@ -528,3 +514,12 @@ def _values_with_locs(name: str, spec: _ParamBase) -> list[tuple[tuple[str | int
     if isinstance(spec, IntParam | FloatParam):
         return [(("space", name, "low"), spec.low), (("space", name, "high"), spec.high)]
     return []
+
+
+def possible_values(cfg: StudyConfig, space: SearchSpace, key: str) -> list[Any]:
+    """The values workload key `key` can take at some point (its default and its parameters' values)."""
+    values = [getattr(cfg.workload, key)]
+    for name, spec in cfg.space.items():
+        if space.path_of(name) == key:
+            values += [v for _, v in param_values_with_locs(name, spec)]
+    return values

@@ -1,0 +1,271 @@
+"""The checks a study gets at load time, after its schema: modes and their knobs, values of the serving
+workload, metrics the study's modes report, goodput's SLO. Each failure is one `file:line` ConfigError
+(`dse.config.yamlio.located_error`). `dse.search.study.load_study` runs `check_study`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, get_args
+
+from dse.config.yamlio import SourceMap, located_error
+from dse.errors import ConfigError
+from dse.search.objective import (
+    GOODPUT_METRIC,
+    LATENCY_METRICS,
+    LOAD_KNOBS,
+    LOAD_MODES,
+    MODE_KNOB,
+    OPERATING_POINT_KEYS,
+    WORKLOAD_KEYS,
+    Evaluator,
+    evaluate_point,
+    metric_names_of,
+    serving_metric_names,
+)
+from dse.search.space import (
+    ChoiceParam,
+    ConstParam,
+    FloatParam,
+    SearchSpace,
+)
+from dse.search.study import (
+    Attention,
+    Engine,
+    KvDtype,
+    LengthDist,
+    Mode,
+    Precision,
+    Sampling,
+    StudyConfig,
+    param_values_with_locs,
+    possible_values,
+    study_modes,
+)
+
+
+def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None:
+    """Cross-field checks: space structure, paths, metric names, sampler needs. Raises located errors."""
+    try:
+        space = cfg.search_space()
+    except ValueError as exc:
+        raise located_error(smap, ("space",), str(exc)) from None
+    for loc, msg in space.problems():
+        raise located_error(smap, ("space", *loc), msg)
+    if evaluator is evaluate_point:
+        modes = study_modes(cfg, space)
+        _check_serving(cfg, smap, space, modes)
+        _check_modes(cfg, smap, space, modes)
+        _check_metrics(cfg, smap, serving_metric_names(modes), modes)
+        _check_goodput(cfg, smap)
+    else:
+        names = metric_names_of(evaluator)
+        if names is not None:
+            _check_metrics(cfg, smap, names)
+    if cfg.search.sampler.kind == "grid":
+        for name, spec in cfg.space.items():
+            if not spec.is_finite:
+                raise located_error(
+                    smap,
+                    ("space", name),
+                    "the grid sampler needs a finite space: give this float parameter a `step`, or use "
+                    "`values: [...]` (samplers for continuous spaces: random, qmc, nsga2, nsga3, tpe)",
+                )
+
+
+def _check_metrics(
+    cfg: StudyConfig, smap: SourceMap, names: Sequence[str], modes: Sequence[str] | None = None
+) -> None:
+    allowed = ", ".join(names)
+
+    def problem(metric: str) -> str:
+        if modes is not None and metric in serving_metric_names():  # a metric of another mode
+            lacking = [m for m in modes if metric not in serving_metric_names([m])]
+            if lacking:
+                return (
+                    f"metric '{metric}' is not reported in mode {', '.join(lacking)} "
+                    f"(this study's modes: {', '.join(modes)}; allowed: {allowed})"
+                )
+        return f"unknown metric '{metric}' (allowed: {allowed})"
+
+    for metric in cfg.objectives:
+        if metric not in names:
+            raise located_error(smap, ("objectives", metric), problem(metric))
+    for i, c in enumerate(cfg.constraints):
+        for metric in c.metrics():
+            if metric not in names:
+                raise located_error(smap, ("constraints", i), f"in '{c.text}': {problem(metric)}")
+
+
+def _check_goodput(cfg: StudyConfig, smap: SourceMap) -> None:
+    """Goodput counts the requests that meet the SLO: a study that uses it must state one."""
+    if cfg.slo():
+        return
+    need = (
+        f"{GOODPUT_METRIC} counts the requests/s that meet the study's latency SLO: add a constraint such "
+        f"as 'ttft_p90_s <= 0.5' (a number bound, <= or <, on one of {', '.join(LATENCY_METRICS)})"
+    )
+    if GOODPUT_METRIC in cfg.objectives:
+        raise located_error(smap, ("objectives", GOODPUT_METRIC), need)
+    for i, c in enumerate(cfg.constraints):
+        if GOODPUT_METRIC in c.metrics():
+            raise located_error(smap, ("constraints", i), need)
+
+
+# --- workload and modes ---------------------------------------------------------------------------------
+
+_INT_KEYS: tuple[str, ...] = (
+    "batch", "input_tokens", "output_tokens", "concurrency", "num_requests", "max_num_seqs",
+    "max_batched_tokens", "request_seed",
+)  # fmt: skip
+
+
+def _sources(cfg: StudyConfig, space: SearchSpace, key: str) -> list[tuple[str | int, ...]]:
+    """Where a study gives workload key `key`: its `workload:` entry (if written) and its parameters."""
+    out: list[tuple[str | int, ...]] = [("workload", key)] if key in cfg.workload.model_fields_set else []
+    return out + [("space", name) for name in cfg.space if space.path_of(name) == key]
+
+
+def _check_modes(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes: Sequence[str]) -> None:
+    """Each mode of the study has what it needs, and no knob is given that none of its modes uses."""
+    loads = [m for m in modes if m in LOAD_MODES]
+    where_mode = (_sources(cfg, space, "mode") or [("workload", "mode")])[-1]
+    modes_text = ", ".join(modes)
+    if not loads:
+        for key in LOAD_KNOBS:
+            for loc in _sources(cfg, space, key):
+                raise located_error(
+                    smap,
+                    loc,
+                    f"{key} applies to the load modes ({', '.join(LOAD_MODES)}) and this study's mode is "
+                    "static: set workload.mode (or a `mode` parameter) or drop it",
+                )
+        return
+    if "static" not in modes:
+        for loc in _sources(cfg, space, "batch"):
+            raise located_error(
+                smap,
+                loc,
+                f"batch is the size of a static batch; under load ({modes_text}) the scheduler forms the "
+                "batches: use concurrency, request_rate_per_s or max_num_seqs instead",
+            )
+        if any(v != "flash" for v in possible_values(cfg, space, "attention")):
+            loc = _sources(cfg, space, "attention")[0]
+            raise located_error(smap, loc, "attention eager applies to a static batch; engines run flash")
+    for mode, knob in MODE_KNOB.items():
+        given = _sources(cfg, space, knob)
+        if mode in modes and not given:
+            raise located_error(
+                smap,
+                where_mode,
+                f"mode {mode} needs {knob}: give workload.{knob} or a `{knob}` parameter",
+            )
+        if mode not in modes and given:
+            raise located_error(
+                smap, given[0], f"{knob} applies to mode {mode} only (this study's modes: {modes_text})"
+            )
+    if "lognormal" not in possible_values(cfg, space, "length_dist"):
+        for loc in _sources(cfg, space, "length_sigma"):
+            raise located_error(smap, loc, "length_sigma applies to length_dist lognormal only")
+    if cfg.workload.output_tokens < 2:
+        raise located_error(
+            smap, ("workload", "output_tokens"), "the load modes need output_tokens >= 2 (a TPOT)"
+        )
+
+
+def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, under_load: bool) -> str | None:
+    """What is wrong with one value of a workload or GPU-knob parameter (None when nothing)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if allowed is not None and str(value).lower() not in allowed:
+        return f"{value!r} is not a valid {path} (allowed: {', '.join(allowed)})"
+    if (
+        path in _INT_KEYS
+        and path != "request_seed"
+        and not (isinstance(value, int) and number and value >= 1)
+    ):
+        return f"{path} must be an integer >= 1 (got {value!r})"
+    if path == "output_tokens" and under_load and value < 2:
+        return f"the load modes need output_tokens >= 2, a TPOT (got {value!r})"
+    if path == "request_seed" and not (isinstance(value, int) and number and 0 <= value < 2**32):
+        return f"request_seed must be an integer in [0, 2^32) (got {value!r})"
+    if path == "request_rate_per_s" and not (number and math.isfinite(value) and value > 0):
+        return f"request_rate_per_s must be a finite number > 0 (got {value!r})"
+    if path == "gpu_memory_utilization" and not (number and 0 < value <= 1):
+        return f"gpu_memory_utilization is a share of GPU memory in (0, 1] (got {value!r})"
+    if path == "length_sigma" and not (number and 0 < value <= 3):
+        return f"length_sigma must lie in (0, 3] (got {value!r})"
+    if path == "gpu.memory.data_rate_frac" and not (number and 0 <= value <= 1):
+        return f"a fraction of the technology's data-rate range must lie in [0, 1] (got {value!r})"
+    if path in ("gpu.memory.energy_factor", "gpu.sm.tensor_factor") and not (number and value > 0):
+        return f"a scale factor must be a positive number (got {value!r})"
+    return None
+
+
+def _point_problem(cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_vary: bool) -> str | None:
+    """Problems that need the model catalog or the GPU: an unknown model, a clock outside the GPU's range."""
+    if path == "model":
+        from dse.workload.models import load_model_config
+
+        try:
+            load_model_config(str(value))
+        except ConfigError as exc:
+            return str(exc)
+    elif path == "sm_clock_mhz" and not clocks_vary:
+        lo, hi = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
+        if not (isinstance(value, int | float) and lo <= value <= hi):
+            return f"{value!r} MHz is outside {cfg.gpu}'s SM clock range {lo:g}-{hi:g} MHz"
+    return None
+
+
+def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes: Sequence[str]) -> None:
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.memory import list_memory_technologies
+    from dse.hardware.overrides import check_override_path
+
+    try:
+        gpu = load_gpu(cfg.gpu)
+    except ConfigError as exc:
+        raise located_error(smap, ("gpu",), str(exc)) from None
+    from dse.workload.models import load_model_config
+
+    try:
+        load_model_config(cfg.model)
+    except ConfigError as exc:
+        raise located_error(smap, ("model",), str(exc)) from None
+    allowed_paths = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
+    literal_values = {
+        "mode": get_args(Mode),
+        "precision": get_args(Precision),
+        "attention": get_args(Attention),
+        "kv_dtype": get_args(KvDtype),
+        "engine": get_args(Engine),
+        "sampling": get_args(Sampling),
+        "length_dist": get_args(LengthDist),
+        "gpu.memory.technology": tuple(list_memory_technologies()),
+    }
+    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
+    under_load = any(m in LOAD_MODES for m in modes)
+    for name in cfg.space:
+        spec = cfg.space[name]
+        path = space.path_of(name)
+        loc = ("space", name) if spec.path is None else ("space", name, "path")
+        if path.startswith("gpu."):
+            msg = check_override_path(gpu, path)
+            if msg is not None:
+                raise located_error(smap, loc, msg)
+        elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
+            raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
+        allowed = literal_values.get(path)
+        if allowed is not None and not isinstance(spec, ChoiceParam | ConstParam):
+            raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
+        for where, value in param_values_with_locs(name, spec):
+            msg = _value_problem(path, value, allowed, under_load=under_load) or _point_problem(
+                cfg, gpu, path, value, clocks_vary
+            )
+            if msg is not None:
+                raise located_error(smap, where, msg)
+        if path in _INT_KEYS and isinstance(spec, FloatParam):
+            raise located_error(
+                smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
+            )
