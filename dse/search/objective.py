@@ -60,16 +60,6 @@ SERVING_METRICS: tuple[str, ...] = (
 LATENCY_METRICS: tuple[str, ...] = tuple(
     f"{name}{q}_s" for name in ("ttft", "tpot", "e2e_latency") for q in ("", "_p50", "_p90", "_p99")
 )
-# The keys of `dse.serving.load.LOAD_KEYS` that a static batch reports too (ServingEstimate._load_view).
-STATIC_LOAD_VIEW: tuple[str, ...] = (
-    "num_gpus",
-    *LATENCY_METRICS,
-    "requests_per_s",
-    "avg_batch_size",
-    "total_power_w",
-    "kv_cache_utilization",
-    "preemptions",
-)
 GOODPUT_METRIC = "goodput_requests_per_s"
 CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memory_bw_bytes_per_s")
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
@@ -292,7 +282,7 @@ def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
     import dataclasses
 
     from dse.serving.load import LOAD_KEYS
-    from dse.serving.static import ServingEstimate
+    from dse.serving.static import LOAD_VIEW_KEYS, ServingEstimate
 
     names = [
         f.name
@@ -301,7 +291,7 @@ def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
     ]
     if "effective_clock_hz" in names:
         names.append("effective_clock_mhz")
-    static = [*names, *SERVING_METRICS, *STATIC_LOAD_VIEW]
+    static = [*names, *SERVING_METRICS, *LATENCY_METRICS, *LOAD_VIEW_KEYS]
     per_mode = {mode: static if mode == "static" else list(LOAD_KEYS) for mode in MODES}
     chosen = [per_mode[m] for m in (MODES if modes is None else modes)]
     merged = [name for names_ in chosen for name in names_]

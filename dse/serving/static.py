@@ -76,6 +76,18 @@ class ServingRequest:
         check_engine_options(engine=self.engine, sampling=self.sampling, kv_dtype=self.kv_dtype)
 
 
+# The keys of `dse.serving.load.LOAD_KEYS` a static batch reports too (`ServingEstimate._load_view`).
+LOAD_VIEW_KEYS: tuple[str, ...] = (
+    "num_gpus",
+    *(f"{name}_p{q}_s" for name in ("ttft", "tpot", "e2e_latency") for q in (50, 90, 99)),
+    "requests_per_s",
+    "avg_batch_size",
+    "total_power_w",
+    "kv_cache_utilization",
+    "preemptions",
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingEstimate:
     """Predicted serving metrics (SI) plus the energy breakdowns; see the module docstring."""
