@@ -1,10 +1,13 @@
-"""The exceptions `dse` raises on purpose. The CLI turns each into one line and exit code 2."""
+"""The exceptions `dse` raises on purpose. The CLI turns each into one line and its `exit_code`: 2 for bad
+input (the default), 1 for a run that failed although its input was fine (a full disk mid-run)."""
 
 from __future__ import annotations
 
 
 class DseError(Exception):
     """Base class: a problem the user can fix, with a message that says how."""
+
+    exit_code = 2
 
 
 class ConfigError(DseError):
@@ -21,6 +24,13 @@ class CalibrationError(DseError):
 
 class SearchError(DseError):
     """A search that cannot run (bad space, executor failure)."""
+
+
+class RunFailed(DseError):
+    """A run that started and could not finish (the disk filled, the results became unwritable); what it
+    had logged is kept and `--resume` continues it."""
+
+    exit_code = 1
 
 
 def format_validation_error(exc: object, source: str = "") -> str:

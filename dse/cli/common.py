@@ -40,7 +40,7 @@ RateOpt = Annotated[
 
 
 def friendly(fn: F) -> F:
-    """Turn DseError (and bad values) into one line on stderr and exit code 2."""
+    """Turn DseError (and bad values) into one line on stderr and its exit code (2: bad input)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -48,7 +48,7 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except DseError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
 

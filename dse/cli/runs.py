@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from dse.cli.common import console, friendly
+from dse.cli.common import console, err_console, friendly
 from dse.errors import DseError
 
 
@@ -33,20 +36,47 @@ def run_cmd(
 
     if study is None and resume is None:
         raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
-    summary = run_study(
-        study,
-        resume=resume,
-        n_points=n_points,
-        executor=executor,
-        out=out,
-        seed=seed,
-        address=address,
-        progress=console,
-        fresh=fresh,
-    )
+    with _sigterm_as_interrupt():
+        summary = run_study(
+            study,
+            resume=resume,
+            n_points=n_points,
+            executor=executor,
+            out=out,
+            seed=seed,
+            address=address,
+            progress=console,
+            fresh=fresh,
+        )
     _show_run(summary)
     if not no_report:
         _write_report(summary.run_dir, None, None)
+    if summary.stop_reason.startswith("interrupted"):
+        raise typer.Exit(130)  # what ran is logged and in the report; --resume continues exactly
+    if summary.n_feasible == 0:
+        err_console.print(
+            f"[bold red]no feasible point:[/] all {summary.n_points} points failed or broke a constraint "
+            "(the report's settings section lists the reasons)"
+        )
+        raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: summary, report, exit 130."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests): keep the default
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _show_run(summary: Any) -> None:

@@ -201,6 +201,9 @@ def _ray_chunk(chunk: Chunk, ctx: EvalContext, evaluator: Evaluator) -> ChunkRes
     return evaluate_chunk(chunk, ctx, evaluator)
 
 
+LOCAL_HOST = "127.0.0.1"
+
+
 class RayExecutor(Executor):
     """One Ray task per chunk on a local instance (started here) or an existing cluster."""
 
@@ -234,6 +237,10 @@ class RayExecutor(Executor):
                 kwargs["address"] = "local"
                 kwargs["num_cpus"] = workers or os.cpu_count() or 1
                 kwargs["object_store_memory"] = 256 * 2**20
+                # Local-only: every Ray process binds 127.0.0.1 (no interface lookup through an outside
+                # address), and no usage report (whose cloud-provider detection probes metadata servers).
+                kwargs["_node_ip_address"] = LOCAL_HOST
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             # Local workers import the evaluator by module path: they inherit the raylet's environment, so
             # give it the driver's import path while it starts (a runtime_env would cost seconds per worker).
             old_path = os.environ.get("PYTHONPATH")

@@ -18,6 +18,7 @@ violations through `trial.set_constraint`, so NSGA-II ranks feasible points firs
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.errors import ConfigError
+from dse.errors import ConfigError, RunFailed
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
 from dse.search.objective import Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
@@ -528,21 +529,36 @@ def run_study(
         "time_budget_s": time_budget_s,
     }
     cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")
-    write_json(run_dir / ENV_FILE, env_info(evaluator_name(evaluator), cfg.search.executor))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")
+        write_json(run_dir / ENV_FILE, env_info(evaluator_name(evaluator), cfg.search.executor))
+        log = PointLog(run_dir / POINTS_FILE)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
     callback, owned = _progress_callback(progress, cfg.name)
-    log = PointLog(run_dir / POINTS_FILE)
     run = _Run(cfg, run_dir, evaluator, callback, address)
     try:
         with _quiet_optuna():
             reason = run.run(log)
+    except OSError as exc:  # the log could not be appended: what it holds stays valid
+        raise RunFailed(
+            f"cannot write to {run_dir} ({exc.strerror or exc}); the {len(log.records)} points logged so "
+            f"far are kept: fix it and continue with `dse run --resume {run_dir}`"
+        ) from None
     finally:
-        log.close()
+        with contextlib.suppress(OSError):  # reported above; every complete line is already in the log
+            log.close()
         if owned is not None:
             owned.__exit__(None, None, None)
-    return run.finish(reason)
+    try:
+        return run.finish(reason)
+    except OSError as exc:
+        raise RunFailed(
+            f"cannot write the run's tables in {run_dir} ({exc.strerror or exc}); its points are in "
+            f"{POINTS_FILE}: fix it and run `dse run --resume {run_dir}`"
+        ) from None
 
 
 def _progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | None, RichProgress | None]:

@@ -114,7 +114,7 @@ LengthDist = Literal["fixed", "lognormal", "exponential"]  # dse.serving.load.LE
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # --- constraints -------------------------------------------------------------------------------------------
@@ -226,15 +226,15 @@ class SearchConfig(_Strict):
     sampler: Annotated[SamplerConfig, BeforeValidator(_sampler_shorthand)] = Field(
         default_factory=lambda: Nsga2SamplerConfig(kind="nsga2")
     )
-    n_points: int = Field(default=1000, ge=1, description="budget: distinct evaluated points")
+    n_points: int = Field(default=1000, ge=1, le=10**9, description="budget: distinct evaluated points")
     time_budget_s: float | None = Field(default=None, gt=0)
     patience: int | None = Field(default=None, ge=1, description="batches without hypervolume gain")
     min_improvement: float = Field(default=1e-6, ge=0, description="relative hypervolume gain that counts")
     batch_size: int | None = Field(default=None, ge=1)
     chunk_size: int | None = Field(default=None, ge=1)
     executor: ExecutorKind = "ray"
-    workers: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    workers: int | None = Field(default=None, ge=1, le=4096)
+    seed: int = Field(default=0, ge=0, lt=2**32, description="the sampler's seed (numpy takes 32 bits)")
 
     @property
     def effective_batch_size(self) -> int:

@@ -1,0 +1,64 @@
+"""Disk faults during a run: one clear error, nothing logged is lost, and `--resume` continues exactly."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from dse.errors import ConfigError, RunFailed
+from dse.search import rundir
+from dse.search.runner import run_study
+
+from .test_runner import comparable, read_log, zdt_study
+from .toy import zdt1
+
+
+def test_a_full_disk_mid_run_keeps_the_log_and_resume_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    study = zdt_study(tmp_path, 160)
+    original = rundir.PointLog.append
+    calls = {"n": 0}
+
+    def append_until_full(self: rundir.PointLog, records) -> None:  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original(self, records)
+
+    monkeypatch.setattr(rundir.PointLog, "append", append_until_full)
+    with pytest.raises(RunFailed, match="No space left on device.*points logged so far are kept.*--resume"):
+        run_study(study, out=tmp_path / "out", evaluator=zdt1, executor="serial")
+    run_dir = next((tmp_path / "out").glob("zdt/*"))
+    kept = read_log(run_dir)
+    assert 0 < len(kept) < 160 and not (run_dir / "summary.json").exists()
+
+    monkeypatch.setattr(rundir.PointLog, "append", original)
+    resumed = run_study(resume=run_dir, evaluator=zdt1)
+    after = read_log(run_dir)
+    assert after[: len(kept)] == kept and len(after) == 160 and resumed.n_cached == len(kept)
+    straight = run_study(zdt_study(tmp_path, 160, "same.yaml"), out=tmp_path / "straight", evaluator=zdt1)
+    assert comparable(after) == comparable(read_log(straight.run_dir))
+
+
+def test_an_unwritable_results_directory_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the results directory should go")
+    with pytest.raises(ConfigError, match="cannot write the run directory"):
+        run_study(zdt_study(tmp_path, 8), out=blocker, evaluator=zdt1, executor="serial")
+
+
+def test_failing_to_write_the_tables_is_a_run_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dse.search import runner
+
+    def full(*args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(runner, "write_tables", full)
+    with pytest.raises(RunFailed, match="Read-only file system.*--resume"):
+        run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1, executor="serial")
+    log = next(tmp_path.glob("zdt/*/points.jsonl"))
+    assert len([json.loads(x) for x in log.read_text().splitlines()]) == 8
