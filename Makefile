@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow lint bench clean-venv
+.PHONY: run test test-slow lint fuzz clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check dse tests benchmarks scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# A longer fuzz of the YAML loader and the study, space and GPU schemas (the suite runs 1,100 documents).
+fuzz: $(STAMP)
+	DSE_FUZZ_EXAMPLES=$${DSE_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest -q -p no:randomly tests/config/test_yamlio.py -k fuzzed
 
 clean-venv:
 	rm -rf $(VENV)

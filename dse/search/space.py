@@ -32,9 +32,30 @@ Scalar = bool | int | float | str
 Point = dict[str, Any]
 
 
+# Integers a run directory can store (trials.parquet columns are 64-bit).
+INT64_LIMIT = 2**63
+
+
+def _check_int64(value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64_LIMIT <= value < INT64_LIMIT:
+        raise ValueError(f"{value} does not fit in 64 bits (at most {INT64_LIMIT - 1} in magnitude)")
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_int64(item)
+
+
 class _ParamBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: a bound or value of .inf / .nan is an error with its line, not a NaN point.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     TAG: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fits_64_bits(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key in ("low", "high", "step", "value", "values"):
+                _check_int64(data.get(key))
+        return data
 
     path: str | None = Field(default=None, description="point path this parameter sets (default: its name)")
     when: dict[str, Scalar | list[Scalar]] | None = Field(default=None, description="activation condition")

@@ -6,6 +6,7 @@ never a traceback, a hang, or memory growing with an alias bomb.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def test_set_values_use_the_same_loader() -> None:
 
 
 # --- fuzz: mutated study, space and GPU documents --------------------------------------------------------
+# 1,100 documents in the default run; `make fuzz` sets DSE_FUZZ_EXAMPLES for a longer one.
+FUZZ_SCALE = max(1.0, int(os.environ.get("DSE_FUZZ_EXAMPLES", "0")) / 400)
+FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # tmp_path is rewritten by each example
 
 _SCALARS = st.one_of(
     st.integers(-(2**70), 2**70),
@@ -133,7 +137,7 @@ def _only_config_errors(load, path: Path) -> None:
         assert path.name in str(exc), str(exc)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(400 * FUZZ_SCALE), deadline=None, suppress_health_check=FIXTURE_OK)
 @given(data=st.data())
 def test_fuzzed_gpu_files_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject) -> None:
     path = tmp_path / "fuzz-gpu.yaml"
@@ -141,7 +145,7 @@ def test_fuzzed_gpu_files_load_or_fail_cleanly(tmp_path: Path, data: st.DataObje
     _only_config_errors(load_gpu, path)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(400 * FUZZ_SCALE), deadline=None, suppress_health_check=FIXTURE_OK)
 @given(data=st.data())
 def test_fuzzed_studies_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject) -> None:
     (tmp_path / "spaces").mkdir(exist_ok=True)
@@ -152,7 +156,7 @@ def test_fuzzed_studies_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject
     _only_config_errors(load_study, path)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(300 * FUZZ_SCALE), deadline=None, suppress_health_check=FIXTURE_OK)
 @given(data=st.data())
 def test_fuzzed_spaces_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject) -> None:
     (tmp_path / "spaces").mkdir(exist_ok=True)

@@ -51,7 +51,9 @@ def test_an_unwritable_results_directory_is_a_config_error(tmp_path: Path) -> No
         run_study(zdt_study(tmp_path, 8), out=blocker, evaluator=zdt1, executor="serial")
 
 
-def test_failing_to_write_the_tables_is_a_run_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_to_write_the_tables_is_a_run_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dse.search import runner
 
     def full(*args, **kwargs) -> None:  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from dse.search.space import ParamSpec, SearchSpace, point_id
 
@@ -75,3 +75,18 @@ def test_describe_for_summary() -> None:
     ).describe()
     assert [x["kind"] for x in d] == ["int", "categorical", "constant"]
     assert d[0]["low"] == 1 and d[0]["high"] == 4 and d[1]["values"] == ["bf16"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"values": [1, 2**63]}, "does not fit in 64 bits"),
+        ({"type": "int", "low": -(2**63) - 1, "high": 4}, "does not fit in 64 bits"),
+        ({"value": 10**30}, "does not fit in 64 bits"),
+        ({"type": "float", "low": 0.0, "high": float("inf")}, "finite"),
+        ({"values": [1.0, float("nan")]}, "finite"),
+    ],
+)
+def test_parameters_hold_only_numbers_a_run_can_store(raw: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        TypeAdapter(ParamSpec).validate_python(raw)
