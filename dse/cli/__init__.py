@@ -43,6 +43,7 @@ app.command("serve")(runs.serve_cmd)
 app.command("bench")(bench.bench_cmd)
 
 gpu_app.command("show")(hardware.gpu_show_cmd)
+gpu_app.command("fields")(hardware.gpu_fields_cmd)
 workload_app.command("show")(hardware.workload_show_cmd)
 validate_app.command("kernels")(validate.validate_kernels_cmd)
 validate_app.command("power")(validate.validate_power_cmd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import typer
@@ -78,6 +79,32 @@ def gpu_show_cmd(
     for key, value in gpu.summary().items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
     console.print(table)
+
+
+@friendly
+def gpu_fields_cmd(
+    name: Annotated[
+        str, typer.Argument(help="Catalog name or GPU YAML path (its values are shown).")
+    ] = "h100-sxm",
+    as_json: JsonOpt = False,
+) -> None:
+    """Every path of the one override vocabulary (`--set` in predict, whatif, gpu show; `gpu.*` in study
+    spaces), in SI and the YAML's human unit, with the GPU's value."""
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.overrides import override_fields
+
+    fields = override_fields(load_gpu(name))
+    if as_json:
+        print_json({"gpu": name, "fields": [dataclasses.asdict(f) for f in fields]})
+        return
+    table = Table("path (SI)", "or (human unit)", "value", "note", title=f"override paths ({name})")
+    for f in fields:
+        value = "" if f.value is None else (f"{f.value:.6g}" if isinstance(f.value, float) else str(f.value))
+        table.add_row(f.path, f.human_path or "", value[:40], f.note)
+    console.print(table)
+    console.print(
+        "A leading `gpu.` is optional. Set a human-unit path in its unit (`clocks.sm_clock_max_mhz=1500`)."
+    )
 
 
 @friendly

@@ -35,7 +35,7 @@ from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.memory import load_memory_tech, with_memory
 from dse.hardware.spec import GpuSpec, MemorySpec
-from dse.units import si_key
+from dse.units import UNIT_SUFFIXES, si_key
 
 # Memory keys that define the memory system and so go through `with_memory` (which recomputes the rest).
 MEMORY_SYSTEM_KEYS: tuple[str, ...] = (
@@ -211,6 +211,59 @@ def check_override_path(gpu: GpuSpec, path: str) -> str | None:
     if isinstance(node, dict):
         return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideField:
+    """One path of the override vocabulary, as `dse gpu fields` lists it."""
+
+    path: str  # SI path, e.g. clocks.sm_clock_max_hz
+    human_path: str | None  # the same field in the YAML's human unit, e.g. clocks.sm_clock_max_mhz
+    value: Any  # the GPU's value (SI), or None for a derived knob
+    note: str  # what it does or what it takes
+
+
+def _human(path: str) -> str | None:
+    """The human-unit spelling of an SI path (`..._hz` -> `..._mhz`), if the vocabulary has one."""
+    for suffix, si_suffix, _ in UNIT_SUFFIXES:
+        if path.endswith(si_suffix) and si_key(path[: -len(si_suffix)] + suffix)[0] == path:
+            return path[: -len(si_suffix)] + suffix
+    return None
+
+
+def override_fields(gpu: GpuSpec) -> list[OverrideField]:
+    """Every path `--set` and study spaces accept for `gpu`: its fields, the memory-system keys and the
+    derived knobs. Tables against SM clock (V-f, idle power) are left out: they change in a GPU YAML."""
+    out: list[OverrideField] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and key != "tensor_flop_per_clk" and "clock_hz" not in value:
+                walk(value, path + ".")
+                continue
+            if isinstance(value, dict) and key == "tensor_flop_per_clk":
+                for dtype, rate in value.items():
+                    out.append(
+                        OverrideField(f"{path}.{dtype}", None, rate, "Tensor-Core FLOP per clock per SM")
+                    )
+                continue
+            if isinstance(value, dict):
+                continue  # a table against SM clock (V-f, idle power): edit it in a GPU YAML file
+            out.append(OverrideField(path, _human(path), value, ""))
+
+    walk(gpu.model_dump(), "")
+    rebuild = "rebuilds the memory system (bandwidth, capacity, DRAM energy per bit recomputed)"
+    for key in MEMORY_SYSTEM_KEYS:
+        path = f"memory.{key}"
+        if not any(f.path == path for f in out):
+            out.append(OverrideField(path, _human(path), None, rebuild))
+        else:
+            out = [
+                OverrideField(f.path, f.human_path, f.value, rebuild) if f.path == path else f for f in out
+            ]
+    out += [OverrideField(path, None, None, "derived knob: " + note) for path, note in DERIVED_KNOBS.items()]
+    return out
 
 
 def parse_set_options(items: list[str] | None) -> dict[str, Any]:

@@ -122,3 +122,23 @@ def test_set_options_parse_yaml_scalars() -> None:
     assert load_gpu("h100-sxm", parse_set_options(["gpu.sm.tensor_factor=2"])).sm.tensor_flop_per_clk[
         "bf16"
     ] == pytest.approx(2 * load_gpu("h100-sxm").sm.tensor_flop_per_clk["bf16"])
+
+
+def test_every_listed_field_is_an_override_path_that_round_trips() -> None:
+    from dse.hardware.overrides import override_fields
+    from dse.units import si_key
+
+    gpu = load_gpu("h100-sxm")
+    fields = override_fields(gpu)
+    paths = {f.path for f in fields}
+    assert {"num_sms", "clocks.sm_clock_max_hz", "memory.technology", "sm.tensor_factor"} <= paths
+    for f in fields:
+        assert check_override_path(gpu, "gpu." + f.path) is None, f.path
+        if isinstance(f.value, int | float) and not isinstance(f.value, bool) and f.path != "num_sms":
+            assert load_gpu("h100-sxm", {f.path: f.value}) == gpu, f.path  # setting a field to itself
+        if f.human_path is not None and isinstance(f.value, int | float):
+            factor = si_key(f.human_path.rsplit(".", 1)[-1])[1]
+            node = load_gpu("h100-sxm", {f.human_path: f.value / factor}).model_dump()
+            for part in f.path.split("."):
+                node = node[part]
+            assert node == pytest.approx(f.value, rel=1e-12), f.human_path
