@@ -80,6 +80,7 @@ class RunData:
     summary: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, Any] = field(default_factory=dict)
     study_yaml: str | None = None
+    study: Mapping[str, Any] | None = None  # study.resolved.yaml, parsed
     breakdowns: Mapping[str, Any] | None = None
     objectives: tuple[Objective, ...] = ()
     parameters: tuple[ParamInfo, ...] = ()
@@ -313,6 +314,7 @@ def load_run(run_dir: str | Path) -> RunData:
         summary=summary,
         env=env,
         study_yaml=study_text,
+        study=study,
         breakdowns=breakdowns,
         objectives=resolve_objectives(list(trials.columns), summary, study),
         parameters=infer_parameters(trials, summary.get("parameters") or ()),

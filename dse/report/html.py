@@ -173,13 +173,51 @@ def _header(run: RunData, info: ParetoInfo) -> str:
         f"{info.count('infeasible')} infeasible · {info.count('failed')} failed · "
         f"front {info.count('front')}"
     )
+    serving = _serving_line(run)
     return (
         f"<header><h1>{_esc(study)}</h1><p>run <code>{_esc(run_id)}</code> · {_esc(counts)}</p>"
-        f"<p>stopped: {_esc(stop)}</p></header>"
+        + (f'<p class="serving">{_esc(serving)}</p>' if serving else "")
+        + f"<p>stopped: {_esc(stop)}</p></header>"
         '<nav><a href="#pareto">Pareto front</a><a href="#front">front table</a>'
         '<a href="#parcoords">parallel coordinates</a><a href="#breakdown">energy breakdown</a>'
         '<a href="#dvfs">DVFS</a><a href="#settings">settings</a></nav>'
     )
+
+
+_MODE_TEXT = {
+    "static": "static batch",
+    "concurrency": "closed loop",
+    "request_rate": "Poisson arrivals",
+    "max_throughput": "offline, all requests queued",
+}
+
+
+def _serving_line(run: RunData) -> str:
+    """What the study served, from its resolved study: mode (or the modes searched), engine, lengths, SLO."""
+    study = run.study or {}
+    workload = study.get("workload") or {}
+    if not isinstance(workload, dict) or not workload:
+        return ""
+    mode = str(workload.get("mode", "static"))
+    space = study.get("space") or {}
+    mode_param = space.get("mode") if isinstance(space, dict) else None
+    if isinstance(mode_param, dict) and isinstance(mode_param.get("values"), list):
+        modes = ", ".join(str(m) for m in mode_param["values"])
+        how = f"modes searched: {modes}"
+    else:
+        how = f"mode: {mode} ({_MODE_TEXT.get(mode, mode)})"
+        for knob in ("batch", "concurrency", "request_rate_per_s"):
+            if knob in workload and (knob == "batch") == (mode == "static"):
+                how += f", {knob} {workload[knob]}"
+    engine = workload.get("engine") or ("none" if mode == "static" else "vllm")
+    lengths = f"{workload.get('input_tokens', '?')} in / {workload.get('output_tokens', '?')} out"
+    if workload.get("length_dist", "fixed") != "fixed":
+        lengths += f" ({workload['length_dist']})"
+    slo = [
+        str(c) for c in study.get("constraints") or [] if any(m in str(c) for m in ("ttft", "tpot", "e2e"))
+    ]
+    text = f"serving {study.get('model', '')}: {how}; {engine} engine; {lengths}"
+    return text + (f"; SLO: {', '.join(slo)}" if slo else "")
 
 
 def _pareto_section(info: ParetoInfo) -> str:

@@ -55,3 +55,22 @@ def test_hostile_text_does_not_execute_in_chromium(tmp_path: Path) -> None:
         b.evaluate("new Promise((r) => setTimeout(r, 1500))")
         assert b.evaluate("typeof window.__pwned") == "undefined"
         assert HOSTILE.split("<img")[0] in b.evaluate("document.body.innerText")  # shown, as text
+
+
+def test_the_header_says_how_the_study_served(tmp_path: Path) -> None:
+    import yaml
+
+    run_dir = write_run(tmp_path, 60)
+    study = yaml.safe_load((run_dir / "study.resolved.yaml").read_text())
+    study |= {
+        "model": "llama-3.1-8b",
+        "workload": {"mode": "request_rate", "request_rate_per_s": 4.0, "input_tokens": 512,
+                     "output_tokens": 64, "engine": "sglang", "length_dist": "exponential"},
+        "constraints": ["ttft_p90_s <= 0.5", "avg_power_w <= 700"],
+    }  # fmt: skip
+    (run_dir / "study.resolved.yaml").write_text(yaml.safe_dump(study))
+    page = write_html_report(run_dir).read_text(encoding="utf-8")
+    line = page.split('<p class="serving">', 1)[1].split("</p>", 1)[0]
+    assert "mode: request_rate (Poisson arrivals), request_rate_per_s 4.0" in line
+    assert "sglang engine" in line and "512 in / 64 out (exponential)" in line
+    assert "SLO: ttft_p90_s &lt;= 0.5" in line and "avg_power_w" not in line
