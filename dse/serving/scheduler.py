@@ -122,7 +122,7 @@ class _Log:
     energy: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
-    blocks: list[int] = field(default_factory=list)
+    blocks: list[float] = field(default_factory=list)
 
 
 class _Engine:
@@ -210,13 +210,17 @@ class _Engine:
         return r
 
     def _reserved_blocks(self, extra: int | None = None) -> int:
-        """Blocks held plus the output share the engine reserves for running requests (and `extra`)."""
+        """Blocks held plus the output share the engine reserves for running requests (and `extra`): per
+        request, its prompt (its cached tokens once it decodes) plus that share of the output still to come,
+        so that at 1 a request holds its whole sequence from admission to finish."""
         frac = self.cfg.reserve_output_frac
         if frac == 0.0:
             return self.cfg.kv_blocks - self.free_blocks
         rs = self.running if extra is None else [*self.running, extra]
+        held = self.blocks
         return sum(
-            max(self.blocks[r], self._need(math.ceil(self.prompt_len[r] + frac * self._left(r)))) for r in rs
+            max(held[r], self._need(math.ceil(max(self.prompt_len[r], self.kv[r]) + frac * self._left(r))))
+            for r in rs
         )
 
     def _left(self, r: int) -> int:
@@ -227,12 +231,12 @@ class _Engine:
     def _decodes(self) -> list[int]:
         """Running requests that decode this step, with a block for their next token (preempting if not)."""
         decodes = [r for r in self.running if self.computed[r] >= self.prompt_len[r]]
+        preempted: set[int] = set()  # a set, not `r in self.running`: that is O(batch) per request
         for r in decodes:
-            while r in self.running and not self._grow(r, self.kv[r] + 1):
+            while r not in preempted and not self._grow(r, self.kv[r] + 1):
                 victim = self._preempt_last()
-                if victim == r:
-                    break
-        return [r for r in decodes if r in self.running]
+                preempted.add(victim)
+        return [r for r in decodes if r not in preempted] if preempted else decodes
 
     def _chunk(self, r: int, budget: int, prompt_tokens: int) -> int:
         left = self.prompt_len[r] - self.computed[r]
@@ -328,7 +332,7 @@ class _Engine:
             return 0  # the head of the queue may be admitted by the next step
         k = min(self._left(r) for r in self.running) - 1
         if 0.0 < self.cfg.reserve_output_frac < 1.0:
-            k = min(k, self.cfg.block_size_tokens)  # the reservation shrinks as outputs grow
+            k = min(k, self.cfg.block_size_tokens)  # the reservation moves as outputs grow: re-check
         if k < 2:
             return 0
         kv = np.array([self.kv[r] for r in self.running])
@@ -357,13 +361,16 @@ class _Engine:
         d = len(self.running)
         ctx = sum(self.kv[r] for r in self.running) / d + 1.0 + (k - 1) / 2.0
         latency_s, energy_j = self.step_cost(d, 0, 0, ctx)
+        held_before = self.cfg.kv_blocks - self.free_blocks
         for r in self.running:
-            ok = self._grow(r, self.kv[r] + k)
-            assert ok, "the stretch was sized to the free blocks"
+            if not self._grow(r, self.kv[r] + k):
+                raise RuntimeError("internal error: a decode stretch outgrew the free KV blocks")
             self.kv[r] += k
             self.generated[r] += k
         self._advance(k * latency_s, k * energy_j, k, d)
         self.log.tokens[-1] = d * k
+        # the blocks grow through the stretch: log their mean, not the end value, for the utilization
+        self.log.blocks[-1] = (held_before + self.log.blocks[-1]) / 2
         self.steps += k
 
     def idle_until_next_arrival(self) -> None:

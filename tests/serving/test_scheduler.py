@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dse.serving.scheduler as scheduler_module
 from dse.errors import ConfigError
 from dse.serving.metrics import request_metrics, steady_window, system_metrics
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
@@ -203,3 +204,29 @@ def test_a_request_larger_than_the_pool_is_refused() -> None:
     req = Requests(input_tokens=np.array([5000]), output_tokens=np.array([10]), concurrency=1)
     with pytest.raises(ConfigError, match="KV cache"):
         simulate(req, config(kv_blocks=100), cost, idle_power_w=IDLE_W)
+
+
+def test_a_whole_sequence_reservation_holds_for_the_whole_run() -> None:
+    # TensorRT-LLM's GUARANTEED_NO_EVICT: a request keeps the blocks of its whole sequence reserved from
+    # admission to finish, so the sequences admitted never need more than the pool (no preemption); with
+    # spread output lengths a request is admitted while others are mid-way, where a reservation that
+    # shrank as outputs grew would let in more than the pool holds
+    inp, out = lengths(300, mean_out=256)
+    cfg = config(kv_blocks=400, reserve_output_frac=1.0)
+    engine = scheduler_module._Engine(
+        Requests(input_tokens=inp, output_tokens=out, concurrency=64), cfg, cost, IDLE_W
+    )
+    need = -(-(inp + out - 1) // cfg.block_size_tokens)  # the last token is emitted, never cached
+    peak = 0
+    step = engine.step
+
+    def checked_step() -> None:
+        nonlocal peak
+        step()
+        reserved = int(sum(need[r] for r in engine.running))
+        assert reserved <= cfg.kv_blocks
+        peak = max(peak, reserved)
+
+    engine.step = checked_step  # type: ignore[method-assign]
+    sim = engine.run()
+    assert sim.preemptions == 0 and peak > 0.8 * cfg.kv_blocks

@@ -97,8 +97,43 @@ model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (on
   of the aiconfigurator vLLM FA3 decode table at these shapes, e.g. 364 us measured at batch 256 x 1024
   tokens for Qwen3-8B's heads). Not modelled.
 
-The aiconfigurator silicon rows (their mapping, the closed-loop benchmark simulation and the known
-misses) are described in `dse.calibrate.validate.silicon`, which builds their frame (`silicon_frame`).
+The load model on the ML.ENERGY rows (`mlenergy_load_request`, `mlenergy_load_frame`; `*_load` metrics)
+--------------------------------------------------------------------------------------------------------
+Beside the step mix at the measured batch, every row is predicted by `dse.serving.load.predict_load` (the
+iteration-level simulation of the server: KV blocks, chunked prefill, recompute preemption, CUDA-graph
+padding) in the mode the benchmark ran, which predicts the running batch instead of taking it as input:
+- mode: ML.ENERGY submits all requests at once and vLLM runs at most max_num_seqs of them. Past the start
+  that is a closed loop of C = max_num_seqs clients (a finished request's slot goes at once to a waiting
+  request, as a client would send its next), so mode "concurrency", concurrency = max_num_seqs =
+  the row's max_num_seqs. The KV cache, not C, limits the batch where it is full (vLLM's 0.9 rule).
+- engine vllm (its preset: blocks of 16, chunked prefill, no output reserved, CUDA-graph padding, top-k /
+  top-p sampler, MLENERGY_SAMPLING), bf16, max_batched_tokens = the row's cfg_max_num_batched_tokens
+  (8192 where missing), num_requests the load model's default (10 x C, at least 200; the data has none).
+- lengths: mean input i = MLENERGY_INPUT_TOKENS[task], mean output o = avg_output_len_tokens (capped as
+  above), lognormal, with the log-space sigma at which length-biased sampling gives the running context
+  measured above: f = (1 + CV^2) / 2 and CV^2 = exp(sigma^2) - 1 for a lognormal, so sigma = sqrt(ln(2 f))
+  (`mlenergy_length_sigma`): 0.74 for chat (CV 0.86), 0.47 for gpqa (CV 0.49); fixed lengths where f = 1/2.
+  `LoadRequest` has one sigma, so the prompts spread as much (drawn independently of the outputs, which
+  only spreads the prefill chunks). Like f_task, sigma is in-sample (from the rows' avg_batch_size).
+- window and metrics: as ML.ENERGY measures (`dse.serving.metrics`): from the C-th first token to the
+  (n - C - 1)-th finish; `avg_power_load` (energy / window), `j_per_token_load` (energy / output tokens),
+  `throughput_load` (output tokens / s) and `batch_load` (time-weighted running sequences vs the row's
+  avg_batch_size). `tpot_load` is the median over requests of the per-request TPOT against the median
+  ITL (the simulation logs steps, not per-token gaps; the median keeps out the tail of prefill-heavy
+  requests as the median ITL keeps out prefill steps); the mean is `tpot_mean_load_s`.
+- results (MAPE, bias): TPOT 6.6% (-4%), power 9.7% (-8%), J / token 15.5% (-15%), throughput 10.3%
+  (+8.5%), running batch 1.4%; the step mix at the measured batch: 9.4%, 9.9%, 14.6%. Lengths: fixed
+  9.3%, 9.5%, 18.4%; sigma 0.5 (the load model's default) 7.5%, 9.7%, 16.6%. J / token misses 15% by
+  power (short as in the step mix, most on the attention-heavy gpqa steps: -15%; the Hopper power
+  coefficients) and by time per token (throughput +10.5% on chat): the assumed 500-token chat prompts
+  drive the latter; at 740 tokens, the most the KV cross-check above allows, the chat rows up to
+  max_num_seqs 256 have J / token 6.5% and throughput 5.5% instead of 14.4% and 11.9% (not adopted: the
+  prompt length is not in the data). Worst rows: 8B gpqa/96 (KV-limited; ~4k recompute preemptions in
+  960 requests, batch 76 against 82, TPOT +19%, power -28%) and 8B chat/512 (batch 399 against 474).
+
+The aiconfigurator silicon rows (their mapping, the closed-loop benchmark simulation, the load model's
+mapping and the known misses) are described in `dse.calibrate.validate.silicon`, which builds their frames
+(`silicon_frame`, `silicon_load_frame`).
 
 Summary rows (`validate_serving`) are grouped over all rows and per model, plus per task (ML.ENERGY) and
 per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype).
@@ -107,6 +142,7 @@ MAPE values are fractions (0.08 = 8%); `bias` is the mean signed relative error 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -114,9 +150,10 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate.data.mlenergy import load_mlenergy
-from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu
-from dse.calibrate.validate.silicon import silicon_frame
+from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu, load_metrics
+from dse.calibrate.validate.silicon import silicon_frame, silicon_load_frame
 from dse.perf.types import OperatingPoint
+from dse.serving.load import LoadRequest
 from dse.serving.memory import kv_capacity_tokens
 from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.workload.engine import ENGINES
@@ -137,6 +174,8 @@ MLENERGY_INPUT_TOKENS: dict[str, int] = {"lm-arena-chat": 500, "gpqa": 300}
 # vLLM 0.11.1 (the data README); Qwen3's generation config (top_k 20, top_p 0.95) applies by default.
 MLENERGY_ENGINE = "vllm"
 MLENERGY_SAMPLING = "top_k_top_p"
+# vLLM's max_num_batched_tokens where a row's config does not give it (the benchmark's configs: 8192).
+MLENERGY_BATCHED_TOKENS = 8192
 
 # The silicon TTFT summary also reports the rows at concurrency <= this (`_subsets`).
 TTFT_MAX_CONCURRENCY = 16
@@ -157,7 +196,17 @@ METRICS: dict[tuple[str, str], tuple[str, str]] = {
     (SILICON, "ttft"): ("ttft_s", "meas_ttft_s"),
     (SILICON, "tpot_static"): ("tpot_static_s", "meas_tpot_s"),
     (SILICON, "ttft_static"): ("ttft_static_s", "meas_ttft_s"),
+    # the load model (`predict_load`) in each dataset's mode (module docstrings)
+    (MLENERGY, "tpot_load"): ("tpot_load_s", "median_itl_s"),
+    (MLENERGY, "avg_power_load"): ("avg_power_load_w", "meas_avg_power_w"),
+    (MLENERGY, "j_per_token_load"): ("energy_per_output_token_load_j", "meas_energy_per_output_token_j"),
+    (MLENERGY, "throughput_load"): ("output_tokens_per_s_load", "meas_output_tokens_per_s"),
+    (MLENERGY, "batch_load"): ("avg_batch_size_load", "meas_avg_batch_size"),
+    (SILICON, "tpot_load"): ("tpot_load_s", "meas_tpot_s"),
+    (SILICON, "ttft_load"): ("ttft_load_s", "meas_ttft_s"),
 }
+# The load model's metrics: scored when the frame has the load columns (`serving_validation_frame(load=)`).
+LOAD_METRICS: tuple[tuple[str, str], ...] = tuple(key for key in METRICS if key[1].endswith("_load"))
 
 
 # ----------------------------------------------------------------------------------- steady state
@@ -218,6 +267,58 @@ def mlenergy_context_fracs(rows: pd.DataFrame | None = None) -> dict[str, float]
     return out
 
 
+def mlenergy_length_sigma(frac: float) -> float:
+    """Log-space sigma of lognormal lengths whose length-biased running context is i + frac * o
+    (module docstring): sigma = sqrt(ln(2 frac)); 0 (fixed lengths) at frac <= 1/2."""
+    return math.sqrt(math.log(2.0 * frac)) if frac > OUTPUT_CONTEXT_FRAC else 0.0
+
+
+def mlenergy_load_request(r: pd.Series, frac: float) -> tuple[str, LoadRequest]:
+    """(catalog model, load request) of an ML.ENERGY row for `predict_load`, at its task's running-context
+    fraction `frac` (module docstring)."""
+    arch, i, o, _b = _mlenergy_shape(r)
+    seqs = int(r["max_num_seqs"])
+    budget = r.get("cfg_max_num_batched_tokens")
+    sigma = mlenergy_length_sigma(frac)
+    spread: dict[str, Any] = {"length_dist": "lognormal", "length_sigma": sigma} if sigma > 0 else {}
+    load = LoadRequest(
+        mode="concurrency", concurrency=seqs, max_num_seqs=seqs, input_tokens=i, output_tokens=o,
+        precision="bf16", engine=MLENERGY_ENGINE, sampling=MLENERGY_SAMPLING,
+        max_batched_tokens=int(budget) if pd.notna(budget) else MLENERGY_BATCHED_TOKENS, **spread,
+    )  # fmt: skip
+    return arch.name, load
+
+
+def mlenergy_load_frame(
+    *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
+) -> pd.DataFrame:
+    """Per ML.ENERGY row (by `id`): the load model's metrics in the benchmark's mode (module docstring)."""
+    rows = mlenergy_rows()
+    fracs = mlenergy_context_fracs(rows)
+    out = []
+    for _, r in rows.iterrows():
+        model, load = mlenergy_load_request(r, fracs[str(r["task"])])
+        m = load_metrics(model, MLENERGY_GPU, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        out.append(
+            {
+                "id": f"{model}/{r['task']}/seqs{int(r['max_num_seqs'])}",
+                "concurrency_load": load.concurrency,
+                "length_sigma_load": load.length_sigma if load.length_dist == "lognormal" else 0.0,
+                "tpot_load_s": m["tpot_p50_s"],
+                "tpot_mean_load_s": m["tpot_s"],
+                "avg_power_load_w": m["avg_power_w"],
+                "energy_per_output_token_load_j": m["energy_per_output_token_j"],
+                "output_tokens_per_s_load": m["output_tokens_per_s"],
+                "avg_batch_size_load": m["avg_batch_size"],
+                "kv_cache_utilization_load": m["kv_cache_utilization"],
+                "preemptions_load": m["preemptions"],
+                "meas_output_tokens_per_s": float(r["output_throughput_tok_per_s"]),
+                "meas_avg_batch_size": float(r["avg_batch_size"]),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 def mlenergy_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
@@ -270,18 +371,26 @@ def mlenergy_frame(
 def serving_validation_frame(
     sources: Iterable[str] = SOURCES,
     *,
+    load: bool = True,
     point: OperatingPoint | None = None,
     coeffs: Any = None,
     power_coeffs: Any = None,
 ) -> pd.DataFrame:
-    """Per-row predicted vs measured of the sources, one frame; `ape_<metric>` = |pred / meas - 1|."""
+    """Per-row predicted vs measured of the sources, one frame; `err_<metric>` = pred / meas - 1.
+
+    `load`: also the load model's columns (`*_load`; LOAD_METRICS), by far the slowest part (~1 minute).
+    """
 
     frames = []
     for source in sources:
         make = {MLENERGY: mlenergy_frame, SILICON: silicon_frame}[source]
         df = make(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        if load:
+            make_load = {MLENERGY: mlenergy_load_frame, SILICON: silicon_load_frame}[source]
+            extra = make_load(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+            df = df.merge(extra, on="id", how="left", validate="one_to_one")
         for (src, metric), (pred, meas) in METRICS.items():
-            if src == source:
+            if src == source and pred in df:
                 df[f"err_{metric}"] = df[pred] / df[meas] - 1.0
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
@@ -311,8 +420,9 @@ def validate_serving(
 ) -> list[dict[str, object]]:
     """MAPE rows {source, metric, subset, group, model, n, mape, bias, worst_id, worst_err}.
 
-    Per source x metric (METRICS) x subset: one row over all rows (group "all", model "all"), one per
-    model (group "model=<name>", model "<name>") and one per task or backend (GROUP_COLUMNS; model "all").
+    Per source x metric (METRICS; LOAD_METRICS only where the frame has them) x subset: one row over all
+    rows (group "all", model "all"), one per model (group "model=<name>", model "<name>") and one per task
+    or backend (GROUP_COLUMNS; model "all").
 
     Args:
         sources: which of SOURCES.
@@ -325,8 +435,8 @@ def validate_serving(
     )  # fmt: skip
     rows: list[dict[str, object]] = []
     for source, metric in METRICS:
-        if source not in sources:
-            continue
+        if source not in sources or f"err_{metric}" not in df:
+            continue  # the load metrics of a frame made without them
         part = df[df["source"] == source]
         err = part[f"err_{metric}"]
         groups: list[tuple[str, str, pd.Series]] = [("all", "all", pd.Series(True, index=part.index))]
@@ -375,6 +485,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 __all__ = [
     "GROUP_COLUMNS",
+    "LOAD_METRICS",
     "METRICS",
     "MLENERGY_INPUT_TOKENS",
     "MLENERGY_MODELS",
@@ -382,6 +493,9 @@ __all__ = [
     "format_rows",
     "mlenergy_context_fracs",
     "mlenergy_frame",
+    "mlenergy_length_sigma",
+    "mlenergy_load_frame",
+    "mlenergy_load_request",
     "serving_validation_frame",
     "validate_serving",
 ]

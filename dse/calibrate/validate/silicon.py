@@ -75,18 +75,49 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
     in it make our TPOT +63% and, through the simulated queueing, TTFT +110% (one isolated prefill is 280
     ms against the measured TTFT of 295 ms). Prefix caching (on by default in vLLM V1) or outputs shorter
     than osl would explain the row; neither is recorded.
+
+The load model on these rows (`silicon_load_request`, `silicon_load_frame`; `*_load` metrics)
+-----------------------------------------------------------------------------------------------
+`dse.serving.load.predict_load` in the mode the benchmark ran: mode "concurrency" with concurrency C =
+batch_size, num_requests = SILICON_WAVES x C, engine = the row's backend (its preset: KV block size,
+chunked prefill, admission reservation - none for vLLM, 0.7 of the output for SGLang, the whole sequence
+for TensorRT-LLM -, CUDA-graph padding, KV sizing rule), precision and KV dtype as above (`_precision`,
+`silicon_kv_dtype`), greedy sampling (SILICON_SAMPLING), the engine's default max_num_seqs (far above
+every C) and, for TensorRT-LLM, a step budget holding the longest drawn prompt beside C decodes
+(`silicon_token_budget`; 8192 for the chunked engines). Lengths: lognormal around isl and osl with
+log-space sigma SILICON_LENGTH_SIGMA = 0.058, the coefficient of variation (0.2 / sqrt(12)) of the +-10%
+uniform output spread above, which desynchronizes the waves for the same reason; `LoadRequest` has one
+sigma, so the prompts spread as much (a +-6% spread of isl, which the clients' random prompts plausibly
+have too; it is why the TensorRT-LLM budget is taken at the longest drawn prompt: a prompt a few tokens
+over the budget left by the decodes waits for the batch to drain). TTFT and TPOT are the per-request
+means (`ttft_load_s`, `tpot_load_s`), as the rows measure them.
+Results: TPOT 11.3% (bias +0%; vLLM 11.3%, TensorRT-LLM 9.8%, SGLang 26.6%), TTFT 40.4% (bias -33%;
+vLLM 18.6%, TensorRT-LLM 41.1%, SGLang 91.3%), 45.4% at concurrency <= 16 (vLLM 8.1%), close to the
+closed-loop simulation above (11.6%, 40.4%), with the same misses:
+  * SGLang: the KV pool. With gpu_memory_utilization 0.78-0.79 (a pool of ~6-9k tokens, as Little's law
+    says) these rows' TTFT MAPE is 28-38% and TPOT 4-8%, against the preset rule's ~24k tokens (91%,
+    27%): a setting the rows do not record, not fitted.
+  * TensorRT-LLM Qwen3-32B: the measured TTFT lies between desynchronized waves (this spread: bias
+    -37%) and synchronized ones (fixed lengths: every wave prefilled in one step, TTFT MAPE 42.9%, bias
+    +8%) while the TPOT stays within a few % either way; the vLLM rows follow desynchronized waves (fixed
+    lengths: +132%). How far the benchmark clients' timing keeps waves together is not recorded.
+  * vLLM KV-limited rows (Llama-3.1-70B at concurrency 64): +37% and +23%, where the simulation runs out
+    of blocks and preempts by recompute (365 and 141 preemptions); the simulation above, which admits by
+    KV room and never preempts, has +4% and +11%.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pandas as pd
 
 from dse.calibrate.data.aiconfigurator import load_aiconfigurator_silicon
-from dse.calibrate.validate.common import SILICON, cached_arch, cached_gpu
+from dse.calibrate.validate.common import SILICON, cached_arch, cached_gpu, load_metrics
 from dse.perf.types import OperatingPoint
 from dse.serving.continuous import max_running_requests, simulate_closed_loop
+from dse.serving.load import LoadRequest, draw_lengths
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
 from dse.serving.static import ServingRequest, predict_serving
 from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
@@ -105,6 +136,8 @@ SILICON_WAVES = 10
 SILICON_SAMPLING = "greedy"
 # Spread of output lengths around osl in the simulated benchmark (module docstring).
 SILICON_OUTPUT_SPREAD = 0.2
+# Log-space sigma of the lengths in the load model: the CV of a +-10% uniform spread (module docstring).
+SILICON_LENGTH_SIGMA = round(SILICON_OUTPUT_SPREAD / 12**0.5, 3)
 # Engines whose chunked prefill splits prompts over steps (TensorRT-LLM's is off by default).
 CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": False}
 
@@ -236,9 +269,50 @@ def silicon_frame(
     return pd.DataFrame(out)
 
 
+def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
+    """(catalog model, catalog GPU, load request) of a silicon row for `predict_load` (module docstring)."""
+    arch = cached_arch(SILICON_MODELS[r["model_path"]])
+    gpu = SILICON_GPUS[r["gpu"]]
+    prec, backend = _precision(r), str(r["backend"])
+    n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
+    load = LoadRequest(
+        mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
+        length_dist="lognormal", length_sigma=SILICON_LENGTH_SIGMA, precision=prec,
+        kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
+    )  # fmt: skip
+    if backend == "trtllm":  # the budget holds the longest prompt drawn beside every client's decode
+        longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
+        load = dataclasses.replace(load, max_batched_tokens=silicon_token_budget(backend, longest, n))
+    return arch.name, gpu, load
+
+
+def silicon_load_frame(
+    *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
+) -> pd.DataFrame:
+    """Per silicon row (by `id`): the load model's TTFT and TPOT in the benchmark's mode (module doc)."""
+    out = []
+    for _, r in load_aiconfigurator_silicon().iterrows():
+        model, gpu, load = silicon_load_request(r)
+        m = load_metrics(model, gpu, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        out.append(
+            {
+                "id": str(r["id"]),
+                "concurrency_load": load.concurrency,
+                "max_batched_tokens_load": load.max_batched_tokens,
+                "ttft_load_s": m["ttft_s"],
+                "tpot_load_s": m["tpot_s"],
+                "ttft_p90_load_s": m["ttft_p90_s"],
+                "avg_batch_size_load": m["avg_batch_size"],
+                "preemptions_load": m["preemptions"],
+            }
+        )
+    return pd.DataFrame(out)
+
+
 __all__ = [
     "CHUNKED_PREFILL",
     "SILICON_GPUS",
+    "SILICON_LENGTH_SIGMA",
     "SILICON_MODELS",
     "SILICON_OUTPUT_SPREAD",
     "SILICON_SAMPLING",
@@ -246,5 +320,7 @@ __all__ = [
     "reserved_tokens_per_request",
     "silicon_frame",
     "silicon_kv_dtype",
+    "silicon_load_frame",
+    "silicon_load_request",
     "silicon_token_budget",
 ]

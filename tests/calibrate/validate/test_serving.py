@@ -7,29 +7,41 @@ import math
 import numpy as np
 import pytest
 
+import dse.calibrate.validate.serving as serving_module
 import dse.calibrate.validate.silicon as silicon_module
 from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu
 from dse.calibrate.validate.serving import (
     KV_LIMITED_BATCH_FRAC,
+    LOAD_METRICS,
     METRICS,
     MLENERGY_GPU,
     MLENERGY_INPUT_TOKENS,
     MLENERGY_MODELS,
     MLENERGY_TASKS,
+    _mlenergy_shape,
     format_rows,
     mlenergy_context_fracs,
+    mlenergy_length_sigma,
+    mlenergy_load_request,
     mlenergy_rows,
     serving_validation_frame,
     validate_serving,
 )
 from dse.calibrate.validate.silicon import (
+    SILICON_LENGTH_SIGMA,
     SILICON_OUTPUT_SPREAD,
+    SILICON_SAMPLING,
+    SILICON_WAVES,
+    _precision,
     load_aiconfigurator_silicon,
     silicon_frame,
+    silicon_kv_dtype,
+    silicon_load_request,
     silicon_token_budget,
 )
 from dse.errors import ConfigError
 from dse.perf.types import OperatingPoint
+from dse.serving.load import draw_lengths
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens, sglang_mem_fraction_static
 from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.workload.engine import engine_step_graph
@@ -43,7 +55,7 @@ ACCEPTANCE = 0.20  # issue 5 item 4, first milestone: MAPE <= 20% per metric
 
 @pytest.fixture(scope="module")
 def frame():
-    return serving_validation_frame()
+    return serving_validation_frame(load=False)  # the load model's columns: the slow tests at the end
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +234,7 @@ def test_engine_kv_sizing_rules():
 @needs_shared_data
 def test_summary_rows_are_finite_and_complete(rows, frame):
     keys = {(r["source"], r["metric"]) for r in rows}
-    assert keys == set(METRICS)
+    assert keys == set(METRICS) - set(LOAD_METRICS)  # a frame without the load model's columns
     for r in rows:
         assert r["n"] > 0 and math.isfinite(r["mape"]) and math.isfinite(r["bias"])
         assert r["mape"] >= abs(r["bias"]) - 1e-12
@@ -282,3 +294,138 @@ def test_silicon_token_budget_holds_a_whole_prompt_beside_all_decodes():
         assert budget >= i + n and budget >= CHUNK_TOKENS
     # chunked engines split prompts over steps: their default budget
     assert silicon_token_budget("vllm", 8192, 64) == CHUNK_TOKENS
+
+
+# ------------------------------------------------------------------ the load model (predict_load)
+
+
+@needs_shared_data
+def test_mlenergy_load_mapping_is_a_closed_loop_at_max_num_seqs():
+    src = mlenergy_rows()
+    fracs = mlenergy_context_fracs(src)
+    for _, r in src.iterrows():
+        f = fracs[r["task"]]
+        model, load = mlenergy_load_request(r, f)
+        arch, i, o, _b = _mlenergy_shape(r)
+        assert model == arch.name == MLENERGY_MODELS[r["model"]]
+        # all requests submitted, max_num_seqs of them running: a closed loop of max_num_seqs clients
+        assert load.mode == "concurrency"
+        assert load.concurrency == load.max_num_seqs == int(r["max_num_seqs"])
+        assert (load.engine, load.precision, load.sampling) == ("vllm", "bf16", "top_k_top_p")
+        assert load.max_batched_tokens == int(r["cfg_max_num_batched_tokens"])
+        assert (load.input_tokens, load.output_tokens) == (i, o)
+        assert i == MLENERGY_INPUT_TOKENS[r["task"]]
+        # lognormal lengths whose length-biased running context is i + f o: f = (1 + CV^2) / 2
+        assert load.length_dist == "lognormal"
+        cv2 = math.exp(load.length_sigma**2) - 1
+        assert (1 + cv2) / 2 == pytest.approx(f)
+    assert mlenergy_length_sigma(OUTPUT_CONTEXT_FRAC) == 0.0  # no length bias: fixed lengths
+    chat = src[(src["task"] == "lm-arena-chat") & (src["max_num_seqs"] <= 16)].iloc[0]
+    assert mlenergy_load_request(chat, OUTPUT_CONTEXT_FRAC)[1].length_dist == "fixed"
+
+
+@needs_shared_data
+def test_silicon_load_mapping_is_the_benchmark():
+    for _, r in load_aiconfigurator_silicon().iterrows():
+        model, gpu, load = silicon_load_request(r)
+        backend, prec, c = str(r["backend"]), _precision(r), int(r["batch_size"])
+        assert load.mode == "concurrency" and load.concurrency == c
+        assert load.num_requests == SILICON_WAVES * c
+        kv_dtype = silicon_kv_dtype(backend, prec)
+        assert (load.engine, load.precision, load.kv_dtype) == (backend, prec, kv_dtype)
+        assert load.sampling == SILICON_SAMPLING
+        assert (load.input_tokens, load.output_tokens) == (int(r["isl"]), int(r["osl"]))
+        assert (load.length_dist, load.length_sigma) == ("lognormal", SILICON_LENGTH_SIGMA)
+        if backend == "trtllm":  # one whole prompt, the longest drawn, fits beside every client's decode
+            inp, _out = draw_lengths(load, SILICON_WAVES * c, cached_arch(model).max_position_embeddings)
+            assert load.max_batched_tokens >= int(inp.max()) + c
+        else:
+            assert load.max_batched_tokens is None  # the preset's 8192 (chunked prefill)
+    # the spread's coefficient of variation is that of the old simulation's +-10% uniform output spread
+    assert abs(SILICON_LENGTH_SIGMA - SILICON_OUTPUT_SPREAD / math.sqrt(12)) < 1e-3
+
+
+@needs_shared_data
+def test_load_columns_on_a_few_rows(monkeypatch):
+    si = load_aiconfigurator_silicon()
+    monkeypatch.setattr(silicon_module, "load_aiconfigurator_silicon", lambda: si.groupby("backend").head(1))
+    ml = mlenergy_rows()
+    ml = ml[ml["max_num_seqs"] <= 8].reset_index(drop=True)
+    monkeypatch.setattr(serving_module, "mlenergy_rows", lambda: ml)
+    df = serving_validation_frame()
+    assert (df["source"] == SILICON).sum() == 3  # one row per backend
+    assert (df["source"] == MLENERGY).sum() == len(ml) == 5  # the ML.ENERGY rows at max_num_seqs 8
+    for (source, metric), (pred, _meas) in METRICS.items():
+        part = df[df["source"] == source]
+        if (source, metric) in LOAD_METRICS:
+            assert np.isfinite(part[pred]).all() and (part[pred] > 0).all(), metric
+            assert np.isfinite(part[f"err_{metric}"]).all(), metric
+    ml_part = df[df["source"] == MLENERGY]
+    assert (ml_part["concurrency_load"] == ml_part["max_num_seqs"]).all()
+    assert (ml_part["avg_batch_size_load"] <= ml_part["max_num_seqs"] + 1e-9).all()
+    si_part = df[df["source"] == SILICON]
+    assert (si_part["concurrency_load"] == si_part["concurrency"]).all()
+    rows = validate_serving(frame=df)
+    assert {(r["source"], r["metric"]) for r in rows} == set(METRICS)
+
+
+@pytest.fixture(scope="module")
+def load_frame():
+    return serving_validation_frame()
+
+
+# The load model's acceptance (issue 15 item 5): MAPE <= 15% per metric in the mode each dataset was
+# measured in. The misses are strict xfails with the number measured when this test was written.
+LOAD_ACCEPTANCE = 0.15
+_LOAD_MISSED = {
+    (MLENERGY, "j_per_token_load", "all"): (
+        "15.5% (bias -15%): power -8% (attention-heavy gpqa steps -15%, the Hopper power coefficients) and "
+        "throughput +8.5% (chat: the assumed 500-token prompts; 6.5% on the chat rows at 740 tokens)"
+    ),
+    (SILICON, "ttft_load", "all"): (
+        "40.4% (bias -33%): SGLang 91% (a ~6k-token KV pool by Little's law against the preset's ~24k), "
+        "TensorRT-LLM 41% (between desynchronized waves, bias -37%, and synchronized ones, +8%); vLLM 18.6%"
+    ),
+    (SILICON, "ttft_load", "concurrency<=16"): "45.4%: SGLang 91%, TensorRT-LLM 47.6%; vLLM 8.1%",
+}
+_LOAD_CASES = [
+    pytest.param(
+        *key,
+        marks=[pytest.mark.xfail(strict=True, reason=_LOAD_MISSED[key])] if key in _LOAD_MISSED else [],
+        id="-".join(key),
+    )
+    for key in [
+        (MLENERGY, "tpot_load", "all"),
+        (MLENERGY, "avg_power_load", "all"),
+        (MLENERGY, "j_per_token_load", "all"),
+        (SILICON, "tpot_load", "all"),
+        (SILICON, "ttft_load", "all"),
+        (SILICON, "ttft_load", "concurrency<=16"),
+    ]
+]
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_load_rows_exist_and_are_finite(load_frame):
+    rows = validate_serving(frame=load_frame)
+    assert {(r["source"], r["metric"]) for r in rows} == set(METRICS)
+    for r in rows:
+        assert r["n"] > 0 and math.isfinite(r["mape"]) and math.isfinite(r["bias"])
+    for source, metric in LOAD_METRICS:
+        assert _row(rows, source, metric)["n"] == {MLENERGY: 30, SILICON: 83}[source]
+    groups = {r["group"] for r in rows if r["metric"] == "ttft_load"}
+    assert groups >= {"backend=vllm", "backend=sglang", "backend=trtllm"}
+    ml = load_frame[load_frame["source"] == MLENERGY]
+    assert (ml["concurrency_load"] == ml["max_num_seqs"]).all()
+    # the running batch is predicted, not given: at most max_num_seqs, below it where the KV cache is full
+    assert (ml["avg_batch_size_load"] <= ml["max_num_seqs"] + 1e-9).all()
+    assert (ml["avg_batch_size_load"] < 0.9 * ml["max_num_seqs"]).any()
+
+
+@pytest.mark.slow
+@needs_shared_data
+@pytest.mark.parametrize(("source", "metric", "subset"), _LOAD_CASES)
+def test_load_acceptance_mape(load_frame, source, metric, subset):
+    rows = validate_serving(frame=load_frame)
+    assert _row(rows, source, metric, subset=subset)["mape"] <= LOAD_ACCEPTANCE
