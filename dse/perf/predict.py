@@ -23,6 +23,8 @@ Everything is vectorized over the kernels of the graph; the per-kernel Python wo
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,17 +241,38 @@ def predict_graph_totals(
     sizes = np.array([len(g.ops) for g in graphs])
     if not ops:
         return np.zeros(len(graphs)), np.zeros(len(graphs))
+    # Graphs of one family (the steps of a serving table) share most kernels: estimate each distinct one
+    # once. The kernel model reads shapes and dtypes, never names or repeat counts.
+    index: dict[Any, int] = {}
+    distinct: list[Any] = []
+    where = np.empty(len(ops), dtype=np.int64)
+    for i, op in enumerate(ops):
+        key = _shape_key(op)
+        if key not in index:
+            index[key] = len(distinct)
+            distinct.append(op)
+        where[i] = index[key]
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
-        capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(None))
+        capped = capped_rows(distinct, gpu, point, coeffs, pc, terms, row_estimator(None))
     lat, p = capped.rows["latency_s"], capped.power
-    _check_finite(ops, lat, p["total"], gpu)
+    _check_finite(distinct, lat, p["total"], gpu)
     count = np.array([op.count for op in ops], dtype=float)
-    row_latency = count * lat
-    row_energy = count * lat * p["total"]
+    row_latency = count * lat[where]
+    row_energy = row_latency * p["total"][where]
     graph_of = np.repeat(np.arange(len(graphs)), sizes)
     latency_s = np.bincount(graph_of, weights=row_latency, minlength=len(graphs))
     energy_j = np.bincount(graph_of, weights=row_energy, minlength=len(graphs))
     return latency_s, energy_j
+
+
+@functools.cache
+def _shape_fields(op_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(op_type) if f.name not in ("name", "count"))
+
+
+def _shape_key(op: Any) -> tuple[Any, ...]:
+    """What the kernel model reads of an op: its type and every field but its name and repeat count."""
+    return (type(op), *(getattr(op, name) for name in _shape_fields(type(op))))
 
 
 def _check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:
