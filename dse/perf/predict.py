@@ -24,7 +24,6 @@ Everything is vectorized over the kernels of the graph; the per-kernel Python wo
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,9 +264,14 @@ def predict_graph_totals(
     return latency_s, energy_j
 
 
-@functools.cache
+_SHAPE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _shape_fields(op_type: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(op_type) if f.name not in ("name", "count"))
+    if op_type not in _SHAPE_FIELDS:
+        fields = dataclasses.fields(op_type)
+        _SHAPE_FIELDS[op_type] = tuple(f.name for f in fields if f.name not in ("name", "count"))
+    return _SHAPE_FIELDS[op_type]
 
 
 def _shape_key(op: Any) -> tuple[Any, ...]:
