@@ -189,7 +189,7 @@ def predict_cmd(
 
 
 def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
-    from dse.cli.render import SERVING_ROWS, breakdown_table, metrics_table
+    from dse.cli.render import SERVING_ROWS, bound_text, breakdown_table, metrics_table
     from dse.serving.static import rollup_by_level
 
     if as_json:
@@ -210,6 +210,7 @@ def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
         + (f", {r.sampling} sampling" if r.sampling != "none" else "")
     )
     console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
+    console.print(bound_text(est.bound_by))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
     if breakdown:
         console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
@@ -296,10 +297,13 @@ def whatif_cmd(
 
 
 def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
-    from dse.cli.render import SERVING_ROWS, compare_table
+    from dse.cli.render import SERVING_ROWS, bound_text, compare_table
 
     under_load = runs[0].request.__class__.__name__ == "LoadRequest"
     sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    if not under_load:  # what bounds each phase, so a change's effect can be read from it
+        for side, est in zip(sides, runs, strict=True):
+            side["bound_by"] = est.bound_by
     if as_json:
         mode = runs[0].request.mode if under_load else "static"
         print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
@@ -313,6 +317,7 @@ def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) ->
         r = runs[0].request
         title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out"
     console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label), title=title))
-    for name, side in (("baseline", sides[0]), ("changed", sides[1])):
+    for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):
         status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
-        console.print(f"{name}: {status}")
+        bound = bound_text(est.bound_by) if not under_load else ""
+        console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))

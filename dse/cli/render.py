@@ -81,3 +81,14 @@ def breakdown_table(energy_j: dict[str, float], title: str, limit: int | None = 
         )
     table.add_row("total", f"{total:.4g}", "100.0%", style="bold")
     return table
+
+
+def bound_text(bound_by: dict[str, Any]) -> str:
+    """One line: what bounds each phase, with its share of the phase's time (`dse.perf.bounds`)."""
+    parts = []
+    for phase, summary in bound_by.items():
+        label, shares = summary.get("bound_by"), summary.get("shares") or {}
+        if label:
+            rest = ", ".join(f"{k} {v:.0%}" for k, v in list(shares.items())[1:3] if v >= 0.05)
+            parts.append(f"{phase}: {label} ({shares[label]:.0%}{'; ' + rest if rest else ''})")
+    return "bound by " + " · ".join(parts) if parts else ""

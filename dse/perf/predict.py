@@ -32,6 +32,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.bounds import kernel_bounds, summarize, time_shares
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
 from dse.perf.dvfs import capped_rows, row_estimator
 from dse.perf.multiclock import Estimator
@@ -61,6 +62,7 @@ class KernelPrediction:
     effective_clock_hz: float
     cap_exceeded: bool
     energy_j_by_module: dict[str, float] = field(hash=False)
+    bound_by: str = ""  # dse.perf.bounds: dram, l2, smem, tensor, cuda, host or power_cap
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class KernelPrediction:
             "energy_j": self.energy_j,
             "effective_clock_hz": self.effective_clock_hz,
             "cap_exceeded": self.cap_exceeded,
+            "bound_by": self.bound_by,
             "energy_j_by_module": dict(self.energy_j_by_module),
         }
 
@@ -114,6 +117,13 @@ class WorkloadPrediction:
             out[k.name] = out.get(k.name, 0.0) + k.energy_j
         return out
 
+    def bound_by_shares(self) -> dict[str, float]:
+        """Shares of the wall time by what bounds it (`dse.perf.bounds`): kernel time by the kernel's label,
+        gaps as host."""
+        parts = [(k.bound_by, k.count * k.latency_s) for k in self.kernels]
+        parts += [("host", k.count * k.gap_s) for k in self.kernels]
+        return time_shares(parts)
+
     def energy_j_by_kind(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for k in self.kernels:
@@ -138,6 +148,7 @@ class WorkloadPrediction:
             "num_kernels": sum(k.count for k in self.kernels),
             "energy_j_by_module": self.energy_j_by_module(),
             "energy_j_by_kind": self.energy_j_by_kind(),
+            **{f"bound_{k}" if k == "shares" else k: v for k, v in summarize(self.bound_by_shares()).items()},
         }
         if kernels:
             out["kernels"] = [k.to_dict() for k in self.kernels]
@@ -202,8 +213,9 @@ def predict_graph(
     busy = float(np.dot(count, lat))
     wall = busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
+    bounds = kernel_bounds(a["util"], lat, gap, f, capped.requested_clock_hz)
     kernels = _kernel_predictions(
-        ops, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy
+        ops, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy, bounds
     )
     return WorkloadPrediction(
         name=graph.name,
@@ -308,6 +320,7 @@ def _kernel_predictions(
     f: np.ndarray,
     exceeded: np.ndarray,
     energy: np.ndarray,
+    bounds: Sequence[str],
 ) -> tuple[KernelPrediction, ...]:
     rows = energy.tolist()
     lat_l, gap_l, pw_l, gp_l, ke_l, f_l, ex_l = (
@@ -332,6 +345,7 @@ def _kernel_predictions(
             effective_clock_hz=f_l[i],
             cap_exceeded=ex_l[i],
             energy_j_by_module=dict(zip(ENERGY_KEYS, rows[i], strict=True)),
+            bound_by=bounds[i],
         )
         for i, op in enumerate(ops)
     )

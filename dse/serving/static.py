@@ -39,6 +39,7 @@ from typing import Any
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.bounds import combine, summarize
 from dse.perf.coeffs import load_default_coeffs
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
@@ -116,6 +117,8 @@ class ServingEstimate:
     infeasible_reason: str
     energy_j_by_module: dict[str, float] = field(hash=False)
     energy_j_by_name: dict[str, float] = field(hash=False)
+    # What bounds each phase (dse.perf.bounds): {"prefill"|"decode": {"bound_by": label, "shares": {...}}}
+    bound_by: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def metrics(self) -> dict[str, float | bool | str]:
         """Flat scalar metrics (what the search logs and `--json` prints at its top level)."""
@@ -152,6 +155,7 @@ class ServingEstimate:
             "mode": "static",
             **dataclasses.asdict(self.request),
             **self.metrics(),
+            "bound_by": {phase: dict(v) for phase, v in self.bound_by.items()},
             "energy_j_by_module": dict(self.energy_j_by_module),
             "energy_j_by_name": dict(self.energy_j_by_name),
         }
@@ -315,6 +319,7 @@ def predict_serving(
     by_name: dict[str, float] = {}
     _add(by_name, prefill.energy_j_by_name(), prefix="prefill/")
     decode_latency_s = decode_energy_j = 0.0
+    bound_by = {"prefill": summarize(prefill.bound_by_shares())}
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
     if num_steps > 0:
@@ -328,6 +333,13 @@ def predict_serving(
         peak_power_w = max(peak_power_w, fixed.peak_power_w, steps.peak_power_w)
         clock_time_s += fixed.effective_clock_hz * fixed.latency_s * num_steps
         clock_time_s += steps.effective_clock_hz * steps.latency_s
+        decode_shares = combine(
+            [
+                (fixed.bound_by_shares(), fixed.latency_s * num_steps),
+                (steps.bound_by_shares(), steps.latency_s),
+            ]
+        )
+        bound_by["decode"] = summarize(decode_shares)
 
     ttft_s = prefill.latency_s
     e2e_s = ttft_s + decode_latency_s
@@ -351,6 +363,7 @@ def predict_serving(
         **memory,
         energy_j_by_module=by_module,
         energy_j_by_name=by_name,
+        bound_by=bound_by,
     )
 
 
