@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from dse.cli import bench, calibrate, hardware, measure, predict, runs, validate
+from dse.cli import bench, calibrate, hardware, measure, predict, runs, sweep, validate
 
 app = typer.Typer(
     add_completion=False,
@@ -41,6 +41,8 @@ app.command("run")(runs.run_cmd)
 app.command("report")(runs.report_cmd)
 app.command("serve")(runs.serve_cmd)
 app.command("bench")(bench.bench_cmd)
+app.command("sweep")(sweep.sweep_cmd)
+app.command("compare")(sweep.compare_cmd)
 
 gpu_app.command("show")(hardware.gpu_show_cmd)
 gpu_app.command("fields")(hardware.gpu_fields_cmd)

@@ -47,7 +47,7 @@ def friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DseError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True, emoji=False)
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

@@ -1,0 +1,306 @@
+"""`dse sweep` and `dse compare`: one or two parameters varied over a grid, and one workload on several GPUs.
+
+Both build an `EvalContext` from the serving options (the load modes as in `dse predict`) and evaluate
+points with the search's `evaluate_point` (`dse.search.sweep`); `--html FILE` writes an offline plotly
+page (`dse.report.figures.sweep`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from dse.cli.common import (
+    AttentionOpt,
+    CapOpt,
+    ClockOpt,
+    EngineOpt,
+    InOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    ModelOpt,
+    OutOpt,
+    PrecisionOpt,
+    SamplingOpt,
+    ServingBatchOpt,
+    SetOpt,
+    console,
+    err_console,
+    friendly,
+    gpu_from_options,
+    operating_point,
+    print_json,
+    with_nulls,
+)
+from dse.cli.load import (
+    ConcurrencyOpt,
+    LengthDistOpt,
+    LengthSigmaOpt,
+    LoadArgs,
+    MaxSeqsOpt,
+    MaxThroughputOpt,
+    MaxTokensOpt,
+    MemFracOpt,
+    NumRequestsOpt,
+    RequestRateOpt,
+    RequestSeedOpt,
+)
+from dse.errors import DseError
+
+HtmlOpt = Annotated[
+    Path | None, typer.Option("--html", help="Also write an offline HTML chart (plotly.js inlined) here.")
+]
+ParamsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="PATH=START:STOP:STEPS, one or two: a gpu.* path of `dse gpu fields`, sm_clock_mhz, "
+        "power_cap_w, batch, concurrency, request_rate_per_s, input_tokens or output_tokens."
+    ),
+]
+GpuOpt = Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")]
+
+
+def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | None, int | None],
+             **options: Any) -> Any:  # fmt: skip
+    """The EvalContext of the serving options."""
+    from dse.search.objective import EvalContext
+
+    input_tokens, output_tokens = tokens
+    if model is None or input_tokens is None or output_tokens is None:
+        raise DseError("give --model, --input-tokens and --output-tokens")
+    mode = load.mode()
+    if mode != "static" and options["attention"] != "flash":
+        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+    ctx = EvalContext(
+        gpu=gpu, model=model, mode=mode, batch=1 if load.batch is None else load.batch,
+        input_tokens=input_tokens, output_tokens=output_tokens, concurrency=load.concurrency,
+        request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
+        length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
+        max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
+        **options,
+    )  # fmt: skip
+    return ctx
+
+
+def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
+    """A swept `concurrency` or `request_rate_per_s` with no mode given implies that load mode (the
+    placeholder knob set here is replaced by each point's value)."""
+    import dataclasses
+
+    if load.batch is not None or load.max_throughput or load.concurrency or load.request_rate:
+        return load
+    if "concurrency" in swept:
+        return dataclasses.replace(load, concurrency=1)
+    if "request_rate_per_s" in swept:
+        return dataclasses.replace(load, request_rate=1.0)
+    return load
+
+
+def _base_params(spec: Any, gpu: str, sets: list[str] | None, clock_mhz: float | None,
+                 power_cap_w: float | None) -> dict[str, Any]:  # fmt: skip
+    """The fixed point params: `--set` overrides (gpu.*) and the operating point, checked on `spec`."""
+    from dse.hardware.overrides import parse_set_options
+
+    operating_point(clock_mhz, power_cap_w, {gpu: spec})
+    base = {"gpu." + k.removeprefix("gpu."): v for k, v in parse_set_options(sets).items()}
+    if clock_mhz is not None:
+        base["sm_clock_mhz"] = clock_mhz
+    if power_cap_w is not None:
+        base["power_cap_w"] = power_cap_w
+    return base
+
+
+def _workload_text(ctx: Any, swept: list[str] | None = None) -> str:
+    """What runs: the load (a swept knob says so), the lengths and the precision."""
+    knobs = {"static": "batch", "concurrency": "concurrency", "request_rate": "request_rate_per_s"}
+    knob = knobs.get(ctx.mode)
+    if ctx.mode == "static":
+        load = f"static batch of {ctx.batch}"
+    elif ctx.mode == "concurrency":
+        load = f"concurrency {ctx.concurrency}"
+    elif ctx.mode == "request_rate":
+        load = f"{ctx.request_rate_per_s:g} requests/s"
+    else:
+        load = "max throughput"
+    if knob in (swept or []):
+        load = f"{'static batch' if knob == 'batch' else knob} swept"
+    return f"{load}, {ctx.input_tokens} in / {ctx.output_tokens} out, {ctx.precision}"
+
+
+def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
+    value = row["metrics"].get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
+        return "-"
+    return format(value * scale, fmt)
+
+
+def _write_html(path: Path, fig: Any, title: str) -> None:
+    from dse.report.figures.sweep import figure_page
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(figure_page(fig, title), encoding="utf-8")
+    except OSError as exc:
+        raise DseError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
+    err_console.print(f"wrote {path}", highlight=False)
+
+
+def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_json: bool) -> None:
+    from rich.table import Table
+
+    from dse.search.sweep import SWEEP_METRICS
+
+    if as_json:
+        print_json(with_nulls(rows))
+        return
+    table = Table(title=title)
+    for column in (*paths, *(m[1] for m in SWEEP_METRICS), "feasible"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        status = "yes" if row["reason"] is None else "[red]no[/]"
+        cells = [_cell(row, key, scale, fmt) for key, _, scale, fmt in SWEEP_METRICS]
+        table.add_row(*(f"{row['params'][p]:g}" for p in paths), *cells, status)
+    console.print(table)
+    for row in rows:
+        if row["reason"] is not None:
+            where = ", ".join(f"{p}={row['params'][p]:g}" for p in paths)
+            reason = escape(str(row["reason"]))
+            console.print(f"{where}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+
+
+@friendly
+def sweep_cmd(
+    params: ParamsArg,
+    gpu: GpuOpt = "h100-sxm",
+    model: ModelOpt = None,
+    input_tokens: InOpt = None,
+    output_tokens: OutOpt = None,
+    batch: ServingBatchOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RequestRateOpt = None,
+    max_throughput: MaxThroughputOpt = False,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = None,
+    sampling: SamplingOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_batched_tokens: MaxTokensOpt = None,
+    gpu_memory_utilization: MemFracOpt = None,
+    num_requests: NumRequestsOpt = None,
+    seed: RequestSeedOpt = 0,
+    length_dist: LengthDistOpt = "fixed",
+    length_sigma: LengthSigmaOpt = 0.5,
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    sets: SetOpt = None,
+    as_json: JsonOpt = False,
+    html: HtmlOpt = None,
+) -> None:
+    """Vary one or two parameters (PATH=START:STOP:STEPS, STEPS points each) for one serving workload: a
+    table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible)."""
+    from dse.search.sweep import parse_axis, run_sweep
+
+    if not 1 <= len(params) <= 2:
+        raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
+    load = LoadArgs(
+        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
+        length_dist=length_dist, length_sigma=length_sigma,
+    )  # fmt: skip
+    load = _implied_mode(load, tuple(p.partition("=")[0].strip() for p in params))
+    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling}
+    ctx = _context(gpu, model, load, (input_tokens, output_tokens), **options)
+    spec = gpu_from_options(gpu, None, None, None, sets)
+    base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
+    axes = [parse_axis(p, ctx) for p in params]
+    for axis in axes:
+        if axis.path == "sm_clock_mhz":
+            operating_point(min(axis.values), None, {gpu: spec})
+            operating_point(max(axis.values), None, {gpu: spec})
+    rows = run_sweep(axes, ctx, base)
+    paths = [a.path for a in axes]
+    title = f"{ctx.model} on {spec.name}: {_workload_text(ctx, paths)}"
+    _show_sweep(rows, paths, title, as_json)
+    if html is not None:
+        from dse.report.figures.sweep import plot_sweep
+
+        _write_html(html, plot_sweep(rows, paths, title), f"dse sweep: {title}")
+
+
+def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: str) -> None:
+    from rich.table import Table
+
+    from dse.search.sweep import COMPARE_METRICS
+
+    if as_json:
+        print_json(with_nulls({"mode": mode, "gpus": rows}))
+        return
+    table = Table("metric", *(str(r["params"]["gpu"]) for r in rows), title=title)
+    for key, label, scale, fmt in COMPARE_METRICS:
+        table.add_row(label, *(_cell(r, key, scale, fmt) for r in rows))
+    table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
+    console.print(table)
+    for row in rows:
+        if row["reason"] is not None:
+            reason = escape(str(row["reason"]))
+            console.print(f"{row['params']['gpu']}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+
+
+@friendly
+def compare_cmd(
+    gpus: Annotated[list[str], typer.Argument(help="Two or more catalog GPU names or GPU YAML paths.")],
+    model: ModelOpt = None,
+    input_tokens: InOpt = None,
+    output_tokens: OutOpt = None,
+    batch: ServingBatchOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    request_rate: RequestRateOpt = None,
+    max_throughput: MaxThroughputOpt = False,
+    precision: PrecisionOpt = "bf16",
+    attention: AttentionOpt = "flash",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = None,
+    sampling: SamplingOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_batched_tokens: MaxTokensOpt = None,
+    gpu_memory_utilization: MemFracOpt = None,
+    num_requests: NumRequestsOpt = None,
+    seed: RequestSeedOpt = 0,
+    length_dist: LengthDistOpt = "fixed",
+    length_sigma: LengthSigmaOpt = 0.5,
+    clock_mhz: ClockOpt = None,
+    power_cap_w: CapOpt = None,
+    as_json: JsonOpt = False,
+    html: HtmlOpt = None,
+) -> None:
+    """The same serving workload on each GPU, side by side: latency, throughput, power, J per token and
+    memory needed against capacity (a static --batch, or a load mode as in `dse predict`)."""
+    from dse.search.sweep import compare_gpus
+
+    if len(gpus) < 2:
+        raise DseError("give at least two GPUs to compare")
+    load = LoadArgs(
+        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
+        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
+        length_dist=length_dist, length_sigma=length_sigma,
+    )  # fmt: skip
+    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling}
+    ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), **options)
+    specs = {name: gpu_from_options(name, None, None, None, None) for name in gpus}
+    operating_point(clock_mhz, power_cap_w, specs)
+    base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)
+    rows = compare_gpus(gpus, ctx, base)
+    title = f"{ctx.model}: {_workload_text(ctx)}"
+    _show_compare(rows, title, as_json, ctx.mode)
+    if html is not None:
+        from dse.report.figures.sweep import plot_compare
+
+        _write_html(html, plot_compare(rows, title), f"dse compare: {title}")

@@ -1,0 +1,137 @@
+"""Figures of `dse sweep` and `dse compare`, and the offline page that holds one.
+
+`plot_sweep(rows, paths)`: one line chart per metric of `SWEEP_METRICS` (stacked, shared x = the first
+swept parameter), one line per value of the second parameter; infeasible points are drawn as crosses
+with their reason in hover, failed points leave a gap. `plot_compare(rows)`: a grouped bar chart, one group
+per metric of `COMPARE_METRICS`, one bar per GPU, normalized to the first GPU, absolute values in hover.
+`figure_page(fig, title)`: a self-contained HTML page (plotly.js inlined, no CDN) as one string.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dse.report._imports import try_import
+from dse.search.sweep import COMPARE_METRICS, SWEEP_METRICS
+
+with try_import() as _imports:
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+    from plotly.subplots import make_subplots
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def _display(row: Mapping[str, Any], key: str, scale: float) -> float | None:
+    value = row["metrics"].get(key)
+    return float(value) * scale if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _series(rows: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> dict[Any, list[Mapping[str, Any]]]:
+    """Rows grouped by the second swept parameter's value (one group, None, for a 1-D sweep)."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = row["params"][paths[1]] if len(paths) > 1 else None
+        groups.setdefault(key, []).append(row)
+    return groups
+
+
+def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: str = "") -> Any:
+    """The sweep's line charts (see the module docstring)."""
+    _imports.check()
+    n = len(SWEEP_METRICS)
+    fig = make_subplots(
+        rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.03, subplot_titles=[m[1] for m in SWEEP_METRICS]
+    )
+    palette = ["#1f77b4", "#e4572e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
+    for i, (value, group) in enumerate(_series(rows, paths).items()):
+        name = paths[0] if value is None else f"{paths[1]} = {value:g}"
+        color = palette[i % len(palette)]
+        xs = [r["params"][paths[0]] for r in group]
+        hover = [
+            r["status"] if r["reason"] is None else f"{r['status']}: " + html.escape(str(r["reason"]))[:200]
+            for r in group
+        ]
+        symbols = ["circle" if r["reason"] is None else "x" for r in group]
+        for j, (key, label, scale, fmt) in enumerate(SWEEP_METRICS):
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[_display(r, key, scale) for r in group],
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=j == 0,
+                    line={"color": color},
+                    marker={"symbol": symbols, "size": 8},
+                    customdata=hover,
+                    hovertemplate=f"{paths[0]} = %{{x}}<br>{label}: %{{y:{fmt}}}<br>%{{customdata}}"
+                    f"<extra>{html.escape(name)}</extra>",
+                ),
+                row=j + 1,
+                col=1,
+            )
+    fig.update_xaxes(title_text=paths[0], row=n, col=1)
+    fig.update_layout(
+        title=title, height=260 * n, template="plotly_white", hovermode="closest", margin={"t": 80}
+    )
+    return fig
+
+
+def plot_compare(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
+    """Grouped bars: per metric, each GPU's value over the first GPU's (absolute values in hover)."""
+    _imports.check()
+    base = rows[0]
+    metrics = [m for m in COMPARE_METRICS if _display(base, m[0], m[2])]
+    fig = go.Figure()
+    for row in rows:
+        ratios, texts = [], []
+        for key, _, scale, fmt in metrics:
+            value, ref = _display(row, key, scale), _display(base, key, scale)
+            ratios.append(None if value is None or not ref else value / ref)
+            texts.append("-" if value is None else format(value, fmt))
+        name = str(row["params"]["gpu"]) + ("" if row["reason"] is None else f" ({row['status']})")
+        fig.add_trace(
+            go.Bar(
+                x=[m[1] for m in metrics],
+                y=ratios,
+                name=name,
+                customdata=texts,
+                hovertemplate="%{x}: %{customdata} (x%{y:.2f} of "
+                + html.escape(str(base["params"]["gpu"]))
+                + f")<extra>{html.escape(name)}</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        template="plotly_white",
+        yaxis_title=f"relative to {base['params']['gpu']}",
+        height=520,
+    )
+    return fig
+
+
+def figure_page(fig: Any, title: str) -> str:
+    """One self-contained HTML page holding `fig`: plotly.js inlined once, no network needed to open it."""
+    _imports.check()
+    div = pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        div_id="figure",
+        config=PLOT_CONFIG,
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+        f'<body style="font-family: system-ui, sans-serif; margin: 16px">{div}</body></html>'
+    )
+
+
+__all__ = ["figure_page", "plot_compare", "plot_sweep"]

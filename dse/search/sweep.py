@@ -1,0 +1,216 @@
+"""Parameter sweeps and GPU comparisons: the points `dse sweep` and `dse compare` evaluate, and their rows.
+
+    axes = [parse_axis("sm_clock_mhz=1000:1980:5", ctx), parse_axis("batch=1:32:3", ctx)]
+    rows = run_sweep(axes, ctx)          # 5 x 3 rows, one per point, in the order of the grid
+    rows = compare_gpus(["h100-sxm", "a100-sxm-80gb"], ctx)
+
+A sweep axis is `PATH=START:STOP:STEPS` in the one vocabulary of a study's points (`dse.search.objective`):
+any `gpu.*` override path (`dse gpu fields`), `sm_clock_mhz`, `power_cap_w` and the numeric serving
+workload keys of `SWEEP_WORKLOAD_KEYS`. STEPS is the number of points (a linspace); integer fields (batch,
+concurrency, `gpu.num_sms`, ...) are rounded and duplicates removed.
+
+Each point goes through `evaluate_point` (via `evaluate_chunk`, so a point that raises becomes a row with
+its error and the sweep goes on). A row is `{"params", "status", "feasible", "reason", "metrics"}` with SI
+metrics; status is feasible, infeasible or failed (the point raised), `reason` the infeasibility or the
+error (None for a feasible point).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dse.errors import ConfigError
+from dse.search.objective import (
+    OPERATING_POINT_KEYS,
+    EvalContext,
+    evaluate_chunk,
+    evaluate_point,
+)
+
+# Numeric workload keys a sweep may vary, and the modes each applies to (None: every mode).
+SWEEP_WORKLOAD_KEYS: dict[str, tuple[str, ...] | None] = {
+    "batch": ("static",),
+    "concurrency": ("concurrency",),
+    "request_rate_per_s": ("request_rate",),
+    "input_tokens": None,
+    "output_tokens": None,
+    "num_requests": ("concurrency", "request_rate", "max_throughput"),
+    "max_num_seqs": ("concurrency", "request_rate", "max_throughput"),
+    "max_batched_tokens": ("concurrency", "request_rate", "max_throughput"),
+    "gpu_memory_utilization": ("concurrency", "request_rate", "max_throughput"),
+}
+INT_KEYS: frozenset[str] = frozenset(
+    {"batch", "concurrency", "input_tokens", "output_tokens", "num_requests", "max_num_seqs",
+     "max_batched_tokens"}
+)  # fmt: skip
+# (metric key, label, display scale, format): what the table and the figures show, in display units.
+SWEEP_METRICS: tuple[tuple[str, str, float, str], ...] = (
+    ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
+    ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
+    ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
+    ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
+    ("avg_power_w", "avg power (W)", 1.0, ".0f"),
+)
+COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
+    ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
+    ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
+    ("e2e_latency_s", "end-to-end latency (s)", 1.0, ".3f"),
+    ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
+    ("avg_power_w", "average power (W)", 1.0, ".0f"),
+    ("peak_power_w", "peak power (W)", 1.0, ".0f"),
+    ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
+    ("energy_per_request_j", "energy per request (J)", 1.0, ".2f"),
+    ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
+    ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
+)
+AXIS_SYNTAX = "PATH=START:STOP:STEPS, e.g. sm_clock_mhz=1000:1980:5"
+_AXIS_RE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([^:]+):([^:]+):([^:]+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepAxis:
+    """One swept parameter: its point path and the values it takes, in order."""
+
+    path: str
+    values: tuple[float | int, ...]
+
+
+def _number(text: str, what: str, spec: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        problem = f"{what} {text.strip()!r} is not a number"
+        raise ConfigError(f"sweep '{spec}': {problem} ({AXIS_SYNTAX})") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ConfigError(f"sweep '{spec}': {what} must be a finite number")
+    return value
+
+
+def _gpu_field(gpu: Any, path: str) -> tuple[bool, bool]:
+    """(numeric, integer) of a valid gpu.* override path: derived knobs and memory-system keys are floats
+    unless the GPU's value says otherwise; a human-unit spelling (`_mhz`, `_kib`) is never an integer."""
+    from dse.units import si_key
+
+    node: Any = gpu.model_dump()
+    parts = path.removeprefix("gpu.").split(".")
+    for i, part in enumerate(parts):
+        key = si_key(part)[0] if i == len(parts) - 1 else part
+        if not isinstance(node, dict) or key not in node:
+            return True, False
+        node = node[key]
+    human = si_key(parts[-1])[0] != parts[-1]
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return node is None, False
+    return True, isinstance(node, int) and not human
+
+
+def _check_path(path: str, ctx: EvalContext, spec: str) -> bool:
+    """Whether `path` is an integer parameter; ConfigError when it cannot be swept under `ctx`."""
+    if path.startswith("gpu."):
+        from dse.hardware.catalog import load_gpu
+        from dse.hardware.overrides import check_override_path
+
+        gpu = load_gpu(ctx.gpu)
+        problem = check_override_path(gpu, path)
+        if problem is not None:
+            raise ConfigError(f"sweep '{spec}': {problem}")
+        numeric, integer = _gpu_field(gpu, path)
+        if not numeric:
+            raise ConfigError(f"sweep '{spec}': {path} is not a number; a sweep varies numeric fields")
+        return integer
+    if path in OPERATING_POINT_KEYS:
+        return False
+    if path not in SWEEP_WORKLOAD_KEYS:
+        gpu_paths = "gpu.<field> (see `dse gpu fields`)"
+        allowed = ", ".join((gpu_paths, *OPERATING_POINT_KEYS, *SWEEP_WORKLOAD_KEYS))
+        raise ConfigError(f"sweep '{spec}': unknown parameter '{path}' (allowed: {allowed})")
+    modes = SWEEP_WORKLOAD_KEYS[path]
+    if modes is not None and ctx.mode not in modes:
+        raise ConfigError(f"sweep '{spec}': {path} applies to mode {' or '.join(modes)}, not {ctx.mode}")
+    return path in INT_KEYS
+
+
+def linspace_values(start: float, stop: float, steps: int, *, integer: bool) -> tuple[float | int, ...]:
+    """`steps` evenly spaced values from start to stop (inclusive); integers rounded, duplicates dropped."""
+    raw = [start] if steps == 1 else [start + (stop - start) * i / (steps - 1) for i in range(steps)]
+    values: list[float | int] = [int(round(v)) for v in raw] if integer else [float(v) for v in raw]
+    return tuple(dict.fromkeys(values))
+
+
+def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
+    """`PATH=START:STOP:STEPS` as a SweepAxis; ConfigError (one line) for bad syntax or an unknown path."""
+    m = _AXIS_RE.match(spec)
+    if m is None:
+        raise ConfigError(f"sweep '{spec}': expected {AXIS_SYNTAX}")
+    path, start_text, stop_text, steps_text = m.groups()
+    start = _number(start_text, "START", spec)
+    stop = _number(stop_text, "STOP", spec)
+    steps = _number(steps_text, "STEPS", spec)
+    if steps != int(steps) or not 1 <= steps <= 1000:
+        raise ConfigError(f"sweep '{spec}': STEPS is the number of points, an integer 1-1000")
+    integer = _check_path(path, ctx, spec)
+    return SweepAxis(path, linspace_values(start, stop, int(steps), integer=integer))
+
+
+def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The grid of the axes (the first varies slowest), each point on top of the fixed `base` params."""
+    paths = [a.path for a in axes]
+    if len(set(paths)) != len(paths):
+        raise ConfigError(f"sweep: each parameter once (got {', '.join(paths)})")
+    return [
+        {**(base or {}), **dict(zip(paths, combo, strict=True))}
+        for combo in itertools.product(*(a.values for a in axes))
+    ]
+
+
+def _row(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """A row: status "feasible", "infeasible" (the model says why) or "failed" (the point raised)."""
+    metrics = {k: v for k, v in result["metrics"].items() if k not in ("feasible", "infeasible_reason")}
+    row: dict[str, Any] = {"params": dict(params), "status": "failed", "feasible": False}
+    if result["error"] is not None:
+        return row | {"reason": result["error"], "metrics": metrics}
+    if bool(result["metrics"].get("feasible", True)):
+        return row | {"status": "feasible", "feasible": True, "reason": None, "metrics": metrics}
+    reason = str(result["metrics"].get("infeasible_reason") or "infeasible")
+    return row | {"status": "infeasible", "reason": reason, "metrics": metrics}
+
+
+def run_sweep(
+    axes: Sequence[SweepAxis], ctx: EvalContext, base: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One row per grid point (see the module docstring); `params` holds the swept values only."""
+    points = sweep_points(axes, base)
+    results = evaluate_chunk(points, ctx, evaluate_point)
+    paths = [a.path for a in axes]
+    return [_row({p: point[p] for p in paths}, r) for point, r in zip(points, results, strict=True)]
+
+
+def compare_gpus(
+    gpus: Sequence[str], ctx: EvalContext, params: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The same workload (`ctx` plus the fixed `params`) on each GPU: one row per GPU, whose `params` is
+    {"gpu": name}."""
+    if len(gpus) < 2:
+        raise ConfigError("compare: give at least two GPUs")
+    rows = []
+    for name in gpus:
+        result = evaluate_chunk([dict(params or {})], dataclasses.replace(ctx, gpu=name), evaluate_point)[0]
+        rows.append(_row({"gpu": name}, result))
+    return rows
+
+
+__all__ = [
+    "COMPARE_METRICS",
+    "SWEEP_METRICS",
+    "SweepAxis",
+    "compare_gpus",
+    "linspace_values",
+    "parse_axis",
+    "run_sweep",
+    "sweep_points",
+]

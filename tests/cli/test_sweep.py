@@ -1,0 +1,146 @@
+"""`dse sweep` and `dse compare`: tables, JSON rows, offline HTML charts and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+
+runner = CliRunner()
+WORKLOAD = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
+EXTERNAL = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.I)
+
+
+def run_json(*args: str) -> object:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append(tag)
+
+
+def check_offline_page(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert not EXTERNAL.search(text)
+    markup = re.sub(r"<script\b[^>]*>.*?</script>", "<script></script>", text, flags=re.S | re.I)
+    # plotly.js' own strings (its logo link) aside, no tag loads anything from the network
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", markup)
+    parser = _Tags()
+    parser.feed(text)
+    parser.close()
+    assert {"html", "head", "script", "body", "div"} <= set(parser.tags)
+    assert "Plotly.newPlot" in text and len(text) > 1_000_000  # plotly.js inlined
+
+
+def test_clock_sweep_of_decode_heavy_workload_is_monotone() -> None:
+    rows = run_json("sweep", "sm_clock_mhz=600:1980:4", *WORKLOAD, "--batch", "4")
+    assert isinstance(rows, list)
+    assert [r["params"]["sm_clock_mhz"] for r in rows] == pytest.approx([600, 1060, 1520, 1980])
+    assert all(r["feasible"] for r in rows)
+    for key in ("tpot_s", "e2e_latency_s", "ttft_s"):
+        values = [r["metrics"][key] for r in rows]
+        assert values == sorted(values, reverse=True), key
+    assert rows[0]["metrics"]["e2e_latency_s"] > rows[-1]["metrics"]["e2e_latency_s"]
+
+
+def test_two_d_sweep_has_steps1_x_steps2_rows_and_a_table(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.html"
+    args = ["sweep", "gpu.num_sms=66:132:3", "batch=1:16:2", *WORKLOAD, "--html", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "TTFT" in result.stdout and "static batch swept" in result.stdout
+    rows = run_json(*args[:-2])
+    assert isinstance(rows, list) and len(rows) == 6
+    assert {(r["params"]["gpu.num_sms"], r["params"]["batch"]) for r in rows} == {
+        (s, b) for s in (66, 99, 132) for b in (1, 16)
+    }
+    check_offline_page(out)
+
+
+def test_memory_data_rate_sweep_raises_throughput() -> None:
+    rows = run_json("sweep", "gpu.memory.data_rate_gbit_per_s=3.2:6.4:3", *WORKLOAD, "--batch", "8")
+    tput = [r["metrics"]["output_tokens_per_s"] for r in rows]  # type: ignore[index]
+    assert tput == sorted(tput) and tput[0] < tput[-1]
+
+
+def test_swept_concurrency_implies_the_load_mode() -> None:
+    args = ["sweep", "concurrency=1:8:2", *WORKLOAD, "--num-requests", "8"]
+    rows = run_json(*args)
+    assert [r["params"]["concurrency"] for r in rows] == [1, 8]  # type: ignore[index]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and "concurrency swept" in result.stdout
+
+
+def test_failed_points_show_their_reason_and_the_sweep_goes_on() -> None:
+    args = ["sweep", "gpu.memory.data_rate_gbit_per_s=5:9:2", *WORKLOAD]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "failed:" in result.stdout and "outside" in result.stdout
+    rows = run_json(*args)
+    assert [r["status"] for r in rows] == ["feasible", "failed"]  # type: ignore[index]
+
+
+def test_compare_h100_is_faster_than_a100(tmp_path: Path) -> None:
+    out = tmp_path / "compare.html"
+    args = ["compare", "h100-sxm", "a100-sxm-80gb", *WORKLOAD, "--batch", "8"]
+    data = run_json(*args)
+    assert isinstance(data, dict) and data["mode"] == "static"
+    h100, a100 = data["gpus"]
+    assert (h100["params"]["gpu"], a100["params"]["gpu"]) == ("h100-sxm", "a100-sxm-80gb")
+    for key in ("ttft_s", "tpot_s", "e2e_latency_s"):
+        assert h100["metrics"][key] < a100["metrics"][key]
+    assert h100["metrics"]["output_tokens_per_s"] > a100["metrics"]["output_tokens_per_s"]
+    result = runner.invoke(app, [*args, "--html", str(out)])
+    assert result.exit_code == 0, result.output
+    for label in ("memory needed (GiB)", "memory capacity (GiB)", "J per output token", "h100-sxm"):
+        assert label in result.stdout
+    check_offline_page(out)
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode"), [(["--concurrency", "4"], "concurrency"), (["--max-throughput"], "max_throughput")]
+)
+def test_compare_and_sweep_under_load(flags: list[str], mode: str) -> None:
+    load = [*WORKLOAD, *flags, "--num-requests", "8"]
+    data = run_json("compare", "h100-sxm", "a100-sxm-80gb", *load)
+    assert data["mode"] == mode  # type: ignore[index]
+    assert all(g["feasible"] for g in data["gpus"])  # type: ignore[index]
+    result = runner.invoke(app, ["sweep", "output_tokens=8:16:2", *load])
+    assert result.exit_code == 0, result.output
+    assert "16" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "sm_clock_mhz=1000:1980", *WORKLOAD],
+        ["sweep", "foo=1:2:3", *WORKLOAD],
+        ["sweep", "gpu.nums=1:2:3", *WORKLOAD],
+        ["sweep", "batch=1:x:3", *WORKLOAD],
+        ["sweep", "batch=1:8:2", *WORKLOAD, "--concurrency", "4"],
+        ["sweep", "a=1:2:2", "b=1:2:2", "c=1:2:2", *WORKLOAD],
+        ["sweep", "sm_clock_mhz=100:1980:3", *WORKLOAD],
+        ["sweep", "batch=1:4:2", "--model", "llama-3.1-8b"],
+        ["compare", "h100-sxm", *WORKLOAD],
+        ["compare", "h100-sxm", "no-such-gpu", *WORKLOAD],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr

@@ -1,0 +1,98 @@
+"""`dse.search.sweep`: axis parsing, grids and rows built on the search's `evaluate_point`."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.search.objective import EvalContext
+from dse.search.sweep import compare_gpus, linspace_values, parse_axis, run_sweep, sweep_points
+
+CTX = EvalContext(gpu="h100-sxm", model="llama-3.1-8b", batch=8, input_tokens=128, output_tokens=16)
+
+
+def test_linspace_rounds_integers_and_drops_duplicates() -> None:
+    assert linspace_values(1000, 2000, 3, integer=False) == (1000.0, 1500.0, 2000.0)
+    assert linspace_values(1, 3, 5, integer=True) == (1, 2, 3)  # 1, 1.5->2, 2, 2.5->2, 3
+    assert linspace_values(7, 99, 1, integer=True) == (7,)
+
+
+@pytest.mark.parametrize(
+    ("spec", "values"),
+    [
+        ("sm_clock_mhz=1000:1980:3", (1000.0, 1490.0, 1980.0)),
+        ("gpu.num_sms=66:132:3", (66, 99, 132)),
+        ("batch=1:32:2", (1, 32)),
+        ("gpu.sm.tensor_factor=0.5:1:2", (0.5, 1.0)),
+        ("gpu.clocks.sm_clock_max_mhz=1500:2000:2", (1500.0, 2000.0)),  # human unit: a float
+    ],
+)
+def test_parse_axis(spec: str, values: tuple) -> None:
+    axis = parse_axis(spec, CTX)
+    assert axis.path == spec.partition("=")[0]
+    assert axis.values == values
+    assert [type(v) for v in axis.values] == [type(v) for v in values]
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("sm_clock_mhz=1000:1980", "expected PATH=START:STOP:STEPS"),
+        ("nonsense", "expected PATH=START:STOP:STEPS"),
+        ("foo=1:2:3", "unknown parameter 'foo'"),
+        ("gpu.nums=1:2:3", "'nums' is not a field of gpu"),
+        ("gpu.memory.technology=1:2:2", "not a number"),
+        ("batch=1:x:3", "STOP 'x' is not a number"),
+        ("batch=1:4:0", "STEPS"),
+        ("batch=1:4:2.5", "STEPS"),
+        ("concurrency=1:4:2", "applies to mode concurrency, not static"),
+    ],
+)
+def test_parse_axis_errors(spec: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        parse_axis(spec, CTX)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_grid_is_the_product_on_top_of_the_base() -> None:
+    axes = [parse_axis("batch=1:4:2", CTX), parse_axis("sm_clock_mhz=1000:1500:3", CTX)]
+    points = sweep_points(axes, {"power_cap_w": 500})
+    assert len(points) == 6
+    assert points[0] == {"power_cap_w": 500, "batch": 1, "sm_clock_mhz": 1000.0}
+    with pytest.raises(ConfigError, match="each parameter once"):
+        sweep_points([axes[0], axes[0]])
+
+
+def test_memory_data_rate_sweep_raises_throughput() -> None:
+    rows = run_sweep([parse_axis("gpu.memory.data_rate_gbit_per_s=3.2:6.4:3", CTX)], CTX)
+    assert [r["status"] for r in rows] == ["feasible"] * 3
+    tput = [r["metrics"]["output_tokens_per_s"] for r in rows]
+    assert tput == sorted(tput) and tput[0] < tput[-1]
+
+
+def test_failed_and_infeasible_points_do_not_abort() -> None:
+    rows = run_sweep([parse_axis("gpu.memory.data_rate_gbit_per_s=5:9:2", CTX)], CTX)
+    assert [r["status"] for r in rows] == ["feasible", "failed"]
+    assert "outside" in rows[1]["reason"]
+    big = EvalContext(gpu="h100-sxm", model="llama-3.1-70b", batch=1, input_tokens=128, output_tokens=16)
+    row = run_sweep([parse_axis("batch=1:2:1", big)], big)[0]
+    assert row["status"] == "infeasible" and row["reason"]
+
+
+def test_load_mode_sweep() -> None:
+    ctx = EvalContext(
+        gpu="h100-sxm", model="llama-3.1-8b", mode="concurrency", input_tokens=128, output_tokens=16,
+        num_requests=8,
+    )  # fmt: skip
+    rows = run_sweep([parse_axis("concurrency=1:8:2", ctx)], ctx)
+    assert [r["params"]["concurrency"] for r in rows] == [1, 8]
+    assert rows[1]["metrics"]["output_tokens_per_s"] > rows[0]["metrics"]["output_tokens_per_s"]
+
+
+def test_compare_gpus() -> None:
+    rows = compare_gpus(["h100-sxm", "a100-sxm-80gb"], CTX)
+    assert [r["params"]["gpu"] for r in rows] == ["h100-sxm", "a100-sxm-80gb"]
+    assert rows[0]["metrics"]["tpot_s"] < rows[1]["metrics"]["tpot_s"]
+    with pytest.raises(ConfigError):
+        compare_gpus(["h100-sxm"], CTX)
