@@ -28,11 +28,13 @@ softmax, PV GEMM, GQA repeat copies), summed into one estimate per op.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.arrays import AttentionInputs, AttentionShapes, DecodeEval, FlashShape, Traffic
 from dse.perf.attention_eager import eager_arrays, eager_tiles
 from dse.perf.pipeline import (
     MODULE_INDEX,
@@ -48,7 +50,6 @@ from dse.perf.pipeline import (
 )
 from dse.perf.rates import (
     DRAM_LATENCY_S,
-    DTYPE_BYTES,
     Rates,
     arch_family,
     effective_sm_clock_hz,
@@ -81,8 +82,6 @@ _KV_LATENCY_S = DRAM_LATENCY_S / 2.0
 _SCORE_FLOP = 4.0  # scale, running max, subtract, sum per score (CUDA cores)
 _SPLIT_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
-Inputs = dict[str, Any]  # what `_common` gathers: broadcast shape arrays, rates, tiles, occupancy
-
 
 def _head_dim_class(d: np.ndarray) -> np.ndarray:
     return np.select([d <= 64, d <= 128, d <= 192, d <= 256], [0, 1, 2, 3], 4)
@@ -97,57 +96,55 @@ def _occupancy(rates: Rates, threads: float, smem_b: np.ndarray, regs_per_thread
     )
 
 
-def _common(batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool) -> Inputs:
+def _common(
+    batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool
+) -> AttentionInputs:
     """Shared inputs: broadcast arrays, rates, tiles, compute rate."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
-    out: Inputs = {
-        name: bc(v)
-        for name, v in (
-            ("batch", batch),
-            ("sq", sq),
-            ("skv", skv),
-            ("heads", heads),
-            ("kv_heads", kv_heads),
-            ("d", d),
-            ("kv_b", kv_b),
-            ("act_b", act_b),
-            ("f", f),
-        )
-    }
+    b_, sq_, skv_, h_, hkv_, d_, kv_b_, act_b_, f_ = (
+        bc(v) for v in (batch, sq, skv, heads, kv_heads, d, kv_b, act_b, f)
+    )
     arch = arch_family(gpu)
-    rates = rates_at(gpu, out["f"])
-    bq, bkv, threads = flash_tile_arrays(arch, out["d"], decode)
+    rates = rates_at(gpu, f_)
+    bq, bkv, threads = flash_tile_arrays(arch, d_, decode)
     # fp8 KV cache: Hopper runs the matmuls in fp8 (FA3), older GPUs convert to 16 bit first.
-    f8 = out["kv_b"] <= 1.0
+    f8 = kv_b_ <= 1.0
     if not decode:  # prefill reads the fresh K/V (never narrower than the cache)
-        out["kv_b"] = np.maximum(out["act_b"], out["kv_b"])
+        kv_b_ = np.maximum(act_b_, kv_b_)
     # Prefill attends over the fresh bf16 K/V (the fp8 cache is written beside it): 16-bit matmuls; decode
     # reads the fp8 cache and, on Hopper, multiplies in fp8 (FA3).
     f8_mma = f8 & (arch == "hopper") & decode
     tc_clk = np.where(f8_mma, tensor_flop_per_clk(gpu, "fp8"), tensor_flop_per_clk(gpu, "bf16"))
     consumers = threads - 128.0 if arch == "hopper" else threads
-    regs = np.minimum(255.0, (bq * out["d"] + bq * bkv) / consumers + 40.0)
-    mma_b = np.where(f8_mma, 1.0, out["act_b"])
-    smem_b = bq * out["d"] * mma_b + 2.0 * 2.0 * bkv * out["d"] * out["kv_b"] + 2048.0
-    conc = _occupancy(rates, threads, smem_b, regs)
-    out.update(
-        rows=bq,
+    regs = np.minimum(255.0, (bq * d_ + bq * bkv) / consumers + 40.0)
+    mma_b = np.where(f8_mma, 1.0, act_b_)
+    smem_b = bq * d_ * mma_b + 2.0 * 2.0 * bkv * d_ * kv_b_ + 2048.0
+    return AttentionInputs(
+        batch=b_,
+        seq_q=sq_,
+        seq_kv=skv_,
+        heads=h_,
+        kv_heads=hkv_,
+        head_dim=d_,
+        kv_elem_bytes=kv_b_,
+        act_elem_bytes=act_b_,
+        sm_clock_hz=f_,
         arch=arch,
         rates=rates,
-        bq=bq,
-        bkv=bkv,
+        block_q=bq,
+        block_kv=bkv,
+        rows=bq,
         threads=threads,
-        tc_sm=tc_clk * out["f"],
-        conc=conc,
-        f8=f8,
-        mma_b=mma_b,
+        tc_flop_per_s_per_sm=tc_clk * f_,
+        conc=_occupancy(rates, threads, smem_b, regs),
+        kv_f8=f8,
+        mma_elem_bytes=mma_b,
     )
-    return out
 
 
 def _iteration(
-    c: Inputs,
+    c: AttentionInputs,
     cc: np.ndarray,
     act: np.ndarray,
     kv_step_b: np.ndarray,
@@ -157,7 +154,7 @@ def _iteration(
     latency_s: float = _KV_LATENCY_S,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(load, math) time of one K/V block for `cc` threadblocks per SM and `act` device-wide."""
-    r = c["rates"]
+    r = c.rates
     step_b = kv_step_b + extra_b
     load = vmax(
         act * (kv_step_b * ratio + extra_b) / r.dram_bw_bytes_per_s,
@@ -166,34 +163,34 @@ def _iteration(
         cc * step_b / r.smem_bw_per_sm_bytes_per_s,
         latency_s + 0.0 * cc,
     )
-    rows, bkv, d = c["rows"], c["bkv"], c["d"]
-    t_mma = cc * 4.0 * rows * bkv * d / c["tc_sm"]
+    rows, bkv, d = c.rows, c.block_kv, c.head_dim
+    t_mma = cc * 4.0 * rows * bkv * d / c.tc_flop_per_s_per_sm
     t_sfu = cc * rows * bkv / r.sfu_op_per_s_per_sm
     t_cuda = cc * _SCORE_FLOP * rows * bkv / r.fp32_flop_per_s_per_sm
-    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
+    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c.mma_elem_bytes
     t_smem = cc * smem_rd / r.smem_bw_per_sm_bytes_per_s
     math = np.where(overlap, vmax(t_mma, t_sfu, t_cuda, t_smem), np.maximum(t_mma, t_smem) + t_sfu + t_cuda)
     return load, math
 
 
-def _fill(c: Inputs, cc: np.ndarray, step_b: np.ndarray) -> np.ndarray:
+def _fill(c: AttentionInputs, cc: np.ndarray, step_b: np.ndarray) -> np.ndarray:
     """Exposed fill of a tile: DRAM latency plus this SM's first K/V block through its L2 port."""
-    r = c["rates"]
+    r = c.rates
     return DRAM_LATENCY_S + vmax(
         cc * step_b / r.l2_bw_per_sm_bytes_per_s, cc * step_b / r.smem_bw_per_sm_bytes_per_s
     )
 
 
-def _cache_write(c: Inputs) -> tuple[Timeline, np.ndarray]:
+def _cache_write(c: AttentionInputs) -> tuple[Timeline, np.ndarray]:
     """vLLM's `reshape_and_cache_flash`: one threadblock per new token copies its K and V rows (read in
     the activation dtype) into the cache pages (written in the cache dtype). Returns its streaming
     timeline and its DRAM bytes."""
-    r = c["rates"]
-    tokens = c["batch"] * c["sq"]
-    row = 2.0 * c["kv_heads"] * c["d"]  # K and V elements of one token
-    threads = np.minimum(512.0, c["kv_heads"] * c["d"])
-    cache_b = np.where(c["f8"], 1.0, c["kv_b"])
-    nbytes = row * (c["act_b"] + cache_b)
+    r = c.rates
+    tokens = c.batch * c.seq_q
+    row = 2.0 * c.kv_heads * c.head_dim  # K and V elements of one token
+    threads = np.minimum(512.0, c.kv_heads * c.head_dim)
+    cache_b = np.where(c.kv_f8, 1.0, c.kv_elem_bytes)
+    nbytes = row * (c.act_elem_bytes + cache_b)
     tl = streaming_timeline(
         **machine_rates(r),
         grid=tokens,
@@ -209,34 +206,34 @@ def _cache_write(c: Inputs) -> tuple[Timeline, np.ndarray]:
     return tl, tokens * nbytes
 
 
-def _tile_serial(c: Inputs, cc: np.ndarray, o_b: np.ndarray, overlap: bool) -> np.ndarray:
+def _tile_serial(c: AttentionInputs, cc: np.ndarray, o_b: np.ndarray, overlap: bool) -> np.ndarray:
     """Per-tile work that no pipelining hides: FA3 overlaps a block's softmax with the next block's
     QK^T, so the first block's softmax and the last block's PV run alone; then O is rescaled and stored
     through shared memory. (FA2 runs softmax serially already: only the store is added.)"""
-    r = c["rates"]
-    rows, bkv, d = c["rows"], c["bkv"], c["d"]
+    r = c.rates
+    rows, bkv, d = c.rows, c.block_kv, c.head_dim
     soft = cc * rows * bkv * (1.0 / r.sfu_op_per_s_per_sm + _SCORE_FLOP / r.fp32_flop_per_s_per_sm)
-    pv = cc * 2.0 * rows * bkv * d / c["tc_sm"]
+    pv = cc * 2.0 * rows * bkv * d / c.tc_flop_per_s_per_sm
     store = cc * o_b / r.smem_bw_per_sm_bytes_per_s + cc * rows * d / r.fp32_flop_per_s_per_sm
     return np.where(overlap, soft + pv, 0.0) + store
 
 
 def _busy(
-    c: Inputs,
+    c: AttentionInputs,
     units: np.ndarray,
     kv_l2_b: np.ndarray,
     dram_main_b: np.ndarray,
     q_o_l2_b: np.ndarray,
     epi_dram_b: np.ndarray,
 ) -> np.ndarray:
-    r, sms = c["rates"], c["rates"].num_sms
-    rows, bkv, d = c["rows"], c["bkv"], c["d"]
+    r, sms = c.rates, c.rates.num_sms
+    rows, bkv, d = c.rows, c.block_kv, c.head_dim
     busy = empty_busy(units.shape[0])
     busy[1, MODULE_INDEX["dram"]] = dram_main_b / r.dram_bw_bytes_per_s
     busy[1, MODULE_INDEX["l2"]] = (kv_l2_b + q_o_l2_b) / r.l2_bw_bytes_per_s
-    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c["mma_b"]
+    smem_rd = (rows / 64.0) * (64.0 * d + 2.0 * bkv * d) * c.mma_elem_bytes
     busy[1, MODULE_INDEX["smem"]] = (kv_l2_b + units * smem_rd) / (r.smem_bw_per_sm_bytes_per_s * sms)
-    busy[1, MODULE_INDEX["tensor"]] = units * 4.0 * rows * bkv * d / (c["tc_sm"] * sms)
+    busy[1, MODULE_INDEX["tensor"]] = units * 4.0 * rows * bkv * d / (c.tc_flop_per_s_per_sm * sms)
     busy[1, MODULE_INDEX["sfu"]] = units * rows * bkv / (r.sfu_op_per_s_per_sm * sms)
     busy[1, MODULE_INDEX["cuda"]] = units * _SCORE_FLOP * rows * bkv / (r.fp32_flop_per_s_per_sm * sms)
     busy[2, MODULE_INDEX["dram"]] = epi_dram_b / r.dram_bw_bytes_per_s
@@ -244,19 +241,19 @@ def _busy(
     return busy
 
 
-def _flash_shape(c: Inputs, causal: np.ndarray) -> dict[str, np.ndarray]:
-    """Grid and K/V blocks per tile of the flash kernel (PackGQA, causal triangle); sets `c["rows"]`."""
-    b, sq, skv, h, hkv = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"]
-    bq, bkv = c["bq"], c["bkv"]
+def _flash_shape(c: AttentionInputs, causal: np.ndarray) -> FlashShape:
+    """Grid, K/V blocks per tile and rows per tile of the flash kernel (PackGQA, causal triangle)."""
+    b, sq, skv, h, hkv = c.batch, c.seq_q, c.seq_kv, c.heads, c.kv_heads
+    bq, bkv = c.block_q, c.block_kv
     # PackGQA (FA3 with variable-length batches, as vLLM calls it): the query heads sharing a KV head are
     # packed into the rows of one tile (position-major), so a tile of bq rows covers bq / grp positions.
-    grp = np.where((c["arch"] == "hopper") & (h > hkv), h / hkv, 1.0)
+    grp = np.where((c.arch == "hopper") & (h > hkv), h / hkv, 1.0)
     rows_seq = sq * grp  # query rows of one (sequence, tile head)
     bq_pos = bq / grp  # query positions per tile
     nq = np.ceil(rows_seq / bq)
     g = b * (h / grp) * nq
     # Warpgroup MMAs are 64 rows tall: a tile with few queries computes only the 64-row slices it needs.
-    c["rows"] = np.minimum(bq, 64.0 * np.ceil(rows_seq / nq / 64.0))
+    rows = np.minimum(bq, 64.0 * np.ceil(rows_seq / nq / 64.0))
     n_full = np.ceil(skv / bkv)
     # Causal: query block i sees keys [0, off + min((i + 1) bq_pos, sq)), off = skv - sq.
     off = skv - sq
@@ -264,32 +261,32 @@ def _flash_shape(c: Inputs, causal: np.ndarray) -> dict[str, np.ndarray]:
     tri = nq * off / bkv + (bq_pos / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq_pos - sq) / bkv + 0.5 * nq
     tri = np.clip(tri, pairs / (bq_pos * bkv), nq * n_full)
     n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
-    return {
-        "rows_seq": rows_seq,
-        "nq": nq,
-        "g": g,
-        "n_full": n_full,
-        "pairs": pairs,
-        "n_mean": n_mean,
-        "units": g * n_mean,  # K/V block iterations of all threadblocks
-    }
+    return FlashShape(
+        rows=rows,
+        rows_seq=rows_seq,
+        nq=nq,
+        grid=g,
+        n_full=n_full,
+        pairs=pairs,
+        n_mean=n_mean,
+        units=g * n_mean,
+    )
 
 
-def _flash_timeline(
-    c: Inputs, sh: dict[str, np.ndarray], causal: np.ndarray
-) -> tuple[Timeline, dict[str, np.ndarray]]:
+def _flash_timeline(c: AttentionInputs, sh: FlashShape, causal: np.ndarray) -> tuple[Timeline, Traffic]:
     """The flash kernel's timeline for the tiles `sh` of `_flash_shape`, and its traffic in bytes."""
-    r, sms = c["rates"], c["rates"].num_sms
-    d, bq, conc = c["d"], c["bq"], c["conc"]
-    g, nq, n_full, n_mean, units = sh["g"], sh["nq"], sh["n_full"], sh["n_mean"], sh["units"]
-    kv_step_b = 2.0 * (c["skv"] / n_full) * d * c["kv_b"]  # K and V rows of one block (only real keys load)
-    kv_dram = 2.0 * c["batch"] * c["kv_heads"] * c["skv"] * d * c["kv_b"]
+    r, sms = c.rates, c.rates.num_sms
+    d, bq, conc = c.head_dim, c.block_q, c.conc
+    g, nq, n_full, n_mean, units = sh.grid, sh.nq, sh.n_full, sh.n_mean, sh.units
+    kv_b = c.kv_elem_bytes
+    kv_step_b = 2.0 * (c.seq_kv / n_full) * d * kv_b  # K and V rows of one block (only real keys load)
+    kv_dram = 2.0 * c.batch * c.kv_heads * c.seq_kv * d * kv_b
     kv_l2 = units * kv_step_b
     ratio = np.minimum(1.0, kv_dram / kv_l2)
     # per threadblock, read Q + write O
-    q_o_b = 2.0 * bq * d * c["act_b"] * np.minimum(1.0, sh["rows_seq"] / bq)
+    q_o_b = 2.0 * bq * d * c.act_elem_bytes * np.minimum(1.0, sh.rows_seq / bq)
     extra_b = q_o_b / n_mean
-    overlap = c["arch"] == "hopper"
+    overlap = c.arch == "hopper"
 
     sched = wave_schedule(g, conc, sms)
     balanced = causal & (nq > 1)
@@ -319,7 +316,7 @@ def _flash_timeline(
         sm_active_frac=np.minimum(1.0, g / sms),
     )
     smem_b = busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms
-    return tl, {"dram_bytes": kv_dram + q_o_total, "l2_bytes": kv_l2 + q_o_total, "smem_bytes": smem_b}
+    return tl, Traffic(dram_bytes=kv_dram + q_o_total, l2_bytes=kv_l2 + q_o_total, smem_bytes=smem_b)
 
 
 def flash_arrays(
@@ -357,17 +354,18 @@ def flash_arrays(
         sm_clock_hz,
         decode=False,
     )
-    b, h, hkv, d = c["batch"], c["heads"], c["kv_heads"], c["d"]
+    b, h, hkv, d = c.batch, c.heads, c.kv_heads, c.head_dim
     causal = np.broadcast_to(np.asarray(causal, dtype=bool), b.shape)
     sh = _flash_shape(c, causal)
+    c = replace(c, rows=sh.rows)
     tl, traffic = _flash_timeline(c, sh, causal)
     copy_b = np.zeros_like(b)
     if cache_write:
         copy_tl, copy_b = _cache_write(c)
         tl = sum_timelines(tl, copy_tl)
     # MHA and GQA differ in K/V reuse (a GQA K/V block serves several query heads from L2).
-    group = ((np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)) * 2 + (h > hkv)) * 2 + (
-        sh["n_mean"] >= _SHORT_TILE_BLOCKS
+    group = ((np.where(c.kv_f8, 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(d)) * 2 + (h > hkv)) * 2 + (
+        sh.n_mean >= _SHORT_TILE_BLOCKS
     )
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(FLASH_GROUPS)[group])
     return {
@@ -375,45 +373,45 @@ def flash_arrays(
         "analytical_s": tl.analytical_s(),
         "util": util,
         "timeline": tl,
-        "flop": 4.0 * b * h * d * sh["pairs"],
-        "dram_bytes": traffic["dram_bytes"] + copy_b,
-        "l2_bytes": traffic["l2_bytes"] + copy_b,
-        "smem_bytes": traffic["smem_bytes"],
+        "flop": 4.0 * b * h * d * sh.pairs,
+        "dram_bytes": traffic.dram_bytes + copy_b,
+        "l2_bytes": traffic.l2_bytes + copy_b,
+        "smem_bytes": traffic.smem_bytes,
         "group": group,
-        "grid": sh["g"],
-        "block_q": c["bq"],
-        "block_kv": c["bkv"],
+        "grid": sh.grid,
+        "block_q": c.block_q,
+        "block_kv": c.block_kv,
     }
 
 
-def _decode_timeline(c: Inputs, splits: np.ndarray) -> dict[str, Any]:
-    r, sms = c["rates"], c["rates"].num_sms
-    b, sq, skv, h, hkv, d = c["batch"], c["sq"], c["skv"], c["heads"], c["kv_heads"], c["d"]
-    bq, bkv, conc = c["bq"], c["bkv"], c["conc"]
+def _decode_timeline(c: AttentionInputs, splits: np.ndarray) -> DecodeEval:
+    r, sms = c.rates, c.rates.num_sms
+    b, sq, skv, h, hkv, d = c.batch, c.seq_q, c.seq_kv, c.heads, c.kv_heads, c.head_dim
+    bq, bkv, conc, kv_b, act_b = c.block_q, c.block_kv, c.conc, c.kv_elem_bytes, c.act_elem_bytes
     rows = (h / hkv) * sq
     m_blocks = np.ceil(rows / bq)
     n_blocks = np.ceil(skv / bkv)
     iters = np.ceil(n_blocks / splits)
     g = b * hkv * m_blocks * splits
     units = g * iters
-    kv_step_b = 2.0 * bkv * d * c["kv_b"]  # a whole K/V block per step (paged cache: full pages)
-    kv_dram = 2.0 * b * hkv * skv * d * c["kv_b"]
+    kv_step_b = 2.0 * bkv * d * kv_b  # a whole K/V block per step (paged cache: full pages)
+    kv_dram = 2.0 * b * hkv * skv * d * kv_b
     kv_l2 = np.maximum(units * kv_step_b * np.minimum(1.0, skv / (n_blocks * bkv)), kv_dram)
     ratio = np.minimum(1.0, kv_dram / (units * kv_step_b))
-    q_b = np.minimum(rows, bq * m_blocks) / m_blocks * d * c["act_b"]
-    part_b = np.where(splits > 1, q_b / c["act_b"] * 4.0 + 8.0 * rows / m_blocks, q_b)  # fp32 O + LSE, or O
+    q_b = np.minimum(rows, bq * m_blocks) / m_blocks * d * act_b
+    part_b = np.where(splits > 1, q_b / act_b * 4.0 + 8.0 * rows / m_blocks, q_b)  # fp32 O + LSE, or O
     extra_b = q_b / iters
     sched = wave_schedule(g, conc, sms)
     rounds, cc, act = sched["rounds"], sched["conc_avg"], sched["active_avg"]
     # One tile per threadblock: nothing to prefetch across tiles, a full DRAM latency per K/V step.
-    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, c["arch"] == "hopper", DRAM_LATENCY_S)
+    ld, mm = _iteration(c, cc, act, kv_step_b, extra_b, ratio, c.arch == "hopper", DRAM_LATENCY_S)
     t_pro = rounds * _fill(c, cc, kv_step_b + extra_b)
     store = vmax(
         act * part_b / r.dram_bw_bytes_per_s,
         act * part_b / r.l2_bw_bytes_per_s,
         cc * part_b / r.l2_bw_per_sm_bytes_per_s,
     )
-    comb_b = np.where(splits > 1, g * part_b + b * h * sq * d * c["act_b"], 0.0)
+    comb_b = np.where(splits > 1, g * part_b + b * h * sq * d * act_b, 0.0)
     t_comb = np.where(splits > 1, DRAM_LATENCY_S + comb_b / r.dram_bw_bytes_per_s, 0.0)
     t_epi = rounds * store + t_comb
     q_total = g * q_b
@@ -427,13 +425,13 @@ def _decode_timeline(c: Inputs, splits: np.ndarray) -> dict[str, Any]:
         busy=busy,
         sm_active_frac=np.minimum(1.0, g / sms),
     )
-    return {
-        "timeline": tl,
-        "grid": g,
-        "dram_bytes": kv_dram + q_total + g * part_b + comb_b,
-        "l2_bytes": kv_l2 + q_total + g * part_b + comb_b,
-        "valid": splits <= np.maximum(n_blocks, 1.0),
-    }
+    return DecodeEval(
+        timeline=tl,
+        grid=g,
+        dram_bytes=kv_dram + q_total + g * part_b + comb_b,
+        l2_bytes=kv_l2 + q_total + g * part_b + comb_b,
+        valid=splits <= np.maximum(n_blocks, 1.0),
+    )
 
 
 def decode_arrays(
@@ -469,23 +467,23 @@ def decode_arrays(
         sm_clock_hz,
         decode=True,
     )
-    r, sms = c["rates"], c["rates"].num_sms
+    r, sms = c.rates, c.rates.num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)
-    base = (np.where(c["f8"], 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c["d"])) * 2
-    best_lat = np.full(c["batch"].shape, np.inf)
-    splits = np.ones_like(c["batch"])
+    base = (np.where(c.kv_f8, 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c.head_dim)) * 2
+    best_lat = np.full(c.batch.shape, np.inf)
+    splits = np.ones_like(c.batch)
     for s in _SPLIT_CANDIDATES:
-        cand = np.full_like(c["batch"], s)
+        cand = np.full_like(c.batch, s)
         ev = _decode_timeline(c, cand)
-        lat, _ = correct(ev["timeline"], table[base + int(s > 1)])
-        better = ev["valid"] & (lat < best_lat * (1.0 - 1e-9))
+        lat, _ = correct(ev.timeline, table[base + int(s > 1)])
+        better = ev.valid & (lat < best_lat * (1.0 - 1e-9))
         best_lat = np.where(better, lat, best_lat)
         splits = np.where(better, s, splits)
     ev = _decode_timeline(c, splits)
-    tl = ev["timeline"]
+    tl = ev.timeline
     group = base + (splits > 1)
     latency_s, util = correct(tl, table[group])
-    b, sq, skv, h, d = c["batch"], c["sq"], c["skv"], c["heads"], c["d"]
+    b, sq, skv, h, d = c.batch, c.seq_q, c.seq_kv, c.heads, c.head_dim
     pairs = sq * (skv - sq) + sq * (sq + 1.0) / 2.0
     return {
         "latency_s": latency_s,
@@ -493,33 +491,66 @@ def decode_arrays(
         "util": util,
         "timeline": tl,
         "flop": 4.0 * b * h * d * pairs,
-        "dram_bytes": ev["dram_bytes"],
-        "l2_bytes": ev["l2_bytes"],
+        "dram_bytes": ev.dram_bytes,
+        "l2_bytes": ev.l2_bytes,
         "smem_bytes": tl.busy[1, MODULE_INDEX["smem"]] * r.smem_bw_per_sm_bytes_per_s * sms,
         "group": group,
-        "grid": ev["grid"],
+        "grid": ev.grid,
         "splits": splits,
-        "block_kv": c["bkv"],
+        "block_kv": c.block_kv,
     }
 
 
-def _shape_inputs(ops: list[AttentionOp]) -> dict[str, np.ndarray]:
-    return {
-        "batch": np.array([o.batch for o in ops], dtype=float),
-        "seq_len_q": np.array([o.seq_len_q for o in ops], dtype=float),
-        "seq_len_kv": np.array([o.seq_len_kv for o in ops], dtype=float),
-        "num_heads": np.array([o.num_heads for o in ops], dtype=float),
-        "num_kv_heads": np.array([o.num_kv_heads for o in ops], dtype=float),
-        "head_dim": np.array([o.head_dim for o in ops], dtype=float),
-    }
-
-
-def _flash_or_decode_inputs(ops: list[AttentionOp]) -> dict[str, Any]:
-    return {
-        **_shape_inputs(ops),
-        "act_bytes": np.array([DTYPE_BYTES[o.dtype] for o in ops]),
-        "kv_bytes": np.array([DTYPE_BYTES[o.cache_dtype] for o in ops]),
-    }
+def _backend_arrays(
+    backend: str,
+    ops: list[AttentionOp],
+    gpu: GpuSpec,
+    clocks: np.ndarray,
+    coeffs: CoeffTable | object | None,
+) -> dict[str, Any]:
+    """The `*_arrays` result of `ops`, all of one backend (`flash`, `decode` or `eager`)."""
+    s = AttentionShapes.of(ops)
+    if backend == "eager":
+        return eager_arrays(
+            batch=s.batch,
+            seq_len_q=s.seq_len_q,
+            seq_len_kv=s.seq_len_kv,
+            num_heads=s.num_heads,
+            num_kv_heads=s.num_kv_heads,
+            head_dim=s.head_dim,
+            dtype=[o.dtype for o in ops],
+            gpu=gpu,
+            sm_clock_hz=clocks,
+            coeffs=coeffs,
+        )
+    if backend == "flash":
+        return flash_arrays(
+            batch=s.batch,
+            seq_len_q=s.seq_len_q,
+            seq_len_kv=s.seq_len_kv,
+            num_heads=s.num_heads,
+            num_kv_heads=s.num_kv_heads,
+            head_dim=s.head_dim,
+            causal=np.array([o.causal for o in ops]),
+            act_bytes=s.act_bytes,
+            kv_bytes=s.kv_bytes,
+            gpu=gpu,
+            sm_clock_hz=clocks,
+            coeffs=coeffs,
+        )
+    return decode_arrays(
+        batch=s.batch,
+        seq_len_q=s.seq_len_q,
+        seq_len_kv=s.seq_len_kv,
+        num_heads=s.num_heads,
+        num_kv_heads=s.num_kv_heads,
+        head_dim=s.head_dim,
+        act_bytes=s.act_bytes,
+        kv_bytes=s.kv_bytes,
+        gpu=gpu,
+        sm_clock_hz=clocks,
+        coeffs=coeffs,
+    )
 
 
 def estimate_many(
@@ -536,18 +567,11 @@ def estimate_many(
             continue
         sub = [ops[i] for i in idx]
         clocks = np.full(len(sub), clock_hz)
+        out = _backend_arrays(backend, sub, gpu, clocks, coeffs)
         if backend == "eager":
-            out = eager_arrays(
-                **_shape_inputs(sub), dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=clocks, coeffs=coeffs
-            )
             tiles = eager_tiles(out)
             groups = ["attention_eager"] * len(sub)
         else:
-            arrays = flash_arrays if backend == "flash" else decode_arrays
-            extra: dict[str, Any] = (
-                {"causal": np.array([o.causal for o in sub])} if backend == "flash" else {}
-            )
-            out = arrays(**_flash_or_decode_inputs(sub), **extra, gpu=gpu, sm_clock_hz=clocks, coeffs=coeffs)
             names = FLASH_GROUPS if backend == "flash" else DECODE_GROUPS
             groups = [names[g] for g in out["group"]]
             if backend == "flash":

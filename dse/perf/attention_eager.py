@@ -38,7 +38,6 @@ def eager_arrays(
         bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
     )
     act_b = np.array([DTYPE_BYTES[t] for t in dtype])
-    common: dict[str, Any] = {"gpu": gpu, "sm_clock_hz": f, "coeffs": coeffs}
     qk = gemm.gemm_arrays(
         m=sq,
         n=skv,
@@ -47,10 +46,18 @@ def eager_arrays(
         dtype=dtype,
         out_dtype=dtype,
         b_shared=np.zeros(num, dtype=bool),
-        **common,
+        gpu=gpu,
+        sm_clock_hz=f,
+        coeffs=coeffs,
     )
     sm = reduction.reduction_arrays(
-        kind=np.zeros(num, dtype=int), rows=b * h * sq, cols=skv, dtype_bytes=act_b, **common
+        kind=np.zeros(num, dtype=int),
+        rows=b * h * sq,
+        cols=skv,
+        dtype_bytes=act_b,
+        gpu=gpu,
+        sm_clock_hz=f,
+        coeffs=coeffs,
     )
     pv = gemm.gemm_arrays(
         m=sq,
@@ -60,14 +67,18 @@ def eager_arrays(
         dtype=dtype,
         out_dtype=dtype,
         b_shared=np.zeros(num, dtype=bool),
-        **common,
+        gpu=gpu,
+        sm_clock_hz=f,
+        coeffs=coeffs,
     )
     rep = elementwise.elementwise_arrays(
         kind=np.full(num, elementwise.KINDS.index("copy")),
         num_elements=b * h * skv * d,
         in_bytes=act_b,
         out_bytes=act_b,
-        **common,
+        gpu=gpu,
+        sm_clock_hz=f,
+        coeffs=coeffs,
     )
     gqa = (hkv < h).astype(float) * 2.0  # repeat K and V
     parts = [(qk, 1.0), (sm, 1.0), (pv, 1.0), (rep, gqa)]

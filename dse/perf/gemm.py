@@ -22,11 +22,24 @@ Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.arrays import (
+    CandidatePlan,
+    GemmCandidates,
+    GemmChoice,
+    GemmResult,
+    GemmRows,
+    OperandTraffic,
+    PhaseTimes,
+    RoundSchedule,
+    StepCosts,
+    TileGeometry,
+)
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -68,8 +81,6 @@ DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
-Arrays = dict[str, np.ndarray]  # named per-row (or per-candidate) arrays
-
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
 _QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
 _QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass over its row
@@ -77,7 +88,7 @@ _QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass
 _SK_FIX_TILES = 1.0
 
 
-def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarray]:
+def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> GemmCandidates:
     """Per-candidate constants, shape [1, C] (C = tiles x splits)."""
     rows = []
     for ti, t in enumerate(tiles):
@@ -109,26 +120,10 @@ def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> dict[str, np.ndarr
                 )
             )
     arr = np.array(rows, dtype=float).T
-    names = (
-        "tile_idx",
-        "tm",
-        "tn",
-        "kb",
-        "wm",
-        "wn",
-        "stages",
-        "conc",
-        "split",
-        "mcast",
-        "mcast_a",
-        "m_lo",
-        "m_hi",
-        "cls",
-    )
-    return {name: arr[i][None, :] for i, name in enumerate(names)}
+    return GemmCandidates(*(arr[i][None, :] for i in range(arr.shape[0])))  # the tuple's order is the fields'
 
 
-def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
+def _activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
     """vLLM's dynamic per-tensor fp8 quantization of the activation A before the CUTLASS fp8 GEMM.
 
     Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit,
@@ -138,19 +133,19 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
     and per kernel at K = 2048, 4096, ...), plus the atomic's round trip in the reduction. Returns their
     summed streaming timeline and DRAM bytes.
     """
-    rows = (col["m"] * col["batch"]).ravel()
-    k = col["k"].ravel()
+    rows = (col.m * col.batch).ravel()
+    k = col.k.ravel()
     threads = np.full(n, 1024.0)
     conc = np.full(n, float(max(1, rates.max_threads_per_sm // 1024)))
     a_b = rows * k * _QUANT_SRC_BYTES
     common = dict(
         rates_num_sms=rates.num_sms,
         dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
-        l2_sm=col["l2_sm"].ravel(),
-        l2_tot=col["l2_tot"].ravel(),
-        smem_sm=col["smem_sm"].ravel(),
-        fp32_sm=col["fp32_sm"].ravel(),
-        sfu_sm=col["fp32_sm"].ravel(),
+        l2_sm=col.l2_bw_per_sm_bytes_per_s.ravel(),
+        l2_tot=col.l2_bw_bytes_per_s.ravel(),
+        smem_sm=col.smem_bw_per_sm_bytes_per_s.ravel(),
+        fp32_sm=col.fp32_flop_per_s_per_sm.ravel(),
+        sfu_sm=col.fp32_flop_per_s_per_sm.ravel(),
         grid=rows,
         conc=conc,
         threads=threads,
@@ -172,13 +167,13 @@ def _activation_quant(col: dict[str, np.ndarray], rates: Rates, n: int) -> tuple
     return sum_timelines(amax, conv), 2.0 * a_b + rows * k
 
 
-def _tile_geometry(r: Arrays, c: Arrays, sms: int) -> Arrays:
+def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
     """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
-    m, n, k, batch, in_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"]
-    tm, tn = c["tm"], c["tn"]
-    stream_k = c["split"] == STREAM_K
-    s = np.where(stream_k, 1.0, c["split"])
-    kt = c["kb"] / in_b
+    m, n, k, batch, in_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes
+    tm, tn = c.tile_m, c.tile_n
+    stream_k = c.split == STREAM_K
+    s = np.where(stream_k, 1.0, c.split)
+    kt = c.k_step_bytes / in_b
     tiles_m = np.ceil(m / tm)
     tiles_n = np.ceil(n / tn)
     k_split = np.ceil(k / s)
@@ -187,61 +182,57 @@ def _tile_geometry(r: Arrays, c: Arrays, sms: int) -> Arrays:
     g = plane * s * batch
     valid = stream_k | (s == 1) | (k_split >= 2 * kt)
     mp2 = np.maximum(32.0, 2.0 ** np.ceil(np.log2(m)))
-    valid &= (c["m_hi"] == 0) | ((mp2 > c["m_lo"]) & (mp2 <= c["m_hi"]))
+    valid &= (c.m_hi == 0) | ((mp2 > c.m_lo) & (mp2 <= c.m_hi))
     mt_avg = m / tiles_m
     nt_avg = n / tiles_n
     kt_avg = k_split / nk
     # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist).
-    mcast = np.minimum(c["mcast"], tiles_m)
-    mcast_a = np.minimum(c["mcast_a"], tiles_n)
-    return {
-        "stream_k": stream_k,
-        "s": s,
-        "kt": kt,
-        "tiles_m": tiles_m,
-        "tiles_n": tiles_n,
-        "k_split": k_split,
-        "nk": nk,
-        "plane": plane,
-        "g": g,
-        "units": g * nk,  # K iterations of all threadblocks
-        "slots": sms * c["conc"],
-        "valid": valid,
-        "mt_avg": mt_avg,
-        "nt_avg": nt_avg,
-        "step_b": (mt_avg + nt_avg) * kt_avg * in_b,  # what one threadblock stages per K step
-        "step_l2": (mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b,
-    }
+    mcast = np.minimum(c.multicast, tiles_m)
+    mcast_a = np.minimum(c.multicast_a, tiles_n)
+    return TileGeometry(
+        stream_k=stream_k,
+        splits=s,
+        k_tile=kt,
+        tiles_m=tiles_m,
+        tiles_n=tiles_n,
+        k_split=k_split,
+        nk=nk,
+        plane=plane,
+        grid=g,
+        units=g * nk,  # K iterations of all threadblocks
+        slots=sms * c.conc,
+        valid=valid,
+        mt_avg=mt_avg,
+        nt_avg=nt_avg,
+        step_bytes=(mt_avg + nt_avg) * kt_avg * in_b,  # what one threadblock stages per K step
+        step_l2_bytes=(mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b,
+    )
 
 
-def _operand_traffic(r: Arrays, v: Arrays, l2_bytes: float) -> None:
-    """DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest.
-
-    Adds `l2_ab`, `dram_ab` and their `ratio` to `v` (the `_tile_geometry` arrays).
-    """
-    m, n, k, batch, in_b = r["m"], r["n"], r["k"], r["batch"], r["in_b"]
-    tiles_m, tiles_n, plane, mt_avg, nt_avg = v["tiles_m"], v["tiles_n"], v["plane"], v["mt_avg"], v["nt_avg"]
-    l2_ab = v["units"] * v["step_l2"]
-    b_batches = np.where(r["b_shared"], 1.0, batch)
+def _operand_traffic(r: GemmRows, v: TileGeometry, l2_bytes: float) -> OperandTraffic:
+    """DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest."""
+    m, n, k, batch, in_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes
+    tiles_m, tiles_n, plane, mt_avg, nt_avg = v.tiles_m, v.tiles_n, v.plane, v.mt_avg, v.nt_avg
+    l2_ab = v.units * v.step_l2_bytes
+    b_batches = np.where(r.b_shared, 1.0, batch)
     ideal = batch * m * k * in_b + b_batches * k * n * in_b
-    w = np.minimum(v["slots"], plane)
+    w = np.minimum(v.slots, plane)
     a_blk = np.clip(np.sqrt(w), 1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
     b_blk = np.clip(w / a_blk, 1.0, tiles_n)
-    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * v["k_split"] * in_b
-    per_wave = (plane / w) * wave_b * v["s"] * batch
+    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * v.k_split * in_b
+    per_wave = (plane / w) * wave_b * v.splits * batch
     fit = np.clip(l2_bytes / ideal, 0.0, 1.0)
     dram_ab = np.minimum(fit * ideal + (1.0 - fit) * np.maximum(per_wave, ideal), l2_ab)
     dram_ab = np.maximum(dram_ab, ideal)
-    v.update(l2_ab=l2_ab, dram_ab=dram_ab, ratio=dram_ab / l2_ab)
+    return OperandTraffic(l2_bytes=l2_ab, dram_bytes=dram_ab, dram_ratio=dram_ab / l2_ab)
 
 
-def _round_schedule(v: Arrays, conc: np.ndarray, sms: int) -> None:
+def _round_schedule(v: TileGeometry, conc: np.ndarray, sms: int) -> RoundSchedule:
     """Data-parallel (and split-K) rounds of the busiest SM; stream-K deals the K iterations evenly.
 
-    Adds the rounds, the stream-K counts and the threadblocks per SM (`cc`, `cc_tile`) and device-wide
-    (`act`) to `v`.
+    The rounds, the stream-K counts and the threadblocks per SM (`cc`, `cc_tile`) and device-wide (`act`).
     """
-    g, units, slots, stream_k = v["g"], v["units"], v["slots"], v["stream_k"]
+    g, units, slots, stream_k = v.grid, v.units, v.slots, v.stream_k
     sched = wave_schedule(g, conc, sms)
     sk_iters = np.ceil(units / slots)  # K iterations of the busiest slot
     sk_act = units / sk_iters  # threadblocks active per K iteration, on average
@@ -249,7 +240,7 @@ def _round_schedule(v: Arrays, conc: np.ndarray, sms: int) -> None:
     # Threadblocks per SM for the per-tile costs (fill, fix-up, store): the smooth share, so that these
     # never grow with the SM count (the rounded one above does, between its steps).
     sk_cc_tile = np.minimum(conc, units / sms)
-    v.update(
+    return RoundSchedule(
         rounds=sched["rounds"],
         sk_iters=sk_iters,
         sk_tiles=np.ceil(g / slots),  # output tiles a slot finishes
@@ -261,39 +252,42 @@ def _round_schedule(v: Arrays, conc: np.ndarray, sms: int) -> None:
     )
 
 
-def _step_costs(r: Arrays, c: Arrays, v: Arrays, rates: Rates, simt: bool) -> None:
-    """Math and shared-memory time of one K step, and the store / split-K reduction bytes (into `v`)."""
-    m, n, batch, out_b = r["m"], r["n"], r["batch"], r["out_b"]
-    tm, tn, kt, s, mt_avg, nt_avg = c["tm"], c["tn"], v["kt"], v["s"], v["mt_avg"], v["nt_avg"]
+def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, simt: bool) -> StepCosts:
+    """Math and shared-memory time of one K step, and the store / split-K reduction bytes."""
+    m, n, batch, out_b = r.m, r.n, r.batch, r.out_elem_bytes
+    tm, tn, kt, s, mt_avg, nt_avg = c.tile_m, c.tile_n, v.k_tile, v.splits, v.mt_avg, v.nt_avg
     flop_step = 2.0 * tm * tn * kt
-    smem_rd = (tm / c["wm"]) * (tn / c["wn"]) * (c["wm"] + c["wn"]) * kt * r["in_b"]
-    math_sm = r["fp32_sm"] if simt else r["tc_sm"]
+    smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * (c.warp_m + c.warp_n) * kt * r.in_elem_bytes
+    math_sm = r.fp32_flop_per_s_per_sm if simt else r.tc_flop_per_s_per_sm
     # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
     red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
-    bw_dram, l2_tot = rates.dram_bw_bytes_per_s, r["l2_tot"]
-    v.update(
+    bw_dram, l2_tot = rates.dram_bw_bytes_per_s, r.l2_bw_bytes_per_s
+    return StepCosts(
         flop_step=flop_step,
-        smem_rd=smem_rd,
-        math_sm=math_sm,
-        t_math=np.maximum(flop_step / math_sm, smem_rd / r["smem_sm"]),
-        out_cta_b=mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b),
-        fix_b=2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES,
+        smem_rd_bytes=smem_rd,
+        math_flop_per_s_per_sm=math_sm,
+        t_math_s=np.maximum(flop_step / math_sm, smem_rd / r.smem_bw_per_sm_bytes_per_s),
+        out_cta_bytes=mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b),
+        fix_bytes=2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES,
         out_dram=np.where(part_in_l2, 0.0, 1.0),
-        red_b=red_b,
-        red_dram_b=red_dram_b,
-        t_red=np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0),
+        red_bytes=red_b,
+        red_dram_bytes=red_dram_b,
+        t_red_s=np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0),
     )
 
 
-def _phase_times(r: Arrays, c: Arrays, v: Arrays, rates: Rates, persistent: bool) -> Arrays:
-    """Prologue, epilogue and mainloop steps (`w` steps of `ld` load and `mm` math) of the candidates."""
+def _phase_times(
+    r: GemmRows, c: GemmCandidates, p: CandidatePlan, rates: Rates, persistent: bool
+) -> PhaseTimes:
+    """Prologue, epilogue and mainloop (`steps` of `load_s` load and `math_s` math) of the candidates."""
     bw_dram = rates.dram_bw_bytes_per_s
-    l2_sm, l2_tot, smem_sm = r["l2_sm"], r["l2_tot"], r["smem_sm"]
-    stream_k, step_l2, step_b, g, conc = v["stream_k"], v["step_l2"], v["step_b"], v["g"], c["conc"]
-    lat_floor = DRAM_LATENCY_S / np.maximum(c["stages"] - 1.0, 1.0)
-    out_cta_b, out_dram = v["out_cta_b"], v["out_dram"]
+    l2_sm, l2_tot, smem_sm = r.l2_bw_per_sm_bytes_per_s, r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
+    v, sc, co = p.geo, p.sched, p.costs
+    stream_k, step_l2, step_b, g, conc = v.stream_k, v.step_l2_bytes, v.step_bytes, v.grid, c.conc
+    lat_floor = DRAM_LATENCY_S / np.maximum(c.stages - 1.0, 1.0)
+    out_cta_b, out_dram = co.out_cta_bytes, co.out_dram
 
     def fill(cc: np.ndarray) -> np.ndarray:
         # Exposed pipeline fill: the latency plus this SM's first stage (its DRAM / L2 share is already
@@ -306,97 +300,105 @@ def _phase_times(r: Arrays, c: Arrays, v: Arrays, rates: Rates, persistent: bool
     def store_local(cc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:  # this SM's port and smem
         return np.maximum(cc * nbytes / l2_sm, cc * nbytes / smem_sm)
 
-    cc, act = v["cc"], v["act"]
+    cc, act = sc.cc, sc.act
     ld = vmax(
-        act * step_l2 * v["ratio"] / bw_dram,
+        act * step_l2 * p.traffic.dram_ratio / bw_dram,
         act * step_l2 / l2_tot,
         cc * step_l2 / l2_sm,
         cc * step_b / smem_sm,
         lat_floor,
     )
-    mm = cc * v["t_math"]
+    mm = cc * co.t_math_s
     # Stores: a data-parallel round stores its tiles; stream-K stores g / sk_tiles tiles per store round.
     cc_st = np.where(stream_k, np.minimum(conc, g / rates.num_sms), cc)  # tiles stored per SM per round
-    n_st = np.where(stream_k, v["sk_tiles"], v["rounds"])  # store rounds
+    n_st = np.where(stream_k, sc.sk_tiles, sc.rounds)  # store rounds
     act_st = g / n_st
     # stream-K only: the partial tile goes through the (L2-resident) workspace
-    e_fix = np.where(stream_k, _SK_FIX_TILES * v["sk_cc_tile"] * v["fix_b"] / l2_sm, 0.0)
-    w = np.where(stream_k, v["sk_iters"], v["rounds"] * v["nk"])
+    e_fix = np.where(stream_k, _SK_FIX_TILES * sc.sk_cc_tile * co.fix_bytes / l2_sm, 0.0)
+    w = np.where(stream_k, sc.sk_iters, sc.rounds * v.nk)
     if persistent:
         # One threadblock per slot loops over its tiles: the pipeline fills once, and the producer keeps
         # loading the next tile while the previous tile's C drains, so earlier stores only add traffic to
         # the mainloop steps; only the last tile's store (and any fix-up or split-K reduction) is exposed.
         # The stores' DRAM / L2 traffic joins the mainloop, which thus carries every compulsory byte;
         # the last store is exposed only through this SM's port.
-        t_pro = fill(v["cc_tile"])
+        t_pro = fill(sc.cc_tile)
         ld = ld + n_st * store_shared(act_st, out_cta_b) / w
-        t_epi = store_local(cc_st, out_cta_b) + e_fix + v["t_red"]
+        t_epi = store_local(cc_st, out_cta_b) + e_fix + co.t_red_s
     else:
-        t_pro = np.where(stream_k, v["sk_tiles"] + _SK_FIX_TILES, v["rounds"]) * fill(v["cc_tile"])
+        t_pro = np.where(stream_k, sc.sk_tiles + _SK_FIX_TILES, sc.rounds) * fill(sc.cc_tile)
         t_epi = (
             n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b))
             + e_fix
-            + v["t_red"]
+            + co.t_red_s
         )
-    return {"t_pro": t_pro, "t_epi": t_epi, "w": w, "ld": ld, "mm": mm}
+    return PhaseTimes(t_pro_s=t_pro, t_epi_s=t_epi, steps=w, load_s=ld, math_s=mm)
 
 
-def _full_result(r: Arrays, v: Arrays, t: Arrays, rates: Rates, simt: bool) -> dict[str, Any]:
+def _full_result(r: GemmRows, p: CandidatePlan, t: PhaseTimes, rates: Rates, simt: bool) -> GemmResult:
     """The `Timeline` (with module busy times) and traffic of one chosen candidate per row."""
-    sms, bw_dram, l2_tot, smem_sm = rates.num_sms, rates.dram_bw_bytes_per_s, r["l2_tot"], r["smem_sm"]
-    g, stream_k, units, out_dram = v["g"], v["stream_k"], v["units"], v["out_dram"]
-    red_b, red_dram_b, dram_ab, l2_ab = v["red_b"], v["red_dram_b"], v["dram_ab"], v["l2_ab"]
+    sms, bw_dram = rates.num_sms, rates.dram_bw_bytes_per_s
+    l2_tot, smem_sm = r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
+    v, co = p.geo, p.costs
+    g, stream_k, units, out_dram = v.grid, v.stream_k, v.units, co.out_dram
+    red_b, red_dram_b, dram_ab, l2_ab = (
+        co.red_bytes,
+        co.red_dram_bytes,
+        p.traffic.dram_bytes,
+        p.traffic.l2_bytes,
+    )
     shape = np.broadcast_shapes(
-        np.shape(t["t_pro"]), np.shape(t["t_epi"]), np.shape(t["ld"]), np.shape(t["w"])
+        np.shape(t.t_pro_s), np.shape(t.t_epi_s), np.shape(t.load_s), np.shape(t.steps)
     )
 
     def flat(x: np.ndarray | float) -> np.ndarray:
         return np.broadcast_to(x, shape).ravel()
 
-    busy = empty_busy(flat(t["t_pro"]).shape[0])
-    w_b = g * v["out_cta_b"]  # C (or split-K partials)
-    fix_total_b = np.where(stream_k, _SK_FIX_TILES * v["sk_act"] * v["fix_b"], 0.0)  # L2-resident
-    smem_total = units * (v["step_b"] + v["smem_rd"])
+    busy = empty_busy(flat(t.t_pro_s).shape[0])
+    w_b = g * co.out_cta_bytes  # C (or split-K partials)
+    fix_total_b = np.where(stream_k, _SK_FIX_TILES * p.sched.sk_act * co.fix_bytes, 0.0)  # L2-resident
+    smem_total = units * (v.step_bytes + co.smem_rd_bytes)
     busy[1, MODULE_INDEX["dram"]] = flat(dram_ab / bw_dram)
     busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / l2_tot)
     busy[1, MODULE_INDEX["smem"]] = flat(smem_total / (smem_sm * sms))
-    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(units * v["flop_step"] / (v["math_sm"] * sms))
+    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(
+        units * co.flop_step / (co.math_flop_per_s_per_sm * sms)
+    )
     busy[2, MODULE_INDEX["dram"]] = flat((w_b * out_dram + red_dram_b) / bw_dram)
     busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b + fix_total_b) / l2_tot)
     busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))
-    busy[2, MODULE_INDEX["cuda"]] = flat(g * v["mt_avg"] * v["nt_avg"] * 2.0 / (r["fp32_sm"] * sms))
+    busy[2, MODULE_INDEX["cuda"]] = flat(g * v.mt_avg * v.nt_avg * 2.0 / (r.fp32_flop_per_s_per_sm * sms))
     timeline = Timeline(
-        t_pro=flat(t["t_pro"]),
-        t_epi=flat(t["t_epi"]),
-        main_w=flat(t["w"])[None, :],
-        main_load=flat(t["ld"])[None, :],
-        main_math=flat(t["mm"])[None, :],
+        t_pro=flat(t.t_pro_s),
+        t_epi=flat(t.t_epi_s),
+        main_w=flat(t.steps)[None, :],
+        main_load=flat(t.load_s)[None, :],
+        main_math=flat(t.math_s)[None, :],
         busy=busy,
         sm_active_frac=flat(np.where(stream_k, 1.0, np.minimum(1.0, g / sms))),
     )
-    return {
-        "timeline": timeline,
-        "dram_bytes": flat(dram_ab + w_b * out_dram + red_dram_b),
-        "l2_bytes": flat(l2_ab + w_b + red_b + fix_total_b),
-        "smem_bytes": flat(smem_total + w_b),
-        "grid": flat(np.where(stream_k, np.minimum(v["slots"], g), g)),
-    }
+    return GemmResult(
+        timeline=timeline,
+        dram_bytes=flat(dram_ab + w_b * out_dram + red_dram_b),
+        l2_bytes=flat(l2_ab + w_b + red_b + fix_total_b),
+        smem_bytes=flat(smem_total + w_b),
+        grid=flat(np.where(stream_k, np.minimum(v.slots, g), g)),
+    )
 
 
-def _evaluate(r: Arrays, c: Arrays, rates: Rates, simt: bool, full: bool, persistent: bool) -> dict[str, Any]:
-    """Timeline of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1], broadcast).
-
-    `full=False`: the phase times and validity the candidate choice needs; `full=True`: the timeline,
-    traffic and grid of `_full_result`.
-    """
+def _evaluate(
+    r: GemmRows, c: GemmCandidates, rates: Rates, simt: bool, persistent: bool
+) -> tuple[CandidatePlan, PhaseTimes]:
+    """Plan and phase times of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1],
+    broadcast): what the candidate choice needs, and `_full_result` turns into a timeline."""
     v = _tile_geometry(r, c, rates.num_sms)
-    _operand_traffic(r, v, rates.l2_bytes)
-    _round_schedule(v, c["conc"], rates.num_sms)
-    _step_costs(r, c, v, rates, simt)
-    t = _phase_times(r, c, v, rates, persistent)
-    if not full:
-        return {"valid": v["valid"], **t, "grid": v["g"]}
-    return _full_result(r, v, t, rates, simt)
+    p = CandidatePlan(
+        geo=v,
+        traffic=_operand_traffic(r, v, rates.l2_bytes),
+        sched=_round_schedule(v, c.conc, rates.num_sms),
+        costs=_step_costs(r, c, v, rates, simt),
+    )
+    return p, _phase_times(r, c, p, rates, persistent)
 
 
 def _row_inputs(
@@ -407,29 +409,28 @@ def _row_inputs(
     b_shared: np.ndarray,
     tc_clk: np.ndarray,
     rates: Rates,
-) -> Arrays:
-    """The per-row inputs of `_evaluate`: shapes, element sizes, clock and module rates."""
+) -> GemmRows:
+    """The per-row inputs of `_evaluate`: shapes, element sizes and module rates."""
     m, n, k, batch, f = shapes
-    return {
-        "m": m,
-        "n": n,
-        "k": k,
-        "batch": batch,
-        "in_b": np.array([DTYPE_BYTES[d] for d in dtype]),
-        "out_b": np.array([DTYPE_BYTES[o] for o in out_dtype]),
-        "b_shared": np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
-        "clock": f,
-        "l2_sm": rates.l2_bw_per_sm_bytes_per_s,
-        "l2_tot": rates.l2_bw_bytes_per_s,
-        "smem_sm": rates.smem_bw_per_sm_bytes_per_s,
-        "fp32_sm": rates.fp32_flop_per_s_per_sm,
-        "tc_sm": np.maximum(tc_clk, 1.0) * f,
-    }
+    return GemmRows(
+        m=m,
+        n=n,
+        k=k,
+        batch=batch,
+        in_elem_bytes=np.array([DTYPE_BYTES[d] for d in dtype]),
+        out_elem_bytes=np.array([DTYPE_BYTES[o] for o in out_dtype]),
+        b_shared=np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
+        l2_bw_per_sm_bytes_per_s=rates.l2_bw_per_sm_bytes_per_s,
+        l2_bw_bytes_per_s=rates.l2_bw_bytes_per_s,
+        smem_bw_per_sm_bytes_per_s=rates.smem_bw_per_sm_bytes_per_s,
+        fp32_flop_per_s_per_sm=rates.fp32_flop_per_s_per_sm,
+        tc_flop_per_s_per_sm=np.maximum(tc_clk, 1.0) * f,
+    )
 
 
 def _best_candidate(
-    col: Arrays,
-    cands: Arrays,
+    col: GemmRows,
+    cands: GemmCandidates,
     cand_group: np.ndarray,
     rates: Rates,
     table: np.ndarray,
@@ -437,39 +438,44 @@ def _best_candidate(
     persistent: bool,
 ) -> np.ndarray:
     """Per row, the index of the candidate with the lowest corrected latency."""
-    ev = _evaluate(col, cands, rates, simt, full=False, persistent=persistent)
+    p, t = _evaluate(col, cands, rates, simt, persistent=persistent)
     cf = table[cand_group]  # [n, C, 6]
     dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
-        cands["split"] == STREAM_K, 1.0, np.minimum(1.0, ev["grid"] / rates.num_sms)
+        cands.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms)
     )
     dl = cf[..., 5]
-    t_main = ev["w"] * np.maximum(dl * ev["ld"], dm * ev["mm"])
-    pred = cf[..., 0] * ev["t_pro"] + cf[..., 1] * t_main + cf[..., 2] * ev["t_epi"] + cf[..., 3]
+    t_main = t.steps * np.maximum(dl * t.load_s, dm * t.math_s)
+    pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
-    return np.argmin(np.where(ev["valid"], pred, np.inf), axis=1)
+    return np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
 
 
 def _library_rows(
-    library: str, col: Arrays, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray
-) -> dict[str, Any]:
+    library: str, col: GemmRows, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray
+) -> GemmChoice:
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
     tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
     cands = _candidates(gemm_tiles(library), rates)
-    cand_group = dcls[:, None] * len(TILE_CLASSES) + cands["cls"].astype(int)  # [n, C]
+    cand_group = dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)  # [n, C]
     best = _best_candidate(col, cands, cand_group, rates, table, simt, persistent)
-    chosen = {key: v[0, best][:, None] for key, v in cands.items()}
-    ev = _evaluate(col, chosen, rates, simt, full=True, persistent=persistent)
+    chosen = cands.chosen(best)
+    ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
         quant, quant_b = _activation_quant(col, rates, aq.size)
-        ev["timeline"] = add_to_prologue(ev["timeline"], scale_timeline(quant, aq))
-        ev["dram_bytes"] = ev["dram_bytes"] + quant_b * aq
-        ev["l2_bytes"] = ev["l2_bytes"] + quant_b * aq
-    ev["tile_idx"] = chosen["tile_idx"].ravel()
-    ev["split"] = chosen["split"].ravel()
-    ev["group"] = cand_group[np.arange(best.size), best]
-    return ev
+        ev = replace(
+            ev,
+            timeline=add_to_prologue(ev.timeline, scale_timeline(quant, aq)),
+            dram_bytes=ev.dram_bytes + quant_b * aq,
+            l2_bytes=ev.l2_bytes + quant_b * aq,
+        )
+    return GemmChoice(
+        result=ev,
+        tile_idx=chosen.tile_idx.ravel(),
+        split=chosen.split.ravel(),
+        group=cand_group[np.arange(best.size), best],
+    )
 
 
 def gemm_arrays(
@@ -506,9 +512,8 @@ def gemm_arrays(
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
     rows = _row_inputs(num, (m, n, k, batch, f), dtype, out_dtype, b_shared, tc_clk, rates)
-    res = {
-        key: np.zeros(num) for key in ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
-    }
+    keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
+    res = {key: np.zeros(num) for key in keys}
     parts = []
     group = np.zeros(num, dtype=int)
     table = coeff_table(coeffs).matrix(GROUPS)
@@ -520,13 +525,14 @@ def gemm_arrays(
     )
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
-        col = {key: (v[sel] if np.ndim(v) else v)[:, None] for key, v in rows.items()}
         aq = (quantized[sel] & eight_bit[sel]).astype(float)
-        ev = _library_rows(LIBRARIES[li], col, dcls[sel], aq, rates, table)
-        for key in res:
-            res[key][sel] = ev[key]
-        parts.append((sel, ev["timeline"]))
-        group[sel] = ev["group"]
+        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq, rates, table)
+        ev = ch.result
+        vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
+        for key, val in zip(keys, vals, strict=True):
+            res[key][sel] = val
+        parts.append((sel, ev.timeline))
+        group[sel] = ch.group
     timeline = parts[0][1] if len(parts) == 1 else merge_timelines(parts, num)
     latency_s, util = correct(timeline, table[group])
     out: dict[str, Any] = dict(res)
