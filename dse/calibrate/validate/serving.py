@@ -14,21 +14,9 @@ static-batch `predict_serving` numbers are reported beside them (`*_static` colu
 
 The steady-state step mix (ML.ENERGY; silicon `*_steady` columns)
 -----------------------------------------------------------------
-B sequences run; each request has i input and o output tokens. Every engine step emits one token per
-running sequence, so B / o requests finish per step and as many new ones take their slots: arrivals per
-step are lambda = B / o, taken as Poisson. A step with k arrivals is one fused forward pass (chunked
-prefill, as vLLM and TensorRT-LLM schedule it): the weight GEMMs, norms and elementwise ops run on
-(B - k) + k * i tokens, decode attention covers the B - k decoding sequences at a KV context of c, a
-flash (causal) attention covers the k prompts of i tokens, and the LM head has B rows. Its latency t(k)
-and energy e(k) come from `predict_graph` (default clocks, TDP cap, no host gaps: CUDA graphs).
-Over the step mix P(k) = Poisson(lambda):
-
-    mean step          sum P(k) t(k)                   = mean ITL; the per-request TPOT of a benchmark
-    median step        t(k*), first k with CDF >= 0.5  = median ITL (every token of a step shares its t)
-    average power      sum P(k) e(k) / sum P(k) t(k)
-    J / output token   sum P(k) e(k) / B               (prefill energy is charged to the output tokens)
-    TTFT               0.5 * mean step (waiting for the step in flight) + the mean duration of a step
-                       holding this prompt and Poisson(lambda) others, + queueing (below)
+The model is `dse.serving.steady` (its docstring has the equations): B running sequences, Poisson(B / o)
+arrivals per step, each step one fused forward pass; mean and median step give TPOT and median ITL, the
+mix's energy over its time the power, its energy per B tokens the J/token, and TTFT adds the queueing below.
 
 KV context c = i + f * o with f = 1/2 by default: a running sequence is on average half-way through
 its output. This is the step-weighted mean for fixed output lengths; with spread-out lengths the long
