@@ -241,6 +241,9 @@ class RayExecutor(Executor):
                 # address), and no usage report (whose cloud-provider detection probes metadata servers).
                 kwargs["_node_ip_address"] = LOCAL_HOST
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                # Ray's gRPC servers still listen on every interface (Ray 2.60 has no loopback-only
+                # option); Ray >= 2.59 starts a new local instance with token authentication, so they
+                # refuse callers without the token in ~/.ray/auth_token (unless RAY_AUTH_MODE=disabled).
             # Local workers import the evaluator by module path: they inherit the raylet's environment, so
             # give it the driver's import path while it starts (a runtime_env would cost seconds per worker).
             old_path = os.environ.get("PYTHONPATH")
