@@ -38,39 +38,58 @@ class RichProgress:
     """A rich progress bar; a context manager and a `ProgressCallback`."""
 
     def __init__(self, console: Any = None, description: str = "search") -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>7.1f} pt/s"),
-            TextColumn("feasible {task.fields[feasible]}"),
-            TextColumn("failed {task.fields[failed]}"),
-            TextColumn("front {task.fields[front]}"),
-            TextColumn("HV {task.fields[hv]:.4g}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
         )
+
+        console = console or Console()
+        # At 80 columns: name, bar, n/N, points/s, front size and ETA; wider terminals get the rest.
+        wide = console.width >= 110
+        name = description if len(description) <= 20 else description[:19] + "…"
+        columns: list[Any] = [
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=None if wide else 12),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>6.1f} pt/s"),
+            TextColumn("front {task.fields[front]}"),
+        ]
+        if wide:
+            columns += [
+                TextColumn("feasible {task.fields[feasible]}"),
+                TextColumn("failed {task.fields[failed]}"),
+                TextColumn("HV {task.fields[hv]:.4g}"),
+                TimeElapsedColumn(),
+            ]
+        columns += [TextColumn("ETA"), TimeRemainingColumn()]
+        self._progress = Progress(*columns, console=console, transient=False)
         self._task = self._progress.add_task(
-            description, total=None, rate=0.0, feasible=0, failed=0, front=0, hv=0.0
+            name, total=None, rate=0.0, feasible=0, failed=0, front=0, hv=0.0
         )
         self._entered = False
+        self._started = False
 
     def __enter__(self) -> RichProgress:
         self._progress.start()
-        self._entered = True
+        self._entered = self._started = True
         return self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._progress.stop()
+        if self._entered:  # stopping twice would print the last line twice
+            self._progress.stop()
         self._entered = False
 
     def __call__(self, state: ProgressState) -> None:
         if not self._entered:
+            if state.done and self._started:
+                return  # already stopped and printed: the final report would print the line again
             self.__enter__()
         self._progress.update(
             self._task,
