@@ -6,6 +6,7 @@ import dataclasses
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from dse.cli.common import (
@@ -44,12 +45,20 @@ def gpus_cmd(as_json: JsonOpt = False) -> None:
 
 
 def _gpu_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("name", "GPU", "SMs", "memory", "TB/s", "GiB", "bf16 TFLOP/s", "max MHz", "TDP W")
+    # The catalog name (what commands take) is never cut; the long display name is shown only when the
+    # terminal has room for it (80 columns hold the rest).
+    wide = console.width >= 110
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("name", no_wrap=True, min_width=max(len(str(r["name"])) for r in rows))
+    if wide:
+        table.add_column("GPU")
+    for header in ("SMs", "memory", "TB/s", "GiB", "bf16 TFLOP/s", "max MHz", "TDP W"):
+        table.add_column(header, justify="right" if header != "memory" else "left")
     for r in rows:
         bf16 = r.get("tensor_bf16_peak_flop_per_s")
         table.add_row(
             str(r["name"]),
-            str(r["display_name"]),
+            *([str(r["display_name"])] if wide else []),
             str(r["num_sms"]),
             str(r["memory_technology"]),
             f"{r['memory_bw_bytes_per_s'] / 1e12:.2f}",
