@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from dse.errors import DseError
+from dse.serving.load import DEFAULT_LENGTH_SIGMA
 
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", help="Load: closed loop, this many requests always in flight.")
@@ -34,7 +35,10 @@ MaxTokensOpt = Annotated[
 MemFracOpt = Annotated[
     float | None,
     typer.Option(
-        "--gpu-memory-utilization", help="Load: share of GPU memory for weights + KV (default: the engine's)."
+        "--gpu-memory-utilization",
+        help="Load: the engine's memory fraction (vllm, none: share of GPU memory for weights + KV cache, "
+        "default 0.9; sglang: mem_fraction_static; trtllm: share of the memory the weights leave for the "
+        "KV cache, default 0.9).",
     ),
 ]
 NumRequestsOpt = Annotated[
@@ -74,7 +78,7 @@ class LoadArgs:
     num_requests: int | None = None
     seed: int = 0
     length_dist: str = "fixed"
-    length_sigma: float = 0.5
+    length_sigma: float = DEFAULT_LENGTH_SIGMA
 
     def mode(self) -> str:
         """The one load mode asked for ("static" when none of the load modes is)."""
@@ -104,9 +108,12 @@ class LoadArgs:
         }
         extra = [k for k, v in knobs.items() if v is not None]
         extra += ["--length-dist"] if self.length_dist != "fixed" else []
+        extra += ["--seed"] if self.seed != 0 else []
+        extra += ["--length-sigma"] if self.length_sigma != DEFAULT_LENGTH_SIGMA else []
         if extra:
+            verb = "applies" if len(extra) == 1 else "apply"
             raise DseError(
-                f"{', '.join(extra)} apply to a load mode: add --concurrency C, --request-rate R or "
+                f"{', '.join(extra)} {verb} to a load mode: add --concurrency C, --request-rate R or "
                 "--max-throughput (a --batch is one static batch)"
             )
         return "static"

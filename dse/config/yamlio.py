@@ -206,7 +206,12 @@ def parse_yaml(text: str, source: str) -> tuple[Any, SourceMap]:
             lines: dict[Loc, int] = {}
             if node is not None:
                 _walk(node, (), lines, source, _Budget())
-            data = loader.construct_document(node) if node is not None else None
+            try:
+                data = loader.construct_document(node) if node is not None else None
+            except (ValueError, OverflowError) as exc:  # e.g. an integer of more than 4,300 digits
+                raise ConfigError(
+                    f"{source}:{node.start_mark.line + 1}: a value cannot be read: {exc}"
+                ) from None
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:

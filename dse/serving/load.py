@@ -21,8 +21,9 @@ sequence). The grid's steps (~100) are predicted in one vectorized pass of the k
 
 Lengths: `fixed` gives every request `input_tokens` and `output_tokens`; `lognormal` draws each with that
 mean and a log-space standard deviation `length_sigma` (0.5 by default, a coefficient of variation of
-0.53); `exponential` with that mean. Draws are rounded and clipped to [1, the model's context] (outputs to
->= 2, so every request has a TPOT), reproducibly from `seed`.
+0.53); `exponential` with that mean. Draws are rounded and capped so that input + output fit the model's
+context (outputs >= 2, so every request has a TPOT), reproducibly from `seed`; fixed lengths that do not fit
+are an error.
 
 Metrics: `dse.serving.metrics` (per-request means and percentiles; throughput, power and energy over the
 steady-state window).
@@ -149,6 +150,7 @@ class LoadEstimate:
             "engine": self.engine.name,
             "kv_dtype": self.kv_dtype,
             "sampling": self.engine.sampling,
+            "gpu_memory_utilization": self.engine.gpu_memory_utilization,
             "max_num_seqs": self.engine.max_num_seqs,
             "max_batched_tokens": self.engine.max_batched_tokens,
             "chunked_prefill": self.engine.chunked_prefill,
@@ -175,6 +177,11 @@ def draw_lengths(load: LoadRequest, n: int, max_tokens: int) -> tuple[np.ndarray
     rng = np.random.default_rng(load.seed)
     mean_in, mean_out = float(load.input_tokens), float(load.output_tokens)
     if load.length_dist == "fixed":
+        if load.input_tokens + load.output_tokens > max_tokens:
+            raise ConfigError(
+                f"input_tokens {load.input_tokens} + output_tokens {load.output_tokens} exceed the model's "
+                f"context of {max_tokens} tokens"
+            )
         inp, out = np.full(n, mean_in), np.full(n, mean_out)
     elif load.length_dist == "lognormal":
         s = load.length_sigma  # mean of a lognormal = exp(mu + s^2 / 2)
@@ -366,7 +373,7 @@ def predict_load(
         arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
         mean_input=max(1, round(float(inp.mean()))), max_decodes=preset.padded_decodes(running_cap),
         max_prompt_tokens=max(preset.max_batched_tokens, int(inp.max())),
-        context_range=(int(inp.min()), longest),
+        context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
     )  # fmt: skip
     clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
     sim = simulate(_requests(load, inp, out), config, table, idle_power_w=float(idle_power_w(gpu, clock_hz)))

@@ -346,9 +346,21 @@ class _Engine:
         k = lo
         ta = self.next_arrival_s()
         if math.isfinite(ta) and can_admit_later and k >= 2:
-            dt = self.step_cost(d, 0, 0, float(kv.mean()) + 1.0)[0] + self.cfg.host_step_s
-            k = min(k, max(0, math.floor((ta - self.t) / dt)) if dt > 0 else 0)
+            k = self._steps_before(ta, d, float(kv.mean()) + 1.0, k)
         return k if k >= 2 else 0
+
+    def _steps_before(self, ta: float, d: int, ctx: float, k: int) -> int:
+        """The most decode steps (<= k) that end by time `ta`, as `take_stretch` will cost them, so that an
+        arrival is admitted at the first step boundary after it, as step by step."""
+
+        def end(j: int) -> float:
+            return self.t + j * (self.step_cost(d, 0, 0, ctx + (j - 1) / 2.0)[0] + self.cfg.host_step_s)
+
+        lo, hi = 0, k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if end(mid) <= ta else (lo, mid - 1)
+        return lo
 
     def _head_fits(self, budget: int) -> bool:
         """The queue's head could start now; if not, decode steps (which only take blocks) keep it out."""
@@ -395,6 +407,7 @@ class _Engine:
                 k = self._stretch()
                 if k:
                     self.take_stretch(k)
+                    self.arrive()  # a request that arrived during the stretch joins the next step
                 self.step()
             self.arrive()
         log = self.log

@@ -169,3 +169,8 @@ def test_fuzzed_spaces_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject)
         load_study(path)
     except DseError as exc:
         assert "h100_like.yaml" in str(exc) or "study.yaml" in str(exc), str(exc)
+
+
+def test_an_integer_too_long_to_read_is_a_config_error() -> None:
+    with pytest.raises(DseError, match="huge.yaml:1: a value cannot be read"):
+        parse_yaml("seed: " + "9" * 5000 + "\n", "huge.yaml")

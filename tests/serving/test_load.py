@@ -154,3 +154,16 @@ def test_step_table_interpolates_between_evaluated_cells() -> None:
 def test_bad_load_requests_are_config_errors(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         LoadRequest(**{"input_tokens": 128, "output_tokens": 16, **kwargs})
+
+
+def test_lengths_that_fill_the_context_run_and_longer_fixed_ones_are_refused() -> None:
+    gpt2 = load_model_config("gpt2")  # a 1,024-token context
+    full = LoadRequest(mode="concurrency", concurrency=1, input_tokens=1022, output_tokens=2, num_requests=2)
+    assert predict_load(gpt2, H100, full).feasible
+    with pytest.raises(ConfigError, match="input_tokens 1023 \\+ output_tokens 2 exceed the model's context"):
+        predict_load(gpt2, H100, dataclasses.replace(full, input_tokens=1023))
+    drawn = dataclasses.replace(
+        full, input_tokens=900, output_tokens=100, length_dist="lognormal", num_requests=40
+    )
+    inp, out = draw_lengths(drawn, 40, 1024)
+    assert int((inp + out).max()) <= 1024 and predict_load(gpt2, H100, drawn).feasible

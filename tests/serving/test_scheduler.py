@@ -230,3 +230,27 @@ def test_a_whole_sequence_reservation_holds_for_the_whole_run() -> None:
     engine.step = checked_step  # type: ignore[method-assign]
     sim = engine.run()
     assert sim.preemptions == 0 and peak > 0.8 * cfg.kv_blocks
+
+
+def context_heavy(decodes: int, prompt_tokens: int, prompts: int, context: float) -> tuple[float, float]:
+    # Linear in the context (so a stretch costed at its mean context is exact) and dominated by it, so a
+    # stretch sized at its starting context can run past the next arrival.
+    latency_s = 1e-3 + 6e-5 * prompt_tokens + 2e-7 * decodes * context
+    return latency_s, ACTIVE_W * latency_s
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_stretches_give_the_step_by_step_answer_under_poisson_arrivals(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrivals that fall inside a stretch of decode steps must still join the very next step.
+    inp, out = lengths(150, seed, mean_in=64, mean_out=400)
+    gaps = np.random.default_rng(seed + 7).exponential(1.0 / 20.0, len(inp))
+    req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps))
+    fast = simulate(req, config(), context_heavy, idle_power_w=IDLE_W)
+    monkeypatch.setattr(scheduler_module._Engine, "_stretch", lambda self: 0)
+    slow = simulate(req, config(), context_heavy, idle_power_w=IDLE_W)
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9, atol=1e-12)
+    assert fast.step_energy_j.sum() == pytest.approx(slow.step_energy_j.sum(), rel=1e-9)
+    assert fast.steps == slow.steps and len(fast.step_start_s) < len(slow.step_start_s)
