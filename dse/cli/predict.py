@@ -196,6 +196,10 @@ def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
         print_json(est.to_dict())
         return
     if est.request.__class__.__name__ == "LoadRequest":
+        if not est.feasible:  # no numbers to tabulate: say what was asked and why it cannot run
+            console.print(load_title(est))
+            console.print(f"[bold red]infeasible:[/] {est.infeasible_reason}")
+            return
         console.print(metrics_table(est.metrics(), LOAD_ROWS, load_title(est)))
         console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
         if breakdown:
