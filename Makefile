@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow lint fuzz clean-venv
+.PHONY: run test test-slow lint fuzz report-screens clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,12 @@ lint: $(STAMP)
 # A longer fuzz of the YAML loader and the study, space and GPU schemas (the suite runs 1,100 documents).
 fuzz: $(STAMP)
 	DSE_FUZZ_EXAMPLES=$${DSE_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest -q -p no:randomly tests/config/test_yamlio.py -k fuzzed
+
+# A small run's report, one PNG per section (pareto, front, parcoords, breakdown, dvfs, settings), via
+# headless Chromium (apt-get install -y chromium): results/report-screens/<section>.png.
+report-screens: $(STAMP)
+	$(BIN)/dse run studies/llm_serving.yaml --executor serial --n-points 120 --out results/report-screens --fresh
+	$(BIN)/python scripts/report_screens.py results/report-screens
 
 clean-venv:
 	rm -rf $(VENV)

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dse.report._imports import try_import
@@ -32,6 +31,8 @@ from dse.report.figures.pareto import (
     plot_pareto,
 )
 from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
+from dse.report.table import TABLE_CSS, front_table
+from dse.report.table import fmt_value as _fmt
 
 with try_import() as _imports:
     import plotly.io as pio
@@ -40,7 +41,6 @@ with try_import() as _imports:
 logger = logging.getLogger(__name__)
 
 BreakdownFn = Callable[[dict[str, Any]], Mapping[str, Mapping[str, float]]]
-MAX_TABLE_ROWS = 1000
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": False}
 
 _CSS = """
@@ -135,18 +135,6 @@ def script_json(obj: Any) -> str:
                           ("\u2029", "\\u2029")):  # fmt: skip
         text = text.replace(char, escaped)
     return text
-
-
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "–"
-    if isinstance(value, bool | np.bool_):
-        return "yes" if value else "no"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        return f"{float(value):.{digits}g}"
-    return str(value)
 
 
 def _figure_div(fig: Any, div_id: str) -> str:
@@ -268,45 +256,6 @@ def _pareto_section(info: ParetoInfo) -> str:
         f'<p class="note">{_esc(caption)}</p>'
         + "".join(f'<p class="note">{_esc(n)}</p>' for n in notes)
         + f"<script>{_COLOR_JS % {'meta': meta}}</script></section>"
-    )
-
-
-def _front_table(info: ParetoInfo) -> str:
-    rows = info.points.loc[list(info.front_order)]
-    tags = {row: label for label, row in info.selected.items()}
-    obj_cols = [o.column for o in info.objectives]
-    metric_cols = obj_cols + [m for m in info.metrics if m not in obj_cols and m not in info.constant_metrics]
-    head = ['<th class="text">point</th>', '<th class="text">selected</th>']
-    head += [f"<th>{_esc(info.metric_units[m].title)}</th>" for m in metric_cols]
-    head += [f'<th class="text">{_esc(info.param_units[p.column].title)}</th>' for p in info.varying_params]
-    body = []
-    shown = rows.iloc[:MAX_TABLE_ROWS]
-    for label, row in shown.iterrows():
-        tag = tags.get(int(label), "")
-        cells = [f'<td class="text">{_esc(row["point_id"])}</td>', f'<td class="text">{_esc(tag)}</td>']
-        for m in metric_cols:
-            cells.append(f"<td>{_fmt(info.metric_units[m].convert_one(row[m]))}</td>")
-        for p in info.varying_params:
-            value = row[p.column]
-            if not p.is_categorical:
-                value = info.param_units[p.column].convert_one(value)
-                value = int(value) if value.is_integer() else value
-            cells.append(f'<td class="text">{_esc(_fmt(value, 6))}</td>')
-        cls = ' class="sel"' if tag else ""
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    more = ""
-    if len(rows) > len(shown):
-        more = f'<p class="note">First {len(shown)} of {len(rows)} front points; pareto.csv has them all.</p>'
-    if info.constant_metrics:
-        same = ", ".join(
-            f"{info.metric_units[m].title} {_fmt(info.metric_units[m].convert_one(v))}"
-            for m, v in info.constant_metrics.items()
-        )
-        more += f'<p class="note">Same for every point: {_esc(same)}.</p>'
-    return (
-        f'<section id="front"><h2>The front ({len(rows)} points, sorted by {_esc(info.x.unit.label)})</h2>'
-        f'<div class="scroll"><table id="front-table"><thead><tr>{"".join(head)}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>{more}</section>"
     )
 
 
@@ -549,7 +498,7 @@ def build_report_html(
         [
             _header(run, info),
             _pareto_section(info),
-            _front_table(info),
+            front_table(info),
             _parcoords_section(info),
             _breakdown_section(run, info, breakdown_fn),
             _dvfs_section(info),
@@ -559,7 +508,8 @@ def build_report_html(
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>dse report · {_esc(study)} · {_esc(run.run_dir.name)}</title><style>{_CSS}</style>"
+        f"<title>dse report · {_esc(study)} · {_esc(run.run_dir.name)}</title>"
+        f"<style>{_CSS}{TABLE_CSS}</style>"
         f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
         f"<body>{body}</body></html>"
     )

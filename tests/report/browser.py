@@ -225,10 +225,25 @@ class Browser:
         """Move the mouse to viewport coordinates (fires real mousemove events)."""
         self.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
 
-    def screenshot(self, path: str | Path, *, full_page: bool = False) -> Path:
-        """Save a PNG of the viewport (or of the whole page)."""
+    def click(self, x: float, y: float) -> None:
+        """A left click at viewport coordinates (move, press, release: what plotly's buttons listen to)."""
+        self.mouse_move(x, y)
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call(
+                "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}
+            )
+
+    def screenshot(self, path: str | Path, *, full_page: bool = False, selector: str | None = None) -> Path:
+        """Save a PNG of the viewport, of the whole page, or of the element `selector` matches."""
         params: dict[str, Any] = {"format": "png"}
-        if full_page:
+        if selector is not None:
+            box = self.evaluate(
+                f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                " return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width,"
+                " height: r.height}; })()"
+            )
+            params |= {"captureBeyondViewport": True, "clip": box | {"scale": 1}}
+        elif full_page:
             size = self.call("Page.getLayoutMetrics")["cssContentSize"]
             params |= {
                 "captureBeyondViewport": True,
