@@ -405,11 +405,7 @@ def _memory(
 ) -> dict[str, float]:  # fmt: skip
     """Weights, the most KV cache in use, the activation reserve of one step, and the GPU's capacity."""
     weights = weight_bytes(arch, precision)
-    kv = (
-        float(sim.step_blocks.max())
-        * preset.block_size_tokens
-        * kv_bytes_per_token(arch, precision, kv_dtype)
-    )
+    kv = float(sim.peak_blocks) * preset.block_size_tokens * kv_bytes_per_token(arch, precision, kv_dtype)
     act = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
     return {
         "kv_capacity_tokens": float(capacity),

@@ -113,6 +113,7 @@ class SimResult:
     steps: int
     preemptions: int
     kv_blocks: int
+    peak_blocks: int  # the most KV blocks in use at any moment
 
 
 @dataclass
@@ -154,6 +155,7 @@ class _Engine:
         self.t = 0.0
         self.steps = 0
         self.preemptions = 0
+        self.peak_blocks = 0
         self.log = _Log()
 
     # -- arrivals
@@ -319,6 +321,7 @@ class _Engine:
         self.log.tokens.append(0)
         self.log.running.append(running)
         self.log.blocks.append(self.cfg.kv_blocks - self.free_blocks)
+        self.peak_blocks = max(self.peak_blocks, self.cfg.kv_blocks - self.free_blocks)
 
     # -- stretches of identical decode steps
 
@@ -426,6 +429,7 @@ class _Engine:
             steps=self.steps,
             preemptions=self.preemptions,
             kv_blocks=self.cfg.kv_blocks,
+            peak_blocks=self.peak_blocks,
         )
 
 

@@ -65,6 +65,7 @@ def check_invariants(sim: SimResult) -> None:
     # every output token is emitted exactly once, recomputed requests included
     assert int(sim.step_tokens.sum()) == int(sim.output_tokens.sum())
     assert np.all(sim.step_blocks <= sim.kv_blocks)
+    assert sim.step_blocks.max() <= sim.peak_blocks <= sim.kv_blocks  # stretches log their mean
 
 
 @settings(max_examples=60, deadline=None)
