@@ -38,18 +38,14 @@ def eager_arrays(
         bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
     )
     act_b = np.array([DTYPE_BYTES[t] for t in dtype])
-    qk = gemm.gemm_arrays(
-        m=sq,
-        n=skv,
-        k=d,
-        batch=b * h,
-        dtype=dtype,
-        out_dtype=dtype,
-        b_shared=np.zeros(num, dtype=bool),
-        gpu=gpu,
-        sm_clock_hz=f,
-        coeffs=coeffs,
-    )
+
+    def batched_gemm(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> dict[str, Any]:
+        """One GEMM per (sequence, head): the eager QK^T and PV products."""
+        no_share = np.zeros(num, dtype=bool)
+        return gemm.gemm_arrays(m=m, n=n, k=k, batch=b * h, dtype=dtype, out_dtype=dtype, b_shared=no_share,
+                                gpu=gpu, sm_clock_hz=f, coeffs=coeffs)  # fmt: skip
+
+    qk = batched_gemm(sq, skv, d)
     sm = reduction.reduction_arrays(
         kind=np.zeros(num, dtype=int),
         rows=b * h * sq,
@@ -59,18 +55,7 @@ def eager_arrays(
         sm_clock_hz=f,
         coeffs=coeffs,
     )
-    pv = gemm.gemm_arrays(
-        m=sq,
-        n=d,
-        k=skv,
-        batch=b * h,
-        dtype=dtype,
-        out_dtype=dtype,
-        b_shared=np.zeros(num, dtype=bool),
-        gpu=gpu,
-        sm_clock_hz=f,
-        coeffs=coeffs,
-    )
+    pv = batched_gemm(sq, d, skv)
     rep = elementwise.elementwise_arrays(
         kind=np.full(num, elementwise.KINDS.index("copy")),
         num_elements=b * h * skv * d,
