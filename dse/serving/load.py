@@ -32,6 +32,7 @@ steady-state window).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -215,6 +216,19 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
     return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps) - gaps[0])
 
 
+@functools.lru_cache(maxsize=4096)
+def _step_graph(
+    arch: LlmArch, decodes: int, prefills: int, each: int, context_len: int, precision: str, engine: str,
+    sampling: str, kv_dtype: str | None,
+) -> WorkloadGraph:  # fmt: skip
+    """An engine step's graph, cached: it does not depend on the GPU or the clock, which a search varies
+    far more often than the workload (graphs are immutable values)."""
+    return engine_step_graph(
+        arch, decodes=decodes, prefills=prefills, input_tokens=each, context_len=context_len,
+        precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
+    )  # fmt: skip
+
+
 class StepTable:
     """Latency and energy of an engine step, interpolated over a grid evaluated on first use (module
     docstring)."""
@@ -250,10 +264,9 @@ class StepTable:
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
         d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
         k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
-        return engine_step_graph(
-            self.arch, decodes=d, prefills=k, input_tokens=each, context_len=max(1, int(self.c_grid[c])),
-            precision=self.precision, engine=ENGINES[self.preset.name], sampling=self.preset.sampling,
-            kv_dtype=self.kv_dtype,
+        return _step_graph(
+            self.arch, d, k, each, max(1, int(self.c_grid[c])), self.precision, self.preset.name,
+            self.preset.sampling, self.kv_dtype,
         )  # fmt: skip
 
     def _evaluate_all(self) -> None:
