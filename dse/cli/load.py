@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from dse.errors import DseError
-from dse.serving.load import DEFAULT_LENGTH_SIGMA
+from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT
 
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", help="Load: closed loop, this many requests always in flight.")
@@ -56,12 +56,6 @@ LengthDistOpt = Annotated[
 LengthSigmaOpt = Annotated[
     float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths (default 0.5).")
 ]
-
-MODE_TEXT = {
-    "concurrency": "closed loop",
-    "request_rate": "open loop, Poisson arrivals",
-    "max_throughput": "offline, all requests queued",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

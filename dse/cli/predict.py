@@ -52,6 +52,7 @@ from dse.cli.load import (
     load_title,
 )
 from dse.errors import DseError
+from dse.serving.load import LoadEstimate
 
 
 def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
@@ -195,7 +196,7 @@ def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
     if as_json:
         print_json(est.to_dict())
         return
-    if est.request.__class__.__name__ == "LoadRequest":
+    if isinstance(est, LoadEstimate):
         if not est.feasible:  # no numbers to tabulate: say what was asked and why it cannot run
             console.print(load_title(est))
             console.print(f"[bold red]infeasible:[/] {est.infeasible_reason}")
@@ -303,7 +304,7 @@ def whatif_cmd(
 def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
     from dse.cli.render import SERVING_ROWS, bound_text, compare_table
 
-    under_load = runs[0].request.__class__.__name__ == "LoadRequest"
+    under_load = isinstance(runs[0], LoadEstimate)
     sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
     if not under_load:  # what bounds each phase, so a change's effect can be read from it
         for side, est in zip(sides, runs, strict=True):

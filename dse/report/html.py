@@ -33,6 +33,7 @@ from dse.report.figures.pareto import (
 from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
 from dse.report.table import TABLE_CSS, front_table
 from dse.report.table import fmt_value as _fmt
+from dse.serving.load import MODE_TEXT
 
 with try_import() as _imports:
     import plotly.io as pio
@@ -172,14 +173,6 @@ def _header(run: RunData, info: ParetoInfo) -> str:
     )
 
 
-_MODE_TEXT = {
-    "static": "static batch",
-    "concurrency": "closed loop",
-    "request_rate": "Poisson arrivals",
-    "max_throughput": "offline, all requests queued",
-}
-
-
 def _serving_line(run: RunData) -> str:
     """What the study served, from its resolved study: mode (or the modes searched), engine, lengths, SLO."""
     study = run.study or {}
@@ -193,7 +186,7 @@ def _serving_line(run: RunData) -> str:
         modes = ", ".join(str(m) for m in mode_param["values"])
         how = f"modes searched: {modes}"
     else:
-        how = f"mode: {mode} ({_MODE_TEXT.get(mode, mode)})"
+        how = f"mode: {mode} ({MODE_TEXT.get(mode, mode)})"
         for knob in ("batch", "concurrency", "request_rate_per_s"):
             if knob in workload and (knob == "batch") == (mode == "static"):
                 how += f", {knob} {workload[knob]}"

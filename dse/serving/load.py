@@ -55,6 +55,13 @@ from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
 
 MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
+# How requests arrive in each serving mode (the static batch included), as the CLI and the report say it.
+MODE_TEXT: dict[str, str] = {
+    "static": "static batch",
+    "concurrency": "closed loop",
+    "request_rate": "Poisson arrivals",
+    "max_throughput": "offline, all requests queued",
+}
 LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
 DEFAULT_LENGTH_SIGMA = 0.5
 # Requests per run when not given: enough waves for a steady state between ramp-up and drain.
@@ -131,10 +138,15 @@ class LoadEstimate:
     gpu: str
     request: LoadRequest
     engine: EnginePreset
-    kv_dtype: str  # the KV cache's dtype as run (the request's, else the engine's default for the precision)
     values: dict[str, float | None]
     feasible: bool
     infeasible_reason: str
+
+    @property
+    def kv_dtype(self) -> str:
+        """The KV cache's dtype as run: the request's, else the engine's default for the precision."""
+        r = self.request
+        return self.engine.kv_dtype(r.precision, r.kv_dtype) or activation_dtype(r.precision)
 
     def metrics(self) -> dict[str, float | bool | str | None]:
         """Flat metrics; the numbers are None when the workload cannot run (see infeasible_reason)."""
@@ -324,13 +336,9 @@ def _infeasible(
 ) -> LoadEstimate:
     values: dict[str, float | None] = {key: None for key in LOAD_KEYS}
     return LoadEstimate(
-        model=arch.name, gpu=gpu.name, request=load, engine=preset, kv_dtype=_kv_name(load, preset),
+        model=arch.name, gpu=gpu.name, request=load, engine=preset,
         values=values, feasible=False, infeasible_reason=reason,
     )  # fmt: skip
-
-
-def _kv_name(load: LoadRequest, preset: EnginePreset) -> str:
-    return preset.kv_dtype(load.precision, load.kv_dtype) or activation_dtype(load.precision)
 
 
 # The numeric keys of every load estimate (`LoadEstimate.metrics`), besides feasible / infeasible_reason.
@@ -393,7 +401,7 @@ def predict_load(
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity)
     return LoadEstimate(
-        model=arch.name, gpu=gpu.name, request=load, engine=preset, kv_dtype=_kv_name(load, preset),
+        model=arch.name, gpu=gpu.name, request=load, engine=preset,
         values=values, feasible=True, infeasible_reason="",
     )  # fmt: skip
 
