@@ -155,7 +155,12 @@ def with_memory(
         capacity_per_device_bytes=capacity_per_device_bytes,
         energy_j_per_bit=energy_j_per_bit,
     )
+    data = {**gpu.model_dump(), "memory": memory.model_dump()}
+    rebuilt = memory.bus_width_bits != gpu.memory.bus_width_bits or tech.name != gpu.memory.technology
+    if gpu.die is not None and rebuilt:
+        # A rebuilt memory system has every PHY enabled: no spare sites of the old one (`DieSpec`).
+        data["die"] = {**data["die"], "memory_phy_bits": None}
     try:
-        return GpuSpec.model_validate({**gpu.model_dump(), "memory": memory.model_dump()})
+        return GpuSpec.model_validate(data)
     except ValidationError as exc:  # pragma: no cover - memory was validated above
         raise ConfigError(str(exc)) from exc

@@ -118,6 +118,29 @@ class PowerSpec(_Frozen):
     core_v: DvfsTable = Field(description="SM supply voltage against SM clock")
 
 
+class DieSpec(_Frozen):
+    """The silicon behind the enabled units: what die area and build cost (`dse.cost`) are computed from.
+
+    Products harvest dies (H100 SXM enables 132 of 144 SMs, 50 of 60 MB L2, 5 of 6 HBM sites), so the
+    physical counts are facts of their own. A what-if that enables more than the die has grows the die to
+    exactly what is enabled (`*_effective`). A rebuilt memory system (`dse.hardware.memory.with_memory`)
+    has every PHY enabled, so it drops `memory_phy_bits`.
+    """
+
+    process_node: str = Field(
+        min_length=1, description="foundry node, a key of dse/cost/data/cost_facts.yaml"
+    )
+    num_dies: int = Field(default=1, gt=0, description="compute dies in the package (B200: 2)")
+    num_sms_physical: int | None = Field(default=None, gt=0, description="SMs on all dies, enabled or not")
+    l2_physical_bytes: float | None = Field(default=None, gt=0, description="L2 SRAM on all dies")
+    memory_phy_bits: int | None = Field(default=None, gt=0, description="DRAM interface width on the dies")
+    num_nvlinks: int = Field(default=0, ge=0, description="NVLink links (PHYs) on all dies")
+    pcie_lanes: int = Field(default=16, ge=0)
+    published_area_mm2: float | None = Field(
+        default=None, gt=0, description="published area of all dies; null where unpublished (B200)"
+    )
+
+
 class GpuSpec(_Frozen):
     """One GPU, catalog entry plus any overrides, SI units."""
 
@@ -131,6 +154,7 @@ class GpuSpec(_Frozen):
     l2: L2Spec
     memory: MemorySpec
     power: PowerSpec
+    die: DieSpec | None = Field(default=None, description="the silicon; needed for area and build cost")
     notes: str = ""
 
     @model_validator(mode="after")
@@ -139,6 +163,19 @@ class GpuSpec(_Frozen):
         if hi < self.clocks.sm_clock_min_hz * 0.5 or lo > self.clocks.sm_clock_max_hz * 1.5:
             raise ValueError("power.idle_power_w table does not cover the SM clock range")
         return self
+
+    # The die as enabled by this spec: a what-if with more units than the die has grows it to fit.
+    def num_sms_physical(self) -> int:
+        own = self.die.num_sms_physical if self.die else None
+        return max(own or 0, self.num_sms)
+
+    def l2_physical_bytes(self) -> float:
+        own = self.die.l2_physical_bytes if self.die else None
+        return max(own or 0.0, self.l2.l2_bytes)
+
+    def memory_phy_bits(self) -> int:
+        own = self.die.memory_phy_bits if self.die else None
+        return max(own or 0, self.memory.bus_width_bits)
 
     # Peak rates at a clock. Tensor peaks scale with the clock from the per-SM per-clock rate.
     def tensor_peak_flop_per_s(self, dtype: str, sm_clock_hz: float | None = None) -> float:

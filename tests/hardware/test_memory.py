@@ -55,7 +55,11 @@ def test_h100_with_gddr7() -> None:
     assert gpu.sm == base.sm
     assert gpu.l2 == base.l2
     assert gpu.power == base.power
-    assert gpu.model_dump(exclude={"memory"}) == base.model_dump(exclude={"memory"})
+    assert gpu.model_dump(exclude={"memory", "die"}) == base.model_dump(exclude={"memory", "die"})
+    # ...except that the new memory has no spare HBM sites: its PHY is as wide as its bus
+    assert base.die is not None and gpu.die is not None
+    assert gpu.die.model_dump(exclude={"memory_phy_bits"}) == base.die.model_dump(exclude={"memory_phy_bits"})
+    assert (base.memory_phy_bits(), gpu.memory_phy_bits()) == (6144, 512)
 
 
 def test_with_memory_equals_the_override_path() -> None:
