@@ -118,6 +118,24 @@ class PowerSpec(_Frozen):
     core_v: DvfsTable = Field(description="SM supply voltage against SM clock")
 
 
+Topology = Literal["nvswitch", "ring", "pcie"]
+
+
+class InterconnectSpec(_Frozen):
+    """GPU-to-GPU link of one GPU inside a node: what collectives (`dse.perf.collectives`) run over.
+
+    `nvswitch`: every GPU reaches every other at its full link rate (NVLink through NVSwitch).
+    `ring`: direct links to neighbours only (NVLink bridges); all-to-all is limited by the bisection.
+    `pcie`: GPUs talk over PCIe through a switch or the host (a ring of PCIe hops for NCCL rings).
+    Intra-node only: the network between nodes (InfiniBand, Ethernet) is not described yet.
+    """
+
+    topology: Topology
+    link_bw_bytes_per_s: float = Field(gt=0, description="per GPU, per direction, all links together")
+    latency_s: float = Field(gt=0, description="one GPU-to-GPU message, small payload")
+    energy_j_per_bit: float = Field(gt=0, description="link energy per bit on the wire (SerDes, both ends)")
+
+
 class DieSpec(_Frozen):
     """The silicon behind the enabled units: what die area and build cost (`dse.cost`) are computed from.
 
@@ -155,6 +173,9 @@ class GpuSpec(_Frozen):
     memory: MemorySpec
     power: PowerSpec
     die: DieSpec | None = Field(default=None, description="the silicon; needed for area and build cost")
+    interconnect: InterconnectSpec | None = Field(
+        default=None, description="GPU-to-GPU link; needed for multi-GPU collectives"
+    )
     notes: str = ""
 
     @model_validator(mode="after")
