@@ -9,7 +9,7 @@ lists them:
     calibrate  calibrate
     runs       run, report, serve
     bench      bench
-    validate   validate kernels|power|serving|samples
+    validate   validate kernels|power|serving|samples|collectives
     measure    measure kernels|model
 """
 
@@ -51,6 +51,7 @@ validate_app.command("kernels")(validate.validate_kernels_cmd)
 validate_app.command("power")(validate.validate_power_cmd)
 validate_app.command("serving")(validate.validate_serving_cmd)
 validate_app.command("samples")(validate.validate_samples_cmd)
+validate_app.command("collectives")(validate.validate_collectives_cmd)
 measure_app.command("kernels")(measure.measure_kernels_cmd)
 measure_app.command("model")(measure.measure_model_cmd)
 

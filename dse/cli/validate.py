@@ -1,4 +1,4 @@
-"""`dse validate kernels|power|serving|samples`: the model's error against measured data (MAPE tables)."""
+"""`dse validate kernels|power|serving|samples|collectives`: model error against measured data (MAPE)."""
 
 from __future__ import annotations
 
@@ -125,3 +125,18 @@ def validate_samples_cmd(
             if n:
                 table.add_row(r["family"], r["clock"], str(n), *(pct(r[f"{q}_{v}"]) for v in VARIANTS))
         console.print(table)
+
+
+@friendly
+def validate_collectives_cmd(as_json: JsonOpt = False) -> None:
+    """Collective-communication MAPE per table, GPU and collective: in-sample and fitted on H100 only."""
+    from dse.calibrate.validate.collectives import validate_collectives
+
+    rows = validate_collectives()
+    if as_json:
+        print_json(with_nulls({"rows": rows}))
+        return
+    summary = [{**r, "mape": r["mape_pct"] / 100} for r in rows if r["num_gpus"] == "all"]
+    columns = ("fit", "table", "gpu", "algorithm", "collective", "n", "mape")
+    title = "collective latency MAPE (all GPU counts; --json for each count)"
+    console.print(_frame_table(summary, title, ("mape",), columns))

@@ -303,3 +303,121 @@ def _default_power_coeffs(arch: str) -> PowerCoeffs:
     known = list_power_coeffs()
     name = arch if arch in known else ARCH_FALLBACK.get(arch, "ampere")
     return load_power_coeffs(name)
+
+
+# ------------------------------------------------------------------------------ collective communication
+
+COLLECTIVE_SCHEMA = "dse.collective_coeffs/1"
+# Architectures without a collective set of their own (no measured tables) borrow Hopper's, on their own
+# link bandwidth and latency: a documented guess.
+COLLECTIVE_FALLBACK = "hopper"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveFit:
+    """Fitted parameters of one (algorithm, collective) pair; the equation is in `dse.perf.collectives`.
+
+    `launch_s` is the fixed cost of a call (kernel launch, handshake), `latency_frac` the per-step latency
+    as a fraction of the GPU's `interconnect.latency_s`, `bw_eff` the asymptotic fraction of the GPU's
+    link bandwidth reached at each of `bw_eff_num_gpus` (interpolated in log2 of the GPU count, clamped
+    outside), and `ramp_bytes`, `ramp_exp` how slowly large-message bandwidth is reached (pipeline fill,
+    protocol switches): the bandwidth term is multiplied by `1 + (ramp_bytes / message_bytes) ** ramp_exp`.
+    `max_bytes`: the largest message the algorithm takes (framework all-reduce kernels); larger ones go
+    to NCCL, as the frameworks do. None: no limit.
+    """
+
+    launch_s: float
+    latency_frac: float
+    bw_eff: tuple[float, ...]
+    bw_eff_num_gpus: tuple[int, ...]
+    ramp_bytes: float
+    ramp_exp: float
+    max_bytes: float | None = None
+    num_samples: int = 0
+    mape_train: float | None = None
+
+    def __post_init__(self) -> None:
+        values = (self.launch_s, self.latency_frac, self.ramp_bytes, self.ramp_exp, *self.bw_eff)
+        if not all(np.isfinite(v) and v >= 0.0 for v in values):
+            raise ConfigError(f"CollectiveFit: coefficients must be finite and >= 0, got {values}")
+        if self.max_bytes is not None and not (np.isfinite(self.max_bytes) and self.max_bytes > 0):
+            raise ConfigError(f"CollectiveFit: max_bytes must be positive or None, got {self.max_bytes}")
+        if not 0.0 < self.ramp_exp <= 1.0:  # <= 1 keeps time non-decreasing in message size
+            raise ConfigError(f"CollectiveFit: ramp_exp must be in (0, 1], got {self.ramp_exp}")
+        if not self.bw_eff or len(self.bw_eff) != len(self.bw_eff_num_gpus) or min(self.bw_eff) <= 0:
+            raise ConfigError("CollectiveFit: bw_eff needs one positive value per bw_eff_num_gpus entry")
+        if list(self.bw_eff_num_gpus) != sorted(set(self.bw_eff_num_gpus)) or self.bw_eff_num_gpus[0] < 2:
+            raise ConfigError("CollectiveFit: bw_eff_num_gpus must be increasing GPU counts >= 2")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveCoeffs:
+    """Collective fits of one GPU architecture, keyed `algorithm:collective` (e.g. `nccl:all_reduce`)."""
+
+    architecture: str
+    fits: dict[str, CollectiveFit] = field(default_factory=dict, hash=False)
+    provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def get(self, algorithm: str, collective: str) -> CollectiveFit | None:
+        return self.fits.get(f"{algorithm}:{collective}")
+
+    def to_dict(self) -> dict[str, Any]:
+        fits = {}
+        for key, fit in sorted(self.fits.items()):
+            fits[key] = {name: getattr(fit, name) for name in CollectiveFit.__dataclass_fields__}
+            fits[key]["bw_eff"], fits[key]["bw_eff_num_gpus"] = list(fit.bw_eff), list(fit.bw_eff_num_gpus)
+        return {
+            "schema": COLLECTIVE_SCHEMA,
+            "architecture": self.architecture,
+            "provenance": self.provenance,
+            "fits": fits,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "") -> CollectiveCoeffs:
+        where = source or "collective coefficients"
+        if data.get("schema") != COLLECTIVE_SCHEMA or "architecture" not in data:
+            raise ConfigError(f"{where}: not a {COLLECTIVE_SCHEMA} file with an architecture")
+        fits = {}
+        for key, raw in data.get("fits", {}).items():
+            try:
+                raw = {
+                    **raw,
+                    "bw_eff": tuple(raw["bw_eff"]),
+                    "bw_eff_num_gpus": tuple(raw["bw_eff_num_gpus"]),
+                }
+                fits[key] = CollectiveFit(**raw)
+            except (KeyError, TypeError) as exc:
+                raise ConfigError(f"{where}: fit {key!r}: {exc}") from exc
+        return cls(architecture=str(data["architecture"]), fits=fits, provenance=data.get("provenance", {}))
+
+
+def write_collective_coeffs(coeffs: CollectiveCoeffs, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(coeffs.to_dict(), indent=1) + "\n")
+
+
+@cache
+def load_collective_coeffs(name: str) -> CollectiveCoeffs:
+    """A shipped collective set by architecture (`hopper`, `blackwell`) or a path to a JSON file."""
+    if name.endswith(".json") or Path(name).is_file():
+        try:
+            data = json.loads(Path(name).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{name}: cannot read collective coefficients ({exc})") from exc
+        return CollectiveCoeffs.from_dict(data, name)
+    f = _data_dir().joinpath(f"collectives_{name}.json")
+    if not f.is_file():
+        raise ConfigError(f"no shipped collective coefficients '{name}'")
+    return CollectiveCoeffs.from_dict(json.loads(f.read_text()), f"collectives_{name}.json")
+
+
+def default_collective_coeffs(gpu: GpuSpec) -> CollectiveCoeffs:
+    """The shipped collective set of `gpu`'s architecture, else Hopper's (COLLECTIVE_FALLBACK)."""
+    return _default_collective_coeffs(gpu.architecture.lower())
+
+
+@cache
+def _default_collective_coeffs(arch: str) -> CollectiveCoeffs:
+    # Cached: a search asks once per collective of every point.
+    own = _data_dir().joinpath(f"collectives_{arch}.json").is_file()
+    return load_collective_coeffs(arch if own else COLLECTIVE_FALLBACK)
