@@ -1,202 +1,114 @@
-"""Transformer language models as workload graphs: `LlmArch` and the prefill / decode builders.
+"""Transformer language models as workload graphs: the prefill / decode builders and memory footprints.
 
     arch = load_model_config("llama-3.1-8b")                  # dse.workload.models: HF config -> LlmArch
     g = build_prefill_graph(arch, batch=8, seq_len=2048)       # one forward pass over 8 x 2048 tokens
     g = build_decode_graph(arch, batch=32, context_len=4096)   # one new token per sequence, KV cache of 4096
 
-`LlmArch` is the normalized form of a Hugging-Face config: three families share one layer template.
-
-    llama / mistral / qwen2   decoder, pre-RMSNorm, RoPE, GQA, gated SiLU MLP (qwen2: q/k/v biases)
-    qwen3                     the same, no q/k/v biases, explicit head_dim, and an RMSNorm over the head
-                              dim of every q and k head before RoPE (`qk_norm`: ops attn/q_norm, k_norm)
-    gpt2 / opt                decoder, pre-LayerNorm (OPT may be post-LN), learned positions, GELU/ReLU
-                              MLP, biases everywhere, tied LM head
-    bert                      encoder, post-LayerNorm, learned positions + token types, GELU MLP, pooler
+`LlmArch` (`dse.workload.arch`, re-exported here) is the normalized form of a Hugging-Face config: its
+docstring lists the families and the optional parts (mixture of experts, latent attention, local layers).
 
 Graph conventions (one op per distinct kernel; a repeated layer is one op with `count = num_layers`):
 
 - Names are hierarchical, `<model>/layer[0-31]/attn/qkv_proj`; each block's norm and residual add live
-  under its block (`attn/norm`, `mlp/residual_add`) whether the model is pre-LN or post-LN.
+  under its block (`attn/norm`, `mlp/residual_add`) whether the model is pre-LN or post-LN. Ops that
+  only some layers run are named after those layers: `layer[3-60]/mlp/experts_down` (DeepSeek-V3's MoE
+  layers), `layer[0-34:2]/attn/attention` (gpt-oss's sliding-window layers: every 2nd from 0 to 34).
 - q, k and v are one fused GEMM, gate and up one fused GEMM, weights are `b_shared`, and the tokens of
   all sequences form the GEMM's `m` (`batch=1`). Biases are fused into the GEMM epilogue (cuBLASLt), so
   they cost no extra kernel.
 - Attention is one `AttentionOp` whatever the backend: `eager` (QK^T, softmax, PV with the score matrix in
-  DRAM) is expanded by the kernel model, not here.
+  DRAM) is expanded by the kernel model, not here. Latent attention (DeepSeek) is `dse.workload.mla`.
+- MoE layers' MLPs are `dse.workload.moe`: router, top-k, grouped expert GEMMs over the experts the
+  step's tokens touch, shared experts and the combine; `moe_imbalance` prices uneven expert loads.
 - The LM head of a prefill runs on the last token of each sequence only (`batch` rows), as serving engines
   do (vLLM, TensorRT-LLM); HF `generate` in eager mode computes all `batch * seq_len` rows. A decode step
   also has `batch` rows. Encoders end with BERT's pooler instead (first token of each sequence).
 - Decoders write the k and v of the new tokens into the KV cache with one copy kernel per layer
   (`attn/kv_cache_write`, vLLM's `reshape_and_cache`), in prefill and decode alike.
 - Precision: GEMM inputs in `precision` (`fp32` runs on CUDA cores, `tf32` on Tensor Cores); activations,
-  norms, elementwise ops and the KV cache in fp32 for fp32/tf32, in bf16 for fp8, else in `precision`.
-  fp8 GEMMs write bf16 and each is preceded by the cast that quantizes its activation input
-  (`attn/qkv_quant` ...); the LM head stays in bf16 and attention runs in bf16 under fp8.
+  norms, elementwise ops and the KV cache in fp32 for fp32/tf32, in bf16 for fp8 and mxfp4, else in
+  `precision`. fp8 GEMMs write bf16 and each is preceded by the cast that quantizes its activation input
+  (`attn/qkv_quant` ...); the LM head stays in bf16 and attention runs in bf16 under fp8. `mxfp4` is
+  gpt-oss's published checkpoint: routed-expert weights in MXFP4 (4.25 bits per weight), everything else
+  bf16; it applies to MoE models only.
 
-Sliding-window attention (Mistral-7B-v0.1: `LlmArch.sliding_window` = 4096): a decoding token attends
-to the last `sliding_window` keys, so decode attention reads at most that many. NOTE(dse): a prefill
-longer than the window is still modelled as full causal attention (`AttentionOp` has no window), an
-overestimate of its attention work; the KV-cache footprint is the full context's (engines that free
-blocks outside the window need less).
+NOTE(dse): MXFP4 expert GEMMs are `fp4` GemmOps (weights read at 4 bits, output bf16, no activation
+quantization op). On Blackwell they run on the fp4 Tensor Cores (TensorRT-LLM / FlashInfer's MXFP4 MoE).
+Hopper has no fp4 Tensor Cores: vLLM's gpt-oss path there (Triton `matmul_ogs`, the `w4a16_mxfp4` rows
+of aiconfigurator's MoE tables) reads the 4-bit weights and multiplies in bf16. The GEMM estimator runs an
+`fp4` GEMM on a GPU without fp4 on its next Tensor-Core dtype (`dse.perf.rates`: fp8 on Hopper), so on
+Hopper the weight traffic is right, the activation traffic (t x d per expert GEMM, small beside the
+weights) is under-counted 4x, and compute-bound expert GEMMs (long prefills) run at the fp8 rate, 2x
+the bf16 rate vLLM gets. A GemmOp with a separate weight dtype would fix both; it needs the estimator.
+
+Local attention (`LlmArch.local_attention_layers`): a decoding token on a sliding-window layer attends to
+the last `sliding_window` keys, on a chunked layer (Llama-4) to the keys of its own chunk. In a prefill,
+a model whose layers alternate (gpt-oss, Gemma-3, Llama-4) has its local layers' attention split into
+ops an `AttentionOp` can express exactly: chunked attention as independent causal chunks; a window `w`
+as a causal block over the first `w` tokens plus non-causal `w`-query blocks that each see `w` keys
+(the same query-key pairs as the band). NOTE(dse): a model whose every layer is windowed
+(Mistral-7B-v0.1) keeps full causal attention in its prefill, an overestimate past the window kept so
+that its results stay as they were. The KV-cache footprint counts the full context on every layer
+(vLLM's hybrid allocator frees the blocks that fall out of a window: it needs less).
 """
 
 from __future__ import annotations
 
 from typing import Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from dse.errors import ConfigError
+from dse.workload.arch import LlmArch, layer_label
 from dse.workload.graph import WorkloadGraph
+from dse.workload.mla import build_mla_ops
+from dse.workload.moe import MXFP4_BITS_PER_PARAM, build_moe_ops
 from dse.workload.ops import (
     BYTES_PER_ELEMENT,
     AttentionBackend,
     AttentionOp,
     Dtype,
     ElementwiseOp,
-    GemmOp,
-    NormKind,
     NormOp,
     Op,
+    weight_gemm_ops,
 )
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
+__all__ = [
+    "ATTENTION_IMPLS",
+    "PRECISIONS",
+    "LlmArch",
+    "Precision",
+    "activation_dtype",
+    "build_decode_graph",
+    "build_prefill_graph",
+    "kv_cache_bytes",
+    "prefill_activation_bytes",
+    "weight_bytes",
+]
+
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4"]
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4")
 ATTENTION_IMPLS: tuple[str, ...] = ("flash", "eager")
-
-
-class LlmArch(BaseModel):
-    """A transformer's architecture, normalized from a Hugging-Face `config.json` (see `dse.workload.models`).
-
-    Dimensions use the HF meanings: `intermediate_size` is the MLP width (per branch for gated MLPs),
-    `head_dim` may differ from `hidden_size / num_heads` (given explicitly in some configs).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(min_length=1, description="catalog name or file stem; prefixes every op name")
-    model_type: str = Field(description="HF model_type the config was read as (llama, gpt2, bert ...)")
-    family: Literal["decoder", "encoder"]
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0)
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_position_embeddings: int = Field(gt=0, description="longest sequence (context) the model accepts")
-    embed_dim: int = Field(gt=0, description="token-embedding width (OPT word_embed_proj_dim, else hidden)")
-    norm: NormKind
-    norm_eps: float = Field(gt=0)
-    norm_position: Literal["pre", "post"]
-    activation: Literal["silu", "gelu", "relu"]
-    gated_mlp: bool
-    position_embedding: Literal["rope", "learned"]
-    num_position_embeddings: int = Field(default=0, ge=0, description="rows of a learned table (OPT: +2)")
-    type_vocab_size: int = Field(default=0, ge=0, description="BERT token-type (segment) embeddings")
-    qkv_bias: bool
-    o_bias: bool
-    mlp_bias: bool
-    tie_word_embeddings: bool
-    embedding_norm: bool = Field(default=False, description="LayerNorm after the embeddings (BERT)")
-    final_norm: bool = Field(default=True, description="norm after the last layer (pre-LN decoders)")
-    qk_norm: bool = Field(default=False, description="RMSNorm of each q and k head over head_dim (Qwen3)")
-    pooler: bool = Field(default=False, description="BERT pooler: dense + tanh on the first token")
-    rope_theta: float | None = None
-    sliding_window: int | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _check(self) -> LlmArch:
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} is no multiple of num_kv_heads {self.num_kv_heads}")
-        if (self.position_embedding == "learned") != (self.num_position_embeddings > 0):
-            raise ValueError("num_position_embeddings must be > 0 exactly when position_embedding is learned")
-        if self.num_position_embeddings and self.num_position_embeddings < self.max_position_embeddings:
-            raise ValueError("num_position_embeddings is smaller than max_position_embeddings")
-        if self.gated_mlp and self.activation == "relu":
-            raise ValueError("a gated MLP needs activation silu or gelu")
-        if self.family == "encoder" and (self.position_embedding != "learned" or self.final_norm):
-            raise ValueError("encoders (BERT) have learned positions and no final norm")
-        if self.pooler and self.family != "encoder":
-            raise ValueError("only encoders have a pooler")
-        return self
-
-    # ---- derived dimensions
-    @property
-    def causal(self) -> bool:
-        return self.family == "decoder"
-
-    @property
-    def q_dim(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.num_kv_heads * self.head_dim
-
-    def decode_keys(self, kv_len: int) -> int:
-        """Keys a decoding token attends to with `kv_len` tokens cached: all, or the last
-        `sliding_window` (Mistral-7B-v0.1)."""
-        return kv_len if self.sliding_window is None else min(kv_len, self.sliding_window)
-
-    @property
-    def kv_cache_elements_per_token(self) -> int:
-        """K and V elements cached per token over all layers (multiply by the KV dtype's bytes)."""
-        return 2 * self.num_layers * self.kv_dim
-
-    # ---- parameter counts
-    def _norm_params(self) -> int:
-        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
-
-    @property
-    def num_layer_params(self) -> int:
-        """Parameters of one transformer layer: attention, MLP and its two norms."""
-        d, ff = self.hidden_size, self.intermediate_size
-        attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
-        attn += (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + d * self.o_bias
-        num_up = 2 if self.gated_mlp else 1
-        mlp = (num_up + 1) * d * ff + (num_up * ff + d) * self.mlp_bias
-        qk_norm = 2 * self.head_dim * self.qk_norm  # one weight of head_dim each, shared by all heads
-        return attn + mlp + 2 * self._norm_params() + qk_norm
-
-    def param_counts(self) -> dict[str, int]:
-        """Exact parameter counts by part; tied embeddings are counted once (under `embedding`).
-
-        `embedding`: token, position and token-type tables; `layers`: all transformer layers;
-        `other`: embedding / final norms and OPT's embedding projections; `lm_head`: 0 when tied or for
-        encoders; `pooler`: BERT's pooler. BERT is counted as `BertModel` (the backbone every BERT head
-        shares, with its pooler); the masked-LM head is not part of the graph.
-        """
-        d, e = self.hidden_size, self.embed_dim
-        embedding = self.vocab_size * e + self.num_position_embeddings * d + self.type_vocab_size * d
-        other = self._norm_params() * (self.embedding_norm + self.final_norm) + (2 * d * e if e != d else 0)
-        has_head = self.family == "decoder" and not self.tie_word_embeddings
-        return {
-            "embedding": embedding,
-            "layers": self.num_layers * self.num_layer_params,
-            "other": other,
-            "lm_head": self.vocab_size * e if has_head else 0,
-            "pooler": d * d + d if self.pooler else 0,
-        }
-
-    @property
-    def num_params(self) -> int:
-        """All parameters, embeddings included, tied embeddings once."""
-        return sum(self.param_counts().values())
 
 
 # ---- memory footprint (bytes), used by the serving predictor's capacity check
 
 
 def weight_bytes(arch: LlmArch, precision: str) -> float:
-    """Bytes of all weights: transformer layers in the GEMM precision, the rest in the activation dtype.
+    """Bytes of all weights (every expert included): transformer layers in the GEMM precision, the rest in
+    the activation dtype.
 
     Embeddings, norms and the LM head stay in the activation dtype under fp8 (as fp8 checkpoints ship them).
+    Under mxfp4 the routed experts take 4.25 bits per weight (their biases, 0.03% of gpt-oss's, too) and
+    the rest bf16, as the gpt-oss checkpoints ship them.
     """
     prec = _check_precision(precision)
+    _check_mxfp4(arch, prec)
     counts = arch.param_counts()
-    gemm_b = BYTES_PER_ELEMENT[prec]
+    gemm_b = BYTES_PER_ELEMENT[_gemm_dtype(prec)]
     act_b = BYTES_PER_ELEMENT[_act_dtype(prec)]
-    return counts["layers"] * gemm_b + (arch.num_params - counts["layers"]) * act_b
+    expert_b = MXFP4_BITS_PER_PARAM / 8 if prec == "mxfp4" else gemm_b
+    layers, experts = counts["layers"], counts["experts"]
+    return layers * gemm_b + experts * expert_b + (arch.num_params - layers - experts) * act_b
 
 
 def kv_cache_bytes(arch: LlmArch, precision: str, num_tokens: int) -> float:
@@ -214,11 +126,18 @@ def prefill_activation_bytes(
     """Peak transient activations of one prefill layer (layers run one after another) plus fp32 logits.
 
     Per token: residual, normed input, attention output and MLP output (4 d), Q/K/V, and the MLP's up/gate
-    outputs and activation (3 ff). Eager attention also materializes one layer's score matrix.
+    outputs and activation (3 ff; an MoE layer's k routed copies and shared experts, 3 (k f + f_shared),
+    where that is wider). Eager attention also materializes one layer's score matrix.
     """
     act_b = BYTES_PER_ELEMENT[_act_dtype(_check_precision(precision))]
     tokens = batch * seq_len
-    per_token = 4 * arch.hidden_size + arch.q_dim + 2 * arch.kv_dim + 3 * arch.intermediate_size
+    mlp_width = arch.intermediate_size
+    if arch.is_moe:
+        moe_width = (
+            arch.num_experts_per_tok * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
+        )
+        mlp_width = max(moe_width, arch.intermediate_size if arch.dense_layers else 0)
+    per_token = 4 * arch.hidden_size + arch.q_dim + 2 * arch.kv_dim + 3 * mlp_width
     scores = batch * arch.num_heads * seq_len * seq_len if attention == "eager" else 0
     logits = batch * arch.vocab_size * 4.0
     return (tokens * per_token + scores) * act_b + logits
@@ -239,10 +158,21 @@ def _check_precision(value: object) -> Precision:
     return cast(Precision, value)
 
 
+def _check_mxfp4(arch: LlmArch, precision: Precision) -> None:
+    if precision == "mxfp4" and not arch.is_moe:
+        raise ConfigError(f"precision mxfp4 quantizes MoE expert weights; {arch.name} has no experts")
+
+
 def _check_attention(value: object) -> str:
     if value not in ATTENTION_IMPLS:
         raise ConfigError(f"attention '{value}' is not one of {', '.join(ATTENTION_IMPLS)}")
     return str(value)
+
+
+def _check_imbalance(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 1.0 <= value < float("inf"):
+        raise ConfigError(f"moe_imbalance is the busiest expert's load over the mean, >= 1; got {value!r}")
+    return float(value)
 
 
 def activation_dtype(precision: str) -> Dtype:
@@ -254,7 +184,14 @@ def _act_dtype(precision: Precision) -> Dtype:
     """Dtype of activations, norms, elementwise ops and the KV cache."""
     if precision in ("fp32", "tf32"):
         return "fp32"
-    return "bf16" if precision == "fp8" else precision
+    if precision == "fp8" or precision == "mxfp4":
+        return "bf16"
+    return precision
+
+
+def _gemm_dtype(precision: Precision) -> Dtype:
+    """Dtype of the GEMMs other than the routed experts (mxfp4 quantizes only those)."""
+    return "bf16" if precision == "mxfp4" else precision
 
 
 class _Builder:
@@ -269,33 +206,27 @@ class _Builder:
         kv_len: int,
         precision: Precision,
         backend: AttentionBackend,
+        moe_imbalance: float = 1.0,
     ) -> None:
         self.arch, self.batch, self.q_len, self.kv_len = arch, batch, q_len, kv_len
         self.tokens = batch * q_len
-        self.precision: Dtype = precision
+        self.precision: Dtype = _gemm_dtype(precision)
+        self.expert_dtype: Dtype = "fp4" if precision == "mxfp4" else self.precision
         self.act = _act_dtype(precision)
         # fp8 attention (FA3) is not the default anywhere: attention runs in bf16 then.
-        self.attn_dtype: Dtype = "bf16" if precision == "fp8" else precision
+        self.attn_dtype: Dtype = "bf16" if self.precision == "fp8" else self.precision
         self.backend = backend
+        self.moe_imbalance = moe_imbalance
         self.ops: list[Op] = []
-        last = arch.num_layers - 1
-        self.layer = f"{arch.name}/layer[0-{last}]" if last else f"{arch.name}/layer[0]"
+        self.layer = self._prefix(tuple(range(arch.num_layers)))
+
+    def _prefix(self, layers: tuple[int, ...]) -> str:
+        return f"{self.arch.name}/{layer_label(layers)}"
 
     def gemm(self, name: str, *, m: int, n: int, k: int, count: int = 1, dtype: Dtype | None = None) -> None:
         """A weight GEMM [m, k] x [k, n]; fp8 inputs are first quantized from the bf16 activations."""
-        dtype = dtype or self.precision
-        if dtype == "fp8":
-            # NOTE(dse): dynamic per-tensor fp8 quantization of the activation is a kernel of its own unless a
-            # compiler fuses it into the producer (vLLM `scaled_fp8_quant`); the weights are stored in fp8.
-            quant = name.removesuffix("_proj") + "_quant"
-            self.ops.append(
-                ElementwiseOp(
-                    name=quant, kind="cast", num_elements=m * k, dtype=self.act, out_dtype="fp8", count=count
-                )
-            )
-        out_dtype: Dtype | None = "bf16" if dtype == "fp8" else None
-        self.ops.append(
-            GemmOp(name=name, m=m, n=n, k=k, dtype=dtype, out_dtype=out_dtype, b_shared=True, count=count)
+        self.ops += weight_gemm_ops(
+            name, m=m, n=n, k=k, dtype=dtype or self.precision, act_dtype=self.act, count=count
         )
 
     def elementwise(self, name: str, kind: str, num_elements: int, count: int = 1) -> None:
@@ -303,12 +234,12 @@ class _Builder:
             ElementwiseOp(name=name, kind=kind, num_elements=num_elements, dtype=self.act, count=count)
         )
 
-    def norm(self, name: str, rows: int, count: int = 1) -> None:
+    def norm(self, name: str, rows: int, count: int = 1, cols: int | None = None) -> None:
         self.ops.append(
             NormOp(
                 name=name,
                 rows=rows,
-                cols=self.arch.hidden_size,
+                cols=cols or self.arch.hidden_size,
                 kind=self.arch.norm,
                 dtype=self.act,
                 count=count,
@@ -318,6 +249,8 @@ class _Builder:
     def embeddings(self) -> None:
         a, t, root = self.arch, self.tokens, self.arch.name
         self.elementwise(f"{root}/embed/tokens", "copy", t * a.embed_dim)  # gather [t, e] from [vocab, e]
+        if a.embedding_scale:
+            self.elementwise(f"{root}/embed/scale", "scale", t * a.embed_dim)  # x sqrt(d) (Gemma) [t, e]
         if a.embed_dim != a.hidden_size:
             self.gemm(f"{root}/embed/project_in", m=t, n=a.hidden_size, k=a.embed_dim)  # [t, e] x [e, d]
         num_tables = 1
@@ -337,8 +270,32 @@ class _Builder:
         d = a.hidden_size
         if a.norm_position == "pre":
             self.norm(f"{pre}/attn/norm", t, count=n)  # [t, d]
+        if a.is_mla:
+            self.ops += build_mla_ops(
+                a,
+                prefix=pre,
+                batch=self.batch,
+                q_len=self.q_len,
+                kv_len=self.kv_len,
+                count=n,
+                gemm_dtype=self.precision,
+                act_dtype=self.act,
+                attn_dtype=self.attn_dtype,
+                backend=self.backend,
+            )
+        else:
+            self.attention_core()
+        if a.sandwich_norm:
+            self.norm(f"{pre}/attn/post_norm", t, count=n)  # [t, d] (Gemma-3)
+        self.elementwise(f"{pre}/attn/residual_add", "add", t * d, count=n)  # [t, d] + [t, d]
+        if a.norm_position == "post":
+            self.norm(f"{pre}/attn/norm", t, count=n)  # [t, d]
+
+    def attention_core(self) -> None:
+        """q/k/v projection through the output projection, for every layer of a multi-head/GQA model."""
+        a, t, n, pre = self.arch, self.tokens, self.arch.num_layers, self.layer
         # [t, d] x [d, (h+2kv)*hd]
-        self.gemm(f"{pre}/attn/qkv_proj", m=t, n=a.q_dim + 2 * a.kv_dim, k=d, count=n)
+        self.gemm(f"{pre}/attn/qkv_proj", m=t, n=a.q_dim + 2 * a.kv_dim, k=a.hidden_size, count=n)
         if a.qk_norm:
             # per-head RMSNorm of q and k over head_dim (Qwen3): [t*h, hd] and [t*kv, hd]
             for part, heads in (("q", a.num_heads), ("k", a.num_kv_heads)):
@@ -358,34 +315,87 @@ class _Builder:
         if a.causal:
             # k, v of the new tokens into the cache: [t, 2*kv*hd] (vLLM `reshape_and_cache`)
             self.elementwise(f"{pre}/attn/kv_cache_write", "copy", t * 2 * a.kv_dim, count=n)
-        # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
-        kv_len = a.decode_keys(self.kv_len) if self.q_len == 1 else self.kv_len
-        self.ops.append(
-            AttentionOp(
-                name=f"{pre}/attn/attention",
-                batch=self.batch,
-                num_heads=a.num_heads,
-                num_kv_heads=a.num_kv_heads,
-                head_dim=a.head_dim,
-                seq_len_q=self.q_len,
-                seq_len_kv=kv_len,
-                causal=a.causal,
-                backend=self.backend,
-                dtype=self.attn_dtype,
-                kv_dtype=self.act,
-                count=n,
-            )
+        local = a.local_attention_layers
+        if 0 < len(local) < n:
+            glob = tuple(i for i in range(n) if i not in set(local))
+            for layers in sorted((local, glob)):
+                self.attention_ops(self._prefix(layers), len(layers), local=layers == local)
+        else:
+            # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
+            kv_len = a.decode_keys(self.kv_len) if self.q_len == 1 else self.kv_len
+            self.ops.append(self.attention_op(f"{pre}/attn/attention", self.batch, self.q_len, kv_len, n))
+        self.gemm(f"{pre}/attn/o_proj", m=t, n=a.hidden_size, k=a.q_dim, count=n)  # [t, h*hd] x [h*hd, d]
+
+    def attention_op(
+        self, name: str, batch: int, q_len: int, kv_len: int, count: int, causal: bool | None = None
+    ) -> AttentionOp:
+        a = self.arch
+        return AttentionOp(
+            name=name,
+            batch=batch,
+            num_heads=a.num_heads,
+            num_kv_heads=a.num_kv_heads,
+            head_dim=a.head_dim,
+            seq_len_q=q_len,
+            seq_len_kv=kv_len,
+            causal=a.causal if causal is None else causal,
+            backend=self.backend,
+            dtype=self.attn_dtype,
+            kv_dtype=self.act,
+            count=count,
         )
-        self.gemm(f"{pre}/attn/o_proj", m=t, n=d, k=a.q_dim, count=n)  # [t, h*hd] x [h*hd, d]
-        self.elementwise(f"{pre}/attn/residual_add", "add", t * d, count=n)  # [t, d] + [t, d]
-        if a.norm_position == "post":
-            self.norm(f"{pre}/attn/norm", t, count=n)  # [t, d]
+
+    def attention_ops(self, prefix: str, count: int, *, local: bool) -> None:
+        """Attention of `count` layers of one kind; local prefills split as the module docstring says."""
+        a, b, s, pre = self.arch, self.batch, self.q_len, f"{prefix}/attn"
+        if not local or self.q_len == 1 or self.kv_len > self.q_len:
+            # decode, global layers, and chunks of a chunked prefill (which see the cached context)
+            kv_len = a.decode_keys(self.kv_len, local=local) if s == 1 else self.kv_len
+            self.ops.append(self.attention_op(f"{pre}/attention", b, s, kv_len, count))
+            return
+        parts: list[tuple[str, int, int, int, bool]] = []  # name, sequences, queries, keys, causal
+        if a.attention_chunk_size is not None:
+            c = a.attention_chunk_size
+            parts += [("attention", b, s % c, s % c, True), ("attention_chunks", b * (s // c), c, c, True)]
+        else:
+            w = a.sliding_window or s
+            rest = max(0, s - w)
+            parts.append(("attention", b, min(s, w), min(s, w), True))
+            parts += [
+                ("attention_window", b * (rest // w), w, w, False),
+                ("attention_tail", b, rest % w, w, False),
+            ]
+        for name, seqs, q, kv, causal in parts:
+            if seqs and q:
+                self.ops.append(self.attention_op(f"{pre}/{name}", seqs, q, kv, count, causal=causal))
 
     def mlp_block(self) -> None:
         a, t, n, pre = self.arch, self.tokens, self.arch.num_layers, self.layer
-        d, ff = a.hidden_size, a.intermediate_size
         if a.norm_position == "pre":
             self.norm(f"{pre}/mlp/norm", t, count=n)  # [t, d]
+        dense = a.dense_mlp_layers
+        if dense:
+            self.dense_mlp(pre if len(dense) == n else self._prefix(dense), len(dense))
+        if a.is_moe:
+            self.ops += build_moe_ops(
+                a,
+                prefix=self._prefix(a.moe_layers),
+                tokens=t,
+                count=len(a.moe_layers),
+                gemm_dtype=self.precision,
+                expert_dtype=self.expert_dtype,
+                act_dtype=self.act,
+                imbalance=self.moe_imbalance,
+            )
+        if a.sandwich_norm:
+            self.norm(f"{pre}/mlp/post_norm", t, count=n)  # [t, d] (Gemma-3)
+        self.elementwise(f"{pre}/mlp/residual_add", "add", t * a.hidden_size, count=n)  # [t, d] + [t, d]
+        if a.norm_position == "post":
+            self.norm(f"{pre}/mlp/norm", t, count=n)  # [t, d]
+
+    def dense_mlp(self, pre: str, n: int) -> None:
+        a, t = self.arch, self.tokens
+        d, ff = a.hidden_size, a.intermediate_size
         if a.gated_mlp:
             self.gemm(f"{pre}/mlp/gate_up_proj", m=t, n=2 * ff, k=d, count=n)  # [t, d] x [d, 2*ff]
             self.elementwise(f"{pre}/mlp/act", f"{a.activation}_mul", t * ff, count=n)  # act(gate)*up [t, ff]
@@ -393,9 +403,6 @@ class _Builder:
             self.gemm(f"{pre}/mlp/up_proj", m=t, n=ff, k=d, count=n)  # [t, d] x [d, ff]
             self.elementwise(f"{pre}/mlp/act", a.activation, t * ff, count=n)  # [t, ff]
         self.gemm(f"{pre}/mlp/down_proj", m=t, n=d, k=ff, count=n)  # [t, ff] x [ff, d]
-        self.elementwise(f"{pre}/mlp/residual_add", "add", t * d, count=n)  # [t, d] + [t, d]
-        if a.norm_position == "post":
-            self.norm(f"{pre}/mlp/norm", t, count=n)  # [t, d]
 
     def head(self) -> None:
         a, t, b, root = self.arch, self.tokens, self.batch, self.arch.name
@@ -422,8 +429,21 @@ class _Builder:
         return WorkloadGraph(name=name, ops=tuple(self.ops), meta=meta)
 
 
+def _meta(arch: LlmArch, imbalance: float, **fields: object) -> dict[str, object]:
+    meta: dict[str, object] = {"model": arch.name, "num_params": arch.num_params, **fields}
+    if arch.is_moe:
+        meta |= {"num_active_params": arch.num_active_params, "moe_imbalance": imbalance}
+    return meta
+
+
 def build_prefill_graph(
-    arch: LlmArch, *, batch: int, seq_len: int, precision: str = "bf16", attention: str = "flash"
+    arch: LlmArch,
+    *,
+    batch: int,
+    seq_len: int,
+    precision: str = "bf16",
+    attention: str = "flash",
+    moe_imbalance: float = 1.0,
 ) -> WorkloadGraph:
     """One forward pass over `batch` sequences of `seq_len` tokens (a decoder's prefill, or an encoder pass).
 
@@ -433,35 +453,53 @@ def build_prefill_graph(
         seq_len: tokens per sequence, at most `arch.max_position_embeddings`.
         precision: GEMM precision, one of PRECISIONS (the module docstring gives the other dtypes).
         attention: `flash` (one fused kernel) or `eager` (score matrix materialized in DRAM).
+        moe_imbalance: MoE models: the busiest expert's token load over the mean, >= 1
+            (`dse.workload.moe`); 1 spreads the tokens evenly.
     """
     prec, attn = _check_precision(precision), _check_attention(attention)
     batch, seq_len = _check_count("batch", batch), _check_count("seq_len", seq_len)
+    _check_mxfp4(arch, prec)
+    imbalance = _check_imbalance(moe_imbalance)
     if seq_len > arch.max_position_embeddings:
         raise ConfigError(
             f"seq_len {seq_len} exceeds {arch.name}'s max_position_embeddings {arch.max_position_embeddings}"
         )
     backend: AttentionBackend = "flash" if attn == "flash" else "eager"
-    builder = _Builder(arch, batch=batch, q_len=seq_len, kv_len=seq_len, precision=prec, backend=backend)
-    meta: dict[str, object] = {
-        "model": arch.name,
-        "num_params": arch.num_params,
-        "phase": "prefill",
-        "batch": batch,
-        "seq_len": seq_len,
-        "num_tokens": batch * seq_len,
-        "precision": prec,
-        "attention": attn,
-    }
+    builder = _Builder(
+        arch,
+        batch=batch,
+        q_len=seq_len,
+        kv_len=seq_len,
+        precision=prec,
+        backend=backend,
+        moe_imbalance=imbalance,
+    )
+    meta = _meta(
+        arch,
+        imbalance,
+        phase="prefill",
+        batch=batch,
+        seq_len=seq_len,
+        num_tokens=batch * seq_len,
+        precision=prec,
+        attention=attn,
+    )
     return builder.graph(f"{arch.name}/prefill", meta)
 
 
 def build_decode_graph(
-    arch: LlmArch, *, batch: int, context_len: int, precision: str = "bf16", attention: str = "flash"
+    arch: LlmArch,
+    *,
+    batch: int,
+    context_len: int,
+    precision: str = "bf16",
+    attention: str = "flash",
+    moe_imbalance: float = 1.0,
 ) -> WorkloadGraph:
     """One decode step: one new token per sequence, attending to a KV cache of `context_len` tokens.
 
-    The new token sees `context_len + 1` keys (the cache and itself). `attention="flash"` selects the
-    flash-decoding kernel (backend `decode`), `"eager"` the eager one.
+    The new token sees `context_len + 1` keys (the cache and itself; fewer on local layers). `attention=
+    "flash"` selects the flash-decoding kernel (backend `decode`), `"eager"` the eager one.
 
     Args:
         arch: a decoder.
@@ -469,9 +507,12 @@ def build_decode_graph(
         context_len: tokens already in each sequence's KV cache (prompt plus tokens generated so far), >= 1.
         precision: GEMM precision, one of PRECISIONS.
         attention: `flash` or `eager`.
+        moe_imbalance: MoE models: the busiest expert's token load over the mean, >= 1.
     """
     prec, attn = _check_precision(precision), _check_attention(attention)
     batch, context_len = _check_count("batch", batch), _check_count("context_len", context_len)
+    _check_mxfp4(arch, prec)
+    imbalance = _check_imbalance(moe_imbalance)
     if arch.family != "decoder":
         raise ConfigError(f"{arch.name} is an encoder ({arch.model_type}): it has no decode phase")
     if context_len + 1 > arch.max_position_embeddings:
@@ -480,15 +521,23 @@ def build_decode_graph(
             f"max_position_embeddings {arch.max_position_embeddings}"
         )
     backend: AttentionBackend = "decode" if attn == "flash" else "eager"
-    builder = _Builder(arch, batch=batch, q_len=1, kv_len=context_len + 1, precision=prec, backend=backend)
-    meta: dict[str, object] = {
-        "model": arch.name,
-        "num_params": arch.num_params,
-        "phase": "decode",
-        "batch": batch,
-        "context_len": context_len,
-        "num_tokens": batch,
-        "precision": prec,
-        "attention": attn,
-    }
+    builder = _Builder(
+        arch,
+        batch=batch,
+        q_len=1,
+        kv_len=context_len + 1,
+        precision=prec,
+        backend=backend,
+        moe_imbalance=imbalance,
+    )
+    meta = _meta(
+        arch,
+        imbalance,
+        phase="decode",
+        batch=batch,
+        context_len=context_len,
+        num_tokens=batch,
+        precision=prec,
+        attention=attn,
+    )
     return builder.graph(f"{arch.name}/decode", meta)

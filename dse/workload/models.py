@@ -4,12 +4,18 @@
     load_model_config("llama-3.1-8b")         # catalog entry; also "Llama_3.1_8B", "meta-llama/Llama-3.1-8B"
     load_model_config("path/to/config.json")  # any local HF config (or the folder holding it)
 
-Catalog files live in `data/models/<name>.json`: the published config with one added `_source` key naming
-the Hub repository. Supported `model_type`s: llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, GQA, gated SiLU
-MLP; qwen3 adds per-head q/k RMSNorms and drops qwen2's q/k/v biases), gpt2 and opt (LayerNorm, learned
-positions, GELU/ReLU MLP) and bert (encoder). Each family has its own field names (GPT-2: n_embd/
-n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before) and its own defaults,
-copied from the transformers `*Config` classes.
+Catalog files live in `data/models/<name>.json`: the published config with an added `_source` key naming
+the Hub repository (and how the file was obtained) and, where other checkpoints share the architecture,
+an `_aliases` list of their Hub ids (DeepSeek-R1 and V3.1 -> deepseek-v3).
+
+Supported `model_type`s: llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, GQA, gated SiLU MLP; qwen3 adds
+per-head q/k RMSNorms and drops qwen2's q/k/v biases), gpt2 and opt (LayerNorm, learned positions,
+GELU/ReLU MLP), bert (encoder), and the mixture-of-experts and newer families: qwen2_moe, qwen3_moe,
+mixtral, deepseek_v2 / deepseek_v3 (latent attention), gpt_oss, llama4 and gemma3 (multimodal configs:
+their `text_config` is read; llama4_text and gemma3_text directly). Each family has its own field names
+(GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before;
+DeepSeek: n_routed_experts/first_k_dense_replace; Llama-4: interleave_moe_layer_step) and its own
+defaults, copied from the transformers `*Config` classes.
 
 An HF config carries many keys irrelevant here (dropout, token ids), so unknown keys are ignored, unlike
 `dse`'s own files; the resulting `LlmArch` is strict.
@@ -65,11 +71,13 @@ def _catalog_index() -> dict[str, str]:
     index: dict[str, str] = {}
     for name in list_models():
         index[_key(name)] = name
-        source = str(_read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json").get("_source", ""))
-        repo = re.search(r"huggingface\.co/([\w.-]+)/([\w.-]+)", source)
-        if repo:
-            index.setdefault(_key(repo.group(2)), name)
-            index.setdefault(_key(f"{repo.group(1)}/{repo.group(2)}"), name)
+        raw = _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json")
+        repo = re.search(r"huggingface\.co/([\w.-]+)/([\w.-]+)", str(raw.get("_source", "")))
+        # `_aliases`: other Hub ids (or short names) of the same architecture, e.g. DeepSeek-R1 -> deepseek-v3
+        ids = [f"{repo.group(1)}/{repo.group(2)}"] if repo else []
+        for repo_id in ids + [str(alias) for alias in raw.get("_aliases", [])]:
+            index.setdefault(_key(repo_id.rsplit("/", 1)[-1]), name)
+            index.setdefault(_key(repo_id), name)
     return index
 
 
@@ -159,8 +167,8 @@ def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
     """
     d = f.int("hidden_size")
     num_heads = f.int("num_attention_heads")
-    qwen2 = model_type == "qwen2"
-    qwen3 = model_type == "qwen3"
+    qwen2 = model_type in ("qwen2", "qwen2_moe")
+    qwen3 = model_type in ("qwen3", "qwen3_moe")
     # MistralConfig defaults to a 4096 window, `null` disables it; Qwen2 uses one only if use_sliding_window.
     sliding_window: int | None = None
     if "sliding_window" in f.raw and f.raw["sliding_window"] is None:
@@ -169,6 +177,8 @@ def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
         sliding_window = f.int("sliding_window", 4096)
     elif (qwen2 or qwen3) and f.bool("use_sliding_window", False):
         sliding_window = f.int("sliding_window")
+    elif model_type == "mixtral":  # MixtralConfig has no window unless one is given
+        sliding_window = f.raw.get("sliding_window") and f.int("sliding_window")
     attention_bias = f.bool("attention_bias", False)
     return {
         "family": "decoder",
@@ -295,6 +305,165 @@ def _bert(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
+def _layers_where(num_layers: int, is_moe: Callable[[int], bool]) -> tuple[int, ...]:
+    """The dense-MLP layers of an MoE model: those `is_moe` rejects."""
+    return tuple(i for i in range(num_layers) if not is_moe(i))
+
+
+def _qwen_moe(f: _Fields, model_type: str) -> dict[str, Any]:
+    """Qwen2MoeConfig / Qwen3MoeConfig: layer i is MoE unless listed in mlp_only_layers or (i + 1) is not a
+    multiple of decoder_sparse_step; experts of moe_intermediate_size, a shared expert of
+    shared_expert_intermediate_size (Qwen2-MoE; Qwen3 has none; its sigmoid gate's d weights are not
+    counted)."""
+    fields = _llama_like(f, model_type)
+    n, step = fields["num_layers"], f.int("decoder_sparse_step", 1)
+    dense_only = set(f.raw.get("mlp_only_layers") or [])
+    shared = f.raw.get("shared_expert_intermediate_size") or 0
+    return fields | {
+        "num_experts": f.int("num_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok"),
+        "moe_intermediate_size": f.int("moe_intermediate_size"),
+        "shared_expert_intermediate_size": shared,
+        "dense_layers": _layers_where(n, lambda i: i not in dense_only and (i + 1) % step == 0),
+    }
+
+
+def _mixtral(f: _Fields, model_type: str) -> dict[str, Any]:
+    """MixtralConfig: every layer is MoE, num_local_experts experts of intermediate_size each."""
+    fields = _llama_like(f, model_type)
+    return fields | {
+        "num_experts": f.int("num_local_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok"),
+        "moe_intermediate_size": fields["intermediate_size"],
+    }
+
+
+def _deepseek(f: _Fields, model_type: str) -> dict[str, Any]:
+    """DeepseekV2/V3Config: MLA attention; layer i is MoE when i >= first_k_dense_replace and i is a
+    multiple of moe_layer_freq; n_shared_experts shared experts of moe_intermediate_size each."""
+    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
+    nope, rope, moe_ff = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"), f.int("moe_intermediate_size")
+    first_dense, freq = f.raw.get("first_k_dense_replace") or 0, f.int("moe_layer_freq", 1)
+    return {
+        **_rmsnorm_decoder(f, d, num_heads, n),
+        "num_kv_heads": num_heads,  # MLA: every head has its own k and v, recovered from the latent
+        "head_dim": nope + rope,
+        "intermediate_size": f.int("intermediate_size"),
+        "q_lora_rank": f.raw.get("q_lora_rank") or 0,  # null in DeepSeek-V2-Lite: q is projected directly
+        "kv_lora_rank": f.int("kv_lora_rank"),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": f.int("v_head_dim"),
+        "num_experts": f.int("n_routed_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok"),
+        "moe_intermediate_size": moe_ff,
+        "shared_expert_intermediate_size": (f.raw.get("n_shared_experts") or 0) * moe_ff,
+        "dense_layers": _layers_where(n, lambda i: i >= first_dense and i % freq == 0),
+    }
+
+
+def _gpt_oss(f: _Fields, model_type: str) -> dict[str, Any]:
+    """GptOssConfig: every layer MoE (num_local_experts of intermediate_size, biases on router and experts),
+    q/k/v/o biases, one attention sink per head, sliding_window on the layer_types marked sliding."""
+    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
+    layer_types = f.raw.get("layer_types") or [
+        "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)
+    ]
+    bias = f.bool("attention_bias", True)
+    return {
+        **_rmsnorm_decoder(f, d, num_heads, n),
+        "head_dim": f.int("head_dim", 64),
+        "qkv_bias": bias,
+        "o_bias": bias,
+        "attention_sinks": True,
+        "sliding_window": f.int("sliding_window", 128),
+        "local_layers": tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention"),
+        "num_experts": f.int("num_local_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok", _MISSING, "experts_per_token"),
+        "moe_intermediate_size": f.int("intermediate_size"),
+        "moe_bias": True,
+    }
+
+
+def _llama4_text(f: _Fields, model_type: str) -> dict[str, Any]:
+    """Llama4TextConfig: MoE layers every interleave_moe_layer_step-th (from step - 1), experts and one
+    shared expert of intermediate_size, dense layers of intermediate_size_mlp; chunked attention on the
+    RoPE layers (all but every no_rope_layer_interval-th, 4). Its q/k norm is an L2 norm without weights
+    (counted as qk_norm's 2 x head_dim per layer, 12k parameters too many)."""
+    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
+    step, expert_ff = f.int("interleave_moe_layer_step", 1), f.int("intermediate_size")
+    moe_layers = set(f.raw.get("moe_layers") or range(step - 1, n, step))
+    interval = f.int("no_rope_layer_interval", 4)
+    uses_rope = f.raw.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+    chunk = f.raw.get("attention_chunk_size")
+    return {
+        **_rmsnorm_decoder(f, d, num_heads, n),
+        "head_dim": f.int("head_dim", d // num_heads),
+        "intermediate_size": f.int("intermediate_size_mlp"),
+        "qk_norm": f.bool("use_qk_norm", True),
+        "attention_chunk_size": chunk,
+        "local_layers": tuple(i for i in range(n) if uses_rope[i]) if chunk else None,
+        "num_experts": f.int("num_local_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok"),
+        "moe_intermediate_size": expert_ff,
+        "shared_expert_intermediate_size": expert_ff,
+        "dense_layers": _layers_where(n, lambda i: i in moe_layers),
+    }
+
+
+def _gemma3_text(f: _Fields, model_type: str) -> dict[str, Any]:
+    """Gemma3TextConfig (defaults from transformers): gated tanh-GELU MLP, q/k RMSNorms, norms before and
+    after attention and MLP, embeddings scaled by sqrt(hidden), tied LM head, and sliding_window on all
+    layers but every sliding_window_pattern-th (6: five local per global; Gemma 3 report, arXiv:2503.19786).
+    """
+    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
+    pattern = f.int("sliding_window_pattern", 6)
+    layer_types = f.raw.get("layer_types") or [
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)
+    ]
+    return {
+        **_rmsnorm_decoder(f, d, num_heads, n),
+        "head_dim": f.int("head_dim", 256),
+        "intermediate_size": f.int("intermediate_size"),
+        "vocab_size": f.int("vocab_size", 262208),
+        "max_position_embeddings": f.int("max_position_embeddings", 131072),
+        "activation": f.activation("hidden_activation", "gelu_pytorch_tanh"),
+        "tie_word_embeddings": f.bool("tie_word_embeddings", True),
+        "rope_theta": f.float("rope_theta", 1_000_000.0),
+        "qk_norm": True,
+        "sandwich_norm": True,
+        "embedding_scale": True,
+        "sliding_window": f.int("sliding_window", 4096),
+        "local_layers": tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention"),
+    }
+
+
+def _rmsnorm_decoder(f: _Fields, d: int, num_heads: int, num_layers: int) -> dict[str, Any]:
+    """The fields every newer decoder shares: pre-RMSNorm, RoPE, gated MLP, no biases, untied head."""
+    return {
+        "family": "decoder",
+        "hidden_size": d,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "num_kv_heads": f.int("num_key_value_heads", num_heads),
+        "intermediate_size": f.int("intermediate_size"),
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": f.int("max_position_embeddings"),
+        "embed_dim": d,
+        "norm": "rmsnorm",
+        "norm_eps": f.float("rms_norm_eps", 1e-6),
+        "norm_position": "pre",
+        "activation": f.activation("hidden_act", "silu"),
+        "gated_mlp": True,
+        "position_embedding": "rope",
+        "qkv_bias": f.bool("attention_bias", False),
+        "o_bias": f.bool("attention_bias", False),
+        "mlp_bias": False,
+        "tie_word_embeddings": f.bool("tie_word_embeddings", False),
+        "rope_theta": f.float("rope_theta", 10000.0),
+    }
+
+
 _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "llama": _llama_like,
     "mistral": _llama_like,
@@ -303,7 +472,17 @@ _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "opt": _opt,
     "bert": _bert,
+    "qwen2_moe": _qwen_moe,
+    "qwen3_moe": _qwen_moe,
+    "mixtral": _mixtral,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "gpt_oss": _gpt_oss,
+    "llama4_text": _llama4_text,
+    "gemma3_text": _gemma3_text,
 }
+# Multimodal configs: the language model's config is their `text_config`.
+_WRAPPERS: dict[str, str] = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 
 
 def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") -> LlmArch:
@@ -316,6 +495,12 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
     """
     source = source or name
     model_type = raw.get("model_type")
+    if model_type in _WRAPPERS:
+        text = raw.get("text_config")
+        if not isinstance(text, dict):
+            raise ConfigError(f"{source}: model_type '{model_type}' needs a 'text_config' object")
+        raw, source = {"model_type": _WRAPPERS[str(model_type)], **text}, f"{source} (text_config)"
+        model_type = raw["model_type"]
     if model_type is None:
         raise ConfigError(f"{source}: missing required field 'model_type'; supported: {', '.join(_READERS)}")
     if model_type not in _READERS:

@@ -267,6 +267,55 @@ Op = GemmOp | AttentionOp | SoftmaxOp | NormOp | ElementwiseOp
 OP_TYPES: tuple[type, ...] = (GemmOp, AttentionOp, SoftmaxOp, NormOp, ElementwiseOp)
 
 
+def weight_gemm_ops(
+    name: str,
+    *,
+    m: int,
+    n: int,
+    k: int,
+    dtype: Dtype,
+    act_dtype: Dtype,
+    count: int = 1,
+    batch: int = 1,
+    b_shared: bool = True,
+) -> list[Op]:
+    """A GEMM of activations [batch, m, k] by weights [k, n] (one matrix, or one per batch entry when not
+    `b_shared`: MoE experts), preceded for fp8 by the cast that quantizes its `act_dtype` activation.
+
+    8- and 4-bit GEMMs write bf16.
+    """
+    ops: list[Op] = []
+    if dtype == "fp8":
+        # NOTE(dse): dynamic per-tensor fp8 quantization of the activation is a kernel of its own unless a
+        # compiler fuses it into the producer (vLLM `scaled_fp8_quant`); the weights are stored in fp8.
+        quant = name.removesuffix("_proj") + "_quant"
+        ops.append(
+            ElementwiseOp(
+                name=quant,
+                kind="cast",
+                num_elements=batch * m * k,
+                dtype=act_dtype,
+                out_dtype="fp8",
+                count=count,
+            )
+        )
+    out_dtype: Dtype | None = "bf16" if dtype in ("fp8", "fp4") else None
+    ops.append(
+        GemmOp(
+            name=name,
+            m=m,
+            n=n,
+            k=k,
+            batch=batch,
+            dtype=dtype,
+            out_dtype=out_dtype,
+            b_shared=b_shared,
+            count=count,
+        )
+    )
+    return ops
+
+
 def op_kind(op: Op) -> str:
     """Short family name used in tables and breakdowns."""
     if isinstance(op, AttentionOp):

@@ -15,16 +15,30 @@ from dse.workload.models import arch_from_hf_config, list_models, load_model_con
 
 CATALOG = [
     "bert-large",
+    "deepseek-v3",
+    "gemma-3-12b",
+    "gemma-3-27b",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
     "gpt2",
+    "llama-3.1-405b",
     "llama-3.1-70b",
     "llama-3.1-8b",
+    "llama-3.3-70b",
+    "llama-4-maverick",
+    "llama-4-scout",
     "mistral-7b",
+    "mixtral-8x7b",
     "opt-1.3b",
     "qwen2-1.5b",
     "qwen2.5-7b",
     "qwen3-14b",
+    "qwen3-235b-a22b",
+    "qwen3-30b-a3b",
     "qwen3-32b",
     "qwen3-8b",
+    "qwen3-coder-30b-a3b",
+    "qwen3-coder-480b-a35b",
 ]
 
 # Published parameter counts: the independent reference for `LlmArch.num_params` (within 1%).

@@ -1,0 +1,133 @@
+"""Multi-head latent attention (DeepSeek-V2/V3) as ops, from the projections to the output projection.
+
+MLA (arXiv:2405.04434, section 2.1) compresses each token's keys and values into one latent `c_kv` of
+`kv_lora_rank` (512) plus a shared RoPE key of `qk_rope_head_dim` (64): the KV cache holds those 576
+elements per token and layer instead of 2 x heads x head_dim. Queries go through a latent of
+`q_lora_rank` (1536). Per head, q and k have a no-RoPE part (`qk_nope_head_dim`, 128) and a RoPE part
+(64); v has `v_head_dim` (128).
+
+    attn/qkv_a_proj    [t, d] x [d, q_lora + kv_lora + rope]   (q_a and kv_a fused, as vLLM does)
+    attn/q_a_norm      RMSNorm over q_lora; attn/kv_a_norm over kv_lora
+    attn/q_b_proj      [t, q_lora] x [q_lora, h (nope + rope)]
+    attn/rotary        the RoPE parts of q [t, h, rope] and of the shared key [t, rope]
+    attn/kv_cache_write  the latent and RoPE key [t, kv_lora + rope]
+
+Prefill (the "naive" form serving engines use when many queries share the keys) expands the latent to
+per-head keys and values and runs ordinary multi-head attention:
+
+    attn/kv_b_proj     [t, kv_lora] x [kv_lora, h (nope + v)]
+    attn/attention     h heads, q/k of nope + rope = 192, v of 128: one `AttentionOp` with head_dim
+                       (192 + 128) / 2 = 160 has exactly its FLOPs (2 x 192 + 2 x 128 per pair and head)
+                       and its compulsory bytes (q + o, k + v per token and head)
+
+Decode uses the absorbed form (FlashMLA, vLLM's MLA backends): the key up-projection is folded into the
+query and the value up-projection applied after attention, so attention runs over the cached latents
+as multi-query attention (one KV head shared by all h heads):
+
+    attn/q_absorb      per head: [t, nope] x [nope, kv_lora] (h GEMMs, each head its own W_UK slice)
+    attn/attention     h query heads, 1 KV head over the cached [kv_lora + rope] latents
+    attn/v_absorb      per head: [t, kv_lora] x [kv_lora, v] (W_UV)
+
+NOTE(dse): an `AttentionOp` has one head_dim for q, k and v; the absorbed kernel's q.k spans 576 and its
+p.v 512 over one shared 576-wide cache row. We use head_dim (kv_lora + rope) / 2 = 288, which reads the
+cache's exact bytes (2 x 288 per token), the traffic that bounds decode; its FLOPs are then 53% of the
+kernel's (2 x 288 instead of 576 + 512 per pair and head). Measured FlashMLA is memory-bound at decode
+(3000 GB/s on H800, its README), where this error does not show.
+"""
+
+from __future__ import annotations
+
+from dse.workload.arch import LlmArch
+from dse.workload.ops import AttentionBackend, AttentionOp, Dtype, ElementwiseOp, NormOp, Op, weight_gemm_ops
+
+
+def build_mla_ops(
+    arch: LlmArch,
+    *,
+    prefix: str,
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    count: int,
+    gemm_dtype: Dtype,
+    act_dtype: Dtype,
+    attn_dtype: Dtype,
+    backend: AttentionBackend,
+) -> list[Op]:
+    """The MLA attention of `count` layers named `prefix` (module docstring), through `attn/o_proj`.
+
+    Args:
+        arch: a model with `kv_lora_rank` > 0.
+        prefix: the layers' name.
+        batch: sequences.
+        q_len: new tokens per sequence (1 = a decode step, which takes the absorbed form).
+        kv_len: keys each sequence's last query sees.
+        count: how many such layers.
+        gemm_dtype: the projections' dtype.
+        act_dtype: activations, norms and the cache.
+        attn_dtype: the attention kernel's dtype.
+        backend: the `AttentionOp` backend.
+    """
+    a, t, pre = arch, batch * q_len, f"{prefix}/attn"
+    d, h, rope, nope = a.hidden_size, a.num_heads, a.qk_rope_head_dim, a.qk_nope_head_dim
+    lat, ql = a.kv_lora_rank, a.q_lora_rank
+    q_out = h * (nope + rope)
+
+    def gemm(name: str, m: int, n: int, k: int, batch: int = 1) -> list[Op]:
+        # NOTE(dse): the absorbed per-head GEMMs (batch = h) run in the activation dtype: vLLM dequantizes
+        # the fp8 kv_b_proj weight into bf16 W_UK / W_UV when it loads the model.
+        return weight_gemm_ops(
+            f"{pre}/{name}",
+            m=m,
+            n=n,
+            k=k,
+            dtype=gemm_dtype if batch == 1 else act_dtype,
+            act_dtype=act_dtype,
+            count=count,
+            batch=batch,
+            b_shared=batch == 1,
+        )
+
+    def norm(name: str, cols: int) -> Op:
+        return NormOp(name=f"{pre}/{name}", rows=t, cols=cols, kind=a.norm, dtype=act_dtype, count=count)
+
+    def copy(name: str, kind: str, num_elements: int) -> Op:
+        return ElementwiseOp(
+            name=f"{pre}/{name}", kind=kind, num_elements=num_elements, dtype=act_dtype, count=count
+        )
+
+    ops = gemm("qkv_a_proj", t, (ql or q_out) + lat + rope, d)  # [t, d] x [d, q_lora + kv_lora + rope]
+    if ql:
+        ops += [norm("q_a_norm", ql), norm("kv_a_norm", lat)]
+        ops += gemm("q_b_proj", t, q_out, ql)  # [t, q_lora] x [q_lora, h (nope + rope)]
+    else:
+        ops.append(norm("kv_a_norm", lat))
+    ops.append(copy("rotary", "rotary", t * (h + 1) * rope))  # q [t, h, rope] and the shared key [t, rope]
+    ops.append(copy("kv_cache_write", "copy", t * (lat + rope)))  # [t, kv_lora + rope]
+    absorbed = q_len == 1
+    if absorbed:
+        ops += gemm("q_absorb", t, lat, nope, batch=h)  # h x [t, nope] x [nope, kv_lora]
+        kv_heads, head_dim = 1, -(-(lat + rope) // 2)
+    else:
+        ops += gemm("kv_b_proj", t, h * (nope + a.v_head_dim), lat)  # [t, kv_lora] x [kv_lora, h (nope + v)]
+        kv_heads, head_dim = h, -(-(nope + rope + a.v_head_dim) // 2)
+    ops.append(
+        AttentionOp(
+            name=f"{pre}/attention",
+            batch=batch,
+            num_heads=h,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            seq_len_q=q_len,
+            seq_len_kv=kv_len,
+            causal=True,
+            backend=backend,
+            dtype=attn_dtype,
+            kv_dtype=act_dtype,
+            count=count,
+        )
+    )
+    if absorbed:
+        ops += gemm("v_absorb", t, a.v_head_dim, lat, batch=h)  # h x [t, kv_lora] x [kv_lora, v]
+    ops += gemm("o_proj", t, d, h * a.v_head_dim)  # [t, h v] x [h v, d]
+    return ops
