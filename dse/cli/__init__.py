@@ -9,7 +9,8 @@ lists them:
     calibrate  calibrate
     runs       run, report, serve
     bench      bench
-    validate   validate kernels|power|serving|samples|collectives
+    validate   validate kernels|power|serving|samples|area|collectives
+    cost       cost facts
     measure    measure kernels|model
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from dse.cli import bench, calibrate, hardware, measure, predict, runs, sweep, validate
+from dse.cli import bench, calibrate, cost, hardware, measure, predict, runs, sweep, validate
 
 app = typer.Typer(
     add_completion=False,
@@ -27,6 +28,7 @@ app = typer.Typer(
 gpu_app = typer.Typer(no_args_is_help=True, help="Inspect catalog GPUs and derived what-if GPUs.")
 workload_app = typer.Typer(no_args_is_help=True, help="Inspect workload graphs (operators, FLOPs, bytes).")
 validate_app = typer.Typer(no_args_is_help=True, help="Model error against measured data (MAPE tables).")
+cost_app = typer.Typer(no_args_is_help=True, help="The cost and carbon constants (dated, ranged, sourced).")
 measure_app = typer.Typer(
     no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
 )
@@ -52,12 +54,15 @@ validate_app.command("power")(validate.validate_power_cmd)
 validate_app.command("serving")(validate.validate_serving_cmd)
 validate_app.command("samples")(validate.validate_samples_cmd)
 validate_app.command("collectives")(validate.validate_collectives_cmd)
+validate_app.command("area")(cost.validate_area_cmd)
+cost_app.command("facts")(cost.facts_cmd)
 measure_app.command("kernels")(measure.measure_kernels_cmd)
 measure_app.command("model")(measure.measure_model_cmd)
 
 app.add_typer(gpu_app, name="gpu")
 app.add_typer(workload_app, name="workload")
 app.add_typer(validate_app, name="validate")
+app.add_typer(cost_app, name="cost")
 app.add_typer(measure_app, name="measure")
 
 

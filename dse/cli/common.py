@@ -26,7 +26,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object wit
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--set", help="Override a GPU field by dotted path, e.g. --set gpu.num_sms=144 (repeatable)."
+        "--set",
+        help="Override a GPU field or cost fact by dotted path: --set gpu.num_sms=144, "
+        "--set cost.memory_usd_per_gb.hbm3=12 (repeatable; `dse gpu fields`, `dse cost facts`).",
     ),
 ]
 MemoryOpt = Annotated[
@@ -87,7 +89,9 @@ def gpu_from_options(
     from dse.hardware.catalog import load_gpu
     from dse.hardware.overrides import parse_set_options
 
-    overrides = parse_set_options(sets)
+    from dse.cost.facts import split_cost_overrides
+
+    overrides, _ = split_cost_overrides(parse_set_options(sets))  # `cost.` paths: `dse.cli.cost`
     if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):
         raise DseError("--bus-width-bits and --data-rate-gbps need --memory TECH")
     if memory is not None:

@@ -36,6 +36,21 @@ from dse.cli.common import (
     operating_point,
     print_json,
 )
+from dse.cli.cost import (
+    COST_ROWS,
+    LEDGER_ROWS,
+    CostScenarioOpt,
+    ElectricityOpt,
+    GridOpt,
+    LifetimeOpt,
+    PriceOpt,
+    PueOpt,
+    RentOpt,
+    UtilizationOpt,
+    cost_options,
+    cost_title,
+    serving_cost,
+)
 from dse.cli.load import (
     LOAD_ROWS,
     ConcurrencyOpt,
@@ -154,6 +169,14 @@ def predict_cmd(
             "--host-gap-us", help="Host time per kernel launch (eager PyTorch ~20 us); 0 = CUDA graphs."
         ),
     ] = 0.0,
+    cost_scenario: CostScenarioOpt = "mid",
+    lifetime_years: LifetimeOpt = None,
+    utilization: UtilizationOpt = None,
+    electricity_usd_per_kwh: ElectricityOpt = None,
+    pue: PueOpt = None,
+    grid_gco2_per_kwh: GridOpt = None,
+    gpu_usd_per_hour: RentOpt = None,
+    gpu_price_usd: PriceOpt = None,
     breakdown: BreakdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -169,13 +192,15 @@ def predict_cmd(
         length_dist=length_dist, length_sigma=length_sigma,
     )  # fmt: skip
     if input_tokens is not None or output_tokens is not None:
+        costs = cost_options(
+            sets, cost_scenario, lifetime_years, utilization, electricity_usd_per_kwh, pue, grid_gco2_per_kwh,
+            gpu_usd_per_hour, gpu_price_usd,
+        )  # fmt: skip
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
-        _show_serving(est, breakdown, as_json)
+        _show_serving(est, serving_cost(spec, est, costs), breakdown, as_json)
         return
-    from dse.perf.predict import predict_command_payload, predict_graph
-
     if kv_dtype is not None or engine is not None or sampling is not None or load.mode() != "static":
         raise DseError(
             "--kv-dtype, --engine, --sampling and the load modes apply to serving predictions: give "
@@ -184,18 +209,38 @@ def predict_cmd(
     graph = build_workload(
         model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels
     )
+    _predict_graph(graph, spec, point, coeffs, host_gap_us, breakdown, as_json)
+
+
+def _predict_graph(
+    graph: Any, spec: Any, point: Any, coeffs: Path | None, host_gap_us: float, breakdown: bool, as_json: bool
+) -> None:
+    from dse.perf.predict import predict_command_payload, predict_graph
+
     latency, power = _coefficients(coeffs, spec)
     pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
 
 
-def _show_serving(est: Any, breakdown: bool, as_json: bool) -> None:
+def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool) -> None:
+    if as_json:
+        print_json({**est.to_dict(), **cost})
+        return
+    _show_serving_text(est, breakdown)
+    _show_cost(cost, breakdown)
+
+
+def _show_cost(cost: dict[str, Any], breakdown: bool) -> None:
+    from dse.cli.render import metrics_table
+
+    rows = COST_ROWS + (LEDGER_ROWS if breakdown else ())
+    console.print(metrics_table(cost, rows, cost_title(cost)))
+
+
+def _show_serving_text(est: Any, breakdown: bool) -> None:
     from dse.cli.render import SERVING_ROWS, bound_text, breakdown_table, metrics_table
     from dse.serving.static import rollup_by_level
 
-    if as_json:
-        print_json(est.to_dict())
-        return
     if isinstance(est, LoadEstimate):
         if not est.feasible:  # no numbers to tabulate: say what was asked and why it cannot run
             console.print(load_title(est))
@@ -262,6 +307,9 @@ def whatif_cmd(
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
     coeffs: CoeffsOpt = None,
+    cost_scenario: CostScenarioOpt = "mid",
+    gpu_usd_per_hour: RentOpt = None,
+    electricity_usd_per_kwh: ElectricityOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
@@ -298,14 +346,26 @@ def whatif_cmd(
         )  # fmt: skip
         for g in (base_gpu, new_gpu)
     ]
-    _show_whatif(base_gpu, new_gpu, runs, as_json)
+    costs = cost_options(
+        sets,
+        cost_scenario,
+        electricity_usd_per_kwh=electricity_usd_per_kwh,
+        gpu_usd_per_hour=gpu_usd_per_hour,
+    )
+    priced = [serving_cost(g, est, costs) for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
 
 
-def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) -> None:
+def _show_whatif(
+    base_gpu: Any, new_gpu: Any, runs: list[Any], costs: list[dict[str, Any]], as_json: bool
+) -> None:
     from dse.cli.render import SERVING_ROWS, bound_text, compare_table
 
     under_load = isinstance(runs[0], LoadEstimate)
-    sides = [{**g.summary(), **est.metrics()} for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    sides = [
+        {**g.summary(), **est.metrics(), **cost}
+        for g, est, cost in zip((base_gpu, new_gpu), runs, costs, strict=True)
+    ]
     if not under_load:  # what bounds each phase, so a change's effect can be read from it
         for side, est in zip(sides, runs, strict=True):
             side["bound_by"] = est.bound_by
@@ -314,7 +374,7 @@ def _show_whatif(base_gpu: Any, new_gpu: Any, runs: list[Any], as_json: bool) ->
         print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
         return
     bandwidth = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"),)
-    rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS)
+    rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS) + LEDGER_ROWS[:3] + COST_ROWS
     label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
     if under_load:
         title = load_title(runs[0])

@@ -75,6 +75,9 @@ class SmSpec(_Frozen):
         description="dense Tensor Core FLOP per clock per SM, by input dtype (tf32 = fp32 on tensor cores)"
     )
     fp32_flop_per_clk: float = Field(gt=0, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)")
+    fp64_flop_per_clk: float = Field(
+        default=0.0, ge=0, description="FP64 FLOP per clock per SM (FMA = 2); sizes the SM's area (dse.cost)"
+    )
     sfu_op_per_clk: float = Field(gt=0, description="special-function (exp, rsqrt) ops per clock per SM")
     smem_bytes_per_clk: float = Field(gt=0, description="shared-memory bandwidth per SM")
     smem_bytes: float = Field(gt=0, description="max shared memory per SM usable by threadblocks")

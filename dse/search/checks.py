@@ -233,7 +233,8 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
         load_model_config(cfg.model)
     except ConfigError as exc:
         raise located_error(smap, ("model",), str(exc)) from None
-    allowed_paths = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
+    allowed_paths = ", ".join(("gpu.<field>", "cost.<fact>", *OPERATING_POINT_KEYS, *WORKLOAD_KEYS))
+    _check_cost(cfg, smap)
     literal_values = {
         "mode": get_args(Mode),
         "precision": get_args(Precision),
@@ -254,6 +255,10 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             msg = check_override_path(gpu, path)
             if msg is not None:
                 raise located_error(smap, loc, msg)
+        elif path.startswith("cost."):
+            msg = _cost_path_problem(path)
+            if msg is not None:
+                raise located_error(smap, loc, msg)
         elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
             raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
         allowed = literal_values.get(path)
@@ -269,3 +274,29 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             raise located_error(
                 smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
             )
+
+
+def _cost_path_problem(path: str) -> str | None:
+    from dse.cost.facts import load_cost_facts
+
+    try:
+        load_cost_facts("mid", {path: 0.0})
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _check_cost(cfg: StudyConfig, smap: SourceMap) -> None:
+    """The `cost:` section as `dse predict` would take it: scenario, fact paths, grid region."""
+    from dse.cost.facts import grid_gco2_per_kwh
+    from dse.cost.operation import CostOptions
+
+    c = cfg.cost
+    try:
+        options = CostOptions(
+            c.scenario, c.facts, c.lifetime_years, c.utilization, c.electricity_usd_per_kwh, c.pue,
+            c.grid_gco2_per_kwh, c.gpu_usd_per_hour, c.gpu_price_usd,
+        )  # fmt: skip
+        grid_gco2_per_kwh(options.facts(), options.grid)
+    except ConfigError as exc:
+        raise located_error(smap, ("cost",), str(exc)) from None

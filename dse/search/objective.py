@@ -134,6 +134,8 @@ class EvalContext:
     max_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     slo: Slo = ()
+    # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
+    cost: tuple[tuple[str, Any], ...] = ()
     options: tuple[tuple[str, Any], ...] = field(default=())
 
 
@@ -145,13 +147,16 @@ def _arch(model: str) -> Any:
 
 
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(gpu overrides incl. derived knobs, operating-point keys, workload keys); ValueError on others."""
+    """(gpu overrides incl. derived knobs, operating-point keys, workload keys); ValueError on others.
+    `cost.<path>` parameters go with the workload keys (`cost_of_point` reads them)."""
     gpu: dict[str, Any] = {}
     op: dict[str, Any] = {}
     workload: dict[str, Any] = {}
     for path, value in params.items():
         if path.startswith("gpu."):
             gpu[path.removeprefix("gpu.")] = value
+        elif path.startswith("cost."):
+            workload[path] = value
         elif path in OPERATING_POINT_KEYS:
             op[path] = value
         elif path in WORKLOAD_KEYS:
@@ -269,7 +274,38 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     metrics.setdefault("power_cap_w", point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w)
     metrics.setdefault("sm_clock_hz", point.sm_clock_hz or gpu.clocks.boost_clock_hz)
     metrics.setdefault("memory_bw_bytes_per_s", gpu.memory.bw_bytes_per_s)
+    metrics.update(cost_of_point(params, ctx, inputs, metrics))
     return metrics
+
+
+def cost_of_point(
+    params: Mapping[str, Any], ctx: EvalContext, inputs: Mapping[str, Any], metrics: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The `dse.cost` keys of one point (none for a GPU without a `die` section)."""
+    from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
+
+    gpu = inputs["gpu"]
+    if gpu.die is None:
+        return {}
+    given = dict(ctx.cost)
+    facts = {k: v for k, v in given.items() if k.startswith("cost.")}
+    facts |= {k: v for k, v in params.items() if k.startswith("cost.")}
+    fields = {k: v for k, v in given.items() if not k.startswith("cost.")}
+    grid = fields.pop("grid_gco2_per_kwh", None)
+    options = CostOptions(overrides=facts, grid=grid, **fields)
+    if not finite(metrics.get("output_tokens_per_s")):
+        return {k: None for k in COST_KEYS}
+    static = inputs["mode"] == "static"
+    load = Throughput(
+        num_gpus=int(metrics.get("num_gpus") or 1),
+        avg_power_w=float(metrics["avg_power_w"]),
+        output_tokens_per_s=float(metrics["output_tokens_per_s"]),
+        energy_per_output_token_j=float(metrics["energy_per_output_token_j"]),
+        input_tokens=float(inputs["batch"] * inputs["input_tokens"]) if static else None,
+        prefill_s=float(metrics["ttft_s"]) if static else None,
+    )
+    out = cost_outputs(gpu, load, options)
+    return {k: out[k] for k in COST_KEYS}
 
 
 def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -297,7 +333,9 @@ def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
     merged = [name for names_ in chosen for name in names_]
     if modes is not None:
         merged = [name for name in merged if all(name in names_ for names_ in chosen)]
-    return tuple(dict.fromkeys([*merged, GOODPUT_METRIC, *CONTEXT_METRICS]))
+    from dse.cost.operation import COST_KEYS
+
+    return tuple(dict.fromkeys([*merged, GOODPUT_METRIC, *CONTEXT_METRICS, *COST_KEYS]))
 
 
 evaluate_point.metric_names = serving_metric_names  # type: ignore[attr-defined]

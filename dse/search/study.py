@@ -269,6 +269,22 @@ class WorkloadConfig(_Strict):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
 
 
+class CostConfig(_Strict):
+    """How cost and carbon are priced (`dse.cost`; the flags of `dse predict`): None = the fact's default.
+    `facts` overrides cost facts by path (`memory_usd_per_gb.hbm3: 12`); space parameters `cost.<path>`
+    search them."""
+
+    scenario: Literal["low", "mid", "high"] = "mid"
+    lifetime_years: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    utilization: float | None = Field(default=None, gt=0, le=1)
+    electricity_usd_per_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    pue: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    grid_gco2_per_kwh: float | str | None = None
+    gpu_usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    gpu_price_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    facts: dict[str, float] = Field(default_factory=dict)
+
+
 class StudyConfig(_Strict):
     """A whole study, with its space resolved (inlined) and every default filled in."""
 
@@ -284,6 +300,7 @@ class StudyConfig(_Strict):
     )
     reference_point: dict[str, float] | None = None
     search: SearchConfig = Field(default_factory=SearchConfig)
+    cost: CostConfig = Field(default_factory=CostConfig)
 
     @model_validator(mode="after")
     def _check(self) -> StudyConfig:
@@ -307,7 +324,11 @@ class StudyConfig(_Strict):
 
     def eval_context(self) -> EvalContext:
         """What every point of this study shares (the executors pass it to the evaluator)."""
-        return EvalContext(gpu=self.gpu, model=self.model, slo=self.slo(), **self.workload.model_dump())
+        cost = tuple(sorted((k, v) for k, v in self.cost.model_dump().items() if k != "facts"))
+        cost += tuple(sorted(("cost." + k, v) for k, v in self.cost.facts.items()))
+        return EvalContext(
+            gpu=self.gpu, model=self.model, slo=self.slo(), cost=cost, **self.workload.model_dump()
+        )
 
     @property
     def directions(self) -> list[str]:

@@ -1,0 +1,181 @@
+"""Cost and carbon at the CLI: the options every predicting command shares, the cost block, `dse cost facts`
+and `dse validate area`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dse.cli.common import JsonOpt, console, friendly, print_json, with_nulls
+from dse.cost.facts import SCENARIOS, load_cost_facts, split_cost_overrides
+from dse.cost.operation import CostOptions, Throughput, cost_outputs
+from dse.errors import DseError
+
+CostScenarioOpt = Annotated[
+    str,
+    typer.Option("--cost-scenario", help=f"Every price at the {'|'.join(SCENARIOS)} end of its range."),
+]
+LifetimeOpt = Annotated[
+    float | None, typer.Option("--lifetime-years", help="Owner view: years the GPU is used (default 5).")
+]
+UtilizationOpt = Annotated[
+    float | None, typer.Option("--utilization", help="Owner view: share of the lifetime serving (default 1).")
+]
+ElectricityOpt = Annotated[
+    float | None,
+    typer.Option("--electricity-usd-per-kwh", help="Electricity price (default 0.0826, US industrial 2025)."),
+]
+PueOpt = Annotated[float | None, typer.Option("--pue", help="Facility PUE (default 1.3).")]
+GridOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grid-gco2-per-kwh",
+        help="Grid carbon: a number or a region (world, us, france ...; default world).",
+    ),
+]
+RentOpt = Annotated[
+    float | None,
+    typer.Option("--gpu-usd-per-hour", help="Renter view: $ per GPU-hour, replacing the owner's ledger."),
+]
+PriceOpt = Annotated[
+    float | None,
+    typer.Option("--gpu-price-usd", help="Owner view: purchase price per GPU (default: derived)."),
+]
+
+
+def cost_options(
+    sets: list[str] | None,
+    scenario: str = "mid",
+    lifetime_years: float | None = None,
+    utilization: float | None = None,
+    electricity_usd_per_kwh: float | None = None,
+    pue: float | None = None,
+    grid: str | None = None,
+    gpu_usd_per_hour: float | None = None,
+    gpu_price_usd: float | None = None,
+) -> CostOptions:
+    """The cost options of one command, `cost.` paths of `--set` included; checked now, not mid-run."""
+    from dse.hardware.overrides import parse_set_options
+
+    for flag, value in (
+        ("--lifetime-years", lifetime_years), ("--utilization", utilization),
+        ("--electricity-usd-per-kwh", electricity_usd_per_kwh), ("--pue", pue),
+        ("--gpu-usd-per-hour", gpu_usd_per_hour), ("--gpu-price-usd", gpu_price_usd),
+    ):  # fmt: skip
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise DseError(f"{flag} must be a finite number >= 0, got {value}")
+    _, cost_sets = split_cost_overrides(parse_set_options(sets))
+    options = CostOptions(
+        scenario, cost_sets, lifetime_years, utilization, electricity_usd_per_kwh, pue, grid,
+        gpu_usd_per_hour, gpu_price_usd,
+    )  # fmt: skip
+    options.facts()  # validates scenario, paths and ranges
+    return options
+
+
+def throughput_of(est: Any) -> Throughput:
+    """What the ledger needs from a static-batch or load estimate."""
+    from dse.serving.load import LoadEstimate
+
+    if isinstance(est, LoadEstimate):
+        m = est.metrics()
+        keys = ("avg_power_w", "output_tokens_per_s", "energy_per_output_token_j")
+        num = {k: float(m[k] or 0.0) for k in keys}
+        return Throughput(int(m.get("num_gpus") or 1), **num)
+    r = est.request
+    # A static batch prefills every prompt together before decoding: its prefill time is separable.
+    return Throughput(
+        int(getattr(est, "num_gpus", 1) or 1), est.avg_power_w, est.output_tokens_per_s,
+        est.energy_per_output_token_j, float(r.batch * r.input_tokens), est.ttft_s,
+    )  # fmt: skip
+
+
+def serving_cost(gpu: Any, est: Any, options: CostOptions) -> dict[str, Any]:
+    """The cost keys of one serving estimate; the build ledger alone when it is infeasible."""
+    if not est.feasible:
+        out = cost_outputs(gpu, Throughput(1, 0.0, 0.0, 0.0), options)
+        return {**out, **{k: None for k in ("usd_per_million_output_tokens", "gco2_per_output_token")}}
+    return cost_outputs(gpu, throughput_of(est), options)
+
+
+# (key, label, scale, format) for the cost block of text output
+COST_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("die_area_mm2", "die area (mm²)", 1.0, ".0f"),
+    ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
+    ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
+    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),
+    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3f"),
+    ("energy_cost_fraction", "energy share of cost (%)", 100.0, ".1f"),
+    ("gco2_per_output_token", "gCO2 per output token (operational)", 1.0, ".3g"),
+    ("embodied_gco2_per_output_token", "gCO2 per output token (embodied)", 1.0, ".3g"),
+)
+LEDGER_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("die_cost_usd", "dies ($)", 1.0, ",.0f"),
+    ("memory_cost_usd", "memory ($)", 1.0, ",.0f"),
+    ("package_cost_usd", "package ($)", 1.0, ",.0f"),
+    ("board_cost_usd", "board and server share ($)", 1.0, ",.0f"),
+    ("usd_per_million_input_tokens", "$ per million input tokens (prefill time)", 1.0, ".3f"),
+)
+
+
+def cost_title(cost: dict[str, Any]) -> str:
+    view = (
+        "renter ($/GPU-hour given)" if cost["cost_view"] == "renter" else "owner (price amortized + energy)"
+    )
+    return f"cost and carbon: {view} view, {cost['cost_scenario']} prices"
+
+
+@friendly
+def facts_cmd(as_json: JsonOpt = False) -> None:
+    """Every cost and carbon constant: value, range, unit, date, tag and source (`--set cost.PATH=X`)."""
+    facts = load_cost_facts()
+    rows = [{"path": p, **asdict(f)} for p, f in sorted(facts.entries.items())]
+    if as_json:
+        print_json(with_nulls(rows))
+        return
+    table = Table(title="cost facts (override with --set cost.PATH=VALUE; tags V R E D)")
+    for col in ("path", "value", "low..high", "unit", "date", "tag"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["path"], f"{r['value']:g}", f"{r['low']:g}..{r['high']:g}", r["unit"], r["date"], r["tag"]
+        )
+    console.print(table)
+
+
+@friendly
+def validate_area_cmd(
+    as_json: JsonOpt = False,
+    components: Annotated[
+        bool, typer.Option("--components", help="With --json: the GA100 component split instead.")
+    ] = False,
+) -> None:
+    """Die area of every catalog GPU, leaving its die out of the fit, and the GA100 component split."""
+    from dse.calibrate.validate.area import ga100_components, validate_area
+
+    if as_json:
+        print_json(with_nulls(ga100_components() if components else validate_area()))
+        return
+    rows = validate_area()
+    table = Table(
+        title="die area: leave-one-die-out prediction vs published (error % null: no published area)"
+    )
+    for col in ("gpu", "process_node", "published_mm2", "predicted_mm2", "error_pct"):
+        table.add_column(col, justify="left" if col in ("gpu", "process_node") else "right")
+    for r in rows:
+        pub = "estimate" if r["published_mm2"] is None else f"{r['published_mm2']:.1f}"
+        err = "-" if r["error_pct"] is None else f"{r['error_pct']:+.1f}"
+        table.add_row(r["gpu"], r["process_node"], pub, f"{r['predicted_mm2']:.1f}", err)
+    console.print(table)
+    split = Table(title="GA100 by component (die shot: LLMCompass, cost-facts.md 1.5)")
+    for col in ("component", "published_mm2", "predicted_mm2", "error_pct"):
+        split.add_column(col, justify="left" if col == "component" else "right")
+    for r in ga100_components():
+        split.add_row(
+            r["component"], f"{r['published_mm2']:.1f}", f"{r['predicted_mm2']:.1f}", f"{r['error_pct']:+.1f}"
+        )
+    console.print(split)

@@ -1,0 +1,150 @@
+"""Cost and carbon of operation: $ per GPU-hour, $ per million tokens, gCO2 per token (DESIGN 15).
+
+Owner view: the purchase price amortized over `lifetime_years` at `utilization`, plus electricity for the
+GPU's average power x the server's power multiplier x PUE x $/kWh. Renter view (`gpu_usd_per_hour` given):
+the rent replaces the owner's ledger, energy included, so `energy_cost_fraction` is not known (None).
+
+    usd_per_million_output_tokens = usd_per_gpu_hour x GPUs / (output tokens/s x 3600) x 1e6
+    usd_per_million_input_tokens  = the same $ rate over the prefill time only, per input token
+                                    (None where prefill is not separable: under load it shares steps)
+    gco2_per_output_token         = J per output token / 3.6e6 x PUE x grid gCO2/kWh   (GPU energy)
+    embodied_gco2_per_output_token = embodied gCO2 x GPUs / (lifetime hours x utilization x tokens/hour)
+
+Electricity counts the server around the GPU (Epoch's multiplier); carbon counts the GPU's energy, as
+ML.ENERGY and zeus measure it, so the two identities stay exact and separate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dse.cost.build import BuildCost, build_cost
+from dse.cost.facts import CostFacts, grid_gco2_per_kwh, load_cost_facts
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+
+HOURS_PER_YEAR = 8766.0  # 365.25 days
+J_PER_KWH = 3.6e6
+# The JSON keys every predicting command adds (None where a value does not apply).
+COST_KEYS: tuple[str, ...] = (
+    "die_area_mm2",
+    "die_cost_usd",
+    "memory_cost_usd",
+    "package_cost_usd",
+    "board_cost_usd",
+    "gpu_cost_usd",
+    "gpu_price_usd",
+    "usd_per_gpu_hour",
+    "usd_per_million_output_tokens",
+    "usd_per_million_input_tokens",
+    "energy_cost_fraction",
+    "gco2_per_output_token",
+    "embodied_gco2_per_output_token",
+)
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """What the user chose (`--cost-scenario`, `--set cost.*`, `--lifetime-years` ...); None = the fact's
+    default."""
+
+    scenario: str = "mid"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    lifetime_years: float | None = None
+    utilization: float | None = None
+    electricity_usd_per_kwh: float | None = None
+    pue: float | None = None
+    grid: str | float | None = None
+    gpu_usd_per_hour: float | None = None
+    gpu_price_usd: float | None = None
+
+    def facts(self) -> CostFacts:
+        given = {
+            "operation.lifetime_years": self.lifetime_years,
+            "operation.utilization": self.utilization,
+            "operation.electricity_usd_per_kwh": self.electricity_usd_per_kwh,
+            "operation.pue": self.pue,
+        }
+        overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
+        facts = load_cost_facts(self.scenario, overrides)
+        _check_operation(facts)
+        return facts
+
+
+def _check_operation(facts: CostFacts) -> None:
+    if not facts.value("operation.lifetime_years") > 0:
+        raise ConfigError("--lifetime-years must be > 0")
+    if not 0 < facts.value("operation.utilization") <= 1:
+        raise ConfigError("--utilization must be in (0, 1]")
+    if not facts.value("operation.pue") >= 1:
+        raise ConfigError("--pue must be >= 1 (facility power over IT power)")
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """What a prediction gives the ledger, for the whole deployment."""
+
+    num_gpus: int
+    avg_power_w: float  # per GPU
+    output_tokens_per_s: float
+    energy_per_output_token_j: float  # all GPUs
+    input_tokens: float | None = None  # prefill separable: input tokens and the prefill time they took
+    prefill_s: float | None = None
+
+
+def _hours(facts: CostFacts) -> float:
+    return facts.value("operation.lifetime_years") * HOURS_PER_YEAR * facts.value("operation.utilization")
+
+
+def _per_million(usd_per_s: float, tokens_per_s: float) -> float | None:
+    return usd_per_s / tokens_per_s * 1e6 if tokens_per_s > 0 and math.isfinite(tokens_per_s) else None
+
+
+def operation_outputs(
+    build: BuildCost, facts: CostFacts, load: Throughput, options: CostOptions
+) -> dict[str, float | None]:
+    """$ and carbon per GPU-hour and per token (module docstring)."""
+    energy_usd_h = (
+        load.avg_power_w
+        / 1e3
+        * facts.value("operation.server_power_multiplier")
+        * facts.value("operation.pue")
+        * facts.value("operation.electricity_usd_per_kwh")
+    )
+    if options.gpu_usd_per_hour is not None:
+        usd_h, fraction = options.gpu_usd_per_hour, None
+    else:
+        usd_h = build.gpu_price_usd / _hours(facts) + energy_usd_h
+        fraction = energy_usd_h / usd_h if usd_h > 0 else 0.0
+    usd_per_s = usd_h * load.num_gpus / 3600.0
+    input_cost = None
+    if load.input_tokens and load.prefill_s is not None:
+        input_cost = _per_million(usd_per_s * load.prefill_s, load.input_tokens)
+    pue, grid = facts.value("operation.pue"), grid_gco2_per_kwh(facts, options.grid)
+    tokens_per_h = load.output_tokens_per_s * 3600.0
+    embodied = (
+        build.embodied_gco2 * load.num_gpus / (_hours(facts) * tokens_per_h) if tokens_per_h > 0 else None
+    )
+    return {
+        "usd_per_gpu_hour": usd_h,
+        "usd_per_million_output_tokens": _per_million(usd_per_s, load.output_tokens_per_s),
+        "usd_per_million_input_tokens": input_cost,
+        "energy_cost_fraction": fraction,
+        "gco2_per_output_token": load.energy_per_output_token_j / J_PER_KWH * pue * grid,
+        "embodied_gco2_per_output_token": embodied,
+    }
+
+
+def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = None) -> dict[str, Any]:
+    """Every `COST_KEYS` entry for one deployment of `gpu` (build ledger per GPU, operation for all)."""
+    options = options or CostOptions()
+    facts = options.facts()
+    build = build_cost(gpu, facts, options.gpu_price_usd)
+    out: dict[str, Any] = {k: v for k, v in build.as_dict().items() if k in COST_KEYS}
+    out.update(operation_outputs(build, facts, load, options))
+    out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"
+    out["cost_scenario"] = options.scenario
+    return out

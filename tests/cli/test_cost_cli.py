@@ -1,0 +1,114 @@
+"""Cost and carbon through the CLI: the JSON keys of issue 23 in every predict mode, whatif's table,
+`dse validate area`, `dse cost facts`, and the errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+from dse.cost.operation import COST_KEYS
+
+runner = CliRunner()
+BASE = [
+    "predict",
+    "--model",
+    "llama-3.1-8b",
+    "--gpu",
+    "h100-sxm",
+    "--input-tokens",
+    "256",
+    "--output-tokens",
+    "32",
+]
+
+
+def run_json(*args: str) -> object:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--batch", "8"],
+        ["--concurrency", "4", "--num-requests", "16"],
+        ["--max-throughput", "--num-requests", "16"],
+    ],
+)
+def test_predict_json_has_every_cost_key(flags: list[str]) -> None:
+    out = run_json(*BASE, *flags)
+    assert isinstance(out, dict)
+    assert set(COST_KEYS) <= set(out)
+    assert out["usd_per_million_output_tokens"] > 0 and out["gco2_per_output_token"] > 0
+    assert out["die_area_mm2"] == 814.0  # H100's published area
+    # the identity, from the JSON alone
+    expected = out["usd_per_gpu_hour"] * out.get("num_gpus", 1) / (out["output_tokens_per_s"] * 3600) * 1e6
+    assert out["usd_per_million_output_tokens"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_renter_view_scenario_and_cost_set() -> None:
+    rent = run_json(*BASE, "--gpu-usd-per-hour", "2.0")
+    assert rent["cost_view"] == "renter" and rent["usd_per_gpu_hour"] == 2.0
+    cheap = run_json(*BASE, "--set", "cost.memory_usd_per_gb.hbm3=1")
+    dear = run_json(*BASE, "--cost-scenario", "high")
+    mid = run_json(*BASE)
+    assert cheap["memory_cost_usd"] == pytest.approx(80 * 2**30 / 1e9)
+    assert dear["gpu_cost_usd"] > mid["gpu_cost_usd"] > cheap["gpu_cost_usd"]
+    france = run_json(*BASE, "--grid-gco2-per-kwh", "france")
+    assert france["gco2_per_output_token"] < mid["gco2_per_output_token"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "cost.memory_usd_per_gb.hbm9=1"], "no such cost fact"),
+        (["--set", "cost.operation.pue=nan"], "finite number"),
+        (["--set", "cost.pue=1.2"], "e.g. operation.pue"),
+        (["--cost-scenario", "cheap"], "cost scenario"),
+        (["--grid-gco2-per-kwh", "mars"], "neither a number nor a region"),
+        (["--utilization", "2"], "--utilization"),
+        (["--gpu-usd-per-hour", "-1"], "--gpu-usd-per-hour"),
+    ],
+)
+def test_cost_errors_are_one_line(flags: list[str], message: str) -> None:
+    result = runner.invoke(app, [*BASE, *flags])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_whatif_gddr7_shows_cost_deltas_in_one_table() -> None:
+    args = ["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"]
+    result = runner.invoke(app, [*args, "--batch", "8", "--input-tokens", "256", "--output-tokens", "32"])
+    assert result.exit_code == 0, result.output
+    for label in ("output tokens/s", "energy per output token", "memory ($)", "package ($)", "GPU build cost",
+                  "$ per million output tokens"):  # fmt: skip
+        assert label in result.output
+    out = run_json(*args, "--batch", "8", "--input-tokens", "256", "--output-tokens", "32")
+    assert isinstance(out, dict)
+    assert out["changed"]["package_cost_usd"] < out["baseline"]["package_cost_usd"]
+    assert out["changed"]["memory_cost_usd"] < out["baseline"]["memory_cost_usd"]
+
+
+def test_validate_area_json_is_a_list_of_gpu_rows() -> None:
+    rows = run_json("validate", "area")
+    assert isinstance(rows, list) and rows
+    assert all({"gpu", "published_mm2", "predicted_mm2", "error_pct"} <= set(r) for r in rows)
+    b200 = next(r for r in rows if r["gpu"] == "b200")
+    assert b200["published_mm2"] is None and b200["error_pct"] is None
+    parts = run_json("validate", "area", "--components")
+    assert isinstance(parts, list) and {r["component"] for r in parts} >= {"L2", "memory PHY"}
+    text = runner.invoke(app, ["validate", "area"])
+    assert text.exit_code == 0 and "GA100 by component" in text.output
+
+
+def test_cost_facts_lists_every_path_with_its_source() -> None:
+    rows = run_json("cost", "facts")
+    assert isinstance(rows, list)
+    paths = {r["path"] for r in rows}
+    assert {"memory_usd_per_gb.gddr7", "nodes.tsmc-4n.wafer_usd", "operation.pue"} <= paths
+    assert all(r["source"] for r in rows)

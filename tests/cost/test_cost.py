@@ -1,0 +1,205 @@
+"""dse.cost: the identities of issue 23 (exact), the yield and wafer arithmetic against the worked examples
+of cost-facts.md 3.4, and the monotonic properties of area and cost."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.cost.area import modelled_area
+from dse.cost.build import build_cost, gross_dies_per_wafer, sellable_yield
+from dse.cost.facts import grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
+from dse.cost.operation import J_PER_KWH, CostOptions, Throughput, cost_outputs
+from dse.errors import ConfigError
+from dse.hardware.catalog import list_gpus, load_gpu
+
+LOAD = Throughput(num_gpus=1, avg_power_w=500.0, output_tokens_per_s=2000.0, energy_per_output_token_j=0.25)
+
+
+def test_gross_dies_and_yield_match_the_worked_examples() -> None:
+    # cost-facts.md 3.4: 300 mm wafer, no edge exclusion, NB alpha = 3
+    facts = load_cost_facts(overrides={"yield.edge_exclusion_mm": 0})
+    assert gross_dies_per_wafer(826, facts) == pytest.approx(62.4, abs=0.1)
+    assert gross_dies_per_wafer(294.5, facts) == pytest.approx(201.2, abs=0.1)
+    # GH100 at D0 = 0.07 / 0.10 / 0.20: 0.59 / 0.49 / 0.27 (no harvesting: no SM spares)
+    for d0, expected in ((0.07, 0.59), (0.10, 0.49), (0.20, 0.27)):
+        assert sellable_yield(814, 0.0, 0, d0, 3.0) == pytest.approx(expected, abs=0.006)
+
+
+def test_harvesting_raises_the_sellable_yield() -> None:
+    plain = sellable_yield(814, 500, 0, 0.1, 3.0)
+    assert sellable_yield(814, 500, 12, 0.1, 3.0) > plain
+    assert plain == pytest.approx(sellable_yield(814, 0, 0, 0.1, 3.0), rel=0.05)  # split, same mean
+
+
+@given(st.floats(50, 850), st.floats(1, 200))
+def test_yield_falls_as_area_grows(area_mm2: float, extra_mm2: float) -> None:
+    assert sellable_yield(area_mm2 + extra_mm2, 0.0, 0, 0.1, 3.0) < sellable_yield(area_mm2, 0.0, 0, 0.1, 3.0)
+
+
+@pytest.mark.parametrize("name", list_gpus())
+def test_ledger_parts_add_up(name: str) -> None:
+    b = build_cost(load_gpu(name), load_cost_facts())
+    parts = b.die_cost_usd + b.memory_cost_usd + b.package_cost_usd + b.board_cost_usd
+    assert b.gpu_cost_usd == parts
+    assert b.as_dict()["gpu_cost_usd"] == parts
+    assert all(v > 0 for v in (b.die_cost_usd, b.memory_cost_usd, b.package_cost_usd, b.board_cost_usd))
+
+
+def test_renter_usd_per_mtoken_identity() -> None:
+    gpu = load_gpu("h100-sxm")
+    load = Throughput(
+        num_gpus=4, avg_power_w=600.0, output_tokens_per_s=1234.5, energy_per_output_token_j=1.7
+    )
+    out = cost_outputs(gpu, load, CostOptions(gpu_usd_per_hour=3.21))
+    assert out["usd_per_million_output_tokens"] == pytest.approx(3.21 * 4 / (1234.5 * 3600) * 1e6, rel=1e-12)
+    assert out["usd_per_gpu_hour"] == 3.21
+    assert out["energy_cost_fraction"] is None  # the rent holds the energy: not separable
+    assert out["cost_view"] == "renter"
+
+
+def test_operational_carbon_identity() -> None:
+    out = cost_outputs(load_gpu("l4"), LOAD, CostOptions(pue=1.25, grid=300))
+    assert out["gco2_per_output_token"] == pytest.approx(0.25 / 3.6e6 * 1.25 * 300, rel=1e-12)
+    assert J_PER_KWH == 3.6e6
+
+
+def test_owner_hour_is_amortized_price_plus_electricity() -> None:
+    options = CostOptions(lifetime_years=4, utilization=0.5, electricity_usd_per_kwh=0.1, pue=1.2)
+    out = cost_outputs(load_gpu("h100-sxm"), LOAD, options)
+    hardware = 27500 / (4 * 8766 * 0.5)  # the published price (cost_facts gpu_price_usd.h100-sxm)
+    energy = 0.5 * 1.8 * 1.2 * 0.1  # kW x server multiplier x PUE x $/kWh
+    assert out["usd_per_gpu_hour"] == pytest.approx(hardware + energy, rel=1e-12)
+    assert out["energy_cost_fraction"] == pytest.approx(energy / (hardware + energy), rel=1e-12)
+
+
+def test_free_electricity_has_no_energy_cost() -> None:
+    out = cost_outputs(load_gpu("a10"), LOAD, CostOptions(electricity_usd_per_kwh=0.0))
+    assert out["energy_cost_fraction"] == 0.0
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(1000, 100000))
+def test_doubling_the_price_doubles_the_hardware_part(price_usd: float) -> None:
+    gpu = load_gpu("h100-sxm")
+    free = CostOptions(electricity_usd_per_kwh=0.0)
+    one = cost_outputs(gpu, LOAD, CostOptions(electricity_usd_per_kwh=0.0, gpu_price_usd=price_usd))
+    two = cost_outputs(gpu, LOAD, CostOptions(electricity_usd_per_kwh=0.0, gpu_price_usd=2 * price_usd))
+    assert two["usd_per_million_output_tokens"] == pytest.approx(2 * one["usd_per_million_output_tokens"])
+    assert free.gpu_price_usd is None
+
+
+def test_hbm_pays_an_interposer_and_gddr_does_not() -> None:
+    facts = load_cost_facts()
+    hbm = build_cost(load_gpu("h100-sxm"), facts)
+    gddr = build_cost(
+        load_gpu("h100-sxm", {"memory.technology": "gddr7", "memory.bus_width_bits": 512}), facts
+    )
+    assert gddr.package_cost_usd == facts.value("package.substrate_usd")
+    assert (
+        hbm.package_cost_usd > gddr.package_cost_usd + 300
+    )  # the CoWoS interposer, ~$430-750 (cost-facts 5)
+    assert build_cost(load_gpu("l40s"), facts).package_cost_usd == facts.value("package.substrate_usd")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["h100-sxm", "a100-sxm-80gb", "l4", "b200"]), st.integers(1, 64), st.floats(1, 64))
+def test_more_sms_or_l2_never_shrink_or_cheapen_the_die(name: str, more_sms: int, more_l2_mib: float) -> None:
+    facts = load_cost_facts()
+    base = load_gpu(name)
+    bigger = load_gpu(
+        name,
+        {
+            "num_sms": base.num_sms_physical() + more_sms,
+            "l2.l2_mib": base.l2_physical_bytes() / 2**20 + more_l2_mib,
+        },
+    )
+    a, b = build_cost(base, facts), build_cost(bigger, facts)
+    assert b.die_area_mm2 > a.die_area_mm2
+    assert b.die_cost_usd > a.die_cost_usd
+    assert b.gpu_cost_usd > a.gpu_cost_usd
+
+
+def test_enabling_harvested_sms_keeps_the_area_but_costs_yield() -> None:
+    facts = load_cost_facts()
+    h100, full = load_gpu("h100-sxm"), load_gpu("h100-sxm", {"num_sms": 144})
+    a, b = build_cost(h100, facts), build_cost(full, facts)
+    assert b.die_area_mm2 == a.die_area_mm2  # the die had 144 SMs all along
+    assert b.die_yield < a.die_yield and b.die_cost_usd > a.die_cost_usd
+
+
+def test_catalog_gpus_report_their_published_area() -> None:
+    facts = load_cost_facts()
+    for name in list_gpus():
+        gpu = load_gpu(name)
+        assert gpu.die is not None
+        area = build_cost(gpu, facts).die_area_mm2
+        if gpu.die.published_area_mm2 is not None:
+            assert area == pytest.approx(gpu.die.published_area_mm2)
+        else:
+            assert area == pytest.approx(modelled_area(gpu, facts).total_mm2)
+
+
+def test_a_what_if_moves_the_published_area_by_the_modelled_delta() -> None:
+    facts = load_cost_facts()
+    base, more = load_gpu("h100-sxm"), load_gpu("h100-sxm", {"l2.l2_mib": 120})
+    delta = modelled_area(more, facts).total_mm2 - modelled_area(base, facts).total_mm2
+    assert build_cost(more, facts).die_area_mm2 == pytest.approx(814 + delta)
+
+
+def test_scenarios_move_prices_only() -> None:
+    low, mid, high = (load_cost_facts(s) for s in ("low", "mid", "high"))
+    for path, fact in mid.entries.items():
+        if fact.is_price:
+            assert low.value(path) <= mid.value(path) <= high.value(path)
+        else:
+            assert low.value(path) == mid.value(path) == high.value(path)
+    gpu = load_gpu("h100-sxm")
+    costs = [build_cost(gpu, f).gpu_cost_usd for f in (low, mid, high)]
+    assert costs[0] < costs[1] < costs[2]
+
+
+def test_overrides_and_their_errors() -> None:
+    facts = load_cost_facts(overrides={"cost.memory_usd_per_gb.hbm3": 12})
+    assert facts.value("memory_usd_per_gb.hbm3") == 12.0
+    assert load_cost_facts("high", {"memory_usd_per_gb.hbm3": 12}).value("memory_usd_per_gb.hbm3") == 12.0
+    for bad, match in (
+        ({"memory_usd_per_gb.hbm9": 1}, "no such cost fact"),
+        ({"memory_usd_per_gb.hbm3": math.nan}, "finite number"),
+        ({"memory_usd_per_gb.hbm3": -1}, ">= 0"),
+        ({"memory_usd_per_gb.hbm3": "cheap"}, "finite number"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            load_cost_facts(overrides=bad)
+    with pytest.raises(ConfigError, match="scenario"):
+        load_cost_facts("cheapest")
+    gpu_part, cost_part = split_cost_overrides({"gpu.num_sms": 1, "cost.pue": 2, "num_sms": 3})
+    assert gpu_part == {"gpu.num_sms": 1, "num_sms": 3} and cost_part == {"pue": 2}
+
+
+def test_grid_presets_and_numbers() -> None:
+    facts = load_cost_facts()
+    assert grid_gco2_per_kwh(facts, "France") == 56
+    assert grid_gco2_per_kwh(facts, "123.5") == 123.5
+    assert grid_gco2_per_kwh(facts, None) == facts.value("operation.grid_gco2_per_kwh")
+    for bad in ("mars", "nan", "inf"):
+        with pytest.raises(ConfigError):
+            grid_gco2_per_kwh(facts, bad)
+
+
+def test_unknown_node_and_missing_die_are_config_errors() -> None:
+    facts = load_cost_facts()
+    with pytest.raises(ConfigError, match="process_node 'tsmc-n1'"):
+        build_cost(load_gpu("h100-sxm", {"die.process_node": "tsmc-n1"}), facts)
+    no_die = load_gpu("h100-sxm").model_copy(update={"die": None})
+    with pytest.raises(ConfigError, match="no `die` section"):
+        build_cost(no_die, facts)
+
+
+def test_every_fact_has_a_source_and_a_tag() -> None:
+    for path, fact in load_cost_facts().entries.items():
+        assert fact.tag in ("V", "R", "E", "D"), path
+        assert fact.source and fact.unit and fact.date, path
