@@ -283,16 +283,19 @@ def engine_step_graph(
         raise ConfigError(f"a step needs decodes + prefills >= 1, got {decodes} + {prefills}")
     tokens = decodes + prefills * input_tokens
     linear = build_decode_graph(arch, batch=tokens, context_len=context_len, precision=precision)
+    prompt_attention: list[AttentionOp] = []
+    if prefills:
+        prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
+        prompt_attention = [o for o in prefill.ops if isinstance(o, AttentionOp)]
     ops: list[Op] = []
     for op in fuse_ops(linear.ops, engine):
         if isinstance(op, AttentionOp):
             if decodes:
                 ops.append(with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))
-            if prefills:
-                prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
-                attn = next(o for o in prefill.ops if isinstance(o, AttentionOp))
-                name = attn.name.replace("/attention", "/prefill_attention")
-                ops.append(dataclasses.replace(attn, name=name))
+            # the prompts' attention in the same layers (local layers may split it into several ops)
+            for attn in (o for o in prompt_attention if o.name.startswith(op.name)):
+                head, _, kernel = attn.name.rpartition("/")
+                ops.append(dataclasses.replace(attn, name=f"{head}/prefill_{kernel}"))
         elif isinstance(op, GemmOp) and op.name.endswith("/lm_head"):
             ops.append(dataclasses.replace(op, m=decodes + prefills))
         else:

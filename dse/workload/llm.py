@@ -12,7 +12,10 @@ Graph conventions (one op per distinct kernel; a repeated layer is one op with `
 - Names are hierarchical, `<model>/layer[0-31]/attn/qkv_proj`; each block's norm and residual add live
   under its block (`attn/norm`, `mlp/residual_add`) whether the model is pre-LN or post-LN. Ops that
   only some layers run are named after those layers: `layer[3-60]/mlp/experts_down` (DeepSeek-V3's MoE
-  layers), `layer[0-34:2]/attn/attention` (gpt-oss's sliding-window layers: every 2nd from 0 to 34).
+  layers), `layer[0-34:2]/attn/local_attention` (gpt-oss's sliding-window layers: every 2nd from 0 to
+  34); a set that is no such progression keeps the all-layers name (Gemma-3's local layers:
+  `layer[0-61]/attn/local_attention`, count 52). Local layers' attention ops are `local_attention*`
+  (`decode_keys_of` gives the keys a decoding token reads on any attention op).
 - q, k and v are one fused GEMM, gate and up one fused GEMM, weights are `b_shared`, and the tokens of
   all sequences form the GEMM's `m` (`batch=1`). Biases are fused into the GEMM epilogue (cuBLASLt), so
   they cost no extra kernel.
@@ -74,20 +77,33 @@ from dse.workload.ops import (
 
 __all__ = [
     "ATTENTION_IMPLS",
+    "LOCAL_ATTENTION",
     "PRECISIONS",
     "LlmArch",
     "Precision",
     "activation_dtype",
     "build_decode_graph",
     "build_prefill_graph",
+    "decode_keys_of",
     "kv_cache_bytes",
     "prefill_activation_bytes",
     "weight_bytes",
 ]
 
+# Attention ops of local (sliding-window or chunked) layers are named `.../attn/local_attention*`.
+LOCAL_ATTENTION = "local_attention"
+
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4"]
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4")
 ATTENTION_IMPLS: tuple[str, ...] = ("flash", "eager")
+
+
+def decode_keys_of(arch: LlmArch, op: AttentionOp, kv_len: int) -> int:
+    """Keys `op`, an attention op of `arch`'s graphs, reads for a decoding token with `kv_len` tokens
+    in the sequence: the window or chunk on local layers' ops, else `arch.decode_keys` (for a model whose
+    every layer is windowed, the window)."""
+    is_local = op.name.rsplit("/", 1)[-1].startswith(LOCAL_ATTENTION)
+    return arch.decode_keys(kv_len, local=True if is_local else None)
 
 
 # ---- memory footprint (bytes), used by the serving predictor's capacity check
@@ -319,7 +335,11 @@ class _Builder:
         if 0 < len(local) < n:
             glob = tuple(i for i in range(n) if i not in set(local))
             for layers in sorted((local, glob)):
-                self.attention_ops(self._prefix(layers), len(layers), local=layers == local)
+                # a layer set that is no arithmetic progression (Gemma-3's five of six) keeps the name of
+                # all layers: `local_attention` and the op's count tell it apart
+                label = layer_label(layers)
+                prefix = self._prefix(layers) if "," not in label else pre
+                self.attention_ops(prefix, len(layers), local=layers == local)
         else:
             # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
             kv_len = a.decode_keys(self.kv_len) if self.q_len == 1 else self.kv_len
@@ -347,27 +367,25 @@ class _Builder:
 
     def attention_ops(self, prefix: str, count: int, *, local: bool) -> None:
         """Attention of `count` layers of one kind; local prefills split as the module docstring says."""
-        a, b, s, pre = self.arch, self.batch, self.q_len, f"{prefix}/attn"
+        a, b, s = self.arch, self.batch, self.q_len
+        pre = f"{prefix}/attn/{LOCAL_ATTENTION if local else 'attention'}"
         if not local or self.q_len == 1 or self.kv_len > self.q_len:
             # decode, global layers, and chunks of a chunked prefill (which see the cached context)
             kv_len = a.decode_keys(self.kv_len, local=local) if s == 1 else self.kv_len
-            self.ops.append(self.attention_op(f"{pre}/attention", b, s, kv_len, count))
+            self.ops.append(self.attention_op(pre, b, s, kv_len, count))
             return
-        parts: list[tuple[str, int, int, int, bool]] = []  # name, sequences, queries, keys, causal
+        parts: list[tuple[str, int, int, int, bool]] = []  # name suffix, sequences, queries, keys, causal
         if a.attention_chunk_size is not None:
             c = a.attention_chunk_size
-            parts += [("attention", b, s % c, s % c, True), ("attention_chunks", b * (s // c), c, c, True)]
+            parts += [("", b, s % c, s % c, True), ("_chunks", b * (s // c), c, c, True)]
         else:
             w = a.sliding_window or s
             rest = max(0, s - w)
-            parts.append(("attention", b, min(s, w), min(s, w), True))
-            parts += [
-                ("attention_window", b * (rest // w), w, w, False),
-                ("attention_tail", b, rest % w, w, False),
-            ]
-        for name, seqs, q, kv, causal in parts:
+            parts.append(("", b, min(s, w), min(s, w), True))
+            parts += [("_window", b * (rest // w), w, w, False), ("_tail", b, rest % w, w, False)]
+        for suffix, seqs, q, kv, causal in parts:
             if seqs and q:
-                self.ops.append(self.attention_op(f"{pre}/{name}", seqs, q, kv, count, causal=causal))
+                self.ops.append(self.attention_op(pre + suffix, seqs, q, kv, count, causal=causal))
 
     def mlp_block(self) -> None:
         a, t, n, pre = self.arch, self.tokens, self.arch.num_layers, self.layer

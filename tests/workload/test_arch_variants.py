@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dse.workload.arch import layer_label
+from dse.workload.engine import ENGINES, engine_step_graph
 from dse.workload.graph import WorkloadGraph
-from dse.workload.llm import build_decode_graph, build_prefill_graph, kv_cache_bytes
+from dse.workload.llm import build_decode_graph, build_prefill_graph, decode_keys_of, kv_cache_bytes
 from dse.workload.models import load_model_config
 from dse.workload.ops import AttentionOp, GemmOp, NormOp
 
@@ -71,7 +72,7 @@ def test_mla_prefill_expands_keys_and_values() -> None:
 def test_gpt_oss_decode_window_on_alternate_layers(context_len: int) -> None:
     arch = load_model_config("gpt-oss-20b")
     local, glob = _attention(build_decode_graph(arch, batch=2, context_len=context_len))
-    assert local.name == "gpt-oss-20b/layer[0-22:2]/attn/attention" and local.count == 12
+    assert local.name == "gpt-oss-20b/layer[0-22:2]/attn/local_attention" and local.count == 12
     assert glob.name == "gpt-oss-20b/layer[1-23:2]/attn/attention" and glob.count == 12
     assert local.seq_len_kv == min(context_len + 1, 128) and glob.seq_len_kv == context_len + 1
 
@@ -109,9 +110,8 @@ def test_local_prefill_has_the_band_pairs(name: str, batch: int, seq_len: int) -
     """The split ops of a local layer's prefill hold exactly the query-key pairs of its band or chunks."""
     arch = load_model_config(name)
     graph = build_prefill_graph(arch, batch=batch, seq_len=seq_len)
-    local_label = layer_label(arch.local_attention_layers)
-    local = [op for op in _attention(graph) if f"/{local_label}/" in op.name]
-    glob = [op for op in _attention(graph) if f"/{local_label}/" not in op.name]
+    local = [op for op in _attention(graph) if "/attn/local_attention" in op.name]
+    glob = [op for op in _attention(graph) if "/attn/local_attention" not in op.name]
     n_local, s = len(arch.local_attention_layers), seq_len
     if arch.attention_chunk_size:
         c = arch.attention_chunk_size
@@ -139,3 +139,25 @@ def test_gpt_oss_attention_biases_and_sinks_in_params() -> None:
     assert isinstance(qkv, GemmOp) and qkv.n == (64 + 2 * 8) * 64
     no_sinks = arch.model_copy(update={"attention_sinks": False})
     assert arch.num_params - no_sinks.num_params == 36 * 64
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "gemma-3-12b", "llama-4-scout", "mistral-7b"])
+def test_decode_keys_of_each_attention_op(name: str) -> None:
+    arch = load_model_config(name)
+    for op in _attention(build_decode_graph(arch, batch=1, context_len=9000)):
+        assert decode_keys_of(arch, op, 9001) == op.seq_len_kv
+
+
+def test_engine_step_keeps_each_layer_kinds_prompt_attention() -> None:
+    arch = load_model_config("gpt-oss-20b")
+    step = engine_step_graph(
+        arch, decodes=3, prefills=1, input_tokens=1000, context_len=500, engine=ENGINES["vllm"]
+    )
+    attention = _attention(step)
+    assert len({op.name for op in attention}) == len(attention)
+    prompt = [op for op in attention if "/prefill_" in op.name]
+    alone = _attention(build_prefill_graph(arch, batch=1, seq_len=1000))
+    assert _pairs(prompt) == _pairs(alone) and len(prompt) == len(alone)
+    gemma = load_model_config("gemma-3-12b")
+    (local,) = [op for op in _attention(build_decode_graph(gemma, batch=1, context_len=10)) if op.count == 40]
+    assert local.name == "gemma-3-12b/layer[0-47]/attn/local_attention"
