@@ -77,6 +77,18 @@ def bench_search_point(repeats: int = 20) -> BenchResult:
     return time_call("evaluate_point (GDDR7 H100 at 1500 MHz)", lambda: evaluate_point(params, ctx), repeats)
 
 
+def bench_cost_of_point(repeats: int = 20) -> BenchResult:
+    """The cost and carbon part of that search point alone (`cost_of_point`: area, yield, ledger, $/Mtoken),
+    so `dse bench` shows its share of a search point."""
+    from dse.search.objective import EvalContext, build_inputs, cost_of_point, evaluate_point
+
+    ctx = EvalContext(batch=32, input_tokens=1024, output_tokens=256)
+    params = {"gpu.memory.technology": "gddr7", "gpu.memory.bus_width_bits": 512, "sm_clock_mhz": 1500}
+    inputs, metrics = build_inputs(params, ctx), evaluate_point(params, ctx)
+    name = "cost_of_point (the same point's $ and CO2 ledger)"
+    return time_call(name, lambda: cost_of_point(params, ctx, inputs, metrics), repeats)
+
+
 def bench_serving_load(repeats: int = 5) -> list[BenchResult]:
     """A concurrency-64 simulation of 1,000 requests (Llama-3.1-8B, h100-sxm, 1024 in / 256 out, vllm):
     the whole `predict_load` (its step table's kernel-model evaluations included), then the scheduler

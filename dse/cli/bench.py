@@ -17,9 +17,10 @@ def bench_cmd(
 ) -> None:
     """CPU time of one serving predict (Llama-3.1-8B, H100, batch 32, 1024/256), of one search point and of
     a 1,000-request simulation under load (concurrency 64)."""
-    from dse.bench import bench_search_point, bench_serving_load, bench_serving_predict
+    from dse.bench import bench_cost_of_point, bench_search_point, bench_serving_load, bench_serving_predict
 
     results = [bench_serving_predict(repeats=repeats), bench_search_point(repeats=repeats)]
+    results.append(bench_cost_of_point(repeats=repeats))
     results += bench_serving_load(repeats=max(1, min(repeats, 5)))
     if as_json:
         print_json({"results": [r.to_dict() for r in results]})

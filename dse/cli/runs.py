@@ -93,10 +93,13 @@ def _show_run(summary: Any) -> None:
     console.print(table)
 
 
-def _write_report(run_dir: Path, color_by: str | None, out: Path | None) -> Path:
+def _write_report(
+    run_dir: Path, color_by: str | None, out: Path | None, objectives: list[tuple[str, str]] | None = None
+) -> Path:
     from dse.report import write_html_report
 
-    path = write_html_report(run_dir, color_by=color_by, out=out, breakdown_fn=_breakdown_fn(run_dir))
+    fn = _breakdown_fn(run_dir)
+    path = write_html_report(run_dir, color_by=color_by, out=out, breakdown_fn=fn, objectives=objectives)
     console.print(f"report: {path}")
     return path
 
@@ -118,9 +121,22 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", help="HTML file (default RUN_DIR/report.html).")
     ] = None,
+    objective: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--objective",
+            help="METRIC[:minimize|maximize] to draw and rank instead of the study's objectives; give two, "
+            "e.g. --objective usd_per_million_output_tokens --objective gco2_per_output_token.",
+        ),
+    ] = None,
 ) -> None:
     """Write the run's self-contained HTML report (works offline)."""
-    _write_report(run_dir, color_by, out)
+    chosen = None
+    if objective:
+        if len(objective) != 2:
+            raise DseError(f"--objective: give two (the scatter's x and y), got {len(objective)}")
+        chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip() or "minimize") for o in objective]
+    _write_report(run_dir, color_by, out, chosen)
 
 
 @friendly

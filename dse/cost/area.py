@@ -17,6 +17,7 @@ A catalog GPU reports its published area; a what-if of it moves that area by the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from dse.cost.facts import CostFacts
 from dse.errors import ConfigError
@@ -114,9 +115,14 @@ def modelled_area(gpu: GpuSpec, facts: CostFacts) -> AreaBreakdown:
     return AreaBreakdown(parts)
 
 
+@cache
+def _catalog_base(name: str) -> GpuSpec | None:
+    return load_gpu(name) if name in list_gpus() else None
+
+
 def catalog_base(gpu: GpuSpec) -> GpuSpec | None:
     """The unmodified catalog GPU a spec was derived from (same name), or None for other GPUs."""
-    return load_gpu(gpu.name) if gpu.name in list_gpus() else None
+    return _catalog_base(gpu.name)  # cached: a search asks once per point, the catalog does not change
 
 
 def die_area_mm2(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from dse.errors import ConfigError
 from dse.report._imports import try_import
 from dse.report.figures.common import BreakdownRow, clock_column, plot_breakdowns, plot_dvfs, plot_parcoords
 from dse.report.figures.pareto import (
@@ -30,7 +31,7 @@ from dse.report.figures.pareto import (
     customdata_columns,
     plot_pareto,
 )
-from dse.report.frames import REPORT_FILE, ParamInfo, RunData, load_run, point_params
+from dse.report.frames import REPORT_FILE, Objective, ParamInfo, RunData, load_run, point_params
 from dse.report.table import TABLE_CSS, front_table
 from dse.report.table import fmt_value as _fmt
 from dse.serving.load import MODE_TEXT
@@ -481,11 +482,16 @@ def _settings_section(run: RunData, info: ParetoInfo) -> str:
 
 
 def build_report_html(
-    run: RunData, *, color_by: str | None = None, breakdown_fn: BreakdownFn | None = None
+    run: RunData,
+    *,
+    color_by: str | None = None,
+    breakdown_fn: BreakdownFn | None = None,
+    objectives: Sequence[tuple[str, str]] | None = None,
 ) -> str:
     """The whole page as one string (see `write_html_report`)."""
     _imports.check()
-    info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by=color_by)
+    chosen = run.objectives if not objectives else report_objectives(run, objectives)
+    info = build_pareto_info(run.trials, chosen, parameters=run.parameters, color_by=color_by)
     study = run.summary.get("study") or run.run_dir.parent.name
     body = "".join(
         [
@@ -508,12 +514,27 @@ def build_report_html(
     )
 
 
+def report_objectives(run: RunData, objectives: Sequence[tuple[str, str]]) -> list[Objective]:
+    """Objectives the user picked for the report's axes and front (any logged metric, e.g. cost or
+    carbon); ConfigError naming the metrics a run has."""
+    have = sorted(c.removeprefix("metric.") for c in run.trials.columns if c.startswith("metric."))
+    chosen = []
+    for name, direction in objectives:
+        if f"metric.{name}" not in run.trials.columns:
+            raise ConfigError(f"--objective {name}: the run logged no such metric; it has {', '.join(have)}")
+        if direction not in ("minimize", "maximize"):
+            raise ConfigError(f"--objective {name}:{direction}: the direction is minimize or maximize")
+        chosen.append(Objective(f"metric.{name}", direction))  # type: ignore[arg-type]
+    return chosen
+
+
 def write_html_report(
     run_dir: str | Path,
     *,
     color_by: str | None = None,
     out: str | Path | None = None,
     breakdown_fn: BreakdownFn | None = None,
+    objectives: Sequence[tuple[str, str]] | None = None,
 ) -> Path:
     """Write the run's offline, self-contained HTML report and return its path.
 
@@ -524,10 +545,12 @@ def write_html_report(
         out: where to write; default `<run_dir>/report.html`.
         breakdown_fn: `params -> {"by_module": {name: energy_j}, "by_op": {name: energy_j}}`, called for a
             few selected front points; without it the run's breakdowns.json is used, if any.
+        objectives: (metric, minimize|maximize) pairs to draw and rank instead of the study's own, e.g.
+            `[("usd_per_million_output_tokens", "minimize"), ("gco2_per_output_token", "minimize")]`.
     """
     _imports.check()
     run = load_run(run_dir)
-    page = build_report_html(run, color_by=color_by, breakdown_fn=breakdown_fn)
+    page = build_report_html(run, color_by=color_by, breakdown_fn=breakdown_fn, objectives=objectives)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

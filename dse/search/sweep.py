@@ -125,8 +125,16 @@ def _check_path(path: str, ctx: EvalContext, spec: str) -> bool:
         return integer
     if path in OPERATING_POINT_KEYS:
         return False
+    if path.startswith("cost."):  # a price or carbon constant (`dse cost facts`)
+        from dse.cost.facts import load_cost_facts
+
+        try:
+            load_cost_facts("mid", {path: 0.0})
+        except ConfigError as exc:
+            raise ConfigError(f"sweep '{spec}': {exc}") from None
+        return False
     if path not in SWEEP_WORKLOAD_KEYS:
-        gpu_paths = "gpu.<field> (see `dse gpu fields`)"
+        gpu_paths = "gpu.<field> (see `dse gpu fields`), cost.<fact> (see `dse cost facts`)"
         allowed = ", ".join((gpu_paths, *OPERATING_POINT_KEYS, *SWEEP_WORKLOAD_KEYS))
         raise ConfigError(f"sweep '{spec}': unknown parameter '{path}' (allowed: {allowed})")
     modes = SWEEP_WORKLOAD_KEYS[path]

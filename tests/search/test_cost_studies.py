@@ -51,6 +51,14 @@ def test_study_runs_with_cost_objectives(tmp_path: Path) -> None:
     summary = run_study(cfg, out=tmp_path)
     assert (summary.n_points, summary.n_failed, summary.n_feasible) == (4, 0, 4)  # all under $25k
     assert summary.front_size >= 1
+    # the report can put any two logged metrics on its axes, e.g. $ against carbon
+    from dse.report import write_html_report
+
+    picked = [("usd_per_million_output_tokens", "minimize"), ("gco2_per_output_token", "minimize")]
+    page = write_html_report(summary.run_dir, objectives=picked).read_text()
+    assert "gco2_per_output_token (minimize)" in page
+    with pytest.raises(ConfigError, match="no such metric"):
+        write_html_report(summary.run_dir, objectives=[("usd_per_mill", "minimize"), ("ttft_s", "minimize")])
 
 
 @pytest.mark.parametrize(
