@@ -37,8 +37,19 @@ kernel's (2 x 288 instead of 576 + 512 per pair and head). Measured FlashMLA is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dse.workload.arch import LlmArch
-from dse.workload.ops import AttentionBackend, AttentionOp, Dtype, ElementwiseOp, NormOp, Op, weight_gemm_ops
+from dse.workload.ops import (
+    AttentionBackend,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    NormKind,
+    NormOp,
+    Op,
+    weight_gemm_ops,
+)
 
 
 def build_mla_ops(
@@ -72,30 +83,8 @@ def build_mla_ops(
     d, h, rope, nope = a.hidden_size, a.num_heads, a.qk_rope_head_dim, a.qk_nope_head_dim
     lat, ql = a.kv_lora_rank, a.q_lora_rank
     q_out = h * (nope + rope)
-
-    def gemm(name: str, m: int, n: int, k: int, batch: int = 1) -> list[Op]:
-        # NOTE(dse): the absorbed per-head GEMMs (batch = h) run in the activation dtype: vLLM dequantizes
-        # the fp8 kv_b_proj weight into bf16 W_UK / W_UV when it loads the model.
-        return weight_gemm_ops(
-            f"{pre}/{name}",
-            m=m,
-            n=n,
-            k=k,
-            dtype=gemm_dtype if batch == 1 else act_dtype,
-            act_dtype=act_dtype,
-            count=count,
-            batch=batch,
-            b_shared=batch == 1,
-        )
-
-    def norm(name: str, cols: int) -> Op:
-        return NormOp(name=f"{pre}/{name}", rows=t, cols=cols, kind=a.norm, dtype=act_dtype, count=count)
-
-    def copy(name: str, kind: str, num_elements: int) -> Op:
-        return ElementwiseOp(
-            name=f"{pre}/{name}", kind=kind, num_elements=num_elements, dtype=act_dtype, count=count
-        )
-
+    e = _Emit(pre=pre, rows=t, count=count, gemm_dtype=gemm_dtype, act_dtype=act_dtype, norm_kind=a.norm)
+    gemm, norm, copy = e.gemm, e.norm, e.copy
     ops = gemm("qkv_a_proj", t, (ql or q_out) + lat + rope, d)  # [t, d] x [d, q_lora + kv_lora + rope]
     if ql:
         ops += [norm("q_a_norm", ql), norm("kv_a_norm", lat)]
@@ -107,17 +96,13 @@ def build_mla_ops(
     absorbed = q_len == 1
     if absorbed:
         ops += gemm("q_absorb", t, lat, nope, batch=h)  # h x [t, nope] x [nope, kv_lora]
-        kv_heads, head_dim = 1, -(-(lat + rope) // 2)
     else:
         ops += gemm("kv_b_proj", t, h * (nope + a.v_head_dim), lat)  # [t, kv_lora] x [kv_lora, h (nope + v)]
-        kv_heads, head_dim = h, -(-(nope + rope + a.v_head_dim) // 2)
     ops.append(
         AttentionOp(
             name=f"{pre}/attention",
             batch=batch,
             num_heads=h,
-            num_kv_heads=kv_heads,
-            head_dim=head_dim,
             seq_len_q=q_len,
             seq_len_kv=kv_len,
             causal=True,
@@ -125,9 +110,56 @@ def build_mla_ops(
             dtype=attn_dtype,
             kv_dtype=act_dtype,
             count=count,
+            **_attention_heads(a, absorbed=absorbed),
         )
     )
     if absorbed:
         ops += gemm("v_absorb", t, a.v_head_dim, lat, batch=h)  # h x [t, kv_lora] x [kv_lora, v]
     ops += gemm("o_proj", t, d, h * a.v_head_dim)  # [t, h v] x [h v, d]
     return ops
+
+
+def _attention_heads(arch: LlmArch, *, absorbed: bool) -> dict[str, int]:
+    """KV heads and head_dim of the attention op, absorbed (decode) or expanded (prefill)."""
+    if absorbed:
+        return {"num_kv_heads": 1, "head_dim": -(-(arch.kv_lora_rank + arch.qk_rope_head_dim) // 2)}
+    qk_v = arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim
+    return {"num_kv_heads": arch.num_heads, "head_dim": -(-qk_v // 2)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Emit:
+    """Builds the ops of `count` layers under `pre` for `rows` tokens."""
+
+    pre: str
+    rows: int
+    count: int
+    gemm_dtype: Dtype
+    act_dtype: Dtype
+    norm_kind: NormKind
+
+    def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1) -> list[Op]:
+        # NOTE(dse): the absorbed per-head GEMMs (batch = h) run in the activation dtype: vLLM dequantizes
+        # the fp8 kv_b_proj weight into bf16 W_UK / W_UV when it loads the model.
+        dtype = self.gemm_dtype if batch == 1 else self.act_dtype
+        return weight_gemm_ops(
+            f"{self.pre}/{name}", m=m, n=n, k=k, dtype=dtype, act_dtype=self.act_dtype, count=self.count,
+            batch=batch, b_shared=batch == 1,
+        )  # fmt: skip
+
+    def norm(self, name: str, cols: int) -> Op:
+        pre, count = self.pre, self.count
+        return NormOp(
+            name=f"{pre}/{name}",
+            rows=self.rows,
+            cols=cols,
+            kind=self.norm_kind,
+            dtype=self.act_dtype,
+            count=count,
+        )
+
+    def copy(self, name: str, kind: str, num_elements: int) -> Op:
+        pre, dtype, count = self.pre, self.act_dtype, self.count
+        return ElementwiseOp(
+            name=f"{pre}/{name}", kind=kind, num_elements=num_elements, dtype=dtype, count=count
+        )
