@@ -55,6 +55,7 @@ SWEEP_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
     ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
     ("avg_power_w", "avg power (W)", 1.0, ".0f"),
+    ("usd_per_million_output_tokens", "$ per M output tokens", 1.0, ".3f"),
 )
 COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
@@ -67,6 +68,10 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("energy_per_request_j", "energy per request (J)", 1.0, ".2f"),
     ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
+    ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
+    ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
+    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3f"),
+    ("gco2_per_output_token", "gCO2 per output token", 1.0, ".3g"),
 )
 AXIS_SYNTAX = "PATH=START:STOP:STEPS, e.g. sm_clock_mhz=1000:1980:5"
 _AXIS_RE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([^:]+):([^:]+):([^:]+)\s*$")
