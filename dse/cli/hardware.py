@@ -125,8 +125,9 @@ def models_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json({"models": rows})
         return
-    table = Table("name", "family", "layers", "hidden", "heads", "kv heads", "params (B)")
+    table = Table("name", "family", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)")
     for r in rows:
+        experts = f"{r['num_experts_per_tok']}/{r['num_experts']}" if r["num_experts"] else "-"
         table.add_row(
             r["name"],
             r["family"],
@@ -134,7 +135,9 @@ def models_cmd(as_json: JsonOpt = False) -> None:
             str(r["hidden_size"]),
             str(r["num_heads"]),
             str(r["num_kv_heads"]),
-            f"{r['num_params'] / 1e9:.3f}",
+            experts,
+            f"{r['num_params'] / 1e9:.2f}",
+            f"{r['num_active_params'] / 1e9:.2f}",
         )
     console.print(table)
 
@@ -148,6 +151,9 @@ def _model_row(name: str, arch: Any) -> dict[str, Any]:
         "num_heads": arch.num_heads,
         "num_kv_heads": arch.num_kv_heads,
         "num_params": arch.num_params,
+        "num_active_params": arch.num_active_params,  # per token: the routed experts it uses (MoE)
+        "num_experts": arch.num_experts or 0,
+        "num_experts_per_tok": arch.num_experts_per_tok or 0,
     }
 
 
