@@ -47,12 +47,14 @@ from dse.perf.predict import predict_graph_totals
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
 from dse.serving.metrics import request_metrics, steady_window, system_metrics
+from dse.serving.parallel import combine_step, scale_metrics, step_comm
 from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, check_engine_options, engine_step_graph, kv_bytes_per_token
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
+from dse.workload.sharding import SINGLE, Parallelism, check_parallelism, shard_arch, shard_graph, weight_arch
 
 MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
 # How requests arrive in each serving mode (the static batch included), as the CLI and the report say it.
@@ -91,8 +93,13 @@ class LoadRequest:
     max_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     chunked_prefill: bool | None = None
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
 
     def __post_init__(self) -> None:
+        self.parallelism  # noqa: B018 (validates tp, pp, ep, dp)
         if self.mode not in MODES:
             raise ConfigError(f"mode '{self.mode}' is not one of {', '.join(MODES)}")
         _positive_int("input_tokens", self.input_tokens)
@@ -123,6 +130,12 @@ class LoadRequest:
         if self.engine not in ENGINE_NAMES:
             raise ConfigError(f"engine '{self.engine}' is not one of {', '.join(ENGINE_NAMES)}")
         check_engine_options(engine=self.engine, sampling=self.sampling or "none", kv_dtype=self.kv_dtype)
+
+    @property
+    def parallelism(self) -> Parallelism:
+        """The GPUs' layout (`dse.workload.sharding`); `concurrency`, `request_rate_per_s`,
+        `num_requests` and `max_num_seqs` are the whole deployment's except `max_num_seqs`, per replica."""
+        return Parallelism(tp=self.tp, pp=self.pp, ep=self.ep, dp=self.dp)
 
 
 def _positive_int(name: str, value: Any, least: int = 1) -> None:
@@ -168,7 +181,7 @@ class LoadEstimate:
             "max_batched_tokens": self.engine.max_batched_tokens,
             "chunked_prefill": self.engine.chunked_prefill,
             "kv_block_tokens": self.engine.block_size_tokens,
-            "num_gpus": 1,
+            "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),
         }
 
@@ -231,14 +244,16 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
 @functools.lru_cache(maxsize=4096)
 def _step_graph(
     arch: LlmArch, decodes: int, prefills: int, each: int, context_len: int, precision: str, engine: str,
-    sampling: str, kv_dtype: str | None,
+    sampling: str, kv_dtype: str | None, par: Parallelism = SINGLE,
 ) -> WorkloadGraph:  # fmt: skip
-    """An engine step's graph, cached: it does not depend on the GPU or the clock, which a search varies
-    far more often than the workload (graphs are immutable values)."""
-    return engine_step_graph(
-        arch, decodes=decodes, prefills=prefills, input_tokens=each, context_len=context_len,
-        precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
+    """An engine step's graph as one GPU of `par` runs it, cached: it does not depend on the GPU or the
+    clock, which a search varies far more often than the workload (graphs are immutable values)."""
+    graph = engine_step_graph(
+        shard_arch(arch, par), decodes=decodes, prefills=prefills, input_tokens=each,
+        context_len=context_len, precision=precision, engine=ENGINES[engine], sampling=sampling,
+        kv_dtype=kv_dtype,
     )  # fmt: skip
+    return shard_graph(graph, arch, par)
 
 
 class StepTable:
@@ -260,8 +275,9 @@ class StepTable:
         max_decodes: int,
         max_prompt_tokens: int,
         context_range: tuple[int, int],
+        par: Parallelism = SINGLE,
     ) -> None:
-        self.arch, self.gpu, self.point = arch, gpu, point
+        self.arch, self.gpu, self.point, self.par = arch, gpu, point, par
         self.coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
         self.power_coeffs = power_coeffs
         self.precision, self.preset, self.kv_dtype = precision, preset, kv_dtype
@@ -271,6 +287,7 @@ class StepTable:
         lo, hi = context_range
         self.c_grid = np.unique(np.array([lo, round(math.sqrt(lo * hi)), hi], float))
         self.cells: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self.comm_s: dict[tuple[int, int, int], float] = {}  # communication in each cell's latency
         self.evaluations = 0
 
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
@@ -278,7 +295,7 @@ class StepTable:
         k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
         return _step_graph(
             self.arch, d, k, each, max(1, int(self.c_grid[c])), self.precision, self.preset.name,
-            self.preset.sampling, self.kv_dtype,
+            self.preset.sampling, self.kv_dtype, self.par,
         )  # fmt: skip
 
     def _evaluate_all(self) -> None:
@@ -294,8 +311,37 @@ class StepTable:
         latency_s, energy_j = predict_graph_totals(
             graphs, self.gpu, self.point, self.coeffs, self.power_coeffs
         )
+        if not self.par.is_single:
+            latency_s, energy_j = self._with_comm(keys, np.asarray(latency_s), np.asarray(energy_j))
         self.cells = {key: (float(t), float(e)) for key, t, e in zip(keys, latency_s, energy_j, strict=True)}
         self.evaluations = len(keys)
+
+    def _with_comm(
+        self, keys: list[tuple[int, int, int]], kernel_s: np.ndarray, kernel_j: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Cells' latency and energy per GPU with the collectives and stage hand-offs (`serving.parallel`)."""
+        tokens = np.array([self.d_grid[a] + self.p_grid[b] for a, b, _ in keys])
+        decode_only = np.array([self.p_grid[b] == 0 for _, b, _ in keys])
+        clock_hz = self.point.sm_clock_hz or self.gpu.clocks.sm_clock_default_hz or None
+        comm = step_comm(
+            self.arch, self.gpu, self.par, tokens=tokens, engine=self.preset.name,
+            precision=self.precision, decode_only=decode_only, sm_clock_hz=clock_hz,
+        )  # fmt: skip
+        idle_w = float(idle_power_w(self.gpu, clock_hz or self.gpu.clocks.sm_clock_max_hz))
+        self.comm_s = {key: float(t) for key, t in zip(keys, comm.total_s, strict=True)}
+        return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=idle_w)
+
+    def comm_fraction(self, decodes: float) -> float:
+        """Share of a decode step's time (`decodes` running, mid context) spent communicating."""
+        if not self.cells:
+            self._evaluate_all()
+        c_mid = float(self.c_grid[len(self.c_grid) // 2])
+        total = comm = 0.0
+        for a, wa in _bracket(self.d_grid, max(1.0, decodes)):
+            for c, wc in _bracket(self.c_grid, c_mid):
+                total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
+                comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
+        return float(comm / total) if total > 0 else 0.0
 
     def _cell(self, a: int, b: int, c: int) -> tuple[float, float]:
         if not self.cells:
@@ -350,6 +396,7 @@ LOAD_KEYS: tuple[str, ...] = (
     "energy_per_output_token_j", "energy_per_request_j", "kv_cache_utilization", "preemptions",
     "energy_j", "duration_s", "window_s", "num_requests", "steps", "kv_capacity_tokens",
     "weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "memory_capacity_bytes",
+    "comm_time_fraction",
 )  # fmt: skip
 
 
@@ -365,18 +412,25 @@ def predict_load(
     """Serving metrics of `arch` on `gpu` under `load` at `point` (module docstring).
 
     Infeasible (metrics None, with the reason) when the weights leave no room for a KV cache or one
-    request's sequence does not fit in it.
+    request's sequence does not fit in it. On several GPUs (`load.tp` ...) one replica is simulated as one
+    of its GPUs (`dse.serving.parallel`) with its share of the clients, rate and requests (ConfigError when the
+    model cannot be split so).
     """
     point = point or OperatingPoint()
+    request, par = load, load.parallelism
+    if not par.is_single:
+        check_parallelism(arch, par)
+        load = _replica_load(load, par)
     preset = resolve_preset(load, gpu)
     kv_dtype = preset.kv_dtype(load.precision, load.kv_dtype)
     check_engine_options(engine=preset.name, sampling=preset.sampling, kv_dtype=kv_dtype)
     capacity = kv_capacity_tokens(
-        arch, gpu, load.precision, kv_dtype, engine=preset.name, memory_frac=preset.gpu_memory_utilization
-    )
+        weight_arch(arch, par), gpu, load.precision, kv_dtype, engine=preset.name,
+        memory_frac=preset.gpu_memory_utilization, layers_frac=1.0 / par.pp,
+    )  # fmt: skip
     kv_blocks = int(capacity // preset.block_size_tokens)
     if kv_blocks < 1:
-        return _infeasible(arch, gpu, load, preset, "the weights leave no memory for a KV cache")
+        return _infeasible(arch, gpu, request, preset, "the weights leave no memory for a KV cache")
     n = default_num_requests(load, preset)
     inp, out = draw_lengths(load, n, arch.max_position_embeddings)
     config = SchedulerConfig(
@@ -388,22 +442,43 @@ def predict_load(
     if longest > kv_blocks * preset.block_size_tokens:
         pool = kv_blocks * preset.block_size_tokens
         reason = f"a request of {longest} tokens does not fit the KV cache ({pool} tokens)"
-        return _infeasible(arch, gpu, load, preset, reason)
+        return _infeasible(arch, gpu, request, preset, reason)
     running_cap = min(preset.max_num_seqs, n, load.concurrency or n)
     table = StepTable(
         arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
         mean_input=max(1, round(float(inp.mean()))), max_decodes=preset.padded_decodes(running_cap),
         max_prompt_tokens=max(preset.max_batched_tokens, int(inp.max())),
         context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
+        par=par,
     )  # fmt: skip
     clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
     sim = simulate(_requests(load, inp, out), config, table, idle_power_w=float(idle_power_w(gpu, clock_hz)))
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
-    values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity)
+    values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity, par)
+    values["comm_time_fraction"] = 0.0
+    if not par.is_single:
+        scale_metrics(values, par)
+        values["comm_time_fraction"] = table.comm_fraction(float(values["avg_batch_size"] or 1.0))
+        load = request
     return LoadEstimate(
         model=arch.name, gpu=gpu.name, request=load, engine=preset,
         values=values, feasible=True, infeasible_reason="",
     )  # fmt: skip
+
+
+def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
+    """One of the dp replicas' share of `load` (round-robin: each gets 1 / dp of the clients, the rate
+    and the requests); the replica is what is simulated."""
+    if par.dp == 1:
+        return load
+    share: dict[str, Any] = {}
+    if load.concurrency is not None:
+        share["concurrency"] = max(1, round(load.concurrency / par.dp))
+    if load.request_rate_per_s is not None:
+        share["request_rate_per_s"] = load.request_rate_per_s / par.dp
+    if load.num_requests is not None:
+        share["num_requests"] = max(1, round(load.num_requests / par.dp))
+    return dataclasses.replace(load, **share)
 
 
 def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap: int) -> dict[str, float]:
@@ -422,12 +497,15 @@ def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap
 
 def _memory(
     arch: LlmArch, gpu: GpuSpec, precision: str, kv_dtype: str | None, sim: SimResult, preset: EnginePreset,
-    capacity: float,
+    capacity: float, par: Parallelism = SINGLE,
 ) -> dict[str, float]:  # fmt: skip
-    """Weights, the most KV cache in use, the activation reserve of one step, and the GPU's capacity."""
-    weights = weight_bytes(arch, precision)
-    kv = float(sim.peak_blocks) * preset.block_size_tokens * kv_bytes_per_token(arch, precision, kv_dtype)
-    act = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
+    """Per GPU: weights, the most KV cache in use, the activation reserve of one step, and the GPU's
+    capacity (a pipeline stage holds 1 / pp of the layers' weights and cache)."""
+    gpu_arch = weight_arch(arch, par)
+    weights = weight_bytes(gpu_arch, precision) / par.pp
+    kv_token = kv_bytes_per_token(gpu_arch, precision, kv_dtype) / par.pp
+    kv = float(sim.peak_blocks) * preset.block_size_tokens * kv_token
+    act = prefill_activation_bytes(gpu_arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
     return {
         "kv_capacity_tokens": float(capacity),
         "weight_bytes": float(weights),

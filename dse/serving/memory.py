@@ -52,6 +52,7 @@ def kv_capacity_tokens(
     kv_dtype: str | None = None,
     engine: str = "vllm",
     memory_frac: float | None = None,
+    layers_frac: float = 1.0,
 ) -> float:
     """KV-cache tokens that fit, by the engine's rule for sizing its cache:
 
@@ -63,11 +64,13 @@ def kv_capacity_tokens(
       activations live in the reserved rest).
 
     `memory_frac` (the user's `--gpu-memory-utilization`) replaces the engine's fraction in its rule.
+    `layers_frac` is the share of the model's weights and KV cache on this GPU (1 / pipeline stages; the
+    activations of one layer are reserved whole).
     `engine` must name a profile of `dse.workload.engine.ENGINES` (ConfigError otherwise).
     """
     engine_profile(engine)
     total = gpu.memory.capacity_bytes
-    weights = weight_bytes(arch, precision)
+    weights = weight_bytes(arch, precision) * layers_frac
     activations = prefill_activation_bytes(arch, precision, batch=1, seq_len=CHUNK_TOKENS, attention="flash")
     if engine == "trtllm":
         frac = TRTLLM_FREE_GPU_MEMORY_FRACTION if memory_frac is None else memory_frac
@@ -78,7 +81,7 @@ def kv_capacity_tokens(
     else:
         frac = USABLE_MEMORY_FRAC if memory_frac is None else memory_frac
         free = frac * total - weights - activations
-    return max(free, 0.0) / kv_bytes_per_token(arch, precision, kv_dtype)
+    return max(free, 0.0) / (kv_bytes_per_token(arch, precision, kv_dtype) * layers_frac)
 
 
 # vLLM's default gpu_memory_utilization: the share of device memory the engine may use.
