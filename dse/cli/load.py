@@ -53,6 +53,17 @@ LengthDistOpt = Annotated[
         help="Load: fixed, lognormal (mean = the tokens given, --length-sigma) or exponential lengths.",
     ),
 ]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (heads, widths / T).")]
+PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers / P; one micro-batch per step).")]
+EpOpt = Annotated[
+    int, typer.Option("--ep", help="Expert-parallel ways of the MoE layers (experts / E); divides T x D.")
+]
+DpOpt = Annotated[
+    int,
+    typer.Option(
+        "--dp", help="Attention data-parallel replicas, each with its own scheduler (--max-num-seqs each)."
+    ),
+]
 LengthSigmaOpt = Annotated[
     float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths (default 0.5).")
 ]
@@ -73,6 +84,10 @@ class LoadArgs:
     seed: int = 0
     length_dist: str = "fixed"
     length_sigma: float = DEFAULT_LENGTH_SIGMA
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
 
     def mode(self) -> str:
         """The one load mode asked for ("static" when none of the load modes is)."""
@@ -104,6 +119,7 @@ class LoadArgs:
         extra += ["--length-dist"] if self.length_dist != "fixed" else []
         extra += ["--seed"] if self.seed != 0 else []
         extra += ["--length-sigma"] if self.length_sigma != DEFAULT_LENGTH_SIGMA else []
+        extra += [f"--{flag}" for flag in ("tp", "pp", "ep", "dp") if getattr(self, flag) != 1]
         if extra:
             verb = "applies" if len(extra) == 1 else "apply"
             raise DseError(
@@ -134,6 +150,10 @@ class LoadArgs:
             max_num_seqs=self.max_num_seqs,
             max_batched_tokens=self.max_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
+            tp=self.tp,
+            pp=self.pp,
+            ep=self.ep,
+            dp=self.dp,
         )
 
 
@@ -151,13 +171,16 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
     ("requests_per_s", "requests/s", 1.0, ".2f"),
     ("avg_batch_size", "running sequences (mean)", 1.0, ".1f"),
+    ("num_gpus", "GPUs", 1.0, ".0f"),
     ("avg_power_w", "average power per GPU (W)", 1.0, ".0f"),
+    ("total_power_w", "power, all GPUs (W)", 1.0, ".0f"),
+    ("comm_time_fraction", "communication share of a decode step", 1.0, ".1%"),
     ("energy_per_output_token_j", "energy per output token (mJ)", 1e3, ".1f"),
     ("energy_per_request_j", "energy per request (J)", 1.0, ".1f"),
     ("kv_cache_utilization", "KV cache in use (mean share)", 1.0, ".1%"),
     ("preemptions", "preemptions", 1.0, ".0f"),
     ("kv_capacity_tokens", "KV cache capacity (tokens)", 1.0, ".0f"),
-    ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
+    ("memory_bytes", "memory needed per GPU (GiB)", 2**-30, ".2f"),
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
 )
 

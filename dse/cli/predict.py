@@ -54,6 +54,8 @@ from dse.cli.cost import (
 from dse.cli.load import (
     LOAD_ROWS,
     ConcurrencyOpt,
+    DpOpt,
+    EpOpt,
     LengthDistOpt,
     LengthSigmaOpt,
     LoadArgs,
@@ -62,8 +64,10 @@ from dse.cli.load import (
     MaxTokensOpt,
     MemFracOpt,
     NumRequestsOpt,
+    PpOpt,
     RequestRateOpt,
     RequestSeedOpt,
+    TpOpt,
     load_title,
 )
 from dse.errors import DseError
@@ -156,6 +160,10 @@ def predict_cmd(
     seed: RequestSeedOpt = 0,
     length_dist: LengthDistOpt = "fixed",
     length_sigma: LengthSigmaOpt = 0.5,
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    ep: EpOpt = 1,
+    dp: DpOpt = 1,
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -189,7 +197,7 @@ def predict_cmd(
         batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
         gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
-        length_dist=length_dist, length_sigma=length_sigma,
+        length_dist=length_dist, length_sigma=length_sigma, tp=tp, pp=pp, ep=ep, dp=dp,
     )  # fmt: skip
     if input_tokens is not None or output_tokens is not None:
         costs = cost_options(

@@ -412,9 +412,9 @@ def predict_load(
     """Serving metrics of `arch` on `gpu` under `load` at `point` (module docstring).
 
     Infeasible (metrics None, with the reason) when the weights leave no room for a KV cache or one
-    request's sequence does not fit in it. On several GPUs (`load.tp` ...) one replica is simulated as one
-    of its GPUs (`dse.serving.parallel`) with its share of the clients, rate and requests (ConfigError when the
-    model cannot be split so).
+    request's sequence does not fit in it. On several GPUs (`load.tp` ...) one replica is simulated
+    as one of its GPUs (`dse.serving.parallel`) with its share of the clients, rate and requests
+    (ConfigError when the model cannot be split so).
     """
     point = point or OperatingPoint()
     request, par = load, load.parallelism
