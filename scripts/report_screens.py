@@ -3,7 +3,7 @@
     .venv/bin/python scripts/report_screens.py results/report-screens            # newest report.html under it
     .venv/bin/python scripts/report_screens.py results/<study>/<run>/report.html out/
 
-Writes `<out>/<section>.png` for pareto, front (the table), parcoords, breakdown, dvfs and settings, and
+Writes `<out>/<section>.png` for pareto, front (the table), parcoords, breakdown, bottleneck, dvfs and settings, and
 prints each file's size. The browser client is tests/report/browser.py, loaded by path; the page loads
 nothing from the network (the script fails if it requests anything but the file, or logs an error).
 """
@@ -15,7 +15,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-SECTIONS = ("pareto", "front", "parcoords", "breakdown", "dvfs", "settings")
+SECTIONS = ("pareto", "front", "parcoords", "breakdown", "bottleneck", "dvfs", "settings")
 BROWSER_PY = Path(__file__).resolve().parent.parent / "tests" / "report" / "browser.py"
 
 WAIT_FOR_PLOTS = """

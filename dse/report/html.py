@@ -21,7 +21,9 @@ import pandas as pd
 
 from dse.errors import ConfigError
 from dse.report._imports import try_import
-from dse.report.figures.common import BreakdownRow, clock_column, plot_breakdowns, plot_dvfs, plot_parcoords
+from dse.report.figures.breakdown import BreakdownRow, plot_breakdowns
+from dse.report.figures.dvfs import clock_column, plot_dvfs
+from dse.report.figures.parcoords import plot_parcoords
 from dse.report.figures.pareto import (
     DOMINATED_COLOR,
     FRONT_COLOR,
@@ -31,6 +33,7 @@ from dse.report.figures.pareto import (
     customdata_columns,
     plot_pareto,
 )
+from dse.report.figures.roofline import plot_roofline
 from dse.report.frames import REPORT_FILE, Objective, ParamInfo, RunData, load_run, point_params
 from dse.report.table import TABLE_CSS, front_table
 from dse.report.table import fmt_value as _fmt
@@ -170,6 +173,7 @@ def _header(run: RunData, info: ParetoInfo) -> str:
         + f"<p>stopped: {_esc(stop)}</p></header>"
         '<nav><a href="#pareto">Pareto front</a><a href="#front">front table</a>'
         '<a href="#parcoords">parallel coordinates</a><a href="#breakdown">energy breakdown</a>'
+        '<a href="#bottleneck">bottlenecks</a>'
         '<a href="#dvfs">DVFS</a><a href="#settings">settings</a></nav>'
     )
 
@@ -283,7 +287,12 @@ def _breakdown_rows(
         if data:
             by_module = {str(k): float(v) for k, v in (data.get("by_module") or {}).items()}
             by_op = {str(k): float(v) for k, v in (data.get("by_op") or {}).items()}
-            rows.append(BreakdownRow(label=label, point_id=pid, by_module=by_module, by_op=by_op))
+            rows.append(
+                BreakdownRow(
+                    label=label, point_id=pid, by_module=by_module, by_op=by_op,
+                    bound_by=data.get("bound_by"), roofline=data.get("roofline"),
+                )
+            )  # fmt: skip
     if rows:
         source = "the model (breakdown_fn)" if breakdown_fn is not None else "breakdowns.json"
         note = f"Energy of selected front points, from {source}."
@@ -299,8 +308,7 @@ def _breakdown_rows(
     return rows, note
 
 
-def _breakdown_section(run: RunData, info: ParetoInfo, breakdown_fn: BreakdownFn | None) -> str:
-    rows, note = _breakdown_rows(run, info, breakdown_fn)
+def _breakdown_section(rows: list[BreakdownRow], note: str) -> str:
     body = ""
     if rows:
         by_module, by_op = plot_breakdowns(rows)
@@ -308,6 +316,41 @@ def _breakdown_section(run: RunData, info: ParetoInfo, breakdown_fn: BreakdownFn
     return (
         f'<section id="breakdown"><h2>Energy breakdown</h2><p class="note">{_esc(note)}</p>{body}</section>'
     )
+
+
+def _bound_text(bound: Mapping[str, Any]) -> str:
+    shares = sorted((bound.get("shares") or {}).items(), key=lambda kv: -kv[1])
+    return f"{bound.get('bound_by', '?')} (" + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares[:3]) + ")"
+
+
+def _bottleneck_section(rows: list[BreakdownRow]) -> str:
+    """What limits each selected point's phases (time shares by bound) and a roofline of one of them."""
+    bound_rows = [r for r in rows if r.bound_by]
+    if not bound_rows:
+        note = "No per-kernel view: the selected points have no breakdown (load-mode points keep none)."
+        return f'<section id="bottleneck"><h2>Bottlenecks</h2><p class="note">{note}</p></section>'
+    phases = sorted({p for r in bound_rows for p in (r.bound_by or {})})
+    pairs = [
+        (f"{r.label} ({r.point_id})", "; ".join(f"{p}: {_bound_text((r.bound_by or {})[p])}" for p in phases))
+        for r in bound_rows
+    ]
+    body = _kv_table(pairs)
+    chosen = next((r for r in bound_rows if r.label == "knee" and r.roofline), None)
+    chosen = chosen or next((r for r in bound_rows if r.roofline), None)
+    fig = (
+        plot_roofline(chosen.roofline, f"{chosen.label} ({chosen.point_id})")
+        if chosen and chosen.roofline
+        else None
+    )
+    if fig is not None:
+        body += _figure_div(fig, "roofline-plot")
+    note = (
+        "What bounds each phase of the selected front points: the share of its time each kernel limit takes "
+        "(dram, l2, smem, tensor, cuda, host, power_cap). The roofline places every kernel of one point's "
+        "prefill and middle decode step by FLOP per DRAM byte (its minimum traffic) and achieved FLOP/s; a "
+        "kernel far under the roofs is held by L2, latency or the power cap (hover: bound by)."
+    )
+    return f'<section id="bottleneck"><h2>Bottlenecks</h2><p class="note">{_esc(note)}</p>{body}</section>'
 
 
 def _dvfs_section(info: ParetoInfo) -> str:
@@ -492,6 +535,7 @@ def build_report_html(
     _imports.check()
     chosen = run.objectives if not objectives else report_objectives(run, objectives)
     info = build_pareto_info(run.trials, chosen, parameters=run.parameters, color_by=color_by)
+    breakdown = _breakdown_rows(run, info, breakdown_fn)
     study = run.summary.get("study") or run.run_dir.parent.name
     body = "".join(
         [
@@ -499,7 +543,8 @@ def build_report_html(
             _pareto_section(info),
             front_table(info),
             _parcoords_section(info),
-            _breakdown_section(run, info, breakdown_fn),
+            _breakdown_section(*breakdown),
+            _bottleneck_section(breakdown[0]),
             _dvfs_section(info),
             _settings_section(run, info),
         ]

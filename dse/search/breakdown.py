@@ -24,11 +24,73 @@ def context_for_run(run_dir: str | Path) -> EvalContext | None:
     return cfg.eval_context()
 
 
-def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, dict[str, float]]:
-    """{"by_module": {module: J}, "by_op": {phase/op name: J}} of one design point; {} for a point of a
-    load mode (a simulated run of many different engine steps: `dse.serving.load` keeps no breakdown)."""
+def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
+    """{"by_module": {module: J}, "by_op": {phase/op name: J}, "bound_by": {phase: shares}, "roofline": ...}
+    of one design point; {} for a point of a load mode (a simulated run of many different engine steps:
+    `dse.serving.load` keeps no breakdown)."""
     inputs = build_inputs(params, ctx)
     if "load" in inputs:
         return {}
     estimate = predict_inputs(inputs)
-    return {"by_module": dict(estimate.energy_j_by_module), "by_op": dict(estimate.energy_j_by_name)}
+    return {
+        "by_module": dict(estimate.energy_j_by_module),
+        "by_op": dict(estimate.energy_j_by_name),
+        "bound_by": {phase: dict(v) for phase, v in estimate.bound_by.items()},
+        "roofline": roofline_for_inputs(inputs),
+    }
+
+
+def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[str, Any]]:
+    """One row per kernel of `graph`: its work (FLOP, minimum DRAM bytes) and its predicted time."""
+    from dse.perf.predict import predict_graph
+
+    pred = predict_graph(graph, gpu, point)
+    ops = {op.name: op for op in graph.ops}
+    rows = []
+    for k in pred.kernels:
+        op = ops.get(k.name)
+        if op is None:
+            continue
+        rows.append(
+            {
+                "phase": phase, "name": k.name, "kind": k.kind, "count": k.count, "latency_s": k.latency_s,
+                "flop": float(op.flop), "dram_bytes": float(op.min_dram_bytes), "bound_by": k.bound_by,
+            }
+        )  # fmt: skip
+    return rows
+
+
+def roofline_for_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The kernels of a static point's prefill and of its middle decode step, with the GPU's roofs at the
+    point's clock: what the report's roofline figure draws (DRAM bytes are each op's minimum traffic)."""
+    from dse.workload.engine import apply_engine, with_kv_dtype
+    from dse.workload.graph import WorkloadGraph
+    from dse.workload.llm import activation_dtype, build_decode_graph, build_prefill_graph
+
+    arch, gpu, point = inputs["arch"], inputs["gpu"], inputs["point"]
+    kw = {"precision": inputs["precision"], "attention": inputs["attention"]}
+    context = inputs["input_tokens"] + inputs["output_tokens"] // 2
+    graphs = {
+        "prefill": build_prefill_graph(arch, batch=inputs["batch"], seq_len=inputs["input_tokens"], **kw),
+        "decode": build_decode_graph(arch, batch=inputs["batch"], context_len=context, **kw),
+    }
+    kernels: list[dict[str, Any]] = []
+    for phase, graph in graphs.items():
+        ops = tuple(with_kv_dtype(op, inputs["kv_dtype"]) for op in graph.ops)
+        graph = apply_engine(
+            WorkloadGraph(name=graph.name, ops=ops, meta=graph.meta), arch, engine=inputs["engine"],
+            sampling=inputs["sampling"], rows=inputs["batch"],
+        )  # fmt: skip
+        kernels += _phase_kernels(phase, graph, gpu, point)
+    clock_hz = point.sm_clock_hz or gpu.clocks.boost_clock_hz
+    dtype = "fp8" if inputs["precision"] == "fp8" else str(activation_dtype(inputs["precision"]))
+    tensor = gpu.sm.tensor_flop_per_clk.get(dtype) or max(gpu.sm.tensor_flop_per_clk.values())
+    return {
+        "kernels": kernels,
+        "tensor_peak_flop_per_s": tensor * gpu.num_sms * clock_hz,
+        "cuda_peak_flop_per_s": gpu.fp32_peak_flop_per_s(clock_hz),
+        "dram_bw_bytes_per_s": gpu.memory.bw_bytes_per_s,
+        "l2_bw_bytes_per_s": gpu.l2_bw_bytes_per_s(clock_hz),
+        "sm_clock_hz": clock_hz,
+        "context_tokens": context,
+    }

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from dse.report.html import write_html_report
 
@@ -35,7 +38,7 @@ def test_report_is_self_contained_and_complete(small_run: Path) -> None:
         and "cdn.plot.ly/plotly" not in page[: page.index("</head>")][:200]
     )
     assert page.count("Plotly.newPlot(") == 5  # scatter, parcoords, 2 breakdowns, DVFS
-    for section in ("pareto", "front", "parcoords", "breakdown", "dvfs", "settings"):
+    for section in ("pareto", "front", "parcoords", "breakdown", "bottleneck", "dvfs", "settings"):
         assert f'<section id="{section}">' in page
     assert "point budget reached (300 points)" in page
     data = _figure_json(page, "pareto-plot")
@@ -141,3 +144,47 @@ def test_run_where_every_point_failed(tmp_path: Path) -> None:
     assert "No point has objective values" in page
     assert "No feasible point to draw DVFS curves from" in page  # the clock varies, but nothing to draw
     assert "ConfigError: no power coefficients for point #</td><td>20</td>" in page  # pooled by pattern
+
+
+def test_bottleneck_section_tabulates_bounds_and_draws_a_roofline(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, 300)
+    roofs = {"tensor_peak_flop_per_s": 1e15, "cuda_peak_flop_per_s": 6e13, "dram_bw_bytes_per_s": 3e12}
+    kernels = [
+        {"phase": "prefill", "name": "m/gemm", "kind": "gemm", "count": 32, "latency_s": 1e-3,
+         "flop": 8e11, "dram_bytes": 2e8, "bound_by": "tensor"},
+        {"phase": "decode", "name": "m/attn", "kind": "attention_decode", "count": 32, "latency_s": 5e-5,
+         "flop": 1e8, "dram_bytes": 1.5e8, "bound_by": "dram"},
+        {"phase": "decode", "name": "m/copy", "kind": "elementwise", "count": 1, "latency_s": 1e-6,
+         "flop": 0.0, "dram_bytes": 1e6, "bound_by": "dram"},
+    ]  # fmt: skip
+
+    def breakdown_fn(params: dict) -> dict:
+        return {
+            "by_module": {"dram": 1.0},
+            "by_op": {"decode/m/attn": 1.0},
+            "bound_by": {"decode": {"bound_by": "dram", "shares": {"dram": 0.9, "cuda": 0.1}}},
+            "roofline": {**roofs, "kernels": kernels},
+        }
+
+    page = write_html_report(run_dir, breakdown_fn=breakdown_fn).read_text(encoding="utf-8")
+    assert '<section id="bottleneck">' in page and 'href="#bottleneck"' in page
+    assert "decode: dram (dram 90%, cuda 10%)" in page
+    traces = _figure_json(page, "roofline-plot")
+    names = [t["name"] for t in traces]
+    assert names[:2] == ["Tensor-Core roof", "CUDA-core roof"]
+    assert "gemm (prefill)" in names and "attention_decode (decode)" in names
+    assert not any("elementwise" in n for n in names)  # no FLOPs: cannot sit on a log axis
+    gemm = traces[names.index("gemm (prefill)")]
+    assert gemm["x"] == [4000.0] and gemm["y"] == [8e14]  # FLOP/byte and FLOP/s of the kernel
+    roof_y = traces[0]["y"]  # plotly ships numpy arrays as typed base64
+    roof_y = (
+        np.frombuffer(base64.b64decode(roof_y["bdata"]), roof_y["dtype"])
+        if isinstance(roof_y, dict)
+        else roof_y
+    )
+    assert max(roof_y) == 1e15  # the Tensor-Core peak caps the roof
+
+
+def test_no_bottleneck_view_without_breakdowns(tmp_path: Path) -> None:
+    page = write_html_report(write_run(tmp_path, 100)).read_text(encoding="utf-8")
+    assert '<section id="bottleneck">' in page and "roofline-plot" not in page

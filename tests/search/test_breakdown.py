@@ -1,0 +1,34 @@
+"""The report's per-point data: energy breakdown, bounds per phase and the roofline kernels."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.hardware.catalog import load_gpu
+from dse.search.breakdown import breakdown_for_point
+from dse.search.objective import EvalContext
+
+
+def test_static_point_has_bounds_and_roofline_kernels() -> None:
+    ctx = EvalContext(batch=16, input_tokens=512, output_tokens=64, engine="vllm")
+    data = breakdown_for_point({"sm_clock_mhz": 1500}, ctx)
+    assert set(data) == {"by_module", "by_op", "bound_by", "roofline"}
+    assert data["bound_by"]["decode"]["bound_by"] == "dram"  # batch-16 decode streams the weights
+    roof = data["roofline"]
+    h100 = load_gpu("h100-sxm")
+    assert roof["tensor_peak_flop_per_s"] == pytest.approx(4096 * 132 * 1.5e9)
+    assert roof["dram_bw_bytes_per_s"] == h100.memory.bw_bytes_per_s
+    phases = {k["phase"] for k in roof["kernels"]}
+    assert phases == {"prefill", "decode"}
+    gemms = [k for k in roof["kernels"] if k["kind"] == "gemm" and k["phase"] == "prefill"]
+    assert gemms and all(k["flop"] > 0 and k["latency_s"] > 0 for k in gemms)
+    # no kernel beats the roofs it is drawn under
+    for k in roof["kernels"]:
+        if k["flop"] > 0:
+            achieved = k["flop"] / k["latency_s"]
+            assert achieved <= roof["tensor_peak_flop_per_s"] * 1.001
+
+
+def test_load_point_has_no_breakdown() -> None:
+    ctx = EvalContext(mode="concurrency", concurrency=4, input_tokens=128, output_tokens=16, num_requests=8)
+    assert breakdown_for_point({}, ctx) == {}
