@@ -1,0 +1,138 @@
+"""Multi-GPU and MoE serving validation: aiconfigurator's `silicon_sample_moe_multigpu_h100_h200.csv`.
+
+    df = multigpu_frame()                       # one row per measured configuration, predicted vs measured
+    multigpu_summary(df)                        # TTFT and TPOT MAPE per engine
+
+Rows (shared/data/README.md, aiconfigurator section): aggregated serving (`mode` agg), one node
+(tp x attention_dp <= 8), no pipeline parallelism (no row has any), models in the catalog
+(MULTIGPU_MODELS; MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5 and GLM-5 are not), and the parallelism
+fields consistent (moe_tp x moe_ep = tp x attention_dp for MoE models: the 19 Qwen3-235B rows the
+README flags are left out). Duplicated measurements are dropped on (system, backend, isl, osl, TTFT,
+TPOT), as the README says.
+
+Each row is `predict_load` in the benchmark's mode, as `dse.calibrate.validate.silicon` does for the
+TP1 rows (closed loop at concurrency = batch_size, the row's engine, precision and KV dtype, lognormal
+lengths of sigma SILICON_LENGTH_SIGMA, the TensorRT-LLM step budget), with tp = tp_size, dp =
+attention_dp_size and ep = moe_ep_size (1 for dense models).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from dse.calibrate.data.aiconfigurator import read_data_csv
+from dse.calibrate.validate.common import cached_arch, cached_gpu
+from dse.calibrate.validate.silicon import (
+    SILICON_GPUS,
+    SILICON_LENGTH_SIGMA,
+    SILICON_SAMPLING,
+    SILICON_WAVES,
+    silicon_kv_dtype,
+    silicon_token_budget,
+)
+from dse.errors import DseError
+from dse.serving.load import LoadRequest, draw_lengths, predict_load
+
+MULTIGPU_FILE = "silicon_sample_moe_multigpu_h100_h200.csv"
+MULTIGPU_MODELS: dict[str, str] = {
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+}
+MAX_NODE_GPUS = 8
+
+
+def _size(row: pd.Series, column: str) -> int:
+    value = row.get(column)
+    return 1 if pd.isna(value) or int(value) < 1 else int(value)
+
+
+def _precision(row: pd.Series, model: str) -> str:
+    quant = f"{row.get('gemm_quant_mode')} {row.get('moe_quant_mode')} {row.get('precision')}".lower()
+    if model.startswith("gpt-oss"):
+        return "mxfp4"  # the published checkpoint (`dse.workload.llm`)
+    return "fp8" if "fp8" in quant else "bf16"
+
+
+def multigpu_rows() -> pd.DataFrame:
+    """The rows validated (module docstring), de-duplicated."""
+    df, _ = read_data_csv("aiconfigurator", MULTIGPU_FILE)
+    df = df[(df["mode"] == "agg") & df["model_path"].isin(list(MULTIGPU_MODELS))].copy()
+    df = df[df["pp_size"].fillna(1) <= 1]
+    gpus = df["tp_size"].fillna(1) * df["attention_dp_size"].fillna(1).clip(lower=1)
+    df = df[gpus <= MAX_NODE_GPUS]
+    moe = df["model_path"].map(MULTIGPU_MODELS).map(lambda m: cached_arch(m).is_moe)
+    moe_gpus = df["moe_tp_size"].fillna(1).clip(lower=1) * df["moe_ep_size"].fillna(1).clip(lower=1)
+    df = df[~moe | (moe_gpus == gpus.loc[df.index])]
+    keys = ["system", "backend", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"]
+    return df.drop_duplicates(subset=keys)
+
+
+def multigpu_load_request(row: pd.Series) -> tuple[str, str, LoadRequest]:
+    """(catalog model, catalog GPU, load request) of one row (module docstring)."""
+    model = MULTIGPU_MODELS[str(row["model_path"])]
+    arch = cached_arch(model)
+    backend, prec = str(row["backend"]), _precision(row, model)
+    n, i, o = int(row["batch_size"]), int(row["isl"]), int(row["osl"])
+    ep = _size(row, "moe_ep_size") if arch.is_moe else 1
+    load = LoadRequest(
+        mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
+        length_dist="lognormal", length_sigma=SILICON_LENGTH_SIGMA, precision=prec,
+        kv_dtype=silicon_kv_dtype(backend, "fp8" if prec == "fp8" else "bf16"), engine=backend,
+        sampling=SILICON_SAMPLING, tp=_size(row, "tp_size"), ep=ep, dp=_size(row, "attention_dp_size"),
+    )  # fmt: skip
+    if backend == "trtllm":
+        longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
+        load = dataclasses.replace(load, max_batched_tokens=silicon_token_budget(backend, longest, n))
+    return model, SILICON_GPUS[str(row["system"])], load
+
+
+def multigpu_frame(max_rows: int | None = None) -> pd.DataFrame:
+    """Predicted vs measured TTFT and TPOT per row; `max_rows` takes an even sample (for quick runs)."""
+    rows = multigpu_rows()
+    if max_rows is not None and len(rows) > max_rows:
+        rows = rows.sample(n=max_rows, random_state=0)
+    out = []
+    for _, r in rows.iterrows():
+        model, gpu, load = multigpu_load_request(r)
+        try:
+            est = predict_load(cached_arch(model), cached_gpu(gpu), load)
+        except DseError as exc:
+            out.append({"id": r["id"], "model": model, "backend": r["backend"], "error": str(exc)})
+            continue
+        m = est.metrics()
+        out.append(
+            {
+                "id": str(r["id"]), "model": model, "gpu": gpu, "backend": str(r["backend"]),
+                "precision": load.precision, "tp": load.tp, "ep": load.ep, "dp": load.dp,
+                "concurrency": load.concurrency, "input_tokens": load.input_tokens,
+                "output_tokens": load.output_tokens, "feasible": est.feasible,
+                "ttft_s": m["ttft_s"], "tpot_s": m["tpot_s"],
+                "comm_time_fraction": m["comm_time_fraction"],
+                "meas_ttft_s": float(r["silicon_ttft_ms"]) / 1e3,
+                "meas_tpot_s": float(r["silicon_tpot_ms"]) / 1e3,
+                "error": "",
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def multigpu_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """TTFT and TPOT MAPE (%) and row counts per engine and over all rows that ran."""
+    ok = df[(df["error"] == "") & df["feasible"].astype(bool)].copy()
+    for key in ("ttft", "tpot"):
+        ok[f"{key}_ape"] = (ok[f"{key}_s"] / ok[f"meas_{key}_s"] - 1.0).abs() * 100
+    per = ok.groupby("backend")[["ttft_ape", "tpot_ape"]].mean()
+    per["rows"] = ok.groupby("backend").size()
+    per.loc["all"] = [ok["ttft_ape"].mean(), ok["tpot_ape"].mean(), len(ok)]
+    return per.rename(columns={"ttft_ape": "ttft_mape_pct", "tpot_ape": "tpot_mape_pct"})
+
+
+__all__ = ["MULTIGPU_MODELS", "multigpu_frame", "multigpu_load_request", "multigpu_rows", "multigpu_summary"]
