@@ -22,6 +22,7 @@ One task = one chunk of tens to hundreds of points: Ray tasks of one 1-ms point 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -190,6 +191,58 @@ class ProcessExecutor(Executor):
             self._pool = None
 
 
+# A loopback port nothing listens on (discard): an HTTP proxy there fails at once, on this machine.
+CLOSED_LOCAL_PROXY = "http://127.0.0.1:9"
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+_RAY_CLUSTER_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def _local_ray_env(*, local: bool) -> Iterator[None]:
+    """The environment the processes of a local Ray instance start with (they inherit it, the driver gets
+    its own back afterwards).
+
+    - PYTHONPATH: the driver's import path, so workers import the evaluator by module path (a runtime_env
+      would cost seconds per worker).
+    - HTTP(S)_PROXY at a closed loopback port: Ray's dashboard process asks cloud metadata servers
+      (169.254.169.254, metadata.google.internal) which cloud it runs on even with usage statistics off
+      (`usage_lib.get_cluster_config_to_report`); through this proxy those requests fail locally, with no
+      DNS query and no packet leaving the machine. dse's evaluators make no HTTP requests.
+    """
+    if not local:
+        yield
+        return
+    saved = {
+        k: os.environ.get(k) for k in ("PYTHONPATH", "NO_PROXY", "no_proxy", _RAY_CLUSTER_VAR, *_PROXY_VARS)
+    }
+    # Ray finds "this node's address" by connecting a UDP socket towards 8.8.8.8 unless clusters are off
+    # (its Windows/macOS setting): off, it answers 127.0.0.1. Children read the variable, the driver's
+    # copy of the constant is switched for the start (`--address` runs keep Ray's behaviour).
+    os.environ[_RAY_CLUSTER_VAR] = "0"
+    import ray._private.ray_constants as ray_constants
+
+    cluster_flag = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    if cluster_flag is not None:
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    old_path = saved["PYTHONPATH"]
+    paths = [p for p in sys.path if p] + (old_path.split(os.pathsep) if old_path else [])
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    for var in _PROXY_VARS:
+        os.environ[var] = CLOSED_LOCAL_PROXY
+    for var in ("NO_PROXY", "no_proxy"):  # gRPC honours the proxy too: Ray's own traffic stays direct
+        os.environ[var] = "127.0.0.1,localhost,::1"
+    try:
+        yield
+    finally:
+        if cluster_flag is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = cluster_flag
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 with try_import(RAY_HINT) as _ray_imports:
     import importlib.util
 
@@ -244,22 +297,12 @@ class RayExecutor(Executor):
                 # Ray's gRPC servers still listen on every interface (Ray 2.60 has no loopback-only
                 # option); Ray >= 2.59 starts a new local instance with token authentication, so they
                 # refuse callers without the token in ~/.ray/auth_token (unless RAY_AUTH_MODE=disabled).
-            # Local workers import the evaluator by module path: they inherit the raylet's environment, so
-            # give it the driver's import path while it starts (a runtime_env would cost seconds per worker).
-            old_path = os.environ.get("PYTHONPATH")
-            if not address:
-                paths = [p for p in sys.path if p] + (old_path.split(os.pathsep) if old_path else [])
-                os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
             try:
-                ray.init(**kwargs)
+                with _local_ray_env(local=not address):
+                    ray.init(**kwargs)
             except Exception as exc:  # noqa: BLE001 - any start/connect failure is the user's to fix
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise SearchError(f"could not start or reach {where}: {exc}{_auth_hint(exc)}") from exc
-            finally:
-                if old_path is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = old_path
             self._started = True
         self.workers = max(1, int(ray.cluster_resources().get("CPU", workers or 1)))
         self._remote = ray.remote(max_retries=max_retries)(_ray_chunk)

@@ -25,3 +25,25 @@ def test_ray_executor_matches_serial(tmp_path: Path) -> None:
     import ray
 
     assert not ray.is_initialized()  # the executor shut down the instance it started
+
+
+def test_local_ray_env_is_loopback_only_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import ray._private.ray_constants as ray_constants
+    from ray._private.services import get_node_ip_address
+
+    from dse.search.executors import CLOSED_LOCAL_PROXY, _local_ray_env
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://corp-proxy:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    with _local_ray_env(local=True):
+        assert os.environ["HTTPS_PROXY"] == os.environ["http_proxy"] == CLOSED_LOCAL_PROXY
+        assert "127.0.0.1" in os.environ["NO_PROXY"]
+        assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+        assert get_node_ip_address() == "127.0.0.1"  # no 8.8.8.8 lookup
+    assert os.environ["HTTPS_PROXY"] == "http://corp-proxy:3128" and "NO_PROXY" not in os.environ
+    assert ray_constants.ENABLE_RAY_CLUSTER is before
+    with _local_ray_env(local=False):  # joining a cluster by address: Ray's own behaviour
+        assert os.environ["HTTPS_PROXY"] == "http://corp-proxy:3128"
