@@ -9,7 +9,7 @@ lists them:
     calibrate  calibrate
     runs       run, report, serve
     bench      bench
-    validate   validate kernels|power|serving|samples|area|collectives
+    validate   validate kernels|power|serving|samples|area|collectives|training
     cost       cost facts
     measure    measure kernels|model
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from dse.cli import bench, calibrate, cost, hardware, measure, predict, runs, sweep, validate
+from dse.cli import bench, calibrate, cost, hardware, measure, predict, runs, sweep, training, validate
 
 app = typer.Typer(
     add_completion=False,
@@ -55,6 +55,7 @@ validate_app.command("serving")(validate.validate_serving_cmd)
 validate_app.command("samples")(validate.validate_samples_cmd)
 validate_app.command("collectives")(validate.validate_collectives_cmd)
 validate_app.command("area")(cost.validate_area_cmd)
+validate_app.command("training")(training.validate_training_cmd)
 cost_app.command("facts")(cost.facts_cmd)
 measure_app.command("kernels")(measure.measure_kernels_cmd)
 measure_app.command("model")(measure.measure_model_cmd)

@@ -70,6 +70,17 @@ from dse.cli.load import (
     TpOpt,
     load_title,
 )
+from dse.cli.training import (
+    FsdpOpt,
+    GlobalBatchOpt,
+    ImageSizeOpt,
+    MicroBatchOpt,
+    NumGpusOpt,
+    OptimizerOpt,
+    RecomputeOpt,
+    TrainingOpt,
+    run_training,
+)
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
 
@@ -164,6 +175,14 @@ def predict_cmd(
     pp: PpOpt = 1,
     ep: EpOpt = 1,
     dp: DpOpt = 1,
+    training: TrainingOpt = False,
+    num_gpus: NumGpusOpt = 1,
+    fsdp: FsdpOpt = False,
+    micro_batch: MicroBatchOpt = 1,
+    global_batch: GlobalBatchOpt = None,
+    image_size: ImageSizeOpt = 224,
+    recompute: RecomputeOpt = "none",
+    optimizer: OptimizerOpt = "adamw",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -193,6 +212,14 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
+    if training:  # dse.cli.training: one training step
+        run_training(
+            model, spec, point, breakdown, as_json, num_gpus=num_gpus, tp=tp, pp=pp, fsdp=fsdp,
+            seq_len=seq_len,
+            micro_batch=micro_batch, global_batch=global_batch, image_size=image_size, precision=precision,
+            recompute=recompute, optimizer=optimizer, attention=attention,
+        )  # fmt: skip
+        return
     load = LoadArgs(
         batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
         max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,

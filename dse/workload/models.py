@@ -464,6 +464,41 @@ def _rmsnorm_decoder(f: _Fields, d: int, num_heads: int, num_layers: int) -> dic
     }
 
 
+def _mpt(f: _Fields, model_type: str) -> dict[str, Any]:
+    """MptConfig (MosaicML): d_model, n_heads, n_layers, expansion_ratio, max_seq_len; pre-LayerNorm, GELU
+    MLP of expansion_ratio x d, no biases (`no_bias`), tied embeddings. Learned positions only: ALiBi
+    (`attn_config.alibi`) has no position table and is not modelled, so such a config is refused."""
+    attn = f.raw.get("attn_config") or {}
+    if isinstance(attn, dict) and attn.get("alibi", False):
+        raise ConfigError(f"{f.source}: MPT with ALiBi is not modelled; set attn_config.alibi false")
+    d, num_heads = f.int("d_model"), f.int("n_heads")
+    seq = f.int("max_seq_len", 2048)
+    bias = not f.bool("no_bias", True)
+    return {
+        "family": "decoder",
+        "hidden_size": d,
+        "num_layers": f.int("n_layers"),
+        "num_heads": num_heads,
+        "num_kv_heads": num_heads,
+        "head_dim": d // num_heads,
+        "intermediate_size": f.int("expansion_ratio", 4) * d,
+        "vocab_size": f.int("vocab_size"),
+        "max_position_embeddings": seq,
+        "embed_dim": d,
+        "norm": "layernorm",
+        "norm_eps": 1e-5,
+        "norm_position": "pre",
+        "activation": "gelu",
+        "gated_mlp": False,
+        "position_embedding": "learned",
+        "num_position_embeddings": seq,
+        "qkv_bias": bias,
+        "o_bias": bias,
+        "mlp_bias": bias,
+        "tie_word_embeddings": True,
+    }
+
+
 _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "llama": _llama_like,
     "mistral": _llama_like,
@@ -480,6 +515,7 @@ _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "gpt_oss": _gpt_oss,
     "llama4_text": _llama4_text,
     "gemma3_text": _gemma3_text,
+    "mpt": _mpt,
 }
 # Multimodal configs: the language model's config is their `text_config`.
 _WRAPPERS: dict[str, str] = {"llama4": "llama4_text", "gemma3": "gemma3_text"}

@@ -1,0 +1,192 @@
+"""`dse validate training`: the training-step model against the shared training data (README section 7).
+
+LLM rows (`llm_training_throughput.csv`): each row the model can express is predicted with the row's
+layout (GPUs, tp, pp, FSDP or DDP, micro and global batch, sequence length, precision, activation
+checkpointing) and compared on tokens/s per GPU. Skipped, and counted by reason: models outside the
+catalog (GPT-3, Nemotron, Grok, Llama-2 and the proxy models), context or expert parallelism, LoRA / SFT,
+virtual pipelines and rows whose batch does not divide into the layout. GPU names map to catalog GPUs;
+the MosaicML A100 40GB is the A100 SXM with 40 GiB of 1555 GB/s HBM2, the torchtitan H100 is the H100 SXM
+with 96 GiB of 2.4 TB/s HBM2e at a 500 W cap (README section 7.1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.calibrate.data.training import load_llm_training
+from dse.calibrate.validate.common import cached_arch
+from dse.errors import DseError
+from dse.hardware.catalog import load_gpu
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import OperatingPoint
+from dse.training.llm import predict_llm_training
+from dse.training.parallel import ParallelLayout
+from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest
+
+__all__ = ["llm_row_request", "validate_llm_training", "validate_training"]
+
+_GPUS: dict[str, tuple[str, tuple[tuple[str, Any], ...], float | None]] = {
+    "h100-80gb": ("h100-sxm", (), None),
+    "h100-sxm-80gb": ("h100-sxm", (), None),
+    "a100-80gb": ("a100-sxm-80gb", (), None),
+    "a100-sxm-80gb": ("a100-sxm-80gb", (), None),
+    "a100-40gb": (
+        "a100-sxm-80gb",
+        (("memory.capacity_bytes", 40 * 2**30), ("memory.data_rate_bit_per_s", 2.43e9)),
+        None,
+    ),
+    "h200-sxm-141gb": ("h200-sxm", (), None),
+    "h100-sxm-96gb-hbm2e-500w": (
+        "h100-sxm",
+        (("memory.capacity_bytes", 96 * 2**30), ("memory.data_rate_bit_per_s", 3.75e9)),
+        500.0,
+    ),
+    "v100-sxm2-32gb": ("v100-sxm2", (("memory.capacity_bytes", 32 * 2**30),), None),
+}
+_MODELS = {"llama-3-8b": "llama-3.1-8b", "bert-large-uncased": "bert-large"}
+
+
+@cache
+def _gpu(name: str) -> GpuSpec:
+    base, overrides, _ = _GPUS[name]
+    return load_gpu(base, dict(overrides) if overrides else None)
+
+
+def _precision(text: str) -> str:
+    text = str(text).lower()
+    if "fp8" in text:
+        return "fp8"
+    for name in ("bf16", "fp16", "tf32", "fp32"):
+        if name in text:
+            return name
+    return "bf16"
+
+
+def _recompute(value: Any) -> str:
+    text = str(value).lower()
+    if text in ("true", "full"):
+        return "full"
+    return "selective" if text.startswith("selective") else "none"
+
+
+def _int(value: Any, default: int = 1) -> int:
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
+def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, OperatingPoint] | str:
+    """(catalog model, data GPU name, request, operating point) for a row, or why it is skipped."""
+    model = _MODELS.get(row["model"], row["model"])
+    try:
+        cached_arch(model)
+    except DseError:
+        return "model not in the catalog"
+    if row["gpu"] not in _GPUS:
+        return "GPU not in the catalog"
+    if _int(row["cp"]) > 1 or _int(row["ep"]) > 1 or _int(row["vp"], 0) > 1:
+        return "context, expert or virtual-pipeline parallelism"
+    if str(row["training_mode"]) not in ("pretrain",) and not str(row["training_mode"]).startswith(
+        "finetune"
+    ):
+        return "LoRA / SFT (frozen weights)"
+    tp, pp, n = _int(row["tp"]), _int(row["pp"]), _int(row["num_gpus"])
+    dp = n // (tp * pp)
+    gbs = _int(row["global_batch_seqs"])
+    mb = row["micro_batch_seqs"]
+    micro = _int(mb) if not pd.isna(mb) else max(1, gbs // (dp * _int(row["grad_accum_steps"])))
+    if pp > 1 and gbs // (micro * dp) < pp:
+        micro = 1  # torchtitan's PP rows give the local batch: the schedule splits it into micro-batches of 1
+    sharding = str(row["sharding"])
+    fsdp = "FSDP" in sharding and "Megatron" not in sharding
+    try:
+        layout = ParallelLayout(num_gpus=n, tp=tp, pp=pp, fsdp=fsdp)
+        req = TrainingRequest(
+            micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
+            precision=_precision(row["precision"]), recompute=_recompute(row["activation_checkpointing"]),
+            layout=layout,
+        )  # fmt: skip
+    except DseError as exc:
+        return f"layout: {str(exc).split(':')[0]}"
+    return model, str(row["gpu"]), req, OperatingPoint(power_cap_w=_GPUS[row["gpu"]][2])
+
+
+def _components(est: TrainingEstimate) -> dict[str, float]:
+    """The step time split into the parts the training coefficients scale (for `fit_training_coeffs`)."""
+    t = est.phase_time_s
+    kernels = t["forward"] + t["backward"] + t["optimizer"]
+    attention = t["attention_in_forward_backward"]
+    return {"kernel_s": kernels - attention, "attention_s": attention, "other_s": est.step_time_s - kernels}
+
+
+def fit_training_coeffs(frame: pd.DataFrame) -> TrainingCoeffs:
+    """Least relative squares of measured step time = a x kernel_s + b x attention_s + other_s over rows
+    predicted with unit coefficients (`validate_llm_training(train_coeffs=TrainingCoeffs())`)."""
+    meas = frame["step_time_s"].to_numpy()
+    design = np.column_stack([frame["kernel_s"], frame["attention_s"]]) / meas[:, None]
+    target = 1.0 - frame["other_s"].to_numpy() / meas
+    (a, b), *_ = np.linalg.lstsq(design, target, rcond=None)
+    return TrainingCoeffs(kernel_scale=float(a), attention_scale=float(b))
+
+
+def validate_llm_training(
+    rows: pd.DataFrame | None = None, train_coeffs: TrainingCoeffs | None = None
+) -> tuple[pd.DataFrame, Counter[str]]:
+    """Per-row predictions of tokens/s per GPU (and step time) with the measured values, and skip counts."""
+    df = load_llm_training() if rows is None else rows
+    out: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for _, row in df.iterrows():
+        meas = row["tokens_per_s_per_gpu"]
+        if pd.isna(meas):
+            skipped["no tokens/s per GPU measured"] += 1
+            continue
+        spec = llm_row_request(row)
+        if isinstance(spec, str):
+            skipped[spec] += 1
+            continue
+        model, gpu, req, point = spec
+        try:
+            est = predict_llm_training(cached_arch(model), _gpu(gpu), req, point, train_coeffs=train_coeffs)
+        except DseError as exc:
+            skipped[f"model error: {str(exc)[:60]}"] += 1
+            continue
+        m = est.metrics()
+        out.append(
+            {
+                "source": row["source"], "gpu": gpu, "model": model, "num_gpus": req.layout.num_gpus,
+                "seq_len": req.seq_len, "precision": req.precision, "recompute": req.recompute,
+                "tokens_per_s_per_gpu": float(meas), "pred_tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"],
+                "feasible": m["feasible"],
+                "step_time_s": req.global_batch * req.seq_len / (float(meas) * req.layout.num_gpus),
+                "pred_step_time_s": est.step_time_s, **_components(est),
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out), skipped
+
+
+def _mape_rows(frame: pd.DataFrame, metric: str, group: str = "source") -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if frame.empty:
+        return rows
+    for key, part in frame.groupby(group):
+        err = np.abs(part[f"pred_{metric}"] - part[metric]) / part[metric]
+        ratio = part[f"pred_{metric}"] / part[metric]
+        rows.append(
+            {
+                "source": key, "metric": metric, "n": len(part), "mape": float(err.mean()),
+                "median_ape": float(err.median()), "bias": float(ratio.median() - 1),
+            }
+        )  # fmt: skip
+    return rows
+
+
+def validate_training() -> dict[str, Any]:
+    """MAPE per source and metric over every training set the model can express, and the skipped rows."""
+    llm, llm_skipped = validate_llm_training()
+    rows = _mape_rows(llm, "tokens_per_s_per_gpu")
+    return {"rows": rows, "skipped": {"llm": dict(llm_skipped)}}

@@ -1,0 +1,104 @@
+"""`dse predict --training` (one training step) and `dse validate training` (MAPE on the training data)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from dse.cli.common import JsonOpt, console, friendly, print_json, with_nulls
+from dse.errors import DseError
+
+TrainingOpt = Annotated[
+    bool, typer.Option("--training", help="Predict one training step (forward + backward + optimizer).")
+]
+NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp).")]
+FsdpOpt = Annotated[bool, typer.Option("--fsdp", help="Training: shard weights, grads, optimizer (ZeRO-3).")]
+MicroBatchOpt = Annotated[
+    int, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass.")
+]
+GlobalBatchOpt = Annotated[
+    int | None,
+    typer.Option("--global-batch", help="Training: samples per optimizer step (default micro x dp)."),
+]
+ImageSizeOpt = Annotated[int, typer.Option("--image-size", help="Training vision models: image side (px).")]
+RecomputeOpt = Annotated[
+    str, typer.Option("--recompute", help="Training: activation recomputation none, selective or full.")
+]
+OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="Training: adamw or sgd (with momentum).")]
+
+_ROWS: tuple[tuple[str, str, float, str], ...] = (
+    ("step_time_s", "step time (s)", 1.0, ".4g"),
+    ("tokens_per_s_per_gpu", "tokens/s per GPU", 1.0, ",.0f"),
+    ("samples_per_s", "samples/s (all GPUs)", 1.0, ",.1f"),
+    ("mfu", "MFU", 100.0, ".1f"),
+    ("model_tflops_per_gpu", "model TFLOP/s per GPU", 1.0, ".1f"),
+    ("energy_per_step_j", "energy per step (J, all GPUs)", 1.0, ",.0f"),
+    ("energy_per_token_j", "energy per token (J)", 1.0, ".4g"),
+    ("energy_per_sample_j", "energy per sample (J)", 1.0, ".4g"),
+    ("avg_power_w", "power per GPU (W)", 1.0, ".0f"),
+    ("total_power_w", "power, all GPUs (W)", 1.0, ",.0f"),
+    ("memory_bytes", "memory per GPU (GiB)", 2.0**-30, ".1f"),
+)
+
+
+def run_training(
+    model: str | None, spec: Any, point: Any, breakdown: bool, as_json: bool, **opts: Any
+) -> None:
+    """`dse predict --training`: build the request from the CLI options, predict, print."""
+    from dse.training.parallel import ParallelLayout
+    from dse.training.predict import predict_training
+    from dse.training.step import TrainingRequest
+
+    if model is None:
+        raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
+    layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
+    micro = opts["micro_batch"]
+    request = TrainingRequest(
+        micro_batch=micro, global_batch=opts["global_batch"] or micro * layout.dp, seq_len=opts["seq_len"],
+        image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
+        optimizer=opts["optimizer"], attention=opts["attention"], layout=layout,
+    )  # fmt: skip
+    est = predict_training(model, spec, request, point)
+    metrics = est.metrics()
+    if as_json:
+        print_json({**metrics, "breakdown": est.breakdown()} if breakdown else metrics)
+        return
+    from dse.cli.render import breakdown_table, metrics_table
+
+    title = (
+        f"{est.model} training step on {layout.num_gpus} x {est.gpu} (dp {layout.dp}, tp {layout.tp}, "
+        f"pp {layout.pp}{', fsdp' if layout.fsdp else ''}), {request.precision}, "
+        f"recompute {request.recompute}"
+    )
+    console.print(metrics_table(metrics, _ROWS, title))
+    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")
+    if breakdown:
+        times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
+        console.print(breakdown_table(times, "step time by phase (s)"))
+        console.print(breakdown_table(est.phase_energy_j, "energy per GPU by phase (J)"))
+
+
+@friendly
+def validate_training_cmd(as_json: JsonOpt = False) -> None:
+    """Training throughput (and power) MAPE per source and metric on ../shared/data/training."""
+    from rich.table import Table
+
+    from dse.calibrate.validate.training import validate_training
+
+    result = validate_training()
+    if as_json:
+        print_json(with_nulls(result))
+        return
+    table = Table(title="training-step model against the shared training data (MAPE per source and metric)")
+    for column in ("source", "metric", "n", "mape", "median_ape", "bias"):
+        table.add_column(column, justify="left" if column in ("source", "metric") else "right")
+    for row in result["rows"]:
+        table.add_row(
+            str(row["source"]), row["metric"], str(row["n"]), f"{100 * row['mape']:.1f}%",
+            f"{100 * row['median_ape']:.1f}%", f"{100 * row['bias']:+.1f}%",
+        )  # fmt: skip
+    console.print(table)
+    for dataset, reasons in result["skipped"].items():
+        for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            console.print(f"skipped ({dataset}): {count} rows: {reason}")

@@ -1,0 +1,149 @@
+"""Training steps of transformer language models: one rank's graphs under tensor and pipeline parallelism.
+
+    est = predict_llm_training(load_model_config("mpt-7b"), load_gpu("h100-sxm"),
+                               TrainingRequest(micro_batch=8, global_batch=512, seq_len=2048,
+                                               layout=ParallelLayout(num_gpus=8, fsdp=True)))
+
+A tensor-parallel rank holds `1/t` of every layer (Megatron split: heads, KV heads, MLP width and the
+vocabulary; its graph is the model's with those dimensions divided), a pipeline stage `L/p` layers (each
+stage's graph keeps the embedding and the head: an over-count of one head per stage, small beside the
+layers). MPT's learned position table is sized by the run's sequence length, as llm-foundry's
+`max_seq_len` does, so sequences past the shipped config's length are accepted for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import OperatingPoint
+from dse.training.memory import (
+    RESERVED_BYTES,
+    MemoryEstimate,
+    llm_activation_bytes_per_layer,
+    model_state_bytes_per_param,
+)
+from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
+from dse.workload.arch import LlmArch
+from dse.workload.backward import build_backward_graph, build_recompute_graph, training_forward
+from dse.workload.llm import activation_dtype, build_prefill_graph
+from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, GemmOp
+
+__all__ = ["llm_step_parts", "predict_llm_training", "training_arch"]
+
+
+def training_arch(arch: LlmArch, seq_len: int) -> LlmArch:
+    """`arch` with MPT's learned position table grown to `seq_len` (module docstring)."""
+    if (
+        arch.model_type == "mpt"
+        and arch.position_embedding == "learned"
+        and seq_len > arch.max_position_embeddings
+    ):
+        return arch.model_copy(
+            update={"max_position_embeddings": seq_len, "num_position_embeddings": seq_len}
+        )
+    return arch
+
+
+def _rank_arch(arch: LlmArch, tp: int, pp: int) -> LlmArch:
+    """One tensor-parallel rank of one pipeline stage (module docstring)."""
+    if arch.num_heads % tp:
+        raise ConfigError(f"tp {tp} does not divide {arch.name}'s {arch.num_heads} attention heads")
+    if tp == 1 and pp == 1:
+        return arch
+    update: dict[str, Any] = {
+        "num_heads": arch.num_heads // tp,
+        "num_kv_heads": max(1, arch.num_kv_heads // tp),
+        "intermediate_size": math.ceil(arch.intermediate_size / tp),
+        "vocab_size": math.ceil(arch.vocab_size / tp),
+        "num_layers": math.ceil(arch.num_layers / pp),
+    }
+    if arch.is_moe:
+        update["moe_intermediate_size"] = math.ceil(arch.moe_intermediate_size / tp)
+        update["shared_expert_intermediate_size"] = math.ceil(arch.shared_expert_intermediate_size / tp)
+        update["dense_layers"] = tuple(i for i in arch.dense_layers if i < update["num_layers"])
+    return arch.model_copy(update=update)
+
+
+def _model_flop_per_sample(arch: LlmArch, seq_len: int, precision: str, attention: str) -> float:
+    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention."""
+    fwd = training_forward(
+        build_prefill_graph(arch, batch=1, seq_len=seq_len, precision=precision, attention=attention)
+    )
+    return 3.0 * sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp | AttentionOp))
+
+
+def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, MemoryEstimate]:
+    """One rank's graphs and sizes for `req` (capacity left 0: `predict_llm_training` fills it in)."""
+    lay = req.layout
+    arch = training_arch(arch, req.seq_len)
+    rank = _rank_arch(arch, lay.tp, lay.pp)
+    prefill = build_prefill_graph(
+        rank, batch=req.micro_batch, seq_len=req.seq_len, precision=req.precision, attention=req.attention
+    )
+    forward = training_forward(prefill)
+    backward = build_backward_graph(forward)
+    recompute = build_recompute_graph(forward, req.recompute)
+    act = activation_dtype(req.precision)
+    act_b = BYTES_PER_ELEMENT[act]
+    tokens = req.micro_batch * req.seq_len
+    layers = rank.num_layers
+    per_layer = llm_activation_bytes_per_layer(
+        arch, tokens=tokens, act_dtype=act, attention=req.attention, recompute=req.recompute, tp=lay.tp,
+        batch=req.micro_batch,
+    )  # fmt: skip
+    in_flight = min(lay.pp, req.num_microbatches)  # 1F1B: the first stage holds p micro-batches
+    activations = per_layer * layers * in_flight + tokens * rank.vocab_size * (act_b + 4.0)
+    if req.recompute == "full":  # one layer's activations while it is recomputed
+        activations += llm_activation_bytes_per_layer(
+            arch, tokens=tokens, act_dtype=act, attention=req.attention, recompute="none", tp=lay.tp,
+            batch=req.micro_batch,
+        )  # fmt: skip
+    params = arch.num_params / (lay.tp * lay.pp)
+    state = model_state_bytes_per_param(req.precision, req.optimizer)
+    shard = lay.dp if lay.fsdp else 1
+    gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and lay.dp > 1 else 0.0
+    memory = MemoryEstimate(
+        weights_bytes=params * state["weights"] / shard + gathered,
+        grads_bytes=params * state["grads"] / shard,
+        optimizer_bytes=params * state["optimizer"] / shard,
+        activations_bytes=activations,
+        reserved_bytes=RESERVED_BYTES,
+        capacity_bytes=0.0,
+    )
+    tp_passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
+    parts = StepParts(
+        name=arch.name,
+        kind="llm",
+        forward=forward,
+        backward=backward,
+        recompute=recompute,
+        params_per_rank=params,
+        num_layers_per_rank=layers,
+        activation_bytes=activations,
+        model_flop_per_sample=_model_flop_per_sample(arch, req.seq_len, req.precision, req.attention),
+        tokens_per_sample=req.seq_len,
+        gemm_dtype="bf16" if req.precision == "mxfp4" else req.precision,
+        tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
+        num_tp_allreduces=tp_passes * layers,
+        pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
+    )
+    return parts, memory
+
+
+def predict_llm_training(
+    arch: LlmArch,
+    gpu: GpuSpec,
+    req: TrainingRequest,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+    train_coeffs: TrainingCoeffs | None = None,
+) -> TrainingEstimate:
+    """A language model's training step on `req.layout.num_gpus` GPUs like `gpu` (`dse.training.step`)."""
+    parts, memory = llm_step_parts(arch, req)
+    memory = replace(memory, capacity_bytes=gpu.memory.capacity_bytes)
+    return estimate_step(parts, gpu, req, memory, point, coeffs, power_coeffs, train_coeffs)

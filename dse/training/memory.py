@@ -1,0 +1,118 @@
+"""Training memory per GPU: weights, gradients, optimizer states and activations, against capacity.
+
+Model states per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1: mixed-precision Adam holds 2 + 2 +
+12 = 16 bytes per parameter): the low-precision weights and gradients (2 + 2) and the fp32 master weights
+plus the optimizer's fp32 moments (AdamW: master + m + v = 12; SGD with momentum: master + momentum = 8).
+In fp32 / tf32 training the weights are the master copy (4 + 4 + moments). FSDP (ZeRO-3) shards all of
+them across the data-parallel ranks and gathers one layer's weights at a time.
+
+Activations kept for the backward per layer and token (Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models", section 4: `sbh (34 + 5 a s / h)` bytes per layer in 16-bit
+with dropout) are counted from the layer's tensors here, without the dropout masks modern LLM recipes do
+not use: the two norm inputs, the q/k/v projection input and outputs, the attention output, the MLP
+input, the up/gate outputs and the activation output; eager attention adds the `a s^2` score matrix.
+Selective recomputation drops the score matrix (its only saving under flash attention, which never stores
+it); full recomputation keeps only each layer's input (`2 sbh`) plus one layer's activations while it is
+recomputed. Tensor parallelism with sequence parallelism divides them by t (Korthikanti section 4.2.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dse.workload.arch import LlmArch
+from dse.workload.ops import BYTES_PER_ELEMENT
+
+__all__ = [
+    "OPTIMIZERS",
+    "RECOMPUTE_MODES",
+    "MemoryEstimate",
+    "llm_activation_bytes_per_layer",
+    "model_state_bytes_per_param",
+]
+
+OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+
+# fp32 optimizer state per parameter besides the master weights: AdamW m and v, SGD the momentum.
+_MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}
+# CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation (E: ~2-3 GiB is typical of PyTorch jobs).
+RESERVED_BYTES = 2.5 * 2**30
+
+
+def model_state_bytes_per_param(precision: str, optimizer: str) -> dict[str, float]:
+    """Bytes per parameter of weights, gradients and optimizer states (master copy included there)."""
+    if optimizer not in _MOMENT_BYTES:
+        raise ValueError(f"optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
+    moments = _MOMENT_BYTES[optimizer]
+    if precision in ("fp32", "tf32"):
+        return {"weights": 4.0, "grads": 4.0, "optimizer": moments}
+    return {"weights": 2.0, "grads": 2.0, "optimizer": 4.0 + moments}
+
+
+def llm_activation_bytes_per_layer(
+    arch: LlmArch, *, tokens: int, act_dtype: str, attention: str, recompute: str, tp: int = 1, batch: int = 1
+) -> float:
+    """Bytes one transformer layer keeps for its backward over `tokens` tokens (module docstring)."""
+    b = BYTES_PER_ELEMENT[act_dtype]
+    d = arch.hidden_size
+    if recompute == "full":
+        return tokens * d * b / tp
+    width = arch.intermediate_size
+    if arch.is_moe:
+        width = arch.num_experts_per_tok * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
+    mlp = (3 if arch.gated_mlp else 2) * width
+    per_token = 3 * d + arch.q_dim + 2 * arch.kv_dim + arch.q_dim + d + mlp
+    kept = tokens * per_token * b
+    if attention == "eager" and recompute == "none":
+        seq = tokens // max(batch, 1)
+        kept += batch * arch.num_heads * seq * seq * b
+    return kept / tp
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryEstimate:
+    """Peak bytes per GPU by part; `total_bytes` against `capacity_bytes` decides feasibility."""
+
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    reserved_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.weights_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.reserved_bytes
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def reason(self) -> str:
+        """Why the step does not fit ('' when it does)."""
+        if self.fits:
+            return ""
+        gib = 2.0**30
+        return (
+            f"needs {self.total_bytes / gib:.1f} GiB per GPU (weights {self.weights_bytes / gib:.1f}, grads "
+            f"{self.grads_bytes / gib:.1f}, optimizer {self.optimizer_bytes / gib:.1f}, activations "
+            f"{self.activations_bytes / gib:.1f}, reserved {self.reserved_bytes / gib:.1f}) but the GPU has "
+            f"{self.capacity_bytes / gib:.1f} GiB: shard (--fsdp, --tp, --pp), recompute or lower "
+            "--micro-batch"
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "weights_bytes": self.weights_bytes,
+            "grads_bytes": self.grads_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "activations_bytes": self.activations_bytes,
+            "reserved_bytes": self.reserved_bytes,
+        }

@@ -1,0 +1,329 @@
+"""One training step across data/tensor/pipeline ranks: time, energy, power, MFU and memory per GPU.
+
+    est = predict_training(arch_or_vision_model, gpu, TrainingRequest(micro_batch=8, global_batch=512,
+                           seq_len=2048, layout=ParallelLayout(num_gpus=8, fsdp=True)))
+
+A model builder (`dse.training.llm`, `dse.training.vision`) gives `StepParts`: one rank's forward,
+backward and recomputation graphs for one micro-batch, its parameters, activation bytes and the model
+FLOPs. The step, per GPU (DESIGN.md section 14; the layout rules are in `dse.training.parallel`):
+
+    per micro-batch   t_mb = forward + recompute + backward (kernel model) + exposed TP all-reduces
+                      + pipeline hand-offs
+    compute           (m + p - 1) t_mb with m = global_batch / (micro_batch x dp) micro-batches
+                      (the 1F1B bubble is the (p - 1) t_mb)
+    data parallel     FSDP: per micro-batch max(0, gathers + reduce-scatter - (forward + backward)) plus
+                      the first layer's gather; DDP: max(0, all-reduce - last backward) plus the last
+                      bucket's all-reduce
+    optimizer         one streaming update over this rank's parameters (`dse.training.optimizer`)
+
+Energy: the kernels' energy from the kernel model (with DVFS and the power cap), plus idle power for
+every exposed wait (bubble, communication) and the link energy of every byte sent. MFU = model FLOPs
+(forward + backward GEMMs and attention, 3x the forward's, recomputation excluded) / (step time x the
+dense tensor peak of the GEMM dtype at the datasheet clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.perf.power import gpu_power_terms
+from dse.perf.predict import predict_graph_totals
+from dse.perf.types import OperatingPoint
+from dse.training.memory import RECOMPUTE_MODES, MemoryEstimate
+from dse.training.optimizer import build_optimizer_graph
+from dse.training.parallel import (
+    GPUS_PER_NODE,
+    ParallelLayout,
+    group_collective_time_s,
+    link_energy_j,
+    p2p_time_s,
+)
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import AttentionOp
+
+__all__ = [
+    "DEFAULT_TRAINING_COEFFS",
+    "StepParts",
+    "TrainingCoeffs",
+    "TrainingEstimate",
+    "TrainingRequest",
+    "default_training_coeffs",
+    "estimate_step",
+]
+
+_DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb: the last bucket reduces after backward
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingCoeffs:
+    """Fitted ratios of a training framework's kernel time to the kernel model's (library kernels alone).
+
+    `kernel_scale` multiplies every kernel but attention, `attention_scale` the attention kernels (forward,
+    backward, recomputed); energies scale with them (the stretched kernels run at the modelled power).
+    What they absorb: NCCL kernels sharing SMs with overlapped compute, unfused eager elementwise kernels,
+    allocator and host gaps, and attention kernels slower than FlashAttention-2 (llm-foundry's triton
+    kernel). Fitted by `dse.calibrate.validate.training.fit_training_coeffs` on the shared LLM rows.
+    """
+
+    kernel_scale: float = 1.0
+    attention_scale: float = 1.0
+
+
+# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per architecture:
+# Hopper from the H100 rows (llm-foundry, torchtitan, Megatron-Bridge), Ampere from the A100 rows
+# (llm-foundry, BERT). PyTorch training on Hopper runs FlashAttention-2 (no wgmma/TMA), far below the
+# Hopper attention kernels the kernel model is fitted on: hence the large Hopper attention ratio.
+# Other architectures take Ampere's.
+TRAINING_COEFFS_BY_ARCH: dict[str, TrainingCoeffs] = {
+    "hopper": TrainingCoeffs(kernel_scale=1.510, attention_scale=4.054),
+    "ampere": TrainingCoeffs(kernel_scale=1.314, attention_scale=1.587),
+}
+DEFAULT_TRAINING_COEFFS = TRAINING_COEFFS_BY_ARCH["ampere"]
+
+
+def default_training_coeffs(gpu: GpuSpec) -> TrainingCoeffs:
+    """The shipped training coefficients of `gpu`'s architecture (Ampere's for the others)."""
+    return TRAINING_COEFFS_BY_ARCH.get(str(gpu.architecture).lower(), DEFAULT_TRAINING_COEFFS)
+
+
+def _split_attention(graph: WorkloadGraph) -> tuple[WorkloadGraph, WorkloadGraph]:
+    """(every op but attention, attention ops) of `graph`, so the two can be scaled apart."""
+    attn = tuple(op for op in graph.ops if isinstance(op, AttentionOp))
+    rest = tuple(op for op in graph.ops if not isinstance(op, AttentionOp))
+    return (
+        WorkloadGraph(name=graph.name, ops=rest, meta=graph.meta),
+        WorkloadGraph(name=graph.name + "/attention", ops=attn, meta=graph.meta),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingRequest:
+    """What one training step runs: batch sizes, sequence length or image size, precision, layout."""
+
+    micro_batch: int
+    global_batch: int
+    seq_len: int = 2048
+    image_size: int = 224
+    precision: str = "bf16"
+    recompute: str = "none"
+    optimizer: str = "adamw"
+    attention: str = "flash"
+    layout: ParallelLayout = field(default_factory=ParallelLayout)
+
+    def __post_init__(self) -> None:
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
+        if self.micro_batch < 1 or self.global_batch < 1:
+            raise ConfigError("micro_batch and global_batch must be positive")
+        per_step = self.micro_batch * self.layout.dp
+        if self.global_batch % per_step:
+            raise ConfigError(
+                f"global batch {self.global_batch} is not a multiple of micro batch x dp = "
+                f"{self.micro_batch} x {self.layout.dp}"
+            )
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per rank and step (gradient accumulation steps, or the pipeline's m)."""
+        return self.global_batch // (self.micro_batch * self.layout.dp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepParts:
+    """One rank's share of a model for one micro-batch (what the model builders hand the step model)."""
+
+    name: str
+    kind: str  # "llm" or "vision"
+    forward: WorkloadGraph
+    backward: WorkloadGraph
+    recompute: WorkloadGraph
+    params_per_rank: float  # after the TP / PP split, before FSDP sharding
+    num_layers_per_rank: int
+    activation_bytes: float  # kept for the backward per micro-batch on this rank
+    model_flop_per_sample: float  # whole model, forward + backward
+    tokens_per_sample: int  # seq_len for LLMs, 1 for vision
+    gemm_dtype: str
+    tp_allreduce_bytes: float = 0.0  # one Megatron all-reduce ([tokens, d] activations)
+    num_tp_allreduces: int = 0  # per micro-batch, forward and backward
+    pp_handoff_bytes: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingEstimate:
+    """A training step's prediction; times in s, energies in J, powers in W (per GPU unless `total_`)."""
+
+    model: str
+    gpu: str
+    kind: str
+    request: TrainingRequest
+    step_time_s: float
+    samples_per_step: int
+    tokens_per_step: int
+    energy_per_step_j: float  # all GPUs
+    avg_power_w: float
+    model_flop_per_step: float
+    peak_flop_per_s: float
+    memory: MemoryEstimate
+    phase_time_s: dict[str, float]
+    phase_energy_j: dict[str, float]  # per GPU
+
+    @property
+    def feasible(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def num_gpus(self) -> int:
+        return self.request.layout.num_gpus
+
+    def metrics(self) -> dict[str, Any]:
+        """The `dse predict --training --json` keys (issue 20)."""
+        n = self.num_gpus
+        per_gpu_flop_s = self.model_flop_per_step / n / self.step_time_s
+        out: dict[str, Any] = {
+            "model": self.model,
+            "gpu": self.gpu,
+            "num_gpus": n,
+            "dp": self.request.layout.dp,
+            "tp": self.request.layout.tp,
+            "pp": self.request.layout.pp,
+            "fsdp": self.request.layout.fsdp,
+            "num_microbatches": self.request.num_microbatches,
+            "step_time_s": self.step_time_s,
+            "samples_per_s": self.samples_per_step / self.step_time_s,
+            "mfu": per_gpu_flop_s / self.peak_flop_per_s,
+            "model_tflops_per_gpu": per_gpu_flop_s / 1e12,
+            "energy_per_step_j": self.energy_per_step_j,
+            "avg_power_w": self.avg_power_w,
+            "total_power_w": self.avg_power_w * n,
+            "memory_bytes": self.memory.total_bytes,
+            "memory_by_part_bytes": self.memory.to_dict(),
+            "feasible": self.feasible,
+            "infeasible_reason": self.memory.reason(),
+        }
+        if self.kind == "llm":
+            out["tokens_per_s_per_gpu"] = self.tokens_per_step / self.step_time_s / n
+            out["energy_per_token_j"] = self.energy_per_step_j / self.tokens_per_step
+        else:
+            out["samples_per_s_per_gpu"] = self.samples_per_step / self.step_time_s / n
+            out["energy_per_sample_j"] = self.energy_per_step_j / self.samples_per_step
+        return out
+
+    def breakdown(self) -> dict[str, dict[str, float]]:
+        """Time (s, per step) and energy (J, per GPU and step) by phase."""
+        return {"time_s": dict(self.phase_time_s), "energy_j": dict(self.phase_energy_j)}
+
+
+def _dp_comm(
+    parts: StepParts, req: TrainingRequest, gpu: GpuSpec, fb_s: float, bwd_s: float
+) -> tuple[float, float, float]:
+    """(total, exposed) seconds of data-parallel communication per step, and its link energy per GPU."""
+    lay, m = req.layout, req.num_microbatches
+    dp = lay.dp
+    if dp <= 1:
+        return 0.0, 0.0, 0.0
+    w_b = 4.0 if req.precision in ("fp32", "tf32") else 2.0
+    grads = parts.params_per_rank * w_b
+    if lay.fsdp:
+        gather = group_collective_time_s("all_gather", grads, dp, gpu)
+        scatter = group_collective_time_s("reduce_scatter", grads, dp, gpu)
+        comm = 2 * gather + scatter
+        exposed = max(0.0, comm - fb_s) + comm / max(parts.num_layers_per_rank, 1)
+        link = 2 * link_energy_j("all_gather", grads, dp, gpu) + link_energy_j(
+            "reduce_scatter", grads, dp, gpu
+        )
+        return m * comm, m * exposed, m * link
+    comm = group_collective_time_s("all_reduce", grads, dp, gpu)
+    last = group_collective_time_s("all_reduce", min(grads, _DDP_BUCKET_BYTES), dp, gpu)
+    exposed = max(0.0, comm - bwd_s) + last
+    return comm, exposed, link_energy_j("all_reduce", grads, dp, gpu)
+
+
+def _tp_pp_per_microbatch(parts: StepParts, lay: ParallelLayout, gpu: GpuSpec) -> tuple[float, float, float]:
+    """(TP all-reduce s, PP hand-off s, link energy J) of one micro-batch on one rank."""
+    tp_s = tp_j = pp_s = 0.0
+    if lay.tp > 1 and parts.num_tp_allreduces:
+        one = group_collective_time_s("all_reduce", parts.tp_allreduce_bytes, lay.tp, gpu)
+        tp_s = parts.num_tp_allreduces * one
+        tp_j = parts.num_tp_allreduces * link_energy_j("all_reduce", parts.tp_allreduce_bytes, lay.tp, gpu)
+    if lay.pp > 1:
+        across = lay.tp * lay.pp > GPUS_PER_NODE
+        pp_s = 2 * p2p_time_s(parts.pp_handoff_bytes, gpu, across_nodes=across)
+        if gpu.interconnect is not None:
+            tp_j += 2 * parts.pp_handoff_bytes * 8.0 * gpu.interconnect.energy_j_per_bit
+    return tp_s, pp_s, tp_j
+
+
+def estimate_step(
+    parts: StepParts,
+    gpu: GpuSpec,
+    req: TrainingRequest,
+    memory: MemoryEstimate,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+    train_coeffs: TrainingCoeffs | None = None,
+) -> TrainingEstimate:
+    """The step model of the module docstring over one rank's `parts`."""
+    point = point or OperatingPoint()
+    coeffs_t = train_coeffs or default_training_coeffs(gpu)
+    lay, m = req.layout, req.num_microbatches
+    params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
+    opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
+    graphs = [
+        g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)
+    ]
+    lat, en = predict_graph_totals([*graphs, opt], gpu, point, coeffs, power_coeffs)
+    scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
+    lat_s, en_j = lat[:-1] * scale, en[:-1] * scale
+    fwd_s, bwd_s, rec_s = (float(lat_s[i] + lat_s[i + 1]) for i in (0, 2, 4))
+    fwd_j, bwd_j, rec_j = (float(en_j[i] + en_j[i + 1]) for i in (0, 2, 4))
+    opt_s, opt_j = float(lat[-1]) * coeffs_t.kernel_scale, float(en[-1]) * coeffs_t.kernel_scale
+    attention_s = m * float(lat_s[1] + lat_s[3] + lat_s[5])
+    tp_s, pp_s, tp_pp_j = _tp_pp_per_microbatch(parts, lay, gpu)
+    t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s
+    bubble_s = (lay.pp - 1) * t_mb
+    dp_total_s, dp_exposed_s, dp_link_j = _dp_comm(parts, req, gpu, fwd_s + bwd_s + rec_s, bwd_s)
+    step_s = m * t_mb + bubble_s + dp_exposed_s + opt_s
+    clock = point.sm_clock_hz or gpu.clocks.boost_clock_hz
+    idle_w = float(gpu_power_terms(gpu).idle_power_w(np.asarray(clock, dtype=float)))
+    time_s = {
+        "forward": m * fwd_s,
+        "backward": m * (bwd_s + rec_s),
+        "optimizer": opt_s,
+        "communication": m * (tp_s + pp_s) + dp_exposed_s,
+        "pipeline_bubble": bubble_s,
+        "communication_overlapped": max(0.0, dp_total_s - dp_exposed_s),
+        "attention_in_forward_backward": attention_s,
+    }
+    energy_j = {
+        "forward": m * fwd_j,
+        "backward": m * (bwd_j + rec_j),
+        "optimizer": opt_j,
+        "communication": idle_w * (m * (tp_s + pp_s) + dp_exposed_s) + m * tp_pp_j + dp_link_j,
+        "pipeline_bubble": idle_w * bubble_s,
+    }
+    per_gpu_j = sum(energy_j.values())
+    samples = req.global_batch
+    dtype = parts.gemm_dtype
+    peak = gpu.fp32_peak_flop_per_s() if dtype == "fp32" else gpu.tensor_peak_flop_per_s(dtype)
+    return TrainingEstimate(
+        model=parts.name,
+        gpu=gpu.name,
+        kind=parts.kind,
+        request=req,
+        step_time_s=step_s,
+        samples_per_step=samples,
+        tokens_per_step=samples * parts.tokens_per_sample,
+        energy_per_step_j=per_gpu_j * lay.num_gpus,
+        avg_power_w=per_gpu_j / step_s,
+        model_flop_per_step=samples * parts.model_flop_per_sample,
+        peak_flop_per_s=peak,
+        memory=memory,
+        phase_time_s=time_s,
+        phase_energy_j=energy_j,
+    )

@@ -1,0 +1,156 @@
+"""Training graphs: the forward pass of a training step, its backward graph and the recomputation ops.
+
+    fwd = training_forward(build_prefill_graph(arch, batch=8, seq_len=2048))   # + loss, LM head on all tokens
+    bwd = build_backward_graph(fwd)                                             # reversed, gradient ops
+
+Rules, per forward op (DESIGN.md section 14):
+
+- GEMM `C[m, n] = A[m, k] B[k, n]`: a data-gradient GEMM `dA = dC B^T` ([m, n] x [n, k]) and a
+  weight-gradient GEMM `dB = A^T dC` ([k, m] x [m, n]), so backward GEMM FLOPs are twice the forward's.
+  A batched GEMM of two activations (no `b_shared` weight) has the same two GEMMs, one per input.
+- Attention: FlashAttention-2's backward runs five matmuls per tile against the forward's two (2.5x the
+  FLOPs) at about 0.86 of the forward's throughput (Dao 2023, "FlashAttention-2", section 3.2 and the A100
+  benchmark figures: ~73% of peak forward, ~63% backward), so its time is about 3x the forward's: the
+  backward is the forward op repeated `ATTENTION_BWD_PASSES` times.
+- Norms: the backward reads x and dy, writes dx and reduces the affine weight's gradient: twice the
+  forward (its op repeated twice). Softmax backward streams y and dy into dx (a two-input elementwise op).
+- Elementwise: activations read their input(s) and dy and write dx (`act_mul`-shaped ops; a gated
+  activation writes two gradients); the residual add's gradient accumulation is one add; an embedding
+  gather becomes a scatter-add of the same size; casts and scales mirror themselves.
+- Loss: the forward ends with the fp32 cross-entropy softmax over the logits, the backward starts with its
+  gradient (softmax minus one-hot) written in the activation dtype.
+
+The forward of a training step is a prefill without KV-cache writes whose LM head runs on every token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import (
+    AttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    NormOp,
+    Op,
+    SoftmaxOp,
+)
+
+__all__ = [
+    "ATTENTION_BWD_PASSES",
+    "build_backward_graph",
+    "build_recompute_graph",
+    "training_forward",
+]
+
+ATTENTION_BWD_PASSES = 3
+
+_ACT_GRAD_KIND = {
+    "gelu": "gelu_mul",
+    "silu": "silu_mul",
+    "relu": "mul",
+    "tanh": "mul",
+    "exp": "mul",
+    "silu_mul": "silu_mul",
+    "gelu_mul": "gelu_mul",
+}
+
+
+def _tokens(graph: WorkloadGraph) -> int:
+    return int(str(graph.meta.get("num_tokens", 0)) or 0)
+
+
+def training_forward(prefill: WorkloadGraph) -> WorkloadGraph:
+    """The forward of a training step from a decoder or encoder prefill graph (`build_prefill_graph`).
+
+    KV-cache writes are dropped (training keeps no cache), the LM head runs on all `batch * seq_len`
+    tokens (the loss needs every position's logits), and the fp32 cross-entropy softmax is appended.
+    """
+    tokens = _tokens(prefill)
+    ops: list[Op] = []
+    vocab = 0
+    for op in prefill.ops:
+        if isinstance(op, ElementwiseOp) and op.name.endswith("/kv_cache_write"):
+            continue
+        if isinstance(op, GemmOp) and op.name.endswith("/lm_head"):
+            op = dataclasses.replace(op, m=tokens)
+            vocab = op.n
+        ops.append(op)
+    if vocab:
+        root = prefill.name.rsplit("/", 1)[0]
+        # torch cross_entropy under autocast runs in fp32 over [tokens, vocab]
+        ops.append(SoftmaxOp(name=f"{root}/loss/cross_entropy", rows=tokens, cols=vocab, dtype="fp32"))
+    name = prefill.name.rsplit("/", 1)[0] + "/forward"
+    return WorkloadGraph(name=name, ops=tuple(ops), meta={**prefill.meta, "phase": "train_forward"})
+
+
+def _gemm_grads(op: GemmOp) -> list[Op]:
+    # dA = dC B^T ([m, n] x [n, k]); dB = A^T dC ([k, m] x [m, n]): the weight gradient reduces over m
+    dgrad = dataclasses.replace(op, name=f"{op.name}_dgrad", n=op.k, k=op.n, act_quant=False)
+    wgrad = dataclasses.replace(op, name=f"{op.name}_wgrad", m=op.k, k=op.m, b_shared=False, act_quant=False)
+    return [dgrad, wgrad]
+
+
+def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
+    name, n = f"{op.name}_bwd", op.num_elements
+    kind = op.kind
+    if kind in _ACT_GRAD_KIND:
+        # gated activations write d(gate) and d(up): twice the elements
+        n = n * 2 if kind.endswith("_mul") else n
+        kind = _ACT_GRAD_KIND[kind]
+    elif kind == "copy":
+        kind = "add"  # gather -> scatter-add into the table's gradient
+    elif kind in ("add", "mul"):
+        kind = "add"  # gradient accumulation of the branch
+    return [ElementwiseOp(name=name, kind=kind, num_elements=n, dtype=op.dtype, count=op.count)]
+
+
+def backward_ops(op: Op) -> list[Op]:
+    """The gradient ops of one forward op (module docstring), in execution order."""
+    if isinstance(op, GemmOp):
+        return _gemm_grads(op)
+    if isinstance(op, AttentionOp):
+        return [dataclasses.replace(op, name=f"{op.name}_bwd", count=op.count * ATTENTION_BWD_PASSES)]
+    if isinstance(op, NormOp):
+        return [dataclasses.replace(op, name=f"{op.name}_bwd", count=op.count * 2)]
+    if isinstance(op, SoftmaxOp):
+        dtype = "bf16" if op.dtype == "fp32" and op.name.endswith("/cross_entropy") else op.dtype
+        grad = ElementwiseOp(
+            name=f"{op.name}_bwd", kind="mul", num_elements=op.rows * op.cols, dtype=op.dtype, count=op.count
+        )
+        return [dataclasses.replace(grad, out_dtype=dtype)]
+    return _elementwise_grad(op)
+
+
+def build_backward_graph(forward: WorkloadGraph, *, skip_first_dgrad: bool = False) -> WorkloadGraph:
+    """The backward pass of `forward`: every op's gradient ops, in reverse order.
+
+    Args:
+        forward: a training forward (`training_forward`) or any forward graph.
+        skip_first_dgrad: drop the data gradient of the first GEMM (its input needs none: a vision model's
+            stem convolution on the images).
+    """
+    ops: list[Op] = []
+    first_gemm = next((op for op in forward.ops if isinstance(op, GemmOp)), None)
+    for op in reversed(forward.ops):
+        grads = backward_ops(op)
+        if skip_first_dgrad and op is first_gemm:
+            grads = [g for g in grads if not g.name.endswith("_dgrad")]
+        ops += grads
+    name = forward.name.rsplit("/", 1)[0] + "/backward"
+    return WorkloadGraph(name=name, ops=tuple(ops), meta={**forward.meta, "phase": "train_backward"})
+
+
+def build_recompute_graph(forward: WorkloadGraph, mode: str) -> WorkloadGraph:
+    """The forward ops the backward re-runs: `full` every layer op (Megatron full recomputation: only each
+    layer's input is kept), `selective` the attention cores (Korthikanti et al. 2022), `none` nothing."""
+    ops: tuple[Op, ...] = ()
+    if mode == "full":
+        ops = tuple(op for op in forward.ops if "/layer[" in op.name)
+    elif mode == "selective":
+        ops = tuple(
+            op for op in forward.ops if isinstance(op, AttentionOp | SoftmaxOp) and "/layer[" in op.name
+        )
+    name = forward.name.rsplit("/", 1)[0] + "/recompute"
+    return WorkloadGraph(name=name, ops=ops, meta={**forward.meta, "phase": "train_recompute"})

@@ -1,0 +1,107 @@
+"""Training-step properties (issue 20): backward ~2x forward, recompute trade-off, infeasibility, DP, MFU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dse.cli import app
+from dse.hardware.catalog import load_gpu
+from dse.training.llm import predict_llm_training
+from dse.training.parallel import ParallelLayout, bubble_frac
+from dse.training.step import TrainingRequest
+from dse.workload.backward import build_backward_graph, training_forward
+from dse.workload.llm import build_prefill_graph
+from dse.workload.models import load_model_config
+from dse.workload.ops import GemmOp
+
+GPU = load_gpu("h100-sxm")
+
+
+def _gemm_flop(graph) -> float:
+    return sum(op.flop * op.count for op in graph.ops if isinstance(op, GemmOp))
+
+
+@pytest.mark.parametrize("model", ["mpt-1b", "llama-3.1-8b", "qwen3-8b"])
+def test_backward_gemm_flops_twice_forward(model: str) -> None:
+    fwd = training_forward(build_prefill_graph(load_model_config(model), batch=2, seq_len=1024))
+    bwd = build_backward_graph(fwd)
+    assert _gemm_flop(bwd) == pytest.approx(2.0 * _gemm_flop(fwd), rel=1e-9)
+    assert not any(op.name.endswith("kv_cache_write") for op in fwd.ops)
+
+
+def _predict(model: str = "mpt-1b", **kw: object):
+    layout = ParallelLayout(**{k: kw.pop(k) for k in ("num_gpus", "tp", "pp", "fsdp") if k in kw})
+    req = TrainingRequest(layout=layout, **{"micro_batch": 4, "global_batch": 4 * layout.dp, **kw})
+    return predict_llm_training(load_model_config(model), GPU, req)
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+def test_recompute_raises_time_and_lowers_activations(mode: str) -> None:
+    base, rec = _predict(recompute="none"), _predict(recompute=mode)
+    assert rec.step_time_s > base.step_time_s
+    assert rec.memory.activations_bytes <= base.memory.activations_bytes
+    if mode == "full":
+        assert rec.memory.activations_bytes < 0.5 * base.memory.activations_bytes
+
+
+def test_step_that_does_not_fit_is_infeasible_with_reason() -> None:
+    est = _predict("llama-3.1-70b", micro_batch=1, global_batch=1, seq_len=4096)
+    m = est.metrics()
+    assert not m["feasible"] and "GiB" in m["infeasible_reason"]
+    assert _predict().metrics()["feasible"]
+
+
+def test_dp1_has_no_gradient_communication() -> None:
+    est = _predict(num_gpus=1)
+    assert est.phase_time_s["communication"] == 0.0
+    assert est.phase_time_s["communication_overlapped"] == 0.0
+    multi = _predict(num_gpus=8)
+    assert multi.phase_time_s["communication"] + multi.phase_time_s["communication_overlapped"] > 0.0
+
+
+def test_fsdp_shards_model_states() -> None:
+    ddp, fsdp = _predict(num_gpus=8), _predict(num_gpus=8, fsdp=True)
+    assert fsdp.memory.optimizer_bytes == pytest.approx(ddp.memory.optimizer_bytes / 8)
+
+
+def test_pipeline_bubble() -> None:
+    assert bubble_frac(4, 12) == pytest.approx(3 / 15)
+    est = _predict("llama-3.1-8b", num_gpus=4, pp=4, micro_batch=1, global_batch=8, seq_len=1024)
+    assert est.phase_time_s["pipeline_bubble"] > 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    micro=st.sampled_from([1, 2, 8]),
+    seq=st.sampled_from([256, 2048, 8192]),
+    precision=st.sampled_from(["bf16", "fp8", "fp16"]),
+    num_gpus=st.sampled_from([1, 8, 64]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
+def test_mfu_never_above_one(micro: int, seq: int, precision: str, num_gpus: int, recompute: str) -> None:
+    est = _predict(
+        "mpt-125m", micro_batch=micro, global_batch=micro * num_gpus, seq_len=seq, precision=precision,
+        num_gpus=num_gpus, fsdp=True, recompute=recompute,
+    )  # fmt: skip
+    m = est.metrics()
+    assert 0.0 < m["mfu"] <= 1.0
+    assert m["avg_power_w"] <= GPU.power.tdp_w * 1.05
+
+
+def test_cli_training_json_keys() -> None:
+    args = "predict --model mpt-1b --gpu h100-sxm --training --num-gpus 8 --fsdp --micro-batch 4 "
+    args += "--global-batch 64 --seq-len 2048 --precision bf16 --recompute selective --json --breakdown"
+    result = CliRunner().invoke(app, args.split())
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    for key in (
+        "step_time_s", "tokens_per_s_per_gpu", "mfu", "model_tflops_per_gpu", "energy_per_step_j",
+        "energy_per_token_j", "avg_power_w", "total_power_w", "memory_bytes", "feasible", "infeasible_reason",
+    ):  # fmt: skip
+        assert key in out
+    assert set(out["breakdown"]["time_s"]) >= {"forward", "backward", "optimizer", "communication"}
