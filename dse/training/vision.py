@@ -1,0 +1,71 @@
+"""Training steps of vision models (`dse.workload.vision`): data parallel only (DDP or FSDP).
+
+Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
+attention outputs), as eager PyTorch autograd keeps them; `full` recomputation keeps only the graph's
+input plus the largest op output. Throughput is images per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from dse.errors import ConfigError
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import OperatingPoint
+from dse.training.memory import RESERVED_BYTES, MemoryEstimate, model_state_bytes_per_param
+from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
+from dse.workload.backward import build_backward_graph, build_recompute_graph
+from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op
+from dse.workload.vision import VisionModel, build_vision_graph
+
+__all__ = ["predict_vision_training"]
+
+
+def _output_bytes(op: Op) -> float:
+    if isinstance(op, GemmOp):
+        return op.batch * op.m * op.n * BYTES_PER_ELEMENT[op.c_dtype]
+    if isinstance(op, NormOp):
+        return op.rows * op.cols * BYTES_PER_ELEMENT[op.dtype]
+    if isinstance(op, ElementwiseOp):
+        return op.num_elements * BYTES_PER_ELEMENT[op.out_dtype or op.dtype]
+    if isinstance(op, AttentionOp):
+        return op.batch * op.seq_len_q * op.num_heads * op.head_dim * BYTES_PER_ELEMENT[op.dtype]
+    return 0.0
+
+
+def predict_vision_training(
+    model: VisionModel,
+    gpu: GpuSpec,
+    req: TrainingRequest,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+    train_coeffs: TrainingCoeffs | None = None,
+) -> TrainingEstimate:
+    """One data-parallel training step of a vision model (`dse.training.step`)."""
+    lay = req.layout
+    if lay.tp > 1 or lay.pp > 1:
+        raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
+    forward, params = build_vision_graph(
+        model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision
+    )
+    backward = build_backward_graph(forward, skip_first_dgrad=True)
+    recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")
+    outputs = [_output_bytes(op) * op.count for op in forward.ops]
+    activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2
+    state = model_state_bytes_per_param(req.precision, req.optimizer)
+    shard = lay.dp if lay.fsdp else 1
+    memory = MemoryEstimate(
+        weights_bytes=params * state["weights"] / shard, grads_bytes=params * state["grads"] / shard,
+        optimizer_bytes=params * state["optimizer"] / shard, activations_bytes=activations,
+        reserved_bytes=RESERVED_BYTES, capacity_bytes=gpu.memory.capacity_bytes,
+    )  # fmt: skip
+    flop = sum(op.flop * op.count for op in forward.ops if isinstance(op, GemmOp | AttentionOp))
+    parts = StepParts(
+        name=model.name, kind="vision", forward=forward, backward=backward, recompute=recompute,
+        params_per_rank=float(params), num_layers_per_rank=max(1, len(forward.ops) // 4),
+        activation_bytes=activations, model_flop_per_sample=3.0 * flop / req.micro_batch, tokens_per_sample=1,
+        gemm_dtype=req.precision,
+    )  # fmt: skip
+    return estimate_step(parts, gpu, replace(req), memory, point, coeffs, power_coeffs, train_coeffs)

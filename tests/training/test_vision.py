@@ -1,0 +1,26 @@
+"""Vision models: parameter counts against torchvision's published totals; a training step runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.hardware.catalog import load_gpu
+from dse.training.predict import predict_training
+from dse.training.step import TrainingRequest
+from dse.workload.vision import build_vision_graph, load_vision_model
+
+
+@pytest.mark.parametrize(
+    ("model", "published_m"),
+    [("resnet-18", 11.7), ("resnet-50", 25.6), ("resnet-152", 60.2), ("vgg-16", 138.4), ("vit-b-16", 86.6),
+     ("vit-l-16", 304.3)],
+)  # fmt: skip
+def test_param_counts(model: str, published_m: float) -> None:
+    _, params = build_vision_graph(load_vision_model(model), batch=1)
+    assert params / 1e6 == pytest.approx(published_m, abs=0.06)
+
+
+def test_vision_training_step() -> None:
+    req = TrainingRequest(micro_batch=64, global_batch=64, image_size=224, precision="fp16", optimizer="sgd")
+    m = predict_training("resnet-50", load_gpu("a100-sxm-80gb"), req).metrics()
+    assert m["feasible"] and 0 < m["mfu"] < 1 and m["samples_per_s"] > 0 and "energy_per_sample_j" in m
