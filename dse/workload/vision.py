@@ -1,4 +1,4 @@
-"""Vision models as workload graphs: ResNet, VGG and ViT (torchvision architectures), for inference and training.
+"""Vision models as workload graphs: ResNet, VGG and ViT (torchvision architectures), inference and training.
 
     g, num_params = build_vision_graph(load_vision_model("resnet-50"), batch=256, precision="fp16")
 
