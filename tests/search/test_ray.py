@@ -47,3 +47,33 @@ def test_local_ray_env_is_loopback_only_and_restored(monkeypatch: pytest.MonkeyP
     assert ray_constants.ENABLE_RAY_CLUSTER is before
     with _local_ray_env(local=False):  # joining a cluster by address: Ray's own behaviour
         assert os.environ["HTTPS_PROXY"] == "http://corp-proxy:3128"
+
+
+@pytest.mark.slow
+def test_study_on_a_two_node_cluster_by_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dse run --address`: a two-node local cluster (two raylets on 127.0.0.1, one CPU each) runs a study
+    and gives the serial run's points. ~15 s (`make test-slow`)."""
+    import ray
+    import ray._private.ray_constants as ray_constants
+    from ray.cluster_utils import Cluster
+
+    # loopback-only, as dse's own local start (the cluster processes inherit the variable)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
+    try:
+        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        study = zdt_study(tmp_path, 32)
+        serial = run_study(study, out=tmp_path / "serial", evaluator=zdt1)
+        on_cluster = run_study(
+            study, out=tmp_path / "cluster", evaluator=zdt1, executor="ray", address=cluster.address
+        )
+        assert on_cluster.executor == "ray" and on_cluster.n_points == serial.n_points == 32
+        assert comparable(read_log(on_cluster.run_dir)) == comparable(read_log(serial.run_dir))
+        assert not ray.is_initialized()  # the driver disconnected; the cluster keeps running
+        assert len([n for n in cluster.list_all_nodes()]) == 2
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
