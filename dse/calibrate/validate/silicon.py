@@ -91,9 +91,13 @@ sigma, so the prompts spread as much (a +-6% spread of isl, which the clients' r
 have too; it is why the TensorRT-LLM budget is taken at the longest drawn prompt: a prompt a few tokens
 over the budget left by the decodes waits for the batch to drain). TTFT and TPOT are the per-request
 means (`ttft_load_s`, `tpot_load_s`), as the rows measure them.
-Results: TPOT 11.3% (bias +0%; vLLM 11.3%, TensorRT-LLM 9.8%, SGLang 26.6%), TTFT 40.4% (bias -33%;
-vLLM 18.6%, TensorRT-LLM 41.1%, SGLang 91.3%), 45.4% at concurrency <= 16 (vLLM 8.1%), close to the
-closed-loop simulation above (11.6%, 40.4%), with the same misses:
+Lengths as each run drew them (`silicon_lengths`): fixed for the 50 rows of aiconfigurator's gap
+analysis (TensorRT-LLM and SGLang Qwen3-32B, one vLLM row), spread as above for the InferenceMAX rows.
+Results: TPOT 11.8% (vLLM 11.3%, TensorRT-LLM 10.9%, SGLang 22.6%), TTFT 36.7% (bias -14%; vLLM 23.4%,
+TensorRT-LLM 35.0%, SGLang 89.2%), 40.4% at concurrency <= 16. With spread lengths for every row (before
+issue 17): TPOT 11.3%, TTFT 40.4% (bias -33%; vLLM 18.6%, TensorRT-LLM 41.1%, SGLang 91.3%); the vLLM
+figure moves only through its one gap-analysis row (4000x1000, the prefix-caching suspect below), whose
+waves now queue together. Close to the closed-loop simulation above (11.6%, 40.4%), with the same misses:
   * SGLang: the KV pool. With gpu_memory_utilization 0.78-0.79 (a pool of ~6-9k tokens, as Little's law
     says) these rows' TTFT MAPE is 28-38% and TPOT 4-8%, against the preset rule's ~24k tokens (91%,
     27%): a setting the rows do not record, not fitted.
@@ -138,6 +142,8 @@ SILICON_SAMPLING = "greedy"
 SILICON_OUTPUT_SPREAD = 0.2
 # Log-space sigma of the lengths in the load model: the CV of a +-10% uniform spread (module docstring).
 SILICON_LENGTH_SIGMA = round(SILICON_OUTPUT_SPREAD / 12**0.5, 3)
+# aiconfigurator's own gap-analysis runs (`silicon_data_source` prefix): fixed lengths (`silicon_lengths`).
+GAP_ANALYSIS_SOURCE = "source_file=aic-auto-gap-analysis/"
 # Engines whose chunked prefill splits prompts over steps (TensorRT-LLM's is off by default).
 CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": False}
 
@@ -169,6 +175,23 @@ def silicon_kv_dtype(backend: str, precision: str) -> str | None:
     """
     del backend
     return "fp8" if precision == "fp8" else None
+
+
+def silicon_lengths(row: pd.Series) -> dict[str, Any]:
+    """`LoadRequest` length fields of a silicon row: as its benchmark drew them.
+
+    aiconfigurator's gap-analysis runs (`GAP_ANALYSIS_SOURCE`, Dynamo's benchmarking recipe: genai-perf /
+    aiperf synthetic prompts with `--synthetic-input-tokens-stddev 0`, `--output-tokens-stddev 0` and
+    ignore_eos) send every request with exactly isl and osl tokens, so the closed loop's waves stay
+    together: a wave's requests finish in the same step and their successors arrive together, each
+    waiting for the prompts of its wave-mates (the module docstring has the TP1 evidence; the multi-GPU
+    evidence is in `dse.calibrate.validate.silicon_multigpu`). The InferenceMAX-style runs (the other
+    sources; vLLM `benchmark_serving` random prompts over a range of lengths) spread them: lognormal of
+    sigma SILICON_LENGTH_SIGMA.
+    """
+    if str(row.get("silicon_data_source", "")).startswith(GAP_ANALYSIS_SOURCE):
+        return {"length_dist": "fixed"}
+    return {"length_dist": "lognormal", "length_sigma": SILICON_LENGTH_SIGMA}
 
 
 def silicon_token_budget(backend: str, input_tokens: int, concurrency: int) -> int:
@@ -277,8 +300,8 @@ def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
     n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
     load = LoadRequest(
         mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
-        length_dist="lognormal", length_sigma=SILICON_LENGTH_SIGMA, precision=prec,
-        kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
+        precision=prec, kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
+        **silicon_lengths(r),
     )  # fmt: skip
     if backend == "trtllm":  # the budget holds the longest prompt drawn beside every client's decode
         longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
@@ -320,6 +343,7 @@ __all__ = [
     "reserved_tokens_per_request",
     "silicon_frame",
     "silicon_kv_dtype",
+    "silicon_lengths",
     "silicon_load_frame",
     "silicon_load_request",
     "silicon_token_budget",

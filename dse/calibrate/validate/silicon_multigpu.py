@@ -11,9 +11,31 @@ README flags are left out). Duplicated measurements are dropped on (system, back
 TPOT), as the README says.
 
 Each row is `predict_load` in the benchmark's mode, as `dse.calibrate.validate.silicon` does for the
-TP1 rows (closed loop at concurrency = batch_size, the row's engine, precision and KV dtype, lognormal
-lengths of sigma SILICON_LENGTH_SIGMA, the TensorRT-LLM step budget), with tp = tp_size, dp =
-attention_dp_size and ep = moe_ep_size (1 for dense models).
+TP1 rows (closed loop at concurrency = batch_size, the row's engine, precision and KV dtype, the lengths
+its benchmark drew (`silicon_lengths`: fixed for aiconfigurator's gap-analysis runs, spread for the
+others), the TensorRT-LLM step budget), with tp = tp_size, dp = attention_dp_size and ep = moe_ep_size
+(1 for dense models).
+
+Where TTFT goes (issue 17; an even 60-row sample, `multigpu_frame(max_rows=60)`): the model was too
+low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolated prefill step
+(concurrency 1), communication inside it and the queueing of the closed loop:
+- communication is 10-50% of a prefill step (tp 2-8), too little to explain 2-10x;
+- the gap-analysis runs send fixed lengths (`silicon_lengths`), so waves stay together: their TTFT
+  grows with concurrency x isl as whole waves of prompts queue (SGLang Qwen3-32B tp4: ~19 us per
+  prompt token of the whole wave at concurrency 128). Spread lengths let waves drift apart and
+  under-count that queueing. Fixed lengths there: TTFT MAPE 65% -> 56% (vllm 59 -> 56, trtllm 65 -> 54,
+  sglang 79 -> 68), TPOT unchanged (37%);
+- MoE prefill is under-priced by the kernel model: vLLM's fused-MoE layer as aiconfigurator measured
+  it on an H200 (`h200_sxm_vllm-0.24.0_moe.csv`, balanced routing) takes 0.84 / 2.9 ms at 1024 / 8192
+  tokens for gpt-oss-120b (mxfp4) against our 0.44 / 1.24 ms, and 0.83 / 4.5 ms for Qwen3-235B
+  (fp8_block) against our 0.74 / 2.7 ms. That is most of the gpt-oss, Qwen3-235B and DeepSeek misses
+  (isolated prefill 3-9x below the measured TTFT at concurrency 4-8), not fixed here (`dse.workload.moe`);
+- rows no engine default explains: gpt-oss-120b vLLM at concurrency 512 (TTFT ~20 s with a TPOT of
+  4-6 ms: ~100 running, a max_num_seqs the row does not record, and a TPOT below one weight read per
+  step, i.e. speculative decoding); DeepSeek-R1 TensorRT-LLM with tp 8 / ep 8 (TPOT 35-45% above ours
+  at low concurrency: MTP); Llama-3.1-8B TensorRT-LLM 1.0.0rc3, whose TTFT grows with osl at
+  concurrency 8 (~ e2e / concurrency: one request's worth of waiting that the engine defaults do not
+  produce).
 """
 
 from __future__ import annotations
@@ -26,10 +48,10 @@ from dse.calibrate.data.aiconfigurator import read_data_csv
 from dse.calibrate.validate.common import cached_arch, cached_gpu
 from dse.calibrate.validate.silicon import (
     SILICON_GPUS,
-    SILICON_LENGTH_SIGMA,
     SILICON_SAMPLING,
     SILICON_WAVES,
     silicon_kv_dtype,
+    silicon_lengths,
     silicon_token_budget,
 )
 from dse.errors import DseError
@@ -84,9 +106,9 @@ def multigpu_load_request(row: pd.Series) -> tuple[str, str, LoadRequest]:
     ep = _size(row, "moe_ep_size") if arch.is_moe else 1
     load = LoadRequest(
         mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
-        length_dist="lognormal", length_sigma=SILICON_LENGTH_SIGMA, precision=prec,
-        kv_dtype=silicon_kv_dtype(backend, "fp8" if prec == "fp8" else "bf16"), engine=backend,
-        sampling=SILICON_SAMPLING, tp=_size(row, "tp_size"), ep=ep, dp=_size(row, "attention_dp_size"),
+        precision=prec, kv_dtype=silicon_kv_dtype(backend, "fp8" if prec == "fp8" else "bf16"),
+        engine=backend, sampling=SILICON_SAMPLING, tp=_size(row, "tp_size"), ep=ep,
+        dp=_size(row, "attention_dp_size"), **silicon_lengths(row),
     )  # fmt: skip
     if backend == "trtllm":
         longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
