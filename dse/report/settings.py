@@ -1,0 +1,172 @@
+"""The report's settings section: the study's objectives, constraints and parameters, the run's summary,
+and why points failed or were infeasible."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from dse.report.figures.pareto import ParetoInfo
+from dse.report.frames import ParamInfo, RunData
+from dse.report.markup import esc as _esc
+from dse.report.markup import kv_table as _kv_table
+from dse.report.table import fmt_value as _fmt
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _counts_table(title: str, series: pd.Series, limit: int = 10) -> str:
+    """Count reasons, pooling those that differ only in their numbers (`avg_power_w 712 W > 700 W`)."""
+    text = series.fillna("").astype(str)
+    if text.empty:
+        return ""
+    frame = pd.DataFrame({"text": text, "key": text.str.replace(_NUMBER, "#", regex=True)})
+    grouped = (
+        frame.groupby("key", sort=False)["text"].agg(["size", "first"]).sort_values("size", ascending=False)
+    )
+    counts = grouped["size"]
+    examples = grouped["first"]
+    rows = "".join(
+        f'<tr><td class="text">{_esc(k or "(no reason given)")}</td><td>{v}</td>'
+        + (f'<td class="text note">e.g. {_esc(examples[k])}</td>' if "#" in k else "")
+        + "</tr>"
+        for k, v in counts.iloc[:limit].items()
+    )
+    more = f'<p class="note">… and {len(counts) - limit} more.</p>' if len(counts) > limit else ""
+    return f"<h3>{_esc(title)}</h3><table>{rows}</table>{more}"
+
+
+def _constraint_text(c: Any) -> str:
+    if isinstance(c, Mapping):
+        if c.get("text"):
+            return str(c["text"])
+        if {"metric", "op", "value"} <= set(c):
+            return f"{c['metric']} {c['op']} {c['value']}"
+        return json.dumps(c, default=str)
+    return str(c)
+
+
+def _describe_param(p: ParamInfo, spec: Mapping[str, Any]) -> str:
+    """`96 … 144, step 4`, `hbm3, hbm3e`, `4096`, plus `when` and a name that differs from the path."""
+    kind = spec.get("kind", p.kind)
+    if kind in ("int", "float") and "low" in spec:
+        text = f"{spec['low']} … {spec['high']}"
+        text += f", step {spec['step']}" if spec.get("step") is not None else ""
+        text += ", log scale" if spec.get("log") else ""
+    elif kind == "constant" or p.kind == "constant":
+        text = f"{spec.get('value', p.constant_value)}"
+    elif spec.get("values") is not None:
+        text = ", ".join(str(v) for v in spec["values"])
+    elif p.categories:
+        text = ", ".join(str(v) for v in p.categories)
+    else:
+        text = ""
+    if spec.get("when"):
+        text += " when " + ", ".join(f"{k} = {v}" for k, v in dict(spec["when"]).items())
+    name = spec.get("name")
+    if name and name != p.path:
+        text += f" (named {name})"
+    return text
+
+
+def _param_rows(run: RunData, info: ParetoInfo) -> str:
+    declared = {str(p.get("path")): p for p in run.summary.get("parameters") or () if isinstance(p, Mapping)}
+    rows = []
+    for p in info.params:
+        spec = declared.get(p.path, {})
+        rows.append(
+            f'<tr><td class="text">{_esc(p.path)}</td><td class="text">{_esc(spec.get("kind", p.kind))}</td>'
+            f'<td class="text">{_esc(_describe_param(p, spec))}</td></tr>'
+        )
+    return (
+        '<h3>Parameters</h3><table><tr><th class="text">path</th><th class="text">kind</th>'
+        f'<th class="text">range / values</th></tr>{"".join(rows)}</table>'
+    )
+
+
+_SUMMARY_SHOWN = (
+    "study",
+    "run_id",
+    "sampler",
+    "executor",
+    "seed",
+    "elapsed_s",
+    "points_per_s",
+    "n_points",
+    "n_feasible",
+    "n_failed",
+    "front_size",
+    "hypervolume",
+    "reference_point",
+    "stop_reason",
+    "objectives",
+    "constraints",
+    "parameters",
+    "run_dir",
+)
+
+
+def settings_section(run: RunData, info: ParetoInfo) -> str:
+    s = run.summary
+    parts = ['<section id="settings"><h2>Study settings and run summary</h2>']
+    stop = s.get("stop_reason")
+    if stop:
+        parts.append(f'<p><span class="stop"><b>Why the run stopped:</b> {_esc(stop)}</span></p>')
+    else:
+        parts.append(
+            '<p><span class="stop"><b>No summary.json:</b> the run did not finish (killed, or still '
+            f"running). Everything here is computed from {_esc(run.source)}.</span></p>"
+        )
+    run_pairs = [(k, s[k]) for k in ("study", "run_id", "sampler", "executor", "seed") if k in s]
+    run_pairs.append(("data source", run.source))
+    run_pairs.append(("run directory", str(run.run_dir)))
+    if "elapsed_s" in s:
+        run_pairs.append(("elapsed (s)", s["elapsed_s"]))
+    if "points_per_s" in s:
+        run_pairs.append(("points per second", s["points_per_s"]))
+    run_pairs += [
+        (k, v) for k, v in s.items() if k not in _SUMMARY_SHOWN and isinstance(v, str | int | float)
+    ]
+    res_pairs = [(k, s[k]) for k in ("n_points", "n_feasible", "n_failed", "front_size") if k in s]
+    if not res_pairs:
+        res_pairs = [
+            ("n_points", info.n_points),
+            ("n_feasible", info.count("front") + info.count("dominated")),
+            ("n_failed", info.count("failed")),
+            ("front_size", info.count("front")),
+        ]
+    for k in ("hypervolume", "reference_point"):
+        if k in s:
+            value = s[k]
+            if isinstance(value, list):
+                value = "(" + ", ".join(_fmt(v) for v in value) + ")"
+            res_pairs.append((k, value))
+    objs = ", ".join(f"{o.column.removeprefix('metric.')} ({o.direction})" for o in info.objectives)
+    cons = s.get("constraints") or []
+    parts.append('<div class="grid"><div><h3>Run</h3>' + _kv_table(run_pairs) + "</div>")
+    parts.append("<div><h3>Results</h3>" + _kv_table(res_pairs) + "</div>")
+    obj_pairs: list[tuple[str, Any]] = [("objectives", objs)]
+    obj_pairs += [("constraint", _constraint_text(c)) for c in cons]
+    parts.append("<div><h3>Objectives and constraints</h3>" + _kv_table(obj_pairs) + "</div></div>")
+    parts.append(_param_rows(run, info))
+    pts = info.points
+    parts.append(_counts_table("Why points are infeasible", pts.loc[pts["status"] == "infeasible", "reason"]))
+    if "error" in pts:
+        parts.append(_counts_table("Errors", pts.loc[pts["status"] == "failed", "error"]))
+    if run.env:
+        env = json.dumps(run.env, indent=2, default=str)
+        parts.append(f"<details><summary>Environment (env.json)</summary><pre>{_esc(env)}</pre></details>")
+    if run.study_yaml:
+        parts.append(
+            "<details><summary>Resolved study (study.resolved.yaml)</summary>"
+            f"<pre>{_esc(run.study_yaml)}</pre></details>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# --- the page ---------------------------------------------------------------------------------------
