@@ -78,10 +78,11 @@ class TrainingCoeffs:
 # Hopper from the H100 rows (llm-foundry, torchtitan, Megatron-Bridge), Ampere from the A100 rows
 # (llm-foundry, BERT). PyTorch training on Hopper runs FlashAttention-2 (no wgmma/TMA), far below the
 # Hopper attention kernels the kernel model is fitted on: hence the large Hopper attention ratio.
-# Other architectures take Ampere's.
+# Other architectures take Ampere's. In-sample (78 Hopper rows, 175 Ampere rows); refitted after the
+# weight-gradient change: Ampere 1.314/1.587 -> 1.326/1.565, Hopper unchanged.
 TRAINING_COEFFS_BY_ARCH: dict[str, TrainingCoeffs] = {
     "hopper": TrainingCoeffs(kernel_scale=1.510, attention_scale=4.054),
-    "ampere": TrainingCoeffs(kernel_scale=1.314, attention_scale=1.587),
+    "ampere": TrainingCoeffs(kernel_scale=1.326, attention_scale=1.565),
 }
 DEFAULT_TRAINING_COEFFS = TRAINING_COEFFS_BY_ARCH["ampere"]
 
