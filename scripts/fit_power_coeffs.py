@@ -5,9 +5,10 @@
     .venv/bin/python scripts/fit_power_coeffs.py --only hopper  # refit one set, keep the other file
 
 ampere: EnergAIzer A100 PCIe 40 GB forward passes (900 MHz set and 510-1410 MHz DVFS sweep), training
-workloads of the by-workload split, with the host gap per launch; no A10 data. hopper: aiconfigurator H200
-GEMM and generation-attention power tables, kernels >= 1 ms, training rows, through the 700 W cap (context
-attention is validated only: `validate_power.HOPPER_FAMILY_WEIGHT` says why). The latency model
+workloads of the by-workload split, through the eager host queue (dse.perf.host); no A10 data.
+hopper: aiconfigurator H200 GEMM and generation-attention power tables, kernels >= 1 ms, training rows,
+through the 700 W cap (context attention is validated only: `validate_power.HOPPER_FAMILY_WEIGHT` says
+why). The latency model
 uses its shipped default coefficients (`dse.perf.coeffs.load_default_coeffs`). See
 `dse.calibrate.validate.power` for the data rules.
 """

@@ -190,12 +190,17 @@ def predict_cmd(
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
     coeffs: CoeffsOpt = None,
-    host_gap_us: Annotated[
-        float,
+    launch: Annotated[
+        str | None,
         typer.Option(
-            "--host-gap-us", help="Host time per kernel launch (eager PyTorch ~20 us); 0 = CUDA graphs."
+            "--launch",
+            help="Host launch mode: eager, graphs or engine (asynchronous launch queue, dse.perf.host). "
+            "Default: eager for --kernels (EnergAIzer lists are eager PyTorch), GPU time only for --model.",
         ),
-    ] = 0.0,
+    ] = None,
+    host_gap_us: Annotated[
+        float | None, typer.Option("--host-gap-us", hidden=True, help="Removed: use --launch.")
+    ] = None,
     cost_scenario: CostScenarioOpt = "mid",
     lifetime_years: LifetimeOpt = None,
     utilization: UtilizationOpt = None,
@@ -244,16 +249,22 @@ def predict_cmd(
     graph = build_workload(
         model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels
     )
-    _predict_graph(graph, spec, point, coeffs, host_gap_us, breakdown, as_json)
+    if host_gap_us is not None:
+        raise DseError(
+            "--host-gap-us was removed: host time is now an asynchronous launch queue; give "
+            "--launch eager|graphs|engine (eager is the default for --kernels)"
+        )
+    mode = launch if launch is not None else ("eager" if kernels is not None else None)
+    _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
 
 
 def _predict_graph(
-    graph: Any, spec: Any, point: Any, coeffs: Path | None, host_gap_us: float, breakdown: bool, as_json: bool
+    graph: Any, spec: Any, point: Any, coeffs: Path | None, launch: str | None, breakdown: bool, as_json: bool
 ) -> None:
     from dse.perf.predict import predict_command_payload, predict_graph
 
     latency, power = _coefficients(coeffs, spec)
-    pred = predict_graph(graph, spec, point, latency, power, host_gap_s=host_gap_us * 1e-6)
+    pred = predict_graph(graph, spec, point, latency, power, launch=launch)
     _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
 
 

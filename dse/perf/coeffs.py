@@ -181,8 +181,8 @@ class PowerCoeffs:
     """Fitted energy coefficients of one GPU architecture, at V_REF (see the module docstring).
 
     Units: l2 and smem J/byte, tensor J per bf16-equivalent FLOP, cuda J/FLOP, sfu J/op; dram_scale is
-    dimensionless; active and gap are J per SM clock cycle. `host_gap_s` is the per-launch host gap of the
-    dataset the coefficients came from (eager PyTorch), offered as a default, never applied silently.
+    dimensionless; active and gap are J per SM clock cycle. Host time is not a power coefficient: see
+    `dse.perf.host`.
     """
 
     architecture: str
@@ -194,11 +194,10 @@ class PowerCoeffs:
     dram_scale: float = 1.0
     active_j_per_sm_cycle: float = 0.0
     gap_j_per_sm_cycle: float = 0.0
-    host_gap_s: float = 0.0
     provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in (*self.coeff_names(), "host_gap_s"):
+        for name in self.coeff_names():
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
                 raise ConfigError(
@@ -241,13 +240,13 @@ class PowerCoeffs:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"architecture": self.architecture}
-        out.update({n: getattr(self, n) for n in (*self.coeff_names(), "host_gap_s")})
+        out.update({n: getattr(self, n) for n in self.coeff_names()})
         out["provenance"] = self.provenance
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "") -> PowerCoeffs:
-        allowed = {"architecture", *cls.coeff_names(), "host_gap_s", "provenance"}
+        allowed = {"architecture", *cls.coeff_names(), "provenance"}
         unknown = sorted(set(data) - allowed)
         if unknown or "architecture" not in data:
             raise ConfigError(

@@ -1,21 +1,21 @@
-"""Workload-level latency, energy and power: kernel estimates + power model + power cap + host gaps.
+"""Workload-level latency, energy and power: kernel estimates + power model + power cap + host queue.
 
 `predict_graph(graph, gpu, point)` is the one call the CLI, the serving predictor and the search make:
 
 1. every op is estimated by the kernel model at the requested clock; kernels whose power exceeds the cap
    are re-estimated at their effective clock (`dse.perf.dvfs.capped_rows`);
 2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
-3. an optional host gap per kernel launch models eager-framework launch overhead: the GPU waits for the
-   host, drawing gap power (idle + the fitted gap term), and the wall time grows (see `host_gaps_s`);
-4. totals: latency_s = sum(count * (latency + gap)), energy_j = sum of every kernel's and gap's energy,
-   avg_power_w = energy_j / latency_s.
+3. with a launch mode (`launch`: eager, graphs, engine) the host enqueues the kernels asynchronously
+   (`dse.perf.host`): the GPU waits only when the host falls behind, drawing gap power (idle + the
+   fitted gap term); without one (None, the library default) the workload is GPU time only;
+4. totals: latency_s = the queue's wall time (busy time without a launch mode), energy_j = every kernel's
+   and every wait's energy, avg_power_w = energy_j / latency_s.
 
-Host gaps. With `host_gap_s = h` > 0 every kernel launch adds h of host time during which the GPU
-waits, drawing gap power (idle + the fitted gap term). On the EnergAIzer A100 training workloads (eager
-PyTorch) this additive rule fits the measured wall times best: latency MAPE 11.7% at the fitted h =
-19.5 us, against 15.7% for an "overlap" rule (gap = max(h - t, 0): long kernels hide the host) and 19.6%
-for a host-queue model (the host issues a launch every h and the GPU runs them in order). CUDA-graph and
-serving-engine runs have no such gaps: the default is 0.
+History of the host rule. Until issue 16 a fixed host gap h per kernel launch was added to the wall time
+(`--host-gap-us`): on the EnergAIzer A100 workloads it fitted best among single-constant rules (latency
+MAPE 11.7% at h = 19.5 us), but it charges host time to large workloads whose host runs ahead of the GPU,
+and it did not transfer (H100 whole models ~32% off). The queue of `dse.perf.host` replaces it; its host
+costs are calibrated on the same whole-run data (`dse.calibrate.fit.host`).
 
 Everything is vectorized over the kernels of the graph; the per-kernel Python work is building the
 `KernelPrediction` values at the end.
@@ -35,6 +35,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import kernel_bounds, summarize, time_shares
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
 from dse.perf.dvfs import capped_rows, row_estimator
+from dse.perf.host import DEFAULT_HOST, HostCoeffs, check_launch, gpu_only_coeffs, schedule
 from dse.perf.multiclock import Estimator
 from dse.perf.power import ENERGY_KEYS, gap_power_w, gpu_power_terms
 from dse.perf.types import OperatingPoint
@@ -85,10 +86,12 @@ class KernelPrediction:
 class WorkloadPrediction:
     """A workload's predicted latency, energy and power, with its kernels.
 
-    latency_s: wall time, kernels plus host gaps; busy_s: kernels only. avg_power_w = energy_j /
-    latency_s. peak_power_w: the highest kernel power. effective_clock_hz: the busy-time-weighted mean
-    of the kernels' effective clocks; min_effective_clock_hz the lowest. requested_clock_hz and
-    power_cap_w: what the operating point asked for (clamped to the GPU; cap default = TDP).
+    latency_s: wall time, kernels plus the GPU's waits for the host; busy_s: kernels only; host_s:
+    the host's own busy time (0 without a launch mode); launch: the launch mode or "none".
+    avg_power_w = energy_j / latency_s. peak_power_w: the highest kernel power. effective_clock_hz:
+    the busy-time-weighted mean of the kernels' effective clocks; min_effective_clock_hz the lowest.
+    requested_clock_hz and power_cap_w: what the operating point asked for (clamped to the GPU; cap
+    default = TDP).
     """
 
     name: str
@@ -102,7 +105,8 @@ class WorkloadPrediction:
     min_effective_clock_hz: float
     requested_clock_hz: float
     power_cap_w: float
-    host_gap_s: float
+    launch: str
+    host_s: float
     kernels: tuple[KernelPrediction, ...]
     _by_module: dict[str, float] = field(default_factory=dict, hash=False, repr=False)
 
@@ -144,7 +148,8 @@ class WorkloadPrediction:
             "min_effective_clock_hz": self.min_effective_clock_hz,
             "requested_clock_hz": self.requested_clock_hz,
             "power_cap_w": self.power_cap_w,
-            "host_gap_s": self.host_gap_s,
+            "launch": self.launch,
+            "host_s": self.host_s,
             "num_kernels": sum(k.count for k in self.kernels),
             "energy_j_by_module": self.energy_j_by_module(),
             "energy_j_by_kind": self.energy_j_by_kind(),
@@ -155,11 +160,6 @@ class WorkloadPrediction:
         return out
 
 
-def host_gaps_s(latency_s: np.ndarray, host_gap_s: float) -> np.ndarray:
-    """Time per launch the GPU waits for the host: h for every kernel (module docstring)."""
-    return np.full_like(np.asarray(latency_s, dtype=float), max(host_gap_s, 0.0))
-
-
 def predict_graph(
     graph: WorkloadGraph,
     gpu: GpuSpec,
@@ -167,7 +167,8 @@ def predict_graph(
     coeffs: Any = None,
     power_coeffs: PowerCoeffs | None = None,
     *,
-    host_gap_s: float = 0.0,
+    launch: str | None = None,
+    host: HostCoeffs = DEFAULT_HOST,
     estimator: Estimator | None = None,
 ) -> WorkloadPrediction:
     """Latency, energy and power of `graph` on `gpu` at `point`.
@@ -178,21 +179,25 @@ def predict_graph(
         point: requested SM clock (default: boost) and power cap (default: TDP).
         coeffs: latency coefficients for the kernel model (None: its default).
         power_coeffs: energy coefficients (None: the shipped set for the GPU's architecture).
-        host_gap_s: host time per kernel launch (eager frameworks); 0 for CUDA graphs / serving engines.
+        launch: eager, graphs or engine: the asynchronous host queue of `dse.perf.host` (the latency
+            groups whose coefficients carry host time lose it, `dse.perf.host.gpu_only_coeffs`); None:
+            GPU time only.
+        host: the queue's host costs (default: the calibrated `DEFAULT_HOST`).
         estimator: the kernel model as a `KernelEstimate` estimator (default: the registry's families,
             through `dse.perf.multiclock.op_rows`); tests inject stand-ins.
 
     Raises:
-        ConfigError: a negative host gap or a power cap below the GPU's minimum.
+        ConfigError: an unknown launch mode or a power cap below the GPU's minimum.
     """
-    if not host_gap_s >= 0.0:
-        raise ConfigError(f"host_gap_s must be >= 0, got {host_gap_s}")
+    mode = None if launch is None else check_launch(launch)
+    if mode is not None:
+        coeffs = gpu_only_coeffs(coeffs)
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
     ops = list(graph.ops)
     if not ops:
-        return _empty(graph, gpu, point, host_gap_s)
+        return _empty(graph, gpu, point, mode or "none")
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
         capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
     a, p = capped.rows, capped.power
@@ -200,7 +205,11 @@ def predict_graph(
     _check_finite(ops, lat, p["total"], gpu)
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
-    gap = host_gaps_s(lat, host_gap_s)
+    if mode is None:
+        gap, host_s = np.zeros_like(lat), 0.0
+    else:
+        queue = schedule(lat, ops, mode, host)
+        gap, host_s = queue.wait_s / count, queue.host_s
     gp = gap_power_w(f, terms, pc)
     # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).
     run = np.column_stack([p["idle"], p["active"], p["dram"], p["onchip"]]) * lat[:, None]
@@ -229,7 +238,8 @@ def predict_graph(
         min_effective_clock_hz=float(f.min()),
         requested_clock_hz=capped.requested_clock_hz,
         power_cap_w=capped.power_cap_w,
-        host_gap_s=host_gap_s,
+        launch=mode or "none",
+        host_s=host_s,
         kernels=kernels,
         _by_module=by_module,
     )
@@ -351,9 +361,7 @@ def _kernel_predictions(
     )
 
 
-def _empty(
-    graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, host_gap_s: float
-) -> WorkloadPrediction:
+def _empty(graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, launch: str) -> WorkloadPrediction:
     from dse.perf.dvfs import power_cap_w, requested_clock_hz
 
     f = requested_clock_hz(gpu, point)
@@ -369,7 +377,8 @@ def _empty(
         min_effective_clock_hz=f,
         requested_clock_hz=f,
         power_cap_w=power_cap_w(gpu, point),
-        host_gap_s=host_gap_s,
+        launch=launch,
+        host_s=0.0,
         kernels=(),
         _by_module=dict.fromkeys(ENERGY_KEYS, 0.0),
     )

@@ -63,6 +63,12 @@ class EnginePreset:
     gpu_memory_utilization: float | None  # None: the engine's own rule (dse.serving.memory)
     host_step_s: float = 0.0
 
+    def launch_mode(self, decodes: int, prefill_tokens: int = 0) -> str:
+        """The step's launch mode for `dse.perf.host`: CUDA graphs for decode-only steps the engine has
+        captured, eager (per-kernel launches) otherwise."""
+        captured = bool(self.cuda_graph_sizes) and decodes <= self.cuda_graph_sizes[-1]
+        return "graphs" if prefill_tokens == 0 and captured else "eager"
+
     def padded_decodes(self, decodes: int) -> int:
         """Decode-only steps run as the smallest captured CUDA graph that holds them (eager above)."""
         sizes = self.cuda_graph_sizes

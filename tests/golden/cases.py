@@ -147,30 +147,30 @@ def _prediction(pred: Any) -> Values:
 
 def whole_model() -> Values:
     """Whole forward passes: latency, energy, power and the module split (DVFS, cap, host gaps)."""
-    cases: list[tuple[str, Callable[[], Any], str, OperatingPoint, float]] = [
+    cases: list[tuple[str, Callable[[], Any], str, OperatingPoint, str | None]] = [
         ("gpt2-prefill-a100-900mhz-eager", lambda: build_prefill_graph(
             load_model_config("gpt2"), batch=8, seq_len=512, attention="eager"),
-         "a100-pcie-40gb", OperatingPoint(sm_clock_hz=900e6), 19.5e-6),
+         "a100-pcie-40gb", OperatingPoint(sm_clock_hz=900e6), "eager"),
         ("llama8b-prefill-h100", lambda: build_prefill_graph(
-            load_model_config("llama-3.1-8b"), batch=4, seq_len=1024), "h100-sxm", OperatingPoint(), 0.0),
+            load_model_config("llama-3.1-8b"), batch=4, seq_len=1024), "h100-sxm", OperatingPoint(), None),
         ("llama8b-prefill-h100-fp8", lambda: build_prefill_graph(
             load_model_config("llama-3.1-8b"), batch=4, seq_len=1024, precision="fp8"),
-         "h100-sxm", OperatingPoint(), 0.0),
+         "h100-sxm", OperatingPoint(), None),
         ("bert-large-prefill-a10", lambda: build_prefill_graph(
-            load_model_config("bert-large"), batch=8, seq_len=384), "a10", OperatingPoint(), 0.0),
+            load_model_config("bert-large"), batch=8, seq_len=384), "a10", OperatingPoint(), None),
         ("mistral-decode-l40s", lambda: build_decode_graph(
-            load_model_config("mistral-7b"), batch=16, context_len=8192), "l40s", OperatingPoint(), 0.0),
+            load_model_config("mistral-7b"), batch=16, context_len=8192), "l40s", OperatingPoint(), None),
         ("llama8b-decode-h100-cap350", lambda: build_decode_graph(
             load_model_config("llama-3.1-8b"), batch=32, context_len=2048),
-         "h100-sxm", OperatingPoint(power_cap_w=350.0), 0.0),
+         "h100-sxm", OperatingPoint(power_cap_w=350.0), None),
         ("qwen2-prefill-h200-1200mhz", lambda: build_prefill_graph(
             load_model_config("qwen2-1.5b"), batch=16, seq_len=2048),
-         "h200-sxm", OperatingPoint(sm_clock_hz=1200e6), 0.0),
+         "h200-sxm", OperatingPoint(sm_clock_hz=1200e6), None),
     ]  # fmt: skip
     out: Values = {}
-    for name, graph_fn, gpu_name, point, host_gap_s in cases:
+    for name, graph_fn, gpu_name, point, launch in cases:
         gpu = load_gpu(gpu_name)
-        pred = predict_graph(graph_fn(), gpu, point, load_default_coeffs(gpu), host_gap_s=host_gap_s)
+        pred = predict_graph(graph_fn(), gpu, point, load_default_coeffs(gpu), launch=launch)
         out |= {f"{name}/{k}": v for k, v in _prediction(pred).items()}
     return out
 

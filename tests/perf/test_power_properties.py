@@ -146,9 +146,9 @@ def test_other_kernels_power_non_decreasing_in_clock(gpu_name, elements, rows, c
     k=dims,
     cap_frac=st.floats(0.0, 1.0),
     clock_frac=st.floats(0.0, 1.0),
-    host_gap_us=st.sampled_from([0.0, 5.0, 40.0]),
+    launch=st.sampled_from([None, "graphs", "eager"]),
 )
-def test_cap_respected_and_energy_is_power_times_time(gpu_name, m, n, k, cap_frac, clock_frac, host_gap_us):
+def test_cap_respected_and_energy_is_power_times_time(gpu_name, m, n, k, cap_frac, clock_frac, launch):
     gpu = load_gpu(gpu_name)
     lo = gpu.power.power_cap_min_w or 0.4 * gpu.power.tdp_w
     cap = lo + cap_frac * (gpu.power.tdp_w - lo)
@@ -166,7 +166,7 @@ def test_cap_respected_and_energy_is_power_times_time(gpu_name, m, n, k, cap_fra
         OperatingPoint(sm_clock_hz=f, power_cap_w=cap),
         _coeffs(gpu),
         _pc(gpu),
-        host_gap_s=host_gap_us * 1e-6,
+        launch=launch,
     )
     for kp in r.kernels:
         assert kp.power_w <= cap + 1e-9 or kp.cap_exceeded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs
+from dse.perf.host import DEFAULT_HOST
 from dse.perf.power import ENERGY_KEYS
-from dse.perf.predict import host_gaps_s, predict_command_payload, predict_graph
+from dse.perf.predict import predict_command_payload, predict_graph
 from dse.perf.types import OperatingPoint
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import ElementwiseOp, GemmOp, SoftmaxOp
@@ -44,12 +46,12 @@ def _predict(point=None, **kw):
     return predict_graph(GRAPH, H100, point or OperatingPoint(), None, PC, estimator=roofline_estimator, **kw)
 
 
-@pytest.mark.parametrize("host_gap_s", [0.0, 20e-6, 5e-3])
+@pytest.mark.parametrize("launch", [None, "graphs", "engine", "eager"])
 @pytest.mark.parametrize(
     "point", [OperatingPoint(), OperatingPoint(sm_clock_hz=900e6), OperatingPoint(power_cap_w=300)]
 )
-def test_energy_is_power_times_time_everywhere(point, host_gap_s):
-    r = _predict(point, host_gap_s=host_gap_s)
+def test_energy_is_power_times_time_everywhere(point, launch):
+    r = _predict(point, launch=launch)
     assert r.energy_j == pytest.approx(r.avg_power_w * r.latency_s, rel=1e-12)
     assert r.latency_s == pytest.approx(sum(k.count * (k.latency_s + k.gap_s) for k in r.kernels), rel=1e-12)
     for k in r.kernels:
@@ -74,17 +76,16 @@ def test_count_multiplies_energy_and_time():
     assert b.avg_power_w == pytest.approx(a.avg_power_w)
 
 
-def test_host_gaps_add_one_gap_per_launch():
-    lat = np.array([1e-6, 10e-6, 100e-6])
-    np.testing.assert_allclose(host_gaps_s(lat, 20e-6), [20e-6, 20e-6, 20e-6])
-    np.testing.assert_array_equal(host_gaps_s(lat, 0.0), 0.0)
+def test_a_slow_host_makes_the_gpu_wait_at_lower_power():
     r0 = _predict()
-    r1 = _predict(host_gap_s=1e-3)
+    slow = dataclasses.replace(DEFAULT_HOST, eager_gemm_s=5e-3, eager_other_s=5e-3)
+    r1 = _predict(launch="eager", host=slow)
     assert r1.busy_s == pytest.approx(r0.busy_s)
     assert r1.latency_s > r0.latency_s
     assert r1.avg_power_w < r0.avg_power_w  # the GPU waits at near-idle power
+    assert r1.launch == "eager" and r1.host_s >= 13 * 5e-3
     with pytest.raises(ConfigError):
-        _predict(host_gap_s=-1.0)
+        _predict(launch="lazy")
 
 
 def test_cap_lowers_the_effective_clock_and_reports_it():
@@ -109,7 +110,7 @@ def test_memory_bound_energy_minimum_is_below_max_clock():
 
 
 def test_to_dict_is_json_ready_and_payload_has_mhz():
-    r = _predict(host_gap_s=5e-6)
+    r = _predict(launch="eager")
     text = json.dumps(r.to_dict())
     back = json.loads(text)
     assert back["energy_j"] == r.energy_j and len(back["kernels"]) == len(GRAPH.ops)

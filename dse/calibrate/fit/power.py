@@ -40,9 +40,9 @@ from dse.errors import CalibrationError
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import clock_table, highest_fitting_index
+from dse.perf.host import HostCoeffs, LaunchPlan, launch_plan, schedule
 from dse.perf.multiclock import RowEstimator, op_rows
 from dse.perf.power import gap_feature, gpu_power_terms, power_features
-from dse.perf.predict import host_gaps_s
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import Dtype, ElementwiseOp, GemmOp, Op
 
@@ -189,7 +189,8 @@ class WorkloadRun:
     """One graph estimated at one clock: per-op arrays the fit and the validation need.
 
     latency_s and features_j ([n, K], `PowerCoeffs.coeff_names()` order) are per execution; count says how
-    many times each op runs. gap_j_per_s_unit is the gap feature per second of gap (num_sms * f * V^2).
+    many times each op runs; plan is the graph's launch plan (`dse.perf.host.launch_plan`; None: no host).
+    gap_j_per_s_unit is the gap feature per second of gap (num_sms * f * V^2).
     """
 
     sm_clock_hz: float
@@ -198,18 +199,25 @@ class WorkloadRun:
     features_j: np.ndarray
     idle_w: float
     gap_j_per_s_unit: float
+    plan: LaunchPlan | None = None
 
     @property
     def busy_s(self) -> float:
         return float(np.dot(self.count, self.latency_s))
 
-    def totals(self, host_gap_s: float) -> tuple[float, np.ndarray]:
-        """(wall_s, features_j [K]) of the whole graph with host gaps (`dse.perf.predict.host_gaps_s`)."""
-        gap = host_gaps_s(self.latency_s, host_gap_s)
-        gap_total_s = float(np.dot(self.count, gap))
+    def wall_s(self, host: HostCoeffs | None) -> float:
+        """Wall time under eager launches with `host` costs (`dse.perf.host`); None: GPU time only."""
+        if host is None or self.plan is None:
+            return self.busy_s
+        return schedule(self.latency_s, self.plan, "eager", host).wall_s
+
+    def totals(self, host: HostCoeffs | None) -> tuple[float, np.ndarray]:
+        """(wall_s, features_j [K]) of the whole graph with eager launches (`wall_s`)."""
+        wall = self.wall_s(host)
+        gap_total_s = wall - self.busy_s
         x = self.count @ self.features_j
         x[GAP_COLUMN] += gap_total_s * self.gap_j_per_s_unit
-        return self.busy_s + gap_total_s, x
+        return wall, x
 
 
 GAP_COLUMN = PowerCoeffs.coeff_names().index("gap_j_per_sm_cycle")
@@ -233,30 +241,19 @@ def workload_run(
         ),
         idle_w=float(terms.idle_power_w(f0)),
         gap_j_per_s_unit=float(gap_feature(np.array(1.0), f0, terms)),
+        plan=launch_plan(ops),
     )
 
 
-def rows_from_runs(runs: list[WorkloadRun], power_w: np.ndarray, host_gap_s: float) -> PowerRows:
-    """The fit's linear system for whole-workload runs with measured average power."""
-    tot = [r.totals(host_gap_s) for r in runs]
+def rows_from_runs(runs: list[WorkloadRun], power_w: np.ndarray, host: HostCoeffs | None) -> PowerRows:
+    """The fit's linear system for whole-workload runs with measured average power (eager launches)."""
+    tot = [r.totals(host) for r in runs]
     return PowerRows(
         features_j=np.array([x for _, x in tot]),
         wall_s=np.array([w for w, _ in tot]),
         idle_w=np.array([r.idle_w for r in runs]),
         power_w=np.asarray(power_w, dtype=float),
     )
-
-
-def fit_host_gap_s(runs: list[WorkloadRun], latency_s: np.ndarray, grid_s: np.ndarray | None = None) -> float:
-    """Per-launch host time that minimizes the wall-time MAPE of `runs` against measured `latency_s`.
-
-    A 1-D scan (default 0 to 200 us in 0.5 us steps): measured time minus predicted GPU time, spread over
-    the kernels by the rule of `dse.perf.predict.host_gaps_s`.
-    """
-    grid = np.arange(0.0, 200.5e-6, 0.5e-6) if grid_s is None else np.asarray(grid_s, dtype=float)
-    measured = np.asarray(latency_s, dtype=float)
-    errs = [mape(np.array([r.totals(h)[0] for r in runs]), measured) for h in grid]
-    return float(grid[int(np.argmin(errs))])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,9 +15,10 @@ Rules, from the data README:
 - Each run is predicted at its measured clock (`avg_sm_clock_hz`: below the requested lock when the 250 W
   cap throttled it).
 - EnergAIzer times are eager-PyTorch wall times: one host gap per kernel launch is fitted on the training
-  workloads' latencies and applied (`dse.perf.predict.host_gaps_s`). The shipped latency coefficients of
-  the LLMCompass-fitted groups carry that host overhead in eps_s, so those eps are dropped for these runs
-  (`HOST_TIMED_GROUPS`, `without_host_overhead`).
+  workloads' latencies through the eager launch queue (`dse.perf.host`, host costs fitted by
+  `dse.calibrate.fit.host` on the training workloads). The shipped latency coefficients of the
+  LLMCompass-fitted groups carry host overhead in eps_s, so those eps fall to the launch floor for these
+  runs (`dse.perf.host.gpu_only_coeffs`), as in every prediction with a launch mode.
 - Fits: ampere by relative least squares with a ridge towards physical priors (`PRIOR`, `AMPERE_RIDGE`);
   hopper through the cap on the capped model's weighted MAPE (`HOPPER_FAMILY_WEIGHT`, `HOPPER_FREE`,
   physical bounds `HOPPER_BOUNDS`).
@@ -32,7 +33,6 @@ Rules, from the data README:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from functools import cache
 from pathlib import Path
@@ -44,12 +44,12 @@ import pandas as pd
 from dse.calibrate.data.aiconfigurator import load_aiconfigurator_attention, load_aiconfigurator_gemm
 from dse.calibrate.data.common import split_holdout
 from dse.calibrate.data.energaizer import load_energaizer_measurements
+from dse.calibrate.fit.host import FITTED, fit_host_coeffs
 from dse.calibrate.fit.power import (
     KernelTable,
     PowerRows,
     WorkloadRun,
     as_precision,
-    fit_host_gap_s,
     fit_power_rows,
     fit_through_cap,
     kernel_table,
@@ -60,8 +60,8 @@ from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import clock_grid_hz, row_estimator
+from dse.perf.host import HOST_TIMED_GROUPS, gpu_only_coeffs
 from dse.perf.multiclock import Estimator, RowEstimator
-from dse.perf.types import CoeffTable, coeff_table
 from dse.workload.energaizer import load_kernel_list
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp, Dtype, GemmOp
@@ -200,13 +200,6 @@ def h200_table(df: pd.DataFrame, gpu: GpuSpec, coeffs: Any, rows_fn: RowEstimato
 DEFAULT = "default"  # latency coefficients: the shipped set for each GPU's architecture
 
 
-# Kernel groups whose shipped latency coefficients were fitted on wall times that include host launch
-# overhead (LLMCompass softmax / layernorm / GELU sweeps: time.time() around one PyTorch call, README
-# section 4): their eps_s (~45 us) is that overhead, not GPU time. In whole eager forward passes the host
-# gap models it (`dse.perf.predict.host_gaps_s`); counting both would charge it twice.
-HOST_TIMED_GROUPS: tuple[str, ...] = ("elementwise", "norm", "softmax")
-
-
 # Priors of the energy coefficients at 1 V (PowerCoeffs.coeff_names() order), from hardware-facts 3.1-3.2:
 # L2 ~5 pJ/B and shared memory ~1 pJ/B (SRAM reads of 1 MB / 32 KB arrays, scaled from 45 nm), a bf16
 # Tensor-Core FLOP ~0.3 pJ (a quarter to a third of the 0.8-1 pJ/FLOP board-level figure), an FP32 CUDA-core
@@ -272,20 +265,9 @@ def latency_coeffs(coeffs: Any, gpu: GpuSpec) -> Any:
     return coeffs
 
 
-def without_host_overhead(coeffs: Any) -> Any:
-    """The latency table with eps_s = 0 in HOST_TIMED_GROUPS (for eager whole-model runs with host gaps)."""
-    table = coeff_table(coeffs)
-    groups = {
-        g: dataclasses.replace(c, eps_s=0.0) if g.split("/")[0] in HOST_TIMED_GROUPS else c
-        for g, c in table.groups.items()
-    }
-    return CoeffTable(groups=groups)
-
-
 def energaizer_latency_coeffs(coeffs: Any, gpu: GpuSpec) -> Any:
     """Latency coefficients for EnergAIzer eager forward passes: DEFAULT resolved, host overhead removed."""
-    resolved = latency_coeffs(coeffs, gpu)
-    return resolved if resolved is None else without_host_overhead(resolved)
+    return gpu_only_coeffs(latency_coeffs(coeffs, gpu))
 
 
 def _bounds(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -305,23 +287,24 @@ def fit_ampere(
     name: str = "ampere",
     cache_: dict | None = None,
 ) -> tuple[PowerCoeffs, PowerRows]:
-    """Energy coefficients and host gap from EnergAIzer A100 forward passes (train rows).
+    """Energy coefficients from EnergAIzer A100 forward passes (train rows).
 
-    Relative least squares with a ridge towards PRIOR (AMPERE_RIDGE), at each run's measured clock.
+    Relative least squares with a ridge towards PRIOR (AMPERE_RIDGE), at each run's measured clock, with
+    the host queue's costs fitted first on the same rows' wall times (recorded in the provenance).
     """
     gpu = load_gpu(ENERGAIZER_GPU["a100"])
     lat = energaizer_latency_coeffs(coeffs, gpu)
     runs = energaizer_runs(train, gpu, lat, row_estimator(estimator), cache_)
-    host_gap_s = fit_host_gap_s(runs, train["latency_s"].to_numpy())
-    rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host_gap_s)
+    host, _ = fit_host_coeffs(runs, train["latency_s"].to_numpy())
+    rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host)
     lower, upper = _bounds(rows.features_j.shape[1])
     fit = fit_power_rows(rows, lower=lower, upper=upper, prior=PRIOR, ridge=ridge)
     pc = PowerCoeffs.from_vector(
         "ampere",
         fit.coeffs,
-        host_gap_s=host_gap_s,
         provenance={
             "name": name,
+            "host": {n: getattr(host, n) for n in FITTED},
             "gpu": gpu.name,
             "data": "EnergAIzer ISPASS'26 artifact, measurements_{a100pcie,dvfs_a100pcie}_nvml.csv",
             "split": f"train workloads of split_holdout(frac={HOLDOUT_FRAC}, seed={SEED}) by workload",
@@ -393,7 +376,6 @@ def fit_hopper(
     pc = PowerCoeffs.from_vector(
         "hopper",
         fit.coeffs,
-        host_gap_s=0.0,
         provenance={
             "name": "hopper",
             "gpu": gpu.name,

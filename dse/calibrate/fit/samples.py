@@ -196,7 +196,6 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
     pc = PowerCoeffs.from_vector(
         ss.gpu.architecture,
         fit.coeffs,
-        host_gap_s=prior.host_gap_s,
         provenance={
             "name": f"calibrated-{ss.gpu.name}",
             "gpu": ss.gpu.name,
@@ -208,7 +207,6 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
             "num_rows_without_clock": int((~sub.frame["clock_known"]).sum()),
             "fit_power_mape": fit.mape,
             "solver_status": fit.status,
-            "host_gap_s": "copied from the shipped set (kernel loops have no host gaps)",
         },
     )
     return pc, fit.mape

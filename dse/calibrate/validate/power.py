@@ -5,7 +5,7 @@ Here each dataset's held-out part is predicted with the shipped (or given) coeff
 
 - `a100_dvfs` per clock and `a100_900` (test workloads); the `*_capped` rows predict at the requested
   clock with the model's own cap instead of the measured clock.
-- `a10`: forecast only, no A10 row enters any fit; A10 uses the A100's host gap.
+- `a10`: forecast only, no A10 row enters any fit; A10 uses the A100 host's launch costs (`DEFAULT_HOST`).
 - `h200_gemm`, `h200_attention_context`, `h200_attention_generation`: the test rows. Each H200 family also
   gets a `5-NN of the data` row: the held-out power error of the measured rows predicting themselves from
   their nearest neighbours (`h200_power_repeatability`), an estimate of how repeatable the readings are.
@@ -44,6 +44,7 @@ from dse.calibrate.fit.power_sets import (
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import row_estimator
+from dse.perf.host import DEFAULT_HOST, HostCoeffs
 from dse.perf.multiclock import Estimator
 from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
@@ -98,19 +99,18 @@ def energaizer_predictions(
     *,
     coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
-    host_gap_s: float | None = None,
+    host: HostCoeffs | None = DEFAULT_HOST,
     cache_: dict | None = None,
 ) -> pd.DataFrame:
     """Per-run predictions at the measured clock: pred_latency_s, pred_power_w, pred_energy_j (+ measured)."""
     rows_fn = row_estimator(estimator)
-    h = pc.host_gap_s if host_gap_s is None else host_gap_s
     out = []
     for gpu_name, part in df.groupby(
         df["dataset"].map(lambda d: ENERGAIZER_GPU["a10" if d == "a10" else "a100"])
     ):
         gpu = load_gpu(gpu_name)
         runs = energaizer_runs(part, gpu, energaizer_latency_coeffs(coeffs, gpu), rows_fn, cache_)
-        rows = rows_from_runs(runs, part["avg_power_w"].to_numpy(), h)
+        rows = rows_from_runs(runs, part["avg_power_w"].to_numpy(), host)
         pred_w = rows.predict_w(pc.vector())
         out.append(
             part.assign(
@@ -144,7 +144,7 @@ def energaizer_capped_predictions(
             OperatingPoint(sm_clock_hz=float(f), power_cap_w=float(cap)),
             lat,
             pc,
-            host_gap_s=pc.host_gap_s,
+            launch="eager",
             estimator=estimator,
         )
         pred.append((p.latency_s, p.avg_power_w, p.energy_j, p.effective_clock_hz))

@@ -99,7 +99,7 @@ def test_default_clock_throttles_compute_bound_kernels_only():
     assert np.all(clocks[big] < boost) and np.all(clocks[big] >= 0.7 * boost)
     assert np.all(clocks[~big] == boost)
     pc = default_power_coeffs(gpu)
-    cooler = PowerCoeffs.from_vector(pc.architecture, 0.8 * pc.vector(), host_gap_s=pc.host_gap_s)
+    cooler = PowerCoeffs.from_vector(pc.architecture, 0.8 * pc.vector())
     lighter = default_clock_hz(samples, gpu, cs, cooler)
     assert np.all(lighter >= clocks) and np.any(lighter[big] > clocks[big])
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.calibrate.fit.power import as_precision, fit_host_gap_s, fit_through_cap, kernel_table, mape
+from dse.calibrate.fit.host import fit_host_coeffs, with_costs
+from dse.calibrate.fit.power import as_precision, fit_through_cap, kernel_table, mape
 from dse.calibrate.fit.power_sets import (
     H200_FAMILIES,
     HOPPER_BOUNDS,
@@ -30,6 +31,7 @@ from dse.errors import CalibrationError
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import row_estimator
+from dse.perf.host import DEFAULT_HOST
 from dse.workload.energaizer import load_kernel_list
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp
 from tests.perf.power_fakes import roofline_estimator
@@ -91,7 +93,7 @@ def test_fit_and_predict_energaizer_with_stand_in_model(split):
     train = train.groupby("workload").head(2).head(40)
     memo: dict = {}
     pc, rows = fit_ampere(train, estimator=roofline_estimator, cache_=memo)
-    assert np.all(pc.vector() >= 0) and pc.host_gap_s >= 0
+    assert np.all(pc.vector() >= 0) and pc.provenance["host"]["step_s"] >= 0
     assert pc.provenance["num_runs"] == len(train)
     pred = energaizer_predictions(test.head(10), pc, estimator=roofline_estimator, cache_=memo)
     assert list(pred.index) == list(test.head(10).index)
@@ -102,13 +104,16 @@ def test_fit_and_predict_energaizer_with_stand_in_model(split):
 
 
 @needs_shared_data
-def test_host_gap_fit_recovers_a_planted_gap():
+def test_host_fit_recovers_planted_host_costs():
     gpu = load_gpu("a100-pcie-40gb")
-    rows = energaizer_frame("a100").head(8)
+    rows = energaizer_frame("a100").head(12)
     runs = energaizer_runs(rows, gpu, None, row_estimator(roofline_estimator))
-    planted = 12e-6
-    measured = np.array([r.totals(planted)[0] for r in runs])
-    assert fit_host_gap_s(runs, measured) == pytest.approx(planted, abs=0.5e-6)
+    planted = with_costs(DEFAULT_HOST, np.array([0.5e-3, 30e-6, 12e-6, 5e-6]))
+    measured = np.array([r.wall_s(planted) for r in runs])
+    fitted, err = fit_host_coeffs(runs, measured)
+    assert err < 0.01
+    # host-bound runs pin the host costs; the GPU gap is only seen where the GPU is the bound
+    assert fitted.eager_other_s == pytest.approx(planted.eager_other_s, rel=0.15)
 
 
 def test_fit_through_cap_recovers_coefficients_of_capped_kernels():

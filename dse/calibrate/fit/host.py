@@ -1,0 +1,87 @@
+"""Host costs of the eager launch queue (`dse.perf.host`) from whole-run wall times.
+
+Whole eager forward passes (EnergAIzer: HF models in eager PyTorch, one synchronize per pass) are timed
+end to end; the kernel model predicts each kernel's GPU time. The queue's wall time is then a function
+of four constants, fitted here by minimizing the mean absolute relative error of the wall time:
+
+- `step_s`: host time per pass before the first launch (the model's Python entry and the previous pass's
+  synchronize);
+- `eager_gemm_s`, `eager_other_s`: host time per GEMM / attention launch and per other launch;
+- `kernel_gap_s`: the GPU's dispatch gap between kernels launched one by one (GPU time, not host time,
+  but only whole runs see it: a kernel table times kernels in a loop or a CUDA graph).
+
+The problem is small (3 unknowns) and non-smooth (the queue's max, with shallow local minima), so it is
+a grid search (`GRID`) refined by Nelder-Mead over the costs (clipped at 0). The launch latency and the
+graph / engine costs are not identifiable from eager runs and are kept from `DEFAULT_HOST`.
+Pure: runs and measured times in, `HostCoeffs` out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from dse.calibrate.fit.power import WorkloadRun, mape
+from dse.perf.host import DEFAULT_HOST, HostCoeffs
+
+FITTED: tuple[str, ...] = ("step_s", "eager_gemm_s", "eager_other_s", "kernel_gap_s")
+# The grid (seconds): eager PyTorch dispatch is ~5-60 us per launch on current CPUs (ATen dispatch plus the
+# Python module calls around it); a pass's entry, mask building and final synchronize, 0 to a few ms.
+GRID: tuple[tuple[float, ...], ...] = (
+    (0.0, 0.25e-3, 0.5e-3, 0.75e-3, 1e-3),
+    (0.0, 10e-6, 20e-6, 30e-6, 40e-6, 50e-6, 60e-6),
+    (5e-6, 10e-6, 15e-6, 20e-6, 25e-6, 30e-6, 40e-6),
+    (0.0, 5e-6, 10e-6, 15e-6, 20e-6),
+)
+# NOTE(host): step_s is bounded by 1 ms, a generous figure for a forward pass's entry and synchronize.
+# Unbounded, the A100 fit puts 6.6 ms there and ~0 on GEMM launches (train MAPE 12.1%, held-out 13.8%;
+# bounded: 17.8%, 11.3%): a constant that large absorbs the kernel model's misses on mid-size workloads
+# and the harness's start-up share of the window (data README section 1), not host time, and it would
+# dominate every small workload on a faster GPU.
+STEP_MAX_S = 1e-3
+
+
+def with_costs(base: HostCoeffs, values: np.ndarray, source: str = "") -> HostCoeffs:
+    """`base` with FITTED replaced by `values` (seconds)."""
+    upd = dict(zip(FITTED, map(float, values), strict=True))
+    return dataclasses.replace(base, **upd, source=source or base.source)
+
+
+def host_wall_mape(runs: list[WorkloadRun], latency_s: np.ndarray, host: HostCoeffs) -> float:
+    """Wall-time MAPE of `runs` (eager launches with `host`) against measured `latency_s`."""
+    return mape(np.array([r.wall_s(host) for r in runs]), latency_s)
+
+
+def fit_host_coeffs(
+    runs: list[WorkloadRun], latency_s: np.ndarray, base: HostCoeffs = DEFAULT_HOST, source: str = ""
+) -> tuple[HostCoeffs, float]:
+    """Host costs minimizing the wall-time MAPE of `runs` against measured `latency_s`; (coeffs, mape).
+
+    Identical runs (same graph at a clock whose predicted kernel times coincide) are evaluated once.
+    """
+    import itertools
+
+    from scipy.optimize import minimize
+
+    measured = np.asarray(latency_s, dtype=float)
+
+    def objective(x: np.ndarray) -> float:
+        return host_wall_mape(runs, measured, with_costs(base, _clip(x)))
+
+    start = min(itertools.product(*GRID), key=lambda x: objective(np.array(x)))
+    # Nelder-Mead's first simplex steps 5% of each start value: scale to microseconds so it moves.
+    res = minimize(
+        lambda z: objective(z * 1e-6),
+        np.array(start) * 1e6 + 1.0,
+        method="Nelder-Mead",
+        options={"xatol": 0.1, "fatol": 1e-6, "maxiter": 300},
+    )
+    costs = _clip(res.x * 1e-6)
+    return with_costs(base, costs, source), objective(costs)
+
+
+def _clip(x: np.ndarray) -> np.ndarray:
+    out = np.maximum(np.asarray(x, dtype=float), 0.0)
+    out[0] = min(out[0], STEP_MAX_S)
+    return out

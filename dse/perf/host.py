@@ -1,0 +1,201 @@
+"""The host side of a workload: an asynchronous launch queue (DESIGN.md section 11).
+
+The CPU enqueues kernels without waiting for them. Execution j (one launch of one op) is issued when the
+host has spent its host cost c_j, and starts when the GPU is free and the launch has arrived:
+
+    h_j     = step_s + c_0 + ... + c_j                     issue time (host clock)
+    start_j = max(end_(j-1) + g, h_j + launch_latency_s)   the GPU waits only when the host is behind
+    end_j   = start_j + t_j
+
+g is the GPU's own dispatch gap between two kernels of a stream (`kernel_gap_s` for kernels launched one
+by one, `graph_kernel_gap_s` inside a CUDA graph, whose kernels the GPU prefetches). With T_j the GPU time
+before j (sum of t + g) and S_j = start_j - T_j, the recurrence is `S = cummax(h + launch_latency_s - T)`:
+one vectorized pass, no per-kernel Python. The wall time is end_(last); the GPU waits S_j - S_(j-1) + g
+before execution j, drawing idle (+ gap) power. So a small eager
+workload is host-bound and a large one is not, with no per-workload switch; making the host faster never
+makes a workload slower (S falls with every c_j), and the wall time is at least the GPU time and at least
+the host time.
+
+Host cost c_j by launch mode (`LAUNCH_MODES`):
+
+- eager: a framework dispatch per kernel (eager PyTorch: Python module call, ATen dispatch,
+  cudaLaunchKernel): `eager_gemm_s` for GEMMs (nn.Linear / matmul through cuBLAS) and attention,
+  `eager_other_s` for everything else (elementwise, norms, softmax);
+- graphs: the whole workload is one CUDA graph: one `graph_launch_s`, kernels back to back on the GPU;
+- engine: a fused engine's C++ runtime (TensorRT-LLM) enqueues every kernel itself: `engine_op_s` each.
+
+Every mode pays `step_s` first (per forward pass / engine step: the framework's entry and the previous
+pass's synchronize). Repeated layers (ops whose names share a `layer[...]` segment and a count) run
+interleaved, layer after layer; any other op with count n runs n times in a row.
+
+The constants are `HostCoeffs`; `DEFAULT_HOST` holds the calibrated ones with their source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from dse.errors import ConfigError
+from dse.perf.types import CoeffTable, coeff_table
+from dse.workload.ops import AttentionOp, GemmOp
+
+LaunchMode = Literal["eager", "graphs", "engine"]
+LAUNCH_MODES: tuple[str, ...] = ("eager", "graphs", "engine")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostCoeffs:
+    """Host costs of the launch queue (module docstring), seconds. `source` says where they come from."""
+
+    step_s: float
+    eager_gemm_s: float
+    eager_other_s: float
+    graph_launch_s: float
+    engine_op_s: float
+    launch_latency_s: float
+    kernel_gap_s: float
+    graph_kernel_gap_s: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name != "source" and not (np.isfinite(v) and v >= 0.0):
+                raise ConfigError(f"HostCoeffs: {f.name} must be finite and >= 0, got {v}")
+
+
+# NOTE(host): eager costs and kernel_gap_s fitted by `dse.calibrate.fit.host.fit_host_coeffs` on the wall
+# times of the EnergAIzer A100 PCIe training workloads (eager PyTorch forward passes, 900 MHz set and
+# 510-1410 MHz sweep, the by-workload split of `dse.calibrate.fit.power_sets.a100_split`). Wall-time MAPE
+# 11.6% on the training workloads, 9.6% held out (without kernel_gap_s: 17.8% and 11.5%). They describe
+# that host (CUDA 12.4, HF models: the GEMM cost carries the Python module calls around each nn.Linear)
+# and are used for every GPU. step_s sits at the fit's 1 ms bound (`dse.calibrate.fit.host.STEP_MAX_S`
+# says why). Graph and engine costs are not fitted (no whole-run data of those modes here):
+# graph_launch_s is one cudaGraphLaunch of a few-hundred-kernel graph, engine_op_s one cudaLaunchKernel
+# from C++ (the CUDA runtime's ~2-4 us launch overhead), the dispatch gap inside a graph 1 us; the launch
+# latency (issue to start on an idle GPU) is a few microseconds.
+DEFAULT_HOST = HostCoeffs(
+    step_s=1.0e-3,
+    eager_gemm_s=40.6e-6,
+    eager_other_s=22.2e-6,
+    graph_launch_s=10e-6,
+    engine_op_s=3e-6,
+    launch_latency_s=4e-6,
+    kernel_gap_s=15.0e-6,
+    graph_kernel_gap_s=1e-6,
+    source="fit: EnergAIzer A100 PCIe eager wall times (train workloads); graphs/engine: estimates",
+)
+
+
+def check_launch(launch: str) -> LaunchMode:
+    """`launch` as a LaunchMode; ConfigError naming the allowed modes otherwise."""
+    if launch not in LAUNCH_MODES:
+        raise ConfigError(f"launch mode '{launch}' is not one of {', '.join(LAUNCH_MODES)}")
+    return launch  # type: ignore[return-value]
+
+
+_LAYER = re.compile(r"layer\[[^\]]*\]")
+
+
+def execution_order(ops: Sequence[Any]) -> np.ndarray:
+    """Op index of every execution, in launch order (module docstring: layers interleave)."""
+    parts: list[np.ndarray] = []
+    i, n = 0, len(ops)
+    while i < n:
+        m = _LAYER.search(ops[i].name) if ops[i].count > 1 else None
+        j = i + 1
+        if m is not None:
+            while j < n and ops[j].count == ops[i].count and m.group(0) in ops[j].name:
+                j += 1
+        block = np.arange(i, j)
+        parts.append(np.tile(block, ops[i].count) if j > i + 1 else np.repeat(block, ops[i].count))
+        i = j
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    """What the queue reads of a graph, computed once per graph: execution order and op classes."""
+
+    order: np.ndarray  # op index of every execution, in launch order
+    heavy: np.ndarray  # [n ops] GEMM or attention (eager_gemm_s) vs other (eager_other_s)
+    num_ops: int
+
+
+def launch_plan(ops: Sequence[Any]) -> LaunchPlan:
+    heavy = np.array([isinstance(op, GemmOp | AttentionOp) for op in ops], dtype=bool)
+    return LaunchPlan(order=execution_order(ops), heavy=heavy, num_ops=len(ops))
+
+
+@dataclass(frozen=True, slots=True)
+class HostSchedule:
+    """The queue's outcome: wall time, and per op the total GPU wait before its executions."""
+
+    wall_s: float
+    wait_s: np.ndarray  # [n ops] summed over the op's executions
+    host_s: float  # the host's own busy time (step_s + all c_j)
+
+
+def op_host_s(plan: LaunchPlan, launch: LaunchMode, host: HostCoeffs) -> np.ndarray:
+    """Host cost of one launch of each op in `launch` mode (graphs: 0; the graph launch is per step)."""
+    if launch == "graphs":
+        return np.zeros(plan.num_ops)
+    if launch == "engine":
+        return np.full(plan.num_ops, host.engine_op_s)
+    return np.where(plan.heavy, host.eager_gemm_s, host.eager_other_s)
+
+
+def schedule(
+    latency_s: np.ndarray,
+    ops: Sequence[Any] | LaunchPlan,
+    launch: LaunchMode,
+    host: HostCoeffs = DEFAULT_HOST,
+) -> HostSchedule:
+    """Run the launch queue of the module docstring over `ops` (or their plan) with per-execution GPU
+    times `latency_s`."""
+    plan = ops if isinstance(ops, LaunchPlan) else launch_plan(ops)
+    lat = np.asarray(latency_s, dtype=float)
+    order = plan.order
+    t = lat[order]
+    c = op_host_s(plan, launch, host)[order]
+    g = host.kernel_gap_s
+    if launch == "graphs" and c.size:
+        # A graph launch costs no more than its first kernel's eager launch, and its kernels dispatch no
+        # slower than a stream's: graphs are never slower than eager launches of the same kernels.
+        c[0] = min(host.graph_launch_s, op_host_s(plan, "eager", host)[order[0]])
+        g = min(host.graph_kernel_gap_s, host.kernel_gap_s)
+    issued = host.step_s + np.cumsum(c)
+    before = np.cumsum(t + g) - t  # GPU time before each start, its own dispatch gap included
+    s = np.maximum.accumulate(issued + host.launch_latency_s - before)
+    wait = np.diff(s, prepend=0.0) + g
+    wall = float(s[-1] + before[-1] + t[-1]) if s.size else 0.0
+    per_op = np.bincount(order, weights=wait, minlength=plan.num_ops)
+    return HostSchedule(wall_s=wall, wait_s=per_op, host_s=float(issued[-1]) if s.size else 0.0)
+
+
+# Kernel groups whose shipped Ampere latency coefficients were fitted on wall times that include host
+# launch overhead (LLMCompass softmax / layernorm / GELU sweeps: time.time() around one PyTorch call, data
+# README section 4): their eps_s (~45 us) is host time, not GPU time. With a launch mode the queue owns host
+# time, so those eps fall to the launch floor the Hopper set already uses for the same groups.
+HOST_TIMED_GROUPS: tuple[str, ...] = ("elementwise", "norm", "softmax")
+LAUNCH_FLOOR_S = 2e-6
+
+
+def gpu_only_coeffs(coeffs: Any) -> CoeffTable | None:
+    """The latency table with eps_s <= LAUNCH_FLOOR_S in HOST_TIMED_GROUPS (None stays None)."""
+    if coeffs is None:
+        return None
+    table = coeff_table(coeffs)
+    groups = {
+        g: dataclasses.replace(c, eps_s=min(c.eps_s, LAUNCH_FLOOR_S))
+        if g.split("/")[0] in HOST_TIMED_GROUPS
+        else c
+        for g, c in table.groups.items()
+    }
+    return CoeffTable(groups=groups)
