@@ -89,6 +89,39 @@ def bench_cost_of_point(repeats: int = 20) -> BenchResult:
     return time_call(name, lambda: cost_of_point(params, ctx, inputs, metrics), repeats)
 
 
+def bench_serving_moe_tp8(repeats: int = 3) -> BenchResult:
+    """A TP8/EP8 MoE serving predict under load: Qwen3-235B-A22B fp8 on 8 h100-sxm behind vLLM,
+    concurrency 64, 256 requests of 1024/256 tokens (sharded graphs plus collectives per engine step)."""
+    from dse.hardware.catalog import load_gpu
+    from dse.serving.load import LoadRequest, predict_load
+    from dse.workload.models import load_model_config
+
+    arch, spec = load_model_config("qwen3-235b-a22b"), load_gpu("h100-sxm")
+    request = LoadRequest(
+        mode="concurrency", concurrency=64, num_requests=256, input_tokens=1024, output_tokens=256,
+        engine="vllm", precision="fp8", tp=8, ep=8,
+    )  # fmt: skip
+    name = "serving_moe_tp8 qwen3-235b-a22b fp8 on 8 x h100-sxm, tp 8 ep 8, concurrency 64, 256 requests"
+    return time_call(name, lambda: predict_load(arch, spec, request), repeats)
+
+
+def bench_training_step(repeats: int = 5) -> BenchResult:
+    """One training-step prediction: Llama-3.1-8B on 8 h100-sxm, FSDP, micro-batch 2, global batch 64,
+    4096 tokens, bf16, selective recompute."""
+    from dse.hardware.catalog import load_gpu
+    from dse.training.parallel import ParallelLayout
+    from dse.training.predict import predict_training
+    from dse.training.step import TrainingRequest
+
+    spec = load_gpu("h100-sxm")
+    request = TrainingRequest(
+        micro_batch=2, global_batch=64, seq_len=4096, precision="bf16", recompute="selective",
+        layout=ParallelLayout(num_gpus=8, fsdp=True),
+    )  # fmt: skip
+    name = "training_step llama-3.1-8b on 8 x h100-sxm, FSDP, 64 x 4096 tokens, bf16"
+    return time_call(name, lambda: predict_training("llama-3.1-8b", spec, request), repeats)
+
+
 def bench_serving_load(repeats: int = 5) -> list[BenchResult]:
     """A concurrency-64 simulation of 1,000 requests (Llama-3.1-8B, h100-sxm, 1024 in / 256 out, vllm):
     the whole `predict_load` (its step table's kernel-model evaluations included), then the scheduler
