@@ -270,6 +270,12 @@ def estimate_step(
     train_coeffs: TrainingCoeffs | None = None,
 ) -> TrainingEstimate:
     """The step model of the module docstring over one rank's `parts`."""
+    rates = gpu.sm.tensor_flop_per_clk
+    if parts.gemm_dtype not in ("fp32", *rates):
+        raise ConfigError(
+            f"{gpu.name} has no {parts.gemm_dtype} tensor cores (has {', '.join(sorted(rates))}): "
+            "choose another --precision"
+        )  # Volta: fp16 only
     point = point or OperatingPoint()
     coeffs_t = train_coeffs or default_training_coeffs(gpu)
     lay, m = req.layout, req.num_microbatches
