@@ -70,11 +70,22 @@ def validate_power_cmd(as_json: JsonOpt = False) -> None:
 
 
 @friendly
-def validate_serving_cmd(as_json: JsonOpt = False) -> None:
-    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100) and aiconfigurator silicon rows."""
+def validate_serving_cmd(
+    as_json: JsonOpt = False,
+    all_rows: Annotated[
+        bool,
+        typer.Option(
+            "--all-rows",
+            help="Score all 1,068 multi-GPU/MoE silicon rows (~9 min on 2 cores), not an even sample of 60.",
+        ),
+    ] = False,
+) -> None:
+    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100) and aiconfigurator silicon rows (TP1,
+    and multi-GPU / MoE per model, engine and tp/ep/dp layout)."""
     from dse.calibrate.validate.serving import validate_serving
+    from dse.calibrate.validate.silicon_multigpu import MULTIGPU_SAMPLE_ROWS
 
-    rows = [dict(r) for r in validate_serving()]
+    rows = [dict(r) for r in validate_serving(multigpu_rows=None if all_rows else MULTIGPU_SAMPLE_ROWS)]
     if as_json:
         print_json(with_nulls({"rows": rows}))
         return

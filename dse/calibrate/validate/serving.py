@@ -124,7 +124,10 @@ mapping and the known misses) are described in `dse.calibrate.validate.silicon`,
 (`silicon_frame`, `silicon_load_frame`).
 
 Summary rows (`validate_serving`) are grouped over all rows and per model, plus per task (ML.ENERGY) and
-per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype).
+per backend (silicon: trtllm, vllm, sglang differ in scheduler, kernels and KV-cache dtype), and for the
+multi-GPU and MoE rows (`dse.calibrate.validate.silicon_multigpu`, source aiconfigurator_silicon_multigpu,
+the load model's TTFT and TPOT only, an even sample by default) per model, backend and layout
+(`tp8/ep8/dp1`).
 MAPE values are fractions (0.08 = 8%); `bias` is the mean signed relative error (pred / meas - 1).
 """
 
@@ -140,6 +143,7 @@ import pandas as pd
 from dse.calibrate.data.mlenergy import load_mlenergy
 from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu, load_metrics
 from dse.calibrate.validate.silicon import silicon_frame, silicon_load_frame
+from dse.calibrate.validate.silicon_multigpu import MULTIGPU_SAMPLE_ROWS, SILICON_MULTIGPU, multigpu_frame
 from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadRequest
 from dse.serving.memory import kv_capacity_tokens
@@ -147,7 +151,7 @@ from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.workload.engine import ENGINES
 from dse.workload.llm import LlmArch
 
-SOURCES: tuple[str, ...] = (MLENERGY, SILICON)
+SOURCES: tuple[str, ...] = (MLENERGY, SILICON, SILICON_MULTIGPU)
 
 # ML.ENERGY model id -> catalog name (dense text transformers on 1 x H100 only; see the module docstring).
 MLENERGY_MODELS: dict[str, str] = {
@@ -192,6 +196,9 @@ METRICS: dict[tuple[str, str], tuple[str, str]] = {
     (MLENERGY, "batch_load"): ("avg_batch_size_load", "meas_avg_batch_size"),
     (SILICON, "tpot_load"): ("tpot_load_s", "meas_tpot_s"),
     (SILICON, "ttft_load"): ("ttft_load_s", "meas_ttft_s"),
+    # multi-GPU and MoE rows: the load model only (`dse.calibrate.validate.silicon_multigpu`)
+    (SILICON_MULTIGPU, "tpot_load"): ("tpot_s", "meas_tpot_s"),
+    (SILICON_MULTIGPU, "ttft_load"): ("ttft_s", "meas_ttft_s"),
 }
 # The load model's metrics: scored when the frame has the load columns (`serving_validation_frame(load=)`).
 LOAD_METRICS: tuple[tuple[str, str], ...] = tuple(key for key in METRICS if key[1].endswith("_load"))
@@ -363,23 +370,33 @@ def serving_validation_frame(
     point: OperatingPoint | None = None,
     coeffs: Any = None,
     power_coeffs: Any = None,
+    multigpu_rows: int | None = MULTIGPU_SAMPLE_ROWS,
 ) -> pd.DataFrame:
     """Per-row predicted vs measured of the sources, one frame; `err_<metric>` = pred / meas - 1.
 
-    `load`: also the load model's columns (`*_load`; LOAD_METRICS), by far the slowest part (~1 minute).
+    `load`: also the load model's columns (`*_load`; LOAD_METRICS), by far the slowest part (~1 minute);
+    the multi-GPU rows have only those, so without `load` they are left out. `multigpu_rows`: an even
+    sample of that many multi-GPU rows (None: all 1,068, ~9 minutes); rows the model cannot place are
+    not scored.
     """
 
     frames = []
     for source in sources:
-        make = {MLENERGY: mlenergy_frame, SILICON: silicon_frame}[source]
-        df = make(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
-        if load:
+        if source == SILICON_MULTIGPU:
+            if not load:
+                continue
+            df = multigpu_frame(multigpu_rows, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+            df = df[(df["error"] == "") & df["feasible"].astype(bool)].copy()
+        else:
+            make = {MLENERGY: mlenergy_frame, SILICON: silicon_frame}[source]
+            df = make(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        if load and source != SILICON_MULTIGPU:
             make_load = {MLENERGY: mlenergy_load_frame, SILICON: silicon_load_frame}[source]
             extra = make_load(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
             df = df.merge(extra, on="id", how="left", validate="one_to_one")
         for (src, metric), (pred, meas) in METRICS.items():
             if src == source and pred in df:
-                df[f"err_{metric}"] = df[pred] / df[meas] - 1.0
+                df[f"err_{metric}"] = df[pred].astype(float) / df[meas] - 1.0
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 
@@ -389,13 +406,17 @@ def serving_validation_frame(
 
 def _subsets(source: str, metric: str, df: pd.DataFrame) -> list[tuple[str, pd.Series]]:
     subsets = [("all", pd.Series(True, index=df.index))]
-    if source == SILICON and metric.startswith("ttft"):
+    if source in (SILICON, SILICON_MULTIGPU) and metric.startswith("ttft"):
         subsets.append((f"concurrency<={TTFT_MAX_CONCURRENCY}", df["concurrency"] <= TTFT_MAX_CONCURRENCY))
     return subsets
 
 
 # Columns whose values group the summary rows, per source (besides all rows together).
-GROUP_COLUMNS: dict[str, tuple[str, ...]] = {MLENERGY: ("model", "task"), SILICON: ("model", "backend")}
+GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
+    MLENERGY: ("model", "task"),
+    SILICON: ("model", "backend"),
+    SILICON_MULTIGPU: ("model", "backend", "layout"),  # layout: "tp8/ep8/dp1"
+}
 
 
 def validate_serving(
@@ -405,6 +426,7 @@ def validate_serving(
     point: OperatingPoint | None = None,
     coeffs: Any = None,
     power_coeffs: Any = None,
+    multigpu_rows: int | None = MULTIGPU_SAMPLE_ROWS,
 ) -> list[dict[str, object]]:
     """MAPE rows {source, metric, subset, group, model, n, mape, bias, worst_id, worst_err}.
 
@@ -416,16 +438,19 @@ def validate_serving(
         sources: which of SOURCES.
         frame: a `serving_validation_frame()` result to summarize (else it is computed).
         point, coeffs, power_coeffs: passed to the predictions (defaults: default clocks, shipped sets).
+        multigpu_rows: multi-GPU rows scored (an even sample; None: all), `serving_validation_frame`.
     """
     sources = tuple(sources)
     df = frame if frame is not None else serving_validation_frame(
-        sources, point=point, coeffs=coeffs, power_coeffs=power_coeffs
+        sources, point=point, coeffs=coeffs, power_coeffs=power_coeffs, multigpu_rows=multigpu_rows
     )  # fmt: skip
     rows: list[dict[str, object]] = []
     for source, metric in METRICS:
         if source not in sources or f"err_{metric}" not in df:
             continue  # the load metrics of a frame made without them
         part = df[df["source"] == source]
+        if part.empty:
+            continue
         err = part[f"err_{metric}"]
         groups: list[tuple[str, str, pd.Series]] = [("all", "all", pd.Series(True, index=part.index))]
         for column in GROUP_COLUMNS[source]:

@@ -41,11 +41,12 @@ low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolate
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pandas as pd
 
 from dse.calibrate.data.aiconfigurator import read_data_csv
-from dse.calibrate.validate.common import cached_arch, cached_gpu
+from dse.calibrate.validate.common import cached_arch, load_metrics
 from dse.calibrate.validate.silicon import (
     SILICON_GPUS,
     SILICON_SAMPLING,
@@ -55,9 +56,14 @@ from dse.calibrate.validate.silicon import (
     silicon_token_budget,
 )
 from dse.errors import DseError
-from dse.serving.load import LoadRequest, draw_lengths, predict_load
+from dse.perf.types import OperatingPoint
+from dse.serving.load import LoadRequest, draw_lengths
 
+SILICON_MULTIGPU = "aiconfigurator_silicon_multigpu"
 MULTIGPU_FILE = "silicon_sample_moe_multigpu_h100_h200.csv"
+# Rows `dse validate serving` scores by default: an even sample (random_state 0) that runs in ~1 minute
+# on two cores; all 1,068 rows take ~9 minutes.
+MULTIGPU_SAMPLE_ROWS = 60
 MULTIGPU_MODELS: dict[str, str] = {
     "Qwen/Qwen3-32B": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -116,31 +122,42 @@ def multigpu_load_request(row: pd.Series) -> tuple[str, str, LoadRequest]:
     return model, SILICON_GPUS[str(row["system"])], load
 
 
-def multigpu_frame(max_rows: int | None = None) -> pd.DataFrame:
-    """Predicted vs measured TTFT and TPOT per row; `max_rows` takes an even sample (for quick runs)."""
+def multigpu_frame(
+    max_rows: int | None = None,
+    *,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: Any = None,
+) -> pd.DataFrame:
+    """Predicted vs measured TTFT and TPOT per row; `max_rows` takes an even sample (for quick runs).
+
+    Rows the model cannot place (a layout the model does not split into, weights that leave no KV
+    cache) keep their reason in `error` and `feasible` False; `point`, `coeffs` and `power_coeffs`
+    (defaults: default clocks, shipped sets) apply to every prediction.
+    """
     rows = multigpu_rows()
     if max_rows is not None and len(rows) > max_rows:
         rows = rows.sample(n=max_rows, random_state=0)
     out = []
     for _, r in rows.iterrows():
         model, gpu, load = multigpu_load_request(r)
+        base = {
+            "source": SILICON_MULTIGPU, "id": str(r["id"]), "model": model, "gpu": gpu,
+            "backend": str(r["backend"]), "precision": load.precision, "tp": load.tp, "ep": load.ep,
+            "dp": load.dp, "layout": f"tp{load.tp}/ep{load.ep}/dp{load.dp}", "concurrency": load.concurrency,
+            "input_tokens": load.input_tokens, "output_tokens": load.output_tokens,
+            "meas_ttft_s": float(r["silicon_ttft_ms"]) / 1e3,
+            "meas_tpot_s": float(r["silicon_tpot_ms"]) / 1e3,
+        }  # fmt: skip
         try:
-            est = predict_load(cached_arch(model), cached_gpu(gpu), load)
+            m = load_metrics(model, gpu, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
         except DseError as exc:
-            out.append({"id": r["id"], "model": model, "backend": r["backend"], "error": str(exc)})
+            out.append({**base, "feasible": False, "error": str(exc)})
             continue
-        m = est.metrics()
         out.append(
             {
-                "id": str(r["id"]), "model": model, "gpu": gpu, "backend": str(r["backend"]),
-                "precision": load.precision, "tp": load.tp, "ep": load.ep, "dp": load.dp,
-                "concurrency": load.concurrency, "input_tokens": load.input_tokens,
-                "output_tokens": load.output_tokens, "feasible": est.feasible,
-                "ttft_s": m["ttft_s"], "tpot_s": m["tpot_s"],
-                "comm_time_fraction": m["comm_time_fraction"],
-                "meas_ttft_s": float(r["silicon_ttft_ms"]) / 1e3,
-                "meas_tpot_s": float(r["silicon_tpot_ms"]) / 1e3,
-                "error": "",
+                **base, "feasible": bool(m["feasible"]), "error": str(m["infeasible_reason"] or ""),
+                "ttft_s": m["ttft_s"], "tpot_s": m["tpot_s"], "comm_time_fraction": m["comm_time_fraction"],
             }
         )  # fmt: skip
     return pd.DataFrame(out)
@@ -157,4 +174,12 @@ def multigpu_summary(df: pd.DataFrame) -> pd.DataFrame:
     return per.rename(columns={"ttft_ape": "ttft_mape_pct", "tpot_ape": "tpot_mape_pct"})
 
 
-__all__ = ["MULTIGPU_MODELS", "multigpu_frame", "multigpu_load_request", "multigpu_rows", "multigpu_summary"]
+__all__ = [
+    "MULTIGPU_MODELS",
+    "MULTIGPU_SAMPLE_ROWS",
+    "SILICON_MULTIGPU",
+    "multigpu_frame",
+    "multigpu_load_request",
+    "multigpu_rows",
+    "multigpu_summary",
+]

@@ -40,6 +40,7 @@ from dse.calibrate.validate.silicon import (
     silicon_load_request,
     silicon_token_budget,
 )
+from dse.calibrate.validate.silicon_multigpu import SILICON_MULTIGPU
 from dse.errors import ConfigError
 from dse.perf.types import OperatingPoint
 from dse.serving.load import draw_lengths
@@ -417,7 +418,7 @@ def test_load_rows_exist_and_are_finite(load_frame):
     for r in rows:
         assert r["n"] > 0 and math.isfinite(r["mape"]) and math.isfinite(r["bias"])
     for source, metric in LOAD_METRICS:
-        assert _row(rows, source, metric)["n"] == {MLENERGY: 30, SILICON: 83}[source]
+        assert _row(rows, source, metric)["n"] == {MLENERGY: 30, SILICON: 83, SILICON_MULTIGPU: 60}[source]
     groups = {r["group"] for r in rows if r["metric"] == "ttft_load"}
     assert groups >= {"backend=vllm", "backend=sglang", "backend=trtllm"}
     ml = load_frame[load_frame["source"] == MLENERGY]
