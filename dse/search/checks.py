@@ -117,7 +117,7 @@ def _check_goodput(cfg: StudyConfig, smap: SourceMap) -> None:
 
 _INT_KEYS: tuple[str, ...] = (
     "batch", "input_tokens", "output_tokens", "concurrency", "num_requests", "max_num_seqs",
-    "max_batched_tokens", "request_seed",
+    "max_batched_tokens", "request_seed", "tp", "pp", "ep", "dp",
 )  # fmt: skip
 
 
@@ -274,6 +274,41 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             raise located_error(
                 smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
             )
+    if under_load:
+        _check_layout(cfg, smap, space)
+
+
+def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """Each tp/pp/ep/dp value fits the study's model(s) in some layout of the space, as `dse predict --tp`
+    checks one; combinations that do not fit (ep 8 beside tp 2) are infeasible points."""
+    from itertools import product
+
+    from dse.workload.models import load_model_config
+    from dse.workload.sharding import PARALLEL_FLAGS, Parallelism, check_parallelism
+
+    values = {k: sorted(set(possible_values(cfg, space, k))) for k in PARALLEL_FLAGS}
+    if all(v == [1] for v in values.values()):
+        return
+    models = {cfg.model} | {
+        str(v) for n, spec in cfg.space.items() if space.path_of(n) == "model"
+        for _, v in param_values_with_locs(n, spec)
+    }  # fmt: skip
+    archs = [load_model_config(m) for m in sorted(models)]
+    for key in PARALLEL_FLAGS:
+        for value in values[key]:
+            last: ConfigError | None = None
+            for arch, combo in product(
+                archs, product(*(values[k] if k != key else [value] for k in PARALLEL_FLAGS))
+            ):
+                try:
+                    check_parallelism(arch, Parallelism(**dict(zip(PARALLEL_FLAGS, combo, strict=True))))
+                    break
+                except ConfigError as exc:
+                    last = exc
+            else:
+                loc = (_sources(cfg, space, key) or [("workload", key)])[-1]
+                msg = str(last).replace("--", "")
+                raise located_error(smap, loc, f"{key} {value} fits no layout of this study: {msg}")
 
 
 def _cost_path_problem(path: str) -> str | None:

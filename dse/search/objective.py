@@ -11,7 +11,7 @@ Parameter paths split by prefix:
     sm_clock_mhz, power_cap_w  the OperatingPoint (converted to SI here)
     model, mode, batch, input_tokens, output_tokens, precision, attention, kv_dtype, engine, sampling,
     concurrency, request_rate_per_s, num_requests, length_dist, length_sigma, request_seed,
-    max_num_seqs, max_batched_tokens, gpu_memory_utilization
+    max_num_seqs, max_batched_tokens, gpu_memory_utilization, tp, pp, ep, dp
                                the serving workload (defaults come from the study's `workload:`)
 
 `mode` picks the serving model: `static` (the default) is one batch of `batch` identical requests
@@ -87,6 +87,12 @@ LOAD_KNOBS: tuple[str, ...] = (
     "max_num_seqs",
     "max_batched_tokens",
     "gpu_memory_utilization",
+    # the GPU layout (`dse.workload.sharding.Parallelism`); a point whose layout the model cannot take
+    # is infeasible (`dse.serving.load.unfit_layout`)
+    "tp",
+    "pp",
+    "ep",
+    "dp",
 )
 # The knob each load mode needs (the other modes take none of them).
 MODE_KNOB: dict[str, str] = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}
@@ -133,6 +139,10 @@ class EvalContext:
     max_num_seqs: int | None = None
     max_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()
@@ -227,8 +237,11 @@ def predict_inputs(inputs: Mapping[str, Any]) -> Any:
     """The estimate of one point's `build_inputs` result: `dse.serving.static.ServingEstimate` for a
     static point, `dse.serving.load.LoadEstimate` under load."""
     if "load" in inputs:
-        from dse.serving.load import predict_load
+        from dse.serving.load import predict_load, unfit_layout
 
+        unfit = unfit_layout(inputs["arch"], inputs["gpu"], inputs["load"])
+        if unfit is not None:
+            return unfit
         return predict_load(inputs["arch"], inputs["gpu"], inputs["load"], inputs["point"])
     from dse.serving import (
         static as serving,  # lazy: the search layer must not need the model stack at import

@@ -35,6 +35,10 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
     request_seed        (the seed of the request lengths and arrivals, not the sampler's search.seed),
     max_num_seqs, max_batched_tokens, gpu_memory_utilization
                         the load modes (dse.serving.load; None: the engine preset's value)
+    tp, pp, ep, dp      the load modes: GPUs per replica and replicas (dse.workload.sharding; default 1
+                        each, GPUs tp x dp x pp); each value must fit the model in some layout of the
+                        space, and a point whose combination does not (ep not dividing tp x dp) is
+                        infeasible
 
 `engine` and `sampling` left out take the mode's default, as in `dse predict`: static "none" / "none",
 under load vllm and the engine's own sampler. The load modes simulate a server step by step
@@ -267,6 +271,10 @@ class WorkloadConfig(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
 
 
 class CostConfig(_Strict):

@@ -387,6 +387,18 @@ def _infeasible(
     )  # fmt: skip
 
 
+def unfit_layout(arch: LlmArch, gpu: GpuSpec, load: LoadRequest) -> LoadEstimate | None:
+    """An infeasible estimate when `arch` cannot be split as `load` says (`check_parallelism`), else
+    None: a search treats such a layout as a point that cannot run, where `predict_load` raises for
+    `dse predict` to name the flag."""
+    try:
+        check_parallelism(arch, load.parallelism)
+    except ConfigError as exc:
+        reason = f"layout tp={load.tp} pp={load.pp} ep={load.ep} dp={load.dp}: {str(exc).replace('--', '')}"
+        return _infeasible(arch, gpu, load, engine_preset(load.engine, gpu), reason)
+    return None
+
+
 # The numeric keys of every load estimate (`LoadEstimate.metrics`), besides feasible / infeasible_reason.
 LOAD_KEYS: tuple[str, ...] = (
     "num_gpus", "ttft_s", "tpot_s", "e2e_latency_s",
