@@ -86,10 +86,9 @@ def gpu_from_options(
     data_rate_gbps: float | None,
     sets: list[str] | None,
 ) -> Any:
+    from dse.cost.facts import split_cost_overrides
     from dse.hardware.catalog import load_gpu
     from dse.hardware.overrides import parse_set_options
-
-    from dse.cost.facts import split_cost_overrides
 
     overrides, _ = split_cost_overrides(parse_set_options(sets))  # `cost.` paths: `dse.cli.cost`
     if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):

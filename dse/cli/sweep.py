@@ -56,7 +56,8 @@ HtmlOpt = Annotated[
 ParamsArg = Annotated[
     list[str],
     typer.Argument(
-        help="PATH=START:STOP:STEPS, one or two: a gpu.* path of `dse gpu fields`, a cost.* path of `dse cost facts`, sm_clock_mhz, "
+        help="PATH=START:STOP:STEPS, one or two: a gpu.* path of `dse gpu fields`, a cost.* path of "
+        "`dse cost facts`, sm_clock_mhz, "
         "power_cap_w, batch, concurrency, request_rate_per_s, input_tokens or output_tokens."
     ),
 ]
