@@ -47,6 +47,7 @@ _GPUS: dict[str, tuple[str, tuple[tuple[str, Any], ...], float | None]] = {
         (("memory.capacity_bytes", 96 * 2**30), ("memory.data_rate_bit_per_s", 3.75e9)),
         500.0,
     ),
+    "v100-sxm2-16gb": ("v100-sxm2", (), None),
     "v100-sxm2-32gb": ("v100-sxm2", (("memory.capacity_bytes", 32 * 2**30),), None),
 }
 _MODELS = {"llama-3-8b": "llama-3.1-8b", "bert-large-uncased": "bert-large"}
@@ -221,7 +222,18 @@ def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
 
 def validate_training() -> dict[str, Any]:
     """MAPE per source and metric over every training set the model can express, and the skipped rows."""
+    from dse.calibrate.validate.training_power import validate_mlperf_power, validate_zeus_power
+
     llm, llm_skipped = validate_llm_training()
     cnn, cnn_skipped = validate_cnn_training()
+    zeus, zeus_skipped = validate_zeus_power()
+    mlperf, mlperf_skipped, host_w = validate_mlperf_power()
     rows = _mape_rows(llm, "tokens_per_s_per_gpu") + _mape_rows(cnn, "images_per_s_per_gpu")
-    return {"rows": rows, "skipped": {"llm": dict(llm_skipped), "cnn": dict(cnn_skipped)}}
+    rows += _mape_rows(zeus, "avg_gpu_power_w") + _mape_rows(zeus, "samples_per_s")
+    rows += _mape_rows(mlperf, "node_power_w") + _mape_rows(mlperf, "samples_per_s_per_gpu")
+    skipped = {"llm": llm_skipped, "cnn": cnn_skipped, "zeus": zeus_skipped, "mlperf": mlperf_skipped}
+    return {
+        "rows": rows,
+        "skipped": {k: dict(v) for k, v in skipped.items()},
+        "mlperf_host_power_w": host_w,
+    }

@@ -1,0 +1,143 @@
+"""Training power against the shared data (README sections 7.4 and 7.5): GPU board power under power
+limits (Zeus) and whole-node power of MLPerf Training runs (Sustainable Metal Cloud, 8 x H100 per node).
+
+Zeus (`zeus_gpu_training_power.csv`): single-GPU epochs at each power limit; each row the model can express is
+predicted with the row's batch and `OperatingPoint(power_cap_w=limit)`, and compared on the GPU's average
+power and samples/s. Only ResNet-50 on ImageNet is a shipped model with a known epoch size (V100 rows; the
+A40 ResNet-50 rows are held back upstream). The trace's V100 takes limits of 100-250 W, the range of the
+250 W PCIe V100 (1380 MHz boost), so the catalog V100 SXM2 is run with that TDP, clock and floor. PyTorch
+~1.10 default precision: fp32 on Volta. Adadelta keeps two fp32 buffers per weight, as AdamW does.
+
+MLPerf (`mlperf_training_v4.0_smc_h100_power.csv`): ResNet-50 (1 and 8 nodes) and BERT-large (1 node) runs,
+predicted with the run's global batch over its GPUs (fp16, one micro-batch per step, DDP); compared on
+throughput per GPU and on node power = GPUs per node x predicted GPU power + `host_w`. The host term
+(CPUs, DRAM, NICs, NVSwitches, conversion losses) is one physical parameter fitted on the 1-node ResNet-50
+DC runs (in-sample) and held out on every other run (8-node ResNet-50, BERT, and the AC-metered runs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.calibrate.data.training import load_mlperf_power, load_zeus_power
+from dse.errors import DseError
+from dse.hardware.catalog import load_gpu
+from dse.hardware.spec import GpuSpec
+from dse.perf.types import OperatingPoint
+from dse.training.parallel import GPUS_PER_NODE, ParallelLayout
+from dse.training.predict import predict_training
+from dse.training.step import TrainingRequest
+
+__all__ = ["fit_host_power_w", "validate_mlperf_power", "validate_zeus_power"]
+
+_ZEUS_GPUS: dict[str, tuple[str, tuple[tuple[str, float], ...], str]] = {
+    "v100": (
+        "v100-sxm2",
+        (
+            ("power.tdp_w", 250.0),
+            ("power.power_cap_min_w", 100.0),
+            ("clocks.sm_clock_max_hz", 1.38e9),
+            ("clocks.sm_clock_default_hz", 1.38e9),
+            ("clocks.sm_clock_tensor_spec_hz", 1.38e9),
+        ),  # fmt: skip
+        "fp32",
+    ),
+    "a40-48gb": ("a40", (), "tf32"),  # PyTorch < 1.12 ran fp32 matmuls and convolutions as TF32
+}
+_ZEUS_MODELS = {"resnet50": "resnet-50"}
+_MLPERF_MODELS = {"resnet": ("resnet-50", "sgd", 224, 2048), "bert": ("bert-large", "adamw", 224, 512)}
+
+
+@cache
+def _zeus_gpu(name: str) -> GpuSpec:
+    base, overrides, _ = _ZEUS_GPUS[name]
+    return load_gpu(base, dict(overrides) if overrides else None)
+
+
+def validate_zeus_power() -> tuple[pd.DataFrame, Counter[str]]:
+    """Per-row predicted and measured GPU power (W) and samples/s of the Zeus rows the model can express."""
+    out: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for _, row in load_zeus_power().iterrows():
+        model = _ZEUS_MODELS.get(str(row["network"]))
+        if model is None:
+            skipped[f"{row['network']}: model not shipped"] += 1
+            continue
+        if str(row["gpu"]) not in _ZEUS_GPUS:
+            skipped["GPU not in the catalog"] += 1
+            continue
+        bs = int(row["batch_size"])
+        req = TrainingRequest(
+            micro_batch=bs, global_batch=bs, image_size=224, precision=_ZEUS_GPUS[str(row["gpu"])][2],
+            optimizer="adamw", layout=ParallelLayout(num_gpus=1),
+        )  # fmt: skip
+        point = OperatingPoint(power_cap_w=float(row["power_limit_w"]))
+        try:
+            m = predict_training(model, _zeus_gpu(str(row["gpu"])), req, point).metrics()
+        except DseError as exc:
+            skipped[f"model error: {str(exc)[:40]}"] += 1
+            continue
+        out.append(
+            {
+                "source": f"zeus-{row['gpu']}-{row['network']}", "gpu": row["gpu"], "batch": bs,
+                "power_limit_w": float(row["power_limit_w"]), "feasible": m["feasible"],
+                "avg_gpu_power_w": float(row["avg_gpu_power_w"]), "pred_avg_gpu_power_w": m["avg_power_w"],
+                "samples_per_s": float(row["samples_per_s"]), "pred_samples_per_s": m["samples_per_s"],
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out), skipped
+
+
+def _mlperf_predictions() -> tuple[pd.DataFrame, Counter[str]]:
+    """MLPerf runs of shipped models with the predicted per-GPU power and throughput (no host term yet)."""
+    out: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    gpu = load_gpu("h100-sxm")
+    for _, row in load_mlperf_power().iterrows():
+        spec = _MLPERF_MODELS.get(str(row["benchmark"]))
+        if spec is None:
+            skipped[f"{row['benchmark']}: model not shipped or LoRA"] += 1
+            continue
+        model, optimizer, image_px, seq_len = spec
+        n, gbs = int(row["num_gpus"]), int(row["global_batch_size"])
+        req = TrainingRequest(
+            micro_batch=gbs // n, global_batch=gbs, image_size=image_px, seq_len=seq_len, precision="fp16",
+            optimizer=optimizer, layout=ParallelLayout(num_gpus=n),
+        )  # fmt: skip
+        m = predict_training(model, gpu, req).metrics()
+        out.append(
+            {
+                "source": f"mlperf-{row['benchmark']}-{int(row['num_nodes'])}node",
+                "metering": "DC" if str(row["power_measurement"]) == "DC" else "AC",
+                "num_nodes": int(row["num_nodes"]), "gpu_power_w": m["avg_power_w"],
+                "samples_per_s_per_gpu": float(row["median_tracked_throughput"]) / n,
+                "pred_samples_per_s_per_gpu": m["samples_per_s"] / n,
+                "node_power_w": float(row["mean_node_power_w"]),
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out), skipped
+
+
+def fit_host_power_w(frame: pd.DataFrame) -> float:
+    """Least relative squares of node power = GPUS_PER_NODE x GPU power + host_w over `frame`'s runs."""
+    meas = frame["node_power_w"].to_numpy()
+    gpus_w = GPUS_PER_NODE * frame["gpu_power_w"].to_numpy()
+    return float(np.sum((meas - gpus_w) / meas**2) / np.sum(1.0 / meas**2))
+
+
+def validate_mlperf_power() -> tuple[pd.DataFrame, Counter[str], float]:
+    """Per-run predicted and measured node power and throughput per GPU, skip counts, fitted host W."""
+    frame, skipped = _mlperf_predictions()
+    if frame.empty:
+        return frame, skipped, 0.0
+    in_sample = (frame["source"] == "mlperf-resnet-1node") & (frame["metering"] == "DC")
+    host_w = fit_host_power_w(frame[in_sample])
+    frame["in_sample"] = in_sample
+    frame["pred_node_power_w"] = GPUS_PER_NODE * frame["gpu_power_w"] + host_w
+    frame["source"] = frame["source"] + " " + frame["metering"] + np.where(in_sample, " (fit)", "")
+    return frame, skipped, host_w

@@ -1,0 +1,37 @@
+"""Training power validation: Zeus GPU power under power limits, MLPerf node power with a fitted host term."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dse.calibrate.validate.training_power import fit_host_power_w
+from dse.training.parallel import GPUS_PER_NODE
+from tests.shared_data import needs_shared_data
+
+
+def test_host_power_fit_recovers_a_constant() -> None:
+    gpu_w = pd.Series([500.0, 600.0, 650.0])
+    frame = pd.DataFrame({"gpu_power_w": gpu_w, "node_power_w": GPUS_PER_NODE * gpu_w + 1200.0})
+    assert fit_host_power_w(frame) == pytest.approx(1200.0)
+
+
+@needs_shared_data
+def test_zeus_power_rows_respect_the_cap() -> None:
+    from dse.calibrate.validate.training_power import validate_zeus_power
+
+    frame, skipped = validate_zeus_power()
+    assert len(frame) >= 50 and sum(skipped.values()) > 0
+    # the model's power never exceeds the limit it runs under
+    assert (frame["pred_avg_gpu_power_w"] <= frame["power_limit_w"] + 1e-6).all()
+    err = (frame["pred_avg_gpu_power_w"] / frame["avg_gpu_power_w"] - 1).abs().mean()
+    assert err < 0.15
+
+
+@needs_shared_data
+def test_mlperf_fit_is_in_sample_on_one_benchmark_only() -> None:
+    from dse.calibrate.validate.training_power import validate_mlperf_power
+
+    frame, _, host_w = validate_mlperf_power()
+    assert 0.0 < host_w < 5000.0
+    assert frame["in_sample"].any() and (~frame["in_sample"]).sum() > frame["in_sample"].sum()
