@@ -151,3 +151,33 @@ def validate_collectives_cmd(as_json: JsonOpt = False) -> None:
     columns = ("fit", "table", "gpu", "algorithm", "collective", "n", "mape")
     title = "collective latency MAPE (all GPU counts; --json for each count)"
     console.print(_frame_table(summary, title, ("mape",), columns))
+
+
+@friendly
+def validate_transfer_cmd(
+    as_json: JsonOpt = False,
+    fast: Annotated[
+        bool, typer.Option("--fast", help="Skip the kernel-table and serving rows (the slow ones).")
+    ] = False,
+) -> None:
+    """Transfer MAPE: fit on some GPUs / generations, predict the others, beside the in-sample figure."""
+    from dse.calibrate.validate.transfer import validate_transfer
+
+    rows = validate_transfer(serving=not fast, kernels=not fast)
+    if as_json:
+        print_json(with_nulls(rows))
+        return
+    table = Table(title="transfer MAPE (in-sample: the same data predicted by the set fitted on it)")
+    for col in ("fit on", "predicted", "metric", "n", "transfer", "in-sample"):
+        table.add_column(col, justify="right" if col in ("n", "transfer", "in-sample") else "left")
+    for r in rows:
+        ins = r["in_sample_pct"]
+        table.add_row(
+            r["fit_on"],
+            r["predicted"],
+            r["metric"],
+            str(r["n"]),
+            f"{r['mape_pct']:.1f}%",
+            "-" if ins is None or ins != ins else f"{ins:.1f}%",
+        )
+    console.print(table)

@@ -295,7 +295,7 @@ def fit_ampere(
     gpu = load_gpu(ENERGAIZER_GPU["a100"])
     lat = energaizer_latency_coeffs(coeffs, gpu)
     runs = energaizer_runs(train, gpu, lat, row_estimator(estimator), cache_)
-    host, _ = fit_host_coeffs(runs, train["latency_s"].to_numpy())
+    host, host_mape = fit_host_coeffs(runs, train["latency_s"].to_numpy())
     rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host)
     lower, upper = _bounds(rows.features_j.shape[1])
     fit = fit_power_rows(rows, lower=lower, upper=upper, prior=PRIOR, ridge=ridge)
@@ -305,6 +305,7 @@ def fit_ampere(
         provenance={
             "name": name,
             "host": {n: getattr(host, n) for n in FITTED},
+            "host_fit_mape": host_mape,
             "gpu": gpu.name,
             "data": "EnergAIzer ISPASS'26 artifact, measurements_{a100pcie,dvfs_a100pcie}_nvml.csv",
             "split": f"train workloads of split_holdout(frac={HOLDOUT_FRAC}, seed={SEED}) by workload",
