@@ -103,6 +103,9 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
         kind = "add"  # gather -> scatter-add into the table's gradient
     elif kind in ("add", "mul"):
         kind = "add"  # gradient accumulation of the branch
+    elif kind.startswith("depthwise"):
+        # data gradient (the same filter, transposed) and weight gradient (a per-channel reduction)
+        return [ElementwiseOp(name=name, kind=kind, num_elements=n, dtype=op.dtype, count=op.count * 2)]
     return [ElementwiseOp(name=name, kind=kind, num_elements=n, dtype=op.dtype, count=op.count)]
 
 

@@ -44,6 +44,10 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int]] = {
     "tanh": (1.0, 1.0, 1),
     "rotary": (6.0, 0.0, 1),  # q/k rotation with cached cos/sin (the tables' reads count as one input)
     "exp": (1.0, 1.0, 1),
+    # Depthwise convolutions (one R x S filter per channel, over the outputs): 2 R S FLOP per output and
+    # far too little reuse for the tensor cores, so cuDNN runs them as memory-bound CUDA-core kernels.
+    "depthwise3x3": (18.0, 0.0, 1),
+    "depthwise5x5": (50.0, 0.0, 1),
 }
 
 
@@ -72,6 +76,12 @@ class GemmOp:
     `act_quant`: an 8-bit GEMM whose kernel estimate includes the dynamic quantization of its activation
     input (vLLM's per-tensor `scaled_fp8_quant`, two short kernels); graphs that quantize in an op of their
     own (`*_quant`) leave it False.
+    `b_dtype`: the storage dtype of B (the weights) when it differs from `dtype`: weight-only quantization
+    such as MXFP4 experts with bf16 activations (W4A16). B is read at its own bytes; the MMAs run in
+    `dtype` unless the GPU has Tensor Cores for `b_dtype` (`dse.perf.gemm.math_dtype`).
+    `grouped`: a fused-MoE grouped GEMM (vLLM `fused_moe`): `batch` experts, each with its own weights
+    (`b_shared` False) and its own routed rows; priced with the MoE kernel correction
+    (`dse.perf.moe`).
     """
 
     name: str
@@ -83,15 +93,22 @@ class GemmOp:
     out_dtype: Dtype | None = None
     b_shared: bool = False
     act_quant: bool = False
+    b_dtype: Dtype | None = None
+    grouped: bool = False
     count: int = 1
 
     def __post_init__(self) -> None:
         _check_positive(self, "m", "n", "k", "batch", "count")
-        _check_dtype(self, "dtype", "out_dtype")
+        _check_dtype(self, "dtype", "out_dtype", "b_dtype")
 
     @property
     def c_dtype(self) -> str:
         return self.out_dtype or ("fp32" if self.dtype == "tf32" else self.dtype)
+
+    @property
+    def weight_dtype(self) -> str:
+        """Storage dtype of B (`b_dtype`, else `dtype`)."""
+        return self.b_dtype or self.dtype
 
     @property
     def flop(self) -> float:
@@ -103,7 +120,7 @@ class GemmOp:
         b_batches = 1 if self.b_shared else self.batch
         return (
             self.batch * self.m * self.k * in_b
-            + b_batches * self.k * self.n * in_b
+            + b_batches * self.k * self.n * BYTES_PER_ELEMENT[self.weight_dtype]
             + self.batch * self.m * self.n * BYTES_PER_ELEMENT[self.c_dtype]
         )
 
@@ -278,11 +295,13 @@ def weight_gemm_ops(
     count: int = 1,
     batch: int = 1,
     b_shared: bool = True,
+    b_dtype: Dtype | None = None,
+    grouped: bool = False,
 ) -> list[Op]:
     """A GEMM of activations [batch, m, k] by weights [k, n] (one matrix, or one per batch entry when not
     `b_shared`: MoE experts), preceded for fp8 by the cast that quantizes its `act_dtype` activation.
 
-    8- and 4-bit GEMMs write bf16.
+    8- and 4-bit GEMMs (and weight-only quantized ones, `b_dtype`) write bf16; `grouped`: see `GemmOp`.
     """
     ops: list[Op] = []
     if dtype == "fp8":
@@ -299,7 +318,7 @@ def weight_gemm_ops(
                 count=count,
             )
         )
-    out_dtype: Dtype | None = "bf16" if dtype in ("fp8", "fp4") else None
+    out_dtype: Dtype | None = "bf16" if dtype in ("fp8", "fp4") or b_dtype in ("fp8", "fp4") else None
     ops.append(
         GemmOp(
             name=name,
@@ -310,6 +329,8 @@ def weight_gemm_ops(
             dtype=dtype,
             out_dtype=out_dtype,
             b_shared=b_shared,
+            b_dtype=b_dtype,
+            grouped=grouped,
             count=count,
         )
     )

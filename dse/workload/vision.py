@@ -9,9 +9,18 @@ model does not see). Batch norm (inference: folded; training: statistics + norma
 `[N*P*Q, K]`, ReLU and residual adds are elementwise, pooling is a streaming copy of its output. ViT is a
 pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
 
+Depthwise convolutions (MobileNet-V2, EfficientNet) are memory-bound elementwise work with their FLOPs
+(`ElementwiseOp` kinds `depthwise3x3` / `depthwise5x5`: 2 R S FLOP per output on the CUDA cores, one read
+of the input and one write per output) rather than an op and estimator of their own: with one filter per
+channel they have no reuse for the tensor cores, and the elementwise estimator already prices streaming
+kernels. A stride-2 depthwise reads 4x its outputs; the op counts only 1x (a known under-count). SE
+blocks are a global pool (a streaming read of the block), two small GEMMs, a sigmoid and a scale.
+
 Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet50` 25.6M, `resnet152`
-60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M (torchvision model docs). Not shipped yet:
-mobilenet-v2, efficientnet-b0/b4/widese-b4 (depthwise convolutions need their own op).
+60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `mobilenet_v2` 3.50M, `efficientnet_b0`
+5.29M, `efficientnet_b4` 19.34M (torchvision model docs). `efficientnet-widese-b0/b4` are NVIDIA
+DeepLearningExamples' variants (ConvNets/efficientnet README): the SE squeeze is a quarter of the expanded
+(depthwise) width instead of the block's input width; their counts are not checked against a published one.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ __all__ = ["VISION_MODELS", "VisionModel", "build_vision_graph", "is_vision_mode
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VisionModel:
-    """A torchvision architecture: `family` resnet (block kind and stage depths), vgg or vit."""
+    """A torchvision architecture: `family` resnet (block kind and stage depths), vgg, vit, mobilenet
+    (V2) or efficientnet (B0 scaled by `width_mult` and `depth_mult`)."""
 
     name: str
     family: str
@@ -37,6 +47,9 @@ class VisionModel:
     heads: int = 0
     patch: int = 16
     num_classes: int = 1000
+    width_mult: float = 1.0  # EfficientNet compound scaling (channels, layers)
+    depth_mult: float = 1.0
+    wide_se: bool = False  # DeepLearningExamples' EfficientNet-WideSE
 
 
 VISION_MODELS: dict[str, VisionModel] = {
@@ -48,9 +61,34 @@ VISION_MODELS: dict[str, VisionModel] = {
         VisionModel(name="vgg-16", family="vgg"),
         VisionModel(name="vit-b-16", family="vit", width=768, depth=12, heads=12),
         VisionModel(name="vit-l-16", family="vit", width=1024, depth=24, heads=16),
+        VisionModel(name="mobilenet-v2", family="mobilenet"),
+        VisionModel(name="efficientnet-b0", family="efficientnet"),
+        VisionModel(name="efficientnet-b4", family="efficientnet", width_mult=1.4, depth_mult=1.8),
+        VisionModel(name="efficientnet-widese-b0", family="efficientnet", wide_se=True),
+        VisionModel(
+            name="efficientnet-widese-b4", family="efficientnet", width_mult=1.4, depth_mult=1.8, wide_se=True
+        ),
     )
 }
-_ALIASES = {"resnet50": "resnet-50", "resnet18": "resnet-18", "resnet152": "resnet-152", "vgg16": "vgg-16"}
+_ALIASES = {
+    "resnet50": "resnet-50", "resnet18": "resnet-18", "resnet152": "resnet-152", "vgg16": "vgg-16",
+    "tv-resnet50": "resnet-50", "tv-resnet152": "resnet-152", "mobilenetv2-100": "mobilenet-v2",
+    "mobilenet-v2-100": "mobilenet-v2",
+}  # fmt: skip
+# torchvision inverted-residual settings: MobileNet-V2 (expand t, out c, blocks n, stride s) and
+# EfficientNet-B0 (expand, kernel, stride, in, out, blocks) before width and depth scaling.
+_MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                 (6, 320, 1, 1))  # fmt: skip
+_EFFICIENTNET_B0 = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
+                    (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1))  # fmt: skip
+
+
+def _divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's `_make_divisible`: round channels to a multiple of 8, never below 90% of `value`."""
+    out = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return out + divisor if out < 0.9 * value else out
+
+
 _VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 
 
@@ -86,6 +124,68 @@ class _Builder:
     def fc(self, name: str, rows: int, c: int, k: int) -> None:
         self.ops.append(GemmOp(name=name, m=rows, n=k, k=c, dtype=self.dtype, b_shared=True))
         self.params += c * k + k
+
+    def depthwise(self, name: str, c: int, hw: int, r: int, stride: int, act: str) -> int:
+        """Depthwise conv (module docstring) + batch norm + activation; returns the output side."""
+        out = (hw + stride - 1) // stride
+        rows = self.n * out * out
+        self.ew(name, f"depthwise{r}x{r}", rows * c)
+        self.ops.append(NormOp(name=f"{name}_bn", rows=rows, cols=c, kind="layernorm", dtype=self.act))
+        self.ew(f"{name}_act", act, rows * c)
+        self.params += c * r * r + 2 * c
+        return out
+
+    def squeeze_excite(self, name: str, c: int, squeeze: int, hw: int) -> None:
+        """Global pool, fc + SiLU, fc + sigmoid, channel scale (EfficientNet's SE block)."""
+        self.ew(f"{name}/pool", "copy", self.n * hw * hw * c)
+        self.fc(f"{name}/fc1", self.n, c, squeeze)
+        self.ew(f"{name}/fc1_act", "silu", self.n * squeeze)
+        self.fc(f"{name}/fc2", self.n, squeeze, c)
+        self.ew(f"{name}/gate", "exp", self.n * c)
+        self.ew(f"{name}/scale", "mul", self.n * hw * hw * c)
+
+    def inverted_residual(self, pre: str, cin: int, cout: int, hw: int, spec: tuple[int, int, int]) -> int:
+        """MobileNet-V2 / EfficientNet block: 1x1 expand, depthwise, (SE), 1x1 project, residual."""
+        expand, r, stride = spec
+        effnet = self.m.family == "efficientnet"
+        act = "silu" if effnet else "relu"  # ReLU6 priced as ReLU
+        hidden = _divisible(cin * expand) if effnet else int(round(cin * expand))
+        if expand != 1:
+            self.conv(f"{pre}/expand", cin, hidden, hw, 1)
+            self.ew(f"{pre}/expand_act", act, self.n * hw * hw * hidden)
+        out = self.depthwise(f"{pre}/depthwise", hidden, hw, r, stride, act)
+        if effnet:
+            squeeze = max(1, (hidden if self.m.wide_se else cin) // 4)
+            self.squeeze_excite(f"{pre}/se", hidden, squeeze, out)
+        self.conv(f"{pre}/project", hidden, cout, out, 1)
+        if stride == 1 and cin == cout:
+            self.ew(f"{pre}/residual_add", "add", self.n * out * out * cout)
+        return out
+
+    def mobile(self, image_size: int) -> None:
+        """MobileNet-V2 or EfficientNet (torchvision), with the width and depth multipliers."""
+        root, effnet = self.m.name, self.m.family == "efficientnet"
+        act = "silu" if effnet else "relu"
+        c = _divisible(32 * self.m.width_mult)
+        hw = self.conv(f"{root}/stem/conv", 3, c, image_size, 3, 2)
+        self.ew(f"{root}/stem/act", act, self.n * hw * hw * c)
+        if effnet:
+            stages = [
+                (e, k, s, _divisible(co * self.m.width_mult), -(-n * self.m.depth_mult // 1))
+                for e, k, s, _, co, n in _EFFICIENTNET_B0
+            ]
+        else:
+            stages = [(t, 3, s, co, n) for t, co, n, s in _MOBILENET_V2]
+        for si, (expand, r, stride, cout, num) in enumerate(stages):
+            for i in range(int(num)):
+                spec = (expand, r, stride if i == 0 else 1)
+                hw = self.inverted_residual(f"{root}/stage{si + 1}/block{i}", c, cout, hw, spec)
+                c = cout
+        last = 4 * c if effnet else 1280
+        self.conv(f"{root}/head/conv", c, last, hw, 1)
+        self.ew(f"{root}/head/act", act, self.n * hw * hw * last)
+        self.ew(f"{root}/avgpool", "copy", self.n * hw * hw * last)
+        self.fc(f"{root}/classifier", self.n, last, self.m.num_classes)
 
     def resnet(self, image_size: int) -> None:
         root, n = self.m.name, self.n
@@ -196,6 +296,8 @@ def build_vision_graph(
         b.resnet(image_size)
     elif model.family == "vgg":
         b.vgg(image_size)
+    elif model.family in ("mobilenet", "efficientnet"):
+        b.mobile(image_size)
     else:
         b.vit(image_size)
     meta = {

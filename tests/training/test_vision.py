@@ -13,7 +13,7 @@ from dse.workload.vision import build_vision_graph, load_vision_model
 @pytest.mark.parametrize(
     ("model", "published_m"),
     [("resnet-18", 11.7), ("resnet-50", 25.6), ("resnet-152", 60.2), ("vgg-16", 138.4), ("vit-b-16", 86.6),
-     ("vit-l-16", 304.3)],
+     ("vit-l-16", 304.3), ("mobilenet-v2", 3.50), ("efficientnet-b0", 5.29), ("efficientnet-b4", 19.34)],
 )  # fmt: skip
 def test_param_counts(model: str, published_m: float) -> None:
     _, params = build_vision_graph(load_vision_model(model), batch=1)
@@ -24,3 +24,21 @@ def test_vision_training_step() -> None:
     req = TrainingRequest(micro_batch=64, global_batch=64, image_size=224, precision="fp16", optimizer="sgd")
     m = predict_training("resnet-50", load_gpu("a100-sxm-80gb"), req).metrics()
     assert m["feasible"] and 0 < m["mfu"] < 1 and m["samples_per_s"] > 0 and "energy_per_sample_j" in m
+
+
+def test_depthwise_convolutions_are_streaming_work_with_a_doubled_backward() -> None:
+    from dse.workload.backward import build_backward_graph
+    from dse.workload.ops import ElementwiseOp
+
+    forward, _ = build_vision_graph(load_vision_model("mobilenet-v2"), batch=2)
+    dw = [op for op in forward.ops if isinstance(op, ElementwiseOp) and op.kind == "depthwise3x3"]
+    assert len(dw) == 17  # one per inverted-residual block
+    assert dw[0].flop == 18 * dw[0].num_elements
+    grads = {op.name: op for op in build_backward_graph(forward).ops}
+    assert grads[f"{dw[-1].name}_bwd"].count == 2 * dw[-1].count
+
+
+def test_wide_se_widens_only_the_squeeze() -> None:
+    _, base = build_vision_graph(load_vision_model("efficientnet-b0"), batch=1)
+    _, wide = build_vision_graph(load_vision_model("efficientnet-widese-b0"), batch=1)
+    assert wide > base

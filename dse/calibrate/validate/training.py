@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dse.calibrate.data.training import load_cnn_training, load_llm_training
+from dse.calibrate.data.training import load_cnn_training, load_llm_training, load_timm_training
 from dse.calibrate.validate.common import cached_arch
 from dse.errors import DseError
 from dse.hardware.catalog import load_gpu
@@ -29,7 +29,7 @@ from dse.training.llm import predict_llm_training
 from dse.training.parallel import ParallelLayout
 from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest
 
-__all__ = ["llm_row_request", "validate_llm_training", "validate_training"]
+__all__ = ["llm_row_request", "validate_llm_training", "validate_timm_training", "validate_training"]
 
 _GPUS: dict[str, tuple[str, tuple[tuple[str, Any], ...], float | None]] = {
     "h100-80gb": ("h100-sxm", (), None),
@@ -212,9 +212,38 @@ def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
         est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
         out.append(
             {
-                "source": row["source"], "gpu": row["gpu"], "model": row["model"],
+                "source": f"{row['source']}/{row['model']}", "gpu": row["gpu"], "model": row["model"],
                 "images_per_s_per_gpu": float(row["images_per_s_per_gpu"]),
                 "pred_images_per_s_per_gpu": est.metrics()["samples_per_s_per_gpu"],
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out), skipped
+
+
+def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
+    """timm `benchmark.py` training steps on one RTX 3090 (README 7.3) of shipped vision models: images/s
+    at the row's batch and image size, AMP (fp16), SGD. Synthetic GPU-resident input: no loader stalls."""
+    from dse.training.vision import predict_vision_training
+    from dse.workload.vision import is_vision_model, load_vision_model
+
+    gpu = load_gpu("rtx-3090")
+    out: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for _, row in load_timm_training().iterrows():
+        if not is_vision_model(str(row["model"])):
+            skipped["vision model not shipped"] += 1
+            continue
+        bs = int(row["train_batch_size"])
+        req = TrainingRequest(
+            micro_batch=bs, global_batch=bs, image_size=int(row["train_img_px"]), precision="fp16",
+            optimizer="sgd", layout=ParallelLayout(num_gpus=1),
+        )  # fmt: skip
+        est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
+        out.append(
+            {
+                "source": f"timm-rtx3090-{row['memory_format']}", "model": row["model"],
+                "images_per_s_per_gpu": float(row["train_samples_per_s"]),
+                "pred_images_per_s_per_gpu": est.metrics()["samples_per_s"], "feasible": est.feasible,
             }
         )  # fmt: skip
     return pd.DataFrame(out), skipped
@@ -226,12 +255,20 @@ def validate_training() -> dict[str, Any]:
 
     llm, llm_skipped = validate_llm_training()
     cnn, cnn_skipped = validate_cnn_training()
+    timm, timm_skipped = validate_timm_training()
     zeus, zeus_skipped = validate_zeus_power()
     mlperf, mlperf_skipped, host_w = validate_mlperf_power()
     rows = _mape_rows(llm, "tokens_per_s_per_gpu") + _mape_rows(cnn, "images_per_s_per_gpu")
+    rows += _mape_rows(timm, "images_per_s_per_gpu")
     rows += _mape_rows(zeus, "avg_gpu_power_w") + _mape_rows(zeus, "samples_per_s")
     rows += _mape_rows(mlperf, "node_power_w") + _mape_rows(mlperf, "samples_per_s_per_gpu")
-    skipped = {"llm": llm_skipped, "cnn": cnn_skipped, "zeus": zeus_skipped, "mlperf": mlperf_skipped}
+    skipped = {
+        "llm": llm_skipped,
+        "cnn": cnn_skipped,
+        "timm": timm_skipped,
+        "zeus": zeus_skipped,
+        "mlperf": mlperf_skipped,
+    }
     return {
         "rows": rows,
         "skipped": {k: dict(v) for k, v in skipped.items()},
