@@ -5,13 +5,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 from rich.console import Console
@@ -39,6 +41,48 @@ BusOpt = Annotated[int | None, typer.Option("--bus-width-bits", help="Memory bus
 RateOpt = Annotated[
     float | None, typer.Option("--data-rate-gbps", help="Per-pin data rate in Gb/s for --memory.")
 ]
+
+
+# Options that come last in every command's --help.
+_LAST_OPTIONS = ("breakdown", "as_json")
+
+
+def with_options(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a group of options once and give it to a command as one value.
+
+    Each keyword names a parameter of the command and a dataclass whose fields are typer `Annotated` options
+    with defaults (`LoadArgs`, `CostArgs`, `TrainingArgs`); the fields become the command's options and the
+    command receives one instance. Long option lists then stay out of every command's signature and body.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn, eval_str=True)
+        fields = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in groups.items()}
+        added = [
+            inspect.Parameter(
+                field, inspect.Parameter.KEYWORD_ONLY, default=getattr(cls(), field), annotation=hint
+            )
+            for name, cls in groups.items()
+            for field, hint in get_type_hints(cls, include_extras=True).items()
+            if field in fields[name]
+        ]
+        own = [p for p in sig.parameters.values() if p.name not in groups]
+        positional = [p for p in own if p.default is inspect.Parameter.empty]
+        keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
+        last = [p for p in keyword if p.name in _LAST_OPTIONS]
+        params = [*positional, *(p for p in keyword if p not in last), *added, *last]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for name, cls in groups.items():
+                kwargs[name] = cls(**{f: kwargs.pop(f) for f in fields[name] if f in kwargs})
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return wrapper
+
+    return decorate
 
 
 def friendly(fn: F) -> F:

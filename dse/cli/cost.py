@@ -4,7 +4,7 @@ and `dse validate area`."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 import typer
@@ -45,6 +45,27 @@ PriceOpt = Annotated[
     float | None,
     typer.Option("--gpu-price-usd", help="Owner view: purchase price per GPU (default: derived)."),
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostArgs:
+    """The cost options of a predicting command (each field is its option: `with_options(cost=CostArgs)`)."""
+
+    cost_scenario: CostScenarioOpt = "mid"
+    lifetime_years: LifetimeOpt = None
+    utilization: UtilizationOpt = None
+    electricity_usd_per_kwh: ElectricityOpt = None
+    pue: PueOpt = None
+    grid_gco2_per_kwh: GridOpt = None
+    gpu_usd_per_hour: RentOpt = None
+    gpu_price_usd: PriceOpt = None
+
+    def options(self, sets: list[str] | None) -> CostOptions:
+        """The options with the `cost.` paths of `--set`, checked now, not mid-run."""
+        return cost_options(
+            sets, self.cost_scenario, self.lifetime_years, self.utilization, self.electricity_usd_per_kwh,
+            self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour, self.gpu_price_usd,
+        )  # fmt: skip
 
 
 def cost_options(

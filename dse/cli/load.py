@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dse.cli.common import ServingBatchOpt
 from dse.errors import DseError
 from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT
 
@@ -71,23 +72,23 @@ LengthSigmaOpt = Annotated[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadArgs:
-    """What the load options of one command said."""
+    """What the load options of one command said (each field is its option: `with_options(load=LoadArgs)`)."""
 
-    batch: int | None = None
-    concurrency: int | None = None
-    request_rate: float | None = None
-    max_throughput: bool = False
-    max_num_seqs: int | None = None
-    max_batched_tokens: int | None = None
-    gpu_memory_utilization: float | None = None
-    num_requests: int | None = None
-    seed: int = 0
-    length_dist: str = "fixed"
-    length_sigma: float = DEFAULT_LENGTH_SIGMA
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    dp: int = 1
+    batch: ServingBatchOpt = None
+    concurrency: ConcurrencyOpt = None
+    request_rate: RequestRateOpt = None
+    max_throughput: MaxThroughputOpt = False
+    max_num_seqs: MaxSeqsOpt = None
+    max_batched_tokens: MaxTokensOpt = None
+    gpu_memory_utilization: MemFracOpt = None
+    num_requests: NumRequestsOpt = None
+    seed: RequestSeedOpt = 0
+    length_dist: LengthDistOpt = "fixed"
+    length_sigma: LengthSigmaOpt = DEFAULT_LENGTH_SIGMA
+    tp: TpOpt = 1
+    pp: PpOpt = 1
+    ep: EpOpt = 1
+    dp: DpOpt = 1
 
     def mode(self) -> str:
         """The one load mode asked for ("static" when none of the load modes is)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +28,6 @@ from dse.cli.common import (
     RateOpt,
     SamplingOpt,
     SeqOpt,
-    ServingBatchOpt,
     SetOpt,
     build_workload,
     console,
@@ -35,54 +35,36 @@ from dse.cli.common import (
     gpu_from_options,
     operating_point,
     print_json,
+    with_options,
 )
 from dse.cli.cost import (
     COST_ROWS,
     LEDGER_ROWS,
-    CostScenarioOpt,
-    ElectricityOpt,
-    GridOpt,
-    LifetimeOpt,
-    PriceOpt,
-    PueOpt,
-    RentOpt,
-    UtilizationOpt,
-    cost_options,
+    CostArgs,
     cost_title,
     serving_cost,
 )
 from dse.cli.load import (
     LOAD_ROWS,
-    ConcurrencyOpt,
-    DpOpt,
-    EpOpt,
-    LengthDistOpt,
-    LengthSigmaOpt,
     LoadArgs,
-    MaxSeqsOpt,
-    MaxThroughputOpt,
-    MaxTokensOpt,
-    MemFracOpt,
-    NumRequestsOpt,
-    PpOpt,
-    RequestRateOpt,
-    RequestSeedOpt,
-    TpOpt,
     load_title,
 )
 from dse.cli.training import (
-    FsdpOpt,
-    GlobalBatchOpt,
-    ImageSizeOpt,
-    MicroBatchOpt,
-    NumGpusOpt,
-    OptimizerOpt,
-    RecomputeOpt,
+    TrainingArgs,
     TrainingOpt,
     run_training,
 )
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
+
+LaunchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--launch",
+        help="Host launch mode: eager, graphs or engine (asynchronous launch queue, dse.perf.host). "
+        "Default: eager for --kernels (EnergAIzer lists are eager PyTorch), GPU time only for --model.",
+    ),
+]
 
 
 def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
@@ -147,15 +129,12 @@ def _serving(
 
 
 @friendly
+@with_options(load=LoadArgs, cost=CostArgs, train=TrainingArgs)
 def predict_cmd(
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
     phase: PhaseOpt = "prefill",
-    batch: ServingBatchOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    request_rate: RequestRateOpt = None,
-    max_throughput: MaxThroughputOpt = False,
     seq_len: SeqOpt = 1024,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
@@ -164,25 +143,7 @@ def predict_cmd(
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
     sampling: SamplingOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_batched_tokens: MaxTokensOpt = None,
-    gpu_memory_utilization: MemFracOpt = None,
-    num_requests: NumRequestsOpt = None,
-    seed: RequestSeedOpt = 0,
-    length_dist: LengthDistOpt = "fixed",
-    length_sigma: LengthSigmaOpt = 0.5,
-    tp: TpOpt = 1,
-    pp: PpOpt = 1,
-    ep: EpOpt = 1,
-    dp: DpOpt = 1,
     training: TrainingOpt = False,
-    num_gpus: NumGpusOpt = 1,
-    fsdp: FsdpOpt = False,
-    micro_batch: MicroBatchOpt = 1,
-    global_batch: GlobalBatchOpt = None,
-    image_size: ImageSizeOpt = 224,
-    recompute: RecomputeOpt = "none",
-    optimizer: OptimizerOpt = "adamw",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -190,52 +151,34 @@ def predict_cmd(
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
     coeffs: CoeffsOpt = None,
-    launch: Annotated[
-        str | None,
-        typer.Option(
-            "--launch",
-            help="Host launch mode: eager, graphs or engine (asynchronous launch queue, dse.perf.host). "
-            "Default: eager for --kernels (EnergAIzer lists are eager PyTorch), GPU time only for --model.",
-        ),
-    ] = None,
+    launch: LaunchOpt = None,
     host_gap_us: Annotated[
         float | None, typer.Option("--host-gap-us", hidden=True, help="Removed: use --launch.")
     ] = None,
-    cost_scenario: CostScenarioOpt = "mid",
-    lifetime_years: LifetimeOpt = None,
-    utilization: UtilizationOpt = None,
-    electricity_usd_per_kwh: ElectricityOpt = None,
-    pue: PueOpt = None,
-    grid_gco2_per_kwh: GridOpt = None,
-    gpu_usd_per_hour: RentOpt = None,
-    gpu_price_usd: PriceOpt = None,
     breakdown: BreakdownOpt = False,
     as_json: JsonOpt = False,
+    *,
+    load: LoadArgs,
+    cost: CostArgs,
+    train: TrainingArgs,
 ) -> None:
-    """Predict latency, energy and power: a workload (--kernels, or --model with --phase) or LLM serving
+    """Predict latency, energy and power: a workload (--kernels, or --model with --phase), LLM serving
     (--model with --input-tokens and --output-tokens) as one static batch (--batch, the default) or under
-    load (--concurrency, --request-rate or --max-throughput)."""
+    load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     if training:  # dse.cli.training: one training step
-        run_training(
-            model, spec, point, breakdown, as_json, num_gpus=num_gpus, tp=tp, pp=pp, fsdp=fsdp,
-            seq_len=seq_len,
-            micro_batch=micro_batch, global_batch=global_batch, image_size=image_size, precision=precision,
-            recompute=recompute, optimizer=optimizer, attention=attention,
-        )  # fmt: skip
+        opts = {
+            "precision": precision,
+            "attention": attention,
+            "seq_len": seq_len,
+            "tp": load.tp,
+            "pp": load.pp,
+        }
+        run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
         return
-    load = LoadArgs(
-        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
-        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
-        length_dist=length_dist, length_sigma=length_sigma, tp=tp, pp=pp, ep=ep, dp=dp,
-    )  # fmt: skip
     if input_tokens is not None or output_tokens is not None:
-        costs = cost_options(
-            sets, cost_scenario, lifetime_years, utilization, electricity_usd_per_kwh, pue, grid_gco2_per_kwh,
-            gpu_usd_per_hour, gpu_price_usd,
-        )  # fmt: skip
+        costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
@@ -246,14 +189,13 @@ def predict_cmd(
             "--kv-dtype, --engine, --sampling and the load modes apply to serving predictions: give "
             "--input-tokens and --output-tokens (with --model)"
         )
-    graph = build_workload(
-        model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels
-    )
     if host_gap_us is not None:
         raise DseError(
             "--host-gap-us was removed: host time is now an asynchronous launch queue; give "
             "--launch eager|graphs|engine (eager is the default for --kernels)"
         )
+    batch = 1 if load.batch is None else load.batch
+    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
 
@@ -327,13 +269,10 @@ def _show_graph(payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bo
 
 
 @friendly
+@with_options(load=LoadArgs, cost=CostArgs)
 def whatif_cmd(
     gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
     model: ModelOpt = "llama-3.1-8b",
-    batch: ServingBatchOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    request_rate: RequestRateOpt = None,
-    max_throughput: MaxThroughputOpt = False,
     input_tokens: Annotated[int, typer.Option("--input-tokens")] = 1024,
     output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
     precision: PrecisionOpt = "bf16",
@@ -341,11 +280,6 @@ def whatif_cmd(
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
     sampling: SamplingOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_batched_tokens: MaxTokensOpt = None,
-    num_requests: NumRequestsOpt = None,
-    seed: RequestSeedOpt = 0,
-    length_dist: LengthDistOpt = "fixed",
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     memory: MemoryOpt = None,
@@ -353,10 +287,10 @@ def whatif_cmd(
     data_rate_gbps: RateOpt = None,
     sets: SetOpt = None,
     coeffs: CoeffsOpt = None,
-    cost_scenario: CostScenarioOpt = "mid",
-    gpu_usd_per_hour: RentOpt = None,
-    electricity_usd_per_kwh: ElectricityOpt = None,
     as_json: JsonOpt = False,
+    *,
+    load: LoadArgs,
+    cost: CostArgs,
 ) -> None:
     """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
     batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput)."""
@@ -369,35 +303,15 @@ def whatif_cmd(
     point = operating_point(
         clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
     )
-    load = LoadArgs(
-        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
-        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, num_requests=num_requests,
-        seed=seed, length_dist=length_dist,
-    )  # fmt: skip
-    if load.mode() == "static" and batch is None:
-        load = LoadArgs(batch=32)
+    if load.mode() == "static" and load.batch is None:
+        load = replace(load, batch=32)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling}
     runs = [
-        _serving(
-            model,
-            g,
-            load,
-            input_tokens,
-            output_tokens,
-            point,
-            coeffs,
-            **options,
-            engine=engine,
-            sampling=sampling,
-        )  # fmt: skip
+        _serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
         for g in (base_gpu, new_gpu)
     ]
-    costs = cost_options(
-        sets,
-        cost_scenario,
-        electricity_usd_per_kwh=electricity_usd_per_kwh,
-        gpu_usd_per_hour=gpu_usd_per_hour,
-    )
+    costs = cost.options(sets)
     priced = [serving_cost(g, est, costs) for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
     _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -40,6 +41,19 @@ _ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("total_power_w", "power, all GPUs (W)", 1.0, ",.0f"),
     ("memory_bytes", "memory per GPU (GiB)", 2.0**-30, ".1f"),
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingArgs:
+    """The training options of `dse predict --training` (each field is its option)."""
+
+    num_gpus: NumGpusOpt = 1
+    fsdp: FsdpOpt = False
+    micro_batch: MicroBatchOpt = 1
+    global_batch: GlobalBatchOpt = None
+    image_size: ImageSizeOpt = 224
+    recompute: RecomputeOpt = "none"
+    optimizer: OptimizerOpt = "adamw"
 
 
 def run_training(

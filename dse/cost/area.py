@@ -136,6 +136,8 @@ def die_area_mm2(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool]:
     if published is None:
         return model, False
     base = catalog_base(gpu)
-    if base is None or base.die is None or base.die.published_area_mm2 != published:
+    if base is None or base.die is None or base.die.published_area_mm2 != published or gpu == base:
         return published, True
-    return published + model - modelled_area(base, facts).total_mm2, True
+    delta_mm2 = model - modelled_area(base, facts).total_mm2
+    # The same die summed along another path differs by rounding only: report the published area itself.
+    return published + (delta_mm2 if abs(delta_mm2) > 1e-9 * published else 0.0), True
