@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.search.objective import EvalContext, build_inputs, predict_inputs
+from dse.search.training_point import TRAINING_MODE
 
 
 def context_for_run(run_dir: str | Path) -> EvalContext | None:
@@ -28,6 +29,8 @@ def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str
     """{"by_module": {module: J}, "by_op": {phase/op name: J}, "bound_by": {phase: shares}, "roofline": ...}
     of one design point; {} for a point of a load mode (a simulated run of many different engine steps:
     `dse.serving.load` keeps no breakdown)."""
+    if params.get("mode", ctx.mode) == TRAINING_MODE:  # a training step keeps no per-op breakdown here
+        return {}
     inputs = build_inputs(params, ctx)
     if "load" in inputs:
         return {}

@@ -12,6 +12,7 @@ from typing import Any, get_args
 from dse.config.yamlio import SourceMap, located_error
 from dse.errors import ConfigError
 from dse.search.objective import (
+    CONTEXT_METRICS,
     GOODPUT_METRIC,
     LATENCY_METRICS,
     LOAD_KNOBS,
@@ -43,6 +44,7 @@ from dse.search.study import (
     possible_values,
     study_modes,
 )
+from dse.search.training_point import TRAINING_KEYS, TRAINING_METRICS, TRAINING_MODE
 
 
 def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None:
@@ -53,7 +55,9 @@ def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None
         raise located_error(smap, ("space",), str(exc)) from None
     for loc, msg in space.problems():
         raise located_error(smap, ("space", *loc), msg)
-    if evaluator is evaluate_point:
+    if evaluator is evaluate_point and TRAINING_MODE in study_modes(cfg, space):
+        _check_training(cfg, smap, space)
+    elif evaluator is evaluate_point:
         modes = study_modes(cfg, space)
         _check_serving(cfg, smap, space, modes)
         _check_modes(cfg, smap, space, modes)
@@ -335,3 +339,32 @@ def _check_cost(cfg: StudyConfig, smap: SourceMap) -> None:
         grid_gco2_per_kwh(options.facts(), options.grid)
     except ConfigError as exc:
         raise located_error(smap, ("cost",), str(exc)) from None
+
+
+# The workload keys a training point reads (dse.search.training_point).
+_TRAINING_PATHS = ("model", "mode", "precision", "attention", "tp", "pp", *TRAINING_KEYS)
+
+
+def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """A training study: one mode, training paths only, training metrics (dse.search.training_point)."""
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.overrides import check_override_path
+
+    if study_modes(cfg, space) != (TRAINING_MODE,):
+        loc = (_sources(cfg, space, "mode") or [("workload", "mode")])[-1]
+        raise located_error(smap, loc, "a study is a training study or a serving study: do not mix the modes")
+    try:
+        gpu = load_gpu(cfg.gpu)
+    except ConfigError as exc:
+        raise located_error(smap, ("gpu",), str(exc)) from None
+    allowed = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
+    for name in cfg.space:
+        path = space.path_of(name)
+        loc = ("space", name) if cfg.space[name].path is None else ("space", name, "path")
+        if path.startswith("gpu."):
+            msg = check_override_path(gpu, path)
+            if msg is not None:
+                raise located_error(smap, loc, msg)
+        elif path not in OPERATING_POINT_KEYS and path not in _TRAINING_PATHS:
+            raise located_error(smap, loc, f"'{path}' is not a training parameter (allowed: {allowed})")
+    _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeGuard
 
+from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
 from dse.units import MHZ
 
 # Metric keys of ServingEstimate.metrics() (dse.serving), and the context the evaluation adds.
@@ -96,7 +97,7 @@ LOAD_KNOBS: tuple[str, ...] = (
 )
 # The knob each load mode needs (the other modes take none of them).
 MODE_KNOB: dict[str, str] = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}
-WORKLOAD_KEYS: tuple[str, ...] = ("model", "mode", *STATIC_KEYS, *LOAD_KNOBS)
+WORKLOAD_KEYS: tuple[str, ...] = ("model", "mode", *STATIC_KEYS, *LOAD_KNOBS, *TRAINING_KEYS)
 # Keys of ServingEstimate.metrics() that are not numbers; the runner turns them into feasible/reason.
 STATUS_KEYS: tuple[str, ...] = ("feasible", "infeasible_reason")
 COMPARISONS: dict[str, Callable[[float, float], bool]] = {
@@ -143,6 +144,15 @@ class EvalContext:
     pp: int = 1
     ep: int = 1
     dp: int = 1
+    # a training point (`mode: training`, dse.search.training_point); tp and pp above are shared
+    num_gpus: int = 1
+    fsdp: bool = False
+    micro_batch: int = 1
+    global_batch: int | None = None
+    seq_len: int = 2048
+    image_size: int = 224
+    recompute: str = "none"
+    optimizer: str = "adamw"
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()
@@ -279,6 +289,10 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     Raises DseError/ValueError/KeyError for points the model cannot evaluate; the chunk runner records
     them as failed points.
     """
+    if params.get("mode", ctx.mode) == TRAINING_MODE:
+        from dse.search.training_point import evaluate_training_point
+
+        return evaluate_training_point(params, ctx)
     inputs = build_inputs(params, ctx)
     metrics = dict(predict_inputs(inputs).metrics())
     gpu, point = inputs["gpu"], inputs["point"]

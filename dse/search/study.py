@@ -105,6 +105,7 @@ from dse.search.space import (
     SpaceFile,
     _ParamBase,
 )
+from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
 
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
@@ -113,7 +114,8 @@ KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPE
 Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
 Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.workload.engine.SAMPLINGS
 ExecutorKind = Literal["ray", "process", "serial"]
-Mode = Literal["static", "concurrency", "request_rate", "max_throughput"]  # dse.search.objective.MODES
+# dse.search.objective.MODES, and a training step (dse.search.training_point)
+Mode = Literal["static", "concurrency", "request_rate", "max_throughput", "training"]
 LengthDist = Literal["fixed", "lognormal", "exponential"]  # dse.serving.load.LENGTH_DISTS
 
 
@@ -271,6 +273,15 @@ class WorkloadConfig(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
+    num_gpus: int = Field(default=1, ge=1)
+    fsdp: bool = False
+    micro_batch: int = Field(default=1, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)  # None: micro_batch x dp
+    seq_len: int = Field(default=2048, ge=1)
+    image_size: int = Field(default=224, ge=8)
+    recompute: Literal["none", "selective", "full"] = "none"
+    optimizer: Literal["adamw", "sgd"] = "adamw"
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
@@ -387,12 +398,16 @@ def _unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
     the `mode` parameter of another evaluator)."""
     space = cfg.search_space()
     modes = study_modes(cfg, space)
+    if modes == (TRAINING_MODE,):
+        used = ("mode", "precision", "attention", "tp", "pp", *TRAINING_KEYS)
+        return tuple(k for k in WorkloadConfig.model_fields if k not in used)
     if not set(modes) <= set(MODES):
         return ()
     if not any(m in LOAD_MODES for m in modes):
-        return LOAD_KNOBS
-    unused = () if "static" in modes else ("batch", "attention")
-    return unused + (() if "lognormal" in possible_values(cfg, space, "length_dist") else ("length_sigma",))
+        return (*LOAD_KNOBS, *TRAINING_KEYS)
+    unused: tuple[str, ...] = () if "static" in modes else ("batch", "attention")
+    unused += () if "lognormal" in possible_values(cfg, space, "length_dist") else ("length_sigma",)
+    return unused + TRAINING_KEYS
 
 
 def resolved_yaml(cfg: StudyConfig) -> str:

@@ -1,0 +1,76 @@
+"""One training design point of a study (`workload: {mode: training}`): the search layer's view of
+`dse.training.predict_training`, the same step `dse predict --training` predicts.
+
+The study's workload keys `num_gpus`, `tp`, `pp`, `fsdp`, `micro_batch`, `global_batch` (default: micro x dp),
+`seq_len`, `image_size`, `precision`, `recompute`, `optimizer` and `attention` make the request; `gpu.*`
+paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+TRAINING_MODE = "training"
+# The workload keys only a training point uses (tp and pp are shared with the serving layouts).
+TRAINING_KEYS: tuple[str, ...] = (
+    "num_gpus",
+    "fsdp",
+    "micro_batch",
+    "global_batch",
+    "seq_len",
+    "image_size",
+    "recompute",
+    "optimizer",
+)
+# The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
+TRAINING_METRICS: tuple[str, ...] = (
+    "num_gpus", "dp", "tp", "pp", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
+    "model_tflops_per_gpu", "energy_per_step_j", "avg_power_w", "total_power_w", "memory_bytes",
+    "tokens_per_s_per_gpu", "energy_per_token_j", "samples_per_s_per_gpu", "energy_per_sample_j",
+    "memory_capacity_bytes",
+)  # fmt: skip
+
+
+def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+    """Metrics of one training step; `ctx` is the study's `EvalContext` (its training fields)."""
+    from dse.hardware.catalog import load_gpu
+    from dse.perf.types import OperatingPoint
+    from dse.search.objective import split_params
+    from dse.training.parallel import ParallelLayout
+    from dse.training.predict import predict_training
+    from dse.training.step import TrainingRequest
+    from dse.units import MHZ
+
+    gpu_over, op, wl = split_params(params)
+
+    def get(key: str) -> Any:
+        return wl.get(key, getattr(ctx, key))
+
+    gpu = load_gpu(ctx.gpu, gpu_over)
+    clock_mhz, cap_w = op.get("sm_clock_mhz"), op.get("power_cap_w")
+    point = OperatingPoint(
+        sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
+        power_cap_w=None if cap_w is None else float(cap_w),
+    )
+    layout = ParallelLayout(
+        num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), fsdp=bool(get("fsdp"))
+    )
+    micro = int(get("micro_batch"))
+    global_batch = int(get("global_batch") or micro * layout.dp)
+    request = TrainingRequest(
+        micro_batch=micro, global_batch=global_batch, seq_len=int(get("seq_len")),
+        image_size=int(get("image_size")), precision=str(get("precision")), recompute=str(get("recompute")),
+        optimizer=str(get("optimizer")), attention=str(get("attention")), layout=layout,
+    )  # fmt: skip
+    raw = predict_training(str(get("model")), gpu, request, point).metrics()
+    out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}
+    out |= {"feasible": raw["feasible"], "infeasible_reason": raw["infeasible_reason"]}
+    out |= {
+        "tdp_w": gpu.power.tdp_w,
+        "power_cap_w": point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w,
+        "sm_clock_hz": point.sm_clock_hz or gpu.clocks.boost_clock_hz,
+        "memory_bw_bytes_per_s": gpu.memory.bw_bytes_per_s,
+        "memory_capacity_bytes": gpu.memory.capacity_bytes,
+    }
+    return out

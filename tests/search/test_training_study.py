@@ -1,0 +1,69 @@
+"""Training studies (`workload: {mode: training}`): a point is `dse predict --training`, the checks name
+the field, and the shipped study runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.search.objective import evaluate_point
+from dse.search.runner import run_study
+from dse.search.study import load_study, study_from_dict
+from dse.training.parallel import ParallelLayout
+from dse.training.predict import predict_training
+from dse.training.step import TrainingRequest
+
+REPO = Path(__file__).resolve().parents[2]
+STUDY = {
+    "name": "train",
+    "model": "mpt-1b",
+    "gpu": "h100-sxm",
+    "workload": {"mode": "training", "num_gpus": 8, "micro_batch": 4, "global_batch": 64, "seq_len": 2048},
+    "space": {"sm_clock_mhz": {"values": [1200, 1980]}, "fsdp": {"values": [False, True]}},
+    "objectives": {"step_time_s": "minimize", "energy_per_token_j": "minimize"},
+    "search": {"sampler": "grid", "n_points": 10, "executor": "serial"},
+}
+
+
+def test_a_training_point_is_the_cli_prediction() -> None:
+    cfg = study_from_dict(STUDY)
+    got = evaluate_point({"sm_clock_mhz": 1200, "fsdp": True}, cfg.eval_context())
+    from dse.perf.types import OperatingPoint
+
+    request = TrainingRequest(
+        micro_batch=4, global_batch=64, seq_len=2048, layout=ParallelLayout(num_gpus=8, fsdp=True)
+    )
+    want = predict_training(
+        "mpt-1b", load_gpu("h100-sxm"), request, OperatingPoint(sm_clock_hz=1200e6)
+    ).metrics()
+    for key in ("step_time_s", "tokens_per_s_per_gpu", "energy_per_token_j", "avg_power_w", "mfu"):
+        assert got[key] == want[key]
+    assert got["sm_clock_hz"] == 1200e6 and got["feasible"] is True
+
+
+def test_training_study_runs(tmp_path: Path) -> None:
+    summary = run_study(study_from_dict(STUDY), out=tmp_path)
+    assert (summary.n_points, summary.n_failed) == (4, 0)
+    assert summary.front_size >= 1
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"space": {"mode": {"values": ["training", "static"]}}}, "do not mix the modes"),
+        ({"space": {"concurrency": {"values": [4]}}}, "not a training parameter"),
+        ({"objectives": {"ttft_s": "minimize"}}, "unknown metric 'ttft_s'"),
+        ({"workload": {"mode": "training", "recompute": "most"}}, "recompute"),
+    ],
+)
+def test_training_study_errors_name_the_field(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        study_from_dict({**STUDY, **change})
+
+
+def test_the_shipped_training_study_loads() -> None:
+    cfg = load_study(REPO / "studies" / "training.yaml").config
+    assert cfg.workload.mode == "training" and "energy_per_token_j" in cfg.objectives
