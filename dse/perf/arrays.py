@@ -108,7 +108,8 @@ class GemmRows:
     n: np.ndarray
     k: np.ndarray
     batch: np.ndarray
-    in_elem_bytes: np.ndarray
+    in_elem_bytes: np.ndarray  # A, and the MMA operands' K step
+    b_elem_bytes: np.ndarray  # B as stored (weight-only quantization reads fewer bytes than A's)
     out_elem_bytes: np.ndarray
     b_shared: np.ndarray
     l2_bw_per_sm_bytes_per_s: np.ndarray
@@ -129,6 +130,7 @@ class GemmRows:
             k=col(self.k),
             batch=col(self.batch),
             in_elem_bytes=col(self.in_elem_bytes),
+            b_elem_bytes=col(self.b_elem_bytes),
             out_elem_bytes=col(self.out_elem_bytes),
             b_shared=col(self.b_shared),
             l2_bw_per_sm_bytes_per_s=col(self.l2_bw_per_sm_bytes_per_s),

@@ -22,7 +22,7 @@ lambda_main, lambda_epi, eps_s, math_derate, load_derate, num_samples, mape_trai
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -64,6 +64,7 @@ class CoeffSet:
     notes: str = ""
     fit_error: dict[str, float] = field(default_factory=dict, hash=False)
     group_info: dict[str, GroupInfo] = field(default_factory=dict, hash=False)
+    moe: MoeCoeffs | None = None  # fused-MoE grouped GEMMs (`dse.perf.moe`); None: the dense model
 
     def lookup(self, group: str) -> PhaseCoeffs:
         return self.table.lookup(group)
@@ -169,7 +170,8 @@ def _default_coeffs(arch: str) -> CoeffSet:
     res = resources.files("dse.perf").joinpath("data", name)
     if not res.is_file():
         return neutral_coeffs(arch)
-    return coeffs_from_dict(json.loads(res.read_text()), f"dse/perf/data/{name}")
+    cs = coeffs_from_dict(json.loads(res.read_text()), f"dse/perf/data/{name}")
+    return replace(cs, moe=default_moe_coeffs(arch))
 
 
 # Architectures without a coefficient file of their own borrow the nearest generation's (documented guess).
@@ -302,6 +304,72 @@ def _default_power_coeffs(arch: str) -> PowerCoeffs:
     known = list_power_coeffs()
     name = arch if arch in known else ARCH_FALLBACK.get(arch, "ampere")
     return load_power_coeffs(name)
+
+
+# ------------------------------------------------------------------------------ fused-MoE grouped GEMMs
+
+MOE_SCHEMA = "dse.moe_coeffs/1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeKernelFit:
+    """The fused-MoE correction of one MMA dtype class (`dse.perf.moe`): the grouped kernel's Tensor-Core
+    throughput as a fraction of the dense GEMM model's (`math_eff`, in (0, 1]) and a fixed cost per expert
+    that receives rows (`expert_s`)."""
+
+    math_eff: float = 1.0
+    expert_s: float = 0.0
+    num_samples: int = 0
+    mape_train: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.math_eff <= 1.0 and np.isfinite(self.expert_s) and self.expert_s >= 0.0):
+            raise ConfigError(f"MoeKernelFit: need 0 < math_eff <= 1 and expert_s >= 0, got {self}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeCoeffs:
+    """Fused-MoE corrections of one GPU architecture, keyed by MMA dtype class (`f16`, `f8`)."""
+
+    architecture: str
+    groups: dict[str, MoeKernelFit] = field(default_factory=dict, hash=False)
+    provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        groups = {
+            k: {n: getattr(v, n) for n in MoeKernelFit.__dataclass_fields__} for k, v in self.groups.items()
+        }
+        return {"schema": MOE_SCHEMA, "architecture": self.architecture, "provenance": self.provenance} | {
+            "groups": groups
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "") -> MoeCoeffs:
+        where = source or "MoE coefficients"
+        if data.get("schema") != MOE_SCHEMA or "architecture" not in data:
+            raise ConfigError(f"{where}: not a {MOE_SCHEMA} file with an architecture")
+        try:
+            groups = {k: MoeKernelFit(**v) for k, v in data.get("groups", {}).items()}
+        except TypeError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
+        return cls(
+            architecture=str(data["architecture"]), groups=groups, provenance=data.get("provenance", {})
+        )
+
+
+def write_moe_coeffs(coeffs: MoeCoeffs, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(coeffs.to_dict(), indent=1) + "\n")
+
+
+@cache
+def default_moe_coeffs(arch: str) -> MoeCoeffs | None:
+    """The shipped fused-MoE set of an architecture (`moe_<arch>.json`; Blackwell borrows Hopper's, see
+    ARCH_FALLBACK), or None."""
+    for name in (arch, ARCH_FALLBACK.get(arch, "")):
+        f = _data_dir().joinpath(f"moe_{name}.json")
+        if name and f.is_file():
+            return MoeCoeffs.from_dict(json.loads(f.read_text()), f"moe_{name}.json")
+    return None
 
 
 # ------------------------------------------------------------------------------ collective communication

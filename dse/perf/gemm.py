@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf import moe
 from dse.perf.arrays import (
     CandidatePlan,
     GemmCandidates,
@@ -169,7 +170,7 @@ def _activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np
 
 def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
     """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
-    m, n, k, batch, in_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes
+    m, n, k, batch, in_b, b_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes, r.b_elem_bytes
     tm, tn = c.tile_m, c.tile_n
     stream_k = c.split == STREAM_K
     s = np.where(stream_k, 1.0, c.split)
@@ -204,22 +205,22 @@ def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
         valid=valid,
         mt_avg=mt_avg,
         nt_avg=nt_avg,
-        step_bytes=(mt_avg + nt_avg) * kt_avg * in_b,  # what one threadblock stages per K step
-        step_l2_bytes=(mt_avg / mcast_a + nt_avg / mcast) * kt_avg * in_b,
+        step_bytes=(mt_avg * in_b + nt_avg * b_b) * kt_avg,  # what one threadblock stages per K step
+        step_l2_bytes=(mt_avg / mcast_a * in_b + nt_avg / mcast * b_b) * kt_avg,
     )
 
 
 def _operand_traffic(r: GemmRows, v: TileGeometry, l2_bytes: float) -> OperandTraffic:
     """DRAM traffic of A and B: ideal reuse when they fit in L2, per-wave re-reads of the rest."""
-    m, n, k, batch, in_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes
+    m, n, k, batch, in_b, b_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes, r.b_elem_bytes
     tiles_m, tiles_n, plane, mt_avg, nt_avg = v.tiles_m, v.tiles_n, v.plane, v.mt_avg, v.nt_avg
     l2_ab = v.units * v.step_l2_bytes
     b_batches = np.where(r.b_shared, 1.0, batch)
-    ideal = batch * m * k * in_b + b_batches * k * n * in_b
+    ideal = batch * m * k * in_b + b_batches * k * n * b_b
     w = np.minimum(v.slots, plane)
     a_blk = np.clip(np.sqrt(w), 1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
     b_blk = np.clip(w / a_blk, 1.0, tiles_n)
-    wave_b = (a_blk * mt_avg + b_blk * nt_avg) * v.k_split * in_b
+    wave_b = (a_blk * mt_avg * in_b + b_blk * nt_avg * b_b) * v.k_split
     per_wave = (plane / w) * wave_b * v.splits * batch
     fit = np.clip(l2_bytes / ideal, 0.0, 1.0)
     dram_ab = np.minimum(fit * ideal + (1.0 - fit) * np.maximum(per_wave, ideal), l2_ab)
@@ -257,7 +258,8 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
     m, n, batch, out_b = r.m, r.n, r.batch, r.out_elem_bytes
     tm, tn, kt, s, mt_avg, nt_avg = c.tile_m, c.tile_n, v.k_tile, v.splits, v.mt_avg, v.nt_avg
     flop_step = 2.0 * tm * tn * kt
-    smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * (c.warp_m + c.warp_n) * kt * r.in_elem_bytes
+    warp_b = c.warp_m * r.in_elem_bytes + c.warp_n * r.b_elem_bytes  # B as stored (Marlin dequantizes late)
+    smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * warp_b * kt
     math_sm = r.fp32_flop_per_s_per_sm if simt else r.tc_flop_per_s_per_sm
     # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
@@ -341,15 +343,9 @@ def _full_result(r: GemmRows, p: CandidatePlan, t: PhaseTimes, rates: Rates, sim
     l2_tot, smem_sm = r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
     v, co = p.geo, p.costs
     g, stream_k, units, out_dram = v.grid, v.stream_k, v.units, co.out_dram
-    red_b, red_dram_b, dram_ab, l2_ab = (
-        co.red_bytes,
-        co.red_dram_bytes,
-        p.traffic.dram_bytes,
-        p.traffic.l2_bytes,
-    )
-    shape = np.broadcast_shapes(
-        np.shape(t.t_pro_s), np.shape(t.t_epi_s), np.shape(t.load_s), np.shape(t.steps)
-    )
+    red_b, red_dram_b = co.red_bytes, co.red_dram_bytes
+    dram_ab, l2_ab = p.traffic.dram_bytes, p.traffic.l2_bytes
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (t.t_pro_s, t.t_epi_s, t.load_s, t.steps)))
 
     def flat(x: np.ndarray | float) -> np.ndarray:
         return np.broadcast_to(x, shape).ravel()
@@ -405,6 +401,7 @@ def _row_inputs(
     num: int,
     shapes: tuple[np.ndarray, ...],
     dtype: list[str],
+    b_dtype: list[str],
     out_dtype: list[str] | tuple[str, ...],
     b_shared: np.ndarray,
     tc_clk: np.ndarray,
@@ -418,6 +415,7 @@ def _row_inputs(
         k=k,
         batch=batch,
         in_elem_bytes=np.array([DTYPE_BYTES[d] for d in dtype]),
+        b_elem_bytes=np.array([DTYPE_BYTES[d] for d in b_dtype]),
         out_elem_bytes=np.array([DTYPE_BYTES[o] for o in out_dtype]),
         b_shared=np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
         l2_bw_per_sm_bytes_per_s=rates.l2_bw_per_sm_bytes_per_s,
@@ -491,12 +489,16 @@ def gemm_arrays(
     sm_clock_hz: np.ndarray,
     coeffs: CoeffTable | object | None = None,
     act_quant: np.ndarray | None = None,
+    b_dtype: list[str | None] | tuple[str | None, ...] | None = None,
+    grouped: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
     per-tensor quantization of the activation (`_activation_quant`), as the aiconfigurator fp8 tables
     measured it; a graph that quantizes in an op of its own leaves it False.
+    `b_dtype` (per row, None = `dtype`): B's storage dtype, `grouped`: fused-MoE grouped GEMMs, corrected
+    by the MoE set that `coeffs` carries (both: `GemmOp`, `dse.perf.moe`).
 
     Returns: latency_s, analytical_s, util [6, N], flop, dram_bytes, l2_bytes, smem_bytes, group (index
     into GROUPS), tile_idx, split, simt, grid (arrays) and timeline (the uncorrected `Timeline`).
@@ -507,11 +509,11 @@ def gemm_arrays(
     n, k, batch = bc(n), bc(k), bc(batch)
     f = bc(sm_clock_hz)
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
-    dtype = list(dtype)
+    dtype, stored = moe.operand_dtypes(gpu, dtype, b_dtype)
     tc_clk = np.array([tensor_flop_per_clk(gpu, d) for d in dtype])
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
-    rows = _row_inputs(num, (m, n, k, batch, f), dtype, out_dtype, b_shared, tc_clk, rates)
+    rows = _row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates)
     keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
     res = {key: np.zeros(num) for key in keys}
     parts = []
@@ -535,6 +537,9 @@ def gemm_arrays(
         group[sel] = ch.group
     timeline = parts[0][1] if len(parts) == 1 else merge_timelines(parts, num)
     latency_s, util = correct(timeline, table[group])
+    if grouped is not None and np.any(grouped):
+        wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
+        latency_s, util = moe.correct_grouped(timeline, table[group], grouped, batch, dcls, wo, coeffs)
     out: dict[str, Any] = dict(res)
     out.update(
         latency_s=latency_s,
@@ -579,6 +584,8 @@ def estimate_many(
         gpu=gpu,
         sm_clock_hz=np.full(len(ops), clock_hz),
         coeffs=coeffs,
+        b_dtype=[o.b_dtype for o in ops],
+        grouped=np.array([o.grouped for o in ops], dtype=bool),
     )
     tiles = [tile_name(out, i) for i in range(len(ops))]
     groups = [GROUPS[g] for g in out["group"]]

@@ -117,6 +117,8 @@ def family_arrays(
             sm_clock_hz=fs,
             coeffs=coeffs,
             act_quant=np.array([o.act_quant for o in sub], dtype=bool),
+            b_dtype=[o.b_dtype for o in sub],
+            grouped=np.array([o.grouped for o in sub], dtype=bool),
         )
     if key == "reduction":
         kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
@@ -219,7 +221,11 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
         return bf16 / rate if rate > 0 else 0.0
 
     if key == "gemm":
-        return np.asarray(out["flop"]) * np.array([per_bf16(o.dtype) for o in ops])
+        from dse.perf.moe import math_dtype
+
+        return np.asarray(out["flop"]) * np.array(
+            [per_bf16(math_dtype(gpu, o.dtype, o.b_dtype)) for o in ops]
+        )
     if key == "attention_flash":
         return np.asarray(out["flop"], dtype=float)
     if key == "attention_decode":

@@ -105,9 +105,64 @@ def build_moe_ops(
         ops += weight_gemm_ops(
             f"{pre}/shared_down", m=t, n=d, k=fs, dtype=gemm_dtype, act_dtype=act_dtype, count=count
         )
-    n_e, m_e = expert_gemm_shape(num_experts=num_e, k=k, num_tokens=t, imbalance=imbalance)
+    ops += routed_expert_ops(
+        pre,
+        hidden_size=d,
+        expert_width=f,
+        num_experts=num_e,
+        k=k,
+        tokens=t,
+        expert_dtype=expert_dtype,
+        act_dtype=act_dtype,
+        activation=arch.activation,
+        count=count,
+        imbalance=imbalance,
+    )
+    if fs:
+        ops.append(_elementwise(f"{pre}/shared_add", "add", t * d, act_dtype, count))  # [t, d] + [t, d]
+    return ops
+
+
+def routed_expert_ops(
+    pre: str,
+    *,
+    hidden_size: int,
+    expert_width: int,
+    num_experts: int,
+    k: int,
+    tokens: int,
+    expert_dtype: Dtype,
+    act_dtype: Dtype,
+    activation: str = "silu",
+    count: int = 1,
+    imbalance: float = 1.0,
+    ep_size: int = 1,
+    balanced: bool = False,
+) -> list[Op]:
+    """The routed experts of one MoE MLP named `pre` (`.../mlp`): align, grouped gate/up, activation,
+    grouped down and combine (module docstring), as vLLM's fused-MoE layer runs them.
+
+    `expert_dtype` `fp4` is MXFP4 weights with `act_dtype` activations: weight-only GEMMs (`b_dtype`),
+    which `dse.perf.moe.math_dtype` multiplies in fp4 only where the GPU has fp4 Tensor Cores.
+    `ep_size` > 1: the experts on one GPU of an expert-parallel group of that size, as
+    `dse.workload.sharding.shard_graph` places them (the touched experts / ep, each with the same rows;
+    1 / ep of the token copies), for per-GPU tables such as aiconfigurator's.
+    `balanced`: routing that spreads the token copies evenly over the experts (min(E, t k) experts touched,
+    as aiconfigurator's `balanced` tables route) instead of the expected uniform-random choice.
+    """
+    d, f, t = hidden_size, expert_width, tokens
+    copies = math.ceil(t * k / ep_size)
+    if balanced:
+        n_e = min(num_experts // ep_size or 1, copies)
+        m_e = math.ceil(copies / n_e)
+    else:
+        n_e, m_e = expert_gemm_shape(num_experts=num_experts, k=k, num_tokens=t, imbalance=imbalance)
+        n_e = max(1, math.ceil(n_e / ep_size - 1e-9))
+    ops: list[Op] = []
     # (token, expert) pairs sorted by expert: int32 ids, counted as 4-byte copies [t*k]
-    ops.append(_elementwise(f"{pre}/experts_align", "copy", t * k, "fp32", count))
+    ops.append(_elementwise(f"{pre}/experts_align", "copy", copies, "fp32", count))
+    weight_only = expert_dtype == "fp4"
+    gemm_dtype: Dtype = act_dtype if weight_only else expert_dtype
 
     def grouped(name: str, n: int, k_dim: int) -> list[Op]:  # n_e experts x [m_e, k_dim] x [k_dim, n]
         return weight_gemm_ops(
@@ -117,13 +172,15 @@ def build_moe_ops(
             k=k_dim,
             batch=n_e,
             b_shared=False,
-            dtype=expert_dtype,
+            dtype=gemm_dtype,
             act_dtype=act_dtype,
+            b_dtype="fp4" if weight_only else None,
+            grouped=True,
             count=count,
         )
 
     ops += grouped("experts_gate_up", 2 * f, d)
-    ops.append(_elementwise(f"{pre}/experts_act", f"{arch.activation}_mul", t * k * f, act_dtype, count))
+    ops.append(_elementwise(f"{pre}/experts_act", f"{activation}_mul", copies * f, act_dtype, count))
     ops += grouped("experts_down", d, f)
     if k > 1:
         # Reads the k outputs of each token [t, k, d] and writes their sum [t, d]: a one-input streaming
@@ -131,8 +188,6 @@ def build_moe_ops(
         ops.append(
             _elementwise(f"{pre}/experts_combine", "copy", math.ceil(t * d * (k + 1) / 2), act_dtype, count)
         )
-    if fs:
-        ops.append(_elementwise(f"{pre}/shared_add", "add", t * d, act_dtype, count))  # [t, d] + [t, d]
     return ops
 
 

@@ -78,7 +78,7 @@ class GemmOp:
     own (`*_quant`) leave it False.
     `b_dtype`: the storage dtype of B (the weights) when it differs from `dtype`: weight-only quantization
     such as MXFP4 experts with bf16 activations (W4A16). B is read at its own bytes; the MMAs run in
-    `dtype` unless the GPU has Tensor Cores for `b_dtype` (`dse.perf.gemm.math_dtype`).
+    `dtype` unless the GPU has Tensor Cores for `b_dtype` (`dse.perf.moe.math_dtype`).
     `grouped`: a fused-MoE grouped GEMM (vLLM `fused_moe`): `batch` experts, each with its own weights
     (`b_shared` False) and its own routed rows; priced with the MoE kernel correction
     (`dse.perf.moe`).

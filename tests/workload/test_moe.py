@@ -295,7 +295,8 @@ def test_mxfp4_weights_and_dtypes() -> None:
     assert weight_bytes(arch, "mxfp4") == pytest.approx(65.2e9, rel=0.01)  # fits one 80 GB GPU, as published
     graph = build_decode_graph(arch, batch=8, context_len=1000, precision="mxfp4")
     gemms = [op for op in graph if isinstance(op, GemmOp)]
-    assert {op.dtype for op in _expert_gemms(graph)} == {"fp4"}
+    # MXFP4 experts are weight-only: 4-bit weights, bf16 activations (the GPU decides the MMA dtype)
+    assert {(op.dtype, op.b_dtype, op.grouped) for op in _expert_gemms(graph)} == {("bf16", "fp4", True)}
     assert {op.out_dtype for op in _expert_gemms(graph)} == {"bf16"}
     assert {op.dtype for op in gemms if op not in _expert_gemms(graph)} == {"bf16"}
     assert not any(op.name.endswith("_quant") for op in graph)

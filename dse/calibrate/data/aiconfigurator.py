@@ -117,3 +117,32 @@ def load_aiconfigurator_silicon() -> pd.DataFrame:
     out.insert(0, "gpu", out["system"])
     out["source"] = path.name
     return out
+
+
+AIC_MOE_FILES: dict[str, str] = {
+    "h100_sxm": "h100_sxm_vllm-0.24.0_moe.csv",
+    "h200_sxm": "h200_sxm_vllm-0.24.0_moe.csv",
+}
+
+
+def load_aiconfigurator_moe(gpu: str) -> pd.DataFrame:
+    """aiconfigurator vLLM 0.24.0 fused-MoE layer table of one GPU (README section 5): one row per
+    (tokens, shape, dtype, kernel, tp/ep shard, routing distribution), the layer on one GPU without
+    the router GEMM, the TP all-reduce and the EP all-to-all.
+
+    Columns: gpu, num_tokens (tokens on this rank before routing), hidden_size, inter_size (un-split),
+    topk, num_experts (global), moe_tp_size, moe_ep_size, distribution (`balanced`, `power_law_*`),
+    moe_dtype (as recorded: `bfloat16`, `fp8`, `fp8_block`, `w4a16_mxfp4`, `int4_wo`), kernel_source,
+    latency_s (one layer), source.
+    """
+    gpu = gpu_key(gpu)
+    df, path = read_data_csv("aiconfigurator", choose("gpu for MoE data", gpu, AIC_MOE_FILES))
+    ints = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    out = df[ints].astype("int64")
+    out.insert(0, "gpu", gpu)
+    out["distribution"] = df["distribution"].astype(str)
+    out["moe_dtype"] = df["moe_dtype"].astype(str)
+    out["kernel_source"] = df["kernel_source"].astype(str)
+    out["latency_s"] = df["latency_ms"] * MILLI
+    out["source"] = path.name
+    return out

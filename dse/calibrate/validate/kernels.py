@@ -8,6 +8,10 @@
 - forecast datasets (H200 GEMM and attention, fitted on H100 only; LLMCompass A100 matmul, measured with
   host overhead): all their rows.
 
+`validate_moe()` adds the `moe` family: aiconfigurator's vLLM fused-MoE layers (router excluded) per GPU,
+dtype and split (`dse.calibrate.fit.moe`): the H100 layers without expert parallelism that the MoE set was
+fitted on are scored on their 20 % hold-out; H200 (transfer), per-tensor fp8 and the EP shards on all rows.
+
 Only kernels of at least `min_latency_s` (10 us, the acceptance filter) are scored. `mape_fitted` uses
 the GPU's default coefficient set (`load_default_coeffs`, or the sets passed in), `mape_analytical` the
 uncorrected model (lambda = 1, eps = 0). Each row is predicted as `dse predict` predicts it at the
@@ -19,6 +23,7 @@ at default clocks and power limits.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -89,7 +94,62 @@ def validate_kernels(
             arch = load_gpu(load_samples(spec).gpu).architecture
             cs = coeffs.get(arch)
         rows.append(validate_dataset(spec, cs, min_latency_s=min_latency_s))
+    if datasets is None:
+        rows += validate_moe((coeffs or {}).get("hopper"), min_latency_s=min_latency_s)
     return rows
+
+
+def validate_moe_layers(
+    gpu_key: str,
+    label: str,
+    *,
+    expert_parallel: bool = False,
+    coeffs: CoeffSet | None = None,
+    min_latency_s: float = MIN_LATENCY_S,
+) -> dict[str, object]:
+    """One `moe` validation row (module docstring). `mape_no_moe` scores the shipped dense corrections
+    without the MoE set (the model before it), `mape_analytical` the uncorrected model."""
+    from dse.calibrate.fit import moe as fit_moe  # scipy: only when the MoE family is asked for
+
+    layers = fit_moe.load_moe_layers(
+        gpu_key, label, expert_parallel=expert_parallel, min_latency_s=min_latency_s
+    )
+    fitted = gpu_key == fit_moe.FIT_GPU and not expert_parallel and fit_moe.MOE_LABELS[label][2]
+    if fitted:
+        layers = fit_moe.train_test(layers)[1]
+    gpu = load_gpu(layers.gpu)
+    cs = coeffs if coeffs is not None else load_default_coeffs(gpu)
+    meas = layers.latency_s
+    pred = {
+        name: fit_moe.predict_layers(layers, c, gpu)["latency_s"]
+        for name, c in (("fitted", cs), ("no_moe", replace(cs, moe=None)), ("analytical", None))
+    }
+    return {
+        "family": "moe" + ("_ep" if expert_parallel else ""),
+        "gpu": layers.gpu,
+        "dtype": label,
+        "source": "aiconfigurator",
+        "split": "holdout 20% seed 0" if fitted else "all rows (not fitted)",
+        "coeffs": cs.name,
+        "n_test": int(meas.size),
+        "mape_fitted": _mape(pred["fitted"], meas),
+        "mape_analytical": _mape(pred["analytical"], meas),
+        "mape_no_moe": _mape(pred["no_moe"], meas),
+    }
+
+
+def validate_moe(
+    coeffs: CoeffSet | None = None, *, min_latency_s: float = MIN_LATENCY_S
+) -> list[dict[str, object]]:
+    """`moe` rows for H100 and H200, every dtype of `MOE_LABELS`, without and with expert parallelism."""
+    from dse.calibrate.fit.moe import MOE_LABELS
+
+    return [
+        validate_moe_layers(g, label, expert_parallel=ep, coeffs=coeffs, min_latency_s=min_latency_s)
+        for ep in (False, True)
+        for g in ("h100_sxm", "h200_sxm")
+        for label in MOE_LABELS
+    ]
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:

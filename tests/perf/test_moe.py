@@ -1,0 +1,80 @@
+"""Weight-only GEMMs (`GemmOp.b_dtype`) and the fused-MoE grouped-GEMM correction (`dse.perf.moe`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dse.hardware.catalog import load_gpu
+from dse.perf import gemm
+from dse.perf.coeffs import MoeCoeffs, MoeKernelFit, default_moe_coeffs
+from dse.perf.moe import math_dtype
+from dse.perf.types import OperatingPoint
+from dse.workload.moe import routed_expert_ops
+from dse.workload.ops import GemmOp
+
+
+def _expert(**kw) -> GemmOp:
+    base = dict(name="e", m=512, n=3072, k=4096, batch=128, b_shared=False, dtype="bf16", grouped=True)
+    return GemmOp(**(base | kw))
+
+
+def test_weight_only_reads_narrow_weights_at_the_activation_rate_on_hopper(h100):
+    assert math_dtype(h100, "bf16", "fp4") == "bf16"  # no fp4 Tensor Cores on Hopper
+    small = dict(m=1, batch=32)  # weight streaming: time follows the weight bytes
+    w4 = gemm.estimate(_expert(b_dtype="fp4", **small), h100, OperatingPoint())
+    w16 = gemm.estimate(_expert(**small), h100, OperatingPoint())
+    assert w4.dram_bytes < 0.3 * w16.dram_bytes and w4.latency_s < 0.5 * w16.latency_s
+    assert w4.group.startswith("gemm/f16/")  # the bf16 GEMM's corrections
+    big = dict(m=4096, batch=8)  # compute-bound: the bf16 rate, not fp4's or fp8's
+    w4_big = gemm.estimate(_expert(b_dtype="fp4", **big), h100, OperatingPoint())
+    fp4_big = gemm.estimate(_expert(dtype="fp4", **big), h100, OperatingPoint())
+    assert w4_big.latency_s > 1.5 * fp4_big.latency_s
+
+
+def test_fp4_is_native_on_blackwell():
+    b200 = load_gpu("b200")
+    assert math_dtype(b200, "bf16", "fp4") == "fp4"
+    op = _expert(m=4096, batch=8, out_dtype="bf16")
+    w4 = gemm.estimate(replace(op, b_dtype="fp4"), b200, OperatingPoint())
+    fp4 = gemm.estimate(replace(op, dtype="fp4"), b200, OperatingPoint())
+    assert w4.latency_s == pytest.approx(fp4.latency_s, rel=1e-9)
+
+
+def test_grouped_correction_slows_compute_bound_experts_only(h100, hopper_coeffs):
+    moe = MoeCoeffs(architecture="hopper", groups={"f16": MoeKernelFit(math_eff=0.5, expert_s=1e-6)})
+    with_moe = replace(hopper_coeffs, moe=moe)
+    big = _expert(m=2048, batch=16)
+    dense = gemm.estimate(big, h100, OperatingPoint(), replace(hopper_coeffs, moe=None))
+    slow = gemm.estimate(big, h100, OperatingPoint(), with_moe)
+    assert slow.latency_s > 1.5 * dense.latency_s
+    ungrouped = replace(big, grouped=False)
+    assert gemm.estimate(ungrouped, h100, OperatingPoint(), with_moe).latency_s == pytest.approx(
+        dense.latency_s
+    )
+    small = _expert(m=1, batch=8)  # weight reads: only the per-expert cost is added
+    d_small = gemm.estimate(small, h100, OperatingPoint(), replace(hopper_coeffs, moe=None))
+    s_small = gemm.estimate(small, h100, OperatingPoint(), with_moe)
+    assert s_small.latency_s == pytest.approx(d_small.latency_s + 8 * 1e-6, rel=1e-6)
+    assert min(s_small.util.values()) >= 0.0 and max(s_small.util.values()) <= 1.0
+
+
+def test_shipped_hopper_set_carries_the_moe_fit(hopper_coeffs):
+    moe = default_moe_coeffs("hopper")
+    assert moe is not None and {"f16", "f8", "f16_wo"} <= set(moe.groups)
+    assert all(0.3 < f.math_eff <= 1.0 for f in moe.groups.values())
+    assert moe.provenance["sha256"] and hopper_coeffs.moe == moe
+    assert default_moe_coeffs("blackwell") == moe  # borrowed (ARCH_FALLBACK)
+
+
+def test_routed_expert_ops_shard_like_expert_parallelism():
+    kw = dict(hidden_size=4096, expert_width=1536, num_experts=128, k=8, tokens=1024)
+    one = routed_expert_ops("m", expert_dtype="bf16", act_dtype="bf16", **kw)
+    ep4 = routed_expert_ops("m", expert_dtype="bf16", act_dtype="bf16", ep_size=4, **kw)
+    g1 = next(o for o in one if o.name == "m/experts_gate_up")
+    g4 = next(o for o in ep4 if o.name == "m/experts_gate_up")
+    assert g1.grouped and g4.batch == g1.batch // 4 and g4.m == g1.m
+    bal = routed_expert_ops("m", expert_dtype="fp4", act_dtype="bf16", balanced=True, **(kw | {"tokens": 4}))
+    g = next(o for o in bal if o.name == "m/experts_down")
+    assert (g.batch, g.m, g.dtype, g.b_dtype) == (32, 1, "bf16", "fp4")
