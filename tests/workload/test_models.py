@@ -60,8 +60,17 @@ def _catalog_json(name: str) -> dict[str, object]:
     return json.loads(text)
 
 
+# MPT models: dimensions from llm-foundry's pretraining yamls (no Hub config of these exact models).
+MPT_MODELS = [f"mpt-{size}" for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")]
+
+
 def test_list_models_is_the_catalog() -> None:
-    assert list_models() == CATALOG
+    assert list_models() == sorted(CATALOG + MPT_MODELS)
+
+
+@pytest.mark.parametrize("name", MPT_MODELS)
+def test_mpt_files_name_their_llm_foundry_source(name: str) -> None:
+    assert "mosaicml/llm-foundry @ 5e85bd62" in str(_catalog_json(name)["_source"])
 
 
 @pytest.mark.parametrize("name", CATALOG)
