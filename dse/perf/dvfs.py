@@ -39,6 +39,7 @@ from dse.perf.types import OperatingPoint
 
 COARSE_STEPS = 8  # coarse cap-search grid: every 8th clock of the GPU's grid (120 MHz at 15 MHz steps)
 MAX_ROWS_PER_CALL = 20_000  # (op, clock) pairs per kernel-model call in clock_table
+MAX_TABLE_ROWS = 512  # (op, clock) pairs of the cap search's bracket table (`_bracket_table`)
 
 
 def row_estimator(estimator: Estimator | None = None) -> RowEstimator:
@@ -180,17 +181,49 @@ def _search(
     lo_ok = np.where(any_fit, coarse[top], -1)  # index into fine
     hi_bad = np.where(any_fit, np.where(top + 1 < c, coarse[np.minimum(top + 1, c - 1)], fine.size), 0)
     best = take_rows(grid_rows, np.where(any_fit, top, 0) * n + np.arange(n))
+    brackets = np.nonzero(any_fit & (hi_bad - lo_ok > 1))[0]
+    table = _bracket_table(ops, brackets, lo_ok, hi_bad, fine, rows_fn, gpu, coeffs)
     while True:
         active = np.nonzero(any_fit & (hi_bad - lo_ok > 1))[0]
         if active.size == 0:
             break
         mid = (lo_ok[active] + hi_bad[active]) // 2
-        sub = rows_fn([ops[i] for i in active], gpu, fine[mid], coeffs)
+        if table is None:
+            sub = rows_fn([ops[i] for i in active], gpu, fine[mid], coeffs)
+        else:
+            sub = take_rows(table[0], table[1][active] + mid)
         ok = _power(sub, terms, pc)["total"] <= cap
         lo_ok[active] = np.where(ok, mid, lo_ok[active])
         hi_bad[active] = np.where(ok, hi_bad[active], mid)
         put_rows(best, active[ok], take_rows(sub, np.nonzero(ok)[0]))
     return best, ~any_fit
+
+
+def _bracket_table(
+    ops: list[Any],
+    active: np.ndarray,
+    lo_ok: np.ndarray,
+    hi_bad: np.ndarray,
+    fine: np.ndarray,
+    rows_fn: RowEstimator,
+    gpu: GpuSpec,
+    coeffs: Any,
+) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """Every fine clock strictly inside the `active` ops' coarse brackets, in one kernel-model call: the
+    bisection visits only those clocks, so reading its rounds from this table gives the same clocks and
+    rows (each row depends on its op and clock alone) for one call's fixed cost instead of one per round.
+    Returns (rows, offset) with the row of (op i, fine index j) at `offset[i] + j`; None when the table
+    would hold more than MAX_TABLE_ROWS rows (per-row work then outweighs the calls it saves)."""
+    inner = hi_bad[active] - lo_ok[active] - 1  # clocks strictly inside each bracket
+    total = int(inner.sum())
+    if active.size == 0 or total > MAX_TABLE_ROWS:
+        return None
+    first = np.cumsum(inner) - inner  # table row of each active op's lowest inner clock
+    fine_idx = np.repeat(lo_ok[active] + 1 - first, inner) + np.arange(total)
+    offset = np.zeros(len(ops), dtype=np.int64)
+    offset[active] = first - (lo_ok[active] + 1)
+    table_ops = [ops[i] for i in np.repeat(active, inner).tolist()]
+    return rows_fn(table_ops, gpu, fine[fine_idx], coeffs), offset
 
 
 def clock_table(

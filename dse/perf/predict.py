@@ -34,10 +34,10 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import kernel_bounds, summarize, time_shares
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
-from dse.perf.dvfs import capped_rows, row_estimator
-from dse.perf.host import DEFAULT_HOST, HostCoeffs, check_launch, gpu_only_coeffs, schedule
+from dse.perf.dvfs import CappedRows, capped_rows, row_estimator
+from dse.perf.host import DEFAULT_HOST, HostCoeffs, LaunchMode, check_launch, gpu_only_coeffs, schedule
 from dse.perf.multiclock import Estimator
-from dse.perf.power import ENERGY_KEYS, gap_power_w, gpu_power_terms
+from dse.perf.power import ENERGY_KEYS, GpuPowerTerms, gap_power_w, gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
@@ -189,20 +189,64 @@ def predict_graph(
     Raises:
         ConfigError: an unknown launch mode or a power cap below the GPU's minimum.
     """
+    return predict_graphs(
+        [graph], gpu, point, coeffs, power_coeffs, launch=launch, host=host, estimator=estimator
+    )[0]
+
+
+def predict_graphs(
+    graphs: Sequence[WorkloadGraph],
+    gpu: GpuSpec,
+    point: OperatingPoint | None = None,
+    coeffs: Any = None,
+    power_coeffs: PowerCoeffs | None = None,
+    *,
+    launch: str | None = None,
+    host: HostCoeffs = DEFAULT_HOST,
+    estimator: Estimator | None = None,
+) -> list[WorkloadPrediction]:
+    """`predict_graph` of each graph, with one kernel-model pass (and one power-cap search) over the ops of
+    all of them: a kernel's rows and its clock under the cap depend on that kernel alone, so each result
+    equals the graph predicted on its own, and the fixed cost of a kernel-model call is paid once."""
     mode = None if launch is None else check_launch(launch)
     if mode is not None:
         coeffs = gpu_only_coeffs(coeffs)
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
-    ops = list(graph.ops)
+    ops = [op for g in graphs for op in g.ops]
     if not ops:
-        return _empty(graph, gpu, point, mode or "none")
+        return [_empty(g, gpu, point, mode or "none") for g in graphs]
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
         capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
-    a, p = capped.rows, capped.power
+    _check_finite(ops, capped.rows["latency_s"], capped.power["total"], gpu)
+    out, start = [], 0
+    for g in graphs:
+        rows = slice(start, start + len(g.ops))
+        start = rows.stop
+        out.append(
+            _assemble(g, gpu, capped, rows, pc, terms, mode, host)
+            if g.ops
+            else _empty(g, gpu, point, mode or "none")
+        )
+    return out
+
+
+def _assemble(
+    graph: WorkloadGraph,
+    gpu: GpuSpec,
+    capped: CappedRows,
+    rows: slice,
+    pc: PowerCoeffs,
+    terms: GpuPowerTerms,
+    mode: LaunchMode | None,
+    host: HostCoeffs,
+) -> WorkloadPrediction:
+    """The prediction of `graph` from its `rows` of the kernel-model pass: host queue, energies, totals."""
+    ops = graph.ops
+    a = {k: v[rows] for k, v in capped.rows.items()}
+    p = {k: v[rows] for k, v in capped.power.items()}
     lat = a["latency_s"]
-    _check_finite(ops, lat, p["total"], gpu)
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
     if mode is None:
@@ -223,8 +267,9 @@ def predict_graph(
     wall = busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
     bounds = kernel_bounds(a["util"], lat, gap, f, capped.requested_clock_hz)
+    exceeded = capped.cap_exceeded[rows]
     kernels = _kernel_predictions(
-        ops, lat, gap, p["total"], gp["total"], k_energy, f, capped.cap_exceeded, energy, bounds
+        ops, lat, gap, p["total"], gp["total"], k_energy, f, exceeded, energy, bounds
     )
     return WorkloadPrediction(
         name=graph.name,

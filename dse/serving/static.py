@@ -41,7 +41,7 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
 from dse.perf.coeffs import load_default_coeffs
-from dse.perf.predict import WorkloadPrediction, predict_graph
+from dse.perf.predict import predict_graphs
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import USABLE_MEMORY_FRAC
 from dse.workload.engine import apply_engine, check_engine_options, kv_bytes_per_token, with_kv_dtype
@@ -259,14 +259,7 @@ def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict
     }
 
 
-def _predict_decode(
-    arch: LlmArch,
-    gpu: GpuSpec,
-    request: ServingRequest,
-    point: OperatingPoint,
-    coeffs: Any,
-    power_coeffs: Any,
-) -> tuple[WorkloadPrediction, WorkloadPrediction]:
+def _decode_graphs(arch: LlmArch, request: ServingRequest) -> tuple[WorkloadGraph, WorkloadGraph]:
     """The decode steps: the context-independent ops of one step, and the attention of every step."""
     b, i, num_steps = request.batch, request.input_tokens, request.output_tokens - 1
     decode_graph = build_decode_graph(
@@ -274,15 +267,7 @@ def _predict_decode(
     )
     step_graph = _engine_graph(decode_graph, arch, request, prefill=False)
     fixed_graph, attention = _split_decode_graph(step_graph)
-    fixed = predict_graph(fixed_graph, gpu, point, coeffs, power_coeffs)
-    steps = predict_graph(
-        _attention_over_steps(attention, range(i, i + num_steps), arch),
-        gpu,
-        point,
-        coeffs,
-        power_coeffs,
-    )
-    return fixed, steps
+    return fixed_graph, _attention_over_steps(attention, range(i, i + num_steps), arch)
 
 
 def predict_serving(
@@ -311,10 +296,12 @@ def predict_serving(
     prefill_graph = build_prefill_graph(
         arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
     )
-    prefill = predict_graph(
-        _engine_graph(prefill_graph, arch, request, prefill=True), gpu, point, coeffs, power_coeffs
-    )
     num_steps = o - 1
+    graphs = [_engine_graph(prefill_graph, arch, request, prefill=True)]
+    if num_steps > 0:
+        graphs += _decode_graphs(arch, request)
+    # One kernel-model pass over prefill and decode (each kernel is independent of the others).
+    prefill, *decode = predict_graphs(graphs, gpu, point, coeffs, power_coeffs)
     by_module = dict(prefill.energy_j_by_module())
     by_name: dict[str, float] = {}
     _add(by_name, prefill.energy_j_by_name(), prefix="prefill/")
@@ -322,8 +309,8 @@ def predict_serving(
     bound_by = {"prefill": summarize(prefill.bound_by_shares())}
     peak_power_w = prefill.peak_power_w
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
-    if num_steps > 0:
-        fixed, steps = _predict_decode(arch, gpu, request, point, coeffs, power_coeffs)
+    if decode:
+        fixed, steps = decode
         decode_latency_s = fixed.latency_s * num_steps + steps.latency_s
         decode_energy_j = fixed.energy_j * num_steps + steps.energy_j
         _add(by_module, fixed.energy_j_by_module(), num_steps)
