@@ -434,6 +434,33 @@ def _decode_timeline(c: AttentionInputs, splits: np.ndarray) -> DecodeEval:
     )
 
 
+def _best_splits(c: AttentionInputs, gpu: GpuSpec, table: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Per row, the split count of `_SPLIT_CANDIDATES` with the lowest corrected latency (ties and
+    near-ties within 1e-9 go to fewer splits).
+
+    All candidates are evaluated in one pass over the rows repeated once per candidate (every quantity of
+    the timeline is elementwise in the rows, so each row's latency is the one a pass of its own gives),
+    which pays the fixed numpy cost of a timeline once instead of once per candidate."""
+    n, k = c.batch.shape[0], len(_SPLIT_CANDIDATES)
+    b, sq, skv, h, hkv, d, kv_b, act_b, f = (
+        np.tile(x, k)
+        for x in (c.batch, c.seq_q, c.seq_kv, c.heads, c.kv_heads, c.head_dim, c.kv_elem_bytes,
+                  c.act_elem_bytes, c.sm_clock_hz)
+    )  # fmt: skip
+    tiled = _common(b, sq, skv, h, hkv, d, kv_b, act_b, gpu, f, decode=True)
+    cands = np.repeat(np.asarray(_SPLIT_CANDIDATES, dtype=float), n)
+    ev = _decode_timeline(tiled, cands)
+    lat, _ = correct(ev.timeline, table[np.tile(base, k) + (cands > 1)])
+    lat, valid = lat.reshape(k, n), ev.valid.reshape(k, n)
+    best_lat = np.full(n, np.inf)
+    splits = np.ones(n)
+    for j, s in enumerate(_SPLIT_CANDIDATES):
+        better = valid[j] & (lat[j] < best_lat * (1.0 - 1e-9))
+        best_lat = np.where(better, lat[j], best_lat)
+        splits = np.where(better, float(s), splits)
+    return splits
+
+
 def decode_arrays(
     *,
     batch,
@@ -470,15 +497,7 @@ def decode_arrays(
     r, sms = c.rates, c.rates.num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)
     base = (np.where(c.kv_f8, 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c.head_dim)) * 2
-    best_lat = np.full(c.batch.shape, np.inf)
-    splits = np.ones_like(c.batch)
-    for s in _SPLIT_CANDIDATES:
-        cand = np.full_like(c.batch, s)
-        ev = _decode_timeline(c, cand)
-        lat, _ = correct(ev.timeline, table[base + int(s > 1)])
-        better = ev.valid & (lat < best_lat * (1.0 - 1e-9))
-        best_lat = np.where(better, lat, best_lat)
-        splits = np.where(better, s, splits)
+    splits = _best_splits(c, gpu, table, base)
     ev = _decode_timeline(c, splits)
     tl = ev.timeline
     group = base + (splits > 1)
@@ -510,47 +529,21 @@ def _backend_arrays(
 ) -> dict[str, Any]:
     """The `*_arrays` result of `ops`, all of one backend (`flash`, `decode` or `eager`)."""
     s = AttentionShapes.of(ops)
+    shape: dict[str, Any] = {
+        "batch": s.batch,
+        "seq_len_q": s.seq_len_q,
+        "seq_len_kv": s.seq_len_kv,
+        "num_heads": s.num_heads,
+        "num_kv_heads": s.num_kv_heads,
+        "head_dim": s.head_dim,
+    }
+    machine: dict[str, Any] = {"gpu": gpu, "sm_clock_hz": clocks, "coeffs": coeffs}
     if backend == "eager":
-        return eager_arrays(
-            batch=s.batch,
-            seq_len_q=s.seq_len_q,
-            seq_len_kv=s.seq_len_kv,
-            num_heads=s.num_heads,
-            num_kv_heads=s.num_kv_heads,
-            head_dim=s.head_dim,
-            dtype=[o.dtype for o in ops],
-            gpu=gpu,
-            sm_clock_hz=clocks,
-            coeffs=coeffs,
-        )
+        return eager_arrays(**shape, dtype=[o.dtype for o in ops], **machine)
+    dtypes: dict[str, Any] = {"act_bytes": s.act_bytes, "kv_bytes": s.kv_bytes}
     if backend == "flash":
-        return flash_arrays(
-            batch=s.batch,
-            seq_len_q=s.seq_len_q,
-            seq_len_kv=s.seq_len_kv,
-            num_heads=s.num_heads,
-            num_kv_heads=s.num_kv_heads,
-            head_dim=s.head_dim,
-            causal=np.array([o.causal for o in ops]),
-            act_bytes=s.act_bytes,
-            kv_bytes=s.kv_bytes,
-            gpu=gpu,
-            sm_clock_hz=clocks,
-            coeffs=coeffs,
-        )
-    return decode_arrays(
-        batch=s.batch,
-        seq_len_q=s.seq_len_q,
-        seq_len_kv=s.seq_len_kv,
-        num_heads=s.num_heads,
-        num_kv_heads=s.num_kv_heads,
-        head_dim=s.head_dim,
-        act_bytes=s.act_bytes,
-        kv_bytes=s.kv_bytes,
-        gpu=gpu,
-        sm_clock_hz=clocks,
-        coeffs=coeffs,
-    )
+        return flash_arrays(**shape, causal=np.array([o.causal for o in ops]), **dtypes, **machine)
+    return decode_arrays(**shape, **dtypes, **machine)
 
 
 def estimate_many(
