@@ -4,8 +4,8 @@
     .venv/bin/python scripts/report_screens.py results/<study>/<run>/report.html out/
 
 Writes `<out>/<section>.png` for pareto, front (the table), parcoords, breakdown, bottleneck, dvfs and
-settings, and prints each file's size. The browser client is tests/report/browser.py, loaded by path; the page loads
-nothing from the network (the script fails if it requests anything but the file, or logs an error).
+settings, and prints each file's size. The browser client is tests/report/browser.py, loaded by path; the
+page loads nothing from the network (the script fails if it requests anything but the file, or logs an error).
 """
 
 from __future__ import annotations
