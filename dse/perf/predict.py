@@ -82,6 +82,47 @@ class KernelPrediction:
         }
 
 
+class KernelRows:
+    """The per-kernel arrays of a prediction, in op order; its `KernelPrediction` values are built on first
+    use. A serving prediction reads only totals by name and by bound over hundreds of decode-step kernels,
+    so building a value per kernel there would cost more than the kernel model (issue 21). The totals read
+    the same floats in the same order as a loop over the built values would."""
+
+    __slots__ = (
+        "_built", "bounds", "clock_hz", "energy", "energy_j", "exceeded", "gap_power_w", "gap_s",
+        "latency_s", "ops", "power_w",
+    )  # fmt: skip
+
+    def __init__(self, ops: Sequence[Any], arrays: dict[str, np.ndarray], bounds: Sequence[str]) -> None:
+        self.ops = ops
+        self.latency_s = arrays["latency_s"]
+        self.gap_s = arrays["gap_s"]
+        self.power_w = arrays["power_w"]
+        self.gap_power_w = arrays["gap_power_w"]
+        self.clock_hz = arrays["clock_hz"]
+        self.exceeded = arrays["exceeded"]
+        self.energy = arrays["energy"]  # [n, len(ENERGY_KEYS)] of all executions and their gaps
+        self.energy_j = arrays["energy_j"]  # [n] its row sums
+        self.bounds = bounds
+        self._built: tuple[KernelPrediction, ...] | None = None
+
+    @classmethod
+    def empty(cls) -> KernelRows:
+        none = np.zeros(0)
+        keys = ("latency_s", "gap_s", "power_w", "gap_power_w", "clock_hz", "exceeded", "energy_j")
+        return cls((), {**dict.fromkeys(keys, none), "energy": np.zeros((0, len(ENERGY_KEYS)))}, ())
+
+    def predictions(self) -> tuple[KernelPrediction, ...]:
+        if self._built is None:
+            self._built = _kernel_predictions(self)
+        return self._built
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KernelRows) and self.predictions() == other.predictions()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, holds arrays
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadPrediction:
     """A workload's predicted latency, energy and power, with its kernels.
@@ -107,8 +148,13 @@ class WorkloadPrediction:
     power_cap_w: float
     launch: str
     host_s: float
-    kernels: tuple[KernelPrediction, ...]
     _by_module: dict[str, float] = field(default_factory=dict, hash=False, repr=False)
+    _kernels: KernelRows = field(default_factory=KernelRows.empty, hash=False, repr=False)
+
+    @property
+    def kernels(self) -> tuple[KernelPrediction, ...]:
+        """The kernels' predictions, in graph order."""
+        return self._kernels.predictions()
 
     def energy_j_by_module(self) -> dict[str, float]:
         """Energy per ENERGY_KEYS term (idle, active, dram, l2, smem, tensor, cuda, sfu); sums to energy_j."""
@@ -117,21 +163,23 @@ class WorkloadPrediction:
     def energy_j_by_name(self) -> dict[str, float]:
         """Energy per op name (all executions and their gaps); sums to energy_j."""
         out: dict[str, float] = {}
-        for k in self.kernels:
-            out[k.name] = out.get(k.name, 0.0) + k.energy_j
+        for op, energy_j in zip(self._kernels.ops, self._kernels.energy_j.tolist(), strict=True):
+            out[op.name] = out.get(op.name, 0.0) + energy_j
         return out
 
     def bound_by_shares(self) -> dict[str, float]:
         """Shares of the wall time by what bounds it (`dse.perf.bounds`): kernel time by the kernel's label,
         gaps as host."""
-        parts = [(k.bound_by, k.count * k.latency_s) for k in self.kernels]
-        parts += [("host", k.count * k.gap_s) for k in self.kernels]
+        rows = self._kernels
+        count = [op.count for op in rows.ops]
+        parts = [(b, c * t) for b, c, t in zip(rows.bounds, count, rows.latency_s.tolist(), strict=True)]
+        parts += [("host", c * t) for c, t in zip(count, rows.gap_s.tolist(), strict=True)]
         return time_shares(parts)
 
     def energy_j_by_kind(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for k in self.kernels:
-            out[k.kind] = out.get(k.kind, 0.0) + k.energy_j
+        for op, energy_j in zip(self._kernels.ops, self._kernels.energy_j.tolist(), strict=True):
+            out[op_kind(op)] = out.get(op_kind(op), 0.0) + energy_j
         return out
 
     def to_dict(self, kernels: bool = True) -> dict[str, Any]:
@@ -150,7 +198,7 @@ class WorkloadPrediction:
             "power_cap_w": self.power_cap_w,
             "launch": self.launch,
             "host_s": self.host_s,
-            "num_kernels": sum(k.count for k in self.kernels),
+            "num_kernels": sum(op.count for op in self._kernels.ops),
             "energy_j_by_module": self.energy_j_by_module(),
             "energy_j_by_kind": self.energy_j_by_kind(),
             **{f"bound_{k}" if k == "shares" else k: v for k, v in summarize(self.bound_by_shares()).items()},
@@ -267,10 +315,15 @@ def _assemble(
     wall = busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
     bounds = kernel_bounds(a["util"], lat, gap, f, capped.requested_clock_hz)
-    exceeded = capped.cap_exceeded[rows]
-    kernels = _kernel_predictions(
-        ops, lat, gap, p["total"], gp["total"], k_energy, f, exceeded, energy, bounds
-    )
+    arrays = {
+        "latency_s": lat,
+        "gap_s": gap,
+        "power_w": p["total"],
+        "gap_power_w": gp["total"],
+        "clock_hz": f,
+    }
+    arrays |= {"exceeded": capped.cap_exceeded[rows], "energy": energy, "energy_j": k_energy}
+    kernels = KernelRows(ops, arrays, bounds)
     return WorkloadPrediction(
         name=graph.name,
         gpu=gpu.name,
@@ -285,8 +338,8 @@ def _assemble(
         power_cap_w=capped.power_cap_w,
         launch=mode or "none",
         host_s=host_s,
-        kernels=kernels,
         _by_module=by_module,
+        _kernels=kernels,
     )
 
 
@@ -365,44 +418,29 @@ def _weighted_clock_hz(weight: np.ndarray, f: np.ndarray) -> float:
     return min(max(mean, float(f.min())), float(f.max()))
 
 
-def _kernel_predictions(
-    ops: Sequence[Any],
-    lat: np.ndarray,
-    gap: np.ndarray,
-    power: np.ndarray,
-    gap_power: np.ndarray,
-    k_energy: np.ndarray,
-    f: np.ndarray,
-    exceeded: np.ndarray,
-    energy: np.ndarray,
-    bounds: Sequence[str],
-) -> tuple[KernelPrediction, ...]:
-    rows = energy.tolist()
-    lat_l, gap_l, pw_l, gp_l, ke_l, f_l, ex_l = (
-        lat.tolist(),
-        gap.tolist(),
-        power.tolist(),
-        gap_power.tolist(),
-        k_energy.tolist(),
-        f.tolist(),
-        exceeded.tolist(),
+def _kernel_predictions(rows: KernelRows) -> tuple[KernelPrediction, ...]:
+    energy = rows.energy.tolist()
+    lat, gap, pw, gp, f, ex = (
+        a.tolist()
+        for a in (rows.latency_s, rows.gap_s, rows.power_w, rows.gap_power_w, rows.clock_hz, rows.exceeded)
     )
+    k_energy = rows.energy_j.tolist()
     return tuple(
         KernelPrediction(
             name=op.name,
             kind=op_kind(op),
             count=op.count,
-            latency_s=lat_l[i],
-            gap_s=gap_l[i],
-            power_w=pw_l[i],
-            gap_power_w=gp_l[i],
-            energy_j=ke_l[i],
-            effective_clock_hz=f_l[i],
-            cap_exceeded=ex_l[i],
-            energy_j_by_module=dict(zip(ENERGY_KEYS, rows[i], strict=True)),
-            bound_by=bounds[i],
+            latency_s=lat[i],
+            gap_s=gap[i],
+            power_w=pw[i],
+            gap_power_w=gp[i],
+            energy_j=k_energy[i],
+            effective_clock_hz=f[i],
+            cap_exceeded=ex[i],
+            energy_j_by_module=dict(zip(ENERGY_KEYS, energy[i], strict=True)),
+            bound_by=rows.bounds[i],
         )
-        for i, op in enumerate(ops)
+        for i, op in enumerate(rows.ops)
     )
 
 
@@ -424,7 +462,6 @@ def _empty(graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, launch: st
         power_cap_w=power_cap_w(gpu, point),
         launch=launch,
         host_s=0.0,
-        kernels=(),
         _by_module=dict.fromkeys(ENERGY_KEYS, 0.0),
     )
 
