@@ -38,6 +38,21 @@ _LADDERS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
 )
 
 
+# Metrics whose unit is not a suffix (the cost and carbon keys of dse.cost): label and ladder.
+_NAMED: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
+    "usd_per_gpu_hour": ("cost per GPU-hour", ((1.0, "$"),)),
+    "usd_per_million_output_tokens": ("cost per million output tokens", ((1.0, "$"),)),
+    "usd_per_million_input_tokens": ("cost per million input tokens", ((1.0, "$"),)),
+    "gco2_per_output_token": ("CO2 per output token", ((1.0, "g"), (1e-3, "mg"), (1e-6, "µg"))),
+    "embodied_gco2_per_output_token": (
+        "embodied CO2 per output token",
+        ((1.0, "g"), (1e-3, "mg"), (1e-6, "µg")),
+    ),
+    "energy_cost_fraction": ("energy share of cost", ((0.01, "%"),)),
+}
+_LADDERS += (("_usd", ((1.0, "$"),)), ("_mm2", ((1.0, "mm²"),)))
+
+
 @dataclass(frozen=True, slots=True)
 class DisplayUnit:
     """How one column is shown: a label, a unit and the factor that turns SI values into that unit."""
@@ -64,17 +79,13 @@ def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
     """Pick the label, unit and scale for a `metric.*` or `param.*` column from its values."""
     is_param = column.startswith(PARAM_PREFIX)
     name = column.removeprefix(METRIC_PREFIX).removeprefix(PARAM_PREFIX)
+    if name in _NAMED and not is_param:
+        label, ladder = _NAMED[name]
+        return DisplayUnit(label, *_pick(ladder, values))
     for suffix, ladder in _LADDERS:
         if not name.endswith(suffix):
             continue
-        # Without data: the SI step itself (s, J) when the ladder has it, else its smallest step.
-        factor, unit = next(((f, u) for f, u in ladder if f == 1.0), ladder[-1])
-        if values is not None and len(ladder) > 1:
-            finite = np.abs(np.asarray(values, dtype=float))
-            finite = finite[np.isfinite(finite) & (finite > 0)]
-            if finite.size:
-                median = float(np.median(finite))
-                factor, unit = next(((f, u) for f, u in ladder if median / f >= 1.0), ladder[-1])
+        unit, factor = _pick(ladder, values)
         # Parameters keep their study path (users search for it); metrics drop the unit suffix.
         if is_param:
             label = name
@@ -84,6 +95,19 @@ def display_unit(column: str, values: np.ndarray | None = None) -> DisplayUnit:
             label = name.removesuffix(suffix).replace("_", " ")
         return DisplayUnit(label, unit, factor)
     return DisplayUnit(name if is_param else name.replace("_", " "))
+
+
+def _pick(ladder: tuple[tuple[float, str], ...], values: np.ndarray | None) -> tuple[str, float]:
+    """(unit, factor) of the first ladder step where the values' median is >= 1; without data the SI step
+    itself (s, J) when the ladder has it, else its smallest step."""
+    factor, unit = next(((f, u) for f, u in ladder if f == 1.0), ladder[-1])
+    if values is not None and len(ladder) > 1:
+        finite = np.abs(np.asarray(values, dtype=float))
+        finite = finite[np.isfinite(finite) & (finite > 0)]
+        if finite.size:
+            median = float(np.median(finite))
+            factor, unit = next(((f, u) for f, u in ladder if median / f >= 1.0), ladder[-1])
+    return unit, factor
 
 
 def round_sig(values: np.ndarray, digits: int = 4) -> np.ndarray:

@@ -1,0 +1,27 @@
+"""Human units on the page: SI suffixes and the cost and carbon keys get a label and a unit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dse.report.display import display_unit
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "title", "shown"),
+    [
+        ("metric.e2e_latency_s", [0.002], "e2e latency (ms)", 2.0),
+        ("metric.energy_per_output_token_j", [0.18], "energy per output token (mJ)", 180.0),
+        ("metric.gpu_cost_usd", [6700.0], "gpu cost ($)", 6700.0),
+        ("metric.die_area_mm2", [814.0], "die area (mm²)", 814.0),
+        ("metric.usd_per_million_output_tokens", [0.07], "cost per million output tokens ($)", 0.07),
+        ("metric.gco2_per_output_token", [3e-5], "CO2 per output token (µg)", 30.0),
+        ("metric.energy_cost_fraction", [0.13], "energy share of cost (%)", 13.0),
+        ("param.gpu.memory.bus_width_bits", [512.0], "gpu.memory.bus_width_bits", 512.0),
+    ],
+)
+def test_display_units(column: str, values: list[float], title: str, shown: float) -> None:
+    unit = display_unit(column, np.array(values))
+    assert unit.title == title
+    assert unit.convert_one(values[0]) == pytest.approx(shown)
