@@ -158,7 +158,7 @@ class GemmCandidates:
     multicast_a: np.ndarray
     m_lo: np.ndarray  # m dispatch range (0, 0: any m)
     m_hi: np.ndarray
-    tile_class: np.ndarray  # index into `dse.perf.gemm.TILE_CLASSES`
+    tile_class: np.ndarray  # index into `dse.perf.tiles.TILE_CLASSES`
 
     def chosen(self, best: np.ndarray) -> GemmCandidates:
         """Candidate `best[i]` for row i, shape [N, 1]."""

@@ -64,7 +64,7 @@ from dse.perf.rates import (
     rates_at,
     tensor_flop_per_clk,
 )
-from dse.perf.tiles import LIBRARIES, STREAM_K, GemmTile, gemm_library, gemm_tiles, occupancy
+from dse.perf.tiles import LIBRARIES, STREAM_K, TILE_CLASSES, gemm_candidates, gemm_library, gemm_tiles
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import GemmOp
 
@@ -79,7 +79,6 @@ DTYPE_CLASS: dict[str, str] = {
     "fp4": "f4",
 }
 DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
-TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
@@ -87,41 +86,6 @@ _QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
 _QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass over its row
 # Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
 _SK_FIX_TILES = 1.0
-
-
-def _candidates(tiles: tuple[GemmTile, ...], rates: Rates) -> GemmCandidates:
-    """Per-candidate constants, shape [1, C] (C = tiles x splits)."""
-    rows = []
-    for ti, t in enumerate(tiles):
-        conc = occupancy(
-            rates,
-            smem_bytes=t.smem_bytes(rates.smem_bytes_per_sm),
-            threads=t.threads,
-            regs_per_thread=t.regs_per_thread(),
-        )
-        stages = t.stage_count(rates.smem_bytes_per_sm)
-        for s in t.splits:
-            cls = t.tile_class if t.simt or s == 1 else ("streamk" if s == STREAM_K else "splitk")
-            rows.append(
-                (
-                    ti,
-                    t.tile_m,
-                    t.tile_n,
-                    t.k_step_bytes,
-                    t.warp_m,
-                    t.warp_n,
-                    stages,
-                    conc,
-                    s,
-                    t.multicast,
-                    t.multicast_a,
-                    t.m_dispatch[0],
-                    t.m_dispatch[1],
-                    TILE_CLASSES.index(cls),
-                )
-            )
-    arr = np.array(rows, dtype=float).T
-    return GemmCandidates(*(arr[i][None, :] for i in range(arr.shape[0])))  # the tuple's order is the fields'
 
 
 def _activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
@@ -455,7 +419,7 @@ def _library_rows(
     tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
-    cands = _candidates(gemm_tiles(library), rates)
+    cands = gemm_candidates(library, rates)
     cand_group = dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)  # [n, C]
     best = _best_candidate(col, cands, cand_group, rates, table, simt, persistent)
     chosen = cands.chosen(best)

@@ -24,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import MODULES, KernelEstimate, OperatingPoint
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
 
@@ -240,8 +241,6 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
 
 
 def _dtype_bytes(dtype: str) -> float:
-    from dse.perf.rates import DTYPE_BYTES
-
     return DTYPE_BYTES[dtype]
 
 

@@ -31,14 +31,18 @@ softmax overlapped with the two GEMMs by warpgroup ping-pong) and FlashAttention
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from dse.perf.arrays import GemmCandidates
 from dse.perf.rates import Rates
 
 STREAM_K = 0  # the split value that stands for a stream-K schedule
 SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, STREAM_K)
+# Coefficient groups' tile part (gemm/<dtype class>/<tile class>).
+TILE_CLASSES: tuple[str, ...] = ("small", "medium", "large", "splitk", "streamk", "simt")
 
 _REGS_OVERHEAD_PER_THREAD = 64  # addresses, loop counters, fragments besides the accumulators
 _REGS_MAX_PER_THREAD = 255
@@ -248,7 +252,17 @@ def gemm_tiles(library: str) -> tuple[GemmTile, ...]:
     return _LIBRARY_TILES[library]
 
 
-def occupancy(rates: Rates, *, smem_bytes: float, threads: int, regs_per_thread: float) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmLimits:
+    """The SM resources that bound a tile's pipeline stages and occupancy (a `Rates` has them too)."""
+
+    smem_bytes_per_sm: float
+    registers_per_sm: int
+    max_threads_per_sm: int
+    max_threadblocks_per_sm: int
+
+
+def occupancy(rates: Rates | SmLimits, *, smem_bytes: float, threads: int, regs_per_thread: float) -> int:
     """Concurrent threadblocks per SM allowed by shared memory, registers, threads and the block limit."""
     by_smem = rates.smem_bytes_per_sm // max(smem_bytes, 1.0)
     by_regs = rates.registers_per_sm // max(threads * regs_per_thread, 1.0)
@@ -281,3 +295,53 @@ def flash_tile_arrays(arch: str, head_dim: np.ndarray, decode: bool) -> tuple[np
             bkv = np.where(d <= 128, 128.0, 64.0)
             threads = 128
     return bq, bkv, threads
+
+
+def gemm_candidates(library: str, rates: Rates) -> GemmCandidates:
+    """Per-candidate constants of `library`'s tiles, shape [1, C] (C = tiles x splits)."""
+    limits = SmLimits(
+        smem_bytes_per_sm=rates.smem_bytes_per_sm,
+        registers_per_sm=rates.registers_per_sm,
+        max_threads_per_sm=rates.max_threads_per_sm,
+        max_threadblocks_per_sm=rates.max_threadblocks_per_sm,
+    )
+    return _library_candidates(library, limits)
+
+
+# Keyed on the library and on the only SM resources its tiles' stages and occupancy read, so GPUs that
+# differ in clocks, bandwidths or SM count share an entry; the arrays are read-only (shared).
+@functools.lru_cache(maxsize=256)
+def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
+    tiles = gemm_tiles(library)
+    rows = []
+    for ti, t in enumerate(tiles):
+        conc = occupancy(
+            limits,
+            smem_bytes=t.smem_bytes(limits.smem_bytes_per_sm),
+            threads=t.threads,
+            regs_per_thread=t.regs_per_thread(),
+        )
+        stages = t.stage_count(limits.smem_bytes_per_sm)
+        for s in t.splits:
+            cls = t.tile_class if t.simt or s == 1 else ("streamk" if s == STREAM_K else "splitk")
+            rows.append(
+                (
+                    ti,
+                    t.tile_m,
+                    t.tile_n,
+                    t.k_step_bytes,
+                    t.warp_m,
+                    t.warp_n,
+                    stages,
+                    conc,
+                    s,
+                    t.multicast,
+                    t.multicast_a,
+                    t.m_dispatch[0],
+                    t.m_dispatch[1],
+                    TILE_CLASSES.index(cls),
+                )
+            )
+    arr = np.array(rows, dtype=float).T
+    arr.flags.writeable = False
+    return GemmCandidates(*(arr[i][None, :] for i in range(arr.shape[0])))  # the tuple's order is the fields'

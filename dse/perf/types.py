@@ -91,6 +91,11 @@ class CoeffTable:
     """
 
     groups: dict[str, PhaseCoeffs] = field(default_factory=dict, hash=False)
+    # `matrix` results by group tuple: a table is a value (its groups are never changed after it is built),
+    # so a matrix of it stays valid; the arrays are read-only so no caller can change a shared one.
+    _matrices: dict[tuple[str, ...], np.ndarray] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
 
     def lookup(self, group: str) -> PhaseCoeffs:
         key = group
@@ -103,8 +108,15 @@ class CoeffTable:
             key = key.rsplit("/", 1)[0]
 
     def matrix(self, groups: tuple[str, ...]) -> np.ndarray:
-        """[len(groups), 6] array of `PhaseCoeffs.as_tuple()` rows, one per group."""
-        return np.array([self.lookup(g).as_tuple() for g in groups], dtype=float).reshape(len(groups), 6)
+        """[len(groups), 6] array of `PhaseCoeffs.as_tuple()` rows, one per group (read-only)."""
+        cached = self._matrices.get(groups)
+        if cached is None:
+            cached = np.array([self.lookup(g).as_tuple() for g in groups], dtype=float).reshape(
+                len(groups), 6
+            )
+            cached.flags.writeable = False
+            self._matrices[groups] = cached
+        return cached
 
 
 NEUTRAL_TABLE = CoeffTable()
