@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from dse.cost.build import build_cost
+from dse.cost.facts import load_cost_facts
 from dse.hardware.catalog import list_gpus, load_gpu
 from dse.workload.llm import build_decode_graph, build_prefill_graph
 from dse.workload.models import load_model_config
@@ -41,6 +43,15 @@ def run_demo(console: Console) -> None:
         ("DRAM power at full bandwidth W", lambda g: g.memory.bw_bytes_per_s * 8 * g.memory.energy_j_per_bit),
     ):
         what_if.add_row(label, f"{fn(base):.2f}", f"{fn(gddr7):.2f}")
+    # What an architect asks GDDR7 for: the memory bill and the interposer (dse.cost).
+    facts = load_cost_facts()
+    costs = [build_cost(g, facts) for g in (base, gddr7)]
+    for label, key in (
+        ("memory $", "memory_cost_usd"),
+        ("package $", "package_cost_usd"),
+        ("GPU build $", "gpu_cost_usd"),
+    ):
+        what_if.add_row(label, *(f"{c.as_dict()[key]:,.0f}" for c in costs))
     console.print(what_if)
 
     arch = load_model_config("llama-3.1-8b")
@@ -61,6 +72,7 @@ def run_demo(console: Console) -> None:
         )
     console.print(work)
     console.print(
-        "Next: `dse gpu show h100-sxm --memory gddr7 --bus-width-bits 512 --data-rate-gbps 32`, "
-        "`dse workload show --model llama-3.1-8b --phase decode --batch 32 --seq-len 1024`."
+        "Next: `dse whatif h100-sxm --memory gddr7 --bus-width-bits 512 --data-rate-gbps 32` (throughput, "
+        "J/token and $/Mtoken side by side), `dse workload show --model llama-3.1-8b --phase decode "
+        "--batch 32 --seq-len 1024`."
     )
