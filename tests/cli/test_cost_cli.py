@@ -112,3 +112,17 @@ def test_cost_facts_lists_every_path_with_its_source() -> None:
     paths = {r["path"] for r in rows}
     assert {"memory_usd_per_gb.gddr7", "nodes.tsmc-4n.wafer_usd", "operation.pue"} <= paths
     assert all(r["source"] for r in rows)
+
+
+def test_demo_prices_the_gddr7_what_if() -> None:
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    for text in (
+        "GPU catalog",
+        "What if the H100 had GDDR7?",
+        "memory $",
+        "package $",
+        "GPU build $",
+        "llama-3.1-8b",
+    ):
+        assert text in result.output
