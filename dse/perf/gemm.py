@@ -474,7 +474,10 @@ def gemm_arrays(
     f = bc(sm_clock_hz)
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
     dtype, stored = moe.operand_dtypes(gpu, dtype, b_dtype)
-    tc_clk = np.array([tensor_flop_per_clk(gpu, d) for d in dtype])
+    # Per distinct dtype, then per row: a call has a handful of dtypes and up to thousands of rows.
+    tc_of = {d: tensor_flop_per_clk(gpu, d) for d in set(dtype)}
+    dcls_of = {d: DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in tc_of}
+    tc_clk = np.array([tc_of[d] for d in dtype])
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
     rows = _row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates)
@@ -483,12 +486,11 @@ def gemm_arrays(
     parts = []
     group = np.zeros(num, dtype=int)
     table = coeff_table(coeffs).matrix(GROUPS)
-    dcls = np.array([DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in dtype])
+    dcls = np.array([dcls_of[d] for d in dtype])
     eight_bit = dcls == DTYPE_CLASSES.index("f8")
-    arch = arch_family(gpu)
-    lib = np.array(
-        [LIBRARIES.index(gemm_library(arch, bool(a), bool(b))) for a, b in zip(simt, eight_bit, strict=True)]
-    )
+    arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
+    lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
+    lib = np.array([lib_of[d] for d in dtype])
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)

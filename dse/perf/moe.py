@@ -65,7 +65,9 @@ def operand_dtypes(
 ) -> tuple[list[str], list[str]]:
     """Per GEMM row: the MMA dtype (`math_dtype`) and B's storage dtype (`b_dtype`, else `dtype`)."""
     stored = list(dtype) if b_dtype is None else [b or d for b, d in zip(b_dtype, dtype, strict=True)]
-    return [math_dtype(gpu, d, b) for d, b in zip(dtype, stored, strict=True)], stored
+    pairs = list(zip(dtype, stored, strict=True))
+    math_of = {pair: math_dtype(gpu, *pair) for pair in set(pairs)}  # per distinct pair, then per row
+    return [math_of[pair] for pair in pairs], stored
 
 
 def moe_coeffs_of(coeffs: object | None) -> MoeCoeffs | None:

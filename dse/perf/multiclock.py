@@ -224,9 +224,9 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
     if key == "gemm":
         from dse.perf.moe import math_dtype
 
-        return np.asarray(out["flop"]) * np.array(
-            [per_bf16(math_dtype(gpu, o.dtype, o.b_dtype)) for o in ops]
-        )
+        pairs = [(o.dtype, o.b_dtype) for o in ops]
+        factor = {pair: per_bf16(math_dtype(gpu, *pair)) for pair in set(pairs)}  # per distinct pair
+        return np.asarray(out["flop"]) * np.array([factor[pair] for pair in pairs])
     if key == "attention_flash":
         return np.asarray(out["flop"], dtype=float)
     if key == "attention_decode":
