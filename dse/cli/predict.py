@@ -125,7 +125,10 @@ def _serving(
         input_tokens=input_tokens, output_tokens=output_tokens, precision=options["precision"],
         kv_dtype=options["kv_dtype"], engine=engine or "vllm", sampling=sampling,
     )  # fmt: skip
-    return predict_load(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
+    from dse.serving.load_bounds import with_bounds
+
+    est = predict_load(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
+    return with_bounds(est, arch, gpu, point)
 
 
 @friendly
@@ -235,6 +238,7 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
             console.print(f"[bold red]infeasible:[/] {est.infeasible_reason}")
             return
         console.print(metrics_table(est.metrics(), LOAD_ROWS, load_title(est)))
+        console.print(bound_text(est.bound_by))
         console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
         if breakdown:
             console.print("(--breakdown: energy by module and operator is given for a static batch)")
@@ -326,9 +330,8 @@ def _show_whatif(
         {**g.summary(), **est.metrics(), **cost}
         for g, est, cost in zip((base_gpu, new_gpu), runs, costs, strict=True)
     ]
-    if not under_load:  # what bounds each phase, so a change's effect can be read from it
-        for side, est in zip(sides, runs, strict=True):
-            side["bound_by"] = est.bound_by
+    for side, est in zip(sides, runs, strict=True):  # what bounds each phase: a change's effect, explained
+        side["bound_by"] = est.bound_by
     if as_json:
         mode = runs[0].request.mode if under_load else "static"
         print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
@@ -344,5 +347,5 @@ def _show_whatif(
     console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label), title=title))
     for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):
         status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
-        bound = bound_text(est.bound_by) if not under_load else ""
+        bound = bound_text(est.bound_by)
         console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))

@@ -154,6 +154,8 @@ class LoadEstimate:
     values: dict[str, float | None]
     feasible: bool
     infeasible_reason: str
+    # What bounds the decode and prefill steps (`dse.serving.load_bounds.with_bounds`; empty unless asked).
+    bound_by: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def kv_dtype(self) -> str:
@@ -183,6 +185,7 @@ class LoadEstimate:
             "kv_block_tokens": self.engine.block_size_tokens,
             "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),
+            **({"bound_by": self.bound_by} if self.bound_by else {}),
         }
 
 

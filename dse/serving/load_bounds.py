@@ -1,0 +1,51 @@
+"""What bounds a server under load: the `bound_by` of a load estimate, for `dse predict` and `dse whatif`.
+
+A simulated run mixes thousands of different engine steps, so its bounds are read off two representative
+ones, predicted kernel by kernel (`dse.perf.bounds`): a decode step at the run's mean running batch and
+mean context, and a prefill step of the mean prompt. On several GPUs the decode step's communication share
+(`comm_time_fraction`) is its `communication` label. Only the CLI asks for this: a search point does not
+pay for the two extra predictions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.bounds import combine, summarize
+from dse.perf.predict import predict_graph
+from dse.perf.types import OperatingPoint
+from dse.serving.load import LoadEstimate, _step_graph
+from dse.workload.llm import LlmArch
+
+
+def _step_shares(arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, **step: int) -> dict:
+    r = est.request
+    kv_dtype = est.engine.kv_dtype(r.precision, r.kv_dtype)
+    graph = _step_graph(
+        arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
+        est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
+    )  # fmt: skip
+    return predict_graph(graph, gpu, point).bound_by_shares()
+
+
+def with_bounds(
+    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None
+) -> LoadEstimate:
+    """`est` with `bound_by` filled: {"decode": {"bound_by", "shares"}, "prefill": {...}} (module docstring);
+    an infeasible estimate is returned as it is."""
+    if not est.feasible:
+        return est
+    point = point or OperatingPoint()
+    v, r = est.values, est.request
+    decodes = max(1, round(float(v.get("avg_batch_size") or 1.0) / r.parallelism.dp))
+    context = int(r.input_tokens + r.output_tokens // 2)
+    decode = _step_shares(arch, gpu, est, point, decodes=decodes, prefills=0, each=0, context_len=context)
+    comm = float(v.get("comm_time_fraction") or 0.0)
+    if comm > 0:  # the step's time: its kernels' shares, and communication beside them
+        decode = combine([(decode, 1.0 - comm), ({"communication": 1.0}, comm)])
+    each = int(r.input_tokens)  # a prompt's own tokens are its context
+    prefill = _step_shares(arch, gpu, est, point, decodes=0, prefills=1, each=each, context_len=each)
+    bound_by: dict[str, Any] = {"decode": summarize(decode), "prefill": summarize(prefill)}
+    return dataclasses.replace(est, bound_by=bound_by)
