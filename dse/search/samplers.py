@@ -30,6 +30,10 @@ with try_import(OPTUNA_HINT) as _imports:
     import optuna
     from optuna.trial import TrialState
 
+    # NOTE: `Study.tell` is this function plus a deep copy of the finished trial for its return value,
+    # which the driver never reads (0.7 ms a point). Fall back to `Study.tell` where the private name moved.
+    _tell: Any = getattr(getattr(optuna.study, "_tell", None), "_tell_with_warning", None)
+
 _MAX_SHUFFLED_GRID = 5_000_000
 
 
@@ -128,11 +132,17 @@ class OptunaSampler(PointSampler):
     def tell(self, ask: Ask, outcome: Outcome) -> None:
         trial = ask.handle
         if outcome.values is None or not all(math.isfinite(v) for v in outcome.values):
-            self._study.tell(trial, state=TrialState.FAIL)
+            self._tell(trial, None, TrialState.FAIL)
             return
         for key, value in outcome.constraints.items():
             trial.set_constraint(key, value)
-        self._study.tell(trial, list(outcome.values))
+        self._tell(trial, list(outcome.values), None)
+
+    def _tell(self, trial: Any, values: list[float] | None, state: Any) -> None:
+        if _tell is None:
+            self._study.tell(trial, values, state=state)
+        else:
+            _tell(study=self._study, trial=trial, value_or_values=values, state=state)
 
 
 class _FastGenerations:
