@@ -110,7 +110,7 @@ def throughput_of(est: Any) -> Throughput:
     r = est.request
     # A static batch prefills every prompt together before decoding: its prefill time is separable.
     return Throughput(
-        int(getattr(est, "num_gpus", 1) or 1), est.avg_power_w, est.output_tokens_per_s,
+        est.num_gpus, est.avg_power_w, est.output_tokens_per_s,
         est.energy_per_output_token_j, float(r.batch * r.input_tokens), est.ttft_s,
     )  # fmt: skip
 

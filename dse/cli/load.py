@@ -3,7 +3,7 @@
 Exactly one of `--batch B` (a static batch: the default, batch 1 for predict), `--concurrency C` (closed
 loop), `--request-rate R` (Poisson) or `--max-throughput` (offline). The engine knobs and length options
 apply to the three load modes (`dse.serving.load`); given with a static batch they are an error rather
-than silently ignored.
+than silently ignored. The layout (--tp, --pp, --ep, --dp) applies to every serving mode.
 """
 
 from __future__ import annotations
@@ -120,7 +120,6 @@ class LoadArgs:
         extra += ["--length-dist"] if self.length_dist != "fixed" else []
         extra += ["--seed"] if self.seed != 0 else []
         extra += ["--length-sigma"] if self.length_sigma != DEFAULT_LENGTH_SIGMA else []
-        extra += [f"--{flag}" for flag in ("tp", "pp", "ep", "dp") if getattr(self, flag) != 1]
         if extra:
             verb = "applies" if len(extra) == 1 else "apply"
             raise DseError(

@@ -56,6 +56,7 @@ from dse.cli.training import (
 )
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
+from dse.workload.sharding import PARALLEL_FLAGS
 
 LaunchOpt = Annotated[
     str | None,
@@ -115,6 +116,7 @@ def _serving(
         request = ServingRequest(
             batch=1 if load.batch is None else load.batch, input_tokens=input_tokens,
             output_tokens=output_tokens, engine=engine or "none", sampling=sampling or "none", **options,
+            tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp,
         )  # fmt: skip
         return predict_serving(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
     from dse.serving.load import predict_load
@@ -187,10 +189,12 @@ def predict_cmd(
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         _show_serving(est, serving_cost(spec, est, costs), breakdown, as_json)
         return
-    if kv_dtype is not None or engine is not None or sampling is not None or load.mode() != "static":
+    layout = [flag for flag in PARALLEL_FLAGS if getattr(load, flag) != 1]
+    serving_only = any(v is not None for v in (kv_dtype, engine, sampling))
+    if serving_only or layout or load.mode() != "static":
         raise DseError(
-            "--kv-dtype, --engine, --sampling and the load modes apply to serving predictions: give "
-            "--input-tokens and --output-tokens (with --model)"
+            "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to serving "
+            "predictions: give --input-tokens and --output-tokens (with --model)"
         )
     if host_gap_us is not None:
         raise DseError(
@@ -250,6 +254,12 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         + (f", {r.kv_dtype} KV cache" if r.kv_dtype else "")
         + (f", {r.engine} engine" if r.engine != "none" else "")
         + (f", {r.sampling} sampling" if r.sampling != "none" else "")
+        + (
+            f"; {est.num_gpus} GPUs (tp {r.tp}, pp {r.pp}, ep {r.ep}, dp {r.dp}): power and memory per GPU, "
+            f"energy over all GPUs, communication {est.comm_time_fraction:.1%} of the end-to-end time"
+            if est.num_gpus > 1
+            else ""
+        )
     )
     console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
     console.print(bound_text(est.bound_by))

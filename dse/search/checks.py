@@ -278,13 +278,13 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             raise located_error(
                 smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
             )
-    if under_load:
-        _check_layout(cfg, smap, space)
+    _check_layout(cfg, smap, space)  # every serving mode takes a layout
 
 
 def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """Each tp/pp/ep/dp value fits the study's model(s) in some layout of the space, as `dse predict --tp`
-    checks one; combinations that do not fit (ep 8 beside tp 2) are infeasible points."""
+    checks one; combinations that do not fit (ep 8 beside tp 2, or a static batch dp does not divide) are
+    infeasible points."""
     from itertools import product
 
     from dse.workload.models import load_model_config

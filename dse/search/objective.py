@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeGuard
 
+from dse.errors import ConfigError
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
 from dse.units import MHZ
 
@@ -66,6 +67,9 @@ CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memo
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
 MODES: tuple[str, ...] = ("static", "concurrency", "request_rate", "max_throughput")
 LOAD_MODES: tuple[str, ...] = MODES[1:]
+# The GPU layout keys: `dse.workload.sharding.PARALLEL_FLAGS`, named here so that importing the search
+# layer does not import the model stack (tests/serving/test_static_parallel.py checks they agree).
+PARALLEL_KEYS: tuple[str, ...] = ("tp", "pp", "ep", "dp")
 # The workload keys of the static batch (dse.serving.ServingRequest, passed as they are).
 STATIC_KEYS: tuple[str, ...] = (
     "batch",
@@ -76,6 +80,9 @@ STATIC_KEYS: tuple[str, ...] = (
     "kv_dtype",
     "engine",
     "sampling",
+    # the GPU layout (`dse.workload.sharding.Parallelism`), in every serving mode; a point whose layout
+    # the model cannot take is infeasible (`dse.serving.load.unfit_layout`, `dse.serving.static.check_layout`)
+    *PARALLEL_KEYS,
 )
 # The workload keys only the load modes use (dse.serving.load.LoadRequest; request_seed is its `seed`).
 LOAD_KNOBS: tuple[str, ...] = (
@@ -88,12 +95,6 @@ LOAD_KNOBS: tuple[str, ...] = (
     "max_num_seqs",
     "max_batched_tokens",
     "gpu_memory_utilization",
-    # the GPU layout (`dse.workload.sharding.Parallelism`); a point whose layout the model cannot take
-    # is infeasible (`dse.serving.load.unfit_layout`)
-    "tp",
-    "pp",
-    "ep",
-    "dp",
 )
 # The knob each load mode needs (the other modes take none of them).
 MODE_KNOB: dict[str, str] = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}
@@ -218,6 +219,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
             "kv_dtype": get("kv_dtype"),
             "engine": str(get("engine") or "none"),
             "sampling": str(get("sampling") or "none"),
+            **{k: int(get(k)) for k in PARALLEL_KEYS},
         }
     if mode not in LOAD_MODES:
         raise ValueError(f"mode '{mode}' is not one of {', '.join(MODES)}")
@@ -225,7 +227,8 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
         raise ValueError(f"attention {get('attention')!r} applies to a static batch; engines run flash")
     from dse.serving.load import LoadRequest
 
-    knobs = {k: get(k) for k in LOAD_KNOBS if k not in ("concurrency", "request_rate_per_s")}
+    per_mode = ("concurrency", "request_rate_per_s")
+    knobs = {k: get(k) for k in (*LOAD_KNOBS, *PARALLEL_KEYS) if k not in per_mode}
     wanted = MODE_KNOB.get(mode)
     out["load"] = LoadRequest(
         mode=mode,
@@ -257,10 +260,24 @@ def predict_inputs(inputs: Mapping[str, Any]) -> Any:
         static as serving,  # lazy: the search layer must not need the model stack at import
     )
 
-    workload = {k: inputs[k] for k in STATIC_KEYS}
-    return serving.predict_serving(
-        inputs["arch"], inputs["gpu"], serving.ServingRequest(**workload), inputs["point"]
-    )
+    request = serving.ServingRequest(**{k: inputs[k] for k in STATIC_KEYS})
+    try:
+        serving.check_layout(inputs["arch"], request)
+    except ConfigError as exc:  # a layout the model cannot take: an infeasible point, as under load
+        layout = " ".join(f"{k}={getattr(request, k)}" for k in PARALLEL_KEYS)
+        return _Unfit(f"layout {layout}: {str(exc).replace('--', '')}")
+    return serving.predict_serving(inputs["arch"], inputs["gpu"], request, inputs["point"])
+
+
+@dataclass(frozen=True, slots=True)
+class _Unfit:
+    """A static point whose layout the model cannot take (its metrics: the reason, no numbers)."""
+
+    reason: str
+
+    def metrics(self) -> dict[str, Any]:
+        names = (n for n in serving_metric_names(("static",)) if n not in CONTEXT_METRICS)
+        return {**dict.fromkeys(names), "feasible": False, "infeasible_reason": self.reason}
 
 
 def goodput(metrics: Mapping[str, Any], slo: Slo) -> float | None:

@@ -90,6 +90,7 @@ from dse.search.objective import (
     LOAD_KNOBS,
     LOAD_MODES,
     MODES,
+    PARALLEL_KEYS,
     EvalContext,
     Evaluator,
     Slo,
@@ -404,7 +405,9 @@ def _unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
     if not set(modes) <= set(MODES):
         return ()
     if not any(m in LOAD_MODES for m in modes):
-        return (*LOAD_KNOBS, *TRAINING_KEYS)
+        # a one-GPU layout is left out as before the static batch took one (the study hash is unchanged)
+        single = tuple(k for k in PARALLEL_KEYS if getattr(cfg.workload, k) == 1)
+        return (*LOAD_KNOBS, *single, *TRAINING_KEYS)
     unused: tuple[str, ...] = () if "static" in modes else ("batch", "attention")
     unused += () if "lognormal" in possible_values(cfg, space, "length_dist") else ("length_sigma",)
     return unused + TRAINING_KEYS

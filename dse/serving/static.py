@@ -8,14 +8,22 @@ static batch whose requests all arrive at t = 0 and share input and output lengt
                                i.e. the mean decode step; equals the mean inter-token latency (ITL)
     e2e_latency_s              ttft + all decode steps: when the last token of every request is out
     output_tokens_per_s        batch * output_tokens / e2e_latency_s
-    energy_j                   whole-GPU energy of prefill and all decode steps (idle power included)
+    energy_j                   whole-GPU energy of prefill and all decode steps (idle power included), over
+                               all GPUs
     energy_per_output_token_j  energy_j / (batch * output_tokens): prefill is charged to the output tokens,
                                as the ML.ENERGY leaderboard does
     energy_per_request_j       energy_j / batch
-    avg_power_w                energy_j / e2e_latency_s
+    avg_power_w                energy_j / e2e_latency_s per GPU (total_power_w: all GPUs)
     peak_power_w               highest predicted power of any kernel
-    memory_bytes               weights + KV cache at the last step + peak prefill activations; the point is
-                               infeasible when it exceeds USABLE_MEMORY_FRAC of the GPU's capacity
+    memory_bytes               weights + KV cache at the last step + peak prefill activations, per GPU; the
+                               point is infeasible when it exceeds USABLE_MEMORY_FRAC of the GPU's capacity
+    comm_time_fraction         share of e2e_latency_s in collectives and stage hand-offs (0 on one GPU)
+
+Several GPUs (`tp`, `pp`, `ep`, `dp`: `dse.workload.sharding`, as under load): each of the dp replicas
+prefills and decodes batch / dp requests; one GPU of a replica runs the sharded graphs, and each phase's
+collectives and stage hand-offs are priced per step as the load model prices them (`dse.serving.parallel`:
+in series with the kernels; a GPU in a collective draws idle plus link power; with pp the waiting stages
+draw idle power). `bound_by` gets a `communication` share. TP = PP = EP = DP = 1 is the one-GPU path.
 
 `engine` and `sampling` (default "none": one kernel per operator, no sampler) shape the prefill and
 every decode step as a serving engine runs them (`dse.workload.engine`: its kernel fusions, and the
@@ -37,13 +45,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
 from dse.perf.coeffs import load_default_coeffs
-from dse.perf.predict import predict_graphs
+from dse.perf.dvfs import idle_power_w
+from dse.perf.predict import WorkloadPrediction, predict_graphs
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import USABLE_MEMORY_FRAC
+from dse.serving.parallel import StepComm, combine_step, step_comm
 from dse.workload.engine import apply_engine, check_engine_options, kv_bytes_per_token, with_kv_dtype
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import (
@@ -54,6 +66,7 @@ from dse.workload.llm import (
     weight_bytes,
 )
 from dse.workload.ops import AttentionOp
+from dse.workload.sharding import Parallelism, check_parallelism, shard_arch, shard_graph, weight_arch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +81,11 @@ class ServingRequest:
     kv_dtype: str | None = None  # None: the activation dtype of `precision`
     engine: str = "none"  # dse.workload.engine.ENGINES: kernel fusions of a serving engine
     sampling: str = "none"  # dse.workload.engine.SAMPLINGS: the sampler after each LM head
+    # The GPU layout (dse.workload.sharding.Parallelism); dp replicas split the batch evenly.
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
 
     def __post_init__(self) -> None:
         for name in ("batch", "input_tokens", "output_tokens"):
@@ -75,6 +93,26 @@ class ServingRequest:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         check_engine_options(engine=self.engine, sampling=self.sampling, kv_dtype=self.kv_dtype)
+        self.parallelism  # noqa: B018 (validates tp, pp, ep, dp)
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return Parallelism(tp=self.tp, pp=self.pp, ep=self.ep, dp=self.dp)
+
+    @property
+    def replica_batch(self) -> int:
+        """The requests one of the dp replicas prefills and decodes (`check_layout`: dp divides batch)."""
+        return self.batch // self.dp
+
+
+def check_layout(arch: LlmArch, request: ServingRequest) -> None:
+    """ConfigError naming the flag unless `arch` can be split as `request` says (`check_parallelism`) and
+    the dp replicas can share the batch evenly."""
+    check_parallelism(arch, request.parallelism)
+    if request.batch % request.dp:
+        raise ConfigError(
+            f"--dp {request.dp} must divide the batch of {request.batch} (each replica's share)"
+        )
 
 
 # The keys of `dse.serving.load.LOAD_KEYS` a static batch reports too (`ServingEstimate._load_view`).
@@ -119,6 +157,11 @@ class ServingEstimate:
     energy_j_by_name: dict[str, float] = field(hash=False)
     # What bounds each phase (dse.perf.bounds): {"prefill"|"decode": {"bound_by": label, "shares": {...}}}
     bound_by: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    comm_time_fraction: float = 0.0  # share of e2e_latency_s in collectives and stage hand-offs
+
+    @property
+    def num_gpus(self) -> int:
+        return self.request.parallelism.num_gpus
 
     def metrics(self) -> dict[str, float | bool | str]:
         """Flat scalar metrics (what the search logs and `--json` prints at its top level)."""
@@ -134,7 +177,7 @@ class ServingEstimate:
     def _load_view(self) -> dict[str, float]:
         """The keys every serving mode reports (`dse.serving.load`), for this batch: its requests are
         identical and start together, so every percentile is the mean and the batch is the running batch."""
-        out: dict[str, float] = {"num_gpus": 1.0}
+        out: dict[str, float] = {"num_gpus": float(self.num_gpus)}
         for q in (50, 90, 99):
             out[f"ttft_p{q}_s"] = self.ttft_s
             out[f"tpot_p{q}_s"] = self.tpot_s
@@ -142,7 +185,7 @@ class ServingEstimate:
         batch = self.request.batch
         out["requests_per_s"] = batch / self.e2e_latency_s if self.e2e_latency_s > 0 else 0.0
         out["avg_batch_size"] = float(batch)
-        out["total_power_w"] = self.avg_power_w
+        out["total_power_w"] = self.avg_power_w * self.num_gpus
         pool = USABLE_MEMORY_FRAC * self.memory_capacity_bytes - self.weight_bytes - self.activation_bytes
         out["kv_cache_utilization"] = self.kv_cache_bytes / pool if pool > 0 else 0.0
         out["preemptions"] = 0.0
@@ -177,7 +220,8 @@ def _engine_graph(
 ) -> WorkloadGraph:
     """A prefill or decode pass of the batch as `request`'s engine runs it: KV dtype, fusions, sampler."""
     graph = _with_kv(graph, request.kv_dtype, prefill=prefill)
-    return apply_engine(graph, arch, engine=request.engine, sampling=request.sampling, rows=request.batch)
+    rows = request.replica_batch
+    return apply_engine(graph, arch, engine=request.engine, sampling=request.sampling, rows=rows)
 
 
 def _split_decode_graph(graph: WorkloadGraph) -> tuple[WorkloadGraph, tuple[AttentionOp, ...]]:
@@ -227,13 +271,15 @@ def _check_context(arch: LlmArch, request: ServingRequest) -> None:
 
 
 def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict[str, Any]:
-    """The memory fields of a `ServingEstimate`: weights, the KV cache at the last step and the peak
-    prefill activations, against the usable share of the GPU's memory."""
-    b, i, o = request.batch, request.input_tokens, request.output_tokens
-    w_bytes = weight_bytes(arch, request.precision)
-    kv_bytes = b * (i + o) * kv_bytes_per_token(arch, request.precision, request.kv_dtype)
+    """The memory fields of a `ServingEstimate`, per GPU: weights, the KV cache at the last step and the
+    peak prefill activations, against the usable share of the GPU's memory (a pipeline stage holds 1 / pp
+    of the layers' weights and cache, as in `dse.serving.load`)."""
+    b, i, o, par = request.replica_batch, request.input_tokens, request.output_tokens, request.parallelism
+    gpu_arch = weight_arch(arch, par)
+    w_bytes = weight_bytes(gpu_arch, request.precision) / par.pp
+    kv_bytes = b * (i + o) * kv_bytes_per_token(gpu_arch, request.precision, request.kv_dtype) / par.pp
     act_bytes = prefill_activation_bytes(
-        arch, request.precision, batch=b, seq_len=i, attention=request.attention
+        shard_arch(arch, par), request.precision, batch=b, seq_len=i, attention=request.attention
     )
     memory_bytes = w_bytes + kv_bytes + act_bytes
     usable_bytes = USABLE_MEMORY_FRAC * gpu.memory.capacity_bytes
@@ -259,15 +305,129 @@ def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict
     }
 
 
-def _decode_graphs(arch: LlmArch, request: ServingRequest) -> tuple[WorkloadGraph, WorkloadGraph]:
-    """The decode steps: the context-independent ops of one step, and the attention of every step."""
-    b, i, num_steps = request.batch, request.input_tokens, request.output_tokens - 1
-    decode_graph = build_decode_graph(
-        arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+def _graphs(arch: LlmArch, request: ServingRequest) -> list[WorkloadGraph]:
+    """What one GPU runs (`dse.workload.sharding`): the prefill, then (with more than one output token)
+    the context-independent ops of one decode step and the attention of every step."""
+    par = request.parallelism
+    gpu_arch = shard_arch(arch, par)
+    b, i, num_steps = request.replica_batch, request.input_tokens, request.output_tokens - 1
+    prefill = build_prefill_graph(
+        gpu_arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
     )
-    step_graph = _engine_graph(decode_graph, arch, request, prefill=False)
+    graphs = [shard_graph(_engine_graph(prefill, gpu_arch, request, prefill=True), arch, par)]
+    if num_steps == 0:
+        return graphs
+    decode_graph = build_decode_graph(
+        gpu_arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
+    )
+    step_graph = shard_graph(_engine_graph(decode_graph, gpu_arch, request, prefill=False), arch, par)
     fixed_graph, attention = _split_decode_graph(step_graph)
-    return fixed_graph, _attention_over_steps(attention, range(i, i + num_steps), arch)
+    return [*graphs, fixed_graph, _attention_over_steps(attention, range(i, i + num_steps), gpu_arch)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Phase:
+    """Prefill, or all decode steps, on one GPU of a replica: kernels, then communication in series."""
+
+    kernel_s: float
+    kernel_j: float
+    shares: dict[str, float]  # bound shares of the kernels' time (dse.perf.bounds)
+    steps: int = 1
+    latency_s: float = 0.0  # kernels + communication (set by `_with_comm`; kernel_s on one GPU)
+    energy_j: float = 0.0  # per GPU
+    comm_s: float = 0.0  # collectives and stage hand-offs on the critical path
+    comm_j: float = 0.0  # collectives (idle + link power) and hand-offs' link energy, per GPU
+
+
+def _kernel_phases(
+    prefill: WorkloadPrediction, decode: list[WorkloadPrediction], num_steps: int
+) -> dict[str, _Phase]:
+    """The phases as the kernel model predicts them on one GPU (no communication)."""
+    phases = {"prefill": _Phase(kernel_s=prefill.latency_s, kernel_j=prefill.energy_j,
+                                shares=prefill.bound_by_shares())}  # fmt: skip
+    if decode:
+        fixed, steps = decode
+        shares = combine(
+            [
+                (fixed.bound_by_shares(), fixed.latency_s * num_steps),
+                (steps.bound_by_shares(), steps.latency_s),
+            ]
+        )
+        phases["decode"] = _Phase(
+            kernel_s=fixed.latency_s * num_steps + steps.latency_s,
+            kernel_j=fixed.energy_j * num_steps + steps.energy_j,
+            shares=shares,
+            steps=num_steps,
+        )
+    return phases
+
+
+def _with_comm(
+    phase: _Phase,
+    arch: LlmArch,
+    gpu: GpuSpec,
+    request: ServingRequest,
+    point: OperatingPoint,
+    *,
+    decode: bool,
+) -> _Phase:
+    """`phase` with its collectives and hand-offs per step (`dse.serving.parallel`, as under load): a
+    prefill is one step of batch x input tokens per replica, a decode step one token per sequence."""
+    par = request.parallelism
+    if par.is_single:
+        return dataclasses.replace(phase, latency_s=phase.kernel_s, energy_j=phase.kernel_j)
+    tokens = request.replica_batch * (1 if decode else request.input_tokens)
+    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or None
+    one = step_comm(
+        arch, gpu, par, tokens=np.array([tokens]), engine=request.engine, precision=request.precision,
+        decode_only=np.array([decode]), sm_clock_hz=clock_hz,
+    )  # fmt: skip
+    n = phase.steps  # every step of the phase exchanges the same bytes
+    comm = StepComm(
+        latency_s=one.latency_s * n, energy_j=one.energy_j * n,
+        handoff_s=one.handoff_s * n, handoff_link_j=one.handoff_link_j * n,
+    )  # fmt: skip
+    idle_w = float(idle_power_w(gpu, clock_hz or gpu.clocks.sm_clock_max_hz))
+    # combine_step is linear in the kernels' time and energy: the phase's totals give the sum of its steps
+    latency_s, energy_j = combine_step(
+        np.array([phase.kernel_s]), np.array([phase.kernel_j]), comm, par, idle_power_w=idle_w
+    )
+    comm_s = float(comm.total_s[0])
+    return dataclasses.replace(
+        phase,
+        latency_s=float(latency_s[0]),
+        energy_j=float(energy_j[0]),
+        comm_s=comm_s,
+        comm_j=float(comm.energy_j[0] + comm.handoff_link_j[0]) / par.pp,
+        shares=combine([(phase.shares, phase.kernel_s), ({"communication": 1.0}, comm_s)]),
+    )
+
+
+def _breakdowns(
+    prefill: WorkloadPrediction, decode: list[WorkloadPrediction], phases: dict[str, _Phase], par: Parallelism
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Energy by module and by name, over all GPUs. Several GPUs add `communication` (a module and a
+    name per phase) and, with pp, the stages' wait at idle power (`idle`; `<phase>/pipeline_wait`)."""
+    ranks = par.num_gpus // par.pp  # GPUs that each run every layer's kernels once, over the stages
+    by_module: dict[str, float] = {}
+    by_name: dict[str, float] = {}
+    _add(by_module, prefill.energy_j_by_module(), ranks)
+    _add(by_name, prefill.energy_j_by_name(), ranks, prefix="prefill/")
+    if decode:
+        num_steps = phases["decode"].steps
+        for part, scale in zip(decode, (num_steps, 1), strict=True):
+            _add(by_module, part.energy_j_by_module(), scale * ranks)
+            _add(by_name, part.energy_j_by_name(), scale * ranks, prefix="decode/")
+    if par.is_single:
+        return by_module, by_name
+    for name, phase in phases.items():
+        comm_j = phase.comm_j * par.num_gpus
+        wait_j = (phase.energy_j - phase.kernel_j / par.pp) * par.num_gpus - comm_j
+        _add(by_module, {"communication": comm_j, "idle": wait_j if par.pp > 1 else 0.0})
+        _add(by_name, {"communication": comm_j}, prefix=f"{name}/")
+        if par.pp > 1:
+            _add(by_name, {"pipeline_wait": wait_j}, prefix=f"{name}/")
+    return by_module, by_name
 
 
 def predict_serving(
@@ -282,6 +442,9 @@ def predict_serving(
     """Serving metrics of `request` for model `arch` on `gpu` at `point` (default clocks, TDP cap).
 
     `coeffs` (latency corrections) and `power_coeffs` default to the shipped sets of the GPU's generation.
+    On several GPUs (`request.tp` ...) one GPU of a replica is predicted (`dse.workload.sharding`), its
+    collectives and stage hand-offs in series with its kernels (`dse.serving.parallel`); power and memory
+    are per GPU, energy and rates count every GPU (ConfigError when the model cannot be split so).
     """
     if arch.family != "decoder":
         raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
@@ -290,67 +453,48 @@ def predict_serving(
     if coeffs is None:
         coeffs = load_default_coeffs(gpu)
     _check_context(arch, request)
-    b, i, o = request.batch, request.input_tokens, request.output_tokens
+    par = request.parallelism
+    check_layout(arch, request)
     memory = _memory_fields(arch, gpu, request)
-
-    prefill_graph = build_prefill_graph(
-        arch, batch=b, seq_len=i, precision=request.precision, attention=request.attention
-    )
-    num_steps = o - 1
-    graphs = [_engine_graph(prefill_graph, arch, request, prefill=True)]
-    if num_steps > 0:
-        graphs += _decode_graphs(arch, request)
+    b, o, num_steps = request.batch, request.output_tokens, request.output_tokens - 1
     # One kernel-model pass over prefill and decode (each kernel is independent of the others).
-    prefill, *decode = predict_graphs(graphs, gpu, point, coeffs, power_coeffs)
-    by_module = dict(prefill.energy_j_by_module())
-    by_name: dict[str, float] = {}
-    _add(by_name, prefill.energy_j_by_name(), prefix="prefill/")
-    decode_latency_s = decode_energy_j = 0.0
-    bound_by = {"prefill": summarize(prefill.bound_by_shares())}
-    peak_power_w = prefill.peak_power_w
+    prefill, *decode = predict_graphs(_graphs(arch, request), gpu, point, coeffs, power_coeffs)
+    phases = {
+        name: _with_comm(phase, arch, gpu, request, point, decode=name == "decode")
+        for name, phase in _kernel_phases(prefill, decode, num_steps).items()
+    }
+    by_module, by_name = _breakdowns(prefill, decode, phases, par)
     clock_time_s = prefill.effective_clock_hz * prefill.latency_s
-    if decode:
-        fixed, steps = decode
-        decode_latency_s = fixed.latency_s * num_steps + steps.latency_s
-        decode_energy_j = fixed.energy_j * num_steps + steps.energy_j
-        _add(by_module, fixed.energy_j_by_module(), num_steps)
-        _add(by_module, steps.energy_j_by_module())
-        _add(by_name, fixed.energy_j_by_name(), num_steps, prefix="decode/")
-        _add(by_name, steps.energy_j_by_name(), prefix="decode/")
-        peak_power_w = max(peak_power_w, fixed.peak_power_w, steps.peak_power_w)
-        clock_time_s += fixed.effective_clock_hz * fixed.latency_s * num_steps
-        clock_time_s += steps.effective_clock_hz * steps.latency_s
-        decode_shares = combine(
-            [
-                (fixed.bound_by_shares(), fixed.latency_s * num_steps),
-                (steps.bound_by_shares(), steps.latency_s),
-            ]
-        )
-        bound_by["decode"] = summarize(decode_shares)
+    for part, scale in zip(decode, (num_steps, 1), strict=False):
+        clock_time_s += part.effective_clock_hz * part.latency_s * scale
+    peak_power_w = max(p.peak_power_w for p in (prefill, *decode))
 
-    ttft_s = prefill.latency_s
-    e2e_s = ttft_s + decode_latency_s
-    energy_j = prefill.energy_j + decode_energy_j
+    first = phases["prefill"]
+    rest = phases.get("decode", _Phase(kernel_s=0.0, kernel_j=0.0, shares={}))
+    e2e_s = first.latency_s + rest.latency_s
+    gpu_energy_j = first.energy_j + rest.energy_j
+    energy_j = gpu_energy_j * par.num_gpus
     return ServingEstimate(
         model=arch.name,
         gpu=gpu.name,
         request=request,
-        ttft_s=ttft_s,
-        tpot_s=decode_latency_s / num_steps if num_steps else 0.0,
+        ttft_s=first.latency_s,
+        tpot_s=rest.latency_s / num_steps if num_steps else 0.0,
         e2e_latency_s=e2e_s,
         output_tokens_per_s=b * o / e2e_s,
         energy_j=energy_j,
-        prefill_energy_j=prefill.energy_j,
-        decode_energy_j=decode_energy_j,
+        prefill_energy_j=first.energy_j * par.num_gpus,
+        decode_energy_j=rest.energy_j * par.num_gpus,
         energy_per_output_token_j=energy_j / (b * o),
         energy_per_request_j=energy_j / b,
-        avg_power_w=energy_j / e2e_s,
+        avg_power_w=gpu_energy_j / e2e_s,
         peak_power_w=peak_power_w,
-        effective_clock_hz=clock_time_s / e2e_s,
+        effective_clock_hz=clock_time_s / (first.kernel_s + rest.kernel_s),
         **memory,
         energy_j_by_module=by_module,
         energy_j_by_name=by_name,
-        bound_by=bound_by,
+        bound_by={name: summarize(phase.shares) for name, phase in phases.items()},
+        comm_time_fraction=(first.comm_s + rest.comm_s) / e2e_s,
     )
 
 
@@ -366,6 +510,7 @@ def rollup_by_level(energy_j_by_name: dict[str, float], depth: int) -> dict[str,
 __all__ = [
     "ServingEstimate",
     "ServingRequest",
+    "check_layout",
     "predict_serving",
     "rollup_by_level",
 ]

@@ -75,6 +75,10 @@ def test_evaluate_point_calls_predict_serving(monkeypatch: pytest.MonkeyPatch) -
         kv_dtype: str | None
         engine: str
         sampling: str
+        tp: int
+        pp: int
+        ep: int
+        dp: int
 
     def predict_serving(arch: Any, gpu: Any, request: Any, point: Any) -> _Est:
         calls.append((arch, gpu, request, point))
@@ -85,6 +89,7 @@ def test_evaluate_point_calls_predict_serving(monkeypatch: pytest.MonkeyPatch) -
     fake = types.ModuleType("dse.serving.static")
     fake.ServingRequest = ServingRequest  # type: ignore[attr-defined]
     fake.predict_serving = predict_serving  # type: ignore[attr-defined]
+    fake.check_layout = lambda arch, request: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "dse.serving.static", fake)
     monkeypatch.setattr(dse.serving, "static", fake)  # `from dse.serving import static` reads the attribute
     ctx = EvalContext(batch=2)
