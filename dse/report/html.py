@@ -261,6 +261,7 @@ def _breakdown_rows(
 ) -> tuple[list[BreakdownRow], str]:
     rows: list[BreakdownRow] = []
     problems: list[str] = []
+    notes: list[str] = []
     for label, idx in info.selected.items():
         row = info.points.loc[idx]
         pid = str(row["point_id"])
@@ -274,6 +275,7 @@ def _breakdown_rows(
         elif run.breakdowns:
             data = run.breakdowns.get(pid)
         if data:
+            notes += [str(data["note"])] if data.get("note") else []
             by_module = {str(k): float(v) for k, v in (data.get("by_module") or {}).items()}
             by_op = {str(k): float(v) for k, v in (data.get("by_op") or {}).items()}
             rows.append(
@@ -285,6 +287,7 @@ def _breakdown_rows(
     if rows:
         source = "the model (breakdown_fn)" if breakdown_fn is not None else "breakdowns.json"
         note = f"Energy of selected front points, from {source}."
+        note += "".join(f" ({n})" for n in dict.fromkeys(notes))
     elif breakdown_fn is None and not run.breakdowns:
         note = (
             "No energy breakdown: this run has no breakdowns.json and no model was given to compute one "

@@ -27,19 +27,36 @@ def context_for_run(run_dir: str | Path) -> EvalContext | None:
 
 def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     """{"by_module": {module: J}, "by_op": {phase/op name: J}, "bound_by": {phase: shares}, "roofline": ...}
-    of one design point; {} for a point of a load mode (a simulated run of many different engine steps:
-    `dse.serving.load` keeps no breakdown)."""
+    of one design point. A load-mode point (a simulated run of many different engine steps) gives the energy
+    per output token of its representative decode step and what bounds its decode and prefill steps
+    (`dse.serving.load_bounds`), without a roofline."""
     if params.get("mode", ctx.mode) == TRAINING_MODE:  # a training step keeps no per-op breakdown here
         return {}
     inputs = build_inputs(params, ctx)
     if "load" in inputs:
-        return {}
+        return _load_breakdown(inputs)
     estimate = predict_inputs(inputs)
     return {
         "by_module": dict(estimate.energy_j_by_module),
         "by_op": dict(estimate.energy_j_by_name),
         "bound_by": {phase: dict(v) for phase, v in estimate.bound_by.items()},
         "roofline": roofline_for_inputs(inputs),
+    }
+
+
+def _load_breakdown(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    from dse.serving.load_bounds import decode_step_breakdown, with_bounds
+
+    arch, gpu, point = inputs["arch"], inputs["gpu"], inputs["point"]
+    estimate = predict_inputs(inputs)
+    if not estimate.feasible:
+        return {}
+    bounded = with_bounds(estimate, arch, gpu, point)
+    note = "under load: J per output token of a decode step at the run's mean batch and context"
+    return {
+        **decode_step_breakdown(estimate, arch, gpu, point),
+        "bound_by": dict(bounded.bound_by),
+        "note": note,
     }
 
 

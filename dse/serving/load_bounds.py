@@ -14,20 +14,48 @@ from typing import Any
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
-from dse.perf.predict import predict_graph
+from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadEstimate, _step_graph
 from dse.workload.llm import LlmArch
 
 
-def _step_shares(arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, **step: int) -> dict:
+def _step(
+    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, **step: int
+) -> WorkloadPrediction:
     r = est.request
     kv_dtype = est.engine.kv_dtype(r.precision, r.kv_dtype)
     graph = _step_graph(
         arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
         est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
     )  # fmt: skip
-    return predict_graph(graph, gpu, point).bound_by_shares()
+    return predict_graph(graph, gpu, point)
+
+
+def _decode_step(
+    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint
+) -> tuple[WorkloadPrediction, int]:
+    """The representative decode step (one GPU of a replica) and the sequences it decodes."""
+    v, r = est.values, est.request
+    decodes = max(1, round(float(v.get("avg_batch_size") or 1.0) / r.parallelism.dp))
+    context = int(r.input_tokens + r.output_tokens // 2)
+    return _step(arch, gpu, est, point, decodes=decodes, prefills=0, each=0, context_len=context), decodes
+
+
+def decode_step_breakdown(
+    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None
+) -> dict[str, dict[str, float]]:
+    """Energy per output token of the representative decode step, by hardware module and by operator, over
+    the GPUs of a replica (kernels only: a step's communication waits are not in it); {} when infeasible."""
+    if not est.feasible:
+        return {}
+    step, decodes = _decode_step(arch, gpu, est, point or OperatingPoint())
+    par = est.request.parallelism
+    per_token = par.tp * par.pp / decodes  # every GPU of the replica runs its share of each step
+    return {
+        "by_module": {k: e * per_token for k, e in step.energy_j_by_module().items()},
+        "by_op": {f"decode/{k}": e * per_token for k, e in step.energy_j_by_name().items()},
+    }
 
 
 def with_bounds(
@@ -39,13 +67,13 @@ def with_bounds(
         return est
     point = point or OperatingPoint()
     v, r = est.values, est.request
-    decodes = max(1, round(float(v.get("avg_batch_size") or 1.0) / r.parallelism.dp))
-    context = int(r.input_tokens + r.output_tokens // 2)
-    decode = _step_shares(arch, gpu, est, point, decodes=decodes, prefills=0, each=0, context_len=context)
+    decode = _decode_step(arch, gpu, est, point)[0].bound_by_shares()
     comm = float(v.get("comm_time_fraction") or 0.0)
     if comm > 0:  # the step's time: its kernels' shares, and communication beside them
         decode = combine([(decode, 1.0 - comm), ({"communication": 1.0}, comm)])
     each = int(r.input_tokens)  # a prompt's own tokens are its context
-    prefill = _step_shares(arch, gpu, est, point, decodes=0, prefills=1, each=each, context_len=each)
+    prefill = _step(
+        arch, gpu, est, point, decodes=0, prefills=1, each=each, context_len=each
+    ).bound_by_shares()
     bound_by: dict[str, Any] = {"decode": summarize(decode), "prefill": summarize(prefill)}
     return dataclasses.replace(est, bound_by=bound_by)

@@ -6,7 +6,7 @@ import pytest
 
 from dse.hardware.catalog import load_gpu
 from dse.search.breakdown import breakdown_for_point
-from dse.search.objective import EvalContext
+from dse.search.objective import EvalContext, evaluate_point
 
 
 def test_static_point_has_bounds_and_roofline_kernels() -> None:
@@ -29,6 +29,14 @@ def test_static_point_has_bounds_and_roofline_kernels() -> None:
             assert achieved <= roof["tensor_peak_flop_per_s"] * 1.001
 
 
-def test_load_point_has_no_breakdown() -> None:
+def test_load_point_gives_its_decode_step_per_token() -> None:
     ctx = EvalContext(mode="concurrency", concurrency=4, input_tokens=128, output_tokens=16, num_requests=8)
-    assert breakdown_for_point({}, ctx) == {}
+    data = breakdown_for_point({}, ctx)
+    assert set(data) == {"by_module", "by_op", "bound_by", "note"}
+    assert data["bound_by"]["decode"]["bound_by"] == "dram"
+    assert all(k.startswith("decode/") for k in data["by_op"])
+    # module and operator views split the same energy
+    assert sum(data["by_module"].values()) == pytest.approx(sum(data["by_op"].values()), rel=1e-9)
+    # a decode step's kernel energy per token is part of the run's J per output token (no idle gaps, prefill)
+    run = evaluate_point({}, ctx)
+    assert 0 < sum(data["by_module"].values()) < run["energy_per_output_token_j"]
