@@ -261,7 +261,13 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
             else ""
         )
     )
-    console.print(metrics_table(est.metrics(), SERVING_ROWS, title))
+    parallel = (
+        ("num_gpus", "GPUs", 1.0, ".0f"),
+        ("total_power_w", "power, all GPUs (W)", 1.0, ".0f"),
+        ("comm_time_fraction", "communication share of the run", 1.0, ".1%"),
+    )
+    rows = SERVING_ROWS + (parallel if getattr(est, "num_gpus", 1) > 1 else ())
+    console.print(metrics_table(est.metrics(), rows, title))
     console.print(bound_text(est.bound_by))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
     if breakdown:
