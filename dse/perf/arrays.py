@@ -7,7 +7,7 @@ checked. Field names carry their unit (`_bytes`, `_hz`, `_per_s`, ...); counts h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -118,6 +118,10 @@ class GemmRows:
     fp32_flop_per_s_per_sm: np.ndarray
     tc_flop_per_s_per_sm: np.ndarray
 
+    def at_pairs(self, rows: np.ndarray) -> GemmRows:
+        """From a column [n, 1]: row `rows[j]` for each (row, candidate) pair j, shape [P]."""
+        return GemmRows(**{f.name: getattr(self, f.name)[rows, 0] for f in fields(self)})
+
     def column(self, sel: np.ndarray) -> GemmRows:
         """Rows `sel` as a column [len(sel), 1] (to broadcast against candidates [1, C])."""
 
@@ -159,6 +163,10 @@ class GemmCandidates:
     m_lo: np.ndarray  # m dispatch range (0, 0: any m)
     m_hi: np.ndarray
     tile_class: np.ndarray  # index into `dse.perf.tiles.TILE_CLASSES`
+
+    def at_pairs(self, cands: np.ndarray) -> GemmCandidates:
+        """Candidate `cands[j]` for each (row, candidate) pair j, shape [P]."""
+        return GemmCandidates(**{f.name: getattr(self, f.name)[0, cands] for f in fields(self)})
 
     def chosen(self, best: np.ndarray) -> GemmCandidates:
         """Candidate `best[i]` for row i, shape [N, 1]."""

@@ -64,7 +64,16 @@ from dse.perf.rates import (
     rates_at,
     tensor_flop_per_clk,
 )
-from dse.perf.tiles import LIBRARIES, STREAM_K, TILE_CLASSES, gemm_candidates, gemm_library, gemm_tiles
+from dse.perf.tiles import (
+    LIBRARIES,
+    STREAM_K,
+    TILE_CLASSES,
+    dispatch_valid,
+    gemm_candidates,
+    gemm_library,
+    kernel_name,
+    valid_pairs,
+)
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import GemmOp
 
@@ -132,6 +141,12 @@ def _activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np
     return sum_timelines(amax, conv), 2.0 * a_b + rows * k
 
 
+# `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
+# most this share of them is valid (below, gathering the pairs costs more than it saves).
+_PAIRS_MIN_GRID = 2048
+_PAIRS_MAX_FRAC = 0.6
+
+
 def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
     """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
     m, n, k, batch, in_b, b_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes, r.b_elem_bytes
@@ -145,9 +160,7 @@ def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
     nk = np.ceil(k_split / kt)
     plane = tiles_m * tiles_n
     g = plane * s * batch
-    valid = stream_k | (s == 1) | (k_split >= 2 * kt)
-    mp2 = np.maximum(32.0, 2.0 ** np.ceil(np.log2(m)))
-    valid &= (c.m_hi == 0) | ((mp2 > c.m_lo) & (mp2 <= c.m_hi))
+    valid = dispatch_valid(m, c, stream_k, s, k_split, kt)
     mt_avg = m / tiles_m
     nt_avg = n / tiles_n
     kt_avg = k_split / nk
@@ -399,17 +412,43 @@ def _best_candidate(
     simt: bool,
     persistent: bool,
 ) -> np.ndarray:
-    """Per row, the index of the candidate with the lowest corrected latency."""
-    p, t = _evaluate(col, cands, rates, simt, persistent=persistent)
-    cf = table[cand_group]  # [n, C, 6]
-    dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
-        cands.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms)
-    )
-    dl = cf[..., 5]
-    t_main = t.steps * np.maximum(dl * t.load_s, dm * t.math_s)
-    pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
+    """Per row, the index of the candidate with the lowest corrected latency.
+
+    Large calls score only the valid (row, candidate) pairs, flattened: every value is elementwise in its
+    row and candidate, so the scores, and the first lowest one per row, are those of the full grid.
+    """
+    num, num_c = col.m.shape[0], cands.tile_m.shape[-1]
+    ri, ci = valid_pairs(col, cands) if num * num_c >= _PAIRS_MIN_GRID else (None, None)
+    if ri is None or ci is None or ri.size > _PAIRS_MAX_FRAC * num * num_c:
+        pred, valid = _scores(col, cands, cand_group, rates, table, simt, persistent)
+        return np.argmin(np.where(valid, pred, np.inf), axis=1)
+    grid = np.full((num, num_c), np.inf)
+    if ri.size:
+        pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
+        pred, _ = _scores(pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent)
+        grid[ri, ci] = pred
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
-    return np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
+    return np.argmin(grid, axis=1)
+
+
+def _scores(
+    r: GemmRows,
+    c: GemmCandidates,
+    group: np.ndarray,
+    rates: Rates,
+    table: np.ndarray,
+    simt: bool,
+    persistent: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Corrected latency of candidates `c` for rows `r` (broadcast), and which of them are valid."""
+    p, t = _evaluate(r, c, rates, simt, persistent=persistent)
+    cf = table[group]  # [..., 6]
+    dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
+        c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms)
+    )
+    t_main = t.steps * np.maximum(cf[..., 5] * t.load_s, dm * t.math_s)
+    pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
+    return pred, p.geo.valid
 
 
 def _library_rows(
@@ -522,14 +561,7 @@ def gemm_arrays(
 
 def tile_name(out: dict, i: int) -> str:
     """Name of the kernel configuration chosen for row i of a `gemm_arrays` result."""
-    return _tile_name(int(out["library"][i]), out["tile_idx"][i], out["split"][i])
-
-
-def _tile_name(library: int, tile_idx: float, split: float) -> str:
-    name = gemm_tiles(LIBRARIES[library])[int(tile_idx)].name
-    if split == STREAM_K:
-        return f"{name}_streamk"
-    return name if split <= 1 else f"{name}_splitk{int(split)}"
+    return kernel_name(LIBRARIES[int(out["library"][i])], out["tile_idx"][i], out["split"][i])
 
 
 def estimate_many(

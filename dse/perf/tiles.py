@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.perf.arrays import GemmCandidates
+from dse.perf.arrays import GemmCandidates, GemmRows
 from dse.perf.rates import Rates
 
 STREAM_K = 0  # the split value that stands for a stream-K schedule
@@ -345,3 +345,29 @@ def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
     arr = np.array(rows, dtype=float).T
     arr.flags.writeable = False
     return GemmCandidates(*(arr[i][None, :] for i in range(arr.shape[0])))  # the tuple's order is the fields'
+
+
+def dispatch_valid(
+    m: np.ndarray, c: GemmCandidates, stream_k: np.ndarray, s: np.ndarray, k_split: np.ndarray, kt: np.ndarray
+) -> np.ndarray:
+    """Candidates the library would dispatch: a split-K slice of at least two K steps, the m range."""
+    valid = stream_k | (s == 1) | (k_split >= 2 * kt)
+    mp2 = np.maximum(32.0, 2.0 ** np.ceil(np.log2(m)))
+    return valid & ((c.m_hi == 0) | ((mp2 > c.m_lo) & (mp2 <= c.m_hi)))
+
+
+def valid_pairs(r: GemmRows, c: GemmCandidates) -> tuple[np.ndarray, np.ndarray]:
+    """(row, candidate) index pairs of the candidates `dispatch_valid` admits for rows `r` [n, 1]."""
+    stream_k = c.split == STREAM_K
+    s = np.where(stream_k, 1.0, c.split)
+    kt = c.k_step_bytes / r.in_elem_bytes
+    rows, cands = np.nonzero(dispatch_valid(r.m, c, stream_k, s, np.ceil(r.k / s), kt))
+    return rows, cands
+
+
+def kernel_name(library: str, tile_idx: float, split: float) -> str:
+    """Name of `library`'s tile `tile_idx` at split-K `split` (`STREAM_K`: stream-K)."""
+    name = gemm_tiles(library)[int(tile_idx)].name
+    if split == STREAM_K:
+        return f"{name}_streamk"
+    return name if split <= 1 else f"{name}_splitk{int(split)}"
