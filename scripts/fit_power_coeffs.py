@@ -1,6 +1,9 @@
-"""Fit the shipped energy coefficients and print their held-out errors.
+"""Fit the v1 energy coefficients (independent per generation) and print their held-out errors.
 
-    .venv/bin/python scripts/fit_power_coeffs.py            # writes dse/perf/data/power_{ampere,hopper}.json
+The shipped sets come from the joint fit (`scripts/fit_power_joint.py`); these v1 sets are kept as
+`power_{ampere,hopper}-v1.json` for comparison (`dse validate transfer`).
+
+    .venv/bin/python scripts/fit_power_coeffs.py            # writes dse/perf/data/power_*-v1.json
     .venv/bin/python scripts/fit_power_coeffs.py --dry-run  # fit and validate, write nothing
     .venv/bin/python scripts/fit_power_coeffs.py --only hopper  # refit one set, keep the other file
 
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.only == "hopper":
-        ampere = load_power_coeffs("ampere")
+        ampere = load_power_coeffs("ampere-v1")
     else:
         a100 = load_gpu("a100-pcie-40gb")
         lat_a = load_default_coeffs(a100)
@@ -84,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("ampere:", ampere.to_dict())
     if args.only == "ampere":
-        hopper = load_power_coeffs("hopper")
+        hopper = load_power_coeffs("hopper-v1")
         rows = validate_power(ampere=ampere, hopper=hopper, include_train=True)
         print(rows_frame(rows).to_string())
         if not args.dry_run:
             args.out.mkdir(parents=True, exist_ok=True)
-            write_power_coeffs(ampere, args.out / "power_ampere.json")
-            print(f"wrote {args.out / 'power_ampere.json'}")
+            write_power_coeffs(ampere, args.out / "power_ampere-v1.json")
+            print(f"wrote {args.out / 'power_ampere-v1.json'}")
         return 0
 
     h200 = load_gpu("h200-sxm")
@@ -115,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run:
         args.out.mkdir(parents=True, exist_ok=True)
         if args.only != "hopper":
-            write_power_coeffs(ampere, args.out / "power_ampere.json")
-            print(f"wrote {args.out / 'power_ampere.json'}")
-        write_power_coeffs(hopper, args.out / "power_hopper.json")
-        print(f"wrote {args.out / 'power_hopper.json'}")
+            write_power_coeffs(ampere, args.out / "power_ampere-v1.json")
+            print(f"wrote {args.out / 'power_ampere-v1.json'}")
+        write_power_coeffs(hopper, args.out / "power_hopper-v1.json")
+        print(f"wrote {args.out / 'power_hopper-v1.json'}")
     return 0
 
 

@@ -3,27 +3,27 @@
     rows = validate_transfer()   # [{fit_on, predicted, metric, mape_pct, n, in_sample_pct}, ...]
 
 Each row predicts data that no coefficient of the set used was fitted on, beside the in-sample figure of
-the same data (the set fitted on that data itself, its held-out split where it has one):
+the same data (the set fitted on that data itself, its held-out split where it has one). Two families of
+power sets are scored:
 
-- Ampere -> Hopper (power): the Ampere energies (EnergAIzer A100 whole models) moved to Hopper by
-  `scale_generation`, predicting the H200 GEMM and decode-attention kernel tables (held-out rows).
-  In-sample: the Hopper set, fitted on those tables' training rows.
-- Hopper -> Ampere (power, latency): the Hopper energies moved to Ampere, and the Hopper latency
-  coefficients, predicting the A100 whole models (held-out workloads, eager host queue).
-- A100 -> A10 (power, latency): the Ampere sets and A100 host costs, unchanged (same generation).
-- kernels -> whole models (latency): latency coefficients fitted on kernel tables only, with the host
-  queue, predicting the A100 whole models (held-out workloads); in-sample: the host fit's own rows.
-- Ampere -> Hopper, Hopper -> Ampere (kernel latency): one architecture's latency coefficients
-  predicting the other's kernel tables (`dse.calibrate.validate.kernels`).
-- H100 kernel fit -> H100 serving (power): the Hopper set (kernel tables only) predicting ML.ENERGY
-  H100 serving power (`dse.calibrate.validate.serving`); there is no in-sample figure (no serving run
-  enters any fit).
+- joint (shipped, `dse.calibrate.fit.power_joint`): one set of shared N7 energies fitted on the A100
+  whole models and the H200 kernel tables together, scaled per generation. Its transfer rows refit the
+  same method on one generation only (`power_hopper-loo`: A100 only; `power_ampere-loo`: H200 only) and
+  predict the other; in-sample is the shipped joint set.
+- v1 (`power_{ampere,hopper}-v1`, the previous independent fits, kept for comparison): each
+  generation's set moved to the other by `scale_generation`.
 
-Generation scaling. The on-die energies (L2, shared memory, Tensor Cores, CUDA cores, SFU, clock tree
-and gap terms) are switched capacitance times V^2; V^2 is already in the model (each GPU's V(f) table),
-so moving a set between generations multiplies them by the ratio of switched capacitance per unit of
-work of the two process nodes (`NODE_CAPACITANCE`). DRAM energy is the memory technology's e_bit, a
-catalog value per GPU, so `dram_scale` (the PHY and controller share) moves unchanged.
+Rows per family: A100 -> H200 kernels (power, held-out rows of GEMM and decode attention); H200 -> A100
+whole models (power, and latency with the Hopper latency coefficients; held-out workloads, eager host
+queue); the Ampere set -> A10 (no A10 data enters any fit). Also: kernel tables + host fit -> whole
+models (latency); each architecture's latency coefficients on the other's kernel tables
+(`dse.calibrate.validate.kernels`); the shipped Hopper set on ML.ENERGY H100 serving power (no serving
+run enters any fit, so no in-sample figure).
+
+Generation scaling (`dse.calibrate.fit.power_joint`): on-die energies are switched capacitance times V^2;
+V^2 is in the model (each GPU's V(f) table), so between generations they scale by the node's switched
+capacitance per unit of work (`NODE_CAPACITANCE`); DRAM energy is each memory technology's catalog e_bit,
+so `dram_scale` (the PHY and controller share) is shared unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dse.calibrate.fit.power import mape
+from dse.calibrate.fit.power_joint import NODE_CAPACITANCE
 from dse.calibrate.fit.power_sets import (
     H200_GPU,
     a100_split,
@@ -46,10 +47,6 @@ from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs, load_default_coeffs, load_power_coeffs
 from dse.perf.dvfs import row_estimator
 
-# Switched capacitance per unit of work relative to TSMC N7 (E). TSMC quotes N5 at ~30% less power than
-# N7 at the same speed and voltage class, and 4N (an N5-family node) a few percent below N5: 0.7.
-# Samsung 8N (A10) is taken equal to N7, as the shipped A10 forecast does (no A10 data enters any fit).
-NODE_CAPACITANCE: dict[str, float] = {"ampere": 1.0, "hopper": 0.7}
 _ON_DIE = (
     "l2_j_per_byte",
     "smem_j_per_byte",
@@ -92,62 +89,61 @@ def _h200_power(pc: PowerCoeffs, tables: dict[str, Any]) -> tuple[float, int]:
 
 
 def power_rows() -> list[dict]:
-    """The EnergAIzer and H200 rows of the module docstring."""
-    ampere, hopper = load_power_coeffs("ampere"), load_power_coeffs("hopper")
+    """The EnergAIzer and H200 rows of the module docstring: the joint sets, then the v1 sets."""
     gpu = load_gpu(H200_GPU)
     tables = {
         f: h200_table(h200_split(f)[1], gpu, load_default_coeffs(gpu), row_estimator(None))
         for f in KERNEL_FAMILIES
     }
-    out = []
-    err, n = _h200_power(scale_generation(ampere, "hopper"), tables)
-    own, _ = _h200_power(hopper, tables)
-    out.append(_row("A100 whole models (Ampere)", "H200 kernels", "kernel power", err, n, own))
     _, test = a100_split()
     memo: dict = {}
+    out = []
+    for tag in ("joint", "v1"):
+        out += _power_rows_of(tag, tables, test, memo)
+    return out
+
+
+def _sets(tag: str) -> tuple[PowerCoeffs, PowerCoeffs, PowerCoeffs, PowerCoeffs, str]:
+    """(ampere, hopper, A100-only hopper, H200-only ampere, label) of the joint or the v1 sets."""
+    if tag == "joint":
+        amp, hop = load_power_coeffs("ampere"), load_power_coeffs("hopper")
+        return amp, hop, load_power_coeffs("hopper-loo"), load_power_coeffs("ampere-loo"), "joint"
+    amp, hop = load_power_coeffs("ampere-v1"), load_power_coeffs("hopper-v1")
+    return amp, hop, scale_generation(amp, "hopper"), scale_generation(hop, "ampere"), "v1"
+
+
+def _power_rows_of(tag: str, tables: dict[str, Any], test: Any, memo: dict) -> list[dict]:
+    ampere, hopper, from_a100, from_h200, label = _sets(tag)
+    out = []
+    err, n = _h200_power(from_a100, tables)
+    own, _ = _h200_power(hopper, tables)
+    out.append(_row(f"A100 whole models ({label})", "H200 kernels", "kernel power", err, n, own))
     own_pred = energaizer_predictions(test, ampere, cache_=memo)
-    hop = energaizer_predictions(
-        test, scale_generation(hopper, "ampere"), coeffs=load_default_coeffs("hopper")
-    )
-    for metric, col, meas in (
-        ("power", "pred_power_w", "power_w"),
-        ("latency", "pred_latency_s", "latency_s"),
-    ):
-        out.append(
-            _row(
-                "H200/H100 kernels (Hopper)",
-                "A100 whole models",
-                f"whole-model {metric}",
-                mape(hop[col].to_numpy(), hop[meas].to_numpy()),
-                len(test),
-                mape(own_pred[col].to_numpy(), own_pred[meas].to_numpy()),
-            )
-        )
+    hop = energaizer_predictions(test, from_h200, coeffs=load_default_coeffs("hopper"))
     a10 = energaizer_predictions(energaizer_frame("a10"), ampere, cache_=memo)
-    for metric, col, meas in (
-        ("power", "pred_power_w", "power_w"),
-        ("latency", "pred_latency_s", "latency_s"),
+    both = "A100 + H200" if tag == "joint" else "A100"
+    for fit_on, predicted, pred, size in (
+        (f"H200/H100 kernels ({label})", "A100 whole models", hop, len(test)),
+        (f"{both} ({label}, Ampere set)", "A10 whole models", a10, len(a10)),
     ):
+        for metric, col, meas in (
+            ("power", "pred_power_w", "power_w"),
+            ("latency", "pred_latency_s", "latency_s"),
+        ):
+            err = mape(pred[col].to_numpy(), pred[meas].to_numpy())
+            in_s = mape(own_pred[col].to_numpy(), own_pred[meas].to_numpy())
+            out.append(_row(fit_on, predicted, f"whole-model {metric}", err, size, in_s))
+    if tag == "joint":
         out.append(
             _row(
-                "A100 whole models (Ampere)",
-                "A10 whole models",
-                f"whole-model {metric}",
-                mape(a10[col].to_numpy(), a10[meas].to_numpy()),
-                len(a10),
-                mape(own_pred[col].to_numpy(), own_pred[meas].to_numpy()),
+                "A100 kernel tables + host fit",
+                "A100 whole models (held out)",
+                "whole-model latency",
+                mape(own_pred["pred_latency_s"].to_numpy(), own_pred["latency_s"].to_numpy()),
+                len(test),
+                float(ampere.provenance.get("host_fit_mape", float("nan"))),
             )
         )
-    out.append(
-        _row(
-            "A100 kernel tables + host fit",
-            "A100 whole models (held out)",
-            "whole-model latency",
-            mape(own_pred["pred_latency_s"].to_numpy(), own_pred["latency_s"].to_numpy()),
-            len(test),
-            float(ampere.provenance.get("host_fit_mape", float("nan"))),
-        )
-    )
     return out
 
 
@@ -176,7 +172,7 @@ def kernel_latency_rows() -> list[dict]:
 
 
 def serving_rows() -> list[dict]:
-    """The Hopper set (kernel tables only) on ML.ENERGY H100 serving power."""
+    """The shipped Hopper set (joint fit) on ML.ENERGY H100 serving power."""
     from dse.calibrate.validate.serving import validate_serving
 
     rows = validate_serving(("mlenergy",))
@@ -185,7 +181,7 @@ def serving_rows() -> list[dict]:
         if r["metric"] == "avg_power" and r["group"] == "all":
             out.append(
                 _row(
-                    "H200 kernels (Hopper)",
+                    "A100 + H200 (joint, Hopper set)",
                     f"H100 serving (ML.ENERGY, {r['subset']})",
                     "serving power",
                     float(r["mape"]),  # type: ignore[arg-type]

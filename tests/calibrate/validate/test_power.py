@@ -156,16 +156,30 @@ def test_shipped_coefficients_meet_the_a100_targets():
     assert rows[rows["dataset"] == "a100_900"].iloc[0]["power_mape"] <= 0.12
 
 
-def test_shipped_hopper_coefficients_are_physical():
+def test_v1_hopper_coefficients_are_physical():
     """DRAM energy at least the HBM3e device energy plus PHY; L2 and shared memory in their SRAM ranges."""
     from dse.perf.coeffs import load_power_coeffs
 
-    pc = load_power_coeffs("hopper")
+    pc = load_power_coeffs("hopper-v1")
     for name, (lo, hi) in HOPPER_BOUNDS.items():
         assert lo <= getattr(pc, name) <= hi, name
     assert pc.dram_scale >= 1.0
     assert pc.provenance["bounds"] == {n: list(b) for n, b in HOPPER_BOUNDS.items()}
     assert pc.provenance["family_weight"] == HOPPER_FAMILY_WEIGHT
+
+
+def test_shipped_sets_come_from_one_physical_set():
+    """Shipped Ampere and Hopper sets: the same shared N7 energies, within the physical bounds, scaled."""
+    from dse.calibrate.fit.power_joint import NAMES, PHYSICAL_BOUNDS, generation_scale
+    from dse.perf.coeffs import load_power_coeffs
+
+    amp, hop = load_power_coeffs("ampere"), load_power_coeffs("hopper")
+    shared = np.asarray(amp.provenance["shared_n7"])
+    np.testing.assert_allclose(amp.vector(), shared, rtol=1e-12)
+    np.testing.assert_allclose(hop.vector(), shared * generation_scale("hopper"), rtol=1e-12)
+    for name, value in zip(NAMES, shared, strict=True):
+        lo, hi = PHYSICAL_BOUNDS[name]
+        assert lo * (1 - 1e-9) <= value <= hi * (1 + 1e-9), name
 
 
 @needs_shared_data

@@ -1,0 +1,154 @@
+"""Joint power fit (`dse.calibrate.fit.power_joint`): both NVML variants, in-sample and leave-one-out.
+
+    .venv/bin/python scripts/fit_power_joint.py                 # print the comparison, write nothing
+    .venv/bin/python scripts/fit_power_joint.py --out dse/perf/data  # write the shipped sets
+
+Rows: the shipped sets; the joint fit on A100 whole models + H200 kernels (each NVML variant); and the
+same method on one generation only, predicting the other (leave one generation out). Errors are on the
+held-out splits of `dse.calibrate.fit.power_sets`. With --out it writes the "downweight" variant's sets:
+power_ampere.json and power_hopper.json (both generations), power_hopper-loo.json (Hopper energies of the
+A100-only fit) and power_ampere-loo.json (Ampere energies of the H200-only fit), which
+`dse validate transfer` uses for its leave-one-generation-out rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from fit_power_coeffs import _sources, _stamp  # scripts/ is sys.path[0] when run as a script
+
+from dse.calibrate.data.aiconfigurator import AIC_ATTENTION_FILES, AIC_GEMM_FILES
+from dse.calibrate.data.energaizer import ENERGAIZER_FILES
+from dse.calibrate.fit import power_sets as ps
+from dse.calibrate.fit.host import FITTED, fit_host_coeffs
+from dse.calibrate.fit.power import mape, rows_from_runs
+from dse.calibrate.fit.power_joint import NVML_VARIANTS, H200Family, JointFit, fit_joint
+from dse.calibrate.validate.power import energaizer_predictions, h200_predictions
+from dse.hardware.catalog import load_gpu
+from dse.perf.coeffs import PowerCoeffs, load_default_coeffs, load_power_coeffs, write_power_coeffs
+from dse.perf.dvfs import row_estimator
+
+FAMILIES = ("gemm", "attention_generation", "attention_context")
+
+
+def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
+    pa = energaizer_predictions(data["a100_test"], amp, cache_=data["memo"])
+    out = {"a100_power": 100 * mape(pa["pred_power_w"].to_numpy(), pa["power_w"].to_numpy())}
+    errs = []
+    for f in FAMILIES:
+        p = h200_predictions(data["test"][f], hop, data["tab_test"][f])
+        e = np.abs(p["pred_power_w"].to_numpy() / p["power_w"].to_numpy() - 1.0)
+        out[f"h200_{f}"] = 100 * float(e.mean())
+        if f != "attention_context":
+            errs.append(e)
+    out["h200_kernels"] = 100 * float(np.concatenate(errs).mean())
+    a10 = energaizer_predictions(ps.energaizer_frame("a10"), amp, cache_=data["memo"])
+    out["a10_power"] = 100 * mape(a10["pred_power_w"].to_numpy(), a10["power_w"].to_numpy())
+    return out
+
+
+def _data() -> dict:
+    a100, h200 = load_gpu("a100-pcie-40gb"), load_gpu("h200-sxm")
+    lat_a = ps.energaizer_latency_coeffs(load_default_coeffs(a100), a100)
+    lat_h = load_default_coeffs(h200)
+    train_a, test_a = ps.a100_split()
+    memo: dict = {}
+    runs = ps.energaizer_runs(train_a, a100, lat_a, row_estimator(None), memo)
+    host, host_mape = fit_host_coeffs(runs, train_a["latency_s"].to_numpy())
+    rows_a = rows_from_runs(runs, train_a["avg_power_w"].to_numpy(), host)
+    train = {f: ps.h200_split(f)[0] for f in FAMILIES}
+    test = {f: ps.h200_split(f)[1] for f in FAMILIES}
+    h200_fams = {
+        f: H200Family(
+            table=ps.h200_table(train[f], h200, lat_h, row_estimator(None)),
+            power_w=train[f]["power_w"].to_numpy(),
+            latency_s=train[f]["latency_s"].to_numpy(),
+        )
+        for f in FAMILIES
+    }
+    tab_test = {f: ps.h200_table(test[f], h200, lat_h, row_estimator(None)) for f in FAMILIES}
+    return {
+        "rows_a": rows_a,
+        "host": host,
+        "host_mape": host_mape,
+        "a100_test": test_a,
+        "memo": memo,
+        "h200": h200_fams,
+        "test": test,
+        "tab_test": tab_test,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write candidate sets (joint, downweight) here")
+    args = parser.parse_args(argv)
+    data = _data()
+    amp0, hop0 = load_power_coeffs("ampere"), load_power_coeffs("hopper")
+    start = amp0.vector()
+    table = [{"set": "shipped", **_errors(amp0, hop0, data)}]
+    fits, loo = {}, {}
+    for nvml in NVML_VARIANTS:
+        both = fit_joint(data["rows_a"], data["h200"], nvml=nvml, start=start)
+        only_a = fit_joint(data["rows_a"], {}, nvml=nvml, start=start)
+        only_h = fit_joint(None, data["h200"], nvml=nvml, start=start)
+        fits[nvml], loo[nvml] = both, (only_a, only_h)
+        table.append({"set": f"joint/{nvml} (in-sample)", **_errors(both.ampere, both.hopper, data)})
+        a_to_h = _errors(only_a.ampere, only_a.hopper, data)
+        h_to_a = _errors(only_h.ampere, only_h.hopper, data)
+        table.append(
+            {"set": f"joint/{nvml}: A100 only -> H200", **{k: v for k, v in a_to_h.items() if "h200" in k}}
+        )
+        table.append(
+            {
+                "set": f"joint/{nvml}: H200 only -> A100, A10",
+                **{k: v for k, v in h_to_a.items() if "h200" not in k},
+            }
+        )
+        print(nvml, "shared N7 energies:", np.array2string(both.shared, precision=3), both.status, flush=True)
+    print(pd.DataFrame(table).round(2).to_string())
+    if args.out:
+        _write(args.out, fits["downweight"], loo["downweight"], data)
+    return 0
+
+
+def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit], data: dict) -> None:
+    """The shipped sets of the "downweight" variant, stamped with provenance (module docstring)."""
+    src_a = _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])])
+    src_h = _sources(
+        [("aiconfigurator", AIC_GEMM_FILES["h200_sxm"])]
+        + [("aiconfigurator", AIC_ATTENTION_FILES[("h200_sxm", p)]) for p in ("context", "generation")]
+    )
+    host = {n: getattr(data["host"], n) for n in FITTED}
+    only_a, only_h = loo
+    sets = {
+        "ampere": (both.ampere, both, src_a + src_h, "EnergAIzer A100 whole models + aiconfigurator H200"),
+        "hopper": (both.hopper, both, src_a + src_h, "EnergAIzer A100 whole models + aiconfigurator H200"),
+        "hopper-loo": (only_a.hopper, only_a, src_a, "EnergAIzer A100 whole models only"),
+        "ampere-loo": (only_h.ampere, only_h, src_h, "aiconfigurator H200 kernel tables only"),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (pc, fit, src, what) in sets.items():
+        prov = {
+            "name": name,
+            "data": what,
+            "host": host,
+            "host_fit_mape": data["host_mape"],
+            "split": f"train rows of split_holdout(frac={ps.HOLDOUT_FRAC}, seed={ps.SEED}), A100 by workload",
+            "method": "dse.calibrate.fit.power_joint.fit_joint (cvxpy, weighted mean absolute relative "
+            "error, physical bounds, shared N7 energies x node capacitance per generation)",
+            "train_mape": fit.train_mape,
+            "solver_status": fit.status,
+            **pc.provenance,
+        }
+        pc = _stamp(PowerCoeffs(**{**pc.to_dict(), "provenance": prov}), src, "default")
+        write_power_coeffs(pc, out / f"power_{name}.json")
+        print(f"wrote {out / f'power_{name}.json'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
