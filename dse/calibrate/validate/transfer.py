@@ -117,13 +117,14 @@ def _power_rows_of(tag: str, tables: dict[str, Any], test: Any, memo: dict) -> l
     out = []
     err, n = _h200_power(from_a100, tables)
     own, _ = _h200_power(hopper, tables)
-    out.append(_row(f"A100 whole models ({label})", "H200 kernels", "kernel power", err, n, own))
+    only = " only" if tag == "joint" else ""
+    out.append(_row(f"A100 whole models{only} ({label})", "H200 kernels", "kernel power", err, n, own))
     own_pred = energaizer_predictions(test, ampere, cache_=memo)
     hop = energaizer_predictions(test, from_h200, coeffs=load_default_coeffs("hopper"))
     a10 = energaizer_predictions(energaizer_frame("a10"), ampere, cache_=memo)
     both = "A100 + H200" if tag == "joint" else "A100"
     for fit_on, predicted, pred, size in (
-        (f"H200/H100 kernels ({label})", "A100 whole models", hop, len(test)),
+        (f"H200/H100 kernels{only} ({label})", "A100 whole models", hop, len(test)),
         (f"{both} ({label}, Ampere set)", "A10 whole models", a10, len(a10)),
     ):
         for metric, col, meas in (
