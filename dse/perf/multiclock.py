@@ -85,6 +85,29 @@ def family_of(op: Any) -> str:
     raise TypeError(f"no estimator for {type(op).__name__}")
 
 
+def _gemm_family(ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any) -> dict[str, Any]:
+    from dse.perf import gemm
+
+    def flags(field: str) -> np.ndarray:
+        return np.array([getattr(o, field) for o in ops], dtype=bool)
+
+    return gemm.gemm_arrays(
+        m=np.array([o.m for o in ops], dtype=float),
+        n=np.array([o.n for o in ops], dtype=float),
+        k=np.array([o.k for o in ops], dtype=float),
+        batch=np.array([o.batch for o in ops], dtype=float),
+        dtype=[o.dtype for o in ops],
+        out_dtype=[o.c_dtype for o in ops],
+        b_shared=flags("b_shared"),
+        gpu=gpu,
+        sm_clock_hz=sm_clock_hz,
+        coeffs=coeffs,
+        act_quant=flags("act_quant"),
+        b_dtype=[o.b_dtype for o in ops],
+        grouped=flags("grouped"),
+    )
+
+
 def family_arrays(
     key: str,
     ops: Sequence[Any],
@@ -99,28 +122,14 @@ def family_arrays(
 
     `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
     measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off."""
-    from dse.perf import attention, attention_eager, elementwise, gemm, reduction
+    from dse.perf import attention, attention_eager, elementwise, reduction
 
     def arr(values: list[float]) -> np.ndarray:
         return np.array(values, dtype=float)
 
     sub, fs = ops, sm_clock_hz
     if key == "gemm":
-        return gemm.gemm_arrays(
-            m=arr([o.m for o in sub]),
-            n=arr([o.n for o in sub]),
-            k=arr([o.k for o in sub]),
-            batch=arr([o.batch for o in sub]),
-            dtype=[o.dtype for o in sub],
-            out_dtype=[o.c_dtype for o in sub],
-            b_shared=np.array([o.b_shared for o in sub], dtype=bool),
-            gpu=gpu,
-            sm_clock_hz=fs,
-            coeffs=coeffs,
-            act_quant=np.array([o.act_quant for o in sub], dtype=bool),
-            b_dtype=[o.b_dtype for o in sub],
-            grouped=np.array([o.grouped for o in sub], dtype=bool),
-        )
+        return _gemm_family(sub, gpu, fs, coeffs)
     if key == "reduction":
         kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
         return reduction.reduction_arrays(

@@ -119,7 +119,8 @@ def test_load_knobs_reach_predict_load() -> None:
         "vllm", None, 3, None,
     )  # fmt: skip
     # a simulated run's breakdown is its representative decode step (dse.serving.load_bounds)
-    assert breakdown_for_point(params, ctx)["bound_by"]["decode"]["bound_by"] in ("dram", "tensor", "power_cap")
+    decode = breakdown_for_point(params, ctx)["bound_by"]["decode"]
+    assert decode["bound_by"] in ("dram", "tensor", "power_cap")
 
 
 def test_static_studies_evaluate_as_before() -> None:
