@@ -25,7 +25,6 @@ from dse.cli.common import (
     OutOpt,
     PrecisionOpt,
     SamplingOpt,
-    ServingBatchOpt,
     SetOpt,
     console,
     err_console,
@@ -34,19 +33,10 @@ from dse.cli.common import (
     operating_point,
     print_json,
     with_nulls,
+    with_options,
 )
 from dse.cli.load import (
-    ConcurrencyOpt,
-    LengthDistOpt,
-    LengthSigmaOpt,
     LoadArgs,
-    MaxSeqsOpt,
-    MaxThroughputOpt,
-    MaxTokensOpt,
-    MemFracOpt,
-    NumRequestsOpt,
-    RequestRateOpt,
-    RequestSeedOpt,
 )
 from dse.errors import DseError
 
@@ -81,7 +71,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
         length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
         max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
-        **options,
+        tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp, **options,
     )  # fmt: skip
     return ctx
 
@@ -173,33 +163,25 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
 
 
 @friendly
+@with_options(load=LoadArgs)
 def sweep_cmd(
     params: ParamsArg,
     gpu: GpuOpt = "h100-sxm",
     model: ModelOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    batch: ServingBatchOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    request_rate: RequestRateOpt = None,
-    max_throughput: MaxThroughputOpt = False,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
     sampling: SamplingOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_batched_tokens: MaxTokensOpt = None,
-    gpu_memory_utilization: MemFracOpt = None,
-    num_requests: NumRequestsOpt = None,
-    seed: RequestSeedOpt = 0,
-    length_dist: LengthDistOpt = "fixed",
-    length_sigma: LengthSigmaOpt = 0.5,
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     sets: SetOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    *,
+    load: LoadArgs,
 ) -> None:
     """Vary one or two parameters (PATH=START:STOP:STEPS, STEPS points each) for one serving workload: a
     table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible)."""
@@ -207,12 +189,6 @@ def sweep_cmd(
 
     if not 1 <= len(params) <= 2:
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
-    load = LoadArgs(
-        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
-        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
-        length_dist=length_dist, length_sigma=length_sigma,
-    )  # fmt: skip
     load = _implied_mode(load, tuple(p.partition("=")[0].strip() for p in params))
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
@@ -254,31 +230,23 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
 
 
 @friendly
+@with_options(load=LoadArgs)
 def compare_cmd(
     gpus: Annotated[list[str], typer.Argument(help="Two or more catalog GPU names or GPU YAML paths.")],
     model: ModelOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    batch: ServingBatchOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    request_rate: RequestRateOpt = None,
-    max_throughput: MaxThroughputOpt = False,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
     sampling: SamplingOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_batched_tokens: MaxTokensOpt = None,
-    gpu_memory_utilization: MemFracOpt = None,
-    num_requests: NumRequestsOpt = None,
-    seed: RequestSeedOpt = 0,
-    length_dist: LengthDistOpt = "fixed",
-    length_sigma: LengthSigmaOpt = 0.5,
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    *,
+    load: LoadArgs,
 ) -> None:
     """The same serving workload on each GPU, side by side: latency, throughput, power, J per token and
     memory needed against capacity (a static --batch, or a load mode as in `dse predict`)."""
@@ -286,12 +254,6 @@ def compare_cmd(
 
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
-    load = LoadArgs(
-        batch=batch, concurrency=concurrency, request_rate=request_rate, max_throughput=max_throughput,
-        max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization, num_requests=num_requests, seed=seed,
-        length_dist=length_dist, length_sigma=length_sigma,
-    )  # fmt: skip
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), **options)
