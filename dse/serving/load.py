@@ -245,7 +245,7 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
 
 
 @functools.lru_cache(maxsize=4096)
-def _step_graph(
+def step_graph(
     arch: LlmArch, decodes: int, prefills: int, each: int, context_len: int, precision: str, engine: str,
     sampling: str, kv_dtype: str | None, par: Parallelism = SINGLE,
 ) -> WorkloadGraph:  # fmt: skip
@@ -296,7 +296,7 @@ class StepTable:
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
         d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
         k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
-        return _step_graph(
+        return step_graph(
             self.arch, d, k, each, max(1, int(self.c_grid[c])), self.precision, self.preset.name,
             self.preset.sampling, self.kv_dtype, self.par,
         )  # fmt: skip

@@ -16,7 +16,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
-from dse.serving.load import LoadEstimate, _step_graph
+from dse.serving.load import LoadEstimate, step_graph
 from dse.workload.llm import LlmArch
 
 
@@ -25,7 +25,7 @@ def _step(
 ) -> WorkloadPrediction:
     r = est.request
     kv_dtype = est.engine.kv_dtype(r.precision, r.kv_dtype)
-    graph = _step_graph(
+    graph = step_graph(
         arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
         est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
     )  # fmt: skip
