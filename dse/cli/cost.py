@@ -62,40 +62,23 @@ class CostArgs:
 
     def options(self, sets: list[str] | None) -> CostOptions:
         """The options with the `cost.` paths of `--set`, checked now, not mid-run."""
-        return cost_options(
-            sets, self.cost_scenario, self.lifetime_years, self.utilization, self.electricity_usd_per_kwh,
-            self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour, self.gpu_price_usd,
+        from dse.hardware.overrides import parse_set_options
+
+        for flag, value in (
+            ("--lifetime-years", self.lifetime_years), ("--utilization", self.utilization),
+            ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh), ("--pue", self.pue),
+            ("--gpu-usd-per-hour", self.gpu_usd_per_hour), ("--gpu-price-usd", self.gpu_price_usd),
+        ):  # fmt: skip
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise DseError(f"{flag} must be a finite number >= 0, got {value}")
+        _, cost_sets = split_cost_overrides(parse_set_options(sets))
+        options = CostOptions(
+            self.cost_scenario, cost_sets, self.lifetime_years, self.utilization,
+            self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour,
+            self.gpu_price_usd,
         )  # fmt: skip
-
-
-def cost_options(
-    sets: list[str] | None,
-    scenario: str = "mid",
-    lifetime_years: float | None = None,
-    utilization: float | None = None,
-    electricity_usd_per_kwh: float | None = None,
-    pue: float | None = None,
-    grid: str | None = None,
-    gpu_usd_per_hour: float | None = None,
-    gpu_price_usd: float | None = None,
-) -> CostOptions:
-    """The cost options of one command, `cost.` paths of `--set` included; checked now, not mid-run."""
-    from dse.hardware.overrides import parse_set_options
-
-    for flag, value in (
-        ("--lifetime-years", lifetime_years), ("--utilization", utilization),
-        ("--electricity-usd-per-kwh", electricity_usd_per_kwh), ("--pue", pue),
-        ("--gpu-usd-per-hour", gpu_usd_per_hour), ("--gpu-price-usd", gpu_price_usd),
-    ):  # fmt: skip
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise DseError(f"{flag} must be a finite number >= 0, got {value}")
-    _, cost_sets = split_cost_overrides(parse_set_options(sets))
-    options = CostOptions(
-        scenario, cost_sets, lifetime_years, utilization, electricity_usd_per_kwh, pue, grid,
-        gpu_usd_per_hour, gpu_price_usd,
-    )  # fmt: skip
-    options.facts()  # validates scenario, paths and ranges
-    return options
+        options.facts()  # validates scenario, paths and ranges
+        return options
 
 
 def throughput_of(est: Any) -> Throughput:
