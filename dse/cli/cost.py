@@ -86,16 +86,8 @@ def throughput_of(est: Any) -> Throughput:
     from dse.serving.load import LoadEstimate
 
     if isinstance(est, LoadEstimate):
-        m = est.metrics()
-        keys = ("avg_power_w", "output_tokens_per_s", "energy_per_output_token_j")
-        num = {k: float(m[k] or 0.0) for k in keys}
-        return Throughput(int(m.get("num_gpus") or 1), **num)
-    r = est.request
-    # A static batch prefills every prompt together before decoding: its prefill time is separable.
-    return Throughput(
-        est.num_gpus, est.avg_power_w, est.output_tokens_per_s,
-        est.energy_per_output_token_j, float(r.batch * r.input_tokens), est.ttft_s,
-    )  # fmt: skip
+        return Throughput.from_metrics(est.metrics())
+    return Throughput.from_metrics(est.metrics(), float(est.request.batch * est.request.input_tokens))
 
 
 def serving_cost(gpu: Any, est: Any, options: CostOptions) -> dict[str, Any]:

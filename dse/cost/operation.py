@@ -94,6 +94,19 @@ class Throughput:
     input_tokens: float | None = None  # prefill separable: input tokens and the prefill time they took
     prefill_s: float | None = None
 
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, Any], input_tokens: float | None = None) -> Throughput:
+        """From a serving estimate's metrics (static or under load). `input_tokens`: the prompts of a static
+        batch, prefilled together before decoding, so `ttft_s` is their separable prefill time."""
+        return cls(
+            num_gpus=int(metrics.get("num_gpus") or 1),
+            avg_power_w=float(metrics["avg_power_w"] or 0.0),
+            output_tokens_per_s=float(metrics["output_tokens_per_s"] or 0.0),
+            energy_per_output_token_j=float(metrics["energy_per_output_token_j"] or 0.0),
+            input_tokens=input_tokens,
+            prefill_s=None if input_tokens is None else float(metrics["ttft_s"]),
+        )
+
 
 def _hours(facts: CostFacts) -> float:
     return facts.value("operation.lifetime_years") * HOURS_PER_YEAR * facts.value("operation.utilization")

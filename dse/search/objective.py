@@ -340,15 +340,8 @@ def cost_of_point(
     if not finite(metrics.get("output_tokens_per_s")):
         return {k: None for k in COST_KEYS}
     static = inputs["mode"] == "static"
-    load = Throughput(
-        num_gpus=int(metrics.get("num_gpus") or 1),
-        avg_power_w=float(metrics["avg_power_w"]),
-        output_tokens_per_s=float(metrics["output_tokens_per_s"]),
-        energy_per_output_token_j=float(metrics["energy_per_output_token_j"]),
-        input_tokens=float(inputs["batch"] * inputs["input_tokens"]) if static else None,
-        prefill_s=float(metrics["ttft_s"]) if static else None,
-    )
-    out = cost_outputs(gpu, load, options)
+    prompts = float(inputs["batch"] * inputs["input_tokens"]) if static else None
+    out = cost_outputs(gpu, Throughput.from_metrics(metrics, prompts), options)
     return {k: out[k] for k in COST_KEYS}
 
 
