@@ -1,8 +1,9 @@
 """Die area from components (DESIGN 15; LLMCompass's method and constants, `cost_facts.yaml` `area`).
 
 Each component is sized at the N7 reference node and moved to the GPU's node: logic by the ratio of logic
-densities, SRAM by the ratio of bit-cell areas; memory, NVLink and PCIe PHYs are analog and do not shrink.
-One fitted scale (`area.scale`, refitted by `dse validate area`) multiplies the node-scaled logic and SRAM.
+densities (`logic_ratio`), SRAM by the ratio of bit-cell areas; memory, NVLink and PCIe PHYs are analog and
+do not shrink. One fitted scale (`area.scale`, refitted by `dse validate area`) multiplies the node-scaled
+logic and SRAM.
 
     SM        control + FP32/FP64/INT32 lanes + Tensor-Core FMAs (logic) + register file + L1 (SRAM)
     crossbar  per SM (logic)          L2      physical MiB (SRAM)
@@ -53,14 +54,32 @@ def node_facts(facts: CostFacts, node: str) -> str:
     return f"nodes.{node}"
 
 
+def logic_ratio(facts: CostFacts, node: str) -> float:
+    """Logic area on `node` over the same logic at N7.
+
+    The achieved densities of shipped dies (transistors / die area) where both nodes carry one, else the
+    library densities (CSET). From 16/12 nm to N7 the library maximum grew 3.3x but NVIDIA's dies only 2.7x
+    (they reached ~85% of 16/12 nm's library, GA100 68% of N7's), and LLMCompass's N7 constants are
+    GA100's. On 4N the achieved densities of NVIDIA's dies spread 98-125 MTr/mm² (GH100, AD10x), so they
+    describe the die, not the node, and no achieved density is given there.
+    """
+    ref, own = node_facts(facts, REFERENCE_NODE), node_facts(facts, node)
+    achieved = "achieved_density_mtr_per_mm2"
+    key = (
+        achieved
+        if facts.has(f"{ref}.{achieved}") and facts.has(f"{own}.{achieved}")
+        else "logic_density_mtr_per_mm2"
+    )
+    return facts.value(f"{ref}.{key}") / facts.value(f"{own}.{key}")
+
+
 def _scales(gpu: GpuSpec, facts: CostFacts) -> tuple[float, float, float]:
     """(mm² per transistor at N7, logic scale, SRAM scale) for the GPU's node."""
     assert gpu.die is not None
     ref, own = node_facts(facts, REFERENCE_NODE), node_facts(facts, gpu.die.process_node)
-    ref_density = facts.value(f"{ref}.logic_density_mtr_per_mm2")
-    logic = ref_density / facts.value(f"{own}.logic_density_mtr_per_mm2")
+    mm2_per_tr = 1.0 / (facts.value(f"{ref}.logic_density_mtr_per_mm2") * 1e6)
     sram = facts.value(f"{own}.sram_mm2_per_bit") / facts.value(f"{ref}.sram_mm2_per_bit")
-    return 1.0 / (ref_density * 1e6), logic, sram
+    return mm2_per_tr, logic_ratio(facts, gpu.die.process_node), sram
 
 
 def _sm_mm2(gpu: GpuSpec, facts: CostFacts, mm2_per_tr: float, logic: float, sram: float) -> float:
