@@ -92,6 +92,25 @@ def _gemm_grads(op: GemmOp) -> list[Op]:
     return [dgrad, wgrad]
 
 
+def _depthwise_grads(op: ElementwiseOp) -> list[Op]:
+    """Data gradient (the filter transposed: reads dy, writes dx, the forward's traffic) and weight
+    gradient of a depthwise convolution (`dse.workload.vision`: `num_elements` is (I + O) / 2).
+
+    The weight gradient re-reads the input and the output gradient once per filter tap: PyTorch's
+    `conv_depthwise2d_grad_weight_kernel` (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) gives each
+    thread block one (channel, kh, kw) weight and reduces it over the whole N x H x W plane ("Each Block
+    is responsible for accumulating over a permutation of (channels x kH x kW)"), so x and dy stream
+    R x S times; nothing in the plane is reused across blocks (a channel's plane, batch x H x W, is
+    megabytes). Priced as a copy of R S (I + O) / 2 elements (its DRAM traffic; the 2 R S O FLOP are
+    negligible). This is why depthwise networks train far slower than their FLOPs and inference speed
+    suggest (Tan & Le 2021, EfficientNetV2, section 3.2: depthwise convolutions are slow in early layers).
+    """
+    taps = int(op.kind.removeprefix("depthwise").split("x")[0]) ** 2
+    dgrad = dataclasses.replace(op, name=f"{op.name}_dgrad")
+    wgrad = dataclasses.replace(op, name=f"{op.name}_wgrad", kind="copy", num_elements=taps * op.num_elements)
+    return [dgrad, wgrad]
+
+
 def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     name, n = f"{op.name}_bwd", op.num_elements
     kind = op.kind
@@ -104,8 +123,7 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     elif kind in ("add", "mul"):
         kind = "add"  # gradient accumulation of the branch
     elif kind.startswith("depthwise"):
-        # data gradient (the same filter, transposed) and weight gradient (a per-channel reduction)
-        return [ElementwiseOp(name=name, kind=kind, num_elements=n, dtype=op.dtype, count=op.count * 2)]
+        return _depthwise_grads(op)
     return [ElementwiseOp(name=name, kind=kind, num_elements=n, dtype=op.dtype, count=op.count)]
 
 

@@ -10,11 +10,13 @@ model does not see). Batch norm (inference: folded; training: statistics + norma
 pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
 
 Depthwise convolutions (MobileNet-V2, EfficientNet) are memory-bound elementwise work with their FLOPs
-(`ElementwiseOp` kinds `depthwise3x3` / `depthwise5x5`: 2 R S FLOP per output on the CUDA cores, one read
-of the input and one write per output) rather than an op and estimator of their own: with one filter per
-channel they have no reuse for the tensor cores, and the elementwise estimator already prices streaming
-kernels. A stride-2 depthwise reads 4x its outputs; the op counts only 1x (a known under-count). SE
-blocks are a global pool (a streaming read of the block), two small GEMMs, a sigmoid and a scale.
+(`ElementwiseOp` kinds `depthwise3x3` / `depthwise5x5`: 2 R S FLOP per element on the CUDA cores, one read
+and one write per element) rather than an op and estimator of their own: with one filter per channel they
+have no reuse for the tensor cores, and the elementwise estimator already prices streaming kernels. The
+op's elements are the traffic-equivalent count (I + O) / 2 for I input and O output elements, so its DRAM
+traffic is the input read once and the output written once (a stride-2 layer reads 4x its outputs); its
+backward (`dse.workload.backward`) reuses that count. SE blocks are a global pool (a streaming read of
+the block), two small GEMMs, a sigmoid and a scale.
 
 Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet50` 25.6M, `resnet152`
 60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `mobilenet_v2` 3.50M, `efficientnet_b0`
@@ -129,7 +131,8 @@ class _Builder:
         """Depthwise conv (module docstring) + batch norm + activation; returns the output side."""
         out = (hw + stride - 1) // stride
         rows = self.n * out * out
-        self.ew(name, f"depthwise{r}x{r}", rows * c)
+        # reads the input (n hw^2 c) once and writes the output (rows c) once: module docstring
+        self.ew(name, f"depthwise{r}x{r}", -(-(self.n * hw * hw + rows) * c // 2))
         self.ops.append(NormOp(name=f"{name}_bn", rows=rows, cols=c, kind="layernorm", dtype=self.act))
         self.ew(f"{name}_act", act, rows * c)
         self.params += c * r * r + 2 * c
