@@ -40,9 +40,11 @@ _GA100_ROWS: dict[str, tuple[str, ...]] = {
 }
 
 
-# LLMCompass calibrated its area constants at 7 nm (cost-facts.md 1.1). Scaling logic from N7 to 16/12 nm by
-# CSET's maximum densities (96.3 / 28.9 = 3.3x, where the GA100 and GV100 dies differ by 65.6 / 25.9 = 2.5x)
-# overstates GV100 by about 70%. Dies on these nodes are listed with their error but kept out of the fit.
+# LLMCompass calibrated its area constants at 7 nm (cost-facts.md 1.1). Logic moves from N7 to 16/12 nm by
+# the achieved densities of shipped dies (2.67x, `dse.cost.area.logic_ratio`), yet GV100 is still +36%: the N7
+# component content (GA100's SM constants) puts GV100 at 0.53 of GA100 where the transistor counts say 0.39.
+# Dies on these nodes are listed with their error but kept out of the fit (in it, GV100 would pull the other
+# dies by about -7%).
 UNFITTED_NODES = frozenset({"tsmc-12ffn"})
 
 
