@@ -80,8 +80,8 @@ def validate_serving_cmd(
         ),
     ] = False,
 ) -> None:
-    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100) and aiconfigurator silicon rows (TP1,
-    and multi-GPU / MoE per model, engine and tp/ep/dp layout)."""
+    """TTFT, TPOT, power and J/token MAPE against ML.ENERGY (H100; MoE, gemma, gpt-oss and B200 rows as a
+    transfer test) and aiconfigurator silicon rows (TP1, and multi-GPU / MoE per model, engine and layout)."""
     from dse.calibrate.validate.serving import validate_serving
     from dse.calibrate.validate.silicon_multigpu import MULTIGPU_SAMPLE_ROWS
 

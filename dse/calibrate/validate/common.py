@@ -15,6 +15,7 @@ from dse.workload.models import load_model_config
 
 MLENERGY = "mlenergy"
 SILICON = "aiconfigurator_silicon"
+MLENERGY_TRANSFER = "mlenergy_transfer"  # ML.ENERGY rows outside the fitted mapping (`mlenergy_transfer`)
 
 
 @cache

@@ -29,12 +29,13 @@ into the next step. This is ignored: the work is the same and time is near-linea
 
 ML.ENERGY (`shared/data/README.md` section 3; `load_mlenergy`)
 --------------------------------------------------------------
-Rows: 1 x H100, dense text-only transformers with a catalog config: Qwen3-8B / 14B / 32B on lm-arena-chat
-and gpqa (30 rows), bf16 (the configs' dtype), GPU `h100-sxm`. Skipped: MoE (Qwen3-30B-A3B, gpt-oss;
-the graph builders have no expert routing), VLM / multimodal tasks (Qwen3-VL, image/video-chat: no
-vision encoder, unknown image tokens), Mamba-hybrid (Nemotron-Nano v2: no SSM ops), gemma-3 (no gemma
-model_type: sliding-window/global interleave, soft-capping), sourcegraph-fim (only a MoE model), B200
-(the item asks for H100; no Blackwell kernel or power data entered the shipped coefficients).
+Rows: 1 x H100, dense text-only Qwen3 transformers: Qwen3-8B / 14B / 32B on lm-arena-chat and gpqa (30
+rows), bf16 (the configs' dtype), GPU `h100-sxm`. The mapping below (prompt lengths, running-context
+fraction per task) was built on these rows. The other text rows of models in the catalog (MoE Qwen3-30B-A3B,
+gpt-oss, gemma-3, Llama-3.1-8B, and every B200 row) are scored with the same mapping as a transfer test, load
+model only (`dse.calibrate.validate.mlenergy_transfer`, source `mlenergy_transfer`). Never scored: VLM /
+multimodal tasks (no vision encoder, unknown image tokens), Mamba-hybrid Nemotron-Nano v2 (no SSM ops),
+sourcegraph-fim (no prompt length for its code files).
 
 - batch B = round(avg_batch_size): the running batch actually observed in the steady-state window.
   max_num_seqs is only its upper bound; at 8B/512, 8B/96 (gpqa), 14B/64 (gpqa) and 32B/32 the KV cache,
@@ -141,7 +142,14 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate.data.mlenergy import load_mlenergy
-from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu, load_metrics
+from dse.calibrate.validate.common import (
+    MLENERGY,
+    MLENERGY_TRANSFER,
+    SILICON,
+    cached_arch,
+    cached_gpu,
+    load_metrics,
+)
 from dse.calibrate.validate.silicon import silicon_frame, silicon_load_frame
 from dse.calibrate.validate.silicon_multigpu import MULTIGPU_SAMPLE_ROWS, SILICON_MULTIGPU, multigpu_frame
 from dse.perf.types import OperatingPoint
@@ -151,7 +159,7 @@ from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.workload.engine import ENGINES
 from dse.workload.llm import LlmArch
 
-SOURCES: tuple[str, ...] = (MLENERGY, SILICON, SILICON_MULTIGPU)
+SOURCES: tuple[str, ...] = (MLENERGY, MLENERGY_TRANSFER, SILICON, SILICON_MULTIGPU)
 
 # ML.ENERGY model id -> catalog name (dense text transformers on 1 x H100 only; see the module docstring).
 MLENERGY_MODELS: dict[str, str] = {
@@ -199,6 +207,12 @@ METRICS: dict[tuple[str, str], tuple[str, str]] = {
     # multi-GPU and MoE rows: the load model only (`dse.calibrate.validate.silicon_multigpu`)
     (SILICON_MULTIGPU, "tpot_load"): ("tpot_s", "meas_tpot_s"),
     (SILICON_MULTIGPU, "ttft_load"): ("ttft_s", "meas_ttft_s"),
+    # ML.ENERGY rows outside the fitted mapping (`dse.calibrate.validate.mlenergy_transfer`), load model only
+    (MLENERGY_TRANSFER, "tpot_load"): ("tpot_s", "median_itl_s"),
+    (MLENERGY_TRANSFER, "avg_power_load"): ("avg_power_w", "meas_avg_power_w"),
+    (MLENERGY_TRANSFER, "j_per_token_load"): ("energy_per_output_token_j", "meas_energy_per_output_token_j"),
+    (MLENERGY_TRANSFER, "throughput_load"): ("output_tokens_per_s", "meas_output_tokens_per_s"),
+    (MLENERGY_TRANSFER, "batch_load"): ("avg_batch_size", "meas_avg_batch_size"),
 }
 # The load model's metrics: scored when the frame has the load columns (`serving_validation_frame(load=)`).
 LOAD_METRICS: tuple[tuple[str, str], ...] = tuple(key for key in METRICS if key[1].endswith("_load"))
@@ -223,9 +237,10 @@ def mlenergy_rows() -> pd.DataFrame:
     return df[keep].reset_index(drop=True)
 
 
-def _mlenergy_shape(r: pd.Series) -> tuple[LlmArch, int, int, int]:
-    """(arch, input, output, running batch) of an ML.ENERGY row (module docstring)."""
-    arch = cached_arch(MLENERGY_MODELS[r["model"]])
+def _mlenergy_shape(r: pd.Series, model: str | None = None) -> tuple[LlmArch, int, int, int]:
+    """(arch, input, output, running batch) of an ML.ENERGY row (module docstring); `model`: the catalog
+    name where the row's model is not in MLENERGY_MODELS."""
+    arch = cached_arch(model or MLENERGY_MODELS[r["model"]])
     i = MLENERGY_INPUT_TOKENS[r["task"]]
     max_len = arch.max_position_embeddings
     if pd.notna(r.get("cfg_max_model_len")):
@@ -268,17 +283,20 @@ def mlenergy_length_sigma(frac: float) -> float:
     return math.sqrt(math.log(2.0 * frac)) if frac > OUTPUT_CONTEXT_FRAC else 0.0
 
 
-def mlenergy_load_request(r: pd.Series, frac: float) -> tuple[str, LoadRequest]:
+def mlenergy_load_request(
+    r: pd.Series, frac: float, *, model: str | None = None, precision: str = "bf16"
+) -> tuple[str, LoadRequest]:
     """(catalog model, load request) of an ML.ENERGY row for `predict_load`, at its task's running-context
-    fraction `frac` (module docstring)."""
-    arch, i, o, _b = _mlenergy_shape(r)
+    fraction `frac` (module docstring); `model` and `precision` for rows outside MLENERGY_MODELS
+    (`dse.calibrate.validate.mlenergy_transfer`)."""
+    arch, i, o, _b = _mlenergy_shape(r, model)
     seqs = int(r["max_num_seqs"])
     budget = r.get("cfg_max_num_batched_tokens")
     sigma = mlenergy_length_sigma(frac)
     spread: dict[str, Any] = {"length_dist": "lognormal", "length_sigma": sigma} if sigma > 0 else {}
     load = LoadRequest(
         mode="concurrency", concurrency=seqs, max_num_seqs=seqs, input_tokens=i, output_tokens=o,
-        precision="bf16", engine=MLENERGY_ENGINE, sampling=MLENERGY_SAMPLING,
+        precision=precision, engine=MLENERGY_ENGINE, sampling=MLENERGY_SAMPLING,
         max_batched_tokens=int(budget) if pd.notna(budget) else MLENERGY_BATCHED_TOKENS, **spread,
     )  # fmt: skip
     return arch.name, load
@@ -380,9 +398,16 @@ def serving_validation_frame(
     not scored.
     """
 
+    # imported here: the transfer rows reuse this module's ML.ENERGY mapping
+    from dse.calibrate.validate.mlenergy_transfer import mlenergy_transfer_frame
+
     frames = []
     for source in sources:
-        if source == SILICON_MULTIGPU:
+        if source == MLENERGY_TRANSFER:
+            if not load:
+                continue
+            df = mlenergy_transfer_frame(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        elif source == SILICON_MULTIGPU:
             if not load:
                 continue
             df = multigpu_frame(multigpu_rows, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
@@ -390,7 +415,7 @@ def serving_validation_frame(
         else:
             make = {MLENERGY: mlenergy_frame, SILICON: silicon_frame}[source]
             df = make(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
-        if load and source != SILICON_MULTIGPU:
+        if load and source in (MLENERGY, SILICON):
             make_load = {MLENERGY: mlenergy_load_frame, SILICON: silicon_load_frame}[source]
             extra = make_load(point=point, coeffs=coeffs, power_coeffs=power_coeffs)
             df = df.merge(extra, on="id", how="left", validate="one_to_one")
@@ -408,12 +433,15 @@ def _subsets(source: str, metric: str, df: pd.DataFrame) -> list[tuple[str, pd.S
     subsets = [("all", pd.Series(True, index=df.index))]
     if source in (SILICON, SILICON_MULTIGPU) and metric.startswith("ttft"):
         subsets.append((f"concurrency<={TTFT_MAX_CONCURRENCY}", df["concurrency"] <= TTFT_MAX_CONCURRENCY))
+    if source == MLENERGY_TRANSFER:  # without the B200 rows slower than the H100's (`mlenergy_transfer`)
+        subsets.append(("gpu_bound", ~df["off_gpu_bound"].astype(bool)))
     return subsets
 
 
 # Columns whose values group the summary rows, per source (besides all rows together).
 GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
     MLENERGY: ("model", "task"),
+    MLENERGY_TRANSFER: ("gpu", "model", "task"),
     SILICON: ("model", "backend"),
     SILICON_MULTIGPU: ("model", "backend", "layout"),  # layout: "tp8/ep8/dp1"
 }

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
+import dse.calibrate.validate.mlenergy_transfer as transfer_module
 import dse.calibrate.validate.serving as serving_module
 import dse.calibrate.validate.silicon as silicon_module
-from dse.calibrate.validate.common import MLENERGY, SILICON, cached_arch, cached_gpu
+from dse.calibrate.validate.common import MLENERGY, MLENERGY_TRANSFER, SILICON, cached_arch, cached_gpu
 from dse.calibrate.validate.serving import (
     KV_LIMITED_BATCH_FRAC,
     LOAD_METRICS,
@@ -357,8 +358,12 @@ def test_load_columns_on_a_few_rows(monkeypatch):
     ml = mlenergy_rows()
     ml = ml[ml["max_num_seqs"] <= 8].reset_index(drop=True)
     monkeypatch.setattr(serving_module, "mlenergy_rows", lambda: ml)
+    tr = transfer_module.transfer_rows()
+    tr = tr[tr["max_num_seqs"] <= 8].groupby("catalog_gpu").head(1).reset_index(drop=True)
+    monkeypatch.setattr(transfer_module, "transfer_rows", lambda: tr)
     df = serving_validation_frame()
     assert (df["source"] == SILICON).sum() == 3  # one row per backend
+    assert (df["source"] == MLENERGY_TRANSFER).sum() == 2  # one row per GPU
     assert (df["source"] == MLENERGY).sum() == len(ml) == 5  # the ML.ENERGY rows at max_num_seqs 8
     for (source, metric), (pred, _meas) in METRICS.items():
         part = df[df["source"] == source]
@@ -418,7 +423,8 @@ def test_load_rows_exist_and_are_finite(load_frame):
     for r in rows:
         assert r["n"] > 0 and math.isfinite(r["mape"]) and math.isfinite(r["bias"])
     for source, metric in LOAD_METRICS:
-        assert _row(rows, source, metric)["n"] == {MLENERGY: 30, SILICON: 83, SILICON_MULTIGPU: 60}[source]
+        counts = {MLENERGY: 30, MLENERGY_TRANSFER: 108, SILICON: 83, SILICON_MULTIGPU: 60}
+        assert _row(rows, source, metric)["n"] == counts[source]
     groups = {r["group"] for r in rows if r["metric"] == "ttft_load"}
     assert groups >= {"backend=vllm", "backend=sglang", "backend=trtllm"}
     ml = load_frame[load_frame["source"] == MLENERGY]

@@ -1,0 +1,135 @@
+"""ML.ENERGY rows nothing was fitted on: MoE, gemma-3, gpt-oss and Llama on H100, and every B200 row.
+
+    df = mlenergy_transfer_frame()          # one row per configuration, the load model vs measured
+
+`dse.calibrate.validate.serving` scores the 30 dense Qwen3 rows on one H100 that the serving mapping
+(prompt lengths, the running-context fraction per task) was built on and that the transfer validation
+uses. The rest of the ML.ENERGY file (`shared/data/README.md` section 3) holds models and a GPU that no
+fit in this package has seen: they are scored here with the same mapping (`mlenergy_load_request`:
+closed loop at concurrency = max_num_seqs, vLLM 0.11.1, the task's assumed prompt and length spread),
+as a transfer test of the physics.
+
+Rows: text tasks (lm-arena-chat, gpqa), models in the catalog (TRANSFER_MODELS), one GPU, minus the
+in-sample rows, and max_num_seqs <= TRANSFER_MAX_SEQS (a simulation of thousands of running sequences
+costs tens of seconds per row). Precision: bf16 (the configs' dtype), mxfp4 expert weights for gpt-oss
+(its checkpoint; `auto` in the configs). Skipped: sourcegraph-fim (its prompts, fill-in-the-middle code
+files, have no length in the data or an estimate of ours), image and video tasks, Nemotron-H (Mamba).
+
+What the rows show (`dse validate serving`, source `mlenergy_transfer`):
+- H100: power and J/token are short (the energy per byte streamed from HBM; see README "Accuracy"),
+  most on gpt-oss (mxfp4 experts dequantized on the CUDA cores at every step) and on the gpqa rows
+  (long reasoning contexts: decode attention streams the KV cache).
+- B200: vLLM 0.11.1 on Blackwell runs far below what the hardware allows in many rows: Qwen3-8B gpqa at
+  8 sequences has a median ITL of 32 ms at 294 W (H100: 9.7 ms at 494 W) and Llama-3.1-8B goes from 9 ms
+  at 64 sequences to 27 ms at 128 while its power falls from 617 W to 449 W. A GPU that slows down while
+  its power falls is waiting for something off the GPU (host scheduling, attention planning, sampling).
+  The kernel model prices the GPU's work, so it is fast on these rows and its power is high; the
+  large-model rows (gemma-3-27b, Qwen3-32B), where GPU work dominates, are the fairer test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dse.calibrate.data.mlenergy import load_mlenergy
+from dse.calibrate.validate.common import MLENERGY_TRANSFER, load_metrics
+from dse.calibrate.validate.serving import (
+    MLENERGY_GPU,
+    MLENERGY_MODELS,
+    MLENERGY_TASKS,
+    mlenergy_context_fracs,
+    mlenergy_load_request,
+)
+from dse.perf.types import OperatingPoint
+
+# ML.ENERGY model id -> catalog name: every text model of the file the catalog has.
+TRANSFER_MODELS: dict[str, str] = {
+    **MLENERGY_MODELS,
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507": "qwen3-30b-a3b",
+    "google/gemma-3-12b-it": "gemma-3-12b",
+    "google/gemma-3-27b-it": "gemma-3-27b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+}
+TRANSFER_GPUS: dict[str, str] = {"H100": "h100-sxm", "B200": "b200"}
+TRANSFER_MAX_SEQS = 256
+
+
+def transfer_rows() -> pd.DataFrame:
+    """The ML.ENERGY rows scored here (module docstring), with `catalog_model` and `catalog_gpu` columns."""
+    df = load_mlenergy()
+    gpu = df["gpu_model"].map(lambda g: next((v for k, v in TRANSFER_GPUS.items() if k in str(g)), None))
+    keep = (
+        gpu.notna()
+        & (df["num_gpus"] == 1)
+        & df["model"].isin(list(TRANSFER_MODELS))
+        & df["task"].isin(MLENERGY_TASKS)
+        & (df["max_num_seqs"] <= TRANSFER_MAX_SEQS)
+    )
+    # the in-sample rows (`mlenergy_rows`): dense Qwen3 on one H100
+    in_sample = (gpu == MLENERGY_GPU) & df["model"].isin(list(MLENERGY_MODELS))
+    out = df[keep & ~in_sample].assign(catalog_model=df["model"].map(TRANSFER_MODELS), catalog_gpu=gpu)
+    return out.assign(off_gpu_bound=_slower_than_h100(df, out)).reset_index(drop=True)
+
+
+def _slower_than_h100(df: pd.DataFrame, rows: pd.DataFrame) -> pd.Series:
+    """Per B200 row of `rows`: True where its median ITL exceeds that of the H100 row of the same model,
+    task and max_num_seqs in `df` (B200 has 2.3x H100's HBM bandwidth and Tensor-Core rate, so a slower
+    step is bound by something off the GPU). From the measurements alone, no prediction."""
+    key = ["model", "task", "max_num_seqs"]
+    h100 = df[df["gpu_model"].str.contains("H100") & (df["num_gpus"] == 1)]
+    h100_itl = h100.groupby(key)["median_itl_s"].min()
+    joined = rows.join(h100_itl.rename("h100_itl_s"), on=key)
+    return (joined["catalog_gpu"] == "b200") & (joined["median_itl_s"] > joined["h100_itl_s"])
+
+
+def _precision(model: str) -> str:
+    return "mxfp4" if model.startswith("gpt-oss") else "bf16"
+
+
+def mlenergy_transfer_frame(
+    *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
+) -> pd.DataFrame:
+    """Per row: the load model in the benchmark's mode against the measured metrics (module docstring)."""
+    rows = transfer_rows()
+    fracs = mlenergy_context_fracs()
+    out = []
+    for _, r in rows.iterrows():
+        model, gpu = str(r["catalog_model"]), str(r["catalog_gpu"])
+        _, load = mlenergy_load_request(r, fracs[str(r["task"])], model=model, precision=_precision(model))
+        m = load_metrics(model, gpu, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
+        out.append(
+            {
+                "source": MLENERGY_TRANSFER,
+                "id": f"{gpu}/{model}/{r['task']}/seqs{int(r['max_num_seqs'])}",
+                "model": model,
+                "gpu": gpu,
+                "task": r["task"],
+                "max_num_seqs": int(r["max_num_seqs"]),
+                "off_gpu_bound": bool(r["off_gpu_bound"]),
+                "tpot_s": m["tpot_p50_s"],
+                "avg_power_w": m["avg_power_w"],
+                "energy_per_output_token_j": m["energy_per_output_token_j"],
+                "output_tokens_per_s": m["output_tokens_per_s"],
+                "avg_batch_size": m["avg_batch_size"],
+                "median_itl_s": float(r["median_itl_s"]),
+                "meas_avg_power_w": float(r["avg_power_w"]),
+                "meas_energy_per_output_token_j": float(r["energy_per_output_token_j"]),
+                "meas_output_tokens_per_s": float(r["output_throughput_tok_per_s"]),
+                "meas_avg_batch_size": float(r["avg_batch_size"]),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+__all__ = [
+    "MLENERGY_TRANSFER",
+    "TRANSFER_MAX_SEQS",
+    "TRANSFER_MODELS",
+    "mlenergy_transfer_frame",
+    "transfer_rows",
+]
