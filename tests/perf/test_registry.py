@@ -74,7 +74,11 @@ def test_coeff_set_round_trip(tmp_path, hopper_coeffs):
 def test_default_sets_by_architecture(h100, a100):
     assert load_default_coeffs(h100).architecture == "hopper"
     assert load_default_coeffs(a100).architecture == "ampere"
-    assert load_default_coeffs("ada").name == "neutral"
+    assert load_default_coeffs("ada").name == "neutral"  # no Ada data decides (LATENCY_FALLBACK)
+    # Blackwell borrows Hopper's corrections and fused-MoE set, as its power set does
+    blackwell = load_default_coeffs("blackwell")
+    assert blackwell.name == load_default_coeffs(h100).name and blackwell.table == load_default_coeffs(h100).table
+    assert blackwell.moe is not None
     assert neutral_coeffs().table.lookup("gemm/f16/large").as_tuple() == (1.0, 1.0, 1.0, 0.0, 1.0, 1.0)
 
 
