@@ -76,8 +76,8 @@ def test_default_sets_by_architecture(h100, a100):
     assert load_default_coeffs(a100).architecture == "ampere"
     assert load_default_coeffs("ada").name == "neutral"  # no Ada data decides (LATENCY_FALLBACK)
     # Blackwell borrows Hopper's corrections and fused-MoE set, as its power set does
-    blackwell = load_default_coeffs("blackwell")
-    assert blackwell.name == load_default_coeffs(h100).name and blackwell.table == load_default_coeffs(h100).table
+    blackwell, hopper = load_default_coeffs("blackwell"), load_default_coeffs(h100)
+    assert blackwell.name == hopper.name and blackwell.table == hopper.table
     assert blackwell.moe is not None
     assert neutral_coeffs().table.lookup("gemm/f16/large").as_tuple() == (1.0, 1.0, 1.0, 0.0, 1.0, 1.0)
 
