@@ -109,6 +109,7 @@ def mlenergy_transfer_frame(
                 "model": model,
                 "gpu": gpu,
                 "task": r["task"],
+                "gpu_task": f"{gpu}/{r['task']}",
                 "max_num_seqs": int(r["max_num_seqs"]),
                 "off_gpu_bound": bool(r["off_gpu_bound"]),
                 "tpot_s": m["tpot_p50_s"],

@@ -441,7 +441,7 @@ def _subsets(source: str, metric: str, df: pd.DataFrame) -> list[tuple[str, pd.S
 # Columns whose values group the summary rows, per source (besides all rows together).
 GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
     MLENERGY: ("model", "task"),
-    MLENERGY_TRANSFER: ("gpu", "model", "task"),
+    MLENERGY_TRANSFER: ("gpu", "gpu_task", "model"),
     SILICON: ("model", "backend"),
     SILICON_MULTIGPU: ("model", "backend", "layout"),  # layout: "tp8/ep8/dp1"
 }
