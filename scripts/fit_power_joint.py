@@ -3,8 +3,10 @@
     .venv/bin/python scripts/fit_power_joint.py                 # print the comparison, write nothing
     .venv/bin/python scripts/fit_power_joint.py --out dse/perf/data  # write the shipped sets
 
-Rows: the shipped sets; the joint fit on A100 whole models + H200 kernels (each NVML variant); and the
-same method on one generation only, predicting the other (leave one generation out). Errors are on the
+Rows: the shipped sets; the joint fit on A100 whole models + H200 kernels + the 30 ML.ENERGY H100 serving
+runs of `dse validate serving` (each NVML variant; the serving runs linearized through the load model,
+`dse.calibrate.fit.power_serving`, ~4 minutes); and the same method on one generation's kernel or whole-model
+data only, predicting the other (leave one generation out; no serving rows in these). Errors are on the
 held-out splits of `dse.calibrate.fit.power_sets`. With --out it writes the "downweight" variant's sets:
 power_ampere.json and power_hopper.json (both generations), power_hopper-loo.json (Hopper energies of the
 A100-only fit) and power_ampere-loo.json (Ampere energies of the H200-only fit), which
@@ -23,16 +25,19 @@ from fit_power_coeffs import _sources, _stamp  # scripts/ is sys.path[0] when ru
 
 from dse.calibrate.data.aiconfigurator import AIC_ATTENTION_FILES, AIC_GEMM_FILES
 from dse.calibrate.data.energaizer import ENERGAIZER_FILES
+from dse.calibrate.data.mlenergy import MLENERGY_FILE
 from dse.calibrate.fit import power_sets as ps
 from dse.calibrate.fit.host import FITTED, fit_host_coeffs
-from dse.calibrate.fit.power import mape, rows_from_runs
-from dse.calibrate.fit.power_joint import NVML_VARIANTS, H200Family, JointFit, fit_joint
+from dse.calibrate.fit.power import PowerRows, mape, rows_from_runs
+from dse.calibrate.fit.power_joint import NVML_VARIANTS, H200Family, JointFit, fit_joint, generation_scale
+from dse.calibrate.fit.power_serving import ServingRun, serving_power_rows
 from dse.calibrate.validate.power import energaizer_predictions, h200_predictions
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs, load_default_coeffs, load_power_coeffs, write_power_coeffs
 from dse.perf.dvfs import row_estimator
 
 FAMILIES = ("gemm", "attention_generation", "attention_context")
+JOINT_DATA = "EnergAIzer A100 whole models + aiconfigurator H200 + ML.ENERGY H100 serving (30 runs)"
 
 
 def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
@@ -48,7 +53,23 @@ def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
     out["h200_kernels"] = 100 * float(np.concatenate(errs).mean())
     a10 = energaizer_predictions(ps.energaizer_frame("a10"), amp, cache_=data["memo"])
     out["a10_power"] = 100 * mape(a10["pred_power_w"].to_numpy(), a10["power_w"].to_numpy())
+    serving = data["serving"]  # linear in the shared energies: no simulation needed per candidate
+    shared = hop.vector() / generation_scale("hopper")
+    out["mlenergy_power"] = 100 * mape(serving.predict_w(shared), serving.power_w)
     return out
+
+
+def _serving_rows() -> PowerRows:
+    """The ML.ENERGY H100 rows of `dse validate serving` as joint-fit rows (module docstring)."""
+    from dse.calibrate.validate import serving as vs
+
+    rows = vs.mlenergy_rows()
+    fracs = vs.mlenergy_context_fracs(rows)
+    runs = []
+    for _, r in rows.iterrows():
+        model, load = vs.mlenergy_load_request(r, fracs[str(r["task"])])
+        runs.append(ServingRun(model=model, gpu=vs.MLENERGY_GPU, load=load, power_w=float(r["avg_power_w"])))
+    return serving_power_rows(runs, load_power_coeffs("hopper"))
 
 
 def _data() -> dict:
@@ -80,6 +101,7 @@ def _data() -> dict:
         "h200": h200_fams,
         "test": test,
         "tab_test": tab_test,
+        "serving": _serving_rows(),
     }
 
 
@@ -93,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     table = [{"set": "shipped", **_errors(amp0, hop0, data)}]
     fits, loo = {}, {}
     for nvml in NVML_VARIANTS:
-        both = fit_joint(data["rows_a"], data["h200"], nvml=nvml, start=start)
+        both = fit_joint(data["rows_a"], data["h200"], serving=data["serving"], nvml=nvml, start=start)
         only_a = fit_joint(data["rows_a"], {}, nvml=nvml, start=start)
         only_h = fit_joint(None, data["h200"], nvml=nvml, start=start)
         fits[nvml], loo[nvml] = both, (only_a, only_h)
@@ -119,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit], data: dict) -> None:
     """The shipped sets of the "downweight" variant, stamped with provenance (module docstring)."""
     src_a = _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])])
+    src_s = _sources([("mlenergy", MLENERGY_FILE)])
     src_h = _sources(
         [("aiconfigurator", AIC_GEMM_FILES["h200_sxm"])]
         + [("aiconfigurator", AIC_ATTENTION_FILES[("h200_sxm", p)]) for p in ("context", "generation")]
@@ -126,8 +149,8 @@ def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit], data: dict
     host = {n: getattr(data["host"], n) for n in FITTED}
     only_a, only_h = loo
     sets = {
-        "ampere": (both.ampere, both, src_a + src_h, "EnergAIzer A100 whole models + aiconfigurator H200"),
-        "hopper": (both.hopper, both, src_a + src_h, "EnergAIzer A100 whole models + aiconfigurator H200"),
+        "ampere": (both.ampere, both, src_a + src_h + src_s, JOINT_DATA),
+        "hopper": (both.hopper, both, src_a + src_h + src_s, JOINT_DATA),
         "hopper-loo": (only_a.hopper, only_a, src_a, "EnergAIzer A100 whole models only"),
         "ampere-loo": (only_h.ampere, only_h, src_h, "aiconfigurator H200 kernel tables only"),
     }

@@ -89,6 +89,7 @@ DATASET_WEIGHT: dict[str, float] = {
     "gemm": 0.5,
     "attention_generation": 0.5,
     "attention_context": 0.0,
+    "serving": 1.0,  # H100 serving runs (`dse.calibrate.fit.power_serving`), where given
 }
 WINDOW_CONTEXT_WEIGHT = 0.25  # context attention's weight under the "window" variant
 JOINT_RIDGE = 3e-2
@@ -218,13 +219,15 @@ def fit_joint(
     a100: PowerRows | None,
     h200: dict[str, H200Family],
     *,
+    serving: PowerRows | None = None,
     nvml: str = "downweight",
     start: np.ndarray,
     prior: np.ndarray = JOINT_PRIOR,
     ridge: float = JOINT_RIDGE,
     iterations: int = ITERATIONS,
 ) -> JointFit:
-    """Fit the shared energies on whatever of `a100` (whole runs) and `h200` (kernel families) is given.
+    """Fit the shared energies on whatever of `a100` (whole runs), `h200` (kernel families) and `serving`
+    (Hopper serving runs on the shared energies, `power_serving.serving_power_rows`) is given.
 
     Columns no given dataset identifies (`KERNEL_TABLE_BLIND` without A100 rows) stay at `prior`.
     """
@@ -242,6 +245,8 @@ def fit_joint(
     c, status = np.clip(np.asarray(start, dtype=float), lower, upper), "start"
     for _ in range(iterations):
         parts = [] if a100 is None else [_weighted(a100, weights["a100"])]
+        if serving is not None:
+            parts.append(_weighted(serving, weights["serving"]))
         for fam, data in h200.items():
             if weights.get(fam, 1.0) > 0:
                 r = h200_rows(data.table, data.power_w, data.latency_s, c, nvml)
@@ -249,6 +254,8 @@ def fit_joint(
         rows = PowerRows.stack(parts)
         c, status = solve_relative_l1(rows, lower, upper, prior, ridge, ratios)
     train = {} if a100 is None else {"a100": mape(a100.predict_w(c), a100.power_w)}
+    if serving is not None:
+        train["serving"] = mape(serving.predict_w(c), serving.power_w)
     for fam, data in h200.items():
         r = h200_rows(data.table, data.power_w, data.latency_s, c, nvml)
         train[fam] = mape(r.predict_w(c), r.power_w)

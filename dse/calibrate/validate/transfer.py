@@ -7,7 +7,8 @@ the same data (the set fitted on that data itself, its held-out split where it h
 power sets are scored:
 
 - joint (shipped, `dse.calibrate.fit.power_joint`): one set of shared N7 energies fitted on the A100
-  whole models and the H200 kernel tables together, scaled per generation. Its transfer rows refit the
+  whole models, the H200 kernel tables and the ML.ENERGY H100 serving runs together, scaled per
+  generation. Its transfer rows refit the
   same method on one generation only (`power_hopper-loo`: A100 only; `power_ampere-loo`: H200 only) and
   predict the other; in-sample is the shipped joint set.
 - v1 (`power_{ampere,hopper}-v1`, the previous independent fits, kept for comparison): each
@@ -17,8 +18,8 @@ Rows per family: A100 -> H200 kernels (power, held-out rows of GEMM and decode a
 whole models (power, and latency with the Hopper latency coefficients; held-out workloads, eager host
 queue); the Ampere set -> A10 (no A10 data enters any fit). Also: kernel tables + host fit -> whole
 models (latency); each architecture's latency coefficients on the other's kernel tables
-(`dse.calibrate.validate.kernels`); the shipped Hopper set on ML.ENERGY H100 serving power (no serving
-run enters any fit, so no in-sample figure).
+(`dse.calibrate.validate.kernels`); the shipped Hopper set, whose fit includes the 30 ML.ENERGY H100 Qwen3
+runs, on the ML.ENERGY rows no fit used (other models on H100, and B200) beside its in-sample figure.
 
 Generation scaling (`dse.calibrate.fit.power_joint`): on-die energies are switched capacitance times V^2;
 V^2 is in the model (each GPU's V(f) table), so between generations they scale by the node's switched
@@ -173,23 +174,27 @@ def kernel_latency_rows() -> list[dict]:
 
 
 def serving_rows() -> list[dict]:
-    """The shipped Hopper set (joint fit) on ML.ENERGY H100 serving power."""
+    """The shipped Hopper set (joint fit, with the 30 ML.ENERGY H100 Qwen3 runs) on the ML.ENERGY rows no
+    fit used (`dse.calibrate.validate.mlenergy_transfer`): other models on H100, the GPU-bound B200 rows;
+    in-sample: the 30 runs (the load model, as the transfer rows)."""
     from dse.calibrate.validate.serving import validate_serving
 
-    rows = validate_serving(("mlenergy",))
+    rows = validate_serving(("mlenergy", "mlenergy_transfer"))
+
+    def pick(source: str, subset: str, group: str) -> dict[str, Any]:
+        key = (source, "avg_power_load", subset, group)
+        (r,) = [r for r in rows if (r["source"], r["metric"], r["subset"], r["group"]) == key]
+        return r
+
+    fit_on = "A100 + H200 + ML.ENERGY H100 Qwen3 (joint, Hopper set)"
+    in_sample = float(pick("mlenergy", "all", "all")["mape"])
     out = []
-    for r in rows:
-        if r["metric"] == "avg_power" and r["group"] == "all":
-            out.append(
-                _row(
-                    "A100 + H200 (joint, Hopper set)",
-                    f"H100 serving (ML.ENERGY, {r['subset']})",
-                    "serving power",
-                    float(r["mape"]),  # type: ignore[arg-type]
-                    int(r["n"]),  # type: ignore[call-overload]
-                    None,
-                )
-            )
+    for subset, group, predicted in (
+        ("all", "gpu=h100-sxm", "H100 serving, other models (ML.ENERGY)"),
+        ("gpu_bound", "gpu=b200", "B200 serving (ML.ENERGY, GPU-bound rows)"),
+    ):
+        r = pick("mlenergy_transfer", subset, group)
+        out.append(_row(fit_on, predicted, "serving power", float(r["mape"]), int(r["n"]), in_sample))
     return out
 
 
