@@ -20,7 +20,6 @@ runs and up to a minute for the 512-sequence ones; fit scripts compute them once
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,7 +55,8 @@ def serving_power_rows(runs: Sequence[ServingRun], base: PowerCoeffs, arch: str 
         for k, name in enumerate(NAMES):
             value = float(getattr(base, name))
             step = value if value > 0 else _ZERO_STEP
-            x[i, k] = (_power(run, dataclasses.replace(base, **{name: value + step})) - p0) / step
+            raised = PowerCoeffs.from_dict({**base.to_dict(), name: value + step})
+            x[i, k] = (_power(run, raised) - p0) / step
         idle[i] = p0 - x[i] @ base.vector()
     return PowerRows(
         features_j=x * generation_scale(arch),  # wall_s = 1: features are W per unit energy
