@@ -388,10 +388,6 @@ def load_frame():
 # measured in. The misses are strict xfails with the number measured when this test was written.
 LOAD_ACCEPTANCE = 0.15
 _LOAD_MISSED = {
-    (MLENERGY, "j_per_token_load", "all"): (
-        "15.5% (bias -15%): power -8% (attention-heavy gpqa steps -15%, the Hopper power coefficients) and "
-        "throughput +8.5% (chat: the assumed 500-token prompts; 6.5% on the chat rows at 740 tokens)"
-    ),
     (SILICON, "ttft_load", "all"): (
         "36.7% (bias -14%): SGLang 89% (a ~6k-token KV pool by Little's law against the preset's ~24k), "
         "TensorRT-LLM 35% (fixed-length gap-analysis waves); vLLM 23.4% (through its one gap-analysis row)"
