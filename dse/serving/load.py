@@ -47,7 +47,7 @@ from dse.perf.predict import predict_graph_totals
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
 from dse.serving.metrics import request_metrics, steady_window, system_metrics
-from dse.serving.parallel import combine_step, scale_metrics, step_comm
+from dse.serving.parallel import combine_step, combine_uneven, scale_metrics, step_comm
 from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
@@ -65,6 +65,10 @@ MODE_TEXT: dict[str, str] = {
     "max_throughput": "offline, all requests queued",
 }
 LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
+# The simulation holds every request and logs every step: beyond these a single point costs minutes and
+# gigabytes (10,000 clients x 10 requests each simulate in ~10 s), so they are refused rather than run.
+MAX_CONCURRENCY = 10_000
+MAX_REQUESTS = 200_000
 DEFAULT_LENGTH_SIGMA = 0.5
 # Requests per run when not given: enough waves for a steady state between ramp-up and drain.
 WAVES = 10
@@ -111,12 +115,15 @@ class LoadRequest:
                 raise ConfigError(f"mode {self.mode} {'needs' if not given else 'takes no'} {name}")
         if self.concurrency is not None:
             _positive_int("concurrency", self.concurrency)
+            _at_most("concurrency", self.concurrency, MAX_CONCURRENCY)
         rate = self.request_rate_per_s
         if rate is not None and not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
             raise ConfigError(f"request_rate_per_s must be a finite number > 0, got {rate!r}")
         for name in ("num_requests", "max_num_seqs", "max_batched_tokens"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
+        if self.num_requests is not None:
+            _at_most("num_requests", self.num_requests, MAX_REQUESTS)
         if self.length_dist not in LENGTH_DISTS:
             raise ConfigError(f"length_dist '{self.length_dist}' is not one of {', '.join(LENGTH_DISTS)}")
         if not (math.isfinite(self.length_sigma) and 0 < self.length_sigma <= 3):
@@ -141,6 +148,11 @@ class LoadRequest:
 def _positive_int(name: str, value: Any, least: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
+def _at_most(name: str, value: int, most: int) -> None:
+    if value > most:
+        raise ConfigError(f"{name} {value} is above the {most:,} one simulation handles")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -435,6 +447,8 @@ def predict_load(
     request, par = load, load.parallelism
     if not par.is_single:
         check_parallelism(arch, par)
+        if load.concurrency is not None and load.concurrency % par.dp:
+            return _uneven_replicas(arch, gpu, load, point, coeffs, power_coeffs)
         load = _replica_load(load, par)
     preset = resolve_preset(load, gpu)
     kv_dtype = preset.kv_dtype(load.precision, load.kv_dtype)
@@ -481,14 +495,46 @@ def predict_load(
     )  # fmt: skip
 
 
+def _uneven_replicas(
+    arch: LlmArch, gpu: GpuSpec, load: LoadRequest, point: OperatingPoint, coeffs: Any, power_coeffs: Any
+) -> LoadEstimate:
+    """Concurrency C not a multiple of dp: C mod dp replicas run C // dp + 1 clients, the others C // dp
+    (none: idle). Both even splits are simulated and mixed (`combine_uneven`)."""
+    dp, conc = load.dp, int(load.concurrency or 0)
+    lo, n_hi = divmod(conc, dp)
+
+    def even(per_replica: int) -> LoadEstimate:
+        n = (
+            None
+            if load.num_requests is None
+            else max(per_replica, round(load.num_requests * per_replica / conc)) * dp
+        )
+        sub = dataclasses.replace(load, concurrency=per_replica * dp, num_requests=n)
+        return predict_load(arch, gpu, sub, point, coeffs=coeffs, power_coeffs=power_coeffs)
+
+    hi_est = even(lo + 1)
+    lo_est = even(lo) if lo > 0 else None
+    for est in (hi_est, lo_est):
+        if est is not None and not est.feasible:
+            return dataclasses.replace(est, request=load)
+    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
+    values = combine_uneven(
+        hi_est.values,
+        None if lo_est is None else lo_est.values,
+        n_hi / dp,
+        float(idle_power_w(gpu, clock_hz)),
+    )
+    return dataclasses.replace(hi_est, request=load, values=values)
+
+
 def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
     """One of the dp replicas' share of `load` (round-robin: each gets 1 / dp of the clients, the rate
     and the requests); the replica is what is simulated."""
     if par.dp == 1:
         return load
     share: dict[str, Any] = {}
-    if load.concurrency is not None:
-        share["concurrency"] = max(1, round(load.concurrency / par.dp))
+    if load.concurrency is not None:  # a multiple of dp here (`_uneven_replicas` takes the rest)
+        share["concurrency"] = load.concurrency // par.dp
     if load.request_rate_per_s is not None:
         share["request_rate_per_s"] = load.request_rate_per_s / par.dp
     if load.num_requests is not None:

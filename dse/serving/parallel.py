@@ -162,4 +162,50 @@ def scale_metrics(values: dict[str, float | None], par: Parallelism) -> None:
         values["energy_j"] = float(values["energy_j"] or 0.0) * par.num_gpus
 
 
-__all__ = ["StepComm", "all_reduce_algorithm", "combine_step", "scale_metrics", "step_comm"]
+# Per-request latencies: a mean over requests, so replicas weigh by the requests they serve.
+_REQUEST_MEANS = ("ttft_s", "tpot_s", "e2e_latency_s")
+_PERCENTILES = tuple(f"{m}_p{q}_s" for m in ("ttft", "tpot", "e2e_latency") for q in (50, 90, 99))
+
+
+def combine_uneven(
+    hi: dict[str, float | None], lo: dict[str, float | None] | None, hi_share: float, idle_w: float
+) -> dict[str, float | None]:
+    """Deployment metrics when the dp replicas serve unequal client counts (concurrency not a multiple of
+    dp): `hi_share` of them with one client more. `hi` and `lo` are the deployment metrics with every
+    replica at the larger and the smaller count (`lo` None: the smaller count is 0, idle replicas at
+    `idle_w` per GPU). Rates and per-GPU power mix by replica share, mean latencies by requests served,
+    J per token is all power over all tokens; percentiles, memory and the rest are the busier replicas'
+    (a conservative tail: the mixture's quantiles lie between the two)."""
+    out = dict(hi)
+    lo = lo or {}
+
+    def mix(key: str, lo_default: float = 0.0) -> float:
+        return hi_share * float(hi[key] or 0.0) + (1.0 - hi_share) * float(lo.get(key) or lo_default)
+
+    rate_hi, rate_lo = (
+        hi_share * float(hi["requests_per_s"] or 0.0),
+        (1.0 - hi_share) * float(lo.get("requests_per_s") or 0.0),
+    )
+    for key in _REQUEST_MEANS:
+        if hi.get(key) is not None:
+            out[key] = (rate_hi * float(hi[key] or 0.0) + rate_lo * float(lo.get(key) or 0.0)) / (
+                rate_hi + rate_lo
+            )
+    for key in (*_OVER_REPLICAS, "avg_batch_size"):
+        out[key] = mix(key)
+    power_w = mix("avg_power_w", idle_w)
+    total_w = power_w * float(hi["num_gpus"] or 1.0)
+    out["avg_power_w"], out["total_power_w"] = power_w, total_w
+    out["energy_per_output_token_j"] = total_w / max(float(out["output_tokens_per_s"] or 0.0), 1e-30)
+    out["energy_per_request_j"] = total_w / max(float(out["requests_per_s"] or 0.0), 1e-30)
+    return out
+
+
+__all__ = [
+    "StepComm",
+    "all_reduce_algorithm",
+    "combine_step",
+    "combine_uneven",
+    "scale_metrics",
+    "step_comm",
+]

@@ -83,9 +83,11 @@ def _catalog_index() -> dict[str, str]:
 
 def _read_json(path: Any, source: str) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"model config '{source}' cannot be read: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start}); a config.json is UTF-8") from exc
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

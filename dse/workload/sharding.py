@@ -80,7 +80,8 @@ class Parallelism:
 
     @property
     def is_single(self) -> bool:
-        return self.num_gpus == 1
+        """One GPU and no expert split (an `ep` above 1 on one GPU is a layout to reject, not to ignore)."""
+        return self.num_gpus == 1 and self.ep == 1
 
 
 SINGLE = Parallelism()

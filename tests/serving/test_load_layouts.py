@@ -1,0 +1,69 @@
+"""Load-mode layouts and limits: uneven data-parallel shares, expert splits on one GPU, unbounded inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.perf.dvfs import idle_power_w, power_cap_w
+from dse.perf.types import OperatingPoint
+from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, LoadRequest, predict_load
+from dse.workload.models import load_model_config
+
+GPU = load_gpu("h100-sxm")
+ARCH = load_model_config("qwen2-1.5b")
+BASE = LoadRequest(mode="concurrency", concurrency=4, num_requests=16, input_tokens=128, output_tokens=16)
+
+
+def _metrics(**kw):
+    return predict_load(ARCH, GPU, dataclasses.replace(BASE, **kw)).metrics()
+
+
+def test_more_replicas_than_clients_leave_replicas_idle():
+    four = _metrics(dp=4)  # one client per replica
+    eight = _metrics(dp=8)  # the same four busy replicas, four idle
+    assert eight["output_tokens_per_s"] == pytest.approx(four["output_tokens_per_s"], rel=1e-9)
+    idle = float(idle_power_w(GPU, GPU.clocks.sm_clock_default_hz))
+    assert eight["avg_power_w"] == pytest.approx((four["avg_power_w"] + idle) / 2, rel=1e-9)
+    assert eight["total_power_w"] == pytest.approx(8 * eight["avg_power_w"], rel=1e-12)
+    tokens = eight["output_tokens_per_s"]
+    assert eight["energy_per_output_token_j"] == pytest.approx(eight["total_power_w"] / tokens, rel=1e-12)
+
+
+def test_uneven_shares_lie_between_the_even_ones():
+    # 4 clients on 3 replicas: one replica with 2, two with 1; never more throughput than 4 replicas of 1
+    three = _metrics(dp=3)
+    assert _metrics(dp=1)["output_tokens_per_s"] < three["output_tokens_per_s"]
+    assert three["output_tokens_per_s"] <= _metrics(dp=4)["output_tokens_per_s"] * (1 + 1e-9)
+    assert three["num_gpus"] == 3
+
+
+def test_an_expert_split_needs_experts_and_gpus():
+    with pytest.raises(ConfigError, match="mixture-of-experts"):
+        predict_load(ARCH, GPU, dataclasses.replace(BASE, ep=2))
+    moe = load_model_config("qwen3-30b-a3b")
+    with pytest.raises(ConfigError, match="must divide --tp x --dp"):
+        predict_load(moe, GPU, dataclasses.replace(BASE, ep=2))
+
+
+def test_limits_of_one_simulation():
+    with pytest.raises(ConfigError, match="concurrency"):
+        dataclasses.replace(BASE, concurrency=MAX_CONCURRENCY + 1)
+    with pytest.raises(ConfigError, match="num_requests"):
+        dataclasses.replace(BASE, num_requests=MAX_REQUESTS + 1)
+
+
+def test_power_cap_above_tdp_is_refused():
+    assert power_cap_w(GPU, OperatingPoint(power_cap_w=GPU.power.tdp_w)) == GPU.power.tdp_w
+    with pytest.raises(ConfigError, match="above h100-sxm's TDP"):
+        power_cap_w(GPU, OperatingPoint(power_cap_w=GPU.power.tdp_w + 1))
+
+
+def test_a_config_that_is_not_utf8_is_one_clear_error(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(b'\xff\xfe{"model_type": "llama"}')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_model_config(str(path))
