@@ -10,6 +10,7 @@ import functools
 import inspect
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,10 @@ from rich.console import Console
 
 from dse.errors import DseError
 
-console = Console()
+# Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
+# cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
+_PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
+console = Console(width=_PIPE_WIDTH)
 err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 

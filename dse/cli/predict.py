@@ -133,6 +133,25 @@ def _serving(
     return with_bounds(est, arch, gpu, point)
 
 
+def _no_serving_flags_in_training(
+    load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object
+) -> None:
+    """A training step takes its layout from --num-gpus, --tp, --pp and --fsdp: serving and load flags
+    would be ignored, so they are an error (as training flags are in a serving prediction)."""
+    given = [f"--{f}" for f in ("ep", "dp") if getattr(load, f) != 1]
+    if load.mode() != "static" or load.batch is not None:
+        given.append("the load mode (--batch, --concurrency, --request-rate, --max-throughput)")
+    if input_tokens is not None or output_tokens is not None:
+        given.append("--input-tokens / --output-tokens")
+    if any(v is not None for v in serving):
+        given.append("--kv-dtype / --engine / --sampling / --kernels")
+    if given:
+        raise DseError(
+            f"{', '.join(given)}: not for --training (a step of --micro-batch samples per GPU on --num-gpus "
+            "GPUs, laid out by --tp, --pp and --fsdp)"
+        )
+
+
 @friendly
 @with_options(load=LoadArgs, cost=CostArgs, train=TrainingArgs)
 def predict_cmd(
@@ -173,6 +192,7 @@ def predict_cmd(
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     if training:  # dse.cli.training: one training step
+        _no_serving_flags_in_training(load, input_tokens, output_tokens, kv_dtype, engine, sampling, kernels)
         opts = {
             "precision": precision,
             "attention": attention,
