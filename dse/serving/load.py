@@ -396,6 +396,7 @@ def _infeasible(
     arch: LlmArch, gpu: GpuSpec, load: LoadRequest, preset: EnginePreset, reason: str
 ) -> LoadEstimate:
     values: dict[str, float | None] = {key: None for key in LOAD_KEYS}
+    values["num_gpus"] = float(load.parallelism.num_gpus)  # an input: known even when nothing runs
     return LoadEstimate(
         model=arch.name, gpu=gpu.name, request=load, engine=preset,
         values=values, feasible=False, infeasible_reason=reason,

@@ -110,7 +110,8 @@ def test_a_model_that_does_not_fit_is_infeasible_with_the_reason() -> None:
     est = predict_load(load_model_config("llama-3.1-70b"), H100, req)
     m = est.metrics()
     assert m["feasible"] is False and "KV cache" in str(m["infeasible_reason"])
-    assert all(m[k] is None for k in LOAD_KEYS)
+    # nothing is predicted; the GPU count is an input and stays known
+    assert all(m[k] is None for k in LOAD_KEYS if k != "num_gpus") and m["num_gpus"] == 1.0
 
 
 def test_step_table_interpolates_between_evaluated_cells() -> None:
