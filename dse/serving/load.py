@@ -69,6 +69,7 @@ LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
 # gigabytes (10,000 clients x 10 requests each simulate in ~10 s), so they are refused rather than run.
 MAX_CONCURRENCY = 10_000
 MAX_REQUESTS = 200_000
+MAX_STEPS = 500_000  # engine steps of one simulation (~0.25 ms each: about 2 minutes)
 DEFAULT_LENGTH_SIGMA = 0.5
 # Requests per run when not given: enough waves for a steady state between ramp-up and drain.
 WAVES = 10
@@ -474,6 +475,13 @@ def predict_load(
         reason = f"a request of {longest} tokens does not fit the KV cache ({pool} tokens)"
         return _infeasible(arch, gpu, request, preset, reason)
     running_cap = min(preset.max_num_seqs, n, load.concurrency or n)
+    steps = float(out.sum()) / running_cap  # at least this many decode steps
+    if steps > MAX_STEPS:
+        raise ConfigError(
+            f"{n} requests of ~{float(out.mean()):.0f} output tokens, at most {running_cap} at a time, would "
+            f"take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower --num-requests or "
+            "--output-tokens"
+        )
     table = StepTable(
         arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
         mean_input=max(1, round(float(inp.mean()))), max_decodes=preset.padded_decodes(running_cap),

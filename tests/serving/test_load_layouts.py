@@ -10,7 +10,7 @@ from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.dvfs import idle_power_w, power_cap_w
 from dse.perf.types import OperatingPoint
-from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, LoadRequest, predict_load
+from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, MAX_STEPS, LoadRequest, predict_load
 from dse.workload.models import load_model_config
 
 GPU = load_gpu("h100-sxm")
@@ -67,3 +67,11 @@ def test_a_config_that_is_not_utf8_is_one_clear_error(tmp_path):
     path.write_bytes(b'\xff\xfe{"model_type": "llama"}')
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_model_config(str(path))
+
+
+def test_a_simulation_of_too_many_steps_is_refused_before_it_runs():
+    # 10 requests x 60,000 tokens one at a time: 600,000 decode steps at least
+    long = dataclasses.replace(BASE, concurrency=1, num_requests=10, output_tokens=60_000)
+    assert MAX_STEPS < 10 * 60_000
+    with pytest.raises(ConfigError, match="engine steps"):
+        predict_load(ARCH, GPU, long)
