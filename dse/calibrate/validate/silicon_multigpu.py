@@ -25,11 +25,15 @@ low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolate
   prompt token of the whole wave at concurrency 128). Spread lengths let waves drift apart and
   under-count that queueing. Fixed lengths there: TTFT MAPE 65% -> 56% (vllm 59 -> 56, trtllm 65 -> 54,
   sglang 79 -> 68), TPOT unchanged (37%);
-- MoE prefill is under-priced by the kernel model: vLLM's fused-MoE layer as aiconfigurator measured
-  it on an H200 (`h200_sxm_vllm-0.24.0_moe.csv`, balanced routing) takes 0.84 / 2.9 ms at 1024 / 8192
-  tokens for gpt-oss-120b (mxfp4) against our 0.44 / 1.24 ms, and 0.83 / 4.5 ms for Qwen3-235B
-  (fp8_block) against our 0.74 / 2.7 ms. That is most of the gpt-oss, Qwen3-235B and DeepSeek misses
-  (isolated prefill 3-9x below the measured TTFT at concurrency 4-8), not fixed here (`dse.workload.moe`);
+- MoE prefill was under-priced by the kernel model before the fused-MoE correction (`dse.perf.moe`,
+  fitted on the H100 table): vLLM's gpt-oss-120b MXFP4 layer is now 0.77 / 3.0 ms at 1024 / 8192 tokens
+  against the H100 table's 0.86 / 2.9 ms (0.44 / 1.24 ms before). The vLLM gpt-oss-120b TTFT is still
+  -45% to -78% on every row (113 rows; TPOT within ~10% except the concurrency-512 rows), so the rest is
+  not the MoE kernel. On H200 at TP8 and concurrency 4 the measured excess over the simulation is ~24 ms
+  at 1024 input tokens and ~82 ms at 8192 (about 16 ms + 8 us per prompt token); at 1024 tokens it is
+  6-7 decode steps at every TP (60 / 40 / 29 / 24 ms at TP 1 / 2 / 4 / 8, TPOT 9 / 5 / 4 / 3.6 ms).
+  Candidates, not tested: gpt-oss's attention with sinks on a slower attention backend in prefill, or
+  control tokens of its harmony reply format that clients do not count as the first token;
 - rows no engine default explains: gpt-oss-120b vLLM at concurrency 512 (TTFT ~20 s with a TPOT of
   4-6 ms: ~100 running, a max_num_seqs the row does not record, and a TPOT below one weight read per
   step, i.e. speculative decoding); DeepSeek-R1 TensorRT-LLM with tp 8 / ep 8 (TPOT 35-45% above ours
