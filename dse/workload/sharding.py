@@ -85,6 +85,8 @@ class Parallelism:
 
 
 SINGLE = Parallelism()
+# GPUs one NVSwitch (HGX/DGX) node joins: the scope of the collective model (README "Interconnect").
+GPUS_PER_NODE = 8
 
 
 def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
@@ -109,6 +111,18 @@ def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
         raise ConfigError(f"--ep {par.ep} must divide {arch.name}'s {arch.num_experts} experts")
     if (par.tp * par.dp) % par.ep:
         raise ConfigError(f"--ep {par.ep} must divide --tp x --dp = {par.tp * par.dp} (the GPUs of a stage)")
+    # Collectives are modelled inside one NVLink/NVSwitch node (`dse.perf.collectives`): a tensor-parallel
+    # group, or an expert-parallel group (its all-to-all spans tp x dp), across nodes is refused rather
+    # than priced as if it were one node. Independent dp replicas and pipeline stages may span nodes.
+    if par.tp > GPUS_PER_NODE:
+        raise ConfigError(
+            f"--tp {par.tp}: tensor parallelism beyond one node ({GPUS_PER_NODE} GPUs) is not modelled"
+        )
+    if par.ep > 1 and par.tp * par.dp > GPUS_PER_NODE:
+        raise ConfigError(
+            f"--ep {par.ep} with --tp x --dp = {par.tp * par.dp}: an expert-parallel group beyond one node "
+            f"({GPUS_PER_NODE} GPUs) is not modelled"
+        )
 
 
 def _ceil_div(value: int, ways: int) -> int:

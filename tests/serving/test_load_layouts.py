@@ -75,3 +75,14 @@ def test_a_simulation_of_too_many_steps_is_refused_before_it_runs():
     assert MAX_STEPS < 10 * 60_000
     with pytest.raises(ConfigError, match="engine steps"):
         predict_load(ARCH, GPU, long)
+
+
+def test_groups_beyond_one_node_are_refused_and_replicas_are_not():
+    from dse.workload.sharding import GPUS_PER_NODE, Parallelism, check_parallelism
+
+    moe = load_model_config("qwen3-235b-a22b")
+    with pytest.raises(ConfigError, match="beyond one node"):
+        check_parallelism(moe, Parallelism(tp=2 * GPUS_PER_NODE))
+    with pytest.raises(ConfigError, match="beyond one node"):
+        check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=2, ep=2 * GPUS_PER_NODE))
+    check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=4))  # independent replicas: any number
