@@ -257,6 +257,15 @@ def operating_point(
             )
     if power_cap_w is not None and not power_cap_w > 0:
         raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")
+    if power_cap_w is not None and len(gpus or {}) == 1:
+        # One GPU (predict, whatif): a limit it cannot be set to is an error; among several (compare) a cap
+        # above a GPU's TDP just does not bind on it (`dse.perf.dvfs.power_cap_w`).
+        ((label, gpu),) = (gpus or {}).items()
+        if power_cap_w > gpu.power.tdp_w + 1e-9:
+            raise DseError(
+                f"--power-cap-w {power_cap_w:g} is above the TDP of {label} ({gpu.power.tdp_w:g} W), the "
+                "largest limit it can be set to"
+            )
     return OperatingPoint(sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w)
 
 

@@ -79,7 +79,10 @@ def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
 
     latency, power, _ = load_calibration(path)
     family = arch_family(gpu)
-    if latency.architecture.lower() != family:
+    # A set is stamped with its GPU's architecture (ada, blackwell, ...): compare kernel-library generations,
+    # by the rule of `arch_family`.
+    stamped = "hopper" if latency.architecture.lower() in ("hopper", "blackwell") else "ampere"
+    if stamped != family:
         # Corrections and energies are per kernel-library generation; another one's would be silently wrong.
         raise DseError(
             f"{path}: coefficients for {latency.architecture} GPUs ({latency.gpu or 'unnamed GPU'}) cannot "

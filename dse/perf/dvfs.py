@@ -58,8 +58,8 @@ def power_cap_w(gpu: GpuSpec, point: OperatingPoint) -> float:
     """The cap in force: the operating point's, else the GPU's TDP (its default power limit).
 
     Raises:
-        ConfigError: a cap that is not positive, lies below the GPU's minimum settable limit or above its
-            TDP (the largest limit the driver accepts).
+        ConfigError: a cap that is not positive or lies below the GPU's minimum settable limit. A cap above
+            the TDP (the largest limit the driver accepts) is the TDP.
     """
     cap = gpu.power.tdp_w if point.power_cap_w is None else float(point.power_cap_w)
     lowest = gpu.power.power_cap_min_w
@@ -68,13 +68,8 @@ def power_cap_w(gpu: GpuSpec, point: OperatingPoint) -> float:
         floor = f" (the minimum settable limit of {gpu.name} is {lowest:g} W)" if lowest else ""
         raise ConfigError(f"{what} {cap:g} W is not allowed{floor}")
     # The TDP is the default and the largest power limit the driver accepts (nvidia-smi -pl): a cap above
-    # it cannot be set, and the power model is not validated beyond it.
-    if cap > gpu.power.tdp_w + 1e-9:
-        raise ConfigError(
-            f"power cap {cap:g} W is above {gpu.name}'s TDP of {gpu.power.tdp_w:g} W, the largest limit it "
-            "can be set to (raise the TDP of a what-if GPU with --set gpu.power.tdp_w=...)"
-        )
-    return cap
+    # it is the TDP (in a sweep or a comparison it simply does not bind; `dse predict` refuses one).
+    return min(cap, float(gpu.power.tdp_w))
 
 
 def clock_grid_hz(gpu: GpuSpec, lo_hz: float | None = None, hi_hz: float | None = None) -> np.ndarray:

@@ -116,7 +116,7 @@ class LoadRequest:
                 raise ConfigError(f"mode {self.mode} {'needs' if not given else 'takes no'} {name}")
         if self.concurrency is not None:
             _positive_int("concurrency", self.concurrency)
-            _at_most("concurrency", self.concurrency, MAX_CONCURRENCY)
+            _at_most("concurrency", self.concurrency, self.dp, MAX_CONCURRENCY)
         rate = self.request_rate_per_s
         if rate is not None and not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
             raise ConfigError(f"request_rate_per_s must be a finite number > 0, got {rate!r}")
@@ -124,7 +124,7 @@ class LoadRequest:
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
         if self.num_requests is not None:
-            _at_most("num_requests", self.num_requests, MAX_REQUESTS)
+            _at_most("num_requests", self.num_requests, self.dp, MAX_REQUESTS)
         if self.length_dist not in LENGTH_DISTS:
             raise ConfigError(f"length_dist '{self.length_dist}' is not one of {', '.join(LENGTH_DISTS)}")
         if not (math.isfinite(self.length_sigma) and 0 < self.length_sigma <= 3):
@@ -151,9 +151,11 @@ def _positive_int(name: str, value: Any, least: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
 
 
-def _at_most(name: str, value: int, most: int) -> None:
-    if value > most:
-        raise ConfigError(f"{name} {value} is above the {most:,} one simulation handles")
+def _at_most(name: str, value: int, dp: int, most: int) -> None:
+    """One simulation runs one replica: its share of `value` (rounded up) is what must stay within `most`."""
+    if -(-value // dp) > most:
+        per = f" ({-(-value // dp):,} per replica)" if dp > 1 else ""
+        raise ConfigError(f"{name} {value}{per} is above the {most:,} one simulation handles")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -507,8 +509,11 @@ def predict_load(
 def _uneven_replicas(
     arch: LlmArch, gpu: GpuSpec, load: LoadRequest, point: OperatingPoint, coeffs: Any, power_coeffs: Any
 ) -> LoadEstimate:
-    """Concurrency C not a multiple of dp: C mod dp replicas run C // dp + 1 clients, the others C // dp
-    (none: idle). Both even splits are simulated and mixed (`combine_uneven`)."""
+    """Concurrency C not a multiple of dp: C mod dp replicas run C // dp + 1 clients, the others C // dp.
+    Both even splits are simulated and mixed (`combine_uneven`). Replicas without a client idle, except
+    with expert parallelism, where the dp ranks run the MoE layers in lock-step (vLLM and SGLang run dummy
+    batches on ranks without requests to join every dispatch and combine): there they draw the busier
+    replicas' power."""
     dp, conc = load.dp, int(load.concurrency or 0)
     lo, n_hi = divmod(conc, dp)
 
@@ -516,7 +521,7 @@ def _uneven_replicas(
         n = (
             None
             if load.num_requests is None
-            else max(per_replica, round(load.num_requests * per_replica / conc)) * dp
+            else min(max(per_replica, round(load.num_requests * per_replica / conc)), MAX_REQUESTS) * dp
         )
         sub = dataclasses.replace(load, concurrency=per_replica * dp, num_requests=n)
         return predict_load(arch, gpu, sub, point, coeffs=coeffs, power_coeffs=power_coeffs)
@@ -527,12 +532,10 @@ def _uneven_replicas(
         if est is not None and not est.feasible:
             return dataclasses.replace(est, request=load)
     clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
-    values = combine_uneven(
-        hi_est.values,
-        None if lo_est is None else lo_est.values,
-        n_hi / dp,
-        float(idle_power_w(gpu, clock_hz)),
-    )
+    empty_w = float(idle_power_w(gpu, clock_hz))
+    if arch.is_moe and load.ep > 1:
+        empty_w = float(hi_est.values["avg_power_w"] or empty_w)
+    values = combine_uneven(hi_est.values, None if lo_est is None else lo_est.values, n_hi / dp, empty_w)
     return dataclasses.replace(hi_est, request=load, values=values)
 
 

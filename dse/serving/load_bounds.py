@@ -37,7 +37,7 @@ def _decode_step(
 ) -> tuple[WorkloadPrediction, int]:
     """The representative decode step (one GPU of a replica) and the sequences it decodes."""
     v, r = est.values, est.request
-    decodes = max(1, round(float(v.get("avg_batch_size") or 1.0) / r.parallelism.dp))
+    decodes = max(1, round(float(v.get("avg_batch_size") or 1.0)))  # avg_batch_size is per replica
     context = int(r.input_tokens + r.output_tokens // 2)
     return _step(arch, gpu, est, point, decodes=decodes, prefills=0, each=0, context_len=context), decodes
 

@@ -164,7 +164,7 @@ def scale_metrics(values: dict[str, float | None], par: Parallelism) -> None:
 
 # Per-request latencies: a mean over requests, so replicas weigh by the requests they serve.
 _REQUEST_MEANS = ("ttft_s", "tpot_s", "e2e_latency_s")
-_PERCENTILES = tuple(f"{m}_p{q}_s" for m in ("ttft", "tpot", "e2e_latency") for q in (50, 90, 99))
+_RUN_TOTALS = ("energy_j", "duration_s", "window_s", "num_requests", "steps", "preemptions")
 
 
 def combine_uneven(
@@ -174,8 +174,9 @@ def combine_uneven(
     dp): `hi_share` of them with one client more. `hi` and `lo` are the deployment metrics with every
     replica at the larger and the smaller count (`lo` None: the smaller count is 0, idle replicas at
     `idle_w` per GPU). Rates and per-GPU power mix by replica share, mean latencies by requests served,
-    J per token is all power over all tokens; percentiles, memory and the rest are the busier replicas'
-    (a conservative tail: the mixture's quantiles lie between the two)."""
+    J per token is all power over all tokens; the totals of one run (`_RUN_TOTALS`) are None; percentiles,
+    memory and the rest are the busier replicas' (a conservative tail: the mixture's quantiles lie between
+    the two)."""
     out = dict(hi)
     lo = lo or {}
 
@@ -198,6 +199,8 @@ def combine_uneven(
     out["avg_power_w"], out["total_power_w"] = power_w, total_w
     out["energy_per_output_token_j"] = total_w / max(float(out["output_tokens_per_s"] or 0.0), 1e-30)
     out["energy_per_request_j"] = total_w / max(float(out["requests_per_s"] or 0.0), 1e-30)
+    for key in _RUN_TOTALS:  # totals of one simulated run: two runs were mixed, so none is this one's
+        out[key] = None
     return out
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from typer.testing import CliRunner
 
+from dse.cli import app
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.dvfs import idle_power_w, power_cap_w
@@ -54,12 +56,26 @@ def test_limits_of_one_simulation():
         dataclasses.replace(BASE, concurrency=MAX_CONCURRENCY + 1)
     with pytest.raises(ConfigError, match="num_requests"):
         dataclasses.replace(BASE, num_requests=MAX_REQUESTS + 1)
+    # one simulation runs one replica: the limits are per replica, so an uneven split of a legal request
+    # (its busier share simulated on every replica) stays legal
+    dataclasses.replace(BASE, concurrency=MAX_CONCURRENCY * 2 - 1, dp=2)
+    assert predict_load(ARCH, GPU, dataclasses.replace(BASE, concurrency=3, dp=2, num_requests=12)).feasible
 
 
-def test_power_cap_above_tdp_is_refused():
-    assert power_cap_w(GPU, OperatingPoint(power_cap_w=GPU.power.tdp_w)) == GPU.power.tdp_w
-    with pytest.raises(ConfigError, match="above h100-sxm's TDP"):
-        power_cap_w(GPU, OperatingPoint(power_cap_w=GPU.power.tdp_w + 1))
+def test_uneven_split_reports_no_single_run_totals():
+    m = _metrics(dp=3)
+    assert m["energy_j"] is None and m["steps"] is None and m["output_tokens_per_s"] > 0
+
+
+def test_power_cap_above_tdp_is_the_tdp_and_predict_refuses_it():
+    # the TDP is the largest limit the driver accepts: above it a cap does not bind (a sweep, a comparison)
+    assert power_cap_w(GPU, OperatingPoint(power_cap_w=GPU.power.tdp_w + 1)) == GPU.power.tdp_w
+    args = ["predict", "--model", "qwen2-1.5b", "--batch", "2", "--input-tokens", "64"]
+    args += ["--output-tokens", "4"]
+    result = CliRunner().invoke(app, [*args, "--power-cap-w", "5000"])
+    assert result.exit_code == 2 and "above the TDP of h100-sxm" in result.output
+    capped = predict_load(ARCH, GPU, BASE, OperatingPoint(power_cap_w=5000.0)).metrics()
+    assert capped["avg_power_w"] <= GPU.power.tdp_w
 
 
 def test_a_config_that_is_not_utf8_is_one_clear_error(tmp_path):
