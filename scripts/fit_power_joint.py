@@ -61,14 +61,12 @@ def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
 
 def _serving_rows() -> PowerRows:
     """The ML.ENERGY H100 rows of `dse validate serving` as joint-fit rows (module docstring)."""
-    from dse.calibrate.validate import serving as vs
+    from dse.calibrate.validate.serving import MLENERGY_GPU, mlenergy_load_requests
 
-    rows = vs.mlenergy_rows()
-    fracs = vs.mlenergy_context_fracs(rows)
-    runs = []
-    for _, r in rows.iterrows():
-        model, load = vs.mlenergy_load_request(r, fracs[str(r["task"])])
-        runs.append(ServingRun(model=model, gpu=vs.MLENERGY_GPU, load=load, power_w=float(r["avg_power_w"])))
+    runs = [
+        ServingRun(model=model, gpu=MLENERGY_GPU, load=load, power_w=float(r["avg_power_w"]))
+        for r, model, load in mlenergy_load_requests()
+    ]
     return serving_power_rows(runs, load_power_coeffs("hopper"))
 
 

@@ -345,7 +345,7 @@ class StepTable:
             self.arch, self.gpu, self.par, tokens=tokens, engine=self.preset.name,
             precision=self.precision, decode_only=decode_only, sm_clock_hz=clock_hz,
         )  # fmt: skip
-        idle_w = float(idle_power_w(self.gpu, clock_hz or self.gpu.clocks.sm_clock_max_hz))
+        idle_w = _idle_w(self.gpu, self.point)
         self.comm_s = {key: float(t) for key, t in zip(keys, comm.total_s, strict=True)}
         return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=idle_w)
 
@@ -491,8 +491,7 @@ def predict_load(
         context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
         par=par,
     )  # fmt: skip
-    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
-    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=float(idle_power_w(gpu, clock_hz)))
+    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=_idle_w(gpu, point))
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity, par)
     values["comm_time_fraction"] = 0.0
@@ -531,12 +530,17 @@ def _uneven_replicas(
     for est in (hi_est, lo_est):
         if est is not None and not est.feasible:
             return dataclasses.replace(est, request=load)
-    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
-    empty_w = float(idle_power_w(gpu, clock_hz))
+    empty_w = _idle_w(gpu, point)
     if arch.is_moe and load.ep > 1:
         empty_w = float(hi_est.values["avg_power_w"] or empty_w)
     values = combine_uneven(hi_est.values, None if lo_est is None else lo_est.values, n_hi / dp, empty_w)
     return dataclasses.replace(hi_est, request=load, values=values)
+
+
+def _idle_w(gpu: GpuSpec, point: OperatingPoint) -> float:
+    """Idle power at the clock the run asks for (default: the GPU's default application clock)."""
+    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
+    return float(idle_power_w(gpu, clock_hz))
 
 
 def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:

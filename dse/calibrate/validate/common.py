@@ -18,6 +18,12 @@ SILICON = "aiconfigurator_silicon"
 MLENERGY_TRANSFER = "mlenergy_transfer"  # ML.ENERGY rows outside the fitted mapping (`mlenergy_transfer`)
 
 
+def checkpoint_precision(model: str) -> str | None:
+    """The precision a catalog model's published checkpoint fixes, where the rows do not say: gpt-oss ships
+    MXFP4 experts (`dse.workload.llm`); None for the others."""
+    return "mxfp4" if model.startswith("gpt-oss") else None
+
+
 @cache
 def cached_arch(name: str) -> LlmArch:
     return load_model_config(name)

@@ -39,8 +39,7 @@ from dse.calibrate.validate.serving import (
     MLENERGY_GPU,
     MLENERGY_MODELS,
     MLENERGY_TASKS,
-    mlenergy_context_fracs,
-    mlenergy_load_request,
+    mlenergy_load_requests,
 )
 from dse.perf.types import OperatingPoint
 
@@ -87,20 +86,13 @@ def _slower_than_h100(df: pd.DataFrame, rows: pd.DataFrame) -> pd.Series:
     return (joined["catalog_gpu"] == "b200") & (joined["median_itl_s"] > joined["h100_itl_s"])
 
 
-def _precision(model: str) -> str:
-    return "mxfp4" if model.startswith("gpt-oss") else "bf16"
-
-
 def mlenergy_transfer_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
     """Per row: the load model in the benchmark's mode against the measured metrics (module docstring)."""
-    rows = transfer_rows()
-    fracs = mlenergy_context_fracs()
     out = []
-    for _, r in rows.iterrows():
-        model, gpu = str(r["catalog_model"]), str(r["catalog_gpu"])
-        _, load = mlenergy_load_request(r, fracs[str(r["task"])], model=model, precision=_precision(model))
+    for r, model, load in mlenergy_load_requests(transfer_rows(), model_column="catalog_model"):
+        gpu = str(r["catalog_gpu"])
         m = load_metrics(model, gpu, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
         out.append(
             {

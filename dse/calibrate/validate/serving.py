@@ -151,6 +151,7 @@ from dse.calibrate.validate.common import (
     SILICON,
     cached_arch,
     cached_gpu,
+    checkpoint_precision,
     load_metrics,
 )
 from dse.calibrate.validate.silicon import silicon_frame, silicon_load_frame
@@ -305,15 +306,33 @@ def mlenergy_load_request(
     return arch.name, load
 
 
+def mlenergy_load_requests(
+    rows: pd.DataFrame | None = None, *, model_column: str | None = None
+) -> list[tuple[pd.Series, str, LoadRequest]]:
+    """(row, catalog model, load request) of ML.ENERGY rows (default: `mlenergy_rows()`), at each task's
+    running-context fraction (`mlenergy_context_fracs` of the in-sample rows); `model_column` names the
+    catalog model of rows outside MLENERGY_MODELS, whose precision is their checkpoint's (or bf16)."""
+    rows = mlenergy_rows() if rows is None else rows
+    fracs = mlenergy_context_fracs()
+    out = []
+    for _, r in rows.iterrows():
+        frac = fracs[str(r["task"])]
+        if model_column is None:
+            model, load = mlenergy_load_request(r, frac)
+        else:
+            model = str(r[model_column])
+            precision = checkpoint_precision(model) or "bf16"
+            _, load = mlenergy_load_request(r, frac, model=model, precision=precision)
+        out.append((r, model, load))
+    return out
+
+
 def mlenergy_load_frame(
     *, point: OperatingPoint | None = None, coeffs: Any = None, power_coeffs: Any = None
 ) -> pd.DataFrame:
     """Per ML.ENERGY row (by `id`): the load model's metrics in the benchmark's mode (module docstring)."""
-    rows = mlenergy_rows()
-    fracs = mlenergy_context_fracs(rows)
     out = []
-    for _, r in rows.iterrows():
-        model, load = mlenergy_load_request(r, fracs[str(r["task"])])
+    for r, model, load in mlenergy_load_requests():
         m = load_metrics(model, MLENERGY_GPU, load, point=point, coeffs=coeffs, power_coeffs=power_coeffs)
         out.append(
             {
@@ -540,6 +559,7 @@ __all__ = [
     "mlenergy_length_sigma",
     "mlenergy_load_frame",
     "mlenergy_load_request",
+    "mlenergy_load_requests",
     "serving_validation_frame",
     "validate_serving",
 ]
