@@ -10,11 +10,13 @@ clock is the highest clock on the GPU's clock grid (`sm_clock_step_hz`) at or be
 whose predicted power fits the cap:
 
 1. estimate every kernel at the requested clock; kernels within the cap are done (one kernel-model call);
-2. the others are estimated on a coarse grid (every `COARSE_STEPS` grid steps), all of them at all coarse
-   clocks in one call; for each kernel the highest coarse clock that fits and the next one up bracket the
-   answer;
-3. bisection on the fine grid inside each bracket, one call per round for all kernels at their own
-   midpoints (`dse.perf.multiclock` evaluates a clock per op).
+2. for the others, guess the answer from their power at the requested clock as if they were
+   compute-bound (work per second, and so on-chip and DRAM power, scale with f; `_guess_index`), and
+   estimate them at the guess and one grid step above it: where the guess fits and the step above does not,
+   that is the answer (most kernels: a DRAM-bound part only makes the guess too high, by a step or two);
+3. a window of `WINDOW` clocks next to a missed guess, then every clock still inside the brackets in one
+   call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one call for
+   all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
 
 This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested) up
 to tile-choice switches of the kernel model. A kernel that exceeds the cap even at the minimum clock runs
@@ -37,9 +39,9 @@ from dse.perf.multiclock import Estimator, RowEstimator, estimator_rows, op_rows
 from dse.perf.power import GpuPowerTerms, power_parts_w
 from dse.perf.types import OperatingPoint
 
-COARSE_STEPS = 8  # coarse cap-search grid: every 8th clock of the GPU's grid (120 MHz at 15 MHz steps)
+WINDOW = 3  # grid clocks the cap search probes next to a missed guess
 MAX_ROWS_PER_CALL = 20_000  # (op, clock) pairs per kernel-model call in clock_table
-MAX_TABLE_ROWS = 512  # (op, clock) pairs of the cap search's bracket table (`_bracket_table`)
+MAX_TABLE_ROWS = 512  # (op, clock) pairs the cap search probes at once to close every bracket
 
 
 def row_estimator(estimator: Estimator | None = None) -> RowEstimator:
@@ -148,9 +150,14 @@ def capped_rows(
     over = np.nonzero(parts["total"] > cap)[0]
     exceeded = np.zeros(n, dtype=bool)
     if over.size:
-        sub, sub_exceeded = _search(
-            [ops[i] for i in over.tolist()], gpu, f_req, cap, coeffs, power_coeffs, terms, rows_fn
-        )
+        fine = clock_grid_hz(gpu, hi_hz=f_req)
+        fine = fine[fine < f_req - 1e-3]  # f_req itself is known to be over the cap
+        if fine.size == 0:
+            sub, sub_exceeded = take_rows(rows, over), np.ones(over.size, dtype=bool)
+        else:
+            guess = _guess_index(fine, f_req, cap, take_rows(parts, over), terms, power_coeffs)
+            search = _CapSearch([ops[i] for i in over.tolist()], gpu, fine, cap, coeffs, rows_fn)
+            sub, sub_exceeded = search.run(guess, terms, power_coeffs)
         put_rows(rows, over, sub)
         exceeded[over] = sub_exceeded
         parts = _power(rows, terms, power_coeffs)
@@ -159,75 +166,88 @@ def capped_rows(
     )
 
 
-def _search(
-    ops: list[Any],
-    gpu: GpuSpec,
-    f_req: float,
-    cap: float,
-    coeffs: Any,
+def _guess_index(
+    fine: np.ndarray, f_req: float, cap: float, parts: dict[str, np.ndarray], terms: GpuPowerTerms,
     pc: PowerCoeffs,
-    terms: GpuPowerTerms,
-    rows_fn: RowEstimator,
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Coarse grid then bisection for ops known to exceed the cap at f_req."""
-    n = len(ops)
-    fine = clock_grid_hz(gpu, hi_hz=f_req)
-    fine = fine[fine < f_req - 1e-3]  # f_req itself is known to be over the cap
-    if fine.size == 0:
-        return rows_fn(ops, gpu, np.full(n, f_req), coeffs), np.ones(n, dtype=bool)
-    coarse = np.unique(np.concatenate([np.arange(fine.size - 1, -1, -COARSE_STEPS), [0]]))  # ascending
-    c = coarse.size
-    grid_rows = rows_fn(ops * c, gpu, np.repeat(fine[coarse], n), coeffs)  # [c * n], clock-major
-    fits = (_power(grid_rows, terms, pc)["total"] <= cap).reshape(c, n)
-    # highest coarse index that fits (monotone power: everything below it fits too)
-    any_fit = np.asarray(fits.any(axis=0))
-    top = c - 1 - np.argmax(fits[::-1], axis=0)
-    lo_ok = np.where(any_fit, coarse[top], -1)  # index into fine
-    hi_bad = np.where(any_fit, np.where(top + 1 < c, coarse[np.minimum(top + 1, c - 1)], fine.size), 0)
-    best = take_rows(grid_rows, np.where(any_fit, top, 0) * n + np.arange(n))
-    brackets = np.nonzero(any_fit & (hi_bad - lo_ok > 1))[0]
-    table = _bracket_table(ops, brackets, lo_ok, hi_bad, fine, rows_fn, gpu, coeffs)
-    while True:
-        active = np.nonzero(any_fit & (hi_bad - lo_ok > 1))[0]
-        if active.size == 0:
-            break
-        mid = (lo_ok[active] + hi_bad[active]) // 2
-        if table is None:
-            sub = rows_fn([ops[i] for i in active], gpu, fine[mid], coeffs)
-        else:
-            sub = take_rows(table[0], table[1][active] + mid)
-        ok = _power(sub, terms, pc)["total"] <= cap
-        lo_ok[active] = np.where(ok, mid, lo_ok[active])
-        hi_bad[active] = np.where(ok, hi_bad[active], mid)
-        put_rows(best, active[ok], take_rows(sub, np.nonzero(ok)[0]))
-    return best, ~any_fit
+) -> np.ndarray:  # fmt: skip
+    """[n] the highest index of `fine` at which each op would fit the cap were it compute-bound: its work
+    per second, and so its on-chip and DRAM power at `f_req` (`parts`), then scales with f (on-chip also
+    with V^2). Time that does not scale with the clock (DRAM-bound) makes an op draw more than that at a
+    lower clock, so the guess lies at or above the answer, and mostly on it (module docstring)."""
+    f = fine[None, :]
+    v2 = terms.v2(f)
+    onchip = parts["onchip"].sum(axis=-1)[:, None] * (f / f_req) * v2 / terms.v2(np.asarray(f_req))
+    dram = parts["dram"][:, None] * (f / f_req)
+    active = pc.active_j_per_sm_cycle * terms.num_sms * f * v2  # as `power_parts_w`
+    fits = terms.idle_power_w(f) + active + onchip + dram <= cap
+    top = fine.size - 1 - np.argmax(fits[:, ::-1], axis=1)
+    return np.where(fits.any(axis=1), top, 0)
 
 
-def _bracket_table(
-    ops: list[Any],
-    active: np.ndarray,
-    lo_ok: np.ndarray,
-    hi_bad: np.ndarray,
-    fine: np.ndarray,
-    rows_fn: RowEstimator,
-    gpu: GpuSpec,
-    coeffs: Any,
-) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-    """Every fine clock strictly inside the `active` ops' coarse brackets, in one kernel-model call: the
-    bisection visits only those clocks, so reading its rounds from this table gives the same clocks and
-    rows (each row depends on its op and clock alone) for one call's fixed cost instead of one per round.
-    Returns (rows, offset) with the row of (op i, fine index j) at `offset[i] + j`; None when the table
-    would hold more than MAX_TABLE_ROWS rows (per-row work then outweighs the calls it saves)."""
-    inner = hi_bad[active] - lo_ok[active] - 1  # clocks strictly inside each bracket
-    total = int(inner.sum())
-    if active.size == 0 or total > MAX_TABLE_ROWS:
-        return None
-    first = np.cumsum(inner) - inner  # table row of each active op's lowest inner clock
-    fine_idx = np.repeat(lo_ok[active] + 1 - first, inner) + np.arange(total)
-    offset = np.zeros(len(ops), dtype=np.int64)
-    offset[active] = first - (lo_ok[active] + 1)
-    table_ops = [ops[i] for i in np.repeat(active, inner).tolist()]
-    return rows_fn(table_ops, gpu, fine[fine_idx], coeffs), offset
+def _ranges(op_idx: np.ndarray, start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(op, fine index) pairs of the index ranges [start, start + count) of the ops `op_idx`."""
+    count = np.maximum(count, 0)
+    total = int(count.sum())
+    first = np.cumsum(count) - count
+    offset = np.arange(total) - np.repeat(first, count)
+    return np.repeat(op_idx, count), np.repeat(start, count) + offset
+
+
+class _CapSearch:
+    """Per op, the highest index of the clock grid `fine` whose power fits the cap: `lo` (the highest index
+    known to fit, -1 while none is) and `hi` (the lowest known to be over; `fine.size` stands for the
+    requested clock) close in on it. Each probe is one kernel-model call for every (op, clock) pair asked
+    (`dse.perf.multiclock` takes a clock per op), and each row depends on its op and clock alone."""
+
+    def __init__(
+        self, ops: list[Any], gpu: GpuSpec, fine: np.ndarray, cap: float, coeffs: Any, rows_fn: RowEstimator
+    ) -> None:
+        self.ops, self.gpu, self.fine, self.cap = ops, gpu, fine, cap
+        self.coeffs, self.rows_fn = coeffs, rows_fn
+        self.lo = np.full(len(ops), -1)
+        self.hi = np.full(len(ops), fine.size)
+        self.best: dict[str, np.ndarray] = {}
+
+    def _probe(self, op_idx: np.ndarray, fine_idx: np.ndarray, terms: GpuPowerTerms, pc: PowerCoeffs) -> None:
+        if op_idx.size == 0:
+            return
+        sub = self.rows_fn([self.ops[i] for i in op_idx.tolist()], self.gpu, self.fine[fine_idx], self.coeffs)
+        ok = _power(sub, terms, pc)["total"] <= self.cap
+        if not self.best:
+            self.best = {k: np.zeros((len(self.ops), *v.shape[1:]), v.dtype) for k, v in sub.items()}
+        np.maximum.at(self.lo, op_idx[ok], fine_idx[ok])
+        np.minimum.at(self.hi, op_idx[~ok], fine_idx[~ok])
+        # Keep each op's highest fitting row, or its lowest clock's while nothing fits (where it then runs).
+        lo = self.lo[op_idx]
+        keep = np.nonzero((ok & (fine_idx == lo)) | (~ok & (fine_idx == 0) & (lo < 0)))[0]
+        put_rows(self.best, op_idx[keep], take_rows(sub, keep))
+
+    def run(
+        self, guess: np.ndarray, terms: GpuPowerTerms, pc: PowerCoeffs
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(rows at each op's answer, whether it fits nowhere: it then runs at the lowest clock)."""
+        n, size = len(self.ops), self.fine.size
+        ops = np.arange(n)
+        g = np.clip(guess, 0, size - 1)
+        up = g + 1 < size
+        # 1. The guess and the clock above it: the answer when the guess fits and the next one does not.
+        self._probe(np.concatenate([ops, ops[up]]), np.concatenate([g, g[up] + 1]), terms, pc)
+        # 2. A window next to a missed guess: below it (a DRAM-bound op) or above it.
+        below = np.nonzero((self.hi == g) & (self.hi - self.lo > 1))[0]
+        above = np.nonzero((self.lo == g + 1) & (self.hi - self.lo > 1))[0]
+        start_b = np.maximum(self.lo[below] + 1, self.hi[below] - WINDOW)
+        pairs_b = _ranges(below, start_b, self.hi[below] - start_b)
+        pairs_a = _ranges(above, self.lo[above] + 1, np.minimum(WINDOW, self.hi[above] - self.lo[above] - 1))
+        op_idx, fine_idx = (np.concatenate(x) for x in zip(pairs_b, pairs_a, strict=True))
+        self._probe(op_idx, fine_idx, terms, pc)
+        # 3. Every clock left inside the brackets in one call when they are few, else bisection rounds.
+        while (active := np.nonzero(self.hi - self.lo > 1)[0]).size:
+            inner = self.hi[active] - self.lo[active] - 1
+            if inner.sum() <= MAX_TABLE_ROWS:
+                self._probe(*_ranges(active, self.lo[active] + 1, inner), terms, pc)
+            else:
+                self._probe(active, (self.lo[active] + self.hi[active]) // 2, terms, pc)
+        return self.best, self.lo < 0
 
 
 def clock_table(

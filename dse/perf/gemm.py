@@ -452,15 +452,24 @@ def _scores(
 
 
 def _library_rows(
-    library: str, col: GemmRows, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray
+    library: str,
+    col: GemmRows,
+    dcls: np.ndarray,
+    aq: np.ndarray,
+    rates: Rates,
+    table: np.ndarray,
+    pick: tuple[GemmRows, np.ndarray, np.ndarray],
 ) -> GemmChoice:
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
-    tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization."""
+    tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization. `pick` holds the
+    distinct rows at the library's choice clock (`choice_clock_hz`), their dtype classes and, per row of
+    `col`, its distinct row: the choice is made there, once per shape."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
     cands = gemm_candidates(library, rates)
-    cand_group = dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)  # [n, C]
-    best = _best_candidate(col, cands, cand_group, rates, table, simt, persistent)
+    pick_col, pick_dcls, pick_of = pick
+    pick_group = pick_dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
+    best = _best_candidate(pick_col, cands, pick_group, rates, table, simt, persistent)[pick_of]
     chosen = cands.chosen(best)
     ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
@@ -475,8 +484,27 @@ def _library_rows(
         result=ev,
         tile_idx=chosen.tile_idx.ravel(),
         split=chosen.split.ravel(),
-        group=cand_group[np.arange(best.size), best],
+        group=dcls * len(TILE_CLASSES) + chosen.tile_class.ravel().astype(int),
     )
+
+
+def choice_clock_hz(gpu: GpuSpec) -> float:
+    """The SM clock at which a GEMM's kernel is chosen: the GPU's boost clock, whatever clock it runs at.
+
+    cuBLAS and CUTLASS heuristics pick a kernel from the problem shape and the device, never from the
+    clock the GPU happens to run at; so a GEMM under a power cap or at a locked clock runs the kernel chosen
+    at the default clock (and its power falls with the clock, with no jump where a clock-dependent choice
+    would switch tiles)."""
+    return effective_sm_clock_hz(gpu, OperatingPoint())
+
+
+def _distinct_rows(rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct choice problem, index of each row's problem): the rows that differ
+    only in their clock (a clock sweep, the power-cap search) share one choice."""
+    fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
+    key = np.stack([*fields, rows.b_shared.astype(float), tc_clk, lib.astype(float)], axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def gemm_arrays(
@@ -530,10 +558,21 @@ def gemm_arrays(
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
+    first, problem = _distinct_rows(rows, tc_clk, lib)
+    f_pick = np.full(first.size, choice_clock_hz(gpu))
+    pick_rows = _row_inputs(
+        first.size, (m[first], n[first], k[first], batch[first], f_pick), [dtype[i] for i in first],
+        [stored[i] for i in first], [out_dtype[i] for i in first], rows.b_shared[first], tc_clk[first],
+        rates_at(gpu, f_pick),
+    )  # fmt: skip
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)
-        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq, rates, table)
+        own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
+        slot = np.empty(first.size, dtype=np.int64)
+        slot[own] = np.arange(own.size)
+        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]])
+        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq, rates, table, pick)
         ev = ch.result
         vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
         for key, val in zip(keys, vals, strict=True):

@@ -155,3 +155,48 @@ def test_power_non_decreasing_in_clock(m, n, k):
     op = GemmOp(name="g", m=m, n=n, k=k)
     p = np.array([_power([op], H100, f)[0] for f in clock_grid_hz(H100)[::6]])
     assert np.all(np.diff(p) >= -1e-9)
+
+
+# The real kernel model (not the roofline stand-in): GEMM kernels chosen at the boost clock, whatever the
+# clock they run at, so power rises with the clock and the cap search finds the highest fitting clock.
+REAL_OPS = [
+    GemmOp(name="qkv", m=256, n=10240, k=8192, dtype="fp8"),
+    GemmOp(name="up", m=8192, n=28672, k=8192),
+    GemmOp(name="decode", m=16, n=14336, k=4096),
+    GemmOp(name="odd", m=602, n=381, k=1722),
+    ElementwiseOp(name="act", kind="silu_mul", num_elements=1 << 26),
+]
+
+
+@pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm"])
+def test_a_gemm_runs_the_kernel_chosen_at_boost_at_every_clock(gpu_name):
+    from dse.perf import gemm
+
+    gpu = load_gpu(gpu_name)
+    clocks = clock_grid_hz(gpu)[::4]
+    ops = [op for op in REAL_OPS if isinstance(op, GemmOp)]
+    out = gemm.estimate_many(ops, gpu, OperatingPoint())
+    for clock in clocks:
+        at = gemm.estimate_many(ops, gpu, OperatingPoint(sm_clock_hz=float(clock)))
+        assert [e.tile for e in at] == [e.tile for e in out]
+
+
+@pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm", "a100-sxm-80gb"])
+def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(gpu_name):
+    from dse.perf.coeffs import default_power_coeffs
+    from dse.perf.dvfs import _power
+
+    gpu = load_gpu(gpu_name)
+    pc, terms = default_power_coeffs(gpu), gpu_power_terms(gpu)
+    grid = clock_grid_hz(gpu)
+    table = clock_table(REAL_OPS, gpu, grid, None)
+    power = _power({k: table[k] for k in ("util", "latency_s", "dram_bytes")} | {
+        "sm_clock_hz": grid[:, None], "tensor_flop": table["tensor_flop"]}, terms, pc)["total"]  # fmt: skip
+    assert np.all(np.diff(power, axis=0) >= -1e-9 * power[1:])
+    for frac in (0.45, 0.6, 0.8):
+        cap = max(frac * gpu.power.tdp_w, gpu.power.power_cap_min_w or 0.0)
+        res = capped_rows(REAL_OPS, gpu, OperatingPoint(power_cap_w=cap), None, pc, terms)
+        want = grid[highest_fitting_index(power, grid, requested_clock_hz(gpu, OperatingPoint()), cap)]
+        fits_nowhere = ~(power <= cap).any(axis=0)
+        np.testing.assert_array_equal(res.rows["sm_clock_hz"], want)
+        np.testing.assert_array_equal(res.cap_exceeded, fits_nowhere)
