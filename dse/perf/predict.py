@@ -356,26 +356,30 @@ def predict_graph_totals(
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
-    ops = [op for g in graphs for op in g.ops]
     sizes = np.array([len(g.ops) for g in graphs])
-    if not ops:
+    if not sizes.sum():
         return np.zeros(len(graphs)), np.zeros(len(graphs))
     # Graphs of one family (the steps of a serving table) share most kernels: estimate each distinct one
     # once. The kernel model reads shapes and dtypes, never names or repeat counts.
     index: dict[Any, int] = {}
     distinct: list[Any] = []
-    where = np.empty(len(ops), dtype=np.int64)
-    for i, op in enumerate(ops):
-        key = _shape_key(op)
-        if key not in index:
-            index[key] = len(distinct)
-            distinct.append(op)
-        where[i] = index[key]
+    where_list: list[int] = []
+    counts = []
+    for g in graphs:
+        keys, count = _graph_shape_keys(g)
+        counts.append(count)
+        for op, key in zip(g.ops, keys, strict=True):
+            j = index.get(key)
+            if j is None:
+                j = index[key] = len(distinct)
+                distinct.append(op)
+            where_list.append(j)
+    where = np.array(where_list, dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
         capped = capped_rows(distinct, gpu, point, coeffs, pc, terms, row_estimator(None))
     lat, p = capped.rows["latency_s"], capped.power
     _check_finite(distinct, lat, p["total"], gpu)
-    count = np.array([op.count for op in ops], dtype=float)
+    count = np.concatenate(counts)
     row_latency = count * lat[where]
     row_energy = row_latency * p["total"][where]
     graph_of = np.repeat(np.arange(len(graphs)), sizes)
@@ -392,6 +396,25 @@ def _shape_fields(op_type: type) -> tuple[str, ...]:
         fields = dataclasses.fields(op_type)
         _SHAPE_FIELDS[op_type] = tuple(f.name for f in fields if f.name not in ("name", "count"))
     return _SHAPE_FIELDS[op_type]
+
+
+# Shape keys and repeat counts of the graphs `predict_graph_totals` has seen, by identity: a serving table
+# asks for the same cached step graphs (`dse.serving.load.step_graph`) at every design point. Each entry
+# holds its graph, so an id is never reused while it is cached.
+_GRAPH_KEYS: dict[int, tuple[WorkloadGraph, tuple[tuple[Any, ...], ...], np.ndarray]] = {}
+_GRAPH_KEYS_MAX = 8192
+
+
+def _graph_shape_keys(graph: WorkloadGraph) -> tuple[tuple[tuple[Any, ...], ...], np.ndarray]:
+    hit = _GRAPH_KEYS.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1], hit[2]
+    keys = tuple(_shape_key(op) for op in graph.ops)
+    counts = np.array([op.count for op in graph.ops], dtype=float)
+    if len(_GRAPH_KEYS) >= _GRAPH_KEYS_MAX:
+        _GRAPH_KEYS.clear()
+    _GRAPH_KEYS[id(graph)] = (graph, keys, counts)
+    return keys, counts
 
 
 def _shape_key(op: Any) -> tuple[Any, ...]:

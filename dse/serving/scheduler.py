@@ -232,10 +232,13 @@ class _Engine:
 
     def _decodes(self) -> list[int]:
         """Running requests that decode this step, with a block for their next token (preempting if not)."""
-        decodes = [r for r in self.running if self.computed[r] >= self.prompt_len[r]]
+        computed, prompt_len, kv, blocks = self.computed, self.prompt_len, self.kv, self.blocks
+        decodes = [r for r in self.running if computed[r] >= prompt_len[r]]
+        bs = self.cfg.block_size_tokens
         preempted: set[int] = set()  # a set, not `r in self.running`: that is O(batch) per request
-        for r in decodes:
-            while r not in preempted and not self._grow(r, self.kv[r] + 1):
+        # Only a request whose next token starts a new block can fail to grow (or change the pool).
+        for r in [r for r in decodes if kv[r] >= blocks[r] * bs]:
+            while r not in preempted and not self._grow(r, kv[r] + 1):
                 victim = self._preempt_last()
                 preempted.add(victim)
         return [r for r in decodes if r not in preempted] if preempted else decodes
@@ -286,9 +289,14 @@ class _Engine:
         latency_s, energy_j = self.step_cost(d, p, len(chunks), ctx)
         self._advance(latency_s, energy_j, 1, len(self.running))
         emitted = 0
+        kv, generated, out_len = self.kv, self.generated, self.out_len
         for r in decodes:
-            self.kv[r] += 1
-            emitted += self._emit(r)
+            kv[r] += 1
+            if 1 < generated[r] + 1 < out_len[r]:  # not its first or last token: `_emit` inlined
+                generated[r] += 1
+                emitted += 1
+            else:
+                emitted += self._emit(r)
         for r, take in chunks:
             self.computed[r] += take
             self.kv[r] = self.computed[r]
