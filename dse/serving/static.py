@@ -42,6 +42,7 @@ vectorized call over an array of context lengths.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,9 +306,12 @@ def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict
     }
 
 
-def _graphs(arch: LlmArch, request: ServingRequest) -> list[WorkloadGraph]:
+@functools.lru_cache(maxsize=256)
+def _graphs(arch: LlmArch, request: ServingRequest) -> tuple[WorkloadGraph, ...]:
     """What one GPU runs (`dse.workload.sharding`): the prefill, then (with more than one output token)
-    the context-independent ops of one decode step and the attention of every step."""
+    the context-independent ops of one decode step and the attention of every step. Cached: the graphs do
+    not depend on the GPU or the clock, which a search varies far more often than the workload (graphs
+    are immutable values)."""
     par = request.parallelism
     gpu_arch = shard_arch(arch, par)
     b, i, num_steps = request.replica_batch, request.input_tokens, request.output_tokens - 1
@@ -316,13 +320,13 @@ def _graphs(arch: LlmArch, request: ServingRequest) -> list[WorkloadGraph]:
     )
     graphs = [shard_graph(_engine_graph(prefill, gpu_arch, request, prefill=True), arch, par)]
     if num_steps == 0:
-        return graphs
+        return tuple(graphs)
     decode_graph = build_decode_graph(
         gpu_arch, batch=b, context_len=i, precision=request.precision, attention=request.attention
     )
     step_graph = shard_graph(_engine_graph(decode_graph, gpu_arch, request, prefill=False), arch, par)
     fixed_graph, attention = _split_decode_graph(step_graph)
-    return [*graphs, fixed_graph, _attention_over_steps(attention, range(i, i + num_steps), gpu_arch)]
+    return (*graphs, fixed_graph, _attention_over_steps(attention, range(i, i + num_steps), gpu_arch))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

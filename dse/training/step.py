@@ -114,6 +114,7 @@ class TrainingRequest:
     recompute: str = "none"
     optimizer: str = "adamw"
     attention: str = "flash"
+    memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:

@@ -19,7 +19,15 @@ from dse.workload.backward import build_backward_graph, build_recompute_graph
 from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op
 from dse.workload.vision import VisionModel, build_vision_graph
 
-__all__ = ["predict_vision_training"]
+__all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
+
+# Library kernels alone. The fitted ratios of `dse.training.step.TRAINING_COEFFS_BY_ARCH` come from
+# transformer LLM rows and absorb what those frameworks add around the modelled kernels (NCCL sharing SMs
+# under FSDP, FlashAttention-2 on Hopper, unfused transformer elementwise kernels); a vision graph lists
+# every kernel eager PyTorch runs (convolution, batch norm, ReLU, add, cuDNN's NCHW transposes). With the
+# LLM ratios the sets that isolate the kernels were 16-40% slow: timm RTX 3090 (synthetic input) NCHW
+# and NHWC, Zeus V100 fp32 ResNet-50, MLPerf H100 ResNet-50; with unit ratios they are -12..+11% (bias).
+VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 
 def _output_bytes(op: Op) -> float:
@@ -48,8 +56,9 @@ def predict_vision_training(
     if lay.tp > 1 or lay.pp > 1:
         raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
     forward, params = build_vision_graph(
-        model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision
-    )
+        model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision,
+        memory_format=req.memory_format,
+    )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")
     outputs = [_output_bytes(op) * op.count for op in forward.ops]
@@ -68,4 +77,5 @@ def predict_vision_training(
         activation_bytes=activations, model_flop_per_sample=3.0 * flop / req.micro_batch, tokens_per_sample=1,
         gemm_dtype=req.precision,
     )  # fmt: skip
+    train_coeffs = train_coeffs or VISION_TRAINING_COEFFS
     return estimate_step(parts, gpu, replace(req), memory, point, coeffs, power_coeffs, train_coeffs)

@@ -17,6 +17,9 @@ Rules, per forward op (DESIGN.md section 14):
 - Elementwise: activations read their input(s) and dy and write dx (`act_mul`-shaped ops; a gated
   activation writes two gradients); the residual add's gradient accumulation is one add; an embedding
   gather becomes a scatter-add of the same size; casts and scales mirror themselves.
+- Layout transposes (`LAYOUT_SUFFIX` copies: cuDNN turning an NCHW tensor into NHWC for the tensor cores
+  and back): the data-gradient and weight-gradient convolutions are separate cuDNN calls that each
+  transpose their NCHW operands (dy and dx, x and dy), so the backward copies the forward's twice.
 - Loss: the forward ends with the fp32 cross-entropy softmax over the logits, the backward starts with its
   gradient (softmax minus one-hot) written in the activation dtype.
 
@@ -39,12 +42,14 @@ from dse.workload.ops import (
 
 __all__ = [
     "ATTENTION_BWD_PASSES",
+    "LAYOUT_SUFFIX",
     "build_backward_graph",
     "build_recompute_graph",
     "training_forward",
 ]
 
 ATTENTION_BWD_PASSES = 3
+LAYOUT_SUFFIX = "/nchw_nhwc_transpose"
 
 _ACT_GRAD_KIND = {
     "gelu": "gelu_mul",
@@ -114,6 +119,8 @@ def _depthwise_grads(op: ElementwiseOp) -> list[Op]:
 def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     name, n = f"{op.name}_bwd", op.num_elements
     kind = op.kind
+    if op.name.endswith(LAYOUT_SUFFIX):
+        return [dataclasses.replace(op, name=name, count=op.count * 2)]
     if kind in _ACT_GRAD_KIND:
         # gated activations write d(gate) and d(up): twice the elements
         n = n * 2 if kind.endswith("_mul") else n

@@ -29,10 +29,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dse.errors import ConfigError
+from dse.workload.backward import LAYOUT_SUFFIX
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, Op
 
-__all__ = ["VISION_MODELS", "VisionModel", "build_vision_graph", "is_vision_model", "load_vision_model"]
+__all__ = [
+    "MEMORY_FORMATS",
+    "VISION_MODELS",
+    "VisionModel",
+    "build_vision_graph",
+    "is_vision_model",
+    "load_vision_model",
+]
+
+MEMORY_FORMATS = ("nchw", "nhwc")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,15 +116,20 @@ def load_vision_model(name: str) -> VisionModel:
 
 
 class _Builder:
-    def __init__(self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype) -> None:
+    def __init__(self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, transpose: bool) -> None:
         self.m, self.n, self.dtype, self.act = model, batch, dtype, act
+        self.transpose = transpose  # NCHW tensors around tensor-core convolutions (module docstring)
         self.ops: list[Op] = []
         self.params = 0
 
     def conv(self, name: str, c: int, k: int, hw: int, r: int, stride: int = 1, bn: bool = True) -> int:
         out = (hw + stride - 1) // stride
         rows = self.n * out * out
+        if self.transpose:
+            self.ew(f"{name}{LAYOUT_SUFFIX}", "copy", self.n * hw * hw * c)
         self.ops.append(GemmOp(name=name, m=rows, n=k, k=c * r * r, dtype=self.dtype, b_shared=True))
+        if self.transpose:
+            self.ew(f"{name}_out{LAYOUT_SUFFIX}", "copy", rows * k)
         self.params += c * r * r * k
         if bn:
             self.ops.append(NormOp(name=f"{name}_bn", rows=rows, cols=k, kind="layernorm", dtype=self.act))
@@ -203,18 +219,23 @@ class _Builder:
             for i in range(count):
                 stride = 2 if stage > 0 and i == 0 else 1
                 pre = f"{root}/stage{stage + 1}/block{i}"
+                # a ReLU follows every convolution but the last, and the residual add: each over its
+                # own output (the bottleneck's inner two are a quarter of the block's width)
                 if self.m.bottleneck:
                     self.conv(f"{pre}/conv1", c, width, hw, 1)
+                    self.ew(f"{pre}/conv1_relu", "relu", n * hw * hw * width)
                     new = self.conv(f"{pre}/conv2", width, width, hw, 3, stride)
+                    self.ew(f"{pre}/conv2_relu", "relu", n * new * new * width)
                     self.conv(f"{pre}/conv3", width, out_c, new, 1)
                 else:
                     new = self.conv(f"{pre}/conv1", c, width, hw, 3, stride)
+                    self.ew(f"{pre}/conv1_relu", "relu", n * new * new * width)
                     self.conv(f"{pre}/conv2", width, out_c, new, 3)
                 if stride != 1 or c != out_c:
                     self.conv(f"{pre}/downsample", c, out_c, hw, 1, stride)
                 hw, c = new, out_c
                 self.ew(f"{pre}/residual_add", "add", n * hw * hw * c)
-                self.ew(f"{pre}/relu", "relu", n * hw * hw * c * (3 if self.m.bottleneck else 2))
+                self.ew(f"{pre}/relu", "relu", n * hw * hw * c)
         self.ew(f"{root}/avgpool", "copy", n * c)
         self.fc(f"{root}/fc", n, c, self.m.num_classes)
 
@@ -288,13 +309,21 @@ class _Builder:
 
 
 def build_vision_graph(
-    model: VisionModel, *, batch: int, image_size: int = 224, precision: str = "fp16"
+    model: VisionModel,
+    *,
+    batch: int,
+    image_size: int = 224,
+    precision: str = "fp16",
+    memory_format: str = "nhwc",
 ) -> tuple[WorkloadGraph, int]:
     """(forward graph of `batch` images, parameter count). Precision: GEMM dtype; activations in fp32
-    for fp32/tf32, else in `precision` (bf16 activations under fp8)."""
+    for fp32/tf32, else in `precision` (bf16 activations under fp8). `memory_format` nchw (PyTorch's
+    default) or nhwc (channels_last): NCHW tensor-core convolutions pay cuDNN's layout transposes."""
+    if memory_format not in MEMORY_FORMATS:
+        raise ConfigError(f"memory format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
-    b = _Builder(model, batch, dtype, act)
+    b = _Builder(model, batch, dtype, act, memory_format == "nchw" and precision != "fp32")
     if model.family == "resnet":
         b.resnet(image_size)
     elif model.family == "vgg":

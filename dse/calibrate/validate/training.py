@@ -207,7 +207,8 @@ def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
         n, mb = int(row["num_gpus"]), int(row["batch_per_gpu"])
         req = TrainingRequest(
             micro_batch=mb, global_batch=mb * n, image_size=int(row["image_px"]),
-            precision=_precision(row["precision"]), optimizer="sgd", layout=ParallelLayout(num_gpus=n),
+            precision=_precision(row["precision"]), optimizer="sgd", memory_format=str(row["memory_format"]),
+            layout=ParallelLayout(num_gpus=n),
         )  # fmt: skip
         est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
         out.append(
@@ -236,7 +237,7 @@ def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
         bs = int(row["train_batch_size"])
         req = TrainingRequest(
             micro_batch=bs, global_batch=bs, image_size=int(row["train_img_px"]), precision="fp16",
-            optimizer="sgd", layout=ParallelLayout(num_gpus=1),
+            optimizer="sgd", memory_format=str(row["memory_format"]), layout=ParallelLayout(num_gpus=1),
         )  # fmt: skip
         est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
         out.append(
