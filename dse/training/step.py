@@ -67,7 +67,9 @@ class TrainingCoeffs:
     backward, recomputed); energies scale with them (the stretched kernels run at the modelled power).
     What they absorb: NCCL kernels sharing SMs with overlapped compute, unfused eager elementwise kernels,
     allocator and host gaps, and attention kernels slower than FlashAttention-2 (llm-foundry's triton
-    kernel). Fitted by `dse.calibrate.validate.training.fit_training_coeffs` on the shared LLM rows.
+    kernel). Fitted by `dse.calibrate.validate.training.fit_training_coeffs` on the shared LLM rows, for
+    eager LLM frameworks: vision steps (`dse.training.vision.VISION_TRAINING_COEFFS`) and tuned software
+    (CUDA graphs, fused kernels: MLPerf's closed division) run the library kernels, unit ratios.
     """
 
     kernel_scale: float = 1.0

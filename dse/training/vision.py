@@ -2,7 +2,8 @@
 
 Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
 attention outputs), as eager PyTorch autograd keeps them; `full` recomputation keeps only the graph's
-input plus the largest op output. Throughput is images per second.
+input plus the largest op output. Throughput is images per second. `TrainingRequest.memory_format` picks
+NCHW (PyTorch's default: cuDNN's layout transposes around tensor-core convolutions) or NHWC.
 """
 
 from __future__ import annotations

@@ -29,9 +29,24 @@ def test_validate_training_llm_rows() -> None:
     assert mpt["n"] > 150 and mpt["mape"] < 0.15
     assert sum(result["skipped"]["llm"].values()) > 0
     by_source = {r["source"]: r for r in result["rows"] if r["metric"] == "images_per_s_per_gpu"}
-    # the depthwise weight gradient's per-tap re-reads: EfficientNet was ~2x too fast (MAPE 116%) without them
-    assert by_source["nvidia-deeplearningexamples-convnets/efficientnet-b0"]["mape"] < 0.5
-    assert by_source["timm-rtx3090-nchw"]["mape"] < 0.1
+    # synthetic GPU-resident input: the kernels alone, in both layouts (channels-last was 24% slow before
+    # NCHW paid cuDNN's layout transposes and vision steps dropped the LLM-fitted ratios)
+    assert by_source["timm-rtx3090-nchw"]["mape"] < 0.15
+    assert by_source["timm-rtx3090-nhwc"]["mape"] < 0.15
+
+
+@needs_shared_data
+def test_timm_depthwise_networks_train_at_their_measured_rate() -> None:
+    """The depthwise weight gradient's per-tap re-reads: EfficientNet-B0 and MobileNet-V2 were ~2x too fast
+    without them. timm's synthetic input isolates the GPU (DeepLearningExamples' real-data AMP rows are
+    input-bound: EfficientNet-B0 and ResNet-50 both ~2480 img/s on an A100)."""
+    from dse.calibrate.validate.training import validate_timm_training
+
+    frame, _ = validate_timm_training()
+    depthwise = frame[frame["model"].isin(["efficientnet_b0", "mobilenetv2_100"])]
+    assert len(depthwise) == 4
+    err = (depthwise["pred_images_per_s_per_gpu"] / depthwise["images_per_s_per_gpu"] - 1).abs()
+    assert (err < 0.2).all()
 
 
 @needs_shared_data

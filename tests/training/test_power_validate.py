@@ -35,3 +35,28 @@ def test_mlperf_fit_is_in_sample_on_one_benchmark_only() -> None:
     frame, _, host_w = validate_mlperf_power()
     assert 0.0 < host_w < 5000.0
     assert frame["in_sample"].any() and (~frame["in_sample"]).sum() > frame["in_sample"].sum()
+
+
+@needs_shared_data
+def test_zeus_v100_resnet50_rate_at_large_batches() -> None:
+    """fp32 CUDA-core convolutions (no tensor cores on Volta fp32): the kernel model alone, no LLM-fitted
+    ratio. Batches of 64 and more at limits of 150 W and up (smaller ones are launch- or loader-bound)."""
+    from dse.calibrate.validate.training_power import validate_zeus_power
+
+    frame, _ = validate_zeus_power()
+    big = frame[(frame["batch"] >= 64) & (frame["power_limit_w"] >= 150)]
+    assert len(big) >= 25
+    assert ((big["pred_samples_per_s"] / big["samples_per_s"] - 1).abs() < 0.15).all()
+
+
+@needs_shared_data
+def test_mlperf_throughput_counts_sequences_at_their_real_length() -> None:
+    """A BERT sample is one Wikipedia sequence, packed to its real length (about half of 512): at 512
+    padded tokens and the eager-framework ratios the model read one third of the logged rate."""
+    from dse.calibrate.validate.training_power import validate_mlperf_power
+
+    frame, _, _ = validate_mlperf_power()
+    for source in ("mlperf-bert-1node", "mlperf-resnet-1node"):
+        part = frame[frame["source"].str.startswith(source)]
+        ratio = part["pred_samples_per_s_per_gpu"] / part["samples_per_s_per_gpu"]
+        assert len(part) >= 10 and ((ratio > 0.8) & (ratio < 1.25)).all(), source

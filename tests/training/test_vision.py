@@ -44,13 +44,96 @@ def test_depthwise_convolutions_stream_their_input_and_output_and_reread_them_pe
 
 
 def test_depthwise_backward_makes_training_slower_than_its_flops_suggest() -> None:
-    """EfficientNet-B0 trains no faster than ResNet-50 on an A100 (DeepLearningExamples, AMP: 2489 vs
-    2470 img/s) despite 10x fewer FLOPs: the per-tap re-reads of the depthwise weight gradient."""
-    gpu = load_gpu("a100-sxm-80gb")
-    req = TrainingRequest(micro_batch=256, global_batch=256, precision="fp16", optimizer="sgd")
+    """EfficientNet-B0 trains only 1.44x faster than ResNet-50 on an RTX 3090 with synthetic input (timm,
+    AMP, channels-last, batch 512: 1752 vs 1218 img/s) despite 10x fewer FLOPs: the per-tap re-reads of
+    the depthwise weight gradient. (DeepLearningExamples' A100 AMP rows, 2489 vs 2470 img/s, are equal
+    because both are input-bound: real ImageNet data.)"""
+    gpu = load_gpu("rtx-3090")
+    req = TrainingRequest(
+        micro_batch=512, global_batch=512, precision="fp16", optimizer="sgd", memory_format="nhwc"
+    )
     eff = predict_training("efficientnet-b0", gpu, req).metrics()["samples_per_s"]
     res = predict_training("resnet-50", gpu, req).metrics()["samples_per_s"]
-    assert eff < 1.5 * res
+    assert 1.1 * res < eff < 1.8 * res
+
+
+def _resnet50_relu_elements_per_image() -> int:
+    """torchvision's Bottleneck: relu(bn1(conv1)), relu(bn2(conv2)) at the bottleneck width (conv2 carries
+    the stride, v1.5) and relu(bn3(conv3) + identity) at 4x the width; the stem's relu at 112 x 112."""
+    total, hw = 64 * 112 * 112, 56
+    for stage, blocks in enumerate((3, 4, 6, 3)):
+        width = 64 * 2**stage
+        for i in range(blocks):
+            out = hw // 2 if stage > 0 and i == 0 else hw
+            total += width * hw * hw + width * out * out + 4 * width * out * out
+            hw = out
+    return total
+
+
+def test_resnet_relus_cover_each_convolution_output() -> None:
+    from dse.workload.ops import ElementwiseOp
+
+    forward, _ = build_vision_graph(load_vision_model("resnet-50"), batch=3)
+    relu = sum(
+        op.num_elements * op.count
+        for op in forward.ops
+        if isinstance(op, ElementwiseOp) and op.kind == "relu"
+    )
+    assert relu == 3 * _resnet50_relu_elements_per_image()
+
+
+def test_nchw_tensor_core_convolutions_pay_layout_transposes() -> None:
+    """cuDNN's tensor-core convolutions run NHWC: NCHW tensors are transposed in and out of every one
+    (NVIDIA, Convolutional Layers User's Guide, "NCHW vs. NHWC"); fp32 CUDA-core kernels read NCHW."""
+    from dse.workload.backward import LAYOUT_SUFFIX, build_backward_graph
+    from dse.workload.ops import ElementwiseOp, GemmOp
+
+    model = load_vision_model("resnet-18")
+    nchw, _ = build_vision_graph(model, batch=2, precision="fp16", memory_format="nchw")
+    convs = [op for op in nchw.ops if isinstance(op, GemmOp) and not op.name.endswith("/fc")]
+    assert len(convs) == 20  # 1 stem + 8 blocks x 2 + 3 downsamples
+    moves = [op for op in nchw.ops if isinstance(op, ElementwiseOp) and op.name.endswith(LAYOUT_SUFFIX)]
+    assert len(moves) == 2 * len(convs)
+    # the stem reads 2 x 3 x 224 x 224 images and writes 2 x 64 x 112 x 112 outputs
+    assert moves[0].num_elements == 2 * 3 * 224 * 224 and moves[1].num_elements == 2 * 64 * 112 * 112
+    back = [op for op in build_backward_graph(nchw).ops if op.name.endswith(LAYOUT_SUFFIX + "_bwd")]
+    assert sum(op.num_elements * op.count for op in back) == 2 * sum(op.num_elements for op in moves)
+    for fmt, precision in (("nhwc", "fp16"), ("nchw", "fp32")):
+        graph, _ = build_vision_graph(model, batch=2, precision=precision, memory_format=fmt)
+        assert not [op for op in graph.ops if op.name.endswith(LAYOUT_SUFFIX)]
+
+
+def test_channels_last_trains_faster_only_on_tensor_cores() -> None:
+    """timm on an RTX 3090 (AMP, batch 512): ResNet-50 1218 img/s channels-last vs 826 NCHW (1.47x)."""
+
+    def rate(gpu: str, precision: str, fmt: str) -> float:
+        req = TrainingRequest(
+            micro_batch=128, global_batch=128, precision=precision, optimizer="sgd", memory_format=fmt
+        )
+        return float(predict_training("resnet-50", load_gpu(gpu), req).metrics()["samples_per_s"])
+
+    assert 1.2 < rate("rtx-3090", "fp16", "nhwc") / rate("rtx-3090", "fp16", "nchw") < 1.8
+    assert rate("v100-sxm2", "fp32", "nhwc") == pytest.approx(rate("v100-sxm2", "fp32", "nchw"))
+
+
+def test_unknown_memory_format_is_refused() -> None:
+    from dse.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="memory format"):
+        build_vision_graph(load_vision_model("resnet-18"), batch=1, memory_format="chwn")
+
+
+def test_vision_steps_run_library_kernels_without_the_llm_ratios() -> None:
+    """The fitted training ratios come from transformer LLM rows; a vision step does not take them."""
+    from dse.training.step import TrainingCoeffs, default_training_coeffs
+
+    gpu = load_gpu("a100-sxm-80gb")
+    assert default_training_coeffs(gpu).kernel_scale > 1.0  # LLM steps keep them
+    req = TrainingRequest(micro_batch=64, global_batch=64, precision="fp16", optimizer="sgd")
+    default = predict_training("resnet-50", gpu, req).step_time_s
+    assert default == pytest.approx(
+        predict_training("resnet-50", gpu, req, train_coeffs=TrainingCoeffs()).step_time_s
+    )
 
 
 def test_wide_se_widens_only_the_squeeze() -> None:

@@ -188,7 +188,9 @@ def _mape_rows(frame: pd.DataFrame, metric: str, group: str = "source") -> list[
 
 def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
     """DeepLearningExamples ConvNets rows (README 7.2) of catalog vision models on catalog GPUs:
-    images/s per GPU. Epoch averages with real data: input-pipeline stalls are not modelled."""
+    images/s per GPU at the recipe's memory format. Epoch averages with real data: input-pipeline stalls
+    are not modelled, and the AMP rows are input-bound (EfficientNet-B0 and ResNet-50 both ~2480 img/s
+    on one A100, ~1250 on one V100; 8 GPUs plateau near 16.6k img/s per DGX A100, 8k per DGX-1)."""
     from dse.training.vision import predict_vision_training
     from dse.workload.vision import is_vision_model, load_vision_model
 
@@ -223,7 +225,8 @@ def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
 
 def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
     """timm `benchmark.py` training steps on one RTX 3090 (README 7.3) of shipped vision models: images/s
-    at the row's batch and image size, AMP (fp16), SGD. Synthetic GPU-resident input: no loader stalls."""
+    at the row's batch, image size and memory format, AMP (fp16), SGD. Synthetic GPU-resident input: no
+    loader stalls."""
     from dse.training.vision import predict_vision_training
     from dse.workload.vision import is_vision_model, load_vision_model
 
