@@ -1,9 +1,12 @@
 """Training steps of vision models (`dse.workload.vision`): data parallel only (DDP or FSDP).
 
 Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
-attention outputs), as eager PyTorch autograd keeps them; `full` recomputation keeps only the graph's
-input plus the largest op output. Throughput is images per second. `TrainingRequest.memory_format` picks
-NCHW (PyTorch's default: cuDNN's layout transposes around tensor-core convolutions) or NHWC.
+attention outputs), as eager PyTorch autograd keeps them, but for in-place ops, which write into their
+input's storage (torchvision's and timm's `ReLU(inplace=True)`, whose gradient needs only its output, and
+ResNet's residual `out += identity`), and cuDNN's NCHW layout transposes (temporaries freed after each
+convolution); `full` recomputation keeps only the graph's input plus the largest op output. Throughput
+is images per second. `TrainingRequest.memory_format` picks NCHW (PyTorch's default: cuDNN's layout
+transposes around tensor-core convolutions) or NHWC.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 from dse.training.memory import RESERVED_BYTES, MemoryEstimate, model_state_bytes_per_param
 from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
-from dse.workload.backward import build_backward_graph, build_recompute_graph
+from dse.workload.backward import LAYOUT_SUFFIX, build_backward_graph, build_recompute_graph
 from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op
 from dse.workload.vision import VisionModel, build_vision_graph
 
@@ -29,6 +32,14 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 # LLM ratios the sets that isolate the kernels were 16-40% slow: timm RTX 3090 (synthetic input) NCHW
 # and NHWC, Zeus V100 fp32 ResNet-50, MLPerf H100 ResNet-50; with unit ratios they are -12..+11% (bias).
 VISION_TRAINING_COEFFS = TrainingCoeffs()
+
+
+def _kept(op: Op) -> bool:
+    """Whether autograd keeps a tensor of its own for `op`'s output (module docstring)."""
+    if isinstance(op, ElementwiseOp):
+        in_place = op.kind == "relu" or op.name.endswith("/residual_add")
+        return not (in_place or op.name.endswith(LAYOUT_SUFFIX))
+    return True
 
 
 def _output_bytes(op: Op) -> float:
@@ -62,7 +73,7 @@ def predict_vision_training(
     )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")
-    outputs = [_output_bytes(op) * op.count for op in forward.ops]
+    outputs = [_output_bytes(op) * op.count for op in forward.ops if _kept(op)]
     activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.dp if lay.fsdp else 1

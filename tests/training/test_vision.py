@@ -140,3 +140,34 @@ def test_wide_se_widens_only_the_squeeze() -> None:
     _, base = build_vision_graph(load_vision_model("efficientnet-b0"), batch=1)
     _, wide = build_vision_graph(load_vision_model("efficientnet-widese-b0"), batch=1)
     assert wide > base
+
+
+def _resnet50_conv_output_elements_per_image() -> int:
+    """Every convolution's output in torchvision's ResNet-50 (v1.5: the stride on conv2, a 1x1 strided
+    downsample in each stage's first block)."""
+    total, hw = 64 * 112 * 112, 56
+    for stage, blocks in enumerate((3, 4, 6, 3)):
+        width = 64 * 2**stage
+        for i in range(blocks):
+            out = hw // 2 if stage > 0 and i == 0 else hw
+            total += width * hw * hw + width * out * out + 4 * width * out * out
+            total += 4 * width * out * out if i == 0 else 0
+            hw = out
+    return total
+
+
+def test_in_place_relus_residual_adds_and_layout_transposes_keep_no_tensor_of_their_own() -> None:
+    """Autograd keeps each convolution's output (batch norm's input) and each batch norm's output, which
+    the in-place ReLU and `+=` then overwrite; cuDNN frees its layout transposes after each call."""
+    gpu = load_gpu("rtx-3090")
+
+    def kept_bytes(fmt: str) -> float:
+        req = TrainingRequest(
+            micro_batch=4, global_batch=4, precision="fp16", optimizer="sgd", memory_format=fmt
+        )
+        return float(predict_training("resnet-50", gpu, req).memory.activations_bytes)
+
+    assert kept_bytes("nchw") == kept_bytes("nhwc")
+    # conv and BN outputs, the max-pool's 64 x 56 x 56, the average pool's 2048 and the 1000 logits
+    per_image = 2 * _resnet50_conv_output_elements_per_image() + 64 * 56 * 56 + 2048 + 1000
+    assert kept_bytes("nhwc") == pytest.approx(4 * 2 * per_image)
