@@ -9,6 +9,13 @@ vocabulary; its graph is the model's with those dimensions divided), a pipeline 
 stage's graph keeps the embedding and the head: an over-count of one head per stage, small beside the
 layers). MPT's learned position table is sized by the run's sequence length, as llm-foundry's
 `max_seq_len` does, so sequences past the shipped config's length are accepted for it.
+
+Encoders (BERT) pre-train with the masked-LM head on the masked positions only: BERT masks 15% of the
+positions (Devlin et al. 2019, section 3.1) and gathers them before the head (google-research/bert
+`run_pretraining.py` `gather_indexes`; NVIDIA's implementations the same, `dense_seq_output`): a d x d
+transform, GELU and LayerNorm, the decoder tied to the token table ([positions, d] x [d, vocab]) and the
+fp32 cross-entropy. The next-sentence classifier (d x 2 on the pooled token) is negligible and omitted;
+`objective="finetune"` (SQuAD and the like) has only such a task head.
 """
 
 from __future__ import annotations
@@ -29,10 +36,23 @@ from dse.training.memory import (
 from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
 from dse.workload.arch import LlmArch
 from dse.workload.backward import build_backward_graph, build_recompute_graph, training_forward
+from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import activation_dtype, build_prefill_graph
-from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, GemmOp
+from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormOp,
+    Op,
+    SoftmaxOp,
+    weight_gemm_ops,
+)
 
-__all__ = ["llm_step_parts", "predict_llm_training", "training_arch"]
+__all__ = ["MLM_MASKED_FRACTION", "llm_step_parts", "predict_llm_training", "training_arch"]
+
+MLM_MASKED_FRACTION = 0.15  # module docstring
 
 
 def training_arch(arch: LlmArch, seq_len: int) -> LlmArch:
@@ -68,11 +88,41 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int) -> LlmArch:
     return arch.model_copy(update=update)
 
 
-def _model_flop_per_sample(arch: LlmArch, seq_len: int, precision: str, attention: str) -> float:
-    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention."""
-    fwd = training_forward(
-        build_prefill_graph(arch, batch=1, seq_len=seq_len, precision=precision, attention=attention)
+def _pretraining_heads(arch: LlmArch, req: TrainingRequest, batch: int, gemm_dtype: str) -> list[Op]:
+    """An encoder's masked-LM head over `batch` sequences' masked positions (module docstring)."""
+    act = activation_dtype(req.precision)
+    dtype: Dtype = gemm_dtype  # type: ignore[assignment]
+    rows = batch * max(1, round(MLM_MASKED_FRACTION * req.seq_len))
+    d, root = arch.hidden_size, f"{arch.name}/mlm"
+    return [
+        *weight_gemm_ops(f"{root}/transform", m=rows, n=d, k=d, dtype=dtype, act_dtype=act),
+        ElementwiseOp(name=f"{root}/act", kind="gelu", num_elements=rows * d, dtype=act),
+        NormOp(name=f"{root}/norm", rows=rows, cols=d, dtype=act),
+        *weight_gemm_ops(f"{root}/decoder", m=rows, n=arch.vocab_size, k=d, dtype=dtype, act_dtype=act),
+        SoftmaxOp(name=f"{root}/cross_entropy", rows=rows, cols=arch.vocab_size, dtype="fp32"),
+    ]
+
+
+def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int) -> WorkloadGraph:
+    """The forward of `batch` sequences: the prefill, the LM head on every token (decoders) or the
+    pre-training heads (encoders with `objective="pretrain"`)."""
+    prefill = build_prefill_graph(
+        arch, batch=batch, seq_len=req.seq_len, precision=req.precision, attention=req.attention
     )
+    forward = training_forward(prefill)
+    if arch.family != "encoder" or req.objective != "pretrain":
+        return forward
+    heads = _pretraining_heads(arch, req, batch, _gemm_dtype(req.precision))
+    return WorkloadGraph(name=forward.name, ops=(*forward.ops, *heads), meta=forward.meta)
+
+
+def _gemm_dtype(precision: str) -> str:
+    return "bf16" if precision == "mxfp4" else precision
+
+
+def _model_flop_per_sample(arch: LlmArch, req: TrainingRequest) -> float:
+    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention."""
+    fwd = _training_forward(arch, req, 1)
     return 3.0 * sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp | AttentionOp))
 
 
@@ -81,10 +131,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     lay = req.layout
     arch = training_arch(arch, req.seq_len)
     rank = _rank_arch(arch, lay.tp, lay.pp)
-    prefill = build_prefill_graph(
-        rank, batch=req.micro_batch, seq_len=req.seq_len, precision=req.precision, attention=req.attention
-    )
-    forward = training_forward(prefill)
+    forward = _training_forward(rank, req, req.micro_batch)
     backward = build_backward_graph(forward)
     recompute = build_recompute_graph(forward, req.recompute)
     act = activation_dtype(req.precision)
@@ -124,9 +171,9 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         params_per_rank=params,
         num_layers_per_rank=layers,
         activation_bytes=activations,
-        model_flop_per_sample=_model_flop_per_sample(arch, req.seq_len, req.precision, req.attention),
+        model_flop_per_sample=_model_flop_per_sample(arch, req),
         tokens_per_sample=req.seq_len,
-        gemm_dtype="bf16" if req.precision == "mxfp4" else req.precision,
+        gemm_dtype=_gemm_dtype(req.precision),
         tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
         num_tp_allreduces=tp_passes * layers,
         pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,

@@ -56,6 +56,7 @@ __all__ = [
     "estimate_step",
 ]
 
+OBJECTIVES = ("pretrain", "finetune")
 _DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb: the last bucket reduces after backward
 
 
@@ -117,11 +118,14 @@ class TrainingRequest:
     optimizer: str = "adamw"
     attention: str = "flash"
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
+    objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"objective '{self.objective}' is not one of {', '.join(OBJECTIVES)}")
         if self.micro_batch < 1 or self.global_batch < 1:
             raise ConfigError("micro_batch and global_batch must be positive")
         per_step = self.micro_batch * self.layout.dp

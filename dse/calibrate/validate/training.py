@@ -91,9 +91,8 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
         return "GPU not in the catalog"
     if _int(row["cp"]) > 1 or _int(row["ep"]) > 1 or _int(row["vp"], 0) > 1:
         return "context, expert or virtual-pipeline parallelism"
-    if str(row["training_mode"]) not in ("pretrain",) and not str(row["training_mode"]).startswith(
-        "finetune"
-    ):
+    mode = str(row["training_mode"])
+    if mode != "pretrain" and not mode.startswith("finetune"):
         return "LoRA / SFT (frozen weights)"
     tp, pp, n = _int(row["tp"]), _int(row["pp"]), _int(row["num_gpus"])
     dp = n // (tp * pp)
@@ -109,7 +108,7 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
         req = TrainingRequest(
             micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
             precision=_precision(row["precision"]), recompute=_recompute(row["activation_checkpointing"]),
-            layout=layout,
+            objective="pretrain" if mode == "pretrain" else "finetune", layout=layout,
         )  # fmt: skip
     except DseError as exc:
         return f"layout: {str(exc).split(':')[0]}"
