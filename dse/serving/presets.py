@@ -9,8 +9,10 @@ vllm (V1, 0.10-0.11, OpenAI server):
 sglang (0.4-0.5):
     max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
     chunked_prefill_size 8192 (GPUs >= 60 GiB); page_size 1; chunked prefill on; 0.7 of the remaining
-    output reserved at admission (init_new_token_ratio); CUDA graphs up to cuda_graph_max_bs 256, padded;
-    greedy sampling; KV in the activation dtype; memory by its automatic mem_fraction_static.
+    output reserved at admission (init_new_token_ratio); prefill first: a step runs prompt chunks only
+    whenever any can be scheduled, else the decodes (`enable_mixed_chunk` off); CUDA graphs up to
+    cuda_graph_max_bs 256, padded; greedy sampling; KV in the activation dtype; memory by its automatic
+    mem_fraction_static.
 trtllm (1.x, PyTorch backend):
     max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
     reserved at admission (GUARANTEED_NO_EVICT); no CUDA-graph padding; greedy sampling; fp8 KV cache
@@ -22,7 +24,8 @@ none:
 
 Sources: vLLM `EngineArgs._set_default_args` (OpenAI server usage context) and `CompilationConfig`
 capture sizes; SGLang `ServerArgs` (`chunked_prefill_size`, `page_size`, `cuda_graph_max_bs`,
-`schedule_conservativeness` / `init_new_token_ratio`); TensorRT-LLM `LlmArgs` (`max_batch_size`,
+`schedule_conservativeness` / `init_new_token_ratio`, `enable_mixed_chunk`; `Scheduler.get_next_batch_to_run`
+tries a new prefill batch before the decode batch); TensorRT-LLM `LlmArgs` (`max_batch_size`,
 `max_num_tokens`, `KvCacheConfig`, `CapacitySchedulerPolicy.GUARANTEED_NO_EVICT`, chunked prefill off).
 The KV-cache sizing rules are in `dse.serving.memory.kv_capacity_tokens`. `none` is a generic continuous
 batcher with vLLM's block size and no kernel fusion, CUDA graphs or sampler.
@@ -62,6 +65,7 @@ class EnginePreset:
     fp8_kv_with_fp8_weights: bool
     gpu_memory_utilization: float | None  # None: the engine's own rule (dse.serving.memory)
     host_step_s: float = 0.0
+    mixed_prefill: bool = True  # False: prefill-first steps, decodes pause (`dse.serving.scheduler`)
 
     def launch_mode(self, decodes: int, prefill_tokens: int = 0) -> str:
         """The step's launch mode for `dse.perf.host`: CUDA graphs for decode-only steps the engine has
@@ -114,6 +118,7 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
             sampling="greedy",
             fp8_kv_with_fp8_weights=False,
             gpu_memory_utilization=None,
+            mixed_prefill=False,
         )
     if name == "trtllm":
         return EnginePreset(

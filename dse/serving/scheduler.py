@@ -26,6 +26,12 @@ Each step, as vLLM V1, SGLang and TensorRT-LLM schedule:
 3. The step takes `step_cost(...)` plus `host_step_s`; a request whose prompt completes gets its first
    token at the step's end, a decoding request its next one. A finished request frees its blocks.
 
+With `mixed_prefill` off (SGLang's default: `enable_mixed_chunk` is off and its scheduler's
+`get_next_batch_to_run` runs a prefill batch whenever one can be formed), a step is either prompt chunks
+only, with the whole budget, whenever any can be scheduled, or decodes only: decodes pause while prompts
+wait. A closed loop of equal lengths then stays in waves: a wave's prompts all run before any of its
+requests decodes, so they finish together and their successors arrive together.
+
 Between events (a completion, an arrival that could be admitted, a block boundary the pool cannot cover)
 steps are pure decode steps of one composition, so they are taken together: the cost of a simulation grows
 with the number of requests, not steps. Their step cost is taken at the mean context of the stretch.
@@ -58,6 +64,9 @@ class SchedulerConfig:
     chunked_prefill: bool = True
     reserve_output_frac: float = 0.0
     host_step_s: float = 0.0
+    # False: prefill-first steps of prompt chunks only, decodes pausing while any prompt work can be
+    # scheduled (SGLang's default scheduler; module docstring). True: decodes and chunks share each step.
+    mixed_prefill: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_batched_tokens", "kv_blocks", "block_size_tokens"):
@@ -278,8 +287,12 @@ class _Engine:
         return chunks
 
     def step(self) -> None:
-        decodes = self._decodes()
-        chunks = self._prompts(self.cfg.max_batched_tokens - len(decodes))
+        if self.cfg.mixed_prefill:
+            decodes = self._decodes()
+            chunks = self._prompts(self.cfg.max_batched_tokens - len(decodes))
+        else:
+            chunks = self._prompts(self.cfg.max_batched_tokens)
+            decodes = [] if chunks else self._decodes()
         if not decodes and not chunks:
             raise ConfigError(
                 "a request cannot be scheduled: its prompt needs more KV-cache blocks than the pool holds"
