@@ -27,6 +27,20 @@ RecomputeOpt = Annotated[
     str, typer.Option("--recompute", help="Training: activation recomputation none, selective or full.")
 ]
 OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="Training: adamw or sgd (with momentum).")]
+MemoryFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--memory-format",
+        help="Training vision models: nchw (PyTorch's default: cuDNN transposes around each tensor-core "
+        "convolution) or nhwc (channels_last).",
+    ),
+]
+ObjectiveOpt = Annotated[
+    str,
+    typer.Option(
+        "--objective", help="Training encoders (BERT): pretrain (masked-LM head) or finetune (a task head)."
+    ),
+]
 
 _ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("step_time_s", "step time (s)", 1.0, ".4g"),
@@ -54,6 +68,8 @@ class TrainingArgs:
     image_size: ImageSizeOpt = 224
     recompute: RecomputeOpt = "none"
     optimizer: OptimizerOpt = "adamw"
+    memory_format: MemoryFormatOpt = "nchw"
+    objective: ObjectiveOpt = "pretrain"
 
 
 def run_training(
@@ -71,7 +87,8 @@ def run_training(
     request = TrainingRequest(
         micro_batch=micro, global_batch=opts["global_batch"] or micro * layout.dp, seq_len=opts["seq_len"],
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
-        optimizer=opts["optimizer"], attention=opts["attention"], layout=layout,
+        optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
+        objective=opts["objective"], layout=layout,
     )  # fmt: skip
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()

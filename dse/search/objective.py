@@ -154,6 +154,8 @@ class EvalContext:
     image_size: int = 224
     recompute: str = "none"
     optimizer: str = "adamw"
+    memory_format: str = "nchw"
+    objective: str = "pretrain"
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

@@ -283,6 +283,8 @@ class WorkloadConfig(_Strict):
     image_size: int = Field(default=224, ge=8)
     recompute: Literal["none", "selective", "full"] = "none"
     optimizer: Literal["adamw", "sgd"] = "adamw"
+    memory_format: Literal["nchw", "nhwc"] = "nchw"  # vision models' layout
+    objective: Literal["pretrain", "finetune"] = "pretrain"  # encoders' heads
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)

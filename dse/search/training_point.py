@@ -2,7 +2,8 @@
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
 The study's workload keys `num_gpus`, `tp`, `pp`, `fsdp`, `micro_batch`, `global_batch` (default: micro x dp),
-`seq_len`, `image_size`, `precision`, `recompute`, `optimizer` and `attention` make the request; `gpu.*`
+`seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `memory_format` (vision) and
+`objective` (encoders) make the request; `gpu.*`
 paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
 """
 
@@ -22,6 +23,8 @@ TRAINING_KEYS: tuple[str, ...] = (
     "image_size",
     "recompute",
     "optimizer",
+    "memory_format",
+    "objective",
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
@@ -61,7 +64,8 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     request = TrainingRequest(
         micro_batch=micro, global_batch=global_batch, seq_len=int(get("seq_len")),
         image_size=int(get("image_size")), precision=str(get("precision")), recompute=str(get("recompute")),
-        optimizer=str(get("optimizer")), attention=str(get("attention")), layout=layout,
+        optimizer=str(get("optimizer")), attention=str(get("attention")),
+        memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
     )  # fmt: skip
     raw = predict_training(str(get("model")), gpu, request, point).metrics()
     out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}

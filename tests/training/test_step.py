@@ -105,3 +105,26 @@ def test_cli_training_json_keys() -> None:
     ):  # fmt: skip
         assert key in out
     assert set(out["breakdown"]["time_s"]) >= {"forward", "backward", "optimizer", "communication"}
+
+
+def _cli_json(args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, args.split())
+    return result.exit_code, result.output
+
+
+def test_cli_memory_format_and_objective() -> None:
+    # channels_last skips cuDNN's NCHW<->NHWC transposes around tensor-core convolutions: never slower;
+    # fine-tuning drops BERT's masked-LM head (vocabulary-wide GEMM and loss): never slower either.
+    base = "predict --model resnet-50 --gpu a100-sxm-80gb --training --micro-batch 128 --precision bf16 --json"
+    rc_nchw, out_nchw = _cli_json(base)
+    rc_nhwc, out_nhwc = _cli_json(base + " --memory-format nhwc")
+    assert rc_nchw == rc_nhwc == 0, out_nchw + out_nhwc
+    assert json.loads(out_nhwc)["samples_per_s"] > json.loads(out_nchw)["samples_per_s"]
+    bert = "predict --model bert-large --gpu a100-sxm-80gb --training --micro-batch 16 --seq-len 384 --json"
+    rc_pre, out_pre = _cli_json(bert)
+    rc_fine, out_fine = _cli_json(bert + " --objective finetune")
+    assert rc_pre == rc_fine == 0, out_pre + out_fine
+    assert json.loads(out_fine)["step_time_s"] < json.loads(out_pre)["step_time_s"]
+    for flag, value in (("--memory-format", "nchx"), ("--objective", "bogus")):
+        rc, out = _cli_json(f"{base} {flag} {value}")
+        assert rc == 2 and value in out and "Traceback" not in out
