@@ -115,7 +115,8 @@ def _cli_json(args: str) -> tuple[int, str]:
 def test_cli_memory_format_and_objective() -> None:
     # channels_last skips cuDNN's NCHW<->NHWC transposes around tensor-core convolutions: never slower;
     # fine-tuning drops BERT's masked-LM head (vocabulary-wide GEMM and loss): never slower either.
-    base = "predict --model resnet-50 --gpu a100-sxm-80gb --training --micro-batch 128 --precision bf16 --json"
+    base = "predict --model resnet-50 --gpu a100-sxm-80gb --training --micro-batch 128 --precision bf16"
+    base += " --json"
     rc_nchw, out_nchw = _cli_json(base)
     rc_nhwc, out_nhwc = _cli_json(base + " --memory-format nhwc")
     assert rc_nchw == rc_nhwc == 0, out_nchw + out_nhwc
