@@ -60,8 +60,9 @@ def power_cap_w(gpu: GpuSpec, point: OperatingPoint) -> float:
     """The cap in force: the operating point's, else the GPU's TDP (its default power limit).
 
     Raises:
-        ConfigError: a cap that is not positive or lies below the GPU's minimum settable limit. A cap above
-            the TDP (the largest limit the driver accepts) is the TDP.
+        ConfigError: a cap that is not positive or lies below the GPU's minimum settable limit (or, where
+            none is given, below its idle power at the minimum clock). A cap above the TDP (the largest
+            limit the driver accepts) is the TDP.
     """
     cap = gpu.power.tdp_w if point.power_cap_w is None else float(point.power_cap_w)
     lowest = gpu.power.power_cap_min_w
@@ -69,6 +70,14 @@ def power_cap_w(gpu: GpuSpec, point: OperatingPoint) -> float:
     if not cap > 0 or (lowest is not None and cap < lowest - 1e-9):
         floor = f" (the minimum settable limit of {gpu.name} is {lowest:g} W)" if lowest else ""
         raise ConfigError(f"{what} {cap:g} W is not allowed{floor}")
+    # Without a published minimum limit, a cap below the board's idle power at its lowest clock is one no
+    # clock can meet.
+    idle_w = float(idle_power_w(gpu, gpu.clocks.sm_clock_min_hz))
+    if lowest is None and cap < idle_w:
+        raise ConfigError(
+            f"{what} {cap:g} W is below {gpu.name}'s idle power ({idle_w:.0f} W at its minimum clock): "
+            "no clock meets it"
+        )
     # The TDP is the default and the largest power limit the driver accepts (nvidia-smi -pl): a cap above
     # it is the TDP (in a sweep or a comparison it simply does not bind; `dse predict` refuses one).
     return min(cap, float(gpu.power.tdp_w))

@@ -15,9 +15,9 @@ The engine (`dse.serving.presets`) sets the scheduler's limits, the KV-cache siz
 prefill, CUDA-graph padding of decode steps, the sampler and the KV dtype; each can be overridden here.
 `dse.serving.scheduler` simulates the iteration-level scheduling; each engine step's latency and energy
 come from the kernel and power model (`engine_step_graph` through `predict_graph`) at the operating point,
-interpolated over a grid of decode tokens (powers of two), prompt tokens per step (whole mean prompts in
-powers of two, and the step budget) and KV context (three points from the shortest prompt to the longest
-sequence). The grid's steps (~100) are predicted in one vectorized pass of the kernel model.
+interpolated over a grid of decode tokens (powers of two), prompt tokens per step (one token, whole mean
+prompts in powers of two, and the step budget) and KV context (three points from the shortest prompt to the
+longest sequence). The grid's steps (~100) are predicted in one vectorized pass of the kernel model.
 
 Lengths: `fixed` gives every request `input_tokens` and `output_tokens`; `lognormal` draws each with that
 mean and a log-space standard deviation `length_sigma` (0.5 by default, a coefficient of variation of
@@ -302,7 +302,10 @@ class StepTable:
         self.precision, self.preset, self.kv_dtype = precision, preset, kv_dtype
         self.mean_input = mean_input
         self.d_grid = np.array(pow2_grid(max(1, max_decodes)), float)
-        self.p_grid = np.array(prompt_token_grid(mean_input, max(1, max_prompt_tokens)), float)
+        # One-token prompts too: a step of no decodes and a short prompt (a leftover chunk, SGLang's
+        # prompt-only steps) still reads every weight, which interpolating from the empty step would miss.
+        p_grid = prompt_token_grid(mean_input, max(1, max_prompt_tokens))
+        self.p_grid = np.array(sorted({*p_grid, 1}), float)
         lo, hi = context_range
         self.c_grid = np.unique(np.array([lo, round(math.sqrt(lo * hi)), hi], float))
         self._grids = (self.d_grid.tolist(), self.p_grid.tolist(), self.c_grid.tolist())  # for `_bracket`

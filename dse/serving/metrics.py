@@ -10,9 +10,11 @@ Means and the p50 / p90 / p99 percentiles (linear interpolation) are over all re
 
 System metrics come from the steady-state window, as serving benchmarks measure energy (ML.ENERGY: from
 when the first `k` requests have their first token to when all but `k + 1` requests have finished, with
-`k` the engine's concurrency): the ramp-up, when the batch fills, and the drain, when it empties, are left
-out. `k` is the closed-loop concurrency, the running-sequence limit for offline runs, and a tenth of the
-requests for Poisson arrivals. If the window is empty (too few requests) the whole run is used.
+`k` the engine's concurrency; here the end is the last first token by then, so that both edges fall on the
+same kind of event and a run in waves is measured over whole periods): the ramp-up, when the batch fills,
+and the drain, when it empties, are left out. `k` is the closed-loop concurrency, the running-sequence
+limit for offline runs, and a tenth of the requests for Poisson arrivals. If the window is empty (too few
+requests) the whole run is used.
 
     output_tokens_per_s         tokens emitted in the window / its duration
     requests_per_s              requests finished in the window / its duration
@@ -48,14 +50,20 @@ class Window:
 
 
 def steady_window(sim: SimResult, k: int) -> Window:
-    """From the k-th first token to the (n - k - 1)-th finish (module docstring)."""
+    """From the k-th first token to the last first token by the (n - k - 1)-th finish (module docstring):
+    both edges at first tokens, so that a run in waves (SGLang's prefill-first steps with equal lengths)
+    is measured over whole periods, as many prefills as decode phases; elsewhere the end moves by less
+    than the gap between two first tokens."""
     n = len(sim.finish_s)
     first = np.sort(sim.first_token_s)
     finish = np.sort(sim.finish_s)
     k = max(1, min(k, n))
     start = float(first[k - 1])
     end_index = n - k - 1
-    end = float(finish[end_index - 1]) if end_index >= 1 else -np.inf
+    end = -np.inf
+    if end_index >= 1:
+        last = int(np.searchsorted(first, finish[end_index - 1], side="right")) - 1
+        end = float(first[last]) if last >= 0 else -np.inf
     if end > start:
         return Window(start_s=start, end_s=end, whole_run=False)
     return Window(start_s=float(sim.step_start_s[0]), end_s=float(sim.step_end_s[-1]), whole_run=True)

@@ -179,6 +179,7 @@ class TrainingEstimate:
     memory: MemoryEstimate
     phase_time_s: dict[str, float]
     phase_energy_j: dict[str, float]  # per GPU
+    link_energy_j: float = 0.0  # per GPU: the links' wire energy (in `phase_energy_j["communication"]`)
 
     @property
     def feasible(self) -> bool:
@@ -276,14 +277,45 @@ def estimate_step(
     power_coeffs: Any = None,
     train_coeffs: TrainingCoeffs | None = None,
 ) -> TrainingEstimate:
-    """The step model of the module docstring over one rank's `parts`."""
+    """The step model of the module docstring over one rank's `parts`.
+
+    The power cap bounds the board, links included: where the links' energy (collectives overlapped with
+    compute) takes the step's mean power over the cap, the kernels run again under the cap less that link
+    power, as the board's power manager would clock them down.
+    """
+    from dse.perf.dvfs import power_cap_w
+
+    point = point or OperatingPoint()
+    args = (parts, gpu, req, memory)
+    est = _estimate_step_at(*args, point, coeffs, power_coeffs, train_coeffs)
+    cap_w = power_cap_w(gpu, point)
+    if est.avg_power_w <= cap_w * (1.0 + 1e-9):
+        return est
+    link_w = est.link_energy_j / est.step_time_s
+    # The kernels' share of the board limit may lie below the lowest limit a user can set: the clock floor
+    # then bounds it (the cap search reports kernels over the cap at the minimum clock).
+    kernels_gpu = gpu.model_copy(update={"power": gpu.power.model_copy(update={"power_cap_min_w": None})})
+    inner = OperatingPoint(sm_clock_hz=point.sm_clock_hz, power_cap_w=max(cap_w - link_w, 1.0))
+    return _estimate_step_at(parts, kernels_gpu, req, memory, inner, coeffs, power_coeffs, train_coeffs)
+
+
+def _estimate_step_at(
+    parts: StepParts,
+    gpu: GpuSpec,
+    req: TrainingRequest,
+    memory: MemoryEstimate,
+    point: OperatingPoint,
+    coeffs: Any,
+    power_coeffs: Any,
+    train_coeffs: TrainingCoeffs | None,
+) -> TrainingEstimate:
+    """`estimate_step` with the kernels under `point`'s cap."""
     rates = gpu.sm.tensor_flop_per_clk
     if parts.gemm_dtype not in ("fp32", *rates):
         raise ConfigError(
             f"{gpu.name} has no {parts.gemm_dtype} tensor cores (has {', '.join(sorted(rates))}): "
             "choose another --precision"
         )  # Volta: fp16 only
-    point = point or OperatingPoint()
     coeffs_t = train_coeffs or default_training_coeffs(gpu)
     lay, m = req.layout, req.num_microbatches
     params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
@@ -340,4 +372,5 @@ def estimate_step(
         memory=memory,
         phase_time_s=time_s,
         phase_energy_j=energy_j,
+        link_energy_j=m * tp_pp_j + dp_link_j,
     )

@@ -480,7 +480,8 @@ def build_prefill_graph(
     imbalance = _check_imbalance(moe_imbalance)
     if seq_len > arch.max_position_embeddings:
         raise ConfigError(
-            f"seq_len {seq_len} exceeds {arch.name}'s max_position_embeddings {arch.max_position_embeddings}"
+            f"seq_len {seq_len} (--seq-len) exceeds {arch.name}'s max_position_embeddings "
+            f"{arch.max_position_embeddings}"
         )
     backend: AttentionBackend = "flash" if attn == "flash" else "eager"
     builder = _Builder(

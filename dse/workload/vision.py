@@ -316,6 +316,24 @@ class _Builder:
         self.fc(f"{root}/head", n, d, m.num_classes)
 
 
+# Every convolutional family here halves the image five times (stride 32 to its last feature map).
+CNN_STRIDE_PX = 32
+
+
+def _check_image_size(model: VisionModel, image_size: int) -> None:
+    """ConfigError naming --image-size unless every layer keeps at least one pixel: a multiple of the patch
+    for a ViT (torchvision's `VisionTransformer` refuses other sizes), at least the total stride for CNNs."""
+    if model.family == "vit":
+        if image_size < model.patch or image_size % model.patch:
+            raise ConfigError(
+                f"--image-size {image_size}: {model.name} needs a multiple of its {model.patch}-px patch"
+            )
+    elif image_size < CNN_STRIDE_PX:
+        raise ConfigError(
+            f"--image-size {image_size}: {model.name} needs at least {CNN_STRIDE_PX} px (its total stride)"
+        )
+
+
 def build_vision_graph(
     model: VisionModel,
     *,
@@ -329,6 +347,7 @@ def build_vision_graph(
     default) or nhwc (channels_last): NCHW tensor-core convolutions pay cuDNN's layout transposes."""
     if memory_format not in MEMORY_FORMATS:
         raise ConfigError(f"memory format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
+    _check_image_size(model, image_size)
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
     b = _Builder(model, batch, dtype, act, memory_format == "nchw" and precision != "fp32")

@@ -200,3 +200,12 @@ def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(
         fits_nowhere = ~(power <= cap).any(axis=0)
         np.testing.assert_array_equal(res.rows["sm_clock_hz"], want)
         np.testing.assert_array_equal(res.cap_exceeded, fits_nowhere)
+
+
+def test_a_cap_below_idle_power_is_refused_where_no_minimum_limit_is_published():
+    gpu = load_gpu("h200-sxm")
+    assert gpu.power.power_cap_min_w is None
+    idle_w = float(idle_power_w(gpu, gpu.clocks.sm_clock_min_hz))
+    with pytest.raises(ConfigError, match="idle power"):
+        power_cap_w(gpu, OperatingPoint(power_cap_w=0.5 * idle_w))
+    assert power_cap_w(gpu, OperatingPoint(power_cap_w=idle_w + 1.0)) == idle_w + 1.0

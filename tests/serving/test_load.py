@@ -134,8 +134,22 @@ def test_step_table_interpolates_between_evaluated_cells() -> None:
     at_24 = table(24, 0, 0, 300.0)[0]  # padded to 24 (a captured size), between the cells 16 and 32
     at_32 = table(32, 0, 0, 300.0)[0]
     assert at_16 < at_24 < at_32
-    # d: 0, 1, 2, ..., 64 (8); p: 0, 256, 512, 1024, 2048 (5); 3 contexts; all but the 3 empty steps
-    assert table.evaluations == 8 * 5 * 3 - 3
+    # d: 0, 1, 2, ..., 64 (8); p: 0, 1, 256, 512, 1024, 2048 (6); 3 contexts; all but the 3 empty steps
+    assert table.evaluations == 8 * 6 * 3 - 3
+
+
+def test_a_short_prompt_alone_costs_at_least_a_one_token_prefill() -> None:
+    # A step of no decodes and a few prompt tokens reads every weight: never cheaper than one token's
+    # prefill (it was interpolated from the empty step, so 16 tokens of a 1,024-token mean cost ~1/64).
+    preset = resolve_preset(LoadRequest(mode="max_throughput", input_tokens=1024, output_tokens=8), H100)
+    table = StepTable(
+        ARCH, H100, None, None, None, precision="bf16", preset=preset, kv_dtype=None, mean_input=1024,
+        max_decodes=8, max_prompt_tokens=8192, context_range=(1024, 1032),
+    )  # fmt: skip
+    one, sixteen, whole = (table(0, p, 1, 0.0)[0] for p in (1, 16, 1024))
+    assert one <= sixteen < whole
+    # about a decode step's weight read, not ~1/64 of a whole prefill
+    assert sixteen > 0.5 * table(1, 0, 0, 1024.0)[0]
 
 
 @pytest.mark.parametrize(

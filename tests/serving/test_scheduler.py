@@ -295,3 +295,15 @@ def test_mixed_steps_let_equal_waves_drift_apart_and_cut_ttft() -> None:
     }
     ttft = {mixed: float((sim.first_token_s - sim.arrival_s).mean()) for mixed, sim in runs.items()}
     assert ttft[True] < 0.8 * ttft[False]
+
+
+def test_the_steady_window_covers_whole_waves() -> None:
+    # A run in identical waves is periodic: its steady throughput and energy per token are the whole run's
+    # (the window must hold as many prefills as decode phases, not one decode phase more).
+    c, n, out_len = 8, 80, 20
+    req = Requests(input_tokens=np.full(n, 512), output_tokens=np.full(n, out_len), concurrency=c)
+    sim = simulate(req, config(max_batched_tokens=1024, mixed_prefill=False), cost, idle_power_w=IDLE_W)
+    m = system(sim, c)
+    duration_s = float(sim.step_end_s[-1] - sim.step_start_s[0])
+    assert m["output_tokens_per_s"] == pytest.approx(n * out_len / duration_s, rel=1e-6)
+    assert m["energy_per_output_token_j"] == pytest.approx(sim.step_energy_j.sum() / (n * out_len), rel=1e-6)

@@ -129,3 +129,17 @@ def test_cli_memory_format_and_objective() -> None:
     for flag, value in (("--memory-format", "nchx"), ("--objective", "bogus")):
         rc, out = _cli_json(f"{base} {flag} {value}")
         assert rc == 2 and value in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("cap_w", [200.0, 300.0, 450.0])
+def test_multi_gpu_training_power_stays_under_the_cap(cap_w: float) -> None:
+    # The board limit includes the links: overlapped collectives' wire energy must not lift the mean
+    # power per GPU over the cap (it did by ~5 W with FSDP on 8 GPUs).
+    from dse.perf.types import OperatingPoint
+
+    req = TrainingRequest(
+        micro_batch=1, global_batch=8, seq_len=2048, layout=ParallelLayout(num_gpus=8, fsdp=True)
+    )
+    est = predict_llm_training(load_model_config("llama-3.1-8b"), GPU, req, OperatingPoint(power_cap_w=cap_w))
+    assert est.avg_power_w <= cap_w * (1 + 1e-9)
+    assert est.link_energy_j > 0

@@ -171,3 +171,13 @@ def test_in_place_relus_residual_adds_and_layout_transposes_keep_no_tensor_of_th
     # conv and BN outputs, the max-pool's 64 x 56 x 56, the average pool's 2048 and the 1000 logits
     per_image = 2 * _resnet50_conv_output_elements_per_image() + 64 * 56 * 56 + 2048 + 1000
     assert kept_bytes("nhwc") == pytest.approx(4 * 2 * per_image)
+
+
+@pytest.mark.parametrize(
+    ("model", "size"), [("resnet-50", 0), ("vgg-16", 16), ("vit-b-16", 8), ("vit-b-16", 225)]
+)
+def test_an_image_too_small_or_off_the_patch_grid_is_one_clear_error(model: str, size: int) -> None:
+    from dse.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"--image-size {size}"):
+        build_vision_graph(load_vision_model(model), batch=1, image_size=size)

@@ -170,7 +170,7 @@ def test_precision_dtypes(precision: str, gemm: str, act: str) -> None:
         ({"batch": True}, "batch must be an integer"),
         ({"batch": 2.0}, "batch must be an integer"),
         ({"seq_len": -5}, "seq_len must be an integer >= 1"),
-        ({"seq_len": 1025}, "seq_len 1025 exceeds gpt2's max_position_embeddings 1024"),
+        ({"seq_len": 1025}, r"seq_len 1025 \(--seq-len\) exceeds gpt2's max_position_embeddings 1024"),
     ],
 )
 def test_prefill_rejects_bad_inputs(kwargs: dict[str, object], message: str) -> None:
