@@ -155,6 +155,14 @@ def _no_serving_flags_in_training(
         )
 
 
+def _no_training_flags(train: TrainingArgs) -> None:
+    """Training options set away from their defaults without --training would be ignored: an error."""
+    default = asdict(TrainingArgs())
+    given = [f"--{k.replace('_', '-')}" for k, v in asdict(train).items() if v != default[k]]
+    if given:
+        raise DseError(f"{', '.join(given)}: only for --training (a training step)")
+
+
 @friendly
 @with_options(load=LoadArgs, cost=CostArgs, train=TrainingArgs)
 def predict_cmd(
@@ -205,6 +213,7 @@ def predict_cmd(
         }
         run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
         return
+    _no_training_flags(train)
     if input_tokens is not None or output_tokens is not None:
         costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}

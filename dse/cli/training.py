@@ -72,6 +72,23 @@ class TrainingArgs:
     objective: ObjectiveOpt = "pretrain"
 
 
+def _check_model_options(model: str, memory_format: str, objective: str) -> None:
+    """--memory-format applies to vision models, --objective to encoders: elsewhere they would be ignored."""
+    from dse.training.step import OBJECTIVES
+    from dse.workload import vision
+    from dse.workload.models import load_model_config
+
+    if memory_format not in vision.MEMORY_FORMATS:
+        raise DseError(f"--memory-format '{memory_format}' is not one of {', '.join(vision.MEMORY_FORMATS)}")
+    if objective not in OBJECTIVES:
+        raise DseError(f"--objective '{objective}' is not one of {', '.join(OBJECTIVES)}")
+    is_vision = vision.is_vision_model(model)
+    if memory_format != "nchw" and not is_vision:
+        raise DseError(f"--memory-format: {model} is not a vision model (the layout applies to convolutions)")
+    if objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
+        raise DseError(f"--objective: {model} is not an encoder (BERT-style pre-training heads)")
+
+
 def run_training(
     model: str | None, spec: Any, point: Any, breakdown: bool, as_json: bool, **opts: Any
 ) -> None:
@@ -82,6 +99,7 @@ def run_training(
 
     if model is None:
         raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
+    _check_model_options(model, opts["memory_format"], opts["objective"])
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
     micro = opts["micro_batch"]
     request = TrainingRequest(

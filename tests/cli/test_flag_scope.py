@@ -30,3 +30,37 @@ def test_a_plain_training_step_still_runs():
     result = CliRunner().invoke(app, [*TRAIN, "--micro-batch", "1", "--seq-len", "2048", "--json"])
     assert result.exit_code == 0, result.output
     assert '"step_time_s"' in result.output
+
+
+SERVE = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "128"]
+SERVE += ["--output-tokens", "16"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--num-gpus", "4"], "--num-gpus"),
+        (["--memory-format", "nhwc"], "--memory-format"),
+        (["--objective", "finetune"], "--objective"),
+        (["--recompute", "full", "--micro-batch", "4"], "--micro-batch, --recompute"),
+    ],
+)
+def test_training_flags_are_refused_outside_training(extra, named):
+    result = CliRunner().invoke(app, [*SERVE, *extra])
+    assert result.exit_code == 2
+    assert named in result.output and "only for --training" in result.output
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "named"),
+    [
+        ("llama-3.1-8b", ["--memory-format", "nhwc"], "not a vision model"),
+        ("resnet-50", ["--objective", "finetune"], "not an encoder"),
+        ("llama-3.1-8b", ["--objective", "finetune"], "not an encoder"),
+    ],
+)
+def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extra, named):
+    cmd = ["predict", "--model", model, "--gpu", "h100-sxm", "--training", "--micro-batch", "1", *extra]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 2
+    assert named in result.output
