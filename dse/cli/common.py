@@ -195,7 +195,10 @@ ServingBatchOpt = Annotated[
 SeqOpt = Annotated[
     int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
 ]
-PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, bf16, fp16 or fp8.")]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option("--precision", help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (gpt-oss: MXFP4 expert weights)."),
+]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
 CoeffsOpt = Annotated[
     Path | None,

@@ -198,7 +198,7 @@ def load_title(est: Any) -> str:
         f" ({r.length_dist} lengths)" if r.length_dist != "fixed" else ""
     )
     n = est.values.get("num_requests")
-    requests = f", {int(n)} requests" if n else ""
+    requests = f", {int(n)} request{'s' if int(n) != 1 else ''}" if n else ""
     return (
         f"{est.model} on {est.gpu}: {load} ({MODE_TEXT[r.mode]}), {e.name} engine "
         f"(max {e.max_num_seqs} seqs, {e.max_batched_tokens} tokens/step), {lengths}, {r.precision}{requests}"

@@ -63,12 +63,15 @@ def compare_table(
     return table
 
 
-def breakdown_table(energy_j: dict[str, float], title: str, limit: int | None = None) -> Table:
-    """Energy parts sorted by size, with shares; a total row that the parts sum to."""
+def breakdown_table(
+    energy_j: dict[str, float], title: str, limit: int | None = None, column: str = "energy (J)"
+) -> Table:
+    """Parts (energies unless `column` says otherwise) sorted by size, with shares; a total row that the
+    parts sum to."""
     total = sum(energy_j.values())
     table = Table(title=title)
     table.add_column("part", overflow="fold")
-    table.add_column("energy (J)", justify="right")
+    table.add_column(column, justify="right")
     table.add_column("share", justify="right")
     items = sorted(energy_j.items(), key=lambda kv: -kv[1])
     shown = items if limit is None else items[:limit]

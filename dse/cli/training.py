@@ -46,7 +46,7 @@ _ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("step_time_s", "step time (s)", 1.0, ".4g"),
     ("tokens_per_s_per_gpu", "tokens/s per GPU", 1.0, ",.0f"),
     ("samples_per_s", "samples/s (all GPUs)", 1.0, ",.1f"),
-    ("mfu", "MFU", 100.0, ".1f"),
+    ("mfu", "MFU (%)", 100.0, ".1f"),
     ("model_tflops_per_gpu", "model TFLOP/s per GPU", 1.0, ".1f"),
     ("energy_per_step_j", "energy per step (J, all GPUs)", 1.0, ",.0f"),
     ("energy_per_token_j", "energy per token (J)", 1.0, ".4g"),
@@ -124,7 +124,7 @@ def run_training(
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")
     if breakdown:
         times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
-        console.print(breakdown_table(times, "step time by phase (s)"))
+        console.print(breakdown_table(times, "step time by phase", column="time (s)"))
         console.print(breakdown_table(est.phase_energy_j, "energy per GPU by phase (J)"))
 
 

@@ -140,14 +140,17 @@ def combine_step(
 # Keys whose value is summed over the GPUs of one replica (its energy) or over the replicas (its rates).
 _PER_REPLICA_ENERGY = ("energy_per_output_token_j", "energy_per_request_j")
 _OVER_REPLICAS = ("output_tokens_per_s", "requests_per_s")
+# Run totals the replicas add up (each simulated the same share): the requests served, like `energy_j`.
+_RUN_SUMS = ("num_requests", "preemptions")
 
 
 def scale_metrics(values: dict[str, float | None], par: Parallelism) -> None:
     """Turn one replica's per-GPU simulation into the deployment's metrics, in place.
 
     `avg_power_w` stays per GPU; `total_power_w` is all GPUs; J per token and per request count every GPU
-    of the replica (the dp replicas carry the same per-token energy); rates and `energy_j` add up the
-    replicas (`energy_j` all GPUs).
+    of the replica (the dp replicas carry the same per-token energy); rates, `energy_j`, the requests
+    served and the preemptions add up the replicas (`energy_j` all GPUs); `duration_s` and `steps` are one
+    replica's (they run side by side).
     """
     values["num_gpus"] = float(par.num_gpus)
     power = values.get("avg_power_w")
@@ -155,7 +158,7 @@ def scale_metrics(values: dict[str, float | None], par: Parallelism) -> None:
     for key in _PER_REPLICA_ENERGY:
         if values.get(key) is not None:
             values[key] = float(values[key] or 0.0) * par.gpus_per_replica
-    for key in _OVER_REPLICAS:
+    for key in (*_OVER_REPLICAS, *_RUN_SUMS):
         if values.get(key) is not None:
             values[key] = float(values[key] or 0.0) * par.dp
     if values.get("energy_j") is not None:
