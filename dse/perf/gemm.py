@@ -41,6 +41,7 @@ from dse.perf.arrays import (
     StepCosts,
     TileGeometry,
 )
+from dse.perf.gemm_quant import activation_quant
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -50,8 +51,6 @@ from dse.perf.pipeline import (
     empty_busy,
     merge_timelines,
     scale_timeline,
-    streaming_timeline,
-    sum_timelines,
     vmax,
     wave_schedule,
 )
@@ -91,55 +90,8 @@ DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
-_QUANT_SRC_BYTES = 2.0  # fp8 GEMMs quantize a 16-bit activation
-_QUANT_ELEMS_PER_THREAD = 2.0  # elements a quantization thread handles per pass over its row
 # Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
 _SK_FIX_TILES = 1.0
-
-
-def _activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np.ndarray]:
-    """vLLM's dynamic per-tensor fp8 quantization of the activation A before the CUTLASS fp8 GEMM.
-
-    Two kernels with one 1024-thread threadblock per row of A: an abs-max reduction (reads A in 16 bit,
-    then folds the row's maximum into the single scale with an atomic) and the scaled conversion (reads
-    A again, writes it in fp8). Each thread takes two elements per pass, so a row of K elements costs
-    ceil(K / 2048) dependent passes (the measured fp8 latencies step up by one DRAM round trip per pass
-    and per kernel at K = 2048, 4096, ...), plus the atomic's round trip in the reduction. Returns their
-    summed streaming timeline and DRAM bytes.
-    """
-    rows = (col.m * col.batch).ravel()
-    k = col.k.ravel()
-    threads = np.full(n, 1024.0)
-    conc = np.full(n, float(max(1, rates.max_threads_per_sm // 1024)))
-    a_b = rows * k * _QUANT_SRC_BYTES
-    common = dict(
-        rates_num_sms=rates.num_sms,
-        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
-        l2_sm=col.l2_bw_per_sm_bytes_per_s.ravel(),
-        l2_tot=col.l2_bw_bytes_per_s.ravel(),
-        smem_sm=col.smem_bw_per_sm_bytes_per_s.ravel(),
-        fp32_sm=col.fp32_flop_per_s_per_sm.ravel(),
-        sfu_sm=col.fp32_flop_per_s_per_sm.ravel(),
-        grid=rows,
-        conc=conc,
-        threads=threads,
-        smem_b=np.full(n, 8192.0),
-        sfu_op=np.zeros(n),
-    )
-    passes = np.ceil(k / (1024.0 * _QUANT_ELEMS_PER_THREAD))
-    # The reduction then folds each row's maximum into the one scale with an atomic: one more round trip.
-    amax = streaming_timeline(
-        dram_b=k * _QUANT_SRC_BYTES, l2_b=k * _QUANT_SRC_BYTES, flop=k, passes=passes + 1.0, **common
-    )
-    conv = streaming_timeline(
-        dram_b=k * (_QUANT_SRC_BYTES + 1.0),
-        l2_b=k * (_QUANT_SRC_BYTES + 1.0),
-        flop=2.0 * k,
-        passes=passes,
-        **common,
-    )
-    return sum_timelines(amax, conv), 2.0 * a_b + rows * k
-
 
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
@@ -473,7 +425,7 @@ def _library_rows(
     chosen = cands.chosen(best)
     ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
-        quant, quant_b = _activation_quant(col, rates, aq.size)
+        quant, quant_b = activation_quant(col, rates, aq.size)
         ev = replace(
             ev,
             timeline=add_to_prologue(ev.timeline, scale_timeline(quant, aq)),
@@ -496,6 +448,22 @@ def choice_clock_hz(gpu: GpuSpec) -> float:
     at the default clock (and its power falls with the clock, with no jump where a clock-dependent choice
     would switch tiles)."""
     return effective_sm_clock_hz(gpu, OperatingPoint())
+
+
+def _choice_rows(
+    rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, gpu: GpuSpec, dtypes: tuple[Any, Any, Any]
+) -> tuple[np.ndarray, np.ndarray, GemmRows]:
+    """(first row of each distinct choice problem, each row's problem, those problems' rows at the choice
+    clock); `dtypes` are the rows' (A, stored B, output) dtypes."""
+    first, problem = _distinct_rows(rows, tc_clk, lib)
+    f_pick = np.full(first.size, choice_clock_hz(gpu))
+    dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
+    shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick)
+    rates = rates_at(gpu, f_pick)
+    pick_rows = _row_inputs(
+        first.size, shapes, dtype, stored, out_dtype, rows.b_shared[first], tc_clk[first], rates
+    )
+    return first, problem, pick_rows
 
 
 def _distinct_rows(rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -526,8 +494,8 @@ def gemm_arrays(
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
-    per-tensor quantization of the activation (`_activation_quant`), as the aiconfigurator fp8 tables
-    measured it; a graph that quantizes in an op of its own leaves it False.
+    per-tensor quantization of the activation (`gemm_quant.activation_quant`), as the aiconfigurator fp8
+    tables measured it; a graph that quantizes in an op of its own leaves it False.
     `b_dtype` (per row, None = `dtype`): B's storage dtype, `grouped`: fused-MoE grouped GEMMs, corrected
     by the MoE set that `coeffs` carries (both: `GemmOp`, `dse.perf.moe`).
 
@@ -558,13 +526,7 @@ def gemm_arrays(
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
-    first, problem = _distinct_rows(rows, tc_clk, lib)
-    f_pick = np.full(first.size, choice_clock_hz(gpu))
-    pick_rows = _row_inputs(
-        first.size, (m[first], n[first], k[first], batch[first], f_pick), [dtype[i] for i in first],
-        [stored[i] for i in first], [out_dtype[i] for i in first], rows.b_shared[first], tc_clk[first],
-        rates_at(gpu, f_pick),
-    )  # fmt: skip
+    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, gpu, (dtype, stored, out_dtype))
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)

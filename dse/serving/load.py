@@ -302,8 +302,7 @@ class StepTable:
         self.precision, self.preset, self.kv_dtype = precision, preset, kv_dtype
         self.mean_input = mean_input
         self.d_grid = np.array(pow2_grid(max(1, max_decodes)), float)
-        # One-token prompts too: a step of no decodes and a short prompt (a leftover chunk, SGLang's
-        # prompt-only steps) still reads every weight, which interpolating from the empty step would miss.
+        # One-token prompts too: a prompt-only step of a short chunk still reads every weight.
         p_grid = prompt_token_grid(mean_input, max(1, max_prompt_tokens))
         self.p_grid = np.array(sorted({*p_grid, 1}), float)
         lo, hi = context_range
@@ -390,9 +389,8 @@ class StepTable:
 
 
 def _bracket(grid: np.ndarray | list[float], x: float) -> tuple[tuple[int, float], ...]:
-    """Grid indices around `x` with linear weights (clamped to the grid's ends). The scheduler calls this
-    a few times per step: `StepTable` passes its grids as lists (`bisect` on a short list is several
-    times faster than `np.searchsorted` on an array)."""
+    """Grid indices around `x` with linear weights (clamped to the grid's ends); lists from `StepTable`
+    (`bisect` on a short list is several times faster than `np.searchsorted`)."""
     n = len(grid)
     if n == 1 or x <= grid[0]:
         return ((0, 1.0),)
@@ -553,8 +551,7 @@ def _idle_w(gpu: GpuSpec, point: OperatingPoint) -> float:
 
 
 def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
-    """One of the dp replicas' share of `load` (round-robin: each gets 1 / dp of the clients, the rate
-    and the requests); the replica is what is simulated."""
+    """One dp replica's share of `load`, what is simulated (round-robin: 1 / dp of each)."""
     if par.dp == 1:
         return load
     share: dict[str, Any] = {}

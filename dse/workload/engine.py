@@ -21,7 +21,7 @@ Fusions per engine (what their model code and compilers do for Llama/Qwen-style 
   write (`reshape_and_cache_flash`) and the quantization of the attention output stay separate:
   attention is a split point of vLLM's piecewise CUDA graphs. The graph's separate fp8 quantization ops
   before the qkv, gate/up and down GEMMs are replaced by the kernel model's own account of vLLM's dynamic
-  per-tensor activation quantization (`GemmOp.act_quant`, `dse.perf.gemm._activation_quant`: the
+  per-tensor activation quantization (`GemmOp.act_quant`, `dse.perf.gemm_quant.activation_quant`: the
   abs-max and convert kernels, as the aiconfigurator vLLM fp8 measurements include them).
 - trtllm (PyTorch backend): fused add+RMSNorm with fp8 output, SwiGLU with fp8 output, fp8 attention
   output, and the attention op's own QKV preprocessing kernel applies the rotary embedding and writes the
