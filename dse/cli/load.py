@@ -44,7 +44,11 @@ MemFracOpt = Annotated[
 ]
 NumRequestsOpt = Annotated[
     int | None,
-    typer.Option("--num-requests", help="Load: requests simulated (default: 10 x concurrency, >= 200)."),
+    typer.Option(
+        "--num-requests",
+        help="Load: requests simulated (default: 10 x concurrency, >= 200; with --dp, rounded up to a "
+        "multiple of it).",
+    ),
 ]
 RequestSeedOpt = Annotated[int, typer.Option("--seed", help="Load: seed of lengths and arrivals.")]
 LengthDistOpt = Annotated[

@@ -72,8 +72,9 @@ class TrainingArgs:
     objective: ObjectiveOpt = "pretrain"
 
 
-def _check_model_options(model: str, memory_format: str, objective: str) -> None:
-    """--memory-format applies to vision models, --objective to encoders: elsewhere they would be ignored."""
+def _check_model_options(model: str, memory_format: str, objective: str, image_size: int) -> None:
+    """--memory-format and --image-size apply to vision models, --objective to encoders: elsewhere they
+    would be ignored."""
     from dse.training.step import OBJECTIVES
     from dse.workload import vision
     from dse.workload.models import load_model_config
@@ -85,6 +86,8 @@ def _check_model_options(model: str, memory_format: str, objective: str) -> None
     is_vision = vision.is_vision_model(model)
     if memory_format != "nchw" and not is_vision:
         raise DseError(f"--memory-format: {model} is not a vision model (the layout applies to convolutions)")
+    if image_size != 224 and not is_vision:
+        raise DseError(f"--image-size: {model} is not a vision model (give --seq-len)")
     if objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
         raise DseError(f"--objective: {model} is not an encoder (BERT-style pre-training heads)")
 
@@ -99,7 +102,7 @@ def run_training(
 
     if model is None:
         raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
-    _check_model_options(model, opts["memory_format"], opts["objective"])
+    _check_model_options(model, opts["memory_format"], opts["objective"], opts["image_size"])
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
     micro = opts["micro_batch"]
     request = TrainingRequest(

@@ -18,10 +18,10 @@ whose predicted power fits the cap:
    call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one call for
    all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
 
-This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested) up
-to tile-choice switches of the kernel model. A kernel that exceeds the cap even at the minimum clock runs
-at the minimum clock and is flagged (`cap_exceeded`); caps below the GPU's minimum settable limit are
-rejected.
+This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested: a
+GEMM runs the tile chosen at the boost clock at every clock, `dse.perf.gemm.choice_clock_hz`). A kernel
+that exceeds the cap even at the minimum clock runs at the minimum clock and is flagged (`cap_exceeded`);
+caps below the GPU's minimum settable limit (or its idle power, where none is published) are rejected.
 """
 
 from __future__ import annotations

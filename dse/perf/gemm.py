@@ -451,26 +451,28 @@ def choice_clock_hz(gpu: GpuSpec) -> float:
 
 
 def _choice_rows(
-    rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, gpu: GpuSpec, dtypes: tuple[Any, Any, Any]
-) -> tuple[np.ndarray, np.ndarray, GemmRows]:
+    rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
+    dtypes: tuple[Any, Any, Any],
+) -> tuple[np.ndarray, np.ndarray, GemmRows]:  # fmt: skip
     """(first row of each distinct choice problem, each row's problem, those problems' rows at the choice
-    clock); `dtypes` are the rows' (A, stored B, output) dtypes."""
-    first, problem = _distinct_rows(rows, tc_clk, lib)
-    f_pick = np.full(first.size, choice_clock_hz(gpu))
+    clock); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes."""
+    first, problem = _distinct_rows(rows, np.column_stack([tc_clk, lib, dcls]).astype(float))
+    f_pick_hz = np.full(first.size, choice_clock_hz(gpu))
     dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
-    shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick)
-    rates = rates_at(gpu, f_pick)
+    shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick_hz)
+    rates = rates_at(gpu, f_pick_hz)
     pick_rows = _row_inputs(
         first.size, shapes, dtype, stored, out_dtype, rows.b_shared[first], tc_clk[first], rates
     )
     return first, problem, pick_rows
 
 
-def _distinct_rows(rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_rows(rows: GemmRows, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct choice problem, index of each row's problem): the rows that differ
-    only in their clock (a clock sweep, the power-cap search) share one choice."""
+    only in their clock (a clock sweep, the power-cap search) share one choice. `extra` [N, k]: the other
+    per-row inputs of the choice (Tensor-Core rate, library, dtype class)."""
     fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
-    key = np.stack([*fields, rows.b_shared.astype(float), tc_clk, lib.astype(float)], axis=1)
+    key = np.column_stack([*fields, rows.b_shared.astype(float), extra])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     return first, inverse.ravel()
 
@@ -526,7 +528,7 @@ def gemm_arrays(
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
-    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, gpu, (dtype, stored, out_dtype))
+    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype))
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)

@@ -560,7 +560,7 @@ def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
     if load.request_rate_per_s is not None:
         share["request_rate_per_s"] = load.request_rate_per_s / par.dp
     if load.num_requests is not None:
-        share["num_requests"] = max(1, round(load.num_requests / par.dp))
+        share["num_requests"] = -(-load.num_requests // par.dp)  # rounded up: at least those asked for
     return dataclasses.replace(load, **share)
 
 

@@ -351,8 +351,10 @@ class _Engine:
         if not self.running or any(self.computed[r] < self.prompt_len[r] for r in self.running):
             return 0
         d = len(self.running)
-        can_admit_later = len(self.running) < self.cfg.max_num_seqs and d < self.cfg.max_batched_tokens
-        if self.waiting and can_admit_later and self._head_fits(self.cfg.max_batched_tokens - d):
+        # Prompt tokens a step can take: what the decodes leave of the budget, or all of it prefill-first.
+        room = self.cfg.max_batched_tokens - (d if self.cfg.mixed_prefill else 0)
+        can_admit_later = len(self.running) < self.cfg.max_num_seqs and room > 0
+        if self.waiting and can_admit_later and self._head_fits(room):
             return 0  # the head of the queue may be admitted by the next step
         k = min(self._left(r) for r in self.running) - 1
         if 0.0 < self.cfg.reserve_output_frac < 1.0:

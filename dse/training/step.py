@@ -31,6 +31,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.dvfs import power_cap_w
 from dse.perf.power import gpu_power_terms
 from dse.perf.predict import predict_graph_totals
 from dse.perf.types import OperatingPoint
@@ -283,8 +284,6 @@ def estimate_step(
     compute) takes the step's mean power over the cap, the kernels run again under the cap less that link
     power, as the board's power manager would clock them down.
     """
-    from dse.perf.dvfs import power_cap_w
-
     point = point or OperatingPoint()
     args = (parts, gpu, req, memory)
     est = _estimate_step_at(*args, point, coeffs, power_coeffs, train_coeffs)
@@ -294,7 +293,8 @@ def estimate_step(
     link_w = est.link_energy_j / est.step_time_s
     # The kernels' share of the board limit may lie below the lowest limit a user can set: the clock floor
     # then bounds it (the cap search reports kernels over the cap at the minimum clock).
-    kernels_gpu = gpu.model_copy(update={"power": gpu.power.model_copy(update={"power_cap_min_w": None})})
+    # (A 1 W minimum limit lets `power_cap_w` take any share, below idle power too, without refusing it.)
+    kernels_gpu = gpu.model_copy(update={"power": gpu.power.model_copy(update={"power_cap_min_w": 1.0})})
     inner = OperatingPoint(sm_clock_hz=point.sm_clock_hz, power_cap_w=max(cap_w - link_w, 1.0))
     return _estimate_step_at(parts, kernels_gpu, req, memory, inner, coeffs, power_coeffs, train_coeffs)
 

@@ -34,10 +34,15 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 
-def _kept(op: Op) -> bool:
+# Families whose residual add writes in place: torchvision's ResNet `out += identity` and EfficientNet's
+# MBConv `result += input`; MobileNet-V2 (`x + self.conv(x)`) and ViT (`x = x + input`) make new tensors.
+IN_PLACE_RESIDUAL_FAMILIES = ("resnet", "efficientnet")
+
+
+def _kept(op: Op, in_place_residual: bool) -> bool:
     """Whether autograd keeps a tensor of its own for `op`'s output (module docstring)."""
     if isinstance(op, ElementwiseOp):
-        in_place = op.kind == "relu" or op.name.endswith("/residual_add")
+        in_place = op.kind == "relu" or (in_place_residual and op.name.endswith("/residual_add"))
         return not (in_place or op.name.endswith(LAYOUT_SUFFIX))
     return True
 
@@ -73,7 +78,8 @@ def predict_vision_training(
     )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")
-    outputs = [_output_bytes(op) * op.count for op in forward.ops if _kept(op)]
+    in_place = model.family in IN_PLACE_RESIDUAL_FAMILIES
+    outputs = [_output_bytes(op) * op.count for op in forward.ops if _kept(op, in_place)]
     activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.dp if lay.fsdp else 1

@@ -102,3 +102,10 @@ def test_groups_beyond_one_node_are_refused_and_replicas_are_not():
     with pytest.raises(ConfigError, match="beyond one node"):
         check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=2, ep=2 * GPUS_PER_NODE))
     check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=4))  # independent replicas: any number
+
+
+@pytest.mark.parametrize(("asked", "dp", "served"), [(16, 4, 16), (10, 4, 12), (6, 4, 8), (17, 2, 18)])
+def test_dp_replicas_serve_at_least_the_requests_asked_for(asked: int, dp: int, served: int) -> None:
+    # Each replica simulates ceil(asked / dp) requests; the reported total is what all of them served.
+    m = _metrics(concurrency=dp, dp=dp, num_requests=asked)
+    assert m["num_requests"] == served

@@ -307,3 +307,21 @@ def test_the_steady_window_covers_whole_waves() -> None:
     duration_s = float(sim.step_end_s[-1] - sim.step_start_s[0])
     assert m["output_tokens_per_s"] == pytest.approx(n * out_len / duration_s, rel=1e-6)
     assert m["energy_per_output_token_j"] == pytest.approx(sim.step_energy_j.sum() / (n * out_len), rel=1e-6)
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+@pytest.mark.parametrize("budget", [8, 64, 8192])
+def test_stretches_match_step_by_step_in_both_scheduling_modes(
+    mixed: bool, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prefill-first steps give prompts the whole budget: a stretch must stop at an arrival even when the
+    # decodes alone fill the budget (budget 8 with up to 40 running).
+    n = 40
+    arrivals = np.sort(np.random.default_rng(0).uniform(0.0, 0.5, n))
+    req = Requests(input_tokens=np.full(n, 64), output_tokens=np.full(n, 200), arrival_s=arrivals)
+    cfg = config(max_batched_tokens=budget, kv_blocks=100_000, mixed_prefill=mixed)
+    fast = simulate(req, cfg, context_heavy, idle_power_w=IDLE_W)
+    monkeypatch.setattr(scheduler_module._Engine, "_stretch", lambda self: 0)
+    slow = simulate(req, cfg, context_heavy, idle_power_w=IDLE_W)
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9, atol=1e-12)

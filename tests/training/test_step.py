@@ -143,3 +143,23 @@ def test_multi_gpu_training_power_stays_under_the_cap(cap_w: float) -> None:
     est = predict_llm_training(load_model_config("llama-3.1-8b"), GPU, req, OperatingPoint(power_cap_w=cap_w))
     assert est.avg_power_w <= cap_w * (1 + 1e-9)
     assert est.link_energy_j > 0
+
+
+def test_a_cap_just_above_idle_power_is_accepted_on_several_gpus() -> None:
+    # The kernels' share of the cap (the cap less the links' power) may fall below idle power: the clock
+    # floor bounds it, the user's cap is not refused (h200 publishes no minimum limit).
+    from dse.perf.dvfs import idle_power_w
+    from dse.perf.types import OperatingPoint
+
+    h200 = load_gpu("h200-sxm")
+    cap_w = float(idle_power_w(h200, h200.clocks.sm_clock_min_hz)) + 1.0
+    req = TrainingRequest(micro_batch=1, global_batch=8, seq_len=2048, layout=ParallelLayout(num_gpus=8))
+    point = OperatingPoint(power_cap_w=cap_w)
+    est = predict_llm_training(load_model_config("llama-3.1-8b"), h200, req, point)
+    assert est.step_time_s > 0
+
+
+def test_image_size_is_refused_for_language_models() -> None:
+    cmd = "predict --model llama-3.1-8b --gpu h100-sxm --training --micro-batch 1 --image-size 100"
+    rc, out = _cli_json(cmd)
+    assert rc == 2 and "--image-size" in out

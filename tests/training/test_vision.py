@@ -181,3 +181,20 @@ def test_an_image_too_small_or_off_the_patch_grid_is_one_clear_error(model: str,
 
     with pytest.raises(ConfigError, match=f"--image-size {size}"):
         build_vision_graph(load_vision_model(model), batch=1, image_size=size)
+
+
+@pytest.mark.parametrize(
+    ("model", "kept"),
+    [("resnet-50", False), ("efficientnet-b0", False), ("mobilenet-v2", True), ("vit-b-16", True)],
+)
+def test_residual_adds_are_kept_unless_torchvision_writes_them_in_place(model: str, kept: bool) -> None:
+    # ResNet's `out += identity` and EfficientNet's `result += input` write in place; MobileNet-V2's
+    # `x + self.conv(x)` and ViT's `x = x + input` make tensors the next layer saves for its backward.
+    from dse.training.vision import IN_PLACE_RESIDUAL_FAMILIES, _kept
+
+    vm = load_vision_model(model)
+    graph, _ = build_vision_graph(vm, batch=2, image_size=224)
+    adds = [op for op in graph.ops if op.name.endswith("/residual_add")]
+    assert adds, "the model has residual adds"
+    in_place = vm.family in IN_PLACE_RESIDUAL_FAMILIES
+    assert all(_kept(op, in_place) == kept for op in adds)
