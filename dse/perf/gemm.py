@@ -414,8 +414,8 @@ def _library_rows(
 ) -> GemmChoice:
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
     tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization. `pick` holds the
-    distinct rows at the library's choice clock (`choice_clock_hz`), their dtype classes and, per row of
-    `col`, its distinct row: the choice is made there, once per shape."""
+    distinct rows at their choice clock (`gemm_arrays`' `choice_clock_hz`), their dtype classes and, per
+    row of `col`, its distinct row: the choice is made there, once per shape and choice clock."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
     cands = gemm_candidates(library, rates)
@@ -440,24 +440,14 @@ def _library_rows(
     )
 
 
-def choice_clock_hz(gpu: GpuSpec) -> float:
-    """The SM clock at which a GEMM's kernel is chosen: the GPU's boost clock, whatever clock it runs at.
-
-    cuBLAS and CUTLASS heuristics pick a kernel from the problem shape and the device, never from the
-    clock the GPU happens to run at; so a GEMM under a power cap or at a locked clock runs the kernel chosen
-    at the default clock (and its power falls with the clock, with no jump where a clock-dependent choice
-    would switch tiles)."""
-    return effective_sm_clock_hz(gpu, OperatingPoint())
-
-
 def _choice_rows(
     rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
-    dtypes: tuple[Any, Any, Any],
+    dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, GemmRows]:  # fmt: skip
-    """(first row of each distinct choice problem, each row's problem, those problems' rows at the choice
-    clock); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes."""
-    first, problem = _distinct_rows(rows, np.column_stack([tc_clk, lib, dcls]).astype(float))
-    f_pick_hz = np.full(first.size, choice_clock_hz(gpu))
+    """(first row of each distinct choice problem, each row's problem, those problems' rows at their choice
+    clock `choice_hz`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes."""
+    first, problem = _distinct_rows(rows, np.column_stack([tc_clk, lib, dcls, choice_hz]).astype(float))
+    f_pick_hz = choice_hz[first]
     dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
     shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick_hz)
     rates = rates_at(gpu, f_pick_hz)
@@ -470,7 +460,7 @@ def _choice_rows(
 def _distinct_rows(rows: GemmRows, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct choice problem, index of each row's problem): the rows that differ
     only in their clock (a clock sweep, the power-cap search) share one choice. `extra` [N, k]: the other
-    per-row inputs of the choice (Tensor-Core rate, library, dtype class)."""
+    per-row inputs of the choice (Tensor-Core rate, library, dtype class, choice clock)."""
     fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
     key = np.column_stack([*fields, rows.b_shared.astype(float), extra])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
@@ -492,8 +482,14 @@ def gemm_arrays(
     act_quant: np.ndarray | None = None,
     b_dtype: list[str | None] | tuple[str | None, ...] | None = None,
     grouped: np.ndarray | None = None,
+    choice_clock_hz: np.ndarray | float | None = None,
 ) -> dict[str, Any]:
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
+
+    `choice_clock_hz` (per row, default each row's own clock): the clock at which the kernel (tile,
+    split) is chosen; it then runs at `sm_clock_hz`. The power-cap search passes the requested clock, so
+    a kernel throttled under the cap keeps the kernel chosen for the clock asked for (a library does not
+    re-choose as the clock falls) and its power falls monotonically with the clock.
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
     per-tensor quantization of the activation (`gemm_quant.activation_quant`), as the aiconfigurator fp8
@@ -528,7 +524,9 @@ def gemm_arrays(
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
-    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype))
+    choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
+    dtypes = (dtype, stored, out_dtype)
+    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, dcls, gpu, dtypes, choice_hz)
     for li in np.unique(lib):
         sel = np.nonzero(lib == li)[0]
         aq = (quantized[sel] & eight_bit[sel]).astype(float)

@@ -85,7 +85,9 @@ def family_of(op: Any) -> str:
     raise TypeError(f"no estimator for {type(op).__name__}")
 
 
-def _gemm_family(ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any) -> dict[str, Any]:
+def _gemm_family(
+    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any, choice_clock_hz: Any = None
+) -> dict[str, Any]:
     from dse.perf import gemm
 
     def flags(field: str) -> np.ndarray:
@@ -105,6 +107,7 @@ def _gemm_family(ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coef
         act_quant=flags("act_quant"),
         b_dtype=[o.b_dtype for o in ops],
         grouped=flags("grouped"),
+        choice_clock_hz=choice_clock_hz,
     )
 
 
@@ -116,12 +119,14 @@ def family_arrays(
     coeffs: Any = None,
     *,
     cache_write: bool = False,
+    choice_clock_hz: Any = None,
 ) -> dict[str, Any]:
     """The full output of family `key`'s vectorized model (latency_s, util [M, N], dram_bytes, group,
     timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped).
 
     `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
-    measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off."""
+    measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off.
+    `choice_clock_hz` (per op, default its own clock): where GEMM kernels are chosen (`gemm.gemm_arrays`)."""
     from dse.perf import attention, attention_eager, elementwise, reduction
 
     def arr(values: list[float]) -> np.ndarray:
@@ -129,7 +134,7 @@ def family_arrays(
 
     sub, fs = ops, sm_clock_hz
     if key == "gemm":
-        return _gemm_family(sub, gpu, fs, coeffs)
+        return _gemm_family(sub, gpu, fs, coeffs, choice_clock_hz)
     if key == "reduction":
         kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
         return reduction.reduction_arrays(
@@ -184,9 +189,10 @@ def op_rows(
     coeffs: Any = None,
     *,
     cache_write: bool = False,
+    choice_clock_hz: float | None = None,
 ) -> dict[str, np.ndarray]:
     """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family
-    (`cache_write`: see `family_arrays`).
+    (`cache_write`, `choice_clock_hz`: see `family_arrays`; one choice clock for every op).
 
     Returns util [N, len(MODULES)], tensor_flop [N], latency_s [N], dram_bytes [N], sm_clock_hz [N]
     (clamped to the GPU's range, as the estimators do).
@@ -202,7 +208,9 @@ def op_rows(
         groups.setdefault(family_of(op), []).append(i)
     for key, idx in groups.items():
         sub = [ops[i] for i in idx]
-        out = family_arrays(key, sub, gpu, f[idx], coeffs, cache_write=cache_write)
+        out = family_arrays(
+            key, sub, gpu, f[idx], coeffs, cache_write=cache_write, choice_clock_hz=choice_clock_hz
+        )
         util[idx] = np.asarray(out["util"]).T
         tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]

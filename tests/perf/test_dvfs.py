@@ -157,8 +157,8 @@ def test_power_non_decreasing_in_clock(m, n, k):
     assert np.all(np.diff(p) >= -1e-9)
 
 
-# The real kernel model (not the roofline stand-in): GEMM kernels chosen at the boost clock, whatever the
-# clock they run at, so power rises with the clock and the cap search finds the highest fitting clock.
+# The real kernel model (not the roofline stand-in): a throttled GEMM keeps the kernel chosen at the
+# requested clock, so its power rises with the clock and the cap search finds the highest fitting clock.
 REAL_OPS = [
     GemmOp(name="qkv", m=256, n=10240, k=8192, dtype="fp8"),
     GemmOp(name="up", m=8192, n=28672, k=8192),
@@ -168,35 +168,51 @@ REAL_OPS = [
 ]
 
 
-@pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm"])
-def test_a_gemm_runs_the_kernel_chosen_at_boost_at_every_clock(gpu_name):
+def _gemm_tiles(gpu, clocks_hz, choice_hz):
     from dse.perf import gemm
 
+    ops = [op for op in REAL_OPS if isinstance(op, GemmOp)] * len(clocks_hz)
+    out = gemm.gemm_arrays(
+        m=np.array([o.m for o in ops], float), n=np.array([o.n for o in ops], float),
+        k=np.array([o.k for o in ops], float), batch=np.ones(len(ops)), dtype=[o.dtype for o in ops],
+        out_dtype=[o.c_dtype for o in ops], b_shared=np.ones(len(ops), bool), gpu=gpu,
+        sm_clock_hz=np.repeat(clocks_hz, len(ops) // len(clocks_hz)), choice_clock_hz=choice_hz,
+    )  # fmt: skip
+    return out["tile_idx"].reshape(len(clocks_hz), -1), out["split"].reshape(len(clocks_hz), -1)
+
+
+@pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm"])
+def test_a_gemm_keeps_the_kernel_chosen_at_its_choice_clock(gpu_name):
     gpu = load_gpu(gpu_name)
     clocks = clock_grid_hz(gpu)[::4]
-    ops = [op for op in REAL_OPS if isinstance(op, GemmOp)]
-    out = gemm.estimate_many(ops, gpu, OperatingPoint())
-    for clock in clocks:
-        at = gemm.estimate_many(ops, gpu, OperatingPoint(sm_clock_hz=float(clock)))
-        assert [e.tile for e in at] == [e.tile for e in out]
+    tiles, splits = _gemm_tiles(gpu, clocks, float(clocks[-1]))
+    assert (tiles == tiles[-1]).all() and (splits == splits[-1]).all()
+    # without a choice clock each row's kernel is the best at its own clock: rows at the top clock agree
+    own_tiles, _ = _gemm_tiles(gpu, clocks, None)
+    assert (own_tiles[-1] == tiles[-1]).all()
 
 
 @pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm", "a100-sxm-80gb"])
 def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(gpu_name):
+    import functools
+
     from dse.perf.coeffs import default_power_coeffs
     from dse.perf.dvfs import _power
+    from dse.perf.multiclock import op_rows
 
     gpu = load_gpu(gpu_name)
     pc, terms = default_power_coeffs(gpu), gpu_power_terms(gpu)
-    grid = clock_grid_hz(gpu)
-    table = clock_table(REAL_OPS, gpu, grid, None)
+    f_req = requested_clock_hz(gpu, OperatingPoint())
+    grid = clock_grid_hz(gpu, hi_hz=f_req)
+    rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)  # as the cap search evaluates them
+    table = clock_table(REAL_OPS, gpu, grid, None, rows_fn)
     power = _power({k: table[k] for k in ("util", "latency_s", "dram_bytes")} | {
         "sm_clock_hz": grid[:, None], "tensor_flop": table["tensor_flop"]}, terms, pc)["total"]  # fmt: skip
     assert np.all(np.diff(power, axis=0) >= -1e-9 * power[1:])
     for frac in (0.45, 0.6, 0.8):
         cap = max(frac * gpu.power.tdp_w, gpu.power.power_cap_min_w or 0.0)
         res = capped_rows(REAL_OPS, gpu, OperatingPoint(power_cap_w=cap), None, pc, terms)
-        want = grid[highest_fitting_index(power, grid, requested_clock_hz(gpu, OperatingPoint()), cap)]
+        want = grid[highest_fitting_index(power, grid, f_req, cap)]
         fits_nowhere = ~(power <= cap).any(axis=0)
         np.testing.assert_array_equal(res.rows["sm_clock_hz"], want)
         np.testing.assert_array_equal(res.cap_exceeded, fits_nowhere)
