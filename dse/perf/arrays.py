@@ -102,7 +102,7 @@ class AttentionShapes:
 
 @dataclass(frozen=True, slots=True)
 class GemmRows:
-    """Per-row GEMM inputs (`dse.perf.gemm._row_inputs`): shapes, element sizes and module rates."""
+    """Per-row GEMM inputs (`dse.perf.gemm_rows.row_inputs`): shapes, element sizes and module rates."""
 
     m: np.ndarray
     n: np.ndarray

@@ -42,6 +42,7 @@ from dse.perf.arrays import (
     TileGeometry,
 )
 from dse.perf.gemm_quant import activation_quant
+from dse.perf.gemm_rows import choice_rows, row_inputs
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -56,7 +57,6 @@ from dse.perf.pipeline import (
 )
 from dse.perf.rates import (
     DRAM_LATENCY_S,
-    DTYPE_BYTES,
     Rates,
     arch_family,
     effective_sm_clock_hz,
@@ -326,35 +326,6 @@ def _evaluate(
     return p, _phase_times(r, c, p, rates, persistent)
 
 
-def _row_inputs(
-    num: int,
-    shapes: tuple[np.ndarray, ...],
-    dtype: list[str],
-    b_dtype: list[str],
-    out_dtype: list[str] | tuple[str, ...],
-    b_shared: np.ndarray,
-    tc_clk: np.ndarray,
-    rates: Rates,
-) -> GemmRows:
-    """The per-row inputs of `_evaluate`: shapes, element sizes and module rates."""
-    m, n, k, batch, f = shapes
-    return GemmRows(
-        m=m,
-        n=n,
-        k=k,
-        batch=batch,
-        in_elem_bytes=np.array([DTYPE_BYTES[d] for d in dtype]),
-        b_elem_bytes=np.array([DTYPE_BYTES[d] for d in b_dtype]),
-        out_elem_bytes=np.array([DTYPE_BYTES[o] for o in out_dtype]),
-        b_shared=np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
-        l2_bw_per_sm_bytes_per_s=rates.l2_bw_per_sm_bytes_per_s,
-        l2_bw_bytes_per_s=rates.l2_bw_bytes_per_s,
-        smem_bw_per_sm_bytes_per_s=rates.smem_bw_per_sm_bytes_per_s,
-        fp32_flop_per_s_per_sm=rates.fp32_flop_per_s_per_sm,
-        tc_flop_per_s_per_sm=np.maximum(tc_clk, 1.0) * f,
-    )
-
-
 def _best_candidate(
     col: GemmRows,
     cands: GemmCandidates,
@@ -440,31 +411,32 @@ def _library_rows(
     )
 
 
-def _choice_rows(
-    rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
-    dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, GemmRows]:  # fmt: skip
-    """(first row of each distinct choice problem, each row's problem, those problems' rows at their choice
-    clock `choice_hz`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes."""
-    first, problem = _distinct_rows(rows, np.column_stack([tc_clk, lib, dcls, choice_hz]).astype(float))
-    f_pick_hz = choice_hz[first]
-    dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
-    shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick_hz)
-    rates = rates_at(gpu, f_pick_hz)
-    pick_rows = _row_inputs(
-        first.size, shapes, dtype, stored, out_dtype, rows.b_shared[first], tc_clk[first], rates
-    )
-    return first, problem, pick_rows
-
-
-def _distinct_rows(rows: GemmRows, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct choice problem, index of each row's problem): the rows that differ
-    only in their clock (a clock sweep, the power-cap search) share one choice. `extra` [N, k]: the other
-    per-row inputs of the choice (Tensor-Core rate, library, dtype class, choice clock)."""
-    fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
-    key = np.column_stack([*fields, rows.b_shared.astype(float), extra])
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
+def _by_library(
+    rows: GemmRows, lib: np.ndarray, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray,
+    choice: tuple[np.ndarray, np.ndarray, GemmRows],
+) -> tuple[dict[str, np.ndarray], Timeline, np.ndarray]:  # fmt: skip
+    """Every row at its library's chosen candidate (`_library_rows`): traffic, grid, tile and split arrays,
+    the merged timeline and the coefficient groups. `choice` is `gemm_rows.choice_rows`' output."""
+    num = lib.size
+    first, problem, pick_rows = choice
+    keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
+    res = {key: np.zeros(num) for key in keys}
+    parts = []
+    group = np.zeros(num, dtype=int)
+    for li in np.unique(lib):
+        sel = np.nonzero(lib == li)[0]
+        own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
+        slot = np.empty(first.size, dtype=np.int64)
+        slot[own] = np.arange(own.size)
+        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]])
+        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, table, pick)
+        ev = ch.result
+        vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
+        for key, val in zip(keys, vals, strict=True):
+            res[key][sel] = val
+        parts.append((sel, ev.timeline))
+        group[sel] = ch.group
+    return res, parts[0][1] if len(parts) == 1 else merge_timelines(parts, num), group
 
 
 def gemm_arrays(
@@ -513,35 +485,16 @@ def gemm_arrays(
     tc_clk = np.array([tc_of[d] for d in dtype])
     simt = tc_clk <= 0.0
     rates = rates_at(gpu, f)
-    rows = _row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates)
-    keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
-    res = {key: np.zeros(num) for key in keys}
-    parts = []
-    group = np.zeros(num, dtype=int)
+    rows = row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates)
     table = coeff_table(coeffs).matrix(GROUPS)
     dcls = np.array([dcls_of[d] for d in dtype])
-    eight_bit = dcls == DTYPE_CLASSES.index("f8")
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
-    dtypes = (dtype, stored, out_dtype)
-    first, problem, pick_rows = _choice_rows(rows, tc_clk, lib, dcls, gpu, dtypes, choice_hz)
-    for li in np.unique(lib):
-        sel = np.nonzero(lib == li)[0]
-        aq = (quantized[sel] & eight_bit[sel]).astype(float)
-        own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
-        slot = np.empty(first.size, dtype=np.int64)
-        slot[own] = np.arange(own.size)
-        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]])
-        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq, rates, table, pick)
-        ev = ch.result
-        vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
-        for key, val in zip(keys, vals, strict=True):
-            res[key][sel] = val
-        parts.append((sel, ev.timeline))
-        group[sel] = ch.group
-    timeline = parts[0][1] if len(parts) == 1 else merge_timelines(parts, num)
+    choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz)
+    aq = (quantized & (dcls == f8)).astype(float)
+    res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, choice)
     latency_s, util = correct(timeline, table[group])
     if grouped is not None and np.any(grouped):
         wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
