@@ -72,24 +72,15 @@ class TrainingArgs:
     objective: ObjectiveOpt = "pretrain"
 
 
-def _check_model_options(model: str, memory_format: str, objective: str, image_size: int) -> None:
-    """--memory-format and --image-size apply to vision models, --objective to encoders: elsewhere they
-    would be ignored."""
+def _check_values(memory_format: str, objective: str) -> None:
+    """Bad values of the two options, named as flags."""
     from dse.training.step import OBJECTIVES
-    from dse.workload import vision
-    from dse.workload.models import load_model_config
+    from dse.workload.vision import MEMORY_FORMATS
 
-    if memory_format not in vision.MEMORY_FORMATS:
-        raise DseError(f"--memory-format '{memory_format}' is not one of {', '.join(vision.MEMORY_FORMATS)}")
+    if memory_format not in MEMORY_FORMATS:
+        raise DseError(f"--memory-format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
     if objective not in OBJECTIVES:
         raise DseError(f"--objective '{objective}' is not one of {', '.join(OBJECTIVES)}")
-    is_vision = vision.is_vision_model(model)
-    if memory_format != "nchw" and not is_vision:
-        raise DseError(f"--memory-format: {model} is not a vision model (the layout applies to convolutions)")
-    if image_size != 224 and not is_vision:
-        raise DseError(f"--image-size: {model} is not a vision model (give --seq-len)")
-    if objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
-        raise DseError(f"--objective: {model} is not an encoder (BERT-style pre-training heads)")
 
 
 def run_training(
@@ -97,12 +88,12 @@ def run_training(
 ) -> None:
     """`dse predict --training`: build the request from the CLI options, predict, print."""
     from dse.training.parallel import ParallelLayout
-    from dse.training.predict import predict_training
+    from dse.training.predict import check_model_options, predict_training
     from dse.training.step import TrainingRequest
 
     if model is None:
         raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
-    _check_model_options(model, opts["memory_format"], opts["objective"], opts["image_size"])
+    _check_values(opts["memory_format"], opts["objective"])
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
     micro = opts["micro_batch"]
     request = TrainingRequest(
@@ -111,6 +102,7 @@ def run_training(
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], layout=layout,
     )  # fmt: skip
+    check_model_options(model, request)
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()
     if as_json:

@@ -41,7 +41,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     from dse.perf.types import OperatingPoint
     from dse.search.objective import split_params
     from dse.training.parallel import ParallelLayout
-    from dse.training.predict import predict_training
+    from dse.training.predict import check_model_options, predict_training
     from dse.training.step import TrainingRequest
     from dse.units import MHZ
 
@@ -67,6 +67,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         optimizer=str(get("optimizer")), attention=str(get("attention")),
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
     )  # fmt: skip
+    check_model_options(str(get("model")), request)
     raw = predict_training(str(get("model")), gpu, request, point).metrics()
     out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}
     out |= {"feasible": raw["feasible"], "infeasible_reason": raw["infeasible_reason"]}

@@ -10,7 +10,7 @@ from dse.training.llm import predict_llm_training
 from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest
 from dse.workload.models import load_model_config
 
-__all__ = ["predict_training"]
+__all__ = ["check_model_options", "predict_training"]
 
 
 def predict_training(
@@ -22,7 +22,9 @@ def predict_training(
     power_coeffs: Any = None,
     train_coeffs: TrainingCoeffs | None = None,
 ) -> TrainingEstimate:
-    """A training step of `model`: a vision model of `dse.workload.vision` or an LLM of `dse models`."""
+    """A training step of `model`: a vision model of `dse.workload.vision` or an LLM of `dse models`
+    (options the model does not have are ignored here; `dse predict` and studies refuse them first with
+    `check_model_options`)."""
     from dse.workload import vision
 
     if vision.is_vision_model(model):
@@ -33,3 +35,19 @@ def predict_training(
         )
     arch = load_model_config(model)
     return predict_llm_training(arch, gpu, request, point, coeffs, power_coeffs, train_coeffs)
+
+
+def check_model_options(model: str, request: TrainingRequest) -> None:
+    """ConfigError when `request` sets an option `model` would ignore: a memory format or an image size
+    (vision models only) or a fine-tuning objective (encoders only)."""
+    from dse.errors import ConfigError
+    from dse.workload import vision
+
+    is_vision = vision.is_vision_model(model)
+    not_vision = f"{model} is not a vision model"
+    if request.memory_format != "nchw" and not is_vision:
+        raise ConfigError(f"memory_format (--memory-format): {not_vision} (a layout of convolutions)")
+    if request.image_size != 224 and not is_vision:
+        raise ConfigError(f"image_size (--image-size): {not_vision} (its length is seq_len)")
+    if request.objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
+        raise ConfigError(f"objective (--objective): {model} is not an encoder (BERT pre-training heads)")

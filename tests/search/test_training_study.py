@@ -67,3 +67,12 @@ def test_training_study_errors_name_the_field(change: dict, message: str) -> Non
 def test_the_shipped_training_study_loads() -> None:
     cfg = load_study(REPO / "studies" / "training.yaml").config
     assert cfg.workload.mode == "training" and "energy_per_token_j" in cfg.objectives
+
+
+@pytest.mark.parametrize(("key", "value"), [("objective", "finetune"), ("memory_format", "nhwc")])
+def test_a_training_option_the_model_lacks_is_an_error_not_a_duplicate_point(key: str, value: str) -> None:
+    # mpt-1b is a decoder LLM: a fine-tuning objective or a convolution layout would be silently ignored,
+    # making points that differ only in it duplicates.
+    cfg = study_from_dict(STUDY)
+    with pytest.raises(ConfigError, match=key):
+        evaluate_point({"sm_clock_mhz": 1200, key: value}, cfg.eval_context())
