@@ -206,8 +206,11 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
     return None
 
 
-def _point_problem(cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_vary: bool) -> str | None:
-    """Problems that need the model catalog or the GPU: an unknown model, a clock outside the GPU's range."""
+def _point_problem(
+    cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_vary: bool, power_varies: bool = False
+) -> str | None:
+    """Problems that need the model catalog or the GPU: an unknown model, a clock outside the GPU's range,
+    a power cap below its lowest limit (`dse.perf.dvfs.power_cap_w`; above the TDP a cap does not bind)."""
     if path == "model":
         from dse.workload.models import load_model_config
 
@@ -219,6 +222,14 @@ def _point_problem(cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_var
         lo, hi = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
         if not (isinstance(value, int | float) and lo <= value <= hi):
             return f"{value!r} MHz is outside {cfg.gpu}'s SM clock range {lo:g}-{hi:g} MHz"
+    elif path == "power_cap_w" and not power_varies and isinstance(value, int | float):
+        from dse.perf.dvfs import power_cap_w
+        from dse.perf.types import OperatingPoint
+
+        try:
+            power_cap_w(gpu, OperatingPoint(power_cap_w=float(value)))
+        except ConfigError as exc:
+            return str(exc)
     return None
 
 
@@ -250,6 +261,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
         "gpu.memory.technology": tuple(list_memory_technologies()),
     }
     clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
+    power_varies = any(space.path_of(n).startswith(("gpu.power.", "gpu.clocks.")) for n in cfg.space)
     under_load = any(m in LOAD_MODES for m in modes)
     for name in cfg.space:
         spec = cfg.space[name]
@@ -270,7 +282,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             raise located_error(smap, ("space", name), f"'{path}' takes values: [...] or value: x")
         for where, value in param_values_with_locs(name, spec):
             msg = _value_problem(path, value, allowed, under_load=under_load) or _point_problem(
-                cfg, gpu, path, value, clocks_vary
+                cfg, gpu, path, value, clocks_vary, power_varies
             )
             if msg is not None:
                 raise located_error(smap, where, msg)

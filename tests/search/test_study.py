@@ -223,6 +223,12 @@ MALFORMED = [
         ["space.sm_clock_mhz.values.1", "2100 MHz is outside h100-sxm's SM clock range 345-1980 MHz"],
     ),
     (
+        "cap-below-minimum",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "power_cap_w: {values: [400, 150]}"),
+        6,
+        ["space.power_cap_w.values.1", "power cap 150 W is not allowed", "minimum settable limit"],
+    ),
+    (
         "batch-not-int",
         GOOD.replace("precision: {values: [bf16, fp8]}", "batch: {values: [8, 0.5]}"),
         6,
