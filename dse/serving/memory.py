@@ -19,9 +19,7 @@ TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
 # SGLang's reserved-memory heuristic for its automatic mem_fraction_static (`sglang_mem_fraction_static`).
 SGLANG_RESERVED_MIB = 512.0
 SGLANG_ACTIVATION_MIB_PER_TOKEN = 1.5
-SGLANG_CHUNKED_PREFILL_TOKENS = 8192
 SGLANG_MIB_PER_GRAPH_BATCH = 2.0
-SGLANG_CUDA_GRAPH_MAX_BS = 256
 
 
 def sglang_mem_fraction_static(gpu: GpuSpec) -> float:
@@ -30,16 +28,19 @@ def sglang_mem_fraction_static(gpu: GpuSpec) -> float:
     SGLang (`server_args.py`, `_handle_gpu_memory_settings`, 0.5.x) reserves, in MiB, 512 for constant
     metadata + 1.5 per token of `chunked_prefill_size` for prefill activations + 2 per CUDA-graph batch
     size up to `cuda_graph_max_bs` + 1024 x tp / 8, and gives the rest to weights and KV pool:
-    (gpu_mem - reserved) / gpu_mem. GPUs of 60-90 GiB (H100, A100 80GB) take chunked_prefill_size 8192
-    and cuda_graph_max_bs 256 at TP < 4; the same is assumed for larger GPUs (no SGLang row has one).
-    Assumption: this is the heuristic as read in the SGLang 0.5 source, not re-checked against the
-    rows' 0.5.8.post1; it ignores the CUDA context and other memory SGLang measures at start-up.
+    (gpu_mem - reserved) / gpu_mem. Both sizes follow the GPU's memory (`presets.sglang_tier`: 8192 and
+    256 on 60-160 GiB GPUs, 2048 and 24 on an L4). Assumption: this is the heuristic as read in the SGLang
+    0.5 source, not re-checked against the rows' 0.5.8.post1; it ignores the CUDA context and other memory
+    SGLang measures at start-up.
     """
+    from dse.serving.presets import sglang_tier
+
+    chunk, graphs = sglang_tier(gpu)
     gpu_mib = gpu.memory.capacity_bytes / 2**20
     reserved_mib = (
         SGLANG_RESERVED_MIB
-        + SGLANG_ACTIVATION_MIB_PER_TOKEN * SGLANG_CHUNKED_PREFILL_TOKENS
-        + SGLANG_MIB_PER_GRAPH_BATCH * SGLANG_CUDA_GRAPH_MAX_BS
+        + SGLANG_ACTIVATION_MIB_PER_TOKEN * chunk
+        + SGLANG_MIB_PER_GRAPH_BATCH * graphs
         + 1024 / 8
     )
     return (gpu_mib - reserved_mib) / gpu_mib

@@ -8,10 +8,11 @@ vllm (V1, 0.10-0.11, OpenAI server):
     activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9.
 sglang (0.4-0.5):
     max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
-    chunked_prefill_size 8192 (GPUs >= 60 GiB); page_size 1; chunked prefill on; 0.7 of the remaining
+    chunked_prefill_size and cuda_graph_max_bs by GPU memory (`SGLANG_MEMORY_TIERS`: 8192 and 256 on
+    60-160 GiB GPUs); page_size 1; chunked prefill on; 0.7 of the remaining
     output reserved at admission (init_new_token_ratio); prefill first: a step runs prompt chunks only
     whenever any can be scheduled, else the decodes (`enable_mixed_chunk` off); CUDA graphs up to
-    cuda_graph_max_bs 256, padded; greedy sampling; KV in the activation dtype; memory by its automatic
+    cuda_graph_max_bs, padded; greedy sampling; KV in the activation dtype; memory by its automatic
     mem_fraction_static.
 trtllm (1.x, PyTorch backend):
     max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
@@ -47,7 +48,22 @@ from dse.units import GIB
 # vLLM's larger defaults apply to GPUs with at least this much memory that are not A100s.
 VLLM_LARGE_GPU_BYTES = 70 * GIB
 VLLM_GRAPH_SIZES: tuple[int, ...] = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
-SGLANG_GRAPH_SIZES: tuple[int, ...] = tuple(range(1, 257))
+# SGLang's defaults by GPU memory at TP < 4 (`ServerArgs._handle_gpu_memory_settings`, 0.4.7-0.5, as read in
+# its source, not re-checked against a run): (memory below, GiB; chunked_prefill_size; cuda_graph_max_bs).
+SGLANG_MEMORY_TIERS: tuple[tuple[float, int, int], ...] = (
+    (20.0, 2048, 8),  # T4, RTX 4080
+    (35.0, 2048, 24),  # A10, L4, RTX 4090
+    (60.0, 4096, 32),  # A100 40GB, L40S
+    (90.0, 8192, 256),  # H100, A100 80GB
+    (160.0, 8192, 256),  # H200
+    (float("inf"), 16384, 512),  # B200
+)
+
+
+def sglang_tier(gpu: GpuSpec) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for `gpu`'s memory (`SGLANG_MEMORY_TIERS`)."""
+    gib = gpu.memory.capacity_bytes / GIB
+    return next((chunk, graphs) for below, chunk, graphs in SGLANG_MEMORY_TIERS if gib < below)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,14 +123,15 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
             gpu_memory_utilization=0.9,
         )
     if name == "sglang":
+        chunk, graphs = sglang_tier(gpu)
         return EnginePreset(
             name="sglang",
             max_num_seqs=4096,
-            max_batched_tokens=8192,
+            max_batched_tokens=chunk,
             block_size_tokens=1,
             chunked_prefill=True,
             reserve_output_frac=0.7,
-            cuda_graph_sizes=SGLANG_GRAPH_SIZES,
+            cuda_graph_sizes=tuple(range(1, graphs + 1)),
             sampling="greedy",
             fp8_kv_with_fp8_weights=False,
             gpu_memory_utilization=None,

@@ -182,3 +182,13 @@ def test_lengths_that_fill_the_context_run_and_longer_fixed_ones_are_refused() -
     )
     inp, out = draw_lengths(drawn, 40, 1024)
     assert int((inp + out).max()) <= 1024 and predict_load(gpt2, H100, drawn).feasible
+
+
+def test_sglang_sizes_its_chunks_and_graphs_by_gpu_memory() -> None:
+    # SGLang's defaults shrink on small GPUs, so an 8B bf16 model keeps a KV cache on a 24 GB L4 (with
+    # the 80 GB tier's 8192-token chunks and 256 graphs its reserve left none).
+    from dse.serving.memory import kv_capacity_tokens
+
+    l4 = load_gpu("l4")
+    assert engine_preset("sglang", l4).max_batched_tokens < engine_preset("sglang", H100).max_batched_tokens
+    assert kv_capacity_tokens(ARCH, l4, "bf16", engine="sglang") > 0
