@@ -72,17 +72,6 @@ class TrainingArgs:
     objective: ObjectiveOpt = "pretrain"
 
 
-def _check_values(memory_format: str, objective: str) -> None:
-    """Bad values of the two options, named as flags."""
-    from dse.training.step import OBJECTIVES
-    from dse.workload.vision import MEMORY_FORMATS
-
-    if memory_format not in MEMORY_FORMATS:
-        raise DseError(f"--memory-format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
-    if objective not in OBJECTIVES:
-        raise DseError(f"--objective '{objective}' is not one of {', '.join(OBJECTIVES)}")
-
-
 def run_training(
     model: str | None, spec: Any, point: Any, breakdown: bool, as_json: bool, **opts: Any
 ) -> None:
@@ -93,7 +82,6 @@ def run_training(
 
     if model is None:
         raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
-    _check_values(opts["memory_format"], opts["objective"])
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
     micro = opts["micro_batch"]
     request = TrainingRequest(

@@ -359,8 +359,8 @@ class StepTable:
             self._evaluate_all()
         c_mid = float(self.c_grid[len(self.c_grid) // 2])
         total = comm = 0.0
-        for a, wa in _bracket(self.d_grid, max(1.0, decodes)):
-            for c, wc in _bracket(self.c_grid, c_mid):
+        for a, wa in _bracket(self._grids[0], max(1.0, decodes)):
+            for c, wc in _bracket(self._grids[2], c_mid):
                 total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
                 comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
         return float(comm / total) if total > 0 else 0.0
@@ -388,7 +388,7 @@ class StepTable:
         return lat, en
 
 
-def _bracket(grid: np.ndarray | list[float], x: float) -> tuple[tuple[int, float], ...]:
+def _bracket(grid: list[float], x: float) -> tuple[tuple[int, float], ...]:
     """Grid indices around `x` with linear weights (clamped to the grid's ends); lists from `StepTable`
     (`bisect` on a short list is several times faster than `np.searchsorted`)."""
     n = len(grid)

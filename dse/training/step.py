@@ -46,6 +46,7 @@ from dse.training.parallel import (
 )
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp
+from dse.workload.vision import MEMORY_FORMATS
 
 __all__ = [
     "DEFAULT_TRAINING_COEFFS",
@@ -127,6 +128,10 @@ class TrainingRequest:
             raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"objective '{self.objective}' is not one of {', '.join(OBJECTIVES)}")
+        if self.memory_format not in MEMORY_FORMATS:
+            raise ConfigError(
+                f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
+            )
         if self.micro_batch < 1 or self.global_batch < 1:
             raise ConfigError("micro_batch and global_batch must be positive")
         per_step = self.micro_batch * self.layout.dp

@@ -60,12 +60,19 @@ def test_depthwise_backward_makes_training_slower_than_its_flops_suggest() -> No
 def _resnet50_relu_elements_per_image() -> int:
     """torchvision's Bottleneck: relu(bn1(conv1)), relu(bn2(conv2)) at the bottleneck width (conv2 carries
     the stride, v1.5) and relu(bn3(conv3) + identity) at 4x the width; the stem's relu at 112 x 112."""
+    return _resnet50_elements_per_image(downsample=False)
+
+
+def _resnet50_elements_per_image(downsample: bool) -> int:
+    """conv1, conv2 and conv3 outputs of every Bottleneck plus the stem's (the ReLU-covered tensors), and
+    with `downsample` each stage's first-block 1x1 strided downsample (v1.5)."""
     total, hw = 64 * 112 * 112, 56
     for stage, blocks in enumerate((3, 4, 6, 3)):
         width = 64 * 2**stage
         for i in range(blocks):
             out = hw // 2 if stage > 0 and i == 0 else hw
             total += width * hw * hw + width * out * out + 4 * width * out * out
+            total += 4 * width * out * out if downsample and i == 0 else 0
             hw = out
     return total
 
@@ -145,15 +152,7 @@ def test_wide_se_widens_only_the_squeeze() -> None:
 def _resnet50_conv_output_elements_per_image() -> int:
     """Every convolution's output in torchvision's ResNet-50 (v1.5: the stride on conv2, a 1x1 strided
     downsample in each stage's first block)."""
-    total, hw = 64 * 112 * 112, 56
-    for stage, blocks in enumerate((3, 4, 6, 3)):
-        width = 64 * 2**stage
-        for i in range(blocks):
-            out = hw // 2 if stage > 0 and i == 0 else hw
-            total += width * hw * hw + width * out * out + 4 * width * out * out
-            total += 4 * width * out * out if i == 0 else 0
-            hw = out
-    return total
+    return _resnet50_elements_per_image(downsample=True)
 
 
 def test_in_place_relus_residual_adds_and_layout_transposes_keep_no_tensor_of_their_own() -> None:
