@@ -163,9 +163,10 @@ def build_workload(
     if (model is None) == (kernels is None):
         raise DseError("give exactly one of --model NAME or --kernels FILE")
     if kernels is not None:
-        from dse.workload.energaizer import load_kernel_list
+        from dse.workload.energaizer import as_precision, load_kernel_list
 
-        return load_kernel_list(kernels)
+        # The lists are bf16 traces; fp32 runs of the same model re-type them (as the artifact's report does).
+        return as_precision(load_kernel_list(kernels), precision)
     from dse.workload.llm import build_decode_graph, build_prefill_graph
     from dse.workload.models import load_model_config
 

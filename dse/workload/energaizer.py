@@ -309,3 +309,30 @@ def parse_workload_name(stem: str) -> dict[str, Any]:
     if out["precision"] is None or out["batch"] is None:
         raise ConfigError(f"workload name {stem!r}: needs a p<precision> and a b<batch> token")
     return out
+
+
+def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
+    """An EnergAIzer bf16 kernel list re-typed for a run at another precision (the README's fp32 rows).
+
+    fp32 runs of eager PyTorch: `nn.Linear` / matmul GEMMs on CUDA cores (`allow_tf32` is off by default
+    for matmul), convolutions on Tensor Cores as TF32 (cuDNN's `allow_tf32` is on by default), every other
+    kernel in fp32, and no dtype casts (a cast to the tensor's own dtype launches nothing).
+    """
+    if precision == "bf16":
+        return graph
+    if precision != "fp32":
+        raise ConfigError(
+            f"--precision {precision}: a kernel list (bf16, as recorded) can be re-typed to bf16 or fp32 only"
+        )
+    ops: list[Op] = []
+    for op in graph.ops:
+        if isinstance(op, ElementwiseOp) and op.kind == "cast":
+            continue
+        if isinstance(op, GemmOp):
+            dtype: Dtype = "tf32" if op.name.endswith(":conv2d") else "fp32"
+            ops.append(dataclasses.replace(op, dtype=dtype, out_dtype="fp32"))
+        elif isinstance(op, ElementwiseOp):  # the only other op with an out_dtype
+            ops.append(dataclasses.replace(op, dtype="fp32", out_dtype=None))
+        else:
+            ops.append(dataclasses.replace(op, dtype="fp32"))
+    return WorkloadGraph(name=f"{graph.name}@fp32", ops=tuple(ops), meta={**graph.meta, "precision": "fp32"})

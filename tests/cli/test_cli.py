@@ -239,6 +239,18 @@ def test_predict_kernels_runs_on_every_energaizer_list_on_h100_at_1830_mhz() -> 
         assert sum(out["energy_j_by_module"].values()) == pytest.approx(out["energy_j"], rel=1e-9)
 
 
+def test_predict_kernels_precision_fp32_retypes_the_list() -> None:
+    """`--precision fp32` re-types a bf16 kernel list (as the artifact does for its fp32 rows): GEMMs move to
+    CUDA-core FP32, about 15x less peak than bf16 Tensor Cores on H100, so a GEMM-bound pass is several
+    times slower; fp8 has no re-typing rule and is refused."""
+    path = str(ENERGAIZER / "optmodel_opt-1p3b_pbf16_b8_s1024_modeprefill.json")
+    bf16 = run_json("predict", "--kernels", path, "--gpu", "h100-sxm")
+    fp32 = run_json("predict", "--kernels", path, "--gpu", "h100-sxm", "--precision", "fp32")
+    assert fp32["busy_s"] > 2.5 * bf16["busy_s"]
+    result = runner.invoke(app, ["predict", "--kernels", path, "--gpu", "h100-sxm", "--precision", "fp8"])
+    assert result.exit_code != 0 and "fp8" in result.output and "Traceback" not in result.output
+
+
 def test_validation_tables_show_unmeasured_metrics_as_a_dash() -> None:
     """Rows without a quantity (the repeatability rows of `dse validate power` have no latency) print '-'."""
     from rich.console import Console

@@ -30,7 +30,6 @@ Pure: no file or dataset access here; `dse.calibrate.validate.power` loads the d
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +42,8 @@ from dse.perf.dvfs import clock_table, highest_fitting_index
 from dse.perf.host import HostCoeffs, LaunchPlan, launch_plan, schedule
 from dse.perf.multiclock import RowEstimator, op_rows
 from dse.perf.power import gap_feature, gpu_power_terms, power_features
+from dse.workload.energaizer import as_precision as as_precision  # re-exported: fits re-type lists
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import Dtype, ElementwiseOp, GemmOp, Op
 
 try:
     import cvxpy as cp
@@ -363,28 +362,3 @@ def fit_through_cap(
 
 
 # ------------------------------------------------------------------------------------ measured workloads
-
-
-def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
-    """An EnergAIzer bf16 kernel list re-typed for a run at another precision (the README's fp32 rows).
-
-    fp32 runs of eager PyTorch: `nn.Linear` / matmul GEMMs on CUDA cores (`allow_tf32` is off by default
-    for matmul), convolutions on Tensor Cores as TF32 (cuDNN's `allow_tf32` is on by default), every other
-    kernel in fp32, and no dtype casts (a cast to the tensor's own dtype launches nothing).
-    """
-    if precision == "bf16":
-        return graph
-    if precision != "fp32":
-        raise CalibrationError(f"as_precision: no rule for {precision!r} (bf16 or fp32)")
-    ops: list[Op] = []
-    for op in graph.ops:
-        if isinstance(op, ElementwiseOp) and op.kind == "cast":
-            continue
-        if isinstance(op, GemmOp):
-            dtype: Dtype = "tf32" if op.name.endswith(":conv2d") else "fp32"
-            ops.append(dataclasses.replace(op, dtype=dtype, out_dtype="fp32"))
-        elif isinstance(op, ElementwiseOp):  # the only other op with an out_dtype
-            ops.append(dataclasses.replace(op, dtype="fp32", out_dtype=None))
-        else:
-            ops.append(dataclasses.replace(op, dtype="fp32"))
-    return WorkloadGraph(name=f"{graph.name}@fp32", ops=tuple(ops), meta={**graph.meta, "precision": "fp32"})

@@ -27,7 +27,7 @@ from dse.calibrate.validate.power import (
     rows_frame,
     validate_power,
 )
-from dse.errors import CalibrationError
+from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import PowerCoeffs
 from dse.perf.dvfs import row_estimator
@@ -69,7 +69,7 @@ def test_as_precision_fp32_rules():
     conv_path = conv[conv["model"] == "resnet101"]["workload_path"].iloc[0]
     r = as_precision(load_kernel_list(conv_path), "fp32")
     assert {o.dtype for o in r.ops if isinstance(o, GemmOp) and o.name.endswith(":conv2d")} == {"tf32"}
-    with pytest.raises(CalibrationError):
+    with pytest.raises(ConfigError, match="fp8"):
         as_precision(g, "fp8")
 
 
