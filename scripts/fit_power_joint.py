@@ -4,18 +4,21 @@
     .venv/bin/python scripts/fit_power_joint.py --out dse/perf/data  # write the shipped sets
 
 Rows: the shipped sets; the joint fit on A100 whole models + H200 kernels + the 30 ML.ENERGY H100 serving
-runs of `dse validate serving` (each NVML variant; the serving runs linearized through the load model,
-`dse.calibrate.fit.power_serving`, ~4 minutes); and the same method on one generation's kernel or whole-model
-data only, predicting the other (leave one generation out; no serving rows in these). Errors are on the
-held-out splits of `dse.calibrate.fit.power_sets`. With --out it writes the "downweight" variant's sets:
-power_ampere.json and power_hopper.json (both generations), power_hopper-loo.json (Hopper energies of the
-A100-only fit) and power_ampere-loo.json (Ampere energies of the H200-only fit), which
-`dse validate transfer` uses for its leave-one-generation-out rows.
+runs of `dse validate serving` + our H100 kernels and whole models, Hopper's capacitance ratio fitted (each
+NVML variant; the serving runs linearized through the load model, `dse.calibrate.fit.power_serving`, ~4
+minutes); the same without our H100 whole models (kernel -> whole-model transfer on H100); and the same
+method on one generation's kernel or whole-model data only, predicting the other (leave one generation out;
+no serving rows in these). Errors are on the held-out splits of `dse.calibrate.fit.power_sets` (our H100
+rows: in-sample where fitted). With --out it writes the "downweight" variant's sets: power_ampere.json and
+power_hopper.json (both generations), power_hopper-loo.json (Hopper energies of the A100-only fit) and
+power_ampere-loo.json (Ampere energies of the H200-only fit) and power_hopper-kernels.json (the joint fit
+without our H100 whole models), which `dse validate transfer` uses for its transfer rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -37,7 +40,10 @@ from dse.perf.coeffs import PowerCoeffs, load_default_coeffs, load_power_coeffs,
 from dse.perf.dvfs import row_estimator
 
 FAMILIES = ("gemm", "attention_generation", "attention_context")
-JOINT_DATA = "EnergAIzer A100 whole models + aiconfigurator H200 + ML.ENERGY H100 serving (30 runs)"
+JOINT_DATA = (
+    "EnergAIzer A100 whole models + aiconfigurator H200 + ML.ENERGY H100 serving (30 runs) + our H100 "
+    "kernels and whole models (dse/calibrate/measured)"
+)
 
 
 def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
@@ -53,9 +59,15 @@ def _errors(amp: PowerCoeffs, hop: PowerCoeffs, data: dict) -> dict[str, float]:
     out["h200_kernels"] = 100 * float(np.concatenate(errs).mean())
     a10 = energaizer_predictions(ps.energaizer_frame("a10"), amp, cache_=data["memo"])
     out["a10_power"] = 100 * mape(a10["pred_power_w"].to_numpy(), a10["power_w"].to_numpy())
-    serving = data["serving"]  # linear in the shared energies: no simulation needed per candidate
+    serving = data["serving"]  # linear in the shared energies at the prior ratio: rows scaled to it
     shared = hop.vector() / generation_scale("hopper")
     out["mlenergy_power"] = 100 * mape(serving.predict_w(shared), serving.power_w)
+    for key, rows in (
+        ("h100_kernels", data["h100k"]),
+        ("h100_fp8", data["h100fp8"]),
+        ("h100_models", data["h100m"]),
+    ):
+        out[key] = 100 * mape(rows.predict_w(hop.vector()), rows.power_w)
     return out
 
 
@@ -90,7 +102,13 @@ def _data() -> dict:
         for f in FAMILIES
     }
     tab_test = {f: ps.h200_table(test[f], h200, lat_h, row_estimator(None)) for f in FAMILIES}
+    lat_own = load_default_coeffs(load_gpu("h100-sxm"))
+    h100k, frame = ps.own_h100_kernel_rows(lat_own, include_fp8=True)
+    fp8 = frame["name"].str.startswith(ps.H100_FIT_EXCLUDE).to_numpy()
     return {
+        "h100k": _subset(h100k, ~fp8),
+        "h100fp8": _subset(h100k, fp8),
+        "h100m": ps.own_h100_model_rows(lat_own, host)[0],
         "rows_a": rows_a,
         "host": host,
         "host_mape": host_mape,
@@ -103,6 +121,15 @@ def _data() -> dict:
     }
 
 
+def _subset(rows: PowerRows, keep: np.ndarray) -> PowerRows:
+    return PowerRows(
+        features_j=rows.features_j[keep],
+        wall_s=rows.wall_s[keep],
+        idle_w=rows.idle_w[keep],
+        power_w=rows.power_w[keep],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write candidate sets (joint, downweight) here")
@@ -113,11 +140,33 @@ def main(argv: list[str] | None = None) -> int:
     table = [{"set": "shipped", **_errors(amp0, hop0, data)}]
     fits, loo = {}, {}
     for nvml in NVML_VARIANTS:
-        both = fit_joint(data["rows_a"], data["h200"], serving=data["serving"], nvml=nvml, start=start)
+        own = {"h100_kernels": data["h100k"], "h100_models": data["h100m"]}
+        both = fit_joint(
+            data["rows_a"], data["h200"], serving=data["serving"], hopper=own, nvml=nvml, start=start
+        )
+        kernels_only = fit_joint(
+            data["rows_a"],
+            data["h200"],
+            serving=data["serving"],
+            hopper={"h100_kernels": data["h100k"]},
+            nvml=nvml,
+            start=start,
+        )
         only_a = fit_joint(data["rows_a"], {}, nvml=nvml, start=start)
         only_h = fit_joint(None, data["h200"], nvml=nvml, start=start)
-        fits[nvml], loo[nvml] = both, (only_a, only_h)
-        table.append({"set": f"joint/{nvml} (in-sample)", **_errors(both.ampere, both.hopper, data)})
+        fits[nvml], loo[nvml] = both, (only_a, only_h, kernels_only)
+        table.append(
+            {
+                "set": f"joint/{nvml} (in-sample), ratio {both.hopper_node}",
+                **_errors(both.ampere, both.hopper, data),
+            }
+        )
+        table.append(
+            {
+                "set": f"joint/{nvml}, no H100 whole models, ratio {kernels_only.hopper_node}",
+                **_errors(kernels_only.ampere, kernels_only.hopper, data),
+            }
+        )
         a_to_h = _errors(only_a.ampere, only_a.hopper, data)
         h_to_a = _errors(only_h.ampere, only_h.hopper, data)
         table.append(
@@ -136,21 +185,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit], data: dict) -> None:
+def _own_sources() -> list[dict[str, str]]:
+    from dse.calibrate.measured import MEASURED_DIR
+
+    names = ("h100_sxm_kernels.csv", "h100_sxm_whole_models.csv")
+    return [
+        {
+            "file": f"dse/calibrate/measured/{n}",
+            "sha256": hashlib.sha256((MEASURED_DIR / n).read_bytes()).hexdigest(),
+        }
+        for n in names
+    ]
+
+
+def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit, JointFit], data: dict) -> None:
     """The shipped sets of the "downweight" variant, stamped with provenance (module docstring)."""
     src_a = _sources([("energaizer", ENERGAIZER_FILES["a100"]), ("energaizer", ENERGAIZER_FILES["dvfs"])])
-    src_s = _sources([("mlenergy", MLENERGY_FILE)])
+    src_s = _sources([("mlenergy", MLENERGY_FILE)]) + _own_sources()
     src_h = _sources(
         [("aiconfigurator", AIC_GEMM_FILES["h200_sxm"])]
         + [("aiconfigurator", AIC_ATTENTION_FILES[("h200_sxm", p)]) for p in ("context", "generation")]
     )
     host = {n: getattr(data["host"], n) for n in FITTED}
-    only_a, only_h = loo
+    only_a, only_h, kernels_only = loo
     sets = {
         "ampere": (both.ampere, both, src_a + src_h + src_s, JOINT_DATA),
         "hopper": (both.hopper, both, src_a + src_h + src_s, JOINT_DATA),
         "hopper-loo": (only_a.hopper, only_a, src_a, "EnergAIzer A100 whole models only"),
         "ampere-loo": (only_h.ampere, only_h, src_h, "aiconfigurator H200 kernel tables only"),
+        "hopper-kernels": (
+            kernels_only.hopper,
+            kernels_only,
+            src_a + src_h + src_s,
+            "the joint data without our H100 whole models (kernels -> whole models on H100)",
+        ),
     }
     out.mkdir(parents=True, exist_ok=True)
     for name, (pc, fit, src, what) in sets.items():
@@ -163,6 +231,7 @@ def _write(out: Path, both: JointFit, loo: tuple[JointFit, JointFit], data: dict
             "method": "dse.calibrate.fit.power_joint.fit_joint (cvxpy, weighted mean absolute relative "
             "error, physical bounds, shared N7 energies x node capacitance per generation)",
             "train_mape": fit.train_mape,
+            "hopper_node_capacitance": fit.hopper_node,
             "solver_status": fit.status,
             **pc.provenance,
         }

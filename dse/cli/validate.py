@@ -59,7 +59,8 @@ def validate_kernels_cmd(as_json: JsonOpt = False) -> None:
 
 @friendly
 def validate_power_cmd(as_json: JsonOpt = False) -> None:
-    """Power, latency and energy MAPE: A100 DVFS sweep and 900 MHz (held out), A10 forecast, H200 kernels."""
+    """Power, latency and energy MAPE: A100 DVFS sweep and 900 MHz (held out), A10 forecast, H200 kernels,
+    our H100 whole models and kernels."""
     from dse.calibrate.validate.power import validate_power
 
     rows = [r.to_dict() for r in validate_power()]

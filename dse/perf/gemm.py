@@ -334,8 +334,9 @@ def _best_candidate(
     table: np.ndarray,
     simt: bool,
     persistent: bool,
+    math_factor: np.ndarray,
 ) -> np.ndarray:
-    """Per row, the index of the candidate with the lowest corrected latency.
+    """Per row, the index of the candidate with the lowest corrected latency (math time x `math_factor`).
 
     Large calls score only the valid (row, candidate) pairs, flattened: every value is elementwise in its
     row and candidate, so the scores, and the first lowest one per row, are those of the full grid.
@@ -343,12 +344,14 @@ def _best_candidate(
     num, num_c = col.m.shape[0], cands.tile_m.shape[-1]
     ri, ci = valid_pairs(col, cands) if num * num_c >= _PAIRS_MIN_GRID else (None, None)
     if ri is None or ci is None or ri.size > _PAIRS_MAX_FRAC * num * num_c:
-        pred, valid = _scores(col, cands, cand_group, rates, table, simt, persistent)
+        pred, valid = _scores(col, cands, cand_group, rates, table, simt, persistent, math_factor[:, None])
         return np.argmin(np.where(valid, pred, np.inf), axis=1)
     grid = np.full((num, num_c), np.inf)
     if ri.size:
         pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
-        pred, _ = _scores(pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent)
+        pred, _ = _scores(
+            pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent, math_factor[ri]
+        )
         grid[ri, ci] = pred
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
     return np.argmin(grid, axis=1)
@@ -362,14 +365,16 @@ def _scores(
     table: np.ndarray,
     simt: bool,
     persistent: bool,
+    math_factor: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Corrected latency of candidates `c` for rows `r` (broadcast), and which of them are valid."""
+    """Corrected latency of candidates `c` for rows `r` (broadcast), and which of them are valid; the math
+    time stretched by `math_factor` (broadcast like the rows)."""
     p, t = _evaluate(r, c, rates, simt, persistent=persistent)
     cf = table[group]  # [..., 6]
     dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
         c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms)
     )
-    t_main = t.steps * np.maximum(cf[..., 5] * t.load_s, dm * t.math_s)
+    t_main = t.steps * np.maximum(cf[..., 5] * t.load_s, dm * t.math_s * math_factor)
     pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
     return pred, p.geo.valid
 
@@ -381,18 +386,19 @@ def _library_rows(
     aq: np.ndarray,
     rates: Rates,
     table: np.ndarray,
-    pick: tuple[GemmRows, np.ndarray, np.ndarray],
+    pick: tuple[GemmRows, np.ndarray, np.ndarray, np.ndarray],
 ) -> GemmChoice:
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
     tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization. `pick` holds the
     distinct rows at their choice clock (`gemm_arrays`' `choice_clock_hz`), their dtype classes and, per
-    row of `col`, its distinct row: the choice is made there, once per shape and choice clock."""
+    row of `col`, its distinct row (the choice is made there, once per shape and choice clock), and the
+    distinct rows' math-time factors."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
     cands = gemm_candidates(library, rates)
-    pick_col, pick_dcls, pick_of = pick
+    pick_col, pick_dcls, pick_of, pick_factor = pick
     pick_group = pick_dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
-    best = _best_candidate(pick_col, cands, pick_group, rates, table, simt, persistent)[pick_of]
+    best = _best_candidate(pick_col, cands, pick_group, rates, table, simt, persistent, pick_factor)[pick_of]
     chosen = cands.chosen(best)
     ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
@@ -413,12 +419,13 @@ def _library_rows(
 
 def _by_library(
     rows: GemmRows, lib: np.ndarray, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray,
-    choice: tuple[np.ndarray, np.ndarray, GemmRows],
+    choice: tuple[np.ndarray, np.ndarray, GemmRows, np.ndarray],
 ) -> tuple[dict[str, np.ndarray], Timeline, np.ndarray]:  # fmt: skip
     """Every row at its library's chosen candidate (`_library_rows`): traffic, grid, tile and split arrays,
-    the merged timeline and the coefficient groups. `choice` is `gemm_rows.choice_rows`' output."""
+    the merged timeline and the coefficient groups. `choice` is `gemm_rows.choice_rows`' output and every
+    row's math-time factor."""
     num = lib.size
-    first, problem, pick_rows = choice
+    first, problem, pick_rows, math_factor = choice
     keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
     res = {key: np.zeros(num) for key in keys}
     parts = []
@@ -428,7 +435,7 @@ def _by_library(
         own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
         slot = np.empty(first.size, dtype=np.int64)
         slot[own] = np.arange(own.size)
-        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]])
+        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]], math_factor[first[own]])
         ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, table, pick)
         ev = ch.result
         vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
@@ -492,12 +499,19 @@ def gemm_arrays(
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
-    choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz)
+    is_grouped = grouped is not None and bool(np.any(grouped))
+    wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
+    # A grouped MoE kernel's math runs at its fitted efficiency: its tile is chosen at that rate too.
+    math_factor = (
+        moe.grouped_factors(np.asarray(grouped, dtype=bool), dcls, wo, moe.moe_coeffs_of(coeffs))[0]
+        if is_grouped
+        else np.ones(num)
+    )
+    choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz, math_factor)
     aq = (quantized & (dcls == f8)).astype(float)
-    res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, choice)
+    res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, (*choice, math_factor))
     latency_s, util = correct(timeline, table[group])
-    if grouped is not None and np.any(grouped):
-        wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
+    if grouped is not None and is_grouped:
         latency_s, util = moe.correct_grouped(timeline, table[group], grouped, batch, dcls, wo, coeffs)
     out: dict[str, Any] = dict(res)
     out.update(

@@ -43,11 +43,13 @@ def row_inputs(
 
 def choice_rows(
     rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
-    dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray,
+    dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray, math_factor: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, GemmRows]:  # fmt: skip
     """(first row of each distinct choice problem, each row's problem, those problems' rows at their choice
-    clock `choice_hz`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes."""
-    first, problem = distinct_rows(rows, np.column_stack([tc_clk, lib, dcls, choice_hz]).astype(float))
+    clock `choice_hz`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes,
+    `math_factor` the stretch of their math time (a grouped MoE kernel's, `dse.perf.moe`)."""
+    extra = np.column_stack([tc_clk, lib, dcls, choice_hz, math_factor]).astype(float)
+    first, problem = distinct_rows(rows, extra)
     f_pick_hz = choice_hz[first]
     dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
     shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick_hz)

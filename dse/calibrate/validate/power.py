@@ -9,6 +9,10 @@ Here each dataset's held-out part is predicted with the shipped (or given) coeff
 - `h200_gemm`, `h200_attention_context`, `h200_attention_generation`: the test rows. Each H200 family also
   gets a `5-NN of the data` row: the held-out power error of the measured rows predicting themselves from
   their nearest neighbours (`h200_power_repeatability`), an estimate of how repeatable the readings are.
+- `h100_own_models`, `h100_own_kernels`: our H100 measurements (`dse.calibrate.validate.own_h100`), whole
+  models as `dse predict --kernels` gives them at the default clock and kernels at their recorded clocks;
+  in-sample for the shipped Hopper set, which is fitted on them (`dse validate transfer` has the
+  kernels -> whole models row).
 
 MAPE values are fractions (0.08 = 8%).
 """
@@ -216,7 +220,7 @@ def validate_power(
     hopper: PowerCoeffs | None = None,
     coeffs: Any = DEFAULT,
     estimator: Estimator | None = None,
-    datasets: Iterable[str] = ("a100_dvfs", "a100_900", "a10", "h200"),
+    datasets: Iterable[str] = ("a100_dvfs", "a100_900", "a10", "h200", "h100_own"),
     include_train: bool = False,
     capped: bool = True,
 ) -> list[PowerValidationRow]:
@@ -229,7 +233,8 @@ def validate_power(
             architecture), None (uncorrected analytical model) or a CoeffSet / CoeffTable.
         estimator: a `KernelEstimate` estimator standing in for the kernel model (default: the registry's
             families through `dse.perf.multiclock.op_rows`).
-        datasets: any of a100_dvfs, a100_900, a10, h200.
+        datasets: any of a100_dvfs, a100_900, a10, h200, h100_own (our H100 measurements,
+            `dse.calibrate.validate.own_h100`; the shipped Hopper set was fitted on them: in-sample).
         include_train: also report the training rows (in-sample).
         capped: also report the A100 DVFS test runs predicted at the requested clock under the 250 W cap.
     """
@@ -264,28 +269,40 @@ def validate_power(
             for fam, g in pred.groupby(pred["model"].isin(["resnet101", "vit-large", "mobilevit-small"])):
                 out.append(_summary("a10", "forecast", "vision" if fam else "language", g, tag))
     if "h200" in datasets:
-        pc = hopper or load_power_coeffs("hopper")
-        gpu = load_gpu(H200_GPU)
-        for family in H200_FAMILIES:
-            train, test = h200_split(family)
-            splits = [("test", test)] + ([("train", train)] if include_train else [])
-            for split, frame in splits:
-                table = h200_table(frame, gpu, latency_coeffs(coeffs, gpu), row_estimator(estimator))
-                pred = h200_predictions(frame, pc, table)
-                out.append(_summary(f"h200_{family}", split, "all", pred, "hopper"))
-            nan = float("nan")
-            out.append(
-                PowerValidationRow(
-                    dataset=f"h200_{family}",
-                    split="test",
-                    group="5-NN of the data",
-                    num_samples=len(test),
-                    power_mape=h200_power_repeatability(family),
-                    latency_mape=nan,
-                    energy_mape=nan,
-                    coeffs="none",
-                )
+        out.extend(_h200_rows(hopper or load_power_coeffs("hopper"), coeffs, estimator, include_train))
+    if "h100_own" in datasets:
+        from dse.calibrate.validate.own_h100 import own_h100_rows
+
+        out.extend(own_h100_rows(hopper, latency_coeffs(coeffs, load_gpu("h100-sxm"))))
+    return out
+
+
+def _h200_rows(
+    pc: PowerCoeffs, coeffs: Any, estimator: Estimator | None, include_train: bool
+) -> list[PowerValidationRow]:
+    """The H200 kernel families' rows of `validate_power` (test split, optionally train, and 5-NN)."""
+    out: list[PowerValidationRow] = []
+    gpu = load_gpu(H200_GPU)
+    for family in H200_FAMILIES:
+        train, test = h200_split(family)
+        splits = [("test", test)] + ([("train", train)] if include_train else [])
+        for split, frame in splits:
+            table = h200_table(frame, gpu, latency_coeffs(coeffs, gpu), row_estimator(estimator))
+            pred = h200_predictions(frame, pc, table)
+            out.append(_summary(f"h200_{family}", split, "all", pred, "hopper"))
+        nan = float("nan")
+        out.append(
+            PowerValidationRow(
+                dataset=f"h200_{family}",
+                split="test",
+                group="5-NN of the data",
+                num_samples=len(test),
+                power_mape=h200_power_repeatability(family),
+                latency_mape=nan,
+                energy_mape=nan,
+                coeffs="none",
             )
+        )
     return out
 
 

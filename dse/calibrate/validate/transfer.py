@@ -19,7 +19,9 @@ whole models (power, and latency with the Hopper latency coefficients; held-out 
 queue); the Ampere set -> A10 (no A10 data enters any fit). Also: kernel tables + host fit -> whole
 models (latency); each architecture's latency coefficients on the other's kernel tables
 (`dse.calibrate.validate.kernels`); the shipped Hopper set, whose fit includes the 30 ML.ENERGY H100 Qwen3
-runs, on the ML.ENERGY rows no fit used (other models on H100, and B200) beside its in-sample figure.
+runs, on the ML.ENERGY rows no fit used (other models on H100, and B200) beside its in-sample figure. And
+our H100 whole models (`dse/calibrate/measured`) from the joint fit without them (kernels -> whole models on
+H100) and from the A100-only fit (Ampere -> Hopper).
 
 Generation scaling (`dse.calibrate.fit.power_joint`): on-die energies are switched capacitance times V^2;
 V^2 is in the model (each GPU's V(f) table), so between generations they scale by the node's switched
@@ -149,6 +151,29 @@ def _power_rows_of(tag: str, tables: dict[str, Any], test: Any, memo: dict) -> l
     return out
 
 
+def own_h100_rows() -> list[dict]:
+    """Our H100 whole models (`dse.calibrate.validate.own_h100`) from sets that never saw them: the joint
+    fit without them (A100 + H200 + ML.ENERGY + our H100 kernels: kernels -> whole models on one GPU), and
+    the A100-only fit scaled to Hopper by the prior ratio (Ampere -> Hopper); in-sample: the shipped set."""
+    from dse.calibrate.validate.own_h100 import own_h100_model_predictions
+
+    own = own_h100_model_predictions(load_power_coeffs("hopper"))
+    out = []
+    for fit_on, name in (
+        ("A100 + H200 + ML.ENERGY + our H100 kernels (joint)", "hopper-kernels"),
+        ("A100 whole models only (joint)", "hopper-loo"),
+    ):
+        pred = own_h100_model_predictions(load_power_coeffs(name))
+        for metric, col, meas in (
+            ("power", "pred_power_w", "avg_power_w"),
+            ("energy", "pred_energy_j", "energy_j"),
+        ):
+            err = mape(pred[col].to_numpy(), pred[meas].to_numpy())
+            in_s = mape(own[col].to_numpy(), own[meas].to_numpy())
+            out.append(_row(fit_on, "our H100 whole models", f"whole-model {metric}", err, len(pred), in_s))
+    return out
+
+
 def kernel_latency_rows() -> list[dict]:
     """Kernel latency with the other architecture's latency coefficients (aiconfigurator tables)."""
     from dse.calibrate.validate.kernels import validate_kernels
@@ -200,7 +225,7 @@ def serving_rows() -> list[dict]:
 
 def validate_transfer(*, serving: bool = True, kernels: bool = True) -> list[dict]:
     """All transfer rows (module docstring); `serving` and `kernels` add the slower groups."""
-    out = power_rows()
+    out = power_rows() + own_h100_rows()
     if kernels:
         out += kernel_latency_rows()
     if serving:

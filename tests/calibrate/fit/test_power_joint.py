@@ -67,3 +67,20 @@ def test_fit_joint_on_whole_runs_only_and_bad_variant() -> None:
     assert fit.train_mape["a100"] < 1e-3
     with pytest.raises(CalibrationError):
         fit_joint(_rows(TRUE), {}, nvml="nope", start=TRUE)
+
+
+def test_hopper_ratio_is_read_off_hopper_rows() -> None:
+    """Hopper rows made with on-die energies x 0.9 (not the 0.7 prior), beside A100 rows at scale 1: the
+    fit picks 0.9 from NODE_GRID, its Hopper set is the shared one x 0.9 on-die, and fits both exactly."""
+    from dse.calibrate.fit.power_joint import NODE_GRID
+
+    assert 0.9 in NODE_GRID
+    hopper_truth = TRUE * generation_scale("hopper", 0.9)
+    hopper = _rows(hopper_truth, seed=1)
+    fit = fit_joint(_rows(TRUE), {}, hopper={"h100_kernels": hopper}, start=TRUE, prior=TRUE, ridge=1e-4)
+    assert fit.hopper_node == pytest.approx(0.9)
+    np.testing.assert_allclose(fit.hopper.vector(), fit.shared * generation_scale("hopper", 0.9))
+    assert fit.train_mape["h100_kernels"] < 1e-3 and fit.train_mape["a100"] < 1e-3
+    assert fit.hopper.provenance["node_capacitance"]["hopper"] == pytest.approx(0.9)
+    # without Hopper rows the prior ratio stands
+    assert fit_joint(_rows(TRUE), {}, start=TRUE, prior=TRUE, ridge=1e-4).hopper_node == pytest.approx(0.7)

