@@ -14,7 +14,7 @@ H100 = load_gpu("h100-sxm")
 @needs_shared_data
 def test_model_predictions_cover_every_listed_run_within_physical_limits() -> None:
     d = own_h100_model_predictions()
-    assert len(d) == 115  # 134 runs, less 15 SDPA runs and 4 OPT shapes without a list upstream
+    assert len(d) == 115  # 134 runs, less 17 SDPA runs and 2 OPT shapes without a list upstream (b4, 2k/4k)
     assert not (d["attention"] == "sdpa").any()
     idle = H100.power.idle_power_w.at(H100.clocks.sm_clock_min_hz)
     assert d["pred_power_w"].between(idle, H100.power.tdp_w + 1e-6).all()
