@@ -500,19 +500,18 @@ def gemm_arrays(
     lib = np.array([lib_of[d] for d in dtype])
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
     is_grouped = grouped is not None and bool(np.any(grouped))
-    wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
-    # A grouped MoE kernel's math runs at its fitted efficiency: its tile is chosen at that rate too.
-    math_factor = (
-        moe.grouped_factors(np.asarray(grouped, dtype=bool), dcls, wo, moe.moe_coeffs_of(coeffs))[0]
-        if is_grouped
-        else np.ones(num)
-    )
+    math_factor, expert_s = np.ones(num), np.zeros(num)
+    if is_grouped:  # a grouped MoE kernel's math runs at its fitted efficiency: its tile is chosen at it too
+        wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
+        mc = moe.moe_coeffs_of(coeffs)
+        math_factor, expert_s = moe.grouped_factors(np.asarray(grouped, dtype=bool), dcls, wo, mc)
     choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz, math_factor)
     aq = (quantized & (dcls == f8)).astype(float)
     res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, (*choice, math_factor))
-    latency_s, util = correct(timeline, table[group])
-    if grouped is not None and is_grouped:
-        latency_s, util = moe.correct_grouped(timeline, table[group], grouped, batch, dcls, wo, coeffs)
+    if is_grouped:
+        latency_s, util = moe.correct_grouped(timeline, table[group], batch, math_factor, expert_s)
+    else:
+        latency_s, util = correct(timeline, table[group])
     out: dict[str, Any] = dict(res)
     out.update(
         latency_s=latency_s,

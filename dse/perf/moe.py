@@ -109,19 +109,11 @@ def scale_math(tl: Timeline, factor: np.ndarray) -> Timeline:
 
 
 def correct_grouped(
-    tl: Timeline,
-    coeff_rows: np.ndarray,
-    grouped: np.ndarray,
-    num_experts: np.ndarray,
-    dtype_class: np.ndarray,
-    weight_only: np.ndarray,
-    coeffs: object | None,
+    tl: Timeline, coeff_rows: np.ndarray, num_experts: np.ndarray, inv_eff: np.ndarray, expert_s: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Latency [N] and utilization [M, N] of GEMM rows with the MoE correction on the `grouped` ones
-    (module docstring) under the MoE set `coeffs` carries; `num_experts` is each row's batch,
-    `dtype_class` an index into the dtype classes and `weight_only` whether B is stored narrower than A."""
-    grouped = np.asarray(grouped, dtype=bool)
-    inv_eff, expert_s = grouped_factors(grouped, dtype_class, weight_only, moe_coeffs_of(coeffs))
+    """Latency [N] and utilization [M, N] of GEMM rows with the MoE correction (module docstring): math
+    stretched by `inv_eff` and `expert_s` per expert (`grouped_factors`; 1 and 0 on rows not grouped);
+    `num_experts` is each row's batch."""
     latency_s, util = correct(scale_math(tl, inv_eff), coeff_rows)
     extra_s = num_experts * expert_s
     total_s = latency_s + extra_s

@@ -18,42 +18,40 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dse.calibrate.fit.power import mape
+from dse.calibrate.fit.power_sets import DEFAULT, latency_coeffs
 from dse.calibrate.validate.power import PowerValidationRow
 from dse.perf.coeffs import PowerCoeffs
 
 HOST_BOUND_BUSY_SHARE = 0.5  # a run whose kernels fill less than this share of its wall time
 
 
-_DEFAULT = "default"
-
-
-def own_h100_model_predictions(power: PowerCoeffs | None = None, latency: Any = _DEFAULT) -> pd.DataFrame:
+def own_h100_model_predictions(power: PowerCoeffs | None = None, latency: Any = DEFAULT) -> pd.DataFrame:
     """Measured and predicted wall time, busy time, power and energy of every run with a kernel list, with
     the `power` energies (default: the shipped Hopper set) and `latency` corrections (default: shipped; None:
     the uncorrected kernel model)."""
     from dse.calibrate.measured import H100_GPU, load_own_h100_whole_models
     from dse.hardware.catalog import load_gpu
-    from dse.perf.coeffs import load_default_coeffs
-    from dse.perf.predict import predict_graph
+    from dse.perf.predict import predict_graphs
     from dse.perf.types import OperatingPoint
     from dse.workload.energaizer import as_precision, load_kernel_list
 
     gpu = load_gpu(H100_GPU)
-    latency = load_default_coeffs(gpu) if isinstance(latency, str) and latency == _DEFAULT else latency
     df = load_own_h100_whole_models()
     df = df[df["workload_path"].notna() & (df["attention"] != "sdpa")].reset_index(drop=True)
-    preds: dict[str, list[float]] = {"pred_latency_s": [], "pred_busy_s": [], "pred_power_w": []}
-    for path, precision in zip(df["workload_path"], df["precision"], strict=True):
-        graph = as_precision(load_kernel_list(path), precision)
-        pred = predict_graph(graph, gpu, OperatingPoint(), latency, power, launch="eager")
-        preds["pred_latency_s"].append(pred.latency_s)
-        preds["pred_busy_s"].append(pred.busy_s)
-        preds["pred_power_w"].append(pred.avg_power_w)
-    out = df.assign(**{k: np.asarray(v) for k, v in preds.items()})
+    graphs = [
+        as_precision(load_kernel_list(path), precision)
+        for path, precision in zip(df["workload_path"], df["precision"], strict=True)
+    ]
+    coeffs = latency_coeffs(latency, gpu)
+    preds = predict_graphs(graphs, gpu, OperatingPoint(), coeffs, power, launch="eager")
+    out = df.assign(
+        pred_latency_s=[p.latency_s for p in preds],
+        pred_busy_s=[p.busy_s for p in preds],
+        pred_power_w=[p.avg_power_w for p in preds],
+    )
     out["pred_energy_j"] = out["pred_power_w"] * out["pred_latency_s"]
     out["host_bound"] = out["gpu_busy_s"] < HOST_BOUND_BUSY_SHARE * out["latency_s"]
     return out
@@ -75,23 +73,22 @@ def _row(dataset: str, group: str, frame: pd.DataFrame, coeffs: str, busy: bool)
     )
 
 
-def own_h100_kernel_predictions(power: PowerCoeffs | None = None, latency: Any = _DEFAULT) -> pd.DataFrame:
+def own_h100_kernel_predictions(power: PowerCoeffs | None = None, latency: Any = DEFAULT) -> pd.DataFrame:
     """The kernel samples with the model's latency and power at each one's recorded clock."""
     from dse.calibrate.fit.sample_set import load_sample_set
     from dse.calibrate.fit.samples import predict
     from dse.calibrate.measured import H100_GPU, own_h100_kernels_path
     from dse.hardware.catalog import load_gpu
-    from dse.perf.coeffs import default_power_coeffs, load_default_coeffs
+    from dse.perf.coeffs import default_power_coeffs
 
     gpu = load_gpu(H100_GPU)
     ss = load_sample_set([own_h100_kernels_path()], gpu)
-    latency = load_default_coeffs(gpu) if isinstance(latency, str) and latency == _DEFAULT else latency
-    lat, pw, energy = predict(ss, latency, power or default_power_coeffs(gpu))
+    lat, pw, energy = predict(ss, latency_coeffs(latency, gpu), power or default_power_coeffs(gpu))
     frame = pd.read_csv(own_h100_kernels_path())
     return frame.assign(pred_latency_s=lat, pred_power_w=pw, pred_energy_j=energy)
 
 
-def own_h100_rows(power: PowerCoeffs | None = None, latency: Any = _DEFAULT) -> list[PowerValidationRow]:
+def own_h100_rows(power: PowerCoeffs | None = None, latency: Any = DEFAULT) -> list[PowerValidationRow]:
     """Rows per group: whole models (all, GPU-bound, host-bound, bf16, fp32) and kernels (bf16 GEMMs under
     the cap, fp8 GEMMs, the rest)."""
     tag = str((power.provenance.get("name") if power is not None else None) or "hopper")
@@ -106,9 +103,6 @@ def own_h100_rows(power: PowerCoeffs | None = None, latency: Any = _DEFAULT) -> 
     for precision, part in models.groupby("precision"):
         out.append(_row("h100_own_models", f"{precision}, GPU-bound", part[~part["host_bound"]], tag, False))
     kernels = own_h100_kernel_predictions(power, latency)
-    kernels = kernels.rename(columns={"latency_s": "meas_latency_s"}).assign(
-        latency_s=lambda d: d["meas_latency_s"], gpu_busy_s=lambda d: d["meas_latency_s"]
-    )
     groups: dict[str, Any] = {
         "bf16 GEMMs, M >= 1024 (at the cap)": kernels["name"].str.match(r"gemm_bf16_(1024|4096|16384)x"),
         "bf16 GEMMs, M = 16": kernels["name"].str.startswith("gemm_bf16_16x"),
