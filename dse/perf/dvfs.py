@@ -5,7 +5,9 @@ and clamped at their ends (`GpuSpec.power.core_v`, `.idle_power_w`). The kernel 
 responds to the clock (SM-side rates scale with f, DRAM bandwidth does not), so compute-bound time scales
 with 1/f and DRAM-bound time stays put.
 
-Power cap (DESIGN.md section 5). A GPU over its power limit lowers its clock. Per kernel, the effective
+Power cap (DESIGN.md section 5). A GPU over its power limit lowers its clock. Workloads (`dse.perf.predict`)
+hold each pass's mean power under the cap (`dse.perf.pass_cap`); `capped_rows` here is the rule for a kernel
+timed in a loop (a pass of one kernel: the kernel tables' fits and validations). Per kernel, the effective
 clock is the highest clock on the GPU's clock grid (`sm_clock_step_hz`) at or below the requested one
 whose predicted power fits the cap:
 
@@ -130,7 +132,7 @@ class CappedRows:
     cap_exceeded: np.ndarray  # [n] bool: over the cap even at the minimum clock
 
 
-def _power(rows: dict[str, np.ndarray], terms: GpuPowerTerms, pc: PowerCoeffs) -> dict[str, np.ndarray]:
+def rows_power(rows: dict[str, np.ndarray], terms: GpuPowerTerms, pc: PowerCoeffs) -> dict[str, np.ndarray]:
     return power_parts_w(
         rows["util"],
         rows["latency_s"],
@@ -158,7 +160,7 @@ def capped_rows(
     if rows_fn is op_rows:  # GEMMs keep the kernel chosen at the requested clock as they throttle
         rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)
     rows = rows_fn(ops, gpu, np.full(n, f_req), coeffs)
-    parts = _power(rows, terms, power_coeffs)
+    parts = rows_power(rows, terms, power_coeffs)
     over = np.nonzero(parts["total"] > cap)[0]
     exceeded = np.zeros(n, dtype=bool)
     if over.size:
@@ -172,7 +174,7 @@ def capped_rows(
             sub, sub_exceeded = search.run(guess, terms, power_coeffs)
         put_rows(rows, over, sub)
         exceeded[over] = sub_exceeded
-        parts = _power(rows, terms, power_coeffs)
+        parts = rows_power(rows, terms, power_coeffs)
     return CappedRows(
         rows=rows, power=parts, requested_clock_hz=f_req, power_cap_w=cap, cap_exceeded=exceeded
     )
@@ -224,7 +226,7 @@ class _CapSearch:
         if op_idx.size == 0:
             return
         sub = self.rows_fn([self.ops[i] for i in op_idx.tolist()], self.gpu, self.fine[fine_idx], self.coeffs)
-        ok = _power(sub, terms, pc)["total"] <= self.cap
+        ok = rows_power(sub, terms, pc)["total"] <= self.cap
         if not self.best:
             self.best = {k: np.zeros((len(self.ops), *v.shape[1:]), v.dtype) for k, v in sub.items()}
         np.maximum.at(self.lo, op_idx[ok], fine_idx[ok])

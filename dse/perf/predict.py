@@ -2,8 +2,9 @@
 
 `predict_graph(graph, gpu, point)` is the one call the CLI, the serving predictor and the search make:
 
-1. every op is estimated by the kernel model at the requested clock; kernels whose power exceeds the cap
-   are re-estimated at their effective clock (`dse.perf.dvfs.capped_rows`);
+1. every op is estimated by the kernel model at the requested clock; a graph (a pass: a forward pass, a
+   serving step) whose mean power, gaps included, exceeds the cap runs at the highest clock where it fits
+   (`dse.perf.pass_cap`: the GPU's controller averages power over about a second);
 2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
 3. with a launch mode (`launch`: eager, graphs, engine) the host enqueues the kernels asynchronously
    (`dse.perf.host`): the GPU waits only when the host falls behind, drawing gap power (idle + the
@@ -34,9 +35,19 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import kernel_bounds, summarize, time_shares
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
-from dse.perf.dvfs import CappedRows, capped_rows, row_estimator
-from dse.perf.host import DEFAULT_HOST, HostCoeffs, LaunchMode, check_launch, gpu_only_coeffs, schedule
+from dse.perf.dvfs import row_estimator
+from dse.perf.host import (
+    DEFAULT_HOST,
+    HostCoeffs,
+    LaunchMode,
+    LaunchPlan,
+    check_launch,
+    gpu_only_coeffs,
+    launch_plan,
+    schedule,
+)
 from dse.perf.multiclock import Estimator
+from dse.perf.pass_cap import CapRule, PassRows, group_slices, pass_capped_rows, pass_groups, sliced_rows
 from dse.perf.power import ENERGY_KEYS, GpuPowerTerms, gap_power_w, gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.units import MHZ
@@ -218,6 +229,7 @@ def predict_graph(
     launch: str | None = None,
     host: HostCoeffs = DEFAULT_HOST,
     estimator: Estimator | None = None,
+    cap_rule: CapRule = "pass",
 ) -> WorkloadPrediction:
     """Latency, energy and power of `graph` on `gpu` at `point`.
 
@@ -233,13 +245,16 @@ def predict_graph(
         host: the queue's host costs (default: the calibrated `DEFAULT_HOST`).
         estimator: the kernel model as a `KernelEstimate` estimator (default: the registry's families,
             through `dse.perf.multiclock.op_rows`); tests inject stand-ins.
+        cap_rule: "pass" (the graph's mean power under the cap, `dse.perf.pass_cap`) or "kernel" (each
+            kernel on its own: serving steps, `dse.serving.step_table`).
 
     Raises:
         ConfigError: an unknown launch mode or a power cap below the GPU's minimum.
     """
     return predict_graphs(
-        [graph], gpu, point, coeffs, power_coeffs, launch=launch, host=host, estimator=estimator
-    )[0]
+        [graph], gpu, point, coeffs, power_coeffs, launch=launch, host=host, estimator=estimator,
+        cap_rule=cap_rule,
+    )[0]  # fmt: skip
 
 
 def predict_graphs(
@@ -252,10 +267,16 @@ def predict_graphs(
     launch: str | None = None,
     host: HostCoeffs = DEFAULT_HOST,
     estimator: Estimator | None = None,
+    passes: Sequence[Sequence[int]] | None = None,
+    runs: Sequence[float] | None = None,
+    cap_rule: CapRule = "pass",
 ) -> list[WorkloadPrediction]:
     """`predict_graph` of each graph, with one kernel-model pass (and one power-cap search) over the ops of
-    all of them: a kernel's rows and its clock under the cap depend on that kernel alone, so each result
-    equals the graph predicted on its own, and the fixed cost of a kernel-model call is paid once."""
+    all of them: a kernel's rows depend on that kernel and its clock alone, and each graph is its own pass
+    under the cap, so each result equals the graph predicted on its own, and the fixed cost of a
+    kernel-model call is paid once. `passes` and `runs` group graphs that run as one pass under the cap,
+    as in `predict_graph_totals`; `cap_rule="kernel"`: each kernel on its own (static serving, as the
+    serving load model, `dse.serving.step_table`)."""
     mode = None if launch is None else check_launch(launch)
     if mode is not None:
         coeffs = gpu_only_coeffs(coeffs)
@@ -265,42 +286,70 @@ def predict_graphs(
     ops = [op for g in graphs for op in g.ops]
     if not ops:
         return [_empty(g, gpu, point, mode or "none") for g in graphs]
+    groups = pass_groups(passes, len(graphs))
+    weight = np.ones(len(graphs)) if runs is None else np.asarray(runs, dtype=float)
+    ends = np.cumsum([len(g.ops) for g in graphs])
+    spans = [np.arange(int(e) - len(g.ops), int(e)) for g, e in zip(graphs, ends, strict=True)]
+    members = [np.concatenate([spans[i] for i in group]) for group in groups]
+    plans = [launch_plan(g.ops) for g in graphs]
+    counts = [np.array([op.count for op in g.ops], dtype=float) for g in graphs]
+
+    def graph_energy(
+        i: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]
+    ) -> tuple[float, float]:
+        lat, count = rows["latency_s"], counts[i]
+        gap = np.zeros_like(lat) if mode is None else schedule(lat, plans[i], mode, host).wait_s / count
+        gp = gap_power_w(rows["sm_clock_hz"], terms, pc)["total"]
+        return float(np.dot(count, lat * parts["total"] + gap * gp)), float(np.dot(count, lat + gap))
+
+    def pass_energy(p: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]) -> tuple[float, float]:
+        energy_j = wall_s = 0.0
+        for i, sl in group_slices(groups[p], graphs):
+            if sl.stop > sl.start:
+                e, t = graph_energy(i, sliced_rows(rows, sl), sliced_rows(parts, sl))
+                energy_j, wall_s = energy_j + weight[i] * e, wall_s + weight[i] * t
+        return energy_j, wall_s
+
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
-        capped = capped_rows(ops, gpu, point, coeffs, pc, terms, row_estimator(estimator))
-    _check_finite(ops, capped.rows["latency_s"], capped.power["total"], gpu)
-    out, start = [], 0
-    for g in graphs:
-        rows = slice(start, start + len(g.ops))
-        start = rows.stop
-        out.append(
-            _assemble(g, gpu, capped, rows, pc, terms, mode, host)
-            if g.ops
-            else _empty(g, gpu, point, mode or "none")
+        rows_fn = row_estimator(estimator)
+        out = pass_capped_rows(
+            ops, members, gpu, point, coeffs, pc, terms, pass_energy, rows_fn, rule=cap_rule
         )
-    return out
+    results: list[WorkloadPrediction | None] = [None] * len(graphs)
+    for p, group in enumerate(groups):
+        for i, sl in group_slices(group, graphs):
+            g, rows, parts = graphs[i], sliced_rows(out.rows[p], sl), sliced_rows(out.power[p], sl)
+            if not g.ops:
+                results[i] = _empty(g, gpu, point, mode or "none")
+                continue
+            _check_finite(g.ops, rows["latency_s"], parts["total"], gpu)
+            flags = out.exceeded[p][sl]
+            capped = PassRows([rows], [parts], [flags], out.requested_clock_hz, out.power_cap_w)
+            results[i] = _assemble(g, gpu, capped, 0, pc, terms, mode, host, plans[i])
+    return [r for r in results if r is not None]
 
 
 def _assemble(
     graph: WorkloadGraph,
     gpu: GpuSpec,
-    capped: CappedRows,
-    rows: slice,
+    passes: PassRows,
+    k: int,
     pc: PowerCoeffs,
     terms: GpuPowerTerms,
     mode: LaunchMode | None,
     host: HostCoeffs,
+    plan: LaunchPlan,
 ) -> WorkloadPrediction:
-    """The prediction of `graph` from its `rows` of the kernel-model pass: host queue, energies, totals."""
+    """The prediction of `graph`, pass `k` of `passes` (rows at its clock): host queue, energies, totals."""
     ops = graph.ops
-    a = {k: v[rows] for k, v in capped.rows.items()}
-    p = {k: v[rows] for k, v in capped.power.items()}
+    a, p = passes.rows[k], passes.power[k]
     lat = a["latency_s"]
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
     if mode is None:
         gap, host_s = np.zeros_like(lat), 0.0
     else:
-        queue = schedule(lat, ops, mode, host)
+        queue = schedule(lat, plan, mode, host)
         gap, host_s = queue.wait_s / count, queue.host_s
     gp = gap_power_w(f, terms, pc)
     # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).
@@ -314,7 +363,7 @@ def _assemble(
     busy = float(np.dot(count, lat))
     wall = busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
-    bounds = kernel_bounds(a["util"], lat, gap, f, capped.requested_clock_hz)
+    bounds = kernel_bounds(a["util"], lat, gap, f, passes.requested_clock_hz)
     arrays = {
         "latency_s": lat,
         "gap_s": gap,
@@ -322,7 +371,7 @@ def _assemble(
         "gap_power_w": gp["total"],
         "clock_hz": f,
     }
-    arrays |= {"exceeded": capped.cap_exceeded[rows], "energy": energy, "energy_j": k_energy}
+    arrays |= {"exceeded": passes.exceeded[k], "energy": energy, "energy_j": k_energy}
     kernels = KernelRows(ops, arrays, bounds)
     return WorkloadPrediction(
         name=graph.name,
@@ -334,8 +383,8 @@ def _assemble(
         peak_power_w=float(p["total"].max()),
         effective_clock_hz=_weighted_clock_hz(count * lat, f),
         min_effective_clock_hz=float(f.min()),
-        requested_clock_hz=capped.requested_clock_hz,
-        power_cap_w=capped.power_cap_w,
+        requested_clock_hz=passes.requested_clock_hz,
+        power_cap_w=passes.power_cap_w,
         launch=mode or "none",
         host_s=host_s,
         _by_module=by_module,
@@ -349,43 +398,74 @@ def predict_graph_totals(
     point: OperatingPoint | None = None,
     coeffs: Any = None,
     power_coeffs: PowerCoeffs | None = None,
+    *,
+    passes: Sequence[Sequence[int]] | None = None,
+    runs: Sequence[float] | None = None,
+    cap_rule: CapRule = "pass",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency_s, energy_j) of each graph, as `predict_graph` gives them without host gaps, in one
-    vectorized pass over all their ops: each kernel's clock under the cap depends on that kernel alone, so
-    the totals are those of the graphs predicted one by one (tested equal)."""
+    vectorized pass over all their ops (tested equal to the graphs predicted one by one).
+
+    The power cap holds the mean power of a pass (`dse.perf.pass_cap`): by default each graph is its own
+    pass; `passes` groups graphs (indices, each graph in one group) that run as one, `runs[i]` times graph i
+    per run of its pass (default 1), e.g. a training step's microbatches and its optimizer step.
+    `cap_rule="kernel"`: each kernel on its own instead (the serving load model, `dse.serving.step_table`)."""
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
     sizes = np.array([len(g.ops) for g in graphs])
     if not sizes.sum():
         return np.zeros(len(graphs)), np.zeros(len(graphs))
-    # Graphs of one family (the steps of a serving table) share most kernels: estimate each distinct one
-    # once. The kernel model reads shapes and dtypes, never names or repeat counts.
+    groups = pass_groups(passes, len(graphs))
+    if cap_rule == "kernel":  # clocks per kernel: one group evaluates each distinct kernel once
+        groups = [list(range(len(graphs)))]
+    weight = np.ones(len(graphs)) if runs is None else np.asarray(runs, dtype=float)
+    distinct, where, counts = _distinct_ops(graphs)
+    # Per pass: its distinct kernels and how often each runs per run of the pass.
+    members, per_run = [], []
+    for group in groups:
+        idx = np.concatenate([where[i] for i in group])
+        c = np.concatenate([weight[i] * counts[i] for i in group])
+        uniq, inv = np.unique(idx, return_inverse=True)
+        members.append(uniq)
+        per_run.append(np.bincount(inv, weights=c, minlength=uniq.size))
+
+    def pass_energy(p: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]) -> tuple[float, float]:
+        lat = rows["latency_s"]
+        return float(np.dot(per_run[p], lat * parts["total"])), float(np.dot(per_run[p], lat))
+
+    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
+        out = pass_capped_rows(distinct, members, gpu, point, coeffs, pc, terms, pass_energy, rule=cap_rule)
+    latency_s, energy_j = np.zeros(len(graphs)), np.zeros(len(graphs))
+    for p, group in enumerate(groups):
+        lat, power_w = out.rows[p]["latency_s"], out.power[p]["total"]
+        _check_finite([distinct[j] for j in members[p].tolist()], lat, power_w, gpu)
+        for i in group:
+            pos = np.searchsorted(members[p], where[i])
+            latency_s[i] = float(np.dot(counts[i], lat[pos]))
+            energy_j[i] = float(np.dot(counts[i], lat[pos] * power_w[pos]))
+    return latency_s, energy_j
+
+
+def _distinct_ops(graphs: Sequence[WorkloadGraph]) -> tuple[list[Any], list[np.ndarray], list[np.ndarray]]:
+    """(distinct ops, per graph the distinct index of each op, per graph its ops' repeat counts). Graphs of
+    one family (the steps of a serving table) share most kernels: each distinct one is estimated once (the
+    kernel model reads shapes and dtypes, never names or repeat counts)."""
     index: dict[Any, int] = {}
     distinct: list[Any] = []
-    where_list: list[int] = []
-    counts = []
+    where, counts = [], []
     for g in graphs:
         keys, count = _graph_shape_keys(g)
         counts.append(count)
+        w = []
         for op, key in zip(g.ops, keys, strict=True):
             j = index.get(key)
             if j is None:
                 j = index[key] = len(distinct)
                 distinct.append(op)
-            where_list.append(j)
-    where = np.array(where_list, dtype=np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
-        capped = capped_rows(distinct, gpu, point, coeffs, pc, terms, row_estimator(None))
-    lat, p = capped.rows["latency_s"], capped.power
-    _check_finite(distinct, lat, p["total"], gpu)
-    count = np.concatenate(counts)
-    row_latency = count * lat[where]
-    row_energy = row_latency * p["total"][where]
-    graph_of = np.repeat(np.arange(len(graphs)), sizes)
-    latency_s = np.bincount(graph_of, weights=row_latency, minlength=len(graphs))
-    energy_j = np.bincount(graph_of, weights=row_energy, minlength=len(graphs))
-    return latency_s, energy_j
+            w.append(j)
+        where.append(np.array(w, dtype=np.int64))
+    return distinct, where, counts
 
 
 _SHAPE_FIELDS: dict[type, tuple[str, ...]] = {}

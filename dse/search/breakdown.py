@@ -64,7 +64,7 @@ def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[st
     """One row per kernel of `graph`: its work (FLOP, minimum DRAM bytes) and its predicted time."""
     from dse.perf.predict import predict_graph
 
-    pred = predict_graph(graph, gpu, point)
+    pred = predict_graph(graph, gpu, point, cap_rule="kernel")  # a serving phase, as `predict_serving`
     ops = {op.name: op for op in graph.ops}
     rows = []
     for k in pred.kernels:

@@ -17,7 +17,8 @@ prefill, CUDA-graph padding of decode steps, the sampler and the KV dtype; each 
 come from the kernel and power model (`engine_step_graph` through `predict_graph`) at the operating point,
 interpolated over a grid of decode tokens (powers of two), prompt tokens per step (one token, whole mean
 prompts in powers of two, and the step budget) and KV context (three points from the shortest prompt to the
-longest sequence). The grid's steps (~100) are predicted in one vectorized pass of the kernel model.
+longest sequence). The grid's steps (~100) are predicted in one vectorized pass of the kernel model
+(`dse.serving.step_table`, which says how the power cap applies).
 
 Lengths: `fixed` gives every request `input_tokens` and `output_tokens`; `lognormal` draws each with that
 mean and a log-space standard deviation `length_sigma` (0.5 by default, a coefficient of variation of
@@ -31,9 +32,7 @@ steady-state window).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -42,20 +41,16 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.coeffs import load_default_coeffs
-from dse.perf.dvfs import idle_power_w
-from dse.perf.predict import predict_graph_totals
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
-from dse.serving.metrics import request_metrics, steady_window, system_metrics
-from dse.serving.parallel import combine_step, combine_uneven, scale_metrics, step_comm
+from dse.serving.metrics import Window, request_metrics, steady_window, system_metrics
+from dse.serving.parallel import combine_uneven, scale_metrics
 from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
-from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
-from dse.workload.engine import ENGINES, check_engine_options, engine_step_graph, kv_bytes_per_token
-from dse.workload.graph import WorkloadGraph
+from dse.serving.step_table import StepTable, run_idle_power_w
+from dse.workload.engine import check_engine_options, kv_bytes_per_token
 from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
-from dse.workload.sharding import SINGLE, Parallelism, check_parallelism, shard_arch, shard_graph, weight_arch
+from dse.workload.sharding import SINGLE, Parallelism, check_parallelism, weight_arch
 
 MODES: tuple[str, ...] = ("concurrency", "request_rate", "max_throughput")
 # How requests arrive in each serving mode (the static batch included), as the CLI and the report say it.
@@ -260,147 +255,6 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
     return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps) - gaps[0])
 
 
-@functools.lru_cache(maxsize=4096)
-def step_graph(
-    arch: LlmArch, decodes: int, prefills: int, each: int, context_len: int, precision: str, engine: str,
-    sampling: str, kv_dtype: str | None, par: Parallelism = SINGLE,
-) -> WorkloadGraph:  # fmt: skip
-    """An engine step's graph as one GPU of `par` runs it, cached: it does not depend on the GPU or the
-    clock, which a search varies far more often than the workload (graphs are immutable values)."""
-    graph = engine_step_graph(
-        shard_arch(arch, par), decodes=decodes, prefills=prefills, input_tokens=each,
-        context_len=context_len, precision=precision, engine=ENGINES[engine], sampling=sampling,
-        kv_dtype=kv_dtype,
-    )  # fmt: skip
-    return shard_graph(graph, arch, par)
-
-
-class StepTable:
-    """Latency and energy of an engine step, interpolated over a grid evaluated on first use (module
-    docstring)."""
-
-    def __init__(
-        self,
-        arch: LlmArch,
-        gpu: GpuSpec,
-        point: OperatingPoint,
-        coeffs: Any,
-        power_coeffs: Any,
-        *,
-        precision: str,
-        preset: EnginePreset,
-        kv_dtype: str | None,
-        mean_input: int,
-        max_decodes: int,
-        max_prompt_tokens: int,
-        context_range: tuple[int, int],
-        par: Parallelism = SINGLE,
-    ) -> None:
-        self.arch, self.gpu, self.point, self.par = arch, gpu, point, par
-        self.coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
-        self.power_coeffs = power_coeffs
-        self.precision, self.preset, self.kv_dtype = precision, preset, kv_dtype
-        self.mean_input = mean_input
-        self.d_grid = np.array(pow2_grid(max(1, max_decodes)), float)
-        # One-token prompts too: a prompt-only step of a short chunk still reads every weight.
-        p_grid = prompt_token_grid(mean_input, max(1, max_prompt_tokens))
-        self.p_grid = np.array(sorted({*p_grid, 1}), float)
-        lo, hi = context_range
-        self.c_grid = np.unique(np.array([lo, round(math.sqrt(lo * hi)), hi], float))
-        self._grids = (self.d_grid.tolist(), self.p_grid.tolist(), self.c_grid.tolist())  # for `_bracket`
-        self.cells: dict[tuple[int, int, int], tuple[float, float]] = {}
-        self.comm_s: dict[tuple[int, int, int], float] = {}  # communication in each cell's latency
-        self.evaluations = 0
-
-    def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
-        d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
-        k, each = prompts_of(p_tokens, self.mean_input) if p_tokens else (0, self.mean_input)
-        return step_graph(
-            self.arch, d, k, each, max(1, int(self.c_grid[c])), self.precision, self.preset.name,
-            self.preset.sampling, self.kv_dtype, self.par,
-        )  # fmt: skip
-
-    def _evaluate_all(self) -> None:
-        """Every cell of the grid in one vectorized pass of the kernel model (`predict_graph_totals`)."""
-        keys = [
-            (a, b, c)
-            for a in range(len(self.d_grid))
-            for b in range(len(self.p_grid))
-            for c in range(len(self.c_grid))
-            if self.d_grid[a] or self.p_grid[b]
-        ]
-        graphs = [self._graph(*key) for key in keys]
-        latency_s, energy_j = predict_graph_totals(
-            graphs, self.gpu, self.point, self.coeffs, self.power_coeffs
-        )
-        if not self.par.is_single:
-            latency_s, energy_j = self._with_comm(keys, np.asarray(latency_s), np.asarray(energy_j))
-        self.cells = {key: (float(t), float(e)) for key, t, e in zip(keys, latency_s, energy_j, strict=True)}
-        self.evaluations = len(keys)
-
-    def _with_comm(
-        self, keys: list[tuple[int, int, int]], kernel_s: np.ndarray, kernel_j: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Cells' latency and energy per GPU with the collectives and stage hand-offs (`serving.parallel`)."""
-        tokens = np.array([self.d_grid[a] + self.p_grid[b] for a, b, _ in keys])
-        decode_only = np.array([self.p_grid[b] == 0 for _, b, _ in keys])
-        clock_hz = self.point.sm_clock_hz or self.gpu.clocks.sm_clock_default_hz or None
-        comm = step_comm(
-            self.arch, self.gpu, self.par, tokens=tokens, engine=self.preset.name,
-            precision=self.precision, decode_only=decode_only, sm_clock_hz=clock_hz,
-        )  # fmt: skip
-        idle_w = _idle_w(self.gpu, self.point)
-        self.comm_s = {key: float(t) for key, t in zip(keys, comm.total_s, strict=True)}
-        return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=idle_w)
-
-    def comm_fraction(self, decodes: float) -> float:
-        """Share of a decode step's time (`decodes` running, mid context) spent communicating."""
-        if not self.cells:
-            self._evaluate_all()
-        c_mid = float(self.c_grid[len(self.c_grid) // 2])
-        total = comm = 0.0
-        for a, wa in _bracket(self._grids[0], max(1.0, decodes)):
-            for c, wc in _bracket(self._grids[2], c_mid):
-                total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
-                comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
-        return float(comm / total) if total > 0 else 0.0
-
-    def _cell(self, a: int, b: int, c: int) -> tuple[float, float]:
-        if not self.cells:
-            self._evaluate_all()
-        return self.cells.get((a, b, c), (0.0, 0.0))  # (0, 0): a step of nothing
-
-    def __call__(
-        self, decodes: int, prompt_tokens: int, prompts: int, context_len: float
-    ) -> tuple[float, float]:
-        del prompts  # costed as the fewest equal prompts of the mean length (`prompts_of`)
-        if prompt_tokens == 0:
-            decodes = self.preset.padded_decodes(decodes)
-        lat = en = 0.0
-        for a, wa in _bracket(self._grids[0], decodes):
-            for b, wb in _bracket(self._grids[1], prompt_tokens):
-                for c, wc in _bracket(self._grids[2], context_len):
-                    w = wa * wb * wc
-                    if w:
-                        cell_lat, cell_en = self._cell(a, b, c)
-                        lat += w * cell_lat
-                        en += w * cell_en
-        return lat, en
-
-
-def _bracket(grid: list[float], x: float) -> tuple[tuple[int, float], ...]:
-    """Grid indices around `x` with linear weights (clamped to the grid's ends); lists from `StepTable`
-    (`bisect` on a short list is several times faster than `np.searchsorted`)."""
-    n = len(grid)
-    if n == 1 or x <= grid[0]:
-        return ((0, 1.0),)
-    if x >= grid[-1]:
-        return ((n - 1, 1.0),)
-    j = bisect.bisect_left(grid, x) - 1
-    w = (x - grid[j]) / (grid[j + 1] - grid[j])
-    return ((j, 1.0 - w), (j + 1, w))
-
-
 def _infeasible(
     arch: LlmArch, gpu: GpuSpec, load: LoadRequest, preset: EnginePreset, reason: str
 ) -> LoadEstimate:
@@ -491,6 +345,7 @@ def predict_load(
             f"take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower --num-requests or "
             "--output-tokens"
         )
+
     table = StepTable(
         arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
         mean_input=max(1, round(float(inp.mean()))), max_decodes=preset.padded_decodes(running_cap),
@@ -498,7 +353,7 @@ def predict_load(
         context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
         par=par,
     )  # fmt: skip
-    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=_idle_w(gpu, point))
+    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=run_idle_power_w(gpu, point))
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity, par)
     values["comm_time_fraction"] = 0.0
@@ -537,17 +392,11 @@ def _uneven_replicas(
     for est in (hi_est, lo_est):
         if est is not None and not est.feasible:
             return dataclasses.replace(est, request=load)
-    empty_w = _idle_w(gpu, point)
+    empty_w = run_idle_power_w(gpu, point)
     if arch.is_moe and load.ep > 1:
         empty_w = float(hi_est.values["avg_power_w"] or empty_w)
     values = combine_uneven(hi_est.values, None if lo_est is None else lo_est.values, n_hi / dp, empty_w)
     return dataclasses.replace(hi_est, request=load, values=values)
-
-
-def _idle_w(gpu: GpuSpec, point: OperatingPoint) -> float:
-    """Idle power at the clock the run asks for (default: the GPU's default application clock)."""
-    clock_hz = point.sm_clock_hz or gpu.clocks.sm_clock_default_hz or gpu.clocks.sm_clock_max_hz
-    return float(idle_power_w(gpu, clock_hz))
 
 
 def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
@@ -565,9 +414,7 @@ def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
 
 
 def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap: int) -> dict[str, float]:
-    k = {"concurrency": running_cap, "max_throughput": running_cap}.get(load.mode, len(sim.finish_s) // 10)
-    window = steady_window(sim, k)
-    values = request_metrics(sim) | system_metrics(sim, window)
+    values = request_metrics(sim) | system_metrics(sim, _window(sim, load, running_cap))
     values["num_gpus"] = 1.0
     values["total_power_w"] = values["avg_power_w"]
     values["preemptions"] = float(sim.preemptions)
@@ -576,6 +423,12 @@ def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap
     values["num_requests"] = float(len(sim.finish_s))
     values["steps"] = float(sim.steps)
     return values
+
+
+def _window(sim: SimResult, load: LoadRequest, running_cap: int) -> Window:
+    """The steady-state window whose metrics are reported (`dse.serving.metrics.steady_window`)."""
+    k = {"concurrency": running_cap, "max_throughput": running_cap}.get(load.mode, len(sim.finish_s) // 10)
+    return steady_window(sim, k)
 
 
 def _memory(

@@ -16,7 +16,8 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
-from dse.serving.load import LoadEstimate, step_graph
+from dse.serving.load import LoadEstimate
+from dse.serving.step_table import step_graph
 from dse.workload.llm import LlmArch
 
 
@@ -29,7 +30,7 @@ def _step(
         arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
         est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
     )  # fmt: skip
-    return predict_graph(graph, gpu, point)
+    return predict_graph(graph, gpu, point, cap_rule="kernel")  # as the load model's steps (`step_table`)
 
 
 def _decode_step(

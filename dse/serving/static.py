@@ -461,8 +461,11 @@ def predict_serving(
     check_layout(arch, request)
     memory = _memory_fields(arch, gpu, request)
     b, o, num_steps = request.batch, request.output_tokens, request.output_tokens - 1
-    # One kernel-model pass over prefill and decode (each kernel is independent of the others).
-    prefill, *decode = predict_graphs(_graphs(arch, request), gpu, point, coeffs, power_coeffs)
+    # One kernel-model pass over prefill and decode, each kernel under the cap on its own, as in the load
+    # model (`dse.serving.step_table` says why).
+    prefill, *decode = predict_graphs(
+        _graphs(arch, request), gpu, point, coeffs, power_coeffs, cap_rule="kernel"
+    )
     phases = {
         name: _with_comm(phase, arch, gpu, request, point, decode=name == "decode")
         for name, phase in _kernel_phases(prefill, decode, num_steps).items()

@@ -119,7 +119,9 @@ def steady_state(
                 sampling=sampling,
                 kv_dtype=kv_dtype,
             )
-            p = predict_graph(g, gpu, point, latency_coeffs, power_coeffs)
+            p = predict_graph(
+                g, gpu, point, latency_coeffs, power_coeffs, cap_rule="kernel"
+            )  # as `step_table`
             step_cache[k] = (p.latency_s, p.energy_j)
         return step_cache[k]
 

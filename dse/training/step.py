@@ -328,8 +328,13 @@ def _estimate_step_at(
     graphs = [
         g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)
     ]
-    lat, en = predict_graph_totals([*graphs, opt], gpu, point, coeffs, power_coeffs)
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
+    # One pass under the cap (`dse.perf.pass_cap`): the step's microbatches and its optimizer update, each
+    # graph weighted by its runs per step and its time scale (which scales its energy alike).
+    lat, en = predict_graph_totals(
+        [*graphs, opt], gpu, point, coeffs, power_coeffs,
+        passes=[list(range(len(graphs) + 1))], runs=[*(m * scale), coeffs_t.kernel_scale],
+    )  # fmt: skip
     lat_s, en_j = lat[:-1] * scale, en[:-1] * scale
     fwd_s, bwd_s, rec_s = (float(lat_s[i] + lat_s[i + 1]) for i in (0, 2, 4))
     fwd_j, bwd_j, rec_j = (float(en_j[i] + en_j[i + 1]) for i in (0, 2, 4))

@@ -197,7 +197,7 @@ def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(
     import functools
 
     from dse.perf.coeffs import default_power_coeffs
-    from dse.perf.dvfs import _power
+    from dse.perf.dvfs import rows_power
     from dse.perf.multiclock import op_rows
 
     gpu = load_gpu(gpu_name)
@@ -206,7 +206,7 @@ def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(
     grid = clock_grid_hz(gpu, hi_hz=f_req)
     rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)  # as the cap search evaluates them
     table = clock_table(REAL_OPS, gpu, grid, None, rows_fn)
-    power = _power({k: table[k] for k in ("util", "latency_s", "dram_bytes")} | {
+    power = rows_power({k: table[k] for k in ("util", "latency_s", "dram_bytes")} | {
         "sm_clock_hz": grid[:, None], "tensor_flop": table["tensor_flop"]}, terms, pc)["total"]  # fmt: skip
     assert np.all(np.diff(power, axis=0) >= -1e-9 * power[1:])
     for frac in (0.45, 0.6, 0.8):

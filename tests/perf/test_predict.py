@@ -92,7 +92,7 @@ def test_cap_lowers_the_effective_clock_and_reports_it():
     free = _predict(OperatingPoint(power_cap_w=700))
     capped = _predict(OperatingPoint(power_cap_w=250))
     assert capped.effective_clock_hz < free.effective_clock_hz
-    assert capped.peak_power_w <= 250 + 1e-9
+    assert capped.avg_power_w <= 250 + 1e-9  # the pass's mean, not each kernel (`dse.perf.pass_cap`)
     assert capped.latency_s >= free.latency_s
 
 

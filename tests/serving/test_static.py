@@ -12,7 +12,7 @@ from dse.cli import app
 from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.perf.coeffs import load_default_coeffs
-from dse.perf.predict import predict_graph
+from dse.perf.predict import predict_graphs
 from dse.perf.types import OperatingPoint
 from dse.serving.static import ServingRequest, predict_serving, rollup_by_level
 from dse.workload.llm import build_decode_graph, build_prefill_graph
@@ -45,19 +45,15 @@ def test_metric_definitions(llama8b, h100) -> None:
 
 
 def test_vectorized_decode_equals_step_by_step(llama8b, h100) -> None:
-    """The shortcut (fixed ops x steps + all attention at once) against predicting every step's graph."""
+    """The shortcut (fixed ops x steps + all attention at once) against predicting every step's graph, each
+    kernel under the cap on its own as serving predicts them (`dse.serving.step_table`)."""
     req = ServingRequest(batch=4, input_tokens=300, output_tokens=6)
     est = predict_serving(llama8b, h100, req)
     coeffs = load_default_coeffs(h100)  # what predict_serving uses by default
-    prefill = predict_graph(
-        build_prefill_graph(llama8b, batch=4, seq_len=300), h100, OperatingPoint(), coeffs
-    )
-    steps = [
-        predict_graph(
-            build_decode_graph(llama8b, batch=4, context_len=300 + j), h100, OperatingPoint(), coeffs
-        )
-        for j in range(req.output_tokens - 1)
+    graphs = [build_prefill_graph(llama8b, batch=4, seq_len=300)] + [
+        build_decode_graph(llama8b, batch=4, context_len=300 + j) for j in range(req.output_tokens - 1)
     ]
+    prefill, *steps = predict_graphs(graphs, h100, OperatingPoint(), coeffs, cap_rule="kernel")
     assert est.ttft_s == pytest.approx(prefill.latency_s, rel=1e-12)
     assert est.decode_energy_j == pytest.approx(sum(s.energy_j for s in steps), rel=1e-9)
     assert est.tpot_s == pytest.approx(sum(s.latency_s for s in steps) / len(steps), rel=1e-9)

@@ -72,20 +72,22 @@ def _long_h100_gemms(n: int = 40):
 
 def test_validation_predicts_each_kernel_as_dse_predict_does():
     """The scored latency of a GEMM row is what `dse predict` gives for that op at its default operating
-    point (boost requested, TDP cap), throttled clocks included: the cap is counted once, on both paths."""
+    point (boost requested, TDP cap), throttled clocks included: the cap is counted once, on both paths. A
+    kernel timed in a loop is a pass of one kernel (`dse.perf.pass_cap`): one graph per op."""
     from dse.calibrate.fit.kernels import evaluate_at_default_point, sample_ops
     from dse.hardware.catalog import load_gpu
     from dse.perf.coeffs import load_default_coeffs
-    from dse.perf.predict import predict_graph
+    from dse.perf.predict import predict_graphs
     from dse.workload.graph import WorkloadGraph
 
     samples = _long_h100_gemms()
     gpu = load_gpu("h100-sxm")
     cs = load_default_coeffs(gpu)
     scored = evaluate_at_default_point(samples, gpu, cs)["latency_s"]
-    pred = predict_graph(WorkloadGraph(name="rows", ops=tuple(sample_ops(samples))), gpu, coeffs=cs)
-    assert any(k.effective_clock_hz < gpu.clocks.boost_clock_hz for k in pred.kernels)  # the cap binds
-    np.testing.assert_allclose([k.latency_s for k in pred.kernels], scored, rtol=1e-9)
+    graphs = [WorkloadGraph(name="row", ops=(op,)) for op in sample_ops(samples)]
+    kernels = [p.kernels[0] for p in predict_graphs(graphs, gpu, coeffs=cs)]
+    assert any(k.effective_clock_hz < gpu.clocks.boost_clock_hz for k in kernels)  # the cap binds
+    np.testing.assert_allclose([k.latency_s for k in kernels], scored, rtol=1e-9)
 
 
 def test_default_clock_throttles_compute_bound_kernels_only():
