@@ -8,9 +8,9 @@ highest grid clock at or below the requested one at which the pass's mean power 
 the gaps' energy, over its wall time) fits the cap. A loop of one kernel (a kernel benchmark) is a pass of
 one kernel, for which this is the per-kernel rule of `dse.perf.dvfs.capped_rows` (tested equal).
 
-Where it applies: whole graphs (`dse predict --kernels/--model`, `predict_graph`), each graph its own pass;
-a training step (its microbatches and optimizer update as one pass, `dse.training.step`). Serving keeps the
-per-kernel rule (`rule="kernel"`, `dse.serving.step_table` says why).
+Where it applies: whole graphs (`dse predict --kernels`, `--model --phase`; `predict_graph`), each its own
+pass; a training step (its microbatches and optimizer update as one pass, `dse.training.step`). Serving keeps
+the per-kernel rule (`rule="kernel"`, `dse.serving.step_table` says why).
 
 Evidence: our H100 eager whole models whose GEMMs alone would draw over 700 W ran at 1980 MHz averaging
 600-690 W (the per-kernel rule throttled those GEMMs: predicted power 15.3% off, 10.0% with this rule),
@@ -110,12 +110,22 @@ def pass_capped_rows(
     )
 
 
-def pass_groups(passes: Sequence[Sequence[int]] | None, n: int) -> list[list[int]]:
-    """Graph indices of each pass (default: each graph its own); ValueError unless each is in one."""
+def pass_groups(
+    passes: Sequence[Sequence[int]] | None, runs: Sequence[float] | None, n: int, rule: str
+) -> tuple[list[list[int]], np.ndarray]:
+    """(graph indices of each pass, runs of each graph per run of its pass) with their defaults (each
+    graph its own pass, run once). ValueError unless every graph is in exactly one non-empty pass, `runs`
+    has a finite non-negative value per graph (0: a graph that does not run, nor counts towards its pass's
+    mean) and `rule` is a CapRule."""
+    if rule not in ("pass", "kernel"):
+        raise ValueError(f"cap rule {rule!r} is not 'pass' or 'kernel'")
     groups = [list(p) for p in passes] if passes is not None else [[i] for i in range(n)]
-    if sorted(i for p in groups for i in p) != list(range(n)):
-        raise ValueError("passes must hold every graph index exactly once")
-    return groups
+    if sorted(i for p in groups for i in p) != list(range(n)) or not all(groups):
+        raise ValueError("passes must hold every graph index exactly once, in non-empty groups")
+    weight = np.ones(n) if runs is None else np.asarray(runs, dtype=float)
+    if weight.shape != (n,) or not np.all(np.isfinite(weight) & (weight >= 0.0)):
+        raise ValueError(f"runs must be {n} finite values >= 0, one per graph")
+    return groups, weight
 
 
 def group_slices(group: list[int], graphs: Sequence[Any]) -> list[tuple[int, slice]]:
@@ -166,6 +176,7 @@ class _PassSearch:
         self.hi = np.full(over.size, fine.size)
         self.p_lo = np.zeros(over.size)  # mean power at lo and at hi (set by `run` and `_probe`)
         self.p_hi = np.zeros(over.size)
+        self.p_req = np.zeros(over.size)  # mean power at the requested clock (`run`)
         self.best: list[dict[str, np.ndarray]] = [{} for _ in range(over.size)]
         self.best_parts: list[dict[str, np.ndarray]] = [{} for _ in range(over.size)]
 
@@ -205,6 +216,7 @@ class _PassSearch:
         interpolated between its ends, or the guess from its upper end); then bisection, which ends with
         lo + 1 == hi, so a pass with nothing fitting was probed (and kept) at index 0. `fine` is not empty."""
         self.p_hi[:] = mean_w
+        self.p_req = np.array(mean_w, dtype=float)
         g = _guess(self.fine, f_req, self.cap, mean_w, terms)
         self._pair(np.arange(self.over.size), g, terms, pc, energy)
         for _ in range(2):
@@ -224,9 +236,13 @@ class _PassSearch:
             if a >= 0:
                 frac = (self.cap - self.p_lo[k]) / max(self.p_hi[k] - self.p_lo[k], 1e-12)
                 out[j] = a + int(frac * (b - a))
-            else:
+            else:  # below a missed guess: the drop the last two known-over points' slope needs, x 1.5 (a pass
+                # whose DRAM-bound time does not scale falls slower as the clock drops), at most the guess's
                 ref = float(self.fine[b]) if b < self.fine.size else f_req
-                out[j] = int(_guess(self.fine[:b], ref, self.cap, self.p_hi[k : k + 1], terms)[0])
+                guess = int(_guess(self.fine[:b], ref, self.cap, self.p_hi[k : k + 1], terms)[0])
+                slope = (self.p_req[k] - self.p_hi[k]) / max(self.fine.size - b, 1)
+                steps = 1.5 * (self.p_hi[k] - self.cap) / slope if slope > 0 else float(b)
+                out[j] = min(guess, b - 1 - int(min(steps, float(b))))
         return np.minimum(np.maximum(out, lo + 1), hi - 1)
 
     def _pair(

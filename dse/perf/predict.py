@@ -2,9 +2,10 @@
 
 `predict_graph(graph, gpu, point)` is the one call the CLI, the serving predictor and the search make:
 
-1. every op is estimated by the kernel model at the requested clock; a graph (a pass: a forward pass, a
-   serving step) whose mean power, gaps included, exceeds the cap runs at the highest clock where it fits
-   (`dse.perf.pass_cap`: the GPU's controller averages power over about a second);
+1. every op is estimated by the kernel model at the requested clock; a graph (a pass: a forward pass; a
+   training step's graphs together) whose mean power, gaps included, exceeds the cap runs at the highest
+   clock where it fits (`dse.perf.pass_cap`: the GPU's controller averages power over about a second);
+   serving steps keep each kernel's own clock under the cap (`cap_rule="kernel"`, `dse.serving.step_table`);
 2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
 3. with a launch mode (`launch`: eager, graphs, engine) the host enqueues the kernels asynchronously
    (`dse.perf.host`): the GPU waits only when the host falls behind, drawing gap power (idle + the
@@ -283,11 +284,10 @@ def predict_graphs(
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
+    groups, weight = pass_groups(passes, runs, len(graphs), cap_rule)
     ops = [op for g in graphs for op in g.ops]
     if not ops:
         return [_empty(g, gpu, point, mode or "none") for g in graphs]
-    groups = pass_groups(passes, len(graphs))
-    weight = np.ones(len(graphs)) if runs is None else np.asarray(runs, dtype=float)
     ends = np.cumsum([len(g.ops) for g in graphs])
     spans = [np.arange(int(e) - len(g.ops), int(e)) for g, e in zip(graphs, ends, strict=True)]
     members = [np.concatenate([spans[i] for i in group]) for group in groups]
@@ -402,6 +402,7 @@ def predict_graph_totals(
     passes: Sequence[Sequence[int]] | None = None,
     runs: Sequence[float] | None = None,
     cap_rule: CapRule = "pass",
+    idle_share: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency_s, energy_j) of each graph, as `predict_graph` gives them without host gaps, in one
     vectorized pass over all their ops (tested equal to the graphs predicted one by one).
@@ -409,17 +410,18 @@ def predict_graph_totals(
     The power cap holds the mean power of a pass (`dse.perf.pass_cap`): by default each graph is its own
     pass; `passes` groups graphs (indices, each graph in one group) that run as one, `runs[i]` times graph i
     per run of its pass (default 1), e.g. a training step's microbatches and its optimizer step.
-    `cap_rule="kernel"`: each kernel on its own instead (the serving load model, `dse.serving.step_table`)."""
+    `cap_rule="kernel"`: each kernel on its own instead (the serving load model, `dse.serving.step_table`).
+    `idle_share`: seconds each pass idles per second of its kernels (a pipeline's bubble), at idle power,
+    counted in its mean (the returned totals are the kernels' alone)."""
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
+    groups, weight = pass_groups(passes, runs, len(graphs), cap_rule)
     sizes = np.array([len(g.ops) for g in graphs])
     if not sizes.sum():
         return np.zeros(len(graphs)), np.zeros(len(graphs))
-    groups = pass_groups(passes, len(graphs))
     if cap_rule == "kernel":  # clocks per kernel: one group evaluates each distinct kernel once
         groups = [list(range(len(graphs)))]
-    weight = np.ones(len(graphs)) if runs is None else np.asarray(runs, dtype=float)
     distinct, where, counts = _distinct_ops(graphs)
     # Per pass: its distinct kernels and how often each runs per run of the pass.
     members, per_run = [], []
@@ -432,7 +434,9 @@ def predict_graph_totals(
 
     def pass_energy(p: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]) -> tuple[float, float]:
         lat = rows["latency_s"]
-        return float(np.dot(per_run[p], lat * parts["total"])), float(np.dot(per_run[p], lat))
+        busy_s = float(np.dot(per_run[p], lat))
+        idle_j = idle_share * busy_s * float(terms.idle_power_w(np.asarray(rows["sm_clock_hz"].max())))
+        return float(np.dot(per_run[p], lat * parts["total"])) + idle_j, busy_s * (1.0 + idle_share)
 
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
         out = pass_capped_rows(distinct, members, gpu, point, coeffs, pc, terms, pass_energy, rule=cap_rule)
@@ -479,7 +483,7 @@ def _shape_fields(op_type: type) -> tuple[str, ...]:
 
 
 # Shape keys and repeat counts of the graphs `predict_graph_totals` has seen, by identity: a serving table
-# asks for the same cached step graphs (`dse.serving.load.step_graph`) at every design point. Each entry
+# asks for the same cached step graphs (`dse.serving.step_table.step_graph`) at every design point. Each entry
 # holds its graph, so an id is never reused while it is cached.
 _GRAPH_KEYS: dict[int, tuple[WorkloadGraph, tuple[tuple[Any, ...], ...], np.ndarray]] = {}
 _GRAPH_KEYS_MAX = 8192

@@ -304,6 +304,27 @@ def estimate_step(
     return _estimate_step_at(parts, kernels_gpu, req, memory, inner, coeffs, power_coeffs, train_coeffs)
 
 
+def _step_kernels(
+    parts: StepParts, gpu: GpuSpec, req: TrainingRequest, point: OperatingPoint, coeffs: Any,
+    power_coeffs: Any, coeffs_t: TrainingCoeffs, scale: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Kernel latency and energy of forward, backward and recompute (non-attention, attention each) and of
+    the optimizer update, unscaled, as one pass under the cap (`dse.perf.pass_cap`): each graph weighted by
+    its runs per step and its time scale (which scales its energy alike), with the pipeline's bubble
+    ((pp - 1) microbatches' time at idle power). Exposed communication is left out of the mean."""
+    lay, m = req.layout, req.num_microbatches
+    params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
+    opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
+    graphs = [
+        g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)
+    ]
+    return predict_graph_totals(
+        [*graphs, opt], gpu, point, coeffs, power_coeffs,
+        passes=[list(range(len(graphs) + 1))], runs=[*(m * scale), coeffs_t.kernel_scale],
+        idle_share=(lay.pp - 1) / m,
+    )  # fmt: skip
+
+
 def _estimate_step_at(
     parts: StepParts,
     gpu: GpuSpec,
@@ -323,18 +344,8 @@ def _estimate_step_at(
         )  # Volta: fp16 only
     coeffs_t = train_coeffs or default_training_coeffs(gpu)
     lay, m = req.layout, req.num_microbatches
-    params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
-    opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
-    graphs = [
-        g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)
-    ]
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
-    # One pass under the cap (`dse.perf.pass_cap`): the step's microbatches and its optimizer update, each
-    # graph weighted by its runs per step and its time scale (which scales its energy alike).
-    lat, en = predict_graph_totals(
-        [*graphs, opt], gpu, point, coeffs, power_coeffs,
-        passes=[list(range(len(graphs) + 1))], runs=[*(m * scale), coeffs_t.kernel_scale],
-    )  # fmt: skip
+    lat, en = _step_kernels(parts, gpu, req, point, coeffs, power_coeffs, coeffs_t, scale)
     lat_s, en_j = lat[:-1] * scale, en[:-1] * scale
     fwd_s, bwd_s, rec_s = (float(lat_s[i] + lat_s[i + 1]) for i in (0, 2, 4))
     fwd_j, bwd_j, rec_j = (float(en_j[i] + en_j[i + 1]) for i in (0, 2, 4))
