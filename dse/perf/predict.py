@@ -25,7 +25,6 @@ Everything is vectorized over the kernels of the graph; the per-kernel Python wo
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import kernel_bounds, summarize, time_shares
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
+from dse.perf.distinct import distinct_ops
 from dse.perf.dvfs import row_estimator
 from dse.perf.host import (
     DEFAULT_HOST,
@@ -422,7 +422,7 @@ def predict_graph_totals(
         return np.zeros(len(graphs)), np.zeros(len(graphs))
     if cap_rule == "kernel":  # clocks per kernel: one group evaluates each distinct kernel once
         groups = [list(range(len(graphs)))]
-    distinct, where, counts = _distinct_ops(graphs)
+    distinct, where, counts = distinct_ops(graphs)
     # Per pass: its distinct kernels and how often each runs per run of the pass.
     members, per_run = [], []
     for group in groups:
@@ -449,61 +449,6 @@ def predict_graph_totals(
             latency_s[i] = float(np.dot(counts[i], lat[pos]))
             energy_j[i] = float(np.dot(counts[i], lat[pos] * power_w[pos]))
     return latency_s, energy_j
-
-
-def _distinct_ops(graphs: Sequence[WorkloadGraph]) -> tuple[list[Any], list[np.ndarray], list[np.ndarray]]:
-    """(distinct ops, per graph the distinct index of each op, per graph its ops' repeat counts). Graphs of
-    one family (the steps of a serving table) share most kernels: each distinct one is estimated once (the
-    kernel model reads shapes and dtypes, never names or repeat counts)."""
-    index: dict[Any, int] = {}
-    distinct: list[Any] = []
-    where, counts = [], []
-    for g in graphs:
-        keys, count = _graph_shape_keys(g)
-        counts.append(count)
-        w = []
-        for op, key in zip(g.ops, keys, strict=True):
-            j = index.get(key)
-            if j is None:
-                j = index[key] = len(distinct)
-                distinct.append(op)
-            w.append(j)
-        where.append(np.array(w, dtype=np.int64))
-    return distinct, where, counts
-
-
-_SHAPE_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _shape_fields(op_type: type) -> tuple[str, ...]:
-    if op_type not in _SHAPE_FIELDS:
-        fields = dataclasses.fields(op_type)
-        _SHAPE_FIELDS[op_type] = tuple(f.name for f in fields if f.name not in ("name", "count"))
-    return _SHAPE_FIELDS[op_type]
-
-
-# Shape keys and repeat counts of the graphs `predict_graph_totals` has seen, by identity: a serving table
-# asks for the same cached step graphs (`dse.serving.step_table.step_graph`) at every design point. Each entry
-# holds its graph, so an id is never reused while it is cached.
-_GRAPH_KEYS: dict[int, tuple[WorkloadGraph, tuple[tuple[Any, ...], ...], np.ndarray]] = {}
-_GRAPH_KEYS_MAX = 8192
-
-
-def _graph_shape_keys(graph: WorkloadGraph) -> tuple[tuple[tuple[Any, ...], ...], np.ndarray]:
-    hit = _GRAPH_KEYS.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1], hit[2]
-    keys = tuple(_shape_key(op) for op in graph.ops)
-    counts = np.array([op.count for op in graph.ops], dtype=float)
-    if len(_GRAPH_KEYS) >= _GRAPH_KEYS_MAX:
-        _GRAPH_KEYS.clear()
-    _GRAPH_KEYS[id(graph)] = (graph, keys, counts)
-    return keys, counts
-
-
-def _shape_key(op: Any) -> tuple[Any, ...]:
-    """What the kernel model reads of an op: its type and every field but its name and repeat count."""
-    return (type(op), *(getattr(op, name) for name in _shape_fields(type(op))))
 
 
 def _check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:
