@@ -291,14 +291,18 @@ def predict_graphs(
     ends = np.cumsum([len(g.ops) for g in graphs])
     spans = [np.arange(int(e) - len(g.ops), int(e)) for g, e in zip(graphs, ends, strict=True)]
     members = [np.concatenate([spans[i] for i in group]) for group in groups]
-    plans = [launch_plan(g.ops) for g in graphs]
+    plans = [None if mode is None else launch_plan(g.ops) for g in graphs]  # the host queue's, if any
     counts = [np.array([op.count for op in g.ops], dtype=float) for g in graphs]
 
     def graph_energy(
         i: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]
     ) -> tuple[float, float]:
-        lat, count = rows["latency_s"], counts[i]
-        gap = np.zeros_like(lat) if mode is None else schedule(lat, plans[i], mode, host).wait_s / count
+        lat, count, plan = rows["latency_s"], counts[i], plans[i]
+        gap = (
+            np.zeros_like(lat)
+            if mode is None or plan is None
+            else schedule(lat, plan, mode, host).wait_s / count
+        )
         gp = gap_power_w(rows["sm_clock_hz"], terms, pc)["total"]
         return float(np.dot(count, lat * parts["total"] + gap * gp)), float(np.dot(count, lat + gap))
 
@@ -323,30 +327,33 @@ def predict_graphs(
                 results[i] = _empty(g, gpu, point, mode or "none")
                 continue
             _check_finite(g.ops, rows["latency_s"], parts["total"], gpu)
-            flags = out.exceeded[p][sl]
-            capped = PassRows([rows], [parts], [flags], out.requested_clock_hz, out.power_cap_w)
-            results[i] = _assemble(g, gpu, capped, 0, pc, terms, mode, host, plans[i])
+            results[i] = _assemble(
+                g, gpu, rows, parts, out.exceeded[p][sl], out, pc, terms, mode, host, plans[i]
+            )
     return [r for r in results if r is not None]
 
 
 def _assemble(
     graph: WorkloadGraph,
     gpu: GpuSpec,
+    a: dict[str, np.ndarray],
+    p: dict[str, np.ndarray],
+    exceeded: np.ndarray,
     passes: PassRows,
-    k: int,
     pc: PowerCoeffs,
     terms: GpuPowerTerms,
     mode: LaunchMode | None,
     host: HostCoeffs,
-    plan: LaunchPlan,
+    plan: LaunchPlan | None,
 ) -> WorkloadPrediction:
-    """The prediction of `graph`, pass `k` of `passes` (rows at its clock): host queue, energies, totals."""
+    """The prediction of `graph` from its rows `a` and power parts `p` at its pass's clock (`passes` gives
+    the requested clock and the cap), with the host queue in launch `mode` (`plan`: its launch plan, None
+    without a mode): energies and totals."""
     ops = graph.ops
-    a, p = passes.rows[k], passes.power[k]
     lat = a["latency_s"]
     f = a["sm_clock_hz"]
     count = np.array([op.count for op in ops], dtype=float)
-    if mode is None:
+    if mode is None or plan is None:
         gap, host_s = np.zeros_like(lat), 0.0
     else:
         queue = schedule(lat, plan, mode, host)
@@ -371,7 +378,7 @@ def _assemble(
         "gap_power_w": gp["total"],
         "clock_hz": f,
     }
-    arrays |= {"exceeded": passes.exceeded[k], "energy": energy, "energy_j": k_energy}
+    arrays |= {"exceeded": exceeded, "energy": energy, "energy_j": k_energy}
     kernels = KernelRows(ops, arrays, bounds)
     return WorkloadPrediction(
         name=graph.name,
@@ -444,10 +451,11 @@ def predict_graph_totals(
     for p, group in enumerate(groups):
         lat, power_w = out.rows[p]["latency_s"], out.power[p]["total"]
         _check_finite([distinct[j] for j in members[p].tolist()], lat, power_w, gpu)
-        for i in group:
-            pos = np.searchsorted(members[p], where[i])
-            latency_s[i] = float(np.dot(counts[i], lat[pos]))
-            energy_j[i] = float(np.dot(counts[i], lat[pos] * power_w[pos]))
+        pos = np.searchsorted(members[p], np.concatenate([where[i] for i in group]))
+        row_s = np.concatenate([counts[i] for i in group]) * lat[pos]
+        graph_of = np.repeat(group, [where[i].size for i in group])
+        latency_s += np.bincount(graph_of, weights=row_s, minlength=len(graphs))
+        energy_j += np.bincount(graph_of, weights=row_s * power_w[pos], minlength=len(graphs))
     return latency_s, energy_j
 
 
