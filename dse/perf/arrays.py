@@ -244,6 +244,7 @@ class StepCosts:
     flop_step: np.ndarray
     smem_rd_bytes: np.ndarray
     math_flop_per_s_per_sm: np.ndarray
+    dequant_flop_step: np.ndarray  # CUDA-core FLOP (issue-slot equivalents) dequantizing a weight-only B tile
     t_math_s: np.ndarray
     out_cta_bytes: np.ndarray  # C (or split-K partials) a threadblock stores
     fix_bytes: np.ndarray  # stream-K fix-up of one partial tile

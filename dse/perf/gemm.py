@@ -16,7 +16,9 @@ Traffic (per execution):
 
 Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
 - load of one stage: max(DRAM share, L2 slice, shared-memory write, latency / (stages - 1));
-- MMA of one stage: max(Tensor-Core time of the padded tile, shared-memory reads);
+- MMA of one stage: max(Tensor-Core time of the padded tile, shared-memory reads, and for weight-only
+  GEMMs the CUDA-core dequantization of the stage's B tile, `DEQUANT_FLOP_PER_WEIGHT`, whose work the
+  power model charges to the CUDA cores);
 - prologue = DRAM latency + one stage load; mainloop = K steps x max(load, MMA); epilogue = C store.
 """
 
@@ -92,6 +94,12 @@ GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
 # Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
 _SK_FIX_TILES = 1.0
+# Weight-only GEMMs (B stored narrower than the MMA operands: MXFP4 experts on Hopper) dequantize every B
+# element a threadblock loads, on the CUDA cores, before the MMA. Marlin's e2m1 -> bf16 sequence takes
+# about three integer ops (mask, shift, merge) per bf16x2 pair and one packed bf16 multiply that applies
+# the exponent bias and the e8m0 block scale: per weight 1.5 ops on the half-rate INT32 pipe (64 lanes per
+# SM on Hopper) and 0.5 on the packed-half pipe, i.e. the issue slots of 7 fp32 FLOP (256 per SM clock).
+DEQUANT_FLOP_PER_WEIGHT = 7.0
 
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
@@ -190,6 +198,8 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
     warp_b = c.warp_m * r.in_elem_bytes + c.warp_n * r.b_elem_bytes  # B as stored (Marlin dequantizes late)
     smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * warp_b * kt
     math_sm = r.fp32_flop_per_s_per_sm if simt else r.tc_flop_per_s_per_sm
+    # CUDA-core dequantization of the B tile of weight-only GEMMs (DEQUANT_FLOP_PER_WEIGHT)
+    deq_step = np.where(r.b_elem_bytes < r.in_elem_bytes, DEQUANT_FLOP_PER_WEIGHT * tn * kt, 0.0)
     # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
@@ -199,7 +209,10 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
         flop_step=flop_step,
         smem_rd_bytes=smem_rd,
         math_flop_per_s_per_sm=math_sm,
-        t_math_s=np.maximum(flop_step / math_sm, smem_rd / r.smem_bw_per_sm_bytes_per_s),
+        dequant_flop_step=deq_step,
+        t_math_s=vmax(
+            flop_step / math_sm, smem_rd / r.smem_bw_per_sm_bytes_per_s, deq_step / r.fp32_flop_per_s_per_sm
+        ),
         out_cta_bytes=mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b),
         fix_bytes=2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES,
         out_dram=np.where(part_in_l2, 0.0, 1.0),
@@ -289,6 +302,8 @@ def _full_result(r: GemmRows, p: CandidatePlan, t: PhaseTimes, rates: Rates, sim
     busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(
         units * co.flop_step / (co.math_flop_per_s_per_sm * sms)
     )
+    if not simt:  # the dequantization of weight-only B tiles (zero elsewhere)
+        busy[1, MODULE_INDEX["cuda"]] = flat(units * co.dequant_flop_step / (r.fp32_flop_per_s_per_sm * sms))
     busy[2, MODULE_INDEX["dram"]] = flat((w_b * out_dram + red_dram_b) / bw_dram)
     busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b + fix_total_b) / l2_tot)
     busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))

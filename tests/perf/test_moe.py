@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from dse.hardware.catalog import load_gpu
 from dse.perf import gemm
 from dse.perf.coeffs import MoeCoeffs, MoeKernelFit, default_moe_coeffs
 from dse.perf.moe import math_dtype
+from dse.perf.pipeline import MODULE_INDEX
+from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
+from dse.workload.graph import WorkloadGraph
 from dse.workload.moe import routed_expert_ops
 from dse.workload.ops import GemmOp
 
@@ -31,6 +35,42 @@ def test_weight_only_reads_narrow_weights_at_the_activation_rate_on_hopper(h100)
     w4_big = gemm.estimate(_expert(b_dtype="fp4", **big), h100, OperatingPoint())
     fp4_big = gemm.estimate(_expert(dtype="fp4", **big), h100, OperatingPoint())
     assert w4_big.latency_s > 1.5 * fp4_big.latency_s
+
+
+def _mainloop_cuda_flop(op: GemmOp, gpu, clock_hz: float) -> float:
+    """CUDA-core work (FLOP) in the mainloop of `op`'s uncorrected timeline at `clock_hz`."""
+    out = gemm.gemm_arrays(
+        m=np.array([op.m], dtype=float), n=np.array([op.n], dtype=float), k=np.array([op.k], dtype=float),
+        batch=np.array([op.batch], dtype=float), dtype=[op.dtype], out_dtype=[op.dtype],
+        b_shared=np.array([op.b_shared]), gpu=gpu, sm_clock_hz=np.array([clock_hz]), b_dtype=[op.b_dtype],
+    )  # fmt: skip
+    fp32_flop_per_s = gpu.sm.fp32_flop_per_clk * clock_hz * gpu.num_sms
+    return float(out["timeline"].busy[1, MODULE_INDEX["cuda"]][0] * fp32_flop_per_s)
+
+
+def test_weight_only_b_tiles_are_dequantized_on_the_cuda_cores_on_hopper(h100):
+    f = 1.5e9
+    # One row block per expert: every B element of every expert is dequantized exactly once (3072 and
+    # 4096 divide every tile and K step, so there is no padding).
+    decode = _expert(m=1, batch=32, b_dtype="fp4")
+    expected = gemm.DEQUANT_FLOP_PER_WEIGHT * decode.batch * decode.n * decode.k
+    assert _mainloop_cuda_flop(decode, h100, f) == pytest.approx(expected, rel=1e-9)
+    assert _mainloop_cuda_flop(_expert(m=1, batch=32), h100, f) == 0.0  # bf16 weights: no dequantization
+    # Each row block of a threadblock dequantizes its own copy of the B tile: 4096 rows need >= 16 blocks
+    prefill = _expert(m=4096, batch=8, b_dtype="fp4")
+    once = gemm.DEQUANT_FLOP_PER_WEIGHT * prefill.batch * prefill.n * prefill.k
+    assert _mainloop_cuda_flop(prefill, h100, f) >= 16 * once
+
+
+def test_dequantization_costs_cuda_core_energy_on_hopper_only(h100):
+    def cuda_j(op: GemmOp, gpu) -> float:
+        graph = WorkloadGraph(name="experts", ops=(op,))
+        return predict_graph(graph, gpu, OperatingPoint()).energy_j_by_module()["cuda"]
+
+    w4, w16 = _expert(m=1, batch=32, b_dtype="fp4"), _expert(m=1, batch=32)
+    # otherwise the CUDA cores only convert the output tile in the epilogue
+    assert cuda_j(w4, h100) > 10.0 * cuda_j(w16, h100)
+    assert cuda_j(w4, h100) > 10.0 * cuda_j(w4, load_gpu("b200"))  # native fp4 MMAs: nothing to dequantize
 
 
 def test_fp4_is_native_on_blackwell():
