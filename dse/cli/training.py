@@ -35,6 +35,14 @@ MemoryFormatOpt = Annotated[
         "convolution) or nhwc (channels_last).",
     ),
 ]
+AttentionKernelOpt = Annotated[
+    str,
+    typer.Option(
+        "--attention-kernel",
+        help="Training LLMs: the flash-attention implementation: fa2 (PyTorch SDPA, the default), fa3 "
+        "(FlashAttention-3 / cuDNN via Transformer Engine, Hopper and later) or triton (llm-foundry).",
+    ),
+]
 ObjectiveOpt = Annotated[
     str,
     typer.Option(
@@ -70,6 +78,7 @@ class TrainingArgs:
     optimizer: OptimizerOpt = "adamw"
     memory_format: MemoryFormatOpt = "nchw"
     objective: ObjectiveOpt = "pretrain"
+    attention_kernel: AttentionKernelOpt = "fa2"
 
 
 def run_training(
@@ -88,7 +97,7 @@ def run_training(
         micro_batch=micro, global_batch=opts["global_batch"] or micro * layout.dp, seq_len=opts["seq_len"],
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
-        objective=opts["objective"], layout=layout,
+        objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
     )  # fmt: skip
     check_model_options(model, request)
     est = predict_training(model, spec, request, point)

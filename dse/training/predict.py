@@ -7,7 +7,7 @@ from typing import Any
 from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 from dse.training.llm import predict_llm_training
-from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest
+from dse.training.step import DEFAULT_ATTENTION_KERNEL, TrainingCoeffs, TrainingEstimate, TrainingRequest
 from dse.workload.models import load_model_config
 
 __all__ = ["check_model_options", "predict_training"]
@@ -49,5 +49,10 @@ def check_model_options(model: str, request: TrainingRequest) -> None:
         raise ConfigError(f"memory_format (--memory-format): {not_vision} (a layout of convolutions)")
     if request.image_size != 224 and not is_vision:
         raise ConfigError(f"image_size (--image-size): {not_vision} (its length is seq_len)")
+    if request.attention_kernel != DEFAULT_ATTENTION_KERNEL and is_vision:
+        raise ConfigError(
+            f"attention_kernel (--attention-kernel): {model} is a vision model, whose step runs the library "
+            "kernels as modelled (the framework ratios are for LLM training)"
+        )
     if request.objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
         raise ConfigError(f"objective (--objective): {model} is not an encoder (BERT pre-training heads)")

@@ -49,7 +49,7 @@ from dse.workload.ops import AttentionOp
 from dse.workload.vision import MEMORY_FORMATS
 
 __all__ = [
-    "DEFAULT_TRAINING_COEFFS",
+    "ATTENTION_KERNELS",
     "StepParts",
     "TrainingCoeffs",
     "TrainingEstimate",
@@ -64,37 +64,72 @@ _DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb: the last bu
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingCoeffs:
-    """Fitted ratios of a training framework's kernel time to the kernel model's (library kernels alone).
+    """Ratios of a training framework's kernel time to the kernel model's (library kernels alone).
 
     `kernel_scale` multiplies every kernel but attention, `attention_scale` the attention kernels (forward,
     backward, recomputed); energies scale with them (the stretched kernels run at the modelled power).
-    What they absorb: NCCL kernels sharing SMs with overlapped compute, unfused eager elementwise kernels,
-    allocator and host gaps, and attention kernels slower than FlashAttention-2 (llm-foundry's triton
-    kernel). Fitted by `dse.calibrate.validate.training.fit_training_coeffs` on the shared LLM rows, for
-    eager LLM frameworks: vision steps (`dse.training.vision.VISION_TRAINING_COEFFS`) and tuned software
-    (CUDA graphs, fused kernels: MLPerf's closed division) run the library kernels, unit ratios.
+    `kernel_scale` absorbs NCCL kernels sharing SMs with overlapped compute, unfused eager elementwise
+    kernels, allocator and host gaps: fitted per architecture by
+    `dse.calibrate.validate.training.fit_training_coeffs` on the shared LLM rows (eager frameworks).
+    `attention_scale` is the attention kernel's (`attention_scale_of`). Vision steps
+    (`dse.training.vision.VISION_TRAINING_COEFFS`) and tuned software (CUDA graphs, fused kernels: MLPerf's
+    closed division) run the library kernels, unit ratios.
     """
 
     kernel_scale: float = 1.0
     attention_scale: float = 1.0
 
 
-# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per architecture:
-# Hopper from the H100 rows (llm-foundry, torchtitan, Megatron-Bridge), Ampere from the A100 rows
-# (llm-foundry, BERT). PyTorch training on Hopper runs FlashAttention-2 (no wgmma/TMA), far below the
-# Hopper attention kernels the kernel model is fitted on: hence the large Hopper attention ratio.
-# Other architectures take Ampere's. In-sample (78 Hopper rows, 175 Ampere rows); refitted after the
-# weight-gradient change: Ampere 1.314/1.587 -> 1.326/1.565, Hopper unchanged.
-TRAINING_COEFFS_BY_ARCH: dict[str, TrainingCoeffs] = {
-    "hopper": TrainingCoeffs(kernel_scale=1.510, attention_scale=4.054),
-    "ampere": TrainingCoeffs(kernel_scale=1.326, attention_scale=1.565),
-}
-DEFAULT_TRAINING_COEFFS = TRAINING_COEFFS_BY_ARCH["ampere"]
+# The attention kernel of LLM training (`TrainingRequest.attention_kernel`, `--attention-kernel`):
+#   fa2     FlashAttention-2, PyTorch's SDPA flash backend (torchtitan, FSDP scripts, HF): the default;
+#   fa3     FlashAttention-3 or cuDNN's fused attention on Hopper and later (Megatron / NeMo through
+#           Transformer Engine);
+#   triton  llm-foundry's Triton flash-attention kernel (MPT: ALiBi, which FlashAttention-2 lacked before
+#           2.4), fitted.
+# The kernel model's attention is corrected on FlashAttention-3 kernels (vLLM's H100 tables), and those
+# corrections stand for Ampere too (no A100 attention table), where FlashAttention-2 reaches about the
+# share of peak FA3 reaches on Hopper (~70% forward, FlashAttention-2 paper): FA2 on Ampere and FA3 on
+# Hopper are the model's own attention (ratio 1). On Hopper, FA2 has no wgmma / TMA pipeline: FA3 is
+# 1.5-2.0x faster forward and 1.5-1.75x backward (Shah et al., "FlashAttention-3", 2024, H100 FP16),
+# so FA2 costs FA2_ON_HOPPER x the model's time there.
+ATTENTION_KERNELS: tuple[str, ...] = ("fa2", "fa3", "triton")
+DEFAULT_ATTENTION_KERNEL = "fa2"
+FA2_ON_HOPPER = 1.75
+_HOPPER_CLASS = ("hopper", "blackwell")  # FA3 / cuDNN fused attention run here
+
+# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per architecture
+# with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows:
+# Hopper from the H100 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3), Ampere from the
+# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2). Other architectures take Ampere's.
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.427, "ampere": 1.283}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.652, "ampere": 1.766}
+DEFAULT_ARCH = "ampere"
 
 
-def default_training_coeffs(gpu: GpuSpec) -> TrainingCoeffs:
-    """The shipped training coefficients of `gpu`'s architecture (Ampere's for the others)."""
-    return TRAINING_COEFFS_BY_ARCH.get(str(gpu.architecture).lower(), DEFAULT_TRAINING_COEFFS)
+def attention_scale_of(gpu: GpuSpec, attention_kernel: str) -> float:
+    """The training attention kernel's time over the kernel model's on `gpu` (the table above)."""
+    arch = str(gpu.architecture).lower()
+    hopper_class = arch in _HOPPER_CLASS
+    if attention_kernel == "fa3" and not hopper_class:
+        raise ConfigError(
+            f"attention kernel fa3 (FlashAttention-3 / cuDNN) runs on Hopper and later, not on {gpu.name} "
+            f"({arch}): choose fa2"
+        )
+    if attention_kernel == "triton":
+        return TRITON_ATTENTION_SCALE.get(arch, TRITON_ATTENTION_SCALE[DEFAULT_ARCH])
+    if attention_kernel == "fa2":
+        return FA2_ON_HOPPER if hopper_class else 1.0
+    if attention_kernel == "fa3":
+        return 1.0
+    raise ConfigError(f"attention kernel '{attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}")
+
+
+def default_training_coeffs(gpu: GpuSpec, attention_kernel: str = DEFAULT_ATTENTION_KERNEL) -> TrainingCoeffs:
+    """The shipped training ratios of `gpu`'s architecture (Ampere's kernel ratio for the others) with
+    `attention_kernel`'s attention ratio."""
+    arch = str(gpu.architecture).lower()
+    kernel = TRAINING_KERNEL_SCALE.get(arch, TRAINING_KERNEL_SCALE[DEFAULT_ARCH])
+    return TrainingCoeffs(kernel_scale=kernel, attention_scale=attention_scale_of(gpu, attention_kernel))
 
 
 def _split_attention(graph: WorkloadGraph) -> tuple[WorkloadGraph, WorkloadGraph]:
@@ -119,11 +154,16 @@ class TrainingRequest:
     recompute: str = "none"
     optimizer: str = "adamw"
     attention: str = "flash"
+    attention_kernel: str = DEFAULT_ATTENTION_KERNEL  # LLMs: the flash-attention implementation (above)
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ConfigError(
+                f"attention_kernel '{self.attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}"
+            )
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
         if self.objective not in OBJECTIVES:
@@ -342,7 +382,7 @@ def _estimate_step_at(
             f"{gpu.name} has no {parts.gemm_dtype} tensor cores (has {', '.join(sorted(rates))}): "
             "choose another --precision"
         )  # Volta: fp16 only
-    coeffs_t = train_coeffs or default_training_coeffs(gpu)
+    coeffs_t = train_coeffs or default_training_coeffs(gpu, req.attention_kernel)
     lay, m = req.layout, req.num_microbatches
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
     lat, en = _step_kernels(parts, gpu, req, point, coeffs, power_coeffs, coeffs_t, scale)

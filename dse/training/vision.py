@@ -25,7 +25,7 @@ from dse.workload.vision import VisionModel, build_vision_graph
 
 __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 
-# Library kernels alone. The fitted ratios of `dse.training.step.TRAINING_COEFFS_BY_ARCH` come from
+# Library kernels alone. The fitted ratios of `dse.training.step.default_training_coeffs` come from
 # transformer LLM rows and absorb what those frameworks add around the modelled kernels (NCCL sharing SMs
 # under FSDP, FlashAttention-2 on Hopper, unfused transformer elementwise kernels); a vision graph lists
 # every kernel eager PyTorch runs (convolution, batch norm, ReLU, add, cuDNN's NCHW transposes). With the

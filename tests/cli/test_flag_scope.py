@@ -42,6 +42,7 @@ SERVE += ["--output-tokens", "16"]
         (["--num-gpus", "4"], "--num-gpus"),
         (["--memory-format", "nhwc"], "--memory-format"),
         (["--objective", "finetune"], "--objective"),
+        (["--attention-kernel", "fa3"], "--attention-kernel"),
         (["--recompute", "full", "--micro-batch", "4"], "--micro-batch, --recompute"),
     ],
 )
@@ -57,6 +58,7 @@ def test_training_flags_are_refused_outside_training(extra, named):
         ("llama-3.1-8b", ["--memory-format", "nhwc"], "not a vision model"),
         ("resnet-50", ["--objective", "finetune"], "not an encoder"),
         ("llama-3.1-8b", ["--objective", "finetune"], "not an encoder"),
+        ("resnet-50", ["--attention-kernel", "fa3"], "is a vision model"),
     ],
 )
 def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extra, named):

@@ -53,3 +53,31 @@ def test_timm_depthwise_networks_train_at_their_measured_rate() -> None:
 def test_validate_training_cli() -> None:
     result = CliRunner().invoke(app, ["validate", "training", "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_fit_training_coeffs_recovers_the_ratios_with_held_attention_kernels() -> None:
+    """Synthetic rows built from known ratios: the fit recovers the kernel ratio and the Triton attention
+    ratio, while fa2 / fa3 rows keep their held ratios (1.75 and 1 on Hopper)."""
+    import numpy as np
+    import pandas as pd
+
+    from dse.calibrate.validate.training import fit_training_coeffs
+    from dse.training.step import FA2_ON_HOPPER
+
+    rng = np.random.default_rng(0)
+    n = 30
+    kernels = np.array(["triton", "fa2", "fa3"] * (n // 3))
+    frame = pd.DataFrame(
+        {
+            "gpu": ["h100-sxm-80gb"] * n,
+            "attention_kernel": kernels,
+            "kernel_s": rng.uniform(1.0, 3.0, n),
+            "attention_s": rng.uniform(0.2, 1.0, n),
+            "other_s": rng.uniform(0.0, 0.3, n),
+        }
+    )
+    held = np.select([kernels == "triton", kernels == "fa2"], [2.5, FA2_ON_HOPPER], 1.0)
+    frame["step_time_s"] = 1.3 * frame["kernel_s"] + held * frame["attention_s"] + frame["other_s"]
+    kernel_scale, triton_scale = fit_training_coeffs(frame)
+    assert kernel_scale == pytest.approx(1.3, rel=1e-9)
+    assert triton_scale == pytest.approx(2.5, rel=1e-9)

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dse.cli import app
+from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
+from dse.perf.types import OperatingPoint
 from dse.training.llm import predict_llm_training
 from dse.training.parallel import ParallelLayout, bubble_frac
-from dse.training.step import TrainingRequest
+from dse.training.step import FA2_ON_HOPPER, TrainingRequest, attention_scale_of
 from dse.workload.backward import build_backward_graph, training_forward
 from dse.workload.llm import build_prefill_graph
 from dse.workload.models import load_model_config
@@ -163,3 +165,33 @@ def test_image_size_is_refused_for_language_models() -> None:
     cmd = "predict --model llama-3.1-8b --gpu h100-sxm --training --micro-batch 1 --image-size 100"
     rc, out = _cli_json(cmd)
     assert rc == 2 and "--image-size" in out
+
+
+def test_attention_kernels_order_and_scale_only_the_attention() -> None:
+    """On Hopper FA3 (the kernel model's own attention) < FA2 (FA2_ON_HOPPER x, the FA3 paper's speedup)
+    < llm-foundry's Triton kernel; the other kernels do not move; FA3 does not exist before Hopper."""
+    h100 = load_gpu("h100-sxm")
+    assert attention_scale_of(h100, "fa3") == 1.0 and attention_scale_of(h100, "fa2") == FA2_ON_HOPPER
+    assert attention_scale_of(h100, "triton") > FA2_ON_HOPPER
+    a100 = load_gpu("a100-sxm-80gb")
+    assert attention_scale_of(a100, "fa2") == 1.0 < attention_scale_of(a100, "triton")
+    with pytest.raises(ConfigError, match="fa3"):
+        attention_scale_of(a100, "fa3")
+    with pytest.raises(ConfigError, match="attention_kernel"):
+        TrainingRequest(micro_batch=1, global_batch=1, attention_kernel="fa4")
+
+    def step(kernel: str):
+        req = TrainingRequest(micro_batch=1, global_batch=8, seq_len=8192, attention_kernel=kernel,
+                              layout=ParallelLayout(num_gpus=8, fsdp=True))  # fmt: skip
+        # no power cap: the three steps run at one clock, so the kernels' times compare directly
+        return predict_llm_training(
+            load_model_config("llama-3.1-8b"), h100, req, OperatingPoint(power_cap_w=1e4)
+        )
+
+    fa3, fa2, triton = step("fa3"), step("fa2"), step("triton")
+    assert fa3.step_time_s < fa2.step_time_s < triton.step_time_s
+    attn = {k: e.phase_time_s["attention_in_forward_backward"] for k, e in (("fa3", fa3), ("fa2", fa2))}
+    assert attn["fa2"] == pytest.approx(FA2_ON_HOPPER * attn["fa3"], rel=1e-6)
+    t3, t2 = fa3.phase_time_s, fa2.phase_time_s
+    others = [t["forward"] + t["backward"] - t["attention_in_forward_backward"] for t in (t3, t2)]
+    assert others[0] == pytest.approx(others[1], rel=1e-6)

@@ -27,7 +27,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 from dse.training.llm import predict_llm_training
 from dse.training.parallel import ParallelLayout
-from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest
+from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest, attention_scale_of
 
 __all__ = ["llm_row_request", "validate_llm_training", "validate_timm_training", "validate_training"]
 
@@ -80,6 +80,20 @@ def _int(value: Any, default: int = 1) -> int:
     return default if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
 
 
+# The attention kernel each source's framework runs (`dse.training.step.ATTENTION_KERNELS`): llm-foundry's
+# MPT its Triton kernel (ALiBi), torchtitan PyTorch's SDPA (FlashAttention-2), NVIDIA's NeMo / Megatron
+# stacks Transformer Engine's cuDNN fused attention (FA3-class on Hopper), DeepLearningExamples' BERT
+# (seq <= 512, A100 / V100) FA2-class fused attention.
+SOURCE_ATTENTION_KERNEL: dict[str, str] = {
+    "llm-foundry-mpt-benchmarks": "triton",
+    "torchtitan-benchmarks": "fa2",
+    "megatron-bridge-perf-summary": "fa3",
+    "nemo-perf-summary-24.07": "fa3",
+    "nvidia-dgxc-benchmarking": "fa3",
+    "nemo-long-sequence": "fa3",
+}
+
+
 def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, OperatingPoint] | str:
     """(catalog model, data GPU name, request, operating point) for a row, or why it is skipped."""
     model = _MODELS.get(row["model"], row["model"])
@@ -109,10 +123,19 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
             micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
             precision=_precision(row["precision"]), recompute=_recompute(row["activation_checkpointing"]),
             objective="pretrain" if mode == "pretrain" else "finetune", layout=layout,
+            attention_kernel=_attention_kernel(row),
         )  # fmt: skip
     except DseError as exc:
         return f"layout: {str(exc).split(':')[0]}"
     return model, str(row["gpu"]), req, OperatingPoint(power_cap_w=_GPUS[row["gpu"]][2])
+
+
+def _attention_kernel(row: pd.Series) -> str:
+    """The row's attention kernel (SOURCE_ATTENTION_KERNEL; FA2 elsewhere, and FA2 for the FA3-class
+    stacks on GPUs older than Hopper)."""
+    kernel = SOURCE_ATTENTION_KERNEL.get(str(row["source"]), "fa2")
+    arch = _gpu(str(row["gpu"])).architecture
+    return "fa2" if kernel == "fa3" and str(arch).lower() not in ("hopper", "blackwell") else kernel
 
 
 def _components(est: TrainingEstimate) -> dict[str, float]:
@@ -123,14 +146,22 @@ def _components(est: TrainingEstimate) -> dict[str, float]:
     return {"kernel_s": kernels - attention, "attention_s": attention, "other_s": est.step_time_s - kernels}
 
 
-def fit_training_coeffs(frame: pd.DataFrame) -> TrainingCoeffs:
-    """Least relative squares of measured step time = a x kernel_s + b x attention_s + other_s over rows
-    predicted with unit coefficients (`validate_llm_training(train_coeffs=TrainingCoeffs())`)."""
+def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
+    """(kernel_scale, Triton attention ratio): least relative squares of measured step time = a x kernel_s
+    + r x attention_s + other_s over rows predicted with unit coefficients
+    (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one architecture: r is the Triton ratio
+    (fitted) on the rows whose `attention_kernel` is triton and `attention_scale_of` (held) on the others."""
     meas = frame["step_time_s"].to_numpy()
-    design = np.column_stack([frame["kernel_s"], frame["attention_s"]]) / meas[:, None]
-    target = 1.0 - frame["other_s"].to_numpy() / meas
+    triton = (frame["attention_kernel"] == "triton").to_numpy()
+    held = np.array(
+        [attention_scale_of(_gpu(str(g)), str(k)) if k != "triton" else 0.0
+         for g, k in zip(frame["gpu"], frame["attention_kernel"], strict=True)]
+    )  # fmt: skip
+    attn = frame["attention_s"].to_numpy()
+    design = np.column_stack([frame["kernel_s"], np.where(triton, attn, 0.0)]) / meas[:, None]
+    target = 1.0 - (frame["other_s"].to_numpy() + held * attn) / meas
     (a, b), *_ = np.linalg.lstsq(design, target, rcond=None)
-    return TrainingCoeffs(kernel_scale=float(a), attention_scale=float(b))
+    return float(a), float(b)
 
 
 def validate_llm_training(
@@ -161,7 +192,7 @@ def validate_llm_training(
                 "source": row["source"], "gpu": gpu, "model": model, "num_gpus": req.layout.num_gpus,
                 "seq_len": req.seq_len, "precision": req.precision, "recompute": req.recompute,
                 "tokens_per_s_per_gpu": float(meas), "pred_tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"],
-                "feasible": m["feasible"],
+                "feasible": m["feasible"], "attention_kernel": req.attention_kernel,
                 "step_time_s": req.global_batch * req.seq_len / (float(meas) * req.layout.num_gpus),
                 "pred_step_time_s": est.step_time_s, **_components(est),
             }

@@ -19,7 +19,7 @@ throughput per GPU and on node power = GPUs per node x predicted GPU power + `ho
 - ResNet-50 runs channels-last (NHWC, no layout transposes) as NVIDIA's implementation does;
 - closed-division NVIDIA software (CUDA graphs, fused kernels, cuDNN fused attention on Hopper) runs the
   library kernels the kernel model is fitted on: unit training coefficients (`TUNED_SOFTWARE`), not the
-  ratios fitted on eager PyTorch LLM frameworks (`dse.training.step.TRAINING_COEFFS_BY_ARCH`).
+  ratios fitted on eager PyTorch LLM frameworks (`dse.training.step.default_training_coeffs`).
 The host term
 (CPUs, DRAM, NICs, NVSwitches, conversion losses) is one physical parameter fitted on the 1-node ResNet-50
 DC runs (in-sample) and held out on every other run (8-node ResNet-50, BERT, and the AC-metered runs).
