@@ -30,7 +30,7 @@ from dse.calibrate.data.aiconfigurator import AIC_ATTENTION_FILES, AIC_GEMM_FILE
 from dse.calibrate.data.energaizer import ENERGAIZER_FILES
 from dse.calibrate.data.mlenergy import MLENERGY_FILE
 from dse.calibrate.fit import power_sets as ps
-from dse.calibrate.fit.host import FITTED, fit_host_coeffs
+from dse.calibrate.fit.host import FITTED, SHIPPED_FIT, fit_host_coeffs
 from dse.calibrate.fit.power import PowerRows, mape, rows_from_runs
 from dse.calibrate.fit.power_joint import NVML_VARIANTS, H200Family, JointFit, fit_joint, generation_scale
 from dse.calibrate.fit.power_serving import ServingRun, serving_power_rows
@@ -89,7 +89,7 @@ def _data() -> dict:
     train_a, test_a = ps.a100_split()
     memo: dict = {}
     runs = ps.energaizer_runs(train_a, a100, lat_a, row_estimator(None), memo)
-    host, host_mape = fit_host_coeffs(runs, train_a["latency_s"].to_numpy())
+    host, host_mape = fit_host_coeffs(runs, train_a["latency_s"].to_numpy(), names=SHIPPED_FIT)
     rows_a = rows_from_runs(runs, train_a["avg_power_w"].to_numpy(), host)
     train = {f: ps.h200_split(f)[0] for f in FAMILIES}
     test = {f: ps.h200_split(f)[1] for f in FAMILIES}

@@ -7,8 +7,10 @@ host has spent its host cost c_j, and starts when the GPU is free and the launch
     start_j = max(end_(j-1) + g, h_j + launch_latency_s)   the GPU waits only when the host is behind
     end_j   = start_j + t_j
 
-g is the GPU's own dispatch gap between two kernels of a stream (`kernel_gap_s` for kernels launched one
-by one, `graph_kernel_gap_s` inside a CUDA graph, whose kernels the GPU prefetches). With T_j the GPU time
+g is the GPU's own dispatch gap between two kernels of a stream: `kernel_gap_cycles` SM clock cycles for
+kernels launched one by one (the front end's grid launch and the previous grid's drain run on the GPU's
+clock, so the gap shrinks as the clock rises), at most `graph_kernel_gap_s` inside a CUDA graph, whose
+kernels the GPU prefetches. With T_j the GPU time
 before j (sum of t + g) and S_j = start_j - T_j, the recurrence is `S = cummax(h + launch_latency_s - T)`:
 one vectorized pass, no per-kernel Python. The wall time is end_(last); the GPU waits S_j - S_(j-1) + g
 before execution j, drawing idle (+ gap) power. So a small eager
@@ -59,7 +61,7 @@ class HostCoeffs:
     graph_launch_s: float
     engine_op_s: float
     launch_latency_s: float
-    kernel_gap_s: float
+    kernel_gap_cycles: float  # SM clock cycles (the module docstring's g for one-by-one launches)
     graph_kernel_gap_s: float
     source: str = ""
 
@@ -70,13 +72,17 @@ class HostCoeffs:
                 raise ConfigError(f"HostCoeffs: {f.name} must be finite and >= 0, got {v}")
 
 
-# NOTE(host): eager costs and kernel_gap_s fitted by `dse.calibrate.fit.host.fit_host_coeffs` on the wall
-# times of the EnergAIzer A100 PCIe training workloads (eager PyTorch forward passes, 900 MHz set and
-# 510-1410 MHz sweep, the by-workload split of `dse.calibrate.fit.power_sets.a100_split`). Wall-time MAPE
-# 11.6% on the training workloads, 9.6% held out (without kernel_gap_s: 17.8% and 11.5%). They describe
-# that host (CUDA 12.4, HF models: the GEMM cost carries the Python module calls around each nn.Linear)
-# and are used for every GPU. step_s sits at the fit's 1 ms bound (`dse.calibrate.fit.host.STEP_MAX_S`
-# says why). Graph and engine costs are not fitted (no whole-run data of those modes here):
+# NOTE(host): eager costs fitted by `dse.calibrate.fit.host.fit_host_coeffs` on the wall times of the
+# EnergAIzer A100 PCIe training workloads (eager PyTorch forward passes, 900 MHz set and 510-1410 MHz
+# sweep, the by-workload split of `dse.calibrate.fit.power_sets.a100_split`), then the dispatch gap
+# refitted in SM cycles with them held (`SHIPPED_FIT`): 13,000 cycles, 9.2 us at the A100's 1410 MHz, 6.6 us
+# at an H100's 1980 MHz. Wall-time MAPE 10.9% on the training workloads, 9.0% held out (a fixed 15 us gap:
+# 11.6% and 9.6%; no gap: 17.8% and 11.5%). On our H100 the BERT-large runs, whose kernel lists hold the
+# kernels the runs launch (389 of 393), leave 1.8-2.6 ms of wall time outside their kernels when GPU-bound:
+# 3-5 us per kernel, where 15 us gave them 6.9 ms. The eager costs describe that host (CUDA 12.4, HF
+# models: the GEMM cost carries the Python module calls around each nn.Linear) and are used for every GPU.
+# step_s sits at the fit's 1 ms bound (`dse.calibrate.fit.host.STEP_MAX_S` says why). Graph and engine
+# costs are not fitted (no whole-run data of those modes here):
 # graph_launch_s is one cudaGraphLaunch of a few-hundred-kernel graph, engine_op_s one cudaLaunchKernel
 # from C++ (the CUDA runtime's ~2-4 us launch overhead), the dispatch gap inside a graph 1 us; the launch
 # latency (issue to start on an idle GPU) is a few microseconds.
@@ -87,7 +93,7 @@ DEFAULT_HOST = HostCoeffs(
     graph_launch_s=10e-6,
     engine_op_s=3e-6,
     launch_latency_s=4e-6,
-    kernel_gap_s=15.0e-6,
+    kernel_gap_cycles=13_000.0,
     graph_kernel_gap_s=1e-6,
     source="fit: EnergAIzer A100 PCIe eager wall times (train workloads); graphs/engine: estimates",
 )
@@ -155,21 +161,23 @@ def schedule(
     latency_s: np.ndarray,
     ops: Sequence[Any] | LaunchPlan,
     launch: LaunchMode,
-    host: HostCoeffs = DEFAULT_HOST,
+    host: HostCoeffs,
+    sm_clock_hz: np.ndarray | float,
 ) -> HostSchedule:
     """Run the launch queue of the module docstring over `ops` (or their plan) with per-execution GPU
-    times `latency_s`."""
+    times `latency_s` at SM clocks `sm_clock_hz` (per op, or one for all: the dispatch gap's clock)."""
     plan = ops if isinstance(ops, LaunchPlan) else launch_plan(ops)
     lat = np.asarray(latency_s, dtype=float)
     order = plan.order
     t = lat[order]
     c = op_host_s(plan, launch, host)[order]
-    g = host.kernel_gap_s
+    clock = np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), lat.shape)[order]
+    g = host.kernel_gap_cycles / clock
     if launch == "graphs" and c.size:
         # A graph launch costs no more than its first kernel's eager launch, and its kernels dispatch no
         # slower than a stream's: graphs are never slower than eager launches of the same kernels.
         c[0] = min(host.graph_launch_s, op_host_s(plan, "eager", host)[order[0]])
-        g = min(host.graph_kernel_gap_s, host.kernel_gap_s)
+        g = np.minimum(host.graph_kernel_gap_s, g)
     issued = host.step_s + np.cumsum(c)
     before = np.cumsum(t + g) - t  # GPU time before each start, its own dispatch gap included
     s = np.maximum.accumulate(issued + host.launch_latency_s - before)

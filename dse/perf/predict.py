@@ -301,7 +301,7 @@ def predict_graphs(
         gap = (
             np.zeros_like(lat)
             if mode is None or plan is None
-            else schedule(lat, plan, mode, host).wait_s / count
+            else schedule(lat, plan, mode, host, rows["sm_clock_hz"]).wait_s / count
         )
         gp = gap_power_w(rows["sm_clock_hz"], terms, pc)["total"]
         return float(np.dot(count, lat * parts["total"] + gap * gp)), float(np.dot(count, lat + gap))
@@ -356,7 +356,7 @@ def _assemble(
     if mode is None or plan is None:
         gap, host_s = np.zeros_like(lat), 0.0
     else:
-        queue = schedule(lat, plan, mode, host)
+        queue = schedule(lat, plan, mode, host, f)
         gap, host_s = queue.wait_s / count, queue.host_s
     gp = gap_power_w(f, terms, pc)
     # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).

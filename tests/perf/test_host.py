@@ -34,9 +34,10 @@ HOST = HostCoeffs(
     graph_launch_s=0.5,
     engine_op_s=0.25,
     launch_latency_s=0.0,
-    kernel_gap_s=0.0,
+    kernel_gap_cycles=0.0,
     graph_kernel_gap_s=0.0,
 )
+CLOCK_HZ = 1e9
 
 
 def _ops(*kinds: str) -> list:
@@ -50,7 +51,7 @@ def _ops(*kinds: str) -> list:
 
 def test_host_bound_queue_by_hand():
     # issue times 1+3=4, 5, 6; GPU times 1 each: starts 4, 5, 6 -> wall 7, waits 4, 0, 0
-    q = schedule(np.array([1.0, 1.0, 1.0]), _ops("g", "e", "e"), "eager", HOST)
+    q = schedule(np.array([1.0, 1.0, 1.0]), _ops("g", "e", "e"), "eager", HOST, CLOCK_HZ)
     assert q.wall_s == pytest.approx(7.0)
     np.testing.assert_allclose(q.wait_s, [4.0, 0.0, 0.0])
     assert q.host_s == pytest.approx(6.0)
@@ -58,14 +59,28 @@ def test_host_bound_queue_by_hand():
 
 def test_gpu_bound_queue_hides_the_host():
     # issue at 4, 5, 6; GPU times 10: back to back from 4 -> wall 34, only the first launch waits
-    q = schedule(np.array([10.0, 10.0, 10.0]), _ops("g", "e", "e"), "eager", HOST)
+    q = schedule(np.array([10.0, 10.0, 10.0]), _ops("g", "e", "e"), "eager", HOST, CLOCK_HZ)
     assert q.wall_s == pytest.approx(34.0)
     np.testing.assert_allclose(q.wait_s, [4.0, 0.0, 0.0])
 
 
 def test_graphs_pay_one_launch():
-    q = schedule(np.array([1.0, 1.0]), _ops("g", "g"), "graphs", HOST)
+    q = schedule(np.array([1.0, 1.0]), _ops("g", "g"), "graphs", HOST, CLOCK_HZ)
     assert q.wall_s == pytest.approx(1.0 + 0.5 + 2.0)
+
+
+def test_dispatch_gap_is_gpu_cycles():
+    # 1000 cycles between kernels: 1 s at 1 kHz, 0.5 s at 2 kHz; per op when the clocks differ
+    host = dataclasses.replace(HOST, kernel_gap_cycles=1000.0)
+    lat = np.array([10.0, 10.0, 10.0])  # GPU-bound: issue at 4, 5, 6; the gap lies between the kernels
+    slow = schedule(lat, _ops("g", "e", "e"), "eager", host, 1e3)
+    fast = schedule(lat, _ops("g", "e", "e"), "eager", host, 2e3)
+    # the first kernel starts at its issue time 4 (its gap hides in the wait), each later one a gap after
+    # the previous one ends: 4 + 10 + 2 x (gap + 10)
+    assert slow.wall_s == pytest.approx(4.0 + 10.0 + 2 * 11.0)
+    assert fast.wall_s == pytest.approx(4.0 + 10.0 + 2 * 10.5)
+    mixed = schedule(lat, _ops("g", "e", "e"), "eager", host, np.array([2e3, 1e3, 2e3]))
+    assert mixed.wall_s == pytest.approx(4.0 + 10.0 + 11.0 + 10.5)
 
 
 def test_layers_interleave_and_repeats_run_in_a_row():
@@ -103,9 +118,9 @@ def test_queue_properties(lat, kinds, c, faster):
     ops = _ops(*kinds.draw(st.lists(st.sampled_from("ge"), min_size=len(lat), max_size=len(lat))))
     t = np.array(lat)
     host = dataclasses.replace(
-        DEFAULT_HOST, step_s=c[0], eager_gemm_s=c[1], eager_other_s=c[2], kernel_gap_s=c[3]
+        DEFAULT_HOST, step_s=c[0], eager_gemm_s=c[1], eager_other_s=c[2], kernel_gap_cycles=c[3] * CLOCK_HZ
     )
-    eager = schedule(t, ops, "eager", host)
+    eager = schedule(t, ops, "eager", host, CLOCK_HZ)
     # never below the GPU's own time, nor below the host's
     assert eager.wall_s >= t.sum() - 1e-12
     assert eager.wall_s >= eager.host_s + host.launch_latency_s + t[-1] - 1e-12
@@ -113,9 +128,9 @@ def test_queue_properties(lat, kinds, c, faster):
     quick = dataclasses.replace(
         host, step_s=faster * c[0], eager_gemm_s=faster * c[1], eager_other_s=faster * c[2]
     )
-    assert schedule(t, ops, "eager", quick).wall_s <= eager.wall_s + 1e-12
+    assert schedule(t, ops, "eager", quick, CLOCK_HZ).wall_s <= eager.wall_s + 1e-12
     # CUDA graphs are never slower than eager launches of the same kernels
-    assert schedule(t, ops, "graphs", host).wall_s <= eager.wall_s + 1e-12
+    assert schedule(t, ops, "graphs", host, CLOCK_HZ).wall_s <= eager.wall_s + 1e-12
     # waits and GPU time add up to the wall time
     assert eager.wait_s.sum() + t.sum() == pytest.approx(eager.wall_s, rel=1e-9, abs=1e-15)
 

@@ -208,7 +208,7 @@ class WorkloadRun:
         """Wall time under eager launches with `host` costs (`dse.perf.host`); None: GPU time only."""
         if host is None or self.plan is None:
             return self.busy_s
-        return schedule(self.latency_s, self.plan, "eager", host).wall_s
+        return schedule(self.latency_s, self.plan, "eager", host, self.sm_clock_hz).wall_s
 
     def totals(self, host: HostCoeffs | None) -> tuple[float, np.ndarray]:
         """(wall_s, features_j [K]) of the whole graph with eager launches (`wall_s`)."""

@@ -44,7 +44,7 @@ import pandas as pd
 from dse.calibrate.data.aiconfigurator import load_aiconfigurator_attention, load_aiconfigurator_gemm
 from dse.calibrate.data.common import split_holdout
 from dse.calibrate.data.energaizer import load_energaizer_measurements
-from dse.calibrate.fit.host import FITTED, fit_host_coeffs
+from dse.calibrate.fit.host import FITTED, SHIPPED_FIT, fit_host_coeffs
 from dse.calibrate.fit.power import (
     KernelTable,
     PowerRows,
@@ -295,7 +295,7 @@ def fit_ampere(
     gpu = load_gpu(ENERGAIZER_GPU["a100"])
     lat = energaizer_latency_coeffs(coeffs, gpu)
     runs = energaizer_runs(train, gpu, lat, row_estimator(estimator), cache_)
-    host, host_mape = fit_host_coeffs(runs, train["latency_s"].to_numpy())
+    host, host_mape = fit_host_coeffs(runs, train["latency_s"].to_numpy(), names=SHIPPED_FIT)
     rows = rows_from_runs(runs, train["avg_power_w"].to_numpy(), host)
     lower, upper = _bounds(rows.features_j.shape[1])
     fit = fit_power_rows(rows, lower=lower, upper=upper, prior=PRIOR, ridge=ridge)
