@@ -111,6 +111,7 @@ def run_training(
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} (dp {layout.dp}, tp {layout.tp}, "
         f"pp {layout.pp}{', fsdp' if layout.fsdp else ''}), {request.precision}, "
         f"recompute {request.recompute}"
+        + (f", attention {request.attention_kernel}" if est.kind == "llm" else "")
     )
     console.print(metrics_table(metrics, _ROWS, title))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")

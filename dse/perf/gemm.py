@@ -17,7 +17,7 @@ Traffic (per execution):
 Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
 - load of one stage: max(DRAM share, L2 slice, shared-memory write, latency / (stages - 1));
 - MMA of one stage: max(Tensor-Core time of the padded tile, shared-memory reads, and for weight-only
-  GEMMs the CUDA-core dequantization of the stage's B tile, `DEQUANT_FLOP_PER_WEIGHT`, whose work the
+  GEMMs the CUDA-core dequantization of the stage's B tile, `DEQUANT_SM_CYCLES_PER_WEIGHT`, whose work the
   power model charges to the CUDA cores);
 - prologue = DRAM latency + one stage load; mainloop = K steps x max(load, MMA); epilogue = C store.
 """
@@ -94,12 +94,14 @@ GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
 # Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
 _SK_FIX_TILES = 1.0
-# Weight-only GEMMs (B stored narrower than the MMA operands: MXFP4 experts on Hopper) dequantize every B
-# element a threadblock loads, on the CUDA cores, before the MMA. Marlin's e2m1 -> bf16 sequence takes
-# about three integer ops (mask, shift, merge) per bf16x2 pair and one packed bf16 multiply that applies
-# the exponent bias and the e8m0 block scale: per weight 1.5 ops on the half-rate INT32 pipe (64 lanes per
-# SM on Hopper) and 0.5 on the packed-half pipe, i.e. the issue slots of 7 fp32 FLOP (256 per SM clock).
-DEQUANT_FLOP_PER_WEIGHT = 7.0
+# Weight-only GEMMs (B stored narrower than the MMA operands: MXFP4 experts on GPUs without fp4 Tensor
+# Cores) dequantize every B element a threadblock loads, on the CUDA cores, before the MMA. Marlin's
+# e2m1 -> bf16 sequence takes about three integer ops (mask, shift, merge) per bf16x2 pair and one packed
+# bf16 multiply that applies the exponent bias and the e8m0 block scale: per weight 1.5 ops on the INT32
+# pipe (64 lanes per SM since Volta) and 0.5 on the packed-half pipe (128 lanes): SM cycles per weight.
+# As CUDA-core work it is those cycles times the SM's fp32 FLOP per clock: 7 FLOP on Hopper (256 per
+# clock), 3.5 on the A100 (128).
+DEQUANT_SM_CYCLES_PER_WEIGHT = 1.5 / 64.0 + 0.5 / 128.0
 
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
@@ -198,8 +200,9 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
     warp_b = c.warp_m * r.in_elem_bytes + c.warp_n * r.b_elem_bytes  # B as stored (Marlin dequantizes late)
     smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * warp_b * kt
     math_sm = r.fp32_flop_per_s_per_sm if simt else r.tc_flop_per_s_per_sm
-    # CUDA-core dequantization of the B tile of weight-only GEMMs (DEQUANT_FLOP_PER_WEIGHT)
-    deq_step = np.where(r.b_elem_bytes < r.in_elem_bytes, DEQUANT_FLOP_PER_WEIGHT * tn * kt, 0.0)
+    # CUDA-core dequantization of the B tile of weight-only GEMMs (DEQUANT_SM_CYCLES_PER_WEIGHT), as FLOP
+    deq_flop_per_weight = DEQUANT_SM_CYCLES_PER_WEIGHT * rates.fp32_flop_per_clk
+    deq_step = np.where(r.b_elem_bytes < r.in_elem_bytes, deq_flop_per_weight * tn * kt, 0.0)
     # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)

@@ -13,8 +13,8 @@ tables show the effect: 680 TFLOP/s at best for bf16 on H100 (989 dense peak), a
 The correction keeps the dense model's tiles, traffic and fitted phase coefficients and adds two
 physical parameters per kernel class (`MoeKernelFit`), keyed by the MMA dtype class (`f16`, `f8`) with
 `_wo` for weight-only kernels (`f16_wo`: MXFP4 weights dequantized to bf16 in the mainloop on Hopper; the
-dense model counts that dequantization as CUDA-core work, `dse.perf.gemm.DEQUANT_FLOP_PER_WEIGHT`, so
-`math_eff` is what is left: 0.71 with it, 0.61 when the fit had to absorb it, train MAPE 15.0% / 15.6%):
+dense model counts that dequantization as CUDA-core work, `dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`, so
+`math_eff` is what is left: 0.68 with it, 0.61 when the fit had to absorb it, train MAPE 15.0% / 15.6%):
 
 - `math_eff` (0..1]: the grouped kernel's Tensor-Core throughput as a fraction of the dense model's;
   the mainloop's math time is divided by it (memory-bound steps are unchanged);
@@ -103,10 +103,14 @@ def grouped_factors(
 
 
 def scale_math(tl: Timeline, factor: np.ndarray) -> Timeline:
-    """`tl` with the mainloop's math steps (and the Tensor / CUDA-core busy time) stretched by `factor`."""
+    """`tl` with the mainloop's math steps and the busy time of the module doing the MMAs (Tensor Cores,
+    or the CUDA cores of SIMT rows) stretched by `factor`. The CUDA cores' dequantization of weight-only
+    rows is not stretched: the grouped kernel's lower MMA throughput does not add dequantization work."""
     busy = tl.busy.copy()
-    for module in ("tensor", "cuda"):
-        busy[1, MODULE_INDEX[module]] *= factor
+    tensor, cuda = MODULE_INDEX["tensor"], MODULE_INDEX["cuda"]
+    simt = busy[1, tensor] <= 0.0
+    busy[1, tensor] *= factor
+    busy[1, cuda] *= np.where(simt, factor, 1.0)
     return replace(tl, main_math=tl.main_math * factor[None, :], busy=busy)
 
 

@@ -94,6 +94,7 @@ class Rates:
     smem_bw_per_sm_bytes_per_s: np.ndarray
     fp32_flop_per_s_per_sm: np.ndarray
     sfu_op_per_s_per_sm: np.ndarray
+    fp32_flop_per_clk: float  # per SM (the CUDA cores' issue slots: 2 x the FP32 lanes)
     l2_bytes: float
     smem_bytes_per_sm: float
     registers_per_sm: int
@@ -117,6 +118,7 @@ def rates_at(gpu: GpuSpec, sm_clock_hz: np.ndarray | float) -> Rates:
         smem_bw_per_sm_bytes_per_s=gpu.sm.smem_bytes_per_clk * f,
         fp32_flop_per_s_per_sm=gpu.sm.fp32_flop_per_clk * f,
         sfu_op_per_s_per_sm=gpu.sm.sfu_op_per_clk * f,
+        fp32_flop_per_clk=float(gpu.sm.fp32_flop_per_clk),
         l2_bytes=gpu.l2.l2_bytes,
         smem_bytes_per_sm=gpu.sm.smem_bytes,
         registers_per_sm=gpu.sm.registers,

@@ -156,6 +156,7 @@ class EvalContext:
     optimizer: str = "adamw"
     memory_format: str = "nchw"
     objective: str = "pretrain"
+    attention_kernel: str = "fa2"
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

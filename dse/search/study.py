@@ -285,6 +285,7 @@ class WorkloadConfig(_Strict):
     optimizer: Literal["adamw", "sgd"] = "adamw"
     memory_format: Literal["nchw", "nhwc"] = "nchw"  # vision models' layout
     objective: Literal["pretrain", "finetune"] = "pretrain"  # encoders' heads
+    attention_kernel: Literal["fa2", "fa3", "triton"] = "fa2"  # LLMs (dse.training.step.ATTENTION_KERNELS)
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)

@@ -2,8 +2,8 @@
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
 The study's workload keys `num_gpus`, `tp`, `pp`, `fsdp`, `micro_batch`, `global_batch` (default: micro x dp),
-`seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `memory_format` (vision) and
-`objective` (encoders) make the request; `gpu.*`
+`seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `attention_kernel` (LLMs),
+`memory_format` (vision) and `objective` (encoders) make the request; `gpu.*`
 paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
 """
 
@@ -25,6 +25,7 @@ TRAINING_KEYS: tuple[str, ...] = (
     "optimizer",
     "memory_format",
     "objective",
+    "attention_kernel",
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
@@ -66,6 +67,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         image_size=int(get("image_size")), precision=str(get("precision")), recompute=str(get("recompute")),
         optimizer=str(get("optimizer")), attention=str(get("attention")),
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
+        attention_kernel=str(get("attention_kernel")),
     )  # fmt: skip
     check_model_options(str(get("model")), request)
     raw = predict_training(str(get("model")), gpu, request, point).metrics()

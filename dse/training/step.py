@@ -50,6 +50,10 @@ from dse.workload.vision import MEMORY_FORMATS
 
 __all__ = [
     "ATTENTION_KERNELS",
+    "DEFAULT_ATTENTION_KERNEL",
+    "FA2_ON_HOPPER",
+    "HOPPER_CLASS_ARCHS",
+    "attention_scale_of",
     "StepParts",
     "TrainingCoeffs",
     "TrainingEstimate",
@@ -95,41 +99,50 @@ class TrainingCoeffs:
 ATTENTION_KERNELS: tuple[str, ...] = ("fa2", "fa3", "triton")
 DEFAULT_ATTENTION_KERNEL = "fa2"
 FA2_ON_HOPPER = 1.75
-_HOPPER_CLASS = ("hopper", "blackwell")  # FA3 / cuDNN fused attention run here
+HOPPER_CLASS_ARCHS: tuple[str, ...] = ("hopper", "blackwell")  # FA3 runs here; they share Hopper's ratios
 
 # Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per architecture
-# with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows:
-# Hopper from the H100 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3), Ampere from the
-# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2). Other architectures take Ampere's.
+# class with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows: Hopper
+# from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3), used for Blackwell
+# too; "ampere" from the A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100
+# BERT rows, used for every other architecture.
 TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.427, "ampere": 1.283}
 TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.652, "ampere": 1.766}
-DEFAULT_ARCH = "ampere"
 
 
-def attention_scale_of(gpu: GpuSpec, attention_kernel: str) -> float:
-    """The training attention kernel's time over the kernel model's on `gpu` (the table above)."""
-    arch = str(gpu.architecture).lower()
-    hopper_class = arch in _HOPPER_CLASS
+def training_arch_class(gpu: GpuSpec) -> str:
+    """The key of `gpu` in the fitted tables above: hopper (Hopper, Blackwell) or ampere (the others)."""
+    return "hopper" if str(gpu.architecture).lower() in HOPPER_CLASS_ARCHS else "ampere"
+
+
+def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "flash") -> float:
+    """The training attention kernel's time over the kernel model's on `gpu` (the table above); 1 for
+    eager attention (`attention`), whose GEMMs and softmax are no flash kernel."""
+    if attention_kernel not in ATTENTION_KERNELS:
+        raise ConfigError(
+            f"attention kernel '{attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}"
+        )
+    hopper_class = training_arch_class(gpu) == "hopper"
     if attention_kernel == "fa3" and not hopper_class:
         raise ConfigError(
-            f"attention kernel fa3 (FlashAttention-3 / cuDNN) runs on Hopper and later, not on {gpu.name} "
-            f"({arch}): choose fa2"
+            f"attention kernel fa3 (FlashAttention-3, or cuDNN's fused attention as fast) is priced on "
+            f"Hopper and later; on {gpu.name} ({gpu.architecture}) choose fa2"
         )
-    if attention_kernel == "triton":
-        return TRITON_ATTENTION_SCALE.get(arch, TRITON_ATTENTION_SCALE[DEFAULT_ARCH])
-    if attention_kernel == "fa2":
-        return FA2_ON_HOPPER if hopper_class else 1.0
-    if attention_kernel == "fa3":
+    if attention == "eager":
         return 1.0
-    raise ConfigError(f"attention kernel '{attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}")
+    if attention_kernel == "triton":
+        return TRITON_ATTENTION_SCALE[training_arch_class(gpu)]
+    return FA2_ON_HOPPER if attention_kernel == "fa2" and hopper_class else 1.0
 
 
-def default_training_coeffs(gpu: GpuSpec, attention_kernel: str = DEFAULT_ATTENTION_KERNEL) -> TrainingCoeffs:
-    """The shipped training ratios of `gpu`'s architecture (Ampere's kernel ratio for the others) with
-    `attention_kernel`'s attention ratio."""
-    arch = str(gpu.architecture).lower()
-    kernel = TRAINING_KERNEL_SCALE.get(arch, TRAINING_KERNEL_SCALE[DEFAULT_ARCH])
-    return TrainingCoeffs(kernel_scale=kernel, attention_scale=attention_scale_of(gpu, attention_kernel))
+def default_training_coeffs(
+    gpu: GpuSpec, attention_kernel: str = DEFAULT_ATTENTION_KERNEL, attention: str = "flash"
+) -> TrainingCoeffs:
+    """The shipped training ratios of `gpu`'s architecture class with `attention_kernel`'s attention ratio."""
+    return TrainingCoeffs(
+        kernel_scale=TRAINING_KERNEL_SCALE[training_arch_class(gpu)],
+        attention_scale=attention_scale_of(gpu, attention_kernel, attention),
+    )
 
 
 def _split_attention(graph: WorkloadGraph) -> tuple[WorkloadGraph, WorkloadGraph]:
@@ -163,6 +176,11 @@ class TrainingRequest:
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ConfigError(
                 f"attention_kernel '{self.attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}"
+            )
+        if self.attention == "eager" and self.attention_kernel != DEFAULT_ATTENTION_KERNEL:
+            raise ConfigError(
+                f"attention_kernel {self.attention_kernel}: a flash-attention implementation, but attention "
+                "is eager (GEMMs and a softmax)"
             )
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
@@ -382,7 +400,7 @@ def _estimate_step_at(
             f"{gpu.name} has no {parts.gemm_dtype} tensor cores (has {', '.join(sorted(rates))}): "
             "choose another --precision"
         )  # Volta: fp16 only
-    coeffs_t = train_coeffs or default_training_coeffs(gpu, req.attention_kernel)
+    coeffs_t = train_coeffs or default_training_coeffs(gpu, req.attention_kernel, req.attention)
     lay, m = req.layout, req.num_microbatches
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
     lat, en = _step_kernels(parts, gpu, req, point, coeffs, power_coeffs, coeffs_t, scale)

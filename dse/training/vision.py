@@ -27,10 +27,11 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 
 # Library kernels alone. The fitted ratios of `dse.training.step.default_training_coeffs` come from
 # transformer LLM rows and absorb what those frameworks add around the modelled kernels (NCCL sharing SMs
-# under FSDP, FlashAttention-2 on Hopper, unfused transformer elementwise kernels); a vision graph lists
-# every kernel eager PyTorch runs (convolution, batch norm, ReLU, add, cuDNN's NCHW transposes). With the
-# LLM ratios the sets that isolate the kernels were 16-40% slow: timm RTX 3090 (synthetic input) NCHW
-# and NHWC, Zeus V100 fp32 ResNet-50, MLPerf H100 ResNet-50; with unit ratios they are -12..+11% (bias).
+# under FSDP, unfused transformer elementwise kernels; and each attention implementation's own speed); a
+# vision graph lists every kernel eager PyTorch runs (convolution, batch norm, ReLU, add, cuDNN's NCHW
+# transposes). With the LLM ratios the sets that isolate the kernels were 16-40% slow: timm RTX 3090
+# (synthetic input) NCHW and NHWC, Zeus V100 fp32 ResNet-50, MLPerf H100 ResNet-50; with unit ratios they
+# are -12..+11% (bias).
 VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 

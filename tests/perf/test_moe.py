@@ -53,12 +53,16 @@ def test_weight_only_b_tiles_are_dequantized_on_the_cuda_cores_on_hopper(h100):
     # One row block per expert: every B element of every expert is dequantized exactly once (3072 and
     # 4096 divide every tile and K step, so there is no padding).
     decode = _expert(m=1, batch=32, b_dtype="fp4")
-    expected = gemm.DEQUANT_FLOP_PER_WEIGHT * decode.batch * decode.n * decode.k
+    per_weight = gemm.DEQUANT_SM_CYCLES_PER_WEIGHT * h100.sm.fp32_flop_per_clk
+    assert per_weight == pytest.approx(
+        7.0
+    )  # 1.5 INT32 ops at 64 lanes + 0.5 HMUL2 at 128, in fp32 FLOP slots
+    expected = per_weight * decode.batch * decode.n * decode.k
     assert _mainloop_cuda_flop(decode, h100, f) == pytest.approx(expected, rel=1e-9)
     assert _mainloop_cuda_flop(_expert(m=1, batch=32), h100, f) == 0.0  # bf16 weights: no dequantization
     # Each row block of a threadblock dequantizes its own copy of the B tile: 4096 rows need >= 16 blocks
     prefill = _expert(m=4096, batch=8, b_dtype="fp4")
-    once = gemm.DEQUANT_FLOP_PER_WEIGHT * prefill.batch * prefill.n * prefill.k
+    once = per_weight * prefill.batch * prefill.n * prefill.k
     assert _mainloop_cuda_flop(prefill, h100, f) >= 16 * once
 
 
@@ -71,6 +75,9 @@ def test_dequantization_costs_cuda_core_energy_on_hopper_only(h100):
     # otherwise the CUDA cores only convert the output tile in the epilogue
     assert cuda_j(w4, h100) > 10.0 * cuda_j(w16, h100)
     assert cuda_j(w4, h100) > 10.0 * cuda_j(w4, load_gpu("b200"))  # native fp4 MMAs: nothing to dequantize
+    # the A100 has half Hopper's FP32 issue slots per SM clock: the same cycles are half the FLOP
+    a100 = load_gpu("a100-sxm-80gb")
+    assert _mainloop_cuda_flop(w4, a100, 1.2e9) == pytest.approx(0.5 * _mainloop_cuda_flop(w4, h100, 1.2e9))
 
 
 def test_fp4_is_native_on_blackwell():

@@ -76,3 +76,16 @@ def test_a_training_option_the_model_lacks_is_an_error_not_a_duplicate_point(key
     cfg = study_from_dict(STUDY)
     with pytest.raises(ConfigError, match=key):
         evaluate_point({"sm_clock_mhz": 1200, key: value}, cfg.eval_context())
+
+
+def test_the_attention_kernel_is_a_study_key() -> None:
+    """`attention_kernel` in the workload (or the space) reaches the request: fa3 is faster than the
+    default fa2 on Hopper, as `dse predict --training --attention-kernel fa3` is."""
+    fa2 = evaluate_point({"fsdp": True}, study_from_dict(STUDY).eval_context())
+    study = {**STUDY, "workload": {**STUDY["workload"], "attention_kernel": "fa3"}}
+    fa3 = evaluate_point({"fsdp": True}, study_from_dict(study).eval_context())
+    assert fa3["step_time_s"] < fa2["step_time_s"]
+    searched = evaluate_point(
+        {"fsdp": True, "attention_kernel": "fa3"}, study_from_dict(STUDY).eval_context()
+    )
+    assert searched["step_time_s"] == pytest.approx(fa3["step_time_s"], rel=1e-12)

@@ -81,3 +81,23 @@ def test_fit_training_coeffs_recovers_the_ratios_with_held_attention_kernels() -
     kernel_scale, triton_scale = fit_training_coeffs(frame)
     assert kernel_scale == pytest.approx(1.3, rel=1e-9)
     assert triton_scale == pytest.approx(2.5, rel=1e-9)
+
+
+@needs_shared_data
+def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
+    """TRAINING_KERNEL_SCALE and TRITON_ATTENTION_SCALE are `fit_training_coeffs` of the shared LLM rows
+    predicted with unit ratios, per architecture class: a model change that moves the fit shows here."""
+    from dse.calibrate.validate.training import _gpu, fit_training_coeffs, validate_llm_training
+    from dse.training.step import (
+        TRAINING_KERNEL_SCALE,
+        TRITON_ATTENTION_SCALE,
+        TrainingCoeffs,
+        training_arch_class,
+    )
+
+    frame, _ = validate_llm_training(train_coeffs=TrainingCoeffs())
+    classes = frame["gpu"].map(lambda g: training_arch_class(_gpu(str(g))))
+    for cls in ("hopper", "ampere"):
+        kernel_scale, triton_scale = fit_training_coeffs(frame[classes == cls])
+        assert kernel_scale == pytest.approx(TRAINING_KERNEL_SCALE[cls], abs=1e-3)
+        assert triton_scale == pytest.approx(TRITON_ATTENTION_SCALE[cls], abs=1e-3)

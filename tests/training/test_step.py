@@ -179,6 +179,14 @@ def test_attention_kernels_order_and_scale_only_the_attention() -> None:
         attention_scale_of(a100, "fa3")
     with pytest.raises(ConfigError, match="attention_kernel"):
         TrainingRequest(micro_batch=1, global_batch=1, attention_kernel="fa4")
+    with pytest.raises(ConfigError, match="eager"):  # a flash implementation for eager attention
+        TrainingRequest(micro_batch=1, global_batch=1, attention="eager", attention_kernel="fa3")
+    assert attention_scale_of(h100, "fa2", attention="eager") == 1.0
+    # Blackwell takes Hopper's ratios (FA3 runs there; no Blackwell training rows to fit)
+    b200 = load_gpu("b200")
+    assert [attention_scale_of(b200, k) for k in ("fa3", "fa2", "triton")] == [
+        attention_scale_of(h100, k) for k in ("fa3", "fa2", "triton")
+    ]
 
     def step(kernel: str):
         req = TrainingRequest(micro_batch=1, global_batch=8, seq_len=8192, attention_kernel=kernel,
@@ -190,6 +198,15 @@ def test_attention_kernels_order_and_scale_only_the_attention() -> None:
 
     fa3, fa2, triton = step("fa3"), step("fa2"), step("triton")
     assert fa3.step_time_s < fa2.step_time_s < triton.step_time_s
+    on_b200 = [
+        predict_llm_training(
+            load_model_config("llama-3.1-8b"), b200,
+            TrainingRequest(micro_batch=1, global_batch=8, seq_len=8192, attention_kernel=k,
+                            layout=ParallelLayout(num_gpus=8, fsdp=True)),
+        ).step_time_s
+        for k in ("fa3", "fa2", "triton")
+    ]  # fmt: skip
+    assert on_b200[0] < on_b200[1] < on_b200[2]
     attn = {k: e.phase_time_s["attention_in_forward_backward"] for k, e in (("fa3", fa3), ("fa2", fa2))}
     assert attn["fa2"] == pytest.approx(FA2_ON_HOPPER * attn["fa3"], rel=1e-6)
     t3, t2 = fa3.phase_time_s, fa2.phase_time_s

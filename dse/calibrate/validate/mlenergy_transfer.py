@@ -16,9 +16,9 @@ costs tens of seconds per row). Precision: bf16 (the configs' dtype), mxfp4 expe
 files, have no length in the data or an estimate of ours), image and video tasks, Nemotron-H (Mamba).
 
 What the rows show (`dse validate serving`, source `mlenergy_transfer`):
-- H100: power 7.0% (bias +2%) and J/token 12.0% (bias -9%: TPOT is short, -8%). gpt-oss was the
+- H100: power 7.0% (bias +2%) and J/token 11.9% (bias -10%: TPOT is short, -9%). gpt-oss was the
   largest power miss (120b: -19% to -29%) until the dequantization of its MXFP4 experts on the CUDA cores
-  was counted (`dse.perf.gemm.DEQUANT_FLOP_PER_WEIGHT`): 120b within -6% to +5% now; 20b over-predicted
+  was counted (`dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`): 120b within -6% to +5% now; 20b over-predicted
   by 21-26% at 8-16 sequences, where its TPOT is 18% short (time the model does not see, at low power).
 - B200: vLLM 0.11.1 on Blackwell runs far below what the hardware allows in many rows: Qwen3-8B gpqa at
   8 sequences has a median ITL of 32 ms at 294 W (H100: 9.7 ms at 494 W) and Llama-3.1-8B goes from 9 ms

@@ -27,7 +27,13 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 from dse.training.llm import predict_llm_training
 from dse.training.parallel import ParallelLayout
-from dse.training.step import TrainingCoeffs, TrainingEstimate, TrainingRequest, attention_scale_of
+from dse.training.step import (
+    TrainingCoeffs,
+    TrainingEstimate,
+    TrainingRequest,
+    attention_scale_of,
+    training_arch_class,
+)
 
 __all__ = ["llm_row_request", "validate_llm_training", "validate_timm_training", "validate_training"]
 
@@ -134,8 +140,7 @@ def _attention_kernel(row: pd.Series) -> str:
     """The row's attention kernel (SOURCE_ATTENTION_KERNEL; FA2 elsewhere, and FA2 for the FA3-class
     stacks on GPUs older than Hopper)."""
     kernel = SOURCE_ATTENTION_KERNEL.get(str(row["source"]), "fa2")
-    arch = _gpu(str(row["gpu"])).architecture
-    return "fa2" if kernel == "fa3" and str(arch).lower() not in ("hopper", "blackwell") else kernel
+    return "fa2" if kernel == "fa3" and training_arch_class(_gpu(str(row["gpu"]))) != "hopper" else kernel
 
 
 def _components(est: TrainingEstimate) -> dict[str, float]:
@@ -149,10 +154,13 @@ def _components(est: TrainingEstimate) -> dict[str, float]:
 def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
     """(kernel_scale, Triton attention ratio): least relative squares of measured step time = a x kernel_s
     + r x attention_s + other_s over rows predicted with unit coefficients
-    (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one architecture: r is the Triton ratio
-    (fitted) on the rows whose `attention_kernel` is triton and `attention_scale_of` (held) on the others."""
+    (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one architecture class
+    (`training_arch_class`): r is the Triton ratio (fitted) on the rows whose `attention_kernel` is triton
+    and `attention_scale_of` (held) on the others."""
     meas = frame["step_time_s"].to_numpy()
     triton = (frame["attention_kernel"] == "triton").to_numpy()
+    if not triton.any():
+        raise ValueError("fit_training_coeffs: no row runs the triton kernel, whose ratio the fit needs")
     held = np.array(
         [attention_scale_of(_gpu(str(g)), str(k)) if k != "triton" else 0.0
          for g, k in zip(frame["gpu"], frame["attention_kernel"], strict=True)]
