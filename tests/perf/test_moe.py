@@ -60,6 +60,9 @@ def test_weight_only_b_tiles_are_dequantized_on_the_cuda_cores_on_hopper(h100):
     expected = per_weight * decode.batch * decode.n * decode.k
     assert _mainloop_cuda_flop(decode, h100, f) == pytest.approx(expected, rel=1e-9)
     assert _mainloop_cuda_flop(_expert(m=1, batch=32), h100, f) == 0.0  # bf16 weights: no dequantization
+    # a long-K, few-column GEMM runs stream-K (K split across threadblocks): still each weight once
+    long_k = GemmOp(name="w", m=1, n=256, k=32768, batch=1, b_shared=False, dtype="bf16", b_dtype="fp4")
+    assert _mainloop_cuda_flop(long_k, h100, f) == pytest.approx(per_weight * 256 * 32768, rel=1e-9)
     # Each row block of a threadblock dequantizes its own copy of the B tile: 4096 rows need >= 16 blocks
     prefill = _expert(m=4096, batch=8, b_dtype="fp4")
     once = per_weight * prefill.batch * prefill.n * prefill.k
