@@ -1,7 +1,7 @@
 """Joint power fit (`dse.calibrate.fit.power_joint`): both NVML variants, in-sample and leave-one-out.
 
     .venv/bin/python scripts/fit_power_joint.py                 # print the comparison, write nothing
-    .venv/bin/python scripts/fit_power_joint.py --out dse/perf/data  # write the shipped sets
+    .venv/bin/python scripts/fit_power_joint.py --out DIR      # write the refitted sets to DIR
 
 Rows: the shipped sets; the joint fit on A100 whole models + H200 kernels + the 30 ML.ENERGY H100 serving
 runs of `dse validate serving` + our H100 kernels and whole models, Hopper's capacitance ratio fitted (each
@@ -13,6 +13,11 @@ rows: in-sample where fitted). With --out it writes the "downweight" variant's s
 power_hopper.json (both generations), power_hopper-loo.json (Hopper energies of the A100-only fit) and
 power_ampere-loo.json (Ampere energies of the H200-only fit) and power_hopper-kernels.json (the joint fit
 without our H100 whole models), which `dse validate transfer` uses for its transfer rows.
+
+The shipped sets in dse/perf/data were written by this script under the earlier host queue (a fixed 15 us
+dispatch gap) and kept when the gap became SM cycles: their provenance's `host` and `host_note` say so and
+what a refit under the new gap gave. Run with `--out DIR` to compare; writing into dse/perf/data replaces
+them (and drops `host_note`).
 """
 
 from __future__ import annotations

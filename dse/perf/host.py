@@ -53,7 +53,8 @@ LAUNCH_MODES: tuple[str, ...] = ("eager", "graphs", "engine")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostCoeffs:
-    """Host costs of the launch queue (module docstring), seconds. `source` says where they come from."""
+    """Host costs of the launch queue (module docstring): seconds, and the dispatch gap in SM clock cycles.
+    `source` says where they come from."""
 
     step_s: float
     eager_gemm_s: float
@@ -77,10 +78,11 @@ class HostCoeffs:
 # sweep, the by-workload split of `dse.calibrate.fit.power_sets.a100_split`), then the dispatch gap
 # refitted in SM cycles with them held (`SHIPPED_FIT`): 13,000 cycles, 9.2 us at the A100's 1410 MHz, 6.6 us
 # at an H100's 1980 MHz. Wall-time MAPE 10.9% on the training workloads, 9.0% held out (a fixed 15 us gap:
-# 11.6% and 9.6%; no gap: 17.8% and 11.5%). On our H100 the BERT-large runs, whose kernel lists hold the
-# kernels the runs launch (389 of 393), leave 1.8-2.6 ms of wall time outside their kernels when GPU-bound:
-# 3-5 us per kernel, where 15 us gave them 6.9 ms. The eager costs describe that host (CUDA 12.4, HF
-# models: the GEMM cost carries the Python module calls around each nn.Linear) and are used for every GPU.
+# 11.6% and 9.6%; no gap: 17.8% and 11.5%). On our H100, BERT-large's list (389 ops) is the closest to its
+# runs (393 kernels at batch 1, 466-658 at larger batches by the profiler's count); its bf16 GPU-bound runs
+# leave 1.8-4.7 ms outside their kernels (3.4-8.7 us per measured kernel), where 15 us gave them ~6.9 ms.
+# The eager costs describe that host (CUDA 12.4, HF models: the GEMM cost carries the Python module calls
+# around each nn.Linear) and are used for every GPU.
 # step_s sits at the fit's 1 ms bound (`dse.calibrate.fit.host.STEP_MAX_S` says why). Graph and engine
 # costs are not fitted (no whole-run data of those modes here):
 # graph_launch_s is one cudaGraphLaunch of a few-hundred-kernel graph, engine_op_s one cudaLaunchKernel
@@ -171,8 +173,10 @@ def schedule(
     order = plan.order
     t = lat[order]
     c = op_host_s(plan, launch, host)[order]
-    clock = np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), lat.shape)[order]
-    g = host.kernel_gap_cycles / clock
+    clock_hz = np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), lat.shape)
+    if not np.all(np.isfinite(clock_hz) & (clock_hz > 0.0)):
+        raise ConfigError("the launch queue needs finite, positive SM clocks (sm_clock_hz)")
+    g = host.kernel_gap_cycles / clock_hz[order]  # the gap before each execution, at its kernel's clock
     if launch == "graphs" and c.size:
         # A graph launch costs no more than its first kernel's eager launch, and its kernels dispatch no
         # slower than a stream's: graphs are never slower than eager launches of the same kernels.

@@ -79,8 +79,16 @@ def test_dispatch_gap_is_gpu_cycles():
     # the previous one ends: 4 + 10 + 2 x (gap + 10)
     assert slow.wall_s == pytest.approx(4.0 + 10.0 + 2 * 11.0)
     assert fast.wall_s == pytest.approx(4.0 + 10.0 + 2 * 10.5)
-    mixed = schedule(lat, _ops("g", "e", "e"), "eager", host, np.array([2e3, 1e3, 2e3]))
-    assert mixed.wall_s == pytest.approx(4.0 + 10.0 + 11.0 + 10.5)
+    # each gap at its own kernel's clock (the previous kernel's would give 4 + 10 + 11 + 10.5)
+    mixed = schedule(lat, _ops("g", "e", "e"), "eager", host, np.array([1e3, 2e3, 2e3]))
+    assert mixed.wall_s == pytest.approx(4.0 + 10.0 + 10.5 + 10.5)
+    # in a CUDA graph the gap is at most graph_kernel_gap_s: 0.2 s here against 0.5 s of cycles
+    in_graph = dataclasses.replace(host, graph_kernel_gap_s=0.2)
+    q = schedule(np.array([10.0, 10.0]), _ops("g", "g"), "graphs", in_graph, 2e3)
+    assert q.wall_s == pytest.approx(1.0 + 0.5 + 10.0 + 0.2 + 10.0)  # step, graph launch, kernels and one gap
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="clock"):
+            schedule(lat, _ops("g", "e", "e"), "eager", host, bad)
 
 
 def test_layers_interleave_and_repeats_run_in_a_row():
@@ -117,10 +125,13 @@ times = st.lists(st.floats(1e-7, 5e-3), min_size=1, max_size=12)
 def test_queue_properties(lat, kinds, c, faster):
     ops = _ops(*kinds.draw(st.lists(st.sampled_from("ge"), min_size=len(lat), max_size=len(lat))))
     t = np.array(lat)
+    clocks = np.array(kinds.draw(st.lists(st.floats(3e8, 2e9), min_size=len(lat), max_size=len(lat))))
     host = dataclasses.replace(
         DEFAULT_HOST, step_s=c[0], eager_gemm_s=c[1], eager_other_s=c[2], kernel_gap_cycles=c[3] * CLOCK_HZ
     )
-    eager = schedule(t, ops, "eager", host, CLOCK_HZ)
+    eager = schedule(t, ops, "eager", host, clocks)
+    # a slower clock (at the same kernel times) never shortens the dispatch gaps, so never the wall time
+    assert schedule(t, ops, "eager", host, 0.5 * clocks).wall_s >= eager.wall_s - 1e-12
     # never below the GPU's own time, nor below the host's
     assert eager.wall_s >= t.sum() - 1e-12
     assert eager.wall_s >= eager.host_s + host.launch_latency_s + t[-1] - 1e-12
@@ -128,9 +139,9 @@ def test_queue_properties(lat, kinds, c, faster):
     quick = dataclasses.replace(
         host, step_s=faster * c[0], eager_gemm_s=faster * c[1], eager_other_s=faster * c[2]
     )
-    assert schedule(t, ops, "eager", quick, CLOCK_HZ).wall_s <= eager.wall_s + 1e-12
+    assert schedule(t, ops, "eager", quick, clocks).wall_s <= eager.wall_s + 1e-12
     # CUDA graphs are never slower than eager launches of the same kernels
-    assert schedule(t, ops, "graphs", host, CLOCK_HZ).wall_s <= eager.wall_s + 1e-12
+    assert schedule(t, ops, "graphs", host, clocks).wall_s <= eager.wall_s + 1e-12
     # waits and GPU time add up to the wall time
     assert eager.wait_s.sum() + t.sum() == pytest.approx(eager.wall_s, rel=1e-9, abs=1e-15)
 

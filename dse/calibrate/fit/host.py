@@ -72,14 +72,13 @@ def fit_host_coeffs(
     names: tuple[str, ...] = FITTED,
 ) -> tuple[HostCoeffs, float]:
     """Host costs `names` (default all of FITTED; the others kept from `base`) minimizing the wall-time
-    MAPE of `runs` against measured `latency_s`; (coeffs, mape).
-
-    Identical runs (same graph at a clock whose predicted kernel times coincide) are evaluated once.
-    """
+    MAPE of `runs` against measured `latency_s`; (coeffs, mape). ValueError for names outside FITTED."""
     import itertools
 
     from scipy.optimize import minimize
 
+    if not names or any(n not in FITTED for n in names):
+        raise ValueError(f"fit_host_coeffs: names {names!r} must be a non-empty subset of {FITTED}")
     measured = np.asarray(latency_s, dtype=float)
     idx = [FITTED.index(n) for n in names]
     unit = _UNIT[idx]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.calibrate.fit.host import fit_host_coeffs, with_costs
+from dse.calibrate.fit.host import SHIPPED_FIT, fit_host_coeffs, with_costs
 from dse.calibrate.fit.power import as_precision, fit_through_cap, kernel_table, mape
 from dse.calibrate.fit.power_sets import (
     H200_FAMILIES,
@@ -108,12 +108,21 @@ def test_host_fit_recovers_planted_host_costs():
     gpu = load_gpu("a100-pcie-40gb")
     rows = energaizer_frame("a100").head(12)
     runs = energaizer_runs(rows, gpu, None, row_estimator(roofline_estimator))
-    planted = with_costs(DEFAULT_HOST, np.array([0.5e-3, 30e-6, 12e-6, 5e-6]))
+    planted = with_costs(DEFAULT_HOST, np.array([0.5e-3, 30e-6, 12e-6, 3e3]))  # seconds; the gap in cycles
     measured = np.array([r.wall_s(planted) for r in runs])
     fitted, err = fit_host_coeffs(runs, measured)
     assert err < 0.01
     # host-bound runs pin the host costs; the GPU gap is only seen where the GPU is the bound
     assert fitted.eager_other_s == pytest.approx(planted.eager_other_s, rel=0.15)
+    # a subset (the shipped fit: the gap alone) recovers its planted value and keeps the others as given
+    gap = with_costs(planted, np.array([8e3]), names=SHIPPED_FIT)
+    measured_gap = np.array([r.wall_s(gap) for r in runs])
+    start = with_costs(gap, np.array([2e3]), names=SHIPPED_FIT)
+    gap_only, err_gap = fit_host_coeffs(runs, measured_gap, base=start, names=SHIPPED_FIT)
+    assert err_gap < 0.01 and gap_only.kernel_gap_cycles == pytest.approx(8e3, rel=0.1)
+    assert (gap_only.step_s, gap_only.eager_gemm_s) == (gap.step_s, gap.eager_gemm_s)
+    with pytest.raises(ValueError, match="names"):
+        fit_host_coeffs(runs, measured, names=("launch_s",))
 
 
 def test_fit_through_cap_recovers_coefficients_of_capped_kernels():
