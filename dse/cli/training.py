@@ -111,7 +111,13 @@ def run_training(
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} (dp {layout.dp}, tp {layout.tp}, "
         f"pp {layout.pp}{', fsdp' if layout.fsdp else ''}), {request.precision}, "
         f"recompute {request.recompute}"
-        + (f", attention {request.attention_kernel}" if est.kind == "llm" else "")
+        + (
+            ""
+            if est.kind != "llm"
+            else ", attention eager"
+            if request.attention == "eager"
+            else f", attention {request.attention_kernel}"
+        )
     )
     console.print(metrics_table(metrics, _ROWS, title))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")

@@ -126,7 +126,7 @@ def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "fl
     if attention_kernel == "fa3" and not hopper_class:
         raise ConfigError(
             f"attention kernel fa3 (FlashAttention-3, or cuDNN's fused attention as fast) is priced on "
-            f"Hopper and later; on {gpu.name} ({gpu.architecture}) choose fa2"
+            f"Hopper and later; on {gpu.name} ({gpu.architecture}) use the default fa2 (ratio 1 there)"
         )
     if attention == "eager":
         return 1.0

@@ -60,7 +60,7 @@ def test_training_flags_are_refused_outside_training(extra, named):
         ("llama-3.1-8b", ["--objective", "finetune"], "not an encoder"),
         ("resnet-50", ["--attention-kernel", "fa3"], "is a vision model"),
         ("llama-3.1-8b", ["--attention", "eager", "--attention-kernel", "triton"], "attention is eager"),
-        ("llama-3.1-8b", ["--gpu", "a100-sxm-80gb", "--attention-kernel", "fa3"], "choose fa2"),
+        ("llama-3.1-8b", ["--gpu", "a100-sxm-80gb", "--attention-kernel", "fa3"], "use the default fa2"),
     ],
 )
 def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extra, named):
