@@ -34,6 +34,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.dvfs import power_cap_w
 from dse.perf.power import gpu_power_terms
 from dse.perf.predict import predict_graph_totals
+from dse.perf.rates import arch_family
 from dse.perf.types import OperatingPoint
 from dse.training.memory import RECOMPUTE_MODES, MemoryEstimate
 from dse.training.optimizer import build_optimizer_graph
@@ -52,7 +53,6 @@ __all__ = [
     "ATTENTION_KERNELS",
     "DEFAULT_ATTENTION_KERNEL",
     "FA2_ON_HOPPER",
-    "HOPPER_CLASS_ARCHS",
     "attention_scale_of",
     "StepParts",
     "TrainingCoeffs",
@@ -99,20 +99,14 @@ class TrainingCoeffs:
 ATTENTION_KERNELS: tuple[str, ...] = ("fa2", "fa3", "triton")
 DEFAULT_ATTENTION_KERNEL = "fa2"
 FA2_ON_HOPPER = 1.75
-HOPPER_CLASS_ARCHS: tuple[str, ...] = ("hopper", "blackwell")  # FA3 runs here; they share Hopper's ratios
 
-# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per architecture
-# class with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows: Hopper
-# from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3), used for Blackwell
-# too; "ampere" from the A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100
-# BERT rows, used for every other architecture.
+# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per kernel-library
+# generation (`dse.perf.rates.arch_family`: hopper for Hopper and Blackwell, where FA3 runs; ampere for the
+# others), with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows: hopper
+# from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3); ampere from the
+# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows.
 TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.427, "ampere": 1.283}
 TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.652, "ampere": 1.766}
-
-
-def training_arch_class(gpu: GpuSpec) -> str:
-    """The key of `gpu` in the fitted tables above: hopper (Hopper, Blackwell) or ampere (the others)."""
-    return "hopper" if str(gpu.architecture).lower() in HOPPER_CLASS_ARCHS else "ampere"
 
 
 def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "flash") -> float:
@@ -122,7 +116,7 @@ def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "fl
         raise ConfigError(
             f"attention kernel '{attention_kernel}' is not one of {', '.join(ATTENTION_KERNELS)}"
         )
-    hopper_class = training_arch_class(gpu) == "hopper"
+    hopper_class = arch_family(gpu) == "hopper"
     if attention_kernel == "fa3" and not hopper_class:
         raise ConfigError(
             f"attention kernel fa3 (FlashAttention-3, or cuDNN's fused attention as fast) is priced on "
@@ -131,7 +125,7 @@ def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "fl
     if attention == "eager":
         return 1.0
     if attention_kernel == "triton":
-        return TRITON_ATTENTION_SCALE[training_arch_class(gpu)]
+        return TRITON_ATTENTION_SCALE[arch_family(gpu)]
     return FA2_ON_HOPPER if attention_kernel == "fa2" and hopper_class else 1.0
 
 
@@ -140,7 +134,7 @@ def default_training_coeffs(
 ) -> TrainingCoeffs:
     """The shipped training ratios of `gpu`'s architecture class with `attention_kernel`'s attention ratio."""
     return TrainingCoeffs(
-        kernel_scale=TRAINING_KERNEL_SCALE[training_arch_class(gpu)],
+        kernel_scale=TRAINING_KERNEL_SCALE[arch_family(gpu)],
         attention_scale=attention_scale_of(gpu, attention_kernel, attention),
     )
 

@@ -88,15 +88,15 @@ def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
     """TRAINING_KERNEL_SCALE and TRITON_ATTENTION_SCALE are `fit_training_coeffs` of the shared LLM rows
     predicted with unit ratios, per architecture class: a model change that moves the fit shows here."""
     from dse.calibrate.validate.training import _gpu, fit_training_coeffs, validate_llm_training
+    from dse.perf.rates import arch_family
     from dse.training.step import (
         TRAINING_KERNEL_SCALE,
         TRITON_ATTENTION_SCALE,
         TrainingCoeffs,
-        training_arch_class,
     )
 
     frame, _ = validate_llm_training(train_coeffs=TrainingCoeffs())
-    classes = frame["gpu"].map(lambda g: training_arch_class(_gpu(str(g))))
+    classes = frame["gpu"].map(lambda g: arch_family(_gpu(str(g))))
     for cls in ("hopper", "ampere"):
         kernel_scale, triton_scale = fit_training_coeffs(frame[classes == cls])
         assert kernel_scale == pytest.approx(TRAINING_KERNEL_SCALE[cls], abs=1e-3)

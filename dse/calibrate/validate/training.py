@@ -24,6 +24,7 @@ from dse.calibrate.validate.common import cached_arch
 from dse.errors import DseError
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
+from dse.perf.rates import arch_family
 from dse.perf.types import OperatingPoint
 from dse.training.llm import predict_llm_training
 from dse.training.parallel import ParallelLayout
@@ -32,7 +33,6 @@ from dse.training.step import (
     TrainingEstimate,
     TrainingRequest,
     attention_scale_of,
-    training_arch_class,
 )
 
 __all__ = ["llm_row_request", "validate_llm_training", "validate_timm_training", "validate_training"]
@@ -140,7 +140,7 @@ def _attention_kernel(row: pd.Series) -> str:
     """The row's attention kernel (SOURCE_ATTENTION_KERNEL; FA2 elsewhere, and FA2 for the FA3-class
     stacks on GPUs older than Hopper)."""
     kernel = SOURCE_ATTENTION_KERNEL.get(str(row["source"]), "fa2")
-    return "fa2" if kernel == "fa3" and training_arch_class(_gpu(str(row["gpu"]))) != "hopper" else kernel
+    return "fa2" if kernel == "fa3" and arch_family(_gpu(str(row["gpu"]))) != "hopper" else kernel
 
 
 def _components(est: TrainingEstimate) -> dict[str, float]:
@@ -155,7 +155,7 @@ def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
     """(kernel_scale, Triton attention ratio): least relative squares of measured step time = a x kernel_s
     + r x attention_s + other_s over rows predicted with unit coefficients
     (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one architecture class
-    (`training_arch_class`): r is the Triton ratio (fitted) on the rows whose `attention_kernel` is triton
+    (`arch_family`): r is the Triton ratio (fitted) on the rows whose `attention_kernel` is triton
     and `attention_scale_of` (held) on the others."""
     meas = frame["step_time_s"].to_numpy()
     triton = (frame["attention_kernel"] == "triton").to_numpy()
