@@ -3,8 +3,8 @@
 Kernel configuration (PyTorch's vectorized elementwise kernels): 128 threads per threadblock, each thread
 handles 4 vectors of 16 bytes of the widest input, so small tensors run few threadblocks and cannot reach
 full bandwidth (the Little's-law limit and the memory latency of `pipeline.streaming_timeline` form the
-launch / ramp floor). Every input is read once and the output written once; FLOP and SFU ops per element
-come from `dse.workload.ops.ELEMENTWISE_KINDS`.
+launch / ramp floor). Every input is read once and the output (if the kind has one) written once; FLOP
+and SFU ops per element come from `dse.workload.ops.ELEMENTWISE_KINDS`.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ def elementwise_arrays(
     num = kind.shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
     n_el, in_b, out_b, f = bc(num_elements), bc(in_bytes), bc(out_bytes), bc(sm_clock_hz)
-    table = np.array([ELEMENTWISE_KINDS[k] for k in KINDS], dtype=float)  # flop, sfu, inputs
-    flop_el, sfu_el, n_in = table[kind, 0], table[kind, 1], table[kind, 2]
+    table = np.array([ELEMENTWISE_KINDS[k] for k in KINDS], dtype=float)  # flop, sfu, inputs, outputs
+    flop_el, sfu_el, n_in, n_out = table[kind, 0], table[kind, 1], table[kind, 2], table[kind, 3]
     rates = rates_at(gpu, f)
 
     per_thread = _VECTORS_PER_THREAD * _VECTOR_BYTES / np.maximum(in_b, out_b)
     per_cta = _THREADS * per_thread
     grid = np.ceil(n_el / per_cta)
     elems = n_el / grid
-    bytes_cta = elems * (n_in * in_b + out_b)
+    bytes_cta = elems * (n_in * in_b + n_out * out_b)
     conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
     tl = streaming_timeline(
         **machine_rates(rates),

@@ -1,12 +1,12 @@
 """Training steps of vision models (`dse.workload.vision`): data parallel only (DDP or FSDP).
 
 Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
-attention outputs), as eager PyTorch autograd keeps them, but for in-place ops, which write into their
-input's storage (torchvision's and timm's `ReLU(inplace=True)`, whose gradient needs only its output, and
-ResNet's residual `out += identity`), and cuDNN's NCHW layout transposes (temporaries freed after each
-convolution); `full` recomputation keeps only the graph's input plus the largest op output. Throughput
-is images per second. `TrainingRequest.memory_format` picks NCHW (PyTorch's default: cuDNN's layout
-transposes around tensor-core convolutions) or NHWC.
+attention outputs; batch norm's statistics pass has none), as eager PyTorch autograd keeps them, but for
+in-place ops, which write into their input's storage (torchvision's and timm's `ReLU(inplace=True)`, whose
+gradient needs only its output, and ResNet's residual `out += identity`), and cuDNN's NCHW layout transposes
+(temporaries freed after each convolution); `full` recomputation keeps only the graph's input plus the
+largest op output. Throughput is images per second. `TrainingRequest.memory_format` picks NCHW (PyTorch's
+default: cuDNN's layout transposes around tensor-core convolutions) or NHWC.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 # vision graph lists every kernel eager PyTorch runs (convolution, batch norm, ReLU, add, cuDNN's NCHW
 # transposes). With the LLM ratios the sets that isolate the kernels were 16-40% slow: timm RTX 3090
 # (synthetic input) NCHW and NHWC, Zeus V100 fp32 ResNet-50, MLPerf H100 ResNet-50; with unit ratios they
-# are -12..+11% (bias).
+# are -15..+8% (bias; -12..+11% before batch norm's second pass).
 VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 
@@ -44,7 +44,7 @@ def _kept(op: Op, in_place_residual: bool) -> bool:
     """Whether autograd keeps a tensor of its own for `op`'s output (module docstring)."""
     if isinstance(op, ElementwiseOp):
         in_place = op.kind == "relu" or (in_place_residual and op.name.endswith("/residual_add"))
-        return not (in_place or op.name.endswith(LAYOUT_SUFFIX))
+        return op.num_outputs > 0 and not (in_place or op.name.endswith(LAYOUT_SUFFIX))
     return True
 
 
@@ -75,7 +75,7 @@ def predict_vision_training(
         raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
     forward, params = build_vision_graph(
         model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision,
-        memory_format=req.memory_format,
+        memory_format=req.memory_format, training=True,
     )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")

@@ -13,7 +13,9 @@ Rules, per forward op (DESIGN.md section 14):
   benchmark figures: ~73% of peak forward, ~63% backward), so its time is about 3x the forward's: the
   backward is the forward op repeated `ATTENTION_BWD_PASSES` times.
 - Norms: the backward reads x and dy, writes dx and reduces the affine weight's gradient: twice the
-  forward (its op repeated twice). Softmax backward streams y and dy into dx (a two-input elementwise op).
+  forward (its op repeated twice). Training batch norm's two passes (`bn_stats`, `bn_apply`) have a
+  reduction over x and dy and a pass writing dx from them. Softmax backward streams y and dy into dx (a
+  two-input elementwise op).
 - Elementwise: activations read their input(s) and dy and write dx (`act_mul`-shaped ops; a gated
   activation writes two gradients); the residual add's gradient accumulation is one add; an embedding
   gather becomes a scatter-add of the same size; casts and scales mirror themselves.
@@ -60,6 +62,9 @@ _ACT_GRAD_KIND = {
     "silu_mul": "silu_mul",
     "gelu_mul": "gelu_mul",
 }
+# Training batch norm (`dse.workload.vision`): the statistics pass's gradient is the reduction over x and
+# dy, the normalize pass's the pass writing dx from x and dy.
+_BN_GRAD_KIND = {"bn_stats": "bn_bwd_reduce", "bn_apply": "bn_bwd_apply"}
 
 
 def _tokens(graph: WorkloadGraph) -> int:
@@ -121,7 +126,9 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     kind = op.kind
     if op.name.endswith(LAYOUT_SUFFIX):
         return [dataclasses.replace(op, name=name, count=op.count * 2)]
-    if kind in _ACT_GRAD_KIND:
+    if kind in _BN_GRAD_KIND:
+        kind = _BN_GRAD_KIND[kind]
+    elif kind in _ACT_GRAD_KIND:
         # gated activations write d(gate) and d(up): twice the elements
         n = n * 2 if kind.endswith("_mul") else n
         kind = _ACT_GRAD_KIND[kind]

@@ -27,27 +27,34 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "fp4": 0.5,
 }
 
-# Elementwise kinds: CUDA-core FLOP and SFU (transcendental) ops per output element, and input count.
+# Elementwise kinds: CUDA-core FLOP and SFU (transcendental) ops per element, input and output counts.
 # Counts are per element of the canonical implementation (e.g. tanh-GELU: ~8 FMA-class ops + 1 tanh).
-ELEMENTWISE_KINDS: dict[str, tuple[float, float, int]] = {
-    # kind: (flop_per_element, sfu_op_per_element, num_inputs)
-    "add": (1.0, 0.0, 2),
-    "mul": (1.0, 0.0, 2),
-    "scale": (1.0, 0.0, 1),  # tensor x scalar or tensor + scalar
-    "cast": (0.0, 0.0, 1),
-    "copy": (0.0, 0.0, 1),
-    "relu": (1.0, 0.0, 1),
-    "gelu": (8.0, 1.0, 1),  # tanh approximation
-    "silu": (4.0, 1.0, 1),  # x * sigmoid(x): exp on the SFU
-    "silu_mul": (5.0, 1.0, 2),  # gated MLP: silu(gate) * up, fused
-    "gelu_mul": (9.0, 1.0, 2),
-    "tanh": (1.0, 1.0, 1),
-    "rotary": (6.0, 0.0, 1),  # q/k rotation with cached cos/sin (the tables' reads count as one input)
-    "exp": (1.0, 1.0, 1),
+ELEMENTWISE_KINDS: dict[str, tuple[float, float, int, int]] = {
+    # kind: (flop_per_element, sfu_op_per_element, num_inputs, num_outputs)
+    "add": (1.0, 0.0, 2, 1),
+    "mul": (1.0, 0.0, 2, 1),
+    "scale": (1.0, 0.0, 1, 1),  # tensor x scalar or tensor + scalar
+    "cast": (0.0, 0.0, 1, 1),
+    "copy": (0.0, 0.0, 1, 1),
+    "relu": (1.0, 0.0, 1, 1),
+    "gelu": (8.0, 1.0, 1, 1),  # tanh approximation
+    "silu": (4.0, 1.0, 1, 1),  # x * sigmoid(x): exp on the SFU
+    "silu_mul": (5.0, 1.0, 2, 1),  # gated MLP: silu(gate) * up, fused
+    "gelu_mul": (9.0, 1.0, 2, 1),
+    "tanh": (1.0, 1.0, 1, 1),
+    "rotary": (6.0, 0.0, 1, 1),  # q/k rotation with cached cos/sin (the tables' reads count as one input)
+    "exp": (1.0, 1.0, 1, 1),
     # Depthwise convolutions (one R x S filter per channel, over the outputs): 2 R S FLOP per output and
     # far too little reuse for the tensor cores, so cuDNN runs them as memory-bound CUDA-core kernels.
-    "depthwise3x3": (18.0, 0.0, 1),
-    "depthwise5x5": (50.0, 0.0, 1),
+    "depthwise3x3": (18.0, 0.0, 1, 1),
+    "depthwise5x5": (50.0, 0.0, 1, 1),
+    # Training-mode batch norm (`dse.workload.vision`): a statistics pass that only reads (per-channel sums
+    # over N x H x W, written as a few numbers per channel), a normalize pass (x - mean) * invstd * w + b;
+    # backward a reduction over x and dy, then dx from x and dy.
+    "bn_stats": (2.0, 0.0, 1, 0),
+    "bn_apply": (2.0, 0.0, 1, 1),
+    "bn_bwd_reduce": (3.0, 0.0, 2, 0),
+    "bn_bwd_apply": (4.0, 0.0, 2, 1),
 }
 
 
@@ -267,6 +274,11 @@ class ElementwiseOp:
         return ELEMENTWISE_KINDS[self.kind][2]
 
     @property
+    def num_outputs(self) -> int:
+        """1, or 0 for a reduction pass whose per-channel results are negligible traffic."""
+        return ELEMENTWISE_KINDS[self.kind][3]
+
+    @property
     def flop(self) -> float:
         return ELEMENTWISE_KINDS[self.kind][0] * self.num_elements
 
@@ -276,7 +288,7 @@ class ElementwiseOp:
 
     @property
     def min_dram_bytes(self) -> float:
-        out_b = BYTES_PER_ELEMENT[self.out_dtype or self.dtype]
+        out_b = BYTES_PER_ELEMENT[self.out_dtype or self.dtype] * self.num_outputs
         return self.num_elements * (self.num_inputs * BYTES_PER_ELEMENT[self.dtype] + out_b)
 
 

@@ -5,9 +5,19 @@
 Convolutions are implicit GEMMs (DESIGN.md section 3): `[N*P*Q, C*R*S] x [C*R*S, K]` as a `GemmOp` with a
 shared weight, so the GEMM estimator and its corrections price them. NOTE(dse): convolutions have no
 fitted corrections of their own yet (cuDNN's implicit-GEMM kernels pay for the im2col gather the GEMM
-model does not see). Batch norm (inference: folded; training: statistics + normalize) is a `NormOp` over
-`[N*P*Q, K]`, ReLU and residual adds are elementwise, pooling is a streaming copy of its output. ViT is a
-pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
+model does not see). ReLU and residual adds are elementwise, pooling is a streaming copy of its output. ViT
+is a pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
+
+Batch norm over `[N*P*Q, K]` (K channels). Inference (running statistics, as eager PyTorch runs it
+unfolded): one normalize pass, a `NormOp` (read once, written once). Training (`training=True`): the
+statistics are reduced over all N*P*Q positions of each channel before any output can be normalized, and a
+training activation (megabytes per channel, far over the chip's SRAM) cannot stay on chip between the two,
+so the forward is a read-only statistics pass (`bn_stats`) and a normalize pass (`bn_apply`), and the
+backward a reduction over x and dy and a pass writing dx: 2 reads + 1 write forward, 4 reads + 1 write
+backward (PyTorch's `batch_norm_collect_statistics` / `batch_norm_transform_input` and
+`batch_norm_backward_reduce` / `batch_norm_backward_elemt` kernels, aten/src/ATen/native/cuda/
+Normalization.cuh; cuDNN's non-fused spatial batch norm makes the same passes). Pricing the training norm
+as a one-pass row norm under-counted that traffic by a third forward and a fifth backward.
 
 Memory format. cuDNN's tensor-core convolution kernels (fp16, bf16, TF32, fp8) work on NHWC; given NCHW
 tensors (PyTorch's default layout) it transposes the input into NHWC and the output back around every
@@ -124,9 +134,12 @@ def load_vision_model(name: str) -> VisionModel:
 
 
 class _Builder:
-    def __init__(self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, transpose: bool) -> None:
+    def __init__(
+        self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, transpose: bool, training: bool
+    ) -> None:
         self.m, self.n, self.dtype, self.act = model, batch, dtype, act
         self.transpose = transpose  # NCHW tensors around tensor-core convolutions (module docstring)
+        self.training = training  # batch norm from batch statistics (module docstring)
         self.ops: list[Op] = []
         self.params = 0
 
@@ -140,9 +153,17 @@ class _Builder:
             self.ew(f"{name}_out{LAYOUT_SUFFIX}", "copy", rows * k)
         self.params += c * r * r * k
         if bn:
-            self.ops.append(NormOp(name=f"{name}_bn", rows=rows, cols=k, kind="layernorm", dtype=self.act))
-            self.params += 2 * k
+            self.bn(f"{name}_bn", rows, k)
         return out
+
+    def bn(self, name: str, rows: int, channels: int) -> None:
+        """Batch norm over `rows` positions of `channels` (module docstring)."""
+        if self.training:
+            self.ew(f"{name}_stats", "bn_stats", rows * channels)
+            self.ew(name, "bn_apply", rows * channels)
+        else:
+            self.ops.append(NormOp(name=name, rows=rows, cols=channels, kind="layernorm", dtype=self.act))
+        self.params += 2 * channels
 
     def ew(self, name: str, kind: str, elements: int) -> None:
         self.ops.append(ElementwiseOp(name=name, kind=kind, num_elements=elements, dtype=self.act))
@@ -157,9 +178,9 @@ class _Builder:
         rows = self.n * out * out
         # reads the input (n hw^2 c) once and writes the output (rows c) once: module docstring
         self.ew(name, f"depthwise{r}x{r}", -(-(self.n * hw * hw + rows) * c // 2))
-        self.ops.append(NormOp(name=f"{name}_bn", rows=rows, cols=c, kind="layernorm", dtype=self.act))
+        self.bn(f"{name}_bn", rows, c)
         self.ew(f"{name}_act", act, rows * c)
-        self.params += c * r * r + 2 * c
+        self.params += c * r * r
         return out
 
     def squeeze_excite(self, name: str, c: int, squeeze: int, hw: int) -> None:
@@ -341,16 +362,18 @@ def build_vision_graph(
     image_size: int = 224,
     precision: str = "fp16",
     memory_format: str = "nhwc",
+    training: bool = False,
 ) -> tuple[WorkloadGraph, int]:
     """(forward graph of `batch` images, parameter count). Precision: GEMM dtype; activations in fp32
     for fp32/tf32, else in `precision` (bf16 activations under fp8). `memory_format` nchw (PyTorch's
-    default) or nhwc (channels_last): NCHW tensor-core convolutions pay cuDNN's layout transposes."""
+    default) or nhwc (channels_last): NCHW tensor-core convolutions pay cuDNN's layout transposes.
+    `training`: the forward of a training step (batch norm from batch statistics, two passes)."""
     if memory_format not in MEMORY_FORMATS:
         raise ConfigError(f"memory format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
     _check_image_size(model, image_size)
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
-    b = _Builder(model, batch, dtype, act, memory_format == "nchw" and precision != "fp32")
+    b = _Builder(model, batch, dtype, act, memory_format == "nchw" and precision != "fp32", training)
     if model.family == "resnet":
         b.resnet(image_size)
     elif model.family == "vgg":
@@ -359,9 +382,9 @@ def build_vision_graph(
         b.mobile(image_size)
     else:
         b.vit(image_size)
-    meta = {
+    meta: dict[str, object] = {
         "model": model.name,
-        "phase": "forward",
+        "phase": "train_forward" if training else "forward",
         "batch": batch,
         "image_size": image_size,
         "num_tokens": batch,

@@ -197,3 +197,29 @@ def test_residual_adds_are_kept_unless_torchvision_writes_them_in_place(model: s
     assert adds, "the model has residual adds"
     in_place = vm.family in IN_PLACE_RESIDUAL_FAMILIES
     assert all(_kept(op, in_place) == kept for op in adds)
+
+
+def test_training_batch_norm_reads_its_input_twice_forward_and_four_times_backward() -> None:
+    """Batch statistics need the whole channel before any output (module docstring of dse.workload.vision):
+    forward 2 reads + 1 write of the activation, backward 4 reads + 1 write; inference one read, one write."""
+    from dse.workload.backward import build_backward_graph
+    from dse.workload.ops import NormOp
+
+    vm = load_vision_model("resnet-18")
+    infer, _ = build_vision_graph(vm, batch=2, precision="fp16")
+    train, params = build_vision_graph(vm, batch=2, precision="fp16", training=True)
+    assert params == build_vision_graph(vm, batch=2, precision="fp16")[1]
+    stem = next(op for op in infer.ops if op.name.endswith("stem/conv_bn"))
+    assert isinstance(stem, NormOp)
+    act_bytes = 2 * 112 * 112 * 64 * 2  # 2 images, 64 channels at 112 x 112, fp16
+    assert stem.rows * stem.cols * 2 == act_bytes
+    fwd = [op for op in train.ops if op.name.startswith(stem.name)]
+    assert [op.kind for op in fwd] == ["bn_stats", "bn_apply"]
+    assert sum(op.min_dram_bytes for op in fwd) == 3 * act_bytes
+    bwd = [op for op in build_backward_graph(train).ops if op.name.startswith(stem.name)]
+    assert sorted(op.kind for op in bwd) == ["bn_bwd_apply", "bn_bwd_reduce"]
+    assert sum(op.min_dram_bytes for op in bwd) == 5 * act_bytes
+    # the same number of batch norms either way
+    assert sum(isinstance(op, NormOp) for op in infer.ops) == sum(
+        getattr(op, "kind", "") == "bn_apply" for op in train.ops
+    )
