@@ -265,8 +265,8 @@ class _Engine:
             return True
         return self._reserved_blocks(extra=r) <= self.cfg.kv_blocks
 
-    def _prompts(self, budget: int) -> list[tuple[int, int]]:
-        """(request, chunk tokens) of this step: running prompts first, then admissions."""
+    def _prompts(self, budget: int, admit: bool = True) -> list[tuple[int, int]]:
+        """(request, chunk tokens) of this step: running prompts first, then (if `admit`) admissions."""
         chunks: list[tuple[int, int]] = []
         used = 0
         for r in [r for r in self.running if self.computed[r] < self.prompt_len[r]]:
@@ -275,7 +275,7 @@ class _Engine:
                 break
             chunks.append((r, take))
             used += take
-        while self.waiting and len(self.running) < self.cfg.max_num_seqs and used < budget:
+        while admit and self.waiting and len(self.running) < self.cfg.max_num_seqs and used < budget:
             r = self.waiting[0]
             take = self._chunk(r, budget - used, used)
             if take <= 0 or not self._admissible(r) or not self._grow(r, take):
@@ -286,13 +286,26 @@ class _Engine:
             used += take
         return chunks
 
-    def step(self) -> None:
+    def _schedule(self, admit: bool = True) -> tuple[list[int], list[tuple[int, int]]]:
+        """(decoding requests, prompt chunks) of the next step."""
         if self.cfg.mixed_prefill:
             decodes = self._decodes()
-            chunks = self._prompts(self.cfg.max_batched_tokens - len(decodes))
-        else:
-            chunks = self._prompts(self.cfg.max_batched_tokens)
-            decodes = [] if chunks else self._decodes()
+            return decodes, self._prompts(self.cfg.max_batched_tokens - len(decodes), admit)
+        chunks = self._prompts(self.cfg.max_batched_tokens, admit)
+        return ([] if chunks else self._decodes()), chunks
+
+    def step(self) -> None:
+        decodes, chunks = self._schedule()
+        # Chunked prompts in flight can hold the whole pool with none able to grow and nothing decoding (or
+        # the decodes' own preemptions freed blocks only after the prompts were scheduled): as vLLM does,
+        # preempt the most recently admitted running request (recompute) and schedule again without
+        # admissions (vLLM admits none in a step that preempted), so the oldest prompt progresses.
+        tries = len(self.running) + 1
+        while not decodes and not chunks and self.running and tries:
+            tries -= 1
+            if len(self.running) > 1:
+                self._preempt_last()
+            decodes, chunks = self._schedule(admit=False)
         if not decodes and not chunks:
             raise ConfigError(
                 "a request cannot be scheduled: its prompt needs more KV-cache blocks than the pool holds"

@@ -325,3 +325,21 @@ def test_stretches_match_step_by_step_in_both_scheduling_modes(
     slow = simulate(req, cfg, context_heavy, idle_power_w=IDLE_W)
     np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9, atol=1e-12)
+
+
+def test_chunked_prompts_that_fill_the_pool_preempt_instead_of_stalling() -> None:
+    """A case hypothesis found: chunked prompts in flight held every block with none able to grow and nothing
+    decoding; the scheduler raised 'cannot be scheduled' although each request fits the pool alone. vLLM
+    preempts the most recently admitted request (recompute) and goes on."""
+    n, seed = 25, 32967
+    inp, out = lengths(n, seed, mean_in=48, mean_out=24)
+    assert int((inp + out).max()) <= 159  # every request fits the pool on its own
+    cfg = SchedulerConfig(
+        max_num_seqs=13, max_batched_tokens=76, kv_blocks=159, block_size_tokens=1, chunked_prefill=True
+    )
+    arrivals = np.sort(np.random.default_rng(seed).uniform(0, 2.0, n))
+    sim = simulate(
+        Requests(input_tokens=inp, output_tokens=out, arrival_s=arrivals), cfg, cost, idle_power_w=IDLE_W
+    )
+    check_invariants(sim)
+    assert np.all(np.isfinite(sim.finish_s)) and sim.preemptions > 0
