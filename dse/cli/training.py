@@ -61,6 +61,7 @@ _ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("energy_per_sample_j", "energy per sample (J)", 1.0, ".4g"),
     ("avg_power_w", "power per GPU (W)", 1.0, ".0f"),
     ("total_power_w", "power, all GPUs (W)", 1.0, ",.0f"),
+    ("effective_clock_mhz", "SM clock (MHz, busy-time mean)", 1.0, ".0f"),
     ("memory_bytes", "memory per GPU (GiB)", 2.0**-30, ".1f"),
 )
 

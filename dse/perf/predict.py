@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -399,6 +399,15 @@ def _assemble(
     )
 
 
+class GraphTotals(NamedTuple):
+    """Per graph: kernel time (s), energy (J) and kernel time x SM clock (Hz s; divided by the time, the
+    time-weighted clock the kernels ran at)."""
+
+    latency_s: np.ndarray
+    energy_j: np.ndarray
+    clock_hz_s: np.ndarray
+
+
 def predict_graph_totals(
     graphs: Sequence[WorkloadGraph],
     gpu: GpuSpec,
@@ -410,9 +419,9 @@ def predict_graph_totals(
     runs: Sequence[float] | None = None,
     cap_rule: CapRule = "pass",
     idle_share: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(latency_s, energy_j) of each graph, as `predict_graph` gives them without host gaps, in one
-    vectorized pass over all their ops (tested equal to the graphs predicted one by one).
+) -> GraphTotals:
+    """(latency_s, energy_j, clock_hz_s) of each graph, as `predict_graph` gives them without host gaps, in
+    one vectorized pass over all their ops (tested equal to the graphs predicted one by one).
 
     The power cap holds the mean power of a pass (`dse.perf.pass_cap`): by default each graph is its own
     pass; `passes` groups graphs (indices, each graph in one group) that run as one, `runs[i]` times graph i
@@ -426,7 +435,7 @@ def predict_graph_totals(
     groups, weight = pass_groups(passes, runs, len(graphs), cap_rule)
     sizes = np.array([len(g.ops) for g in graphs])
     if not sizes.sum():
-        return np.zeros(len(graphs)), np.zeros(len(graphs))
+        return GraphTotals(np.zeros(len(graphs)), np.zeros(len(graphs)), np.zeros(len(graphs)))
     if cap_rule == "kernel":  # clocks per kernel: one group evaluates each distinct kernel once
         groups = [list(range(len(graphs)))]
     distinct, where, counts = distinct_ops(graphs)
@@ -447,16 +456,18 @@ def predict_graph_totals(
 
     with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
         out = pass_capped_rows(distinct, members, gpu, point, coeffs, pc, terms, pass_energy, rule=cap_rule)
-    latency_s, energy_j = np.zeros(len(graphs)), np.zeros(len(graphs))
+    latency_s, energy_j, clock_hz_s = np.zeros(len(graphs)), np.zeros(len(graphs)), np.zeros(len(graphs))
     for p, group in enumerate(groups):
         lat, power_w = out.rows[p]["latency_s"], out.power[p]["total"]
+        clock_hz = out.rows[p]["sm_clock_hz"]
         _check_finite([distinct[j] for j in members[p].tolist()], lat, power_w, gpu)
         pos = np.searchsorted(members[p], np.concatenate([where[i] for i in group]))
         row_s = np.concatenate([counts[i] for i in group]) * lat[pos]
         graph_of = np.repeat(group, [where[i].size for i in group])
         latency_s += np.bincount(graph_of, weights=row_s, minlength=len(graphs))
         energy_j += np.bincount(graph_of, weights=row_s * power_w[pos], minlength=len(graphs))
-    return latency_s, energy_j
+        clock_hz_s += np.bincount(graph_of, weights=row_s * clock_hz[pos], minlength=len(graphs))
+    return GraphTotals(latency_s, energy_j, clock_hz_s)
 
 
 def _check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:

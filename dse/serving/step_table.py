@@ -108,7 +108,7 @@ class StepTable:
             if self.d_grid[a] or self.p_grid[b]
         ]
         graphs = [self._graph(*key) for key in keys]
-        latency_s, energy_j = predict_graph_totals(
+        latency_s, energy_j, _ = predict_graph_totals(
             graphs, self.gpu, self.point, self.coeffs, self.power_coeffs, cap_rule="kernel"
         )
         if not self.par.is_single:

@@ -33,7 +33,7 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.dvfs import power_cap_w
 from dse.perf.power import gpu_power_terms
-from dse.perf.predict import predict_graph_totals
+from dse.perf.predict import GraphTotals, predict_graph_totals
 from dse.perf.rates import arch_family
 from dse.perf.types import OperatingPoint
 from dse.training.memory import RECOMPUTE_MODES, MemoryEstimate
@@ -45,6 +45,7 @@ from dse.training.parallel import (
     link_energy_j,
     p2p_time_s,
 )
+from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp
 from dse.workload.vision import MEMORY_FORMATS
@@ -238,6 +239,8 @@ class TrainingEstimate:
     phase_time_s: dict[str, float]
     phase_energy_j: dict[str, float]  # per GPU
     link_energy_j: float = 0.0  # per GPU: the links' wire energy (in `phase_energy_j["communication"]`)
+    effective_clock_hz: float = 0.0  # the kernels' busy-time-weighted SM clock (under the power cap)
+    requested_clock_hz: float = 0.0  # --clock-mhz, or the GPU's boost clock
 
     @property
     def feasible(self) -> bool:
@@ -269,6 +272,9 @@ class TrainingEstimate:
             "total_power_w": self.avg_power_w * n,
             "memory_bytes": self.memory.total_bytes,
             "memory_by_part_bytes": self.memory.to_dict(),
+            "effective_clock_hz": self.effective_clock_hz,
+            "effective_clock_mhz": self.effective_clock_hz / MHZ,
+            "requested_clock_hz": self.requested_clock_hz,
             "feasible": self.feasible,
             "infeasible_reason": self.memory.reason(),
         }
@@ -359,11 +365,12 @@ def estimate_step(
 def _step_kernels(
     parts: StepParts, gpu: GpuSpec, req: TrainingRequest, point: OperatingPoint, coeffs: Any,
     power_coeffs: Any, coeffs_t: TrainingCoeffs, scale: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Kernel latency and energy of forward, backward and recompute (non-attention, attention each) and of
-    the optimizer update, unscaled, as one pass under the cap (`dse.perf.pass_cap`): each graph weighted by
-    its runs per step and its time scale (which scales its energy alike), with the pipeline's bubble
-    ((pp - 1) microbatches' time at idle power). Exposed communication is left out of the mean."""
+) -> GraphTotals:  # fmt: skip
+    """Kernel latency, energy and latency x clock of forward, backward and recompute (non-attention,
+    attention each) and of the optimizer update, unscaled, as one pass under the cap (`dse.perf.pass_cap`):
+    each graph weighted by its runs per step and its time scale (which scales its energy alike), with the
+    pipeline's bubble ((pp - 1) microbatches' time at idle power). Exposed communication is left out of the
+    mean."""
     lay, m = req.layout, req.num_microbatches
     params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
     opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
@@ -397,11 +404,15 @@ def _estimate_step_at(
     coeffs_t = train_coeffs or default_training_coeffs(gpu, req.attention_kernel, req.attention)
     lay, m = req.layout, req.num_microbatches
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)
-    lat, en = _step_kernels(parts, gpu, req, point, coeffs, power_coeffs, coeffs_t, scale)
+    lat, en, clk = _step_kernels(parts, gpu, req, point, coeffs, power_coeffs, coeffs_t, scale)
     lat_s, en_j = lat[:-1] * scale, en[:-1] * scale
     fwd_s, bwd_s, rec_s = (float(lat_s[i] + lat_s[i + 1]) for i in (0, 2, 4))
     fwd_j, bwd_j, rec_j = (float(en_j[i] + en_j[i + 1]) for i in (0, 2, 4))
     opt_s, opt_j = float(lat[-1]) * coeffs_t.kernel_scale, float(en[-1]) * coeffs_t.kernel_scale
+    # the kernels' busy-time-weighted clock: microbatch graphs m times, the optimizer once
+    kernel_s = m * float(lat_s.sum()) + opt_s
+    clock_hz = (m * float(np.dot(clk[:-1], scale)) + float(clk[-1]) * coeffs_t.kernel_scale) / kernel_s
+    clock_hz = float(round(clock_hz))  # to the hertz: a mean of one clock reads as that clock
     attention_s = m * float(lat_s[1] + lat_s[3] + lat_s[5])
     tp_s, pp_s, tp_pp_j = _tp_pp_per_microbatch(parts, lay, gpu)
     t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s
@@ -446,4 +457,6 @@ def _estimate_step_at(
         phase_time_s=time_s,
         phase_energy_j=energy_j,
         link_energy_j=m * tp_pp_j + dp_link_j,
+        effective_clock_hz=clock_hz,
+        requested_clock_hz=float(point.sm_clock_hz or gpu.clocks.boost_clock_hz),
     )

@@ -99,8 +99,8 @@ def test_totals_group_graphs_into_one_pass():
     optimizer); alone, the hot graph throttles deeper than inside the group."""
     hot, cool = WorkloadGraph(name="hot", ops=(HOT,)), _mix(400)
     cap = OperatingPoint(power_cap_w=500.0)
-    lat_own, _ = predict_graph_totals([hot, cool], H100, cap)
-    lat_joint, en_joint = predict_graph_totals([hot, cool], H100, cap, passes=[[0, 1]], runs=[1.0, 1.0])
+    lat_own, _, _ = predict_graph_totals([hot, cool], H100, cap)
+    lat_joint, en_joint, _ = predict_graph_totals([hot, cool], H100, cap, passes=[[0, 1]], runs=[1.0, 1.0])
     assert lat_joint[0] < lat_own[0]  # hot runs at the group's (higher) clock
     assert float(en_joint.sum() / lat_joint.sum()) <= 500.0 + 1e-9
     with pytest.raises(ValueError, match="exactly once"):
@@ -161,8 +161,8 @@ def test_idle_time_in_a_pass_lets_it_run_faster():
     hot = WorkloadGraph(name="hot", ops=(HOT,))
     cap_w = 500.0
     point = OperatingPoint(power_cap_w=cap_w)
-    busy_s, busy_j = predict_graph_totals([hot], H100, point)
-    lat_s, energy_j = predict_graph_totals([hot], H100, point, idle_share=1.0)
+    busy_s, busy_j, _ = predict_graph_totals([hot], H100, point)
+    lat_s, energy_j, _ = predict_graph_totals([hot], H100, point, idle_share=1.0)
     assert lat_s[0] < busy_s[0]
     assert busy_j[0] / busy_s[0] <= cap_w + 1e-9
     kernels_w = energy_j[0] / lat_s[0]

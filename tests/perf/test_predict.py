@@ -139,9 +139,10 @@ def test_graph_totals_in_one_pass_equal_graphs_predicted_one_by_one() -> None:
         for d, k, c in ((1, 0, 600), (64, 0, 2000), (0, 3, 1), (32, 2, 900))
     ]
     for point in (OperatingPoint(), OperatingPoint(sm_clock_hz=1.2e9, power_cap_w=350.0)):
-        latency_s, energy_j = predict_graph_totals(graphs, H100, point)
-        for g, t, e in zip(graphs, latency_s, energy_j, strict=True):
+        latency_s, energy_j, clock_hz_s = predict_graph_totals(graphs, H100, point)
+        for g, t, e, c in zip(graphs, latency_s, energy_j, clock_hz_s, strict=True):
             one = predict_graph(g, H100, point)
             assert t == pytest.approx(one.latency_s, rel=1e-12) and e == pytest.approx(
                 one.energy_j, rel=1e-12
             )
+            assert c / t == pytest.approx(one.effective_clock_hz, rel=1e-12)

@@ -212,3 +212,19 @@ def test_attention_kernels_order_and_scale_only_the_attention() -> None:
     t3, t2 = fa3.phase_time_s, fa2.phase_time_s
     others = [t["forward"] + t["backward"] - t["attention_in_forward_backward"] for t in (t3, t2)]
     assert others[0] == pytest.approx(others[1], rel=1e-6)
+
+
+def test_the_step_reports_the_clock_its_kernels_ran_at() -> None:
+    """A locked clock is the clock every kernel runs at; under a binding cap the busy-time mean falls below
+    the request, and a tighter cap never raises it (the cap search clocks down to fit)."""
+    gpu = load_gpu("h100-sxm")
+    arch = load_model_config("llama-3.1-8b")
+    req = TrainingRequest(micro_batch=2, global_batch=16, seq_len=2048, layout=ParallelLayout(num_gpus=8))
+    locked = predict_llm_training(arch, gpu, req, OperatingPoint(sm_clock_hz=1.2e9)).metrics()
+    assert locked["effective_clock_hz"] == locked["requested_clock_hz"] == 1.2e9
+    assert locked["effective_clock_mhz"] == 1200.0
+    clocks = [
+        predict_llm_training(arch, gpu, req, OperatingPoint(power_cap_w=cap)).metrics()["effective_clock_hz"]
+        for cap in (700.0, 450.0, 300.0)
+    ]
+    assert clocks[2] <= clocks[1] <= clocks[0] <= gpu.clocks.boost_clock_hz and clocks[2] < clocks[0]
