@@ -22,7 +22,10 @@ Each step, as vLLM V1, SGLang and TensorRT-LLM schedule:
    share the engine reserves (`reserve_output_frac`: 0 for vLLM, which allocates as tokens come; 1 for
    TensorRT-LLM's GUARANTEED_NO_EVICT, which reserves the whole sequence). Without chunked prefill a
    prompt runs whole: it waits for a step whose budget holds it, and a prompt longer than the whole budget
-   runs as the only prompt of a step.
+   runs as the only prompt of a step. Where nothing could be scheduled (a prompt in flight waits for
+   blocks that a decode's preemption freed too late, or prompts in flight hold the whole pool), the step
+   is scheduled again without admissions, preempting the most recently admitted running request until
+   the oldest can go on.
 3. The step takes `step_cost(...)` plus `host_step_s`; a request whose prompt completes gets its first
    token at the step's end, a decoding request its next one. A finished request frees its blocks.
 
@@ -296,15 +299,15 @@ class _Engine:
 
     def step(self) -> None:
         decodes, chunks = self._schedule()
-        # Chunked prompts in flight can hold the whole pool with none able to grow and nothing decoding (or
-        # the decodes' own preemptions freed blocks only after the prompts were scheduled): as vLLM does,
-        # preempt the most recently admitted running request (recompute) and schedule again without
-        # admissions (vLLM admits none in a step that preempted), so the oldest prompt progresses.
-        tries = len(self.running) + 1
-        while not decodes and not chunks and self.running and tries:
-            tries -= 1
-            if len(self.running) > 1:
-                self._preempt_last()
+        # Prefill-first steps: a chunked prompt blocked on KV blocks, nothing else scheduled, and the decodes'
+        # own preemptions (a later request finding no block for its next token) freed blocks only after the
+        # prompts were scheduled: schedule again with them. If the prompts in flight still hold the pool
+        # with none able to grow, preempt the most recently admitted running request (recompute, as vLLM
+        # does) until the oldest can; no admissions meanwhile, so the freed blocks go to the running.
+        if not decodes and not chunks and self.running:
+            decodes, chunks = self._schedule(admit=False)
+        while not decodes and not chunks and len(self.running) > 1:
+            self._preempt_last()
             decodes, chunks = self._schedule(admit=False)
         if not decodes and not chunks:
             raise ConfigError(

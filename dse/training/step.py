@@ -31,7 +31,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.dvfs import power_cap_w
+from dse.perf.dvfs import power_cap_w, requested_clock_hz
 from dse.perf.power import gpu_power_terms
 from dse.perf.predict import GraphTotals, predict_graph_totals
 from dse.perf.rates import arch_family
@@ -411,8 +411,9 @@ def _estimate_step_at(
     opt_s, opt_j = float(lat[-1]) * coeffs_t.kernel_scale, float(en[-1]) * coeffs_t.kernel_scale
     # the kernels' busy-time-weighted clock: microbatch graphs m times, the optimizer once
     kernel_s = m * float(lat_s.sum()) + opt_s
-    clock_hz = (m * float(np.dot(clk[:-1], scale)) + float(clk[-1]) * coeffs_t.kernel_scale) / kernel_s
-    clock_hz = float(round(clock_hz))  # to the hertz: a mean of one clock reads as that clock
+    requested_hz = requested_clock_hz(gpu, point)
+    clock_s = m * float(np.dot(clk[:-1], scale)) + float(clk[-1]) * coeffs_t.kernel_scale
+    clock_hz = float(round(clock_s / kernel_s)) if kernel_s > 0 else requested_hz  # to the hertz
     attention_s = m * float(lat_s[1] + lat_s[3] + lat_s[5])
     tp_s, pp_s, tp_pp_j = _tp_pp_per_microbatch(parts, lay, gpu)
     t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s
@@ -458,5 +459,5 @@ def _estimate_step_at(
         phase_energy_j=energy_j,
         link_energy_j=m * tp_pp_j + dp_link_j,
         effective_clock_hz=clock_hz,
-        requested_clock_hz=float(point.sm_clock_hz or gpu.clocks.boost_clock_hz),
+        requested_clock_hz=requested_hz,
     )

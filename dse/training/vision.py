@@ -90,9 +90,11 @@ def predict_vision_training(
         reserved_bytes=RESERVED_BYTES, capacity_bytes=gpu.memory.capacity_bytes,
     )  # fmt: skip
     flop = sum(op.flop * op.count for op in forward.ops if isinstance(op, GemmOp | AttentionOp))
+    # FSDP's exposed gather per layer: layers counted as before batch norm had two passes (ops / 4)
+    num_ops = sum(not (isinstance(op, ElementwiseOp) and op.kind == "bn_stats") for op in forward.ops)
     parts = StepParts(
         name=model.name, kind="vision", forward=forward, backward=backward, recompute=recompute,
-        params_per_rank=float(params), num_layers_per_rank=max(1, len(forward.ops) // 4),
+        params_per_rank=float(params), num_layers_per_rank=max(1, num_ops // 4),
         activation_bytes=activations, model_flop_per_sample=3.0 * flop / req.micro_batch, tokens_per_sample=1,
         gemm_dtype=req.precision,
     )  # fmt: skip

@@ -62,9 +62,6 @@ _ACT_GRAD_KIND = {
     "silu_mul": "silu_mul",
     "gelu_mul": "gelu_mul",
 }
-# Training batch norm (`dse.workload.vision`): the statistics pass's gradient is the reduction over x and
-# dy, the normalize pass's the pass writing dx from x and dy.
-_BN_GRAD_KIND = {"bn_stats": "bn_bwd_reduce", "bn_apply": "bn_bwd_apply"}
 
 
 def _tokens(graph: WorkloadGraph) -> int:
@@ -126,9 +123,15 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     kind = op.kind
     if op.name.endswith(LAYOUT_SUFFIX):
         return [dataclasses.replace(op, name=name, count=op.count * 2)]
-    if kind in _BN_GRAD_KIND:
-        kind = _BN_GRAD_KIND[kind]
-    elif kind in _ACT_GRAD_KIND:
+    if kind == "bn_stats":
+        return []  # its gradient is part of the normalize pass's pair below
+    if kind == "bn_apply":
+        # Training batch norm (`dse.workload.vision`): PyTorch's backward reduces over x and dy first,
+        # then writes dx from them.
+        reduce = ElementwiseOp(name=f"{name}_reduce", kind="bn_bwd_reduce", num_elements=n, dtype=op.dtype)
+        apply = ElementwiseOp(name=name, kind="bn_bwd_apply", num_elements=n, dtype=op.dtype)
+        return [dataclasses.replace(reduce, count=op.count), dataclasses.replace(apply, count=op.count)]
+    if kind in _ACT_GRAD_KIND:
         # gated activations write d(gate) and d(up): twice the elements
         n = n * 2 if kind.endswith("_mul") else n
         kind = _ACT_GRAD_KIND[kind]

@@ -253,7 +253,8 @@ class NormOp:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ElementwiseOp:
-    """A streaming elementwise kernel of `kind` (see ELEMENTWISE_KINDS) over `num_elements` outputs."""
+    """A streaming elementwise kernel of `kind` (see ELEMENTWISE_KINDS) over `num_elements` elements (its
+    outputs; a kind without an output, a reduction pass, reads that many per input)."""
 
     name: str
     kind: str

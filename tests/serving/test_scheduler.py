@@ -327,19 +327,39 @@ def test_stretches_match_step_by_step_in_both_scheduling_modes(
     np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9, atol=1e-12)
 
 
-def test_chunked_prompts_that_fill_the_pool_preempt_instead_of_stalling() -> None:
-    """A case hypothesis found: chunked prompts in flight held every block with none able to grow and nothing
-    decoding; the scheduler raised 'cannot be scheduled' although each request fits the pool alone. vLLM
-    preempts the most recently admitted request (recompute) and goes on."""
-    n, seed = 25, 32967
-    inp, out = lengths(n, seed, mean_in=48, mean_out=24)
-    assert int((inp + out).max()) <= 159  # every request fits the pool on its own
+def test_a_prompt_blocked_by_a_decode_that_preempts_itself_runs_in_the_same_step() -> None:
+    """Prefill-first steps: request 0's chunked prompt waits for blocks, request 2 (admitted after it) finds
+    no block for its next token and preempts itself, freeing blocks only after the prompts were scheduled.
+    The scheduler used to raise 'cannot be scheduled' here although each request fits the pool alone."""
     cfg = SchedulerConfig(
-        max_num_seqs=13, max_batched_tokens=76, kv_blocks=159, block_size_tokens=1, chunked_prefill=True
+        max_num_seqs=8, max_batched_tokens=11, kv_blocks=20, block_size_tokens=1, chunked_prefill=True,
+        mixed_prefill=False,
+    )  # fmt: skip
+    req = Requests(
+        input_tokens=np.array([10, 18, 3]),
+        output_tokens=np.array([2, 1, 15]),
+        arrival_s=np.array([0, 0, 0.003]),
     )
-    arrivals = np.sort(np.random.default_rng(seed).uniform(0, 2.0, n))
-    sim = simulate(
-        Requests(input_tokens=inp, output_tokens=out, arrival_s=arrivals), cfg, cost, idle_power_w=IDLE_W
-    )
+    sim = simulate(req, cfg, cost, idle_power_w=IDLE_W)
     check_invariants(sim)
-    assert np.all(np.isfinite(sim.finish_s)) and sim.preemptions > 0
+    assert np.all(np.isfinite(sim.finish_s)) and sim.preemptions == 1
+
+
+def test_prompts_in_flight_holding_the_pool_preempt_the_latest_admitted() -> None:
+    """Two chunked prompts hold every block, neither can grow and nothing decodes: as vLLM does, the most
+    recently admitted one is preempted (recompute) and the oldest prompt goes on in the same step."""
+    cfg = SchedulerConfig(
+        max_num_seqs=4, max_batched_tokens=8, kv_blocks=20, block_size_tokens=1, chunked_prefill=True,
+        mixed_prefill=False,
+    )  # fmt: skip
+    req = Requests(input_tokens=np.array([16, 16]), output_tokens=np.array([2, 2]), concurrency=2)
+    engine = scheduler_module._Engine(req, cfg, cost, IDLE_W)
+    engine.arrive()
+    engine.waiting.clear()
+    engine.running = [0, 1]  # both mid-prompt, 10 blocks each: the pool is full
+    for r in (0, 1):
+        engine.computed[r] = engine.kv[r] = engine.blocks[r] = 10
+    engine.free_blocks = 0
+    engine.step()
+    assert engine.running == [0] and list(engine.waiting) == [1] and engine.preemptions == 1
+    assert engine.computed[0] == 16 and engine.computed[1] == 0 and engine.free_blocks == 4
