@@ -156,9 +156,8 @@ def _no_serving_flags_in_training(
 
 
 def _no_training_flags(train: TrainingArgs) -> None:
-    """Training options set away from their defaults without --training would be ignored: an error."""
-    default = asdict(TrainingArgs())
-    given = [f"--{k.replace('_', '-')}" for k, v in asdict(train).items() if v != default[k]]
+    """Training options given without --training would be ignored: an error."""
+    given = train.given()
     if given:
         raise DseError(f"{', '.join(given)}: only for --training (a training step)")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 import typer
@@ -13,30 +13,37 @@ from dse.errors import DseError
 TrainingOpt = Annotated[
     bool, typer.Option("--training", help="Predict one training step (forward + backward + optimizer).")
 ]
-NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp).")]
+NumGpusOpt = Annotated[
+    int | None, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp) (default 1).")
+]
 FsdpOpt = Annotated[bool, typer.Option("--fsdp", help="Training: shard weights, grads, optimizer (ZeRO-3).")]
 MicroBatchOpt = Annotated[
-    int, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass.")
+    int | None, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass (default 1).")
 ]
 GlobalBatchOpt = Annotated[
     int | None,
     typer.Option("--global-batch", help="Training: samples per optimizer step (default micro x dp)."),
 ]
-ImageSizeOpt = Annotated[int, typer.Option("--image-size", help="Training vision models: image side (px).")]
-RecomputeOpt = Annotated[
-    str, typer.Option("--recompute", help="Training: activation recomputation none, selective or full.")
+ImageSizeOpt = Annotated[
+    int | None, typer.Option("--image-size", help="Training vision models: image side (px; default 224).")
 ]
-OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="Training: adamw or sgd (with momentum).")]
+RecomputeOpt = Annotated[
+    str | None,
+    typer.Option("--recompute", help="Training: activation recomputation none (default), selective or full."),
+]
+OptimizerOpt = Annotated[
+    str | None, typer.Option("--optimizer", help="Training: adamw (default) or sgd (with momentum).")
+]
 MemoryFormatOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--memory-format",
-        help="Training vision models: nchw (PyTorch's default: cuDNN transposes around each tensor-core "
-        "convolution) or nhwc (channels_last).",
+        help="Training vision models: nchw (the default, as PyTorch's: cuDNN transposes around each "
+        "tensor-core convolution) or nhwc (channels_last).",
     ),
 ]
 AttentionKernelOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--attention-kernel",
         help="Training LLMs: the flash-attention implementation: fa2 (PyTorch SDPA, the default), fa3 "
@@ -44,9 +51,10 @@ AttentionKernelOpt = Annotated[
     ),
 ]
 ObjectiveOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
-        "--objective", help="Training encoders (BERT): pretrain (masked-LM head) or finetune (a task head)."
+        "--objective",
+        help="Training encoders (BERT): pretrain (masked-LM head; the default) or finetune (a task head).",
     ),
 ]
 
@@ -68,18 +76,36 @@ _ROWS: tuple[tuple[str, str, float, str], ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingArgs:
-    """The training options of `dse predict --training` (each field is its option)."""
+    """The training options of `dse predict --training` (each field is its option). None: not given on the
+    command line (`TRAINING_DEFAULTS` fills it), so that an option given where it does not apply is refused
+    even at its default value."""
 
-    num_gpus: NumGpusOpt = 1
+    num_gpus: NumGpusOpt = None
     fsdp: FsdpOpt = False
-    micro_batch: MicroBatchOpt = 1
+    micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
-    image_size: ImageSizeOpt = 224
-    recompute: RecomputeOpt = "none"
-    optimizer: OptimizerOpt = "adamw"
-    memory_format: MemoryFormatOpt = "nchw"
-    objective: ObjectiveOpt = "pretrain"
-    attention_kernel: AttentionKernelOpt = "fa2"
+    image_size: ImageSizeOpt = None
+    recompute: RecomputeOpt = None
+    optimizer: OptimizerOpt = None
+    memory_format: MemoryFormatOpt = None
+    objective: ObjectiveOpt = None
+    attention_kernel: AttentionKernelOpt = None
+
+    def given(self) -> list[str]:
+        """The options set on the command line, as their flags."""
+        items = asdict(self).items()
+        return [f"--{k.replace('_', '-')}" for k, v in items if v is not None and v is not False]
+
+
+def _training_defaults() -> dict[str, Any]:
+    """What an option not given means: `TrainingRequest`'s defaults, one GPU, a micro-batch of one."""
+    from dataclasses import fields
+
+    from dse.training.step import TrainingRequest
+
+    request = {f.name: f.default for f in fields(TrainingRequest)}
+    keys = ("image_size", "recompute", "optimizer", "memory_format", "objective", "attention_kernel")
+    return {"num_gpus": 1, "micro_batch": 1, **{k: request[k] for k in keys}}
 
 
 def run_training(
@@ -92,6 +118,9 @@ def run_training(
 
     if model is None:
         raise DseError("--training needs --model (an LLM of `dse models` or a vision model)")
+    defaults = _training_defaults()
+    given = {k for k in defaults if opts.get(k) is not None}
+    opts = {**opts, **{k: v for k, v in defaults.items() if opts.get(k) is None}}
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
     micro = opts["micro_batch"]
     request = TrainingRequest(
@@ -100,7 +129,7 @@ def run_training(
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
     )  # fmt: skip
-    check_model_options(model, request)
+    check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from dse.hardware.spec import GpuSpec
@@ -37,22 +38,27 @@ def predict_training(
     return predict_llm_training(arch, gpu, request, point, coeffs, power_coeffs, train_coeffs)
 
 
-def check_model_options(model: str, request: TrainingRequest) -> None:
+def check_model_options(model: str, request: TrainingRequest, given: Collection[str] = ()) -> None:
     """ConfigError when `request` sets an option `model` would ignore: a memory format or an image size
-    (vision models only) or a fine-tuning objective (encoders only)."""
+    (vision models only), an attention kernel (LLMs only) or an objective (encoders only). An option is
+    set when it differs from its default or its name is in `given` (the ones a user wrote, even at their
+    default value)."""
     from dse.errors import ConfigError
     from dse.workload import vision
 
+    def set_(name: str, default: object) -> bool:
+        return getattr(request, name) != default or name in given
+
     is_vision = vision.is_vision_model(model)
     not_vision = f"{model} is not a vision model"
-    if request.memory_format != "nchw" and not is_vision:
+    if set_("memory_format", "nchw") and not is_vision:
         raise ConfigError(f"memory_format (--memory-format): {not_vision} (a layout of convolutions)")
-    if request.image_size != 224 and not is_vision:
+    if set_("image_size", 224) and not is_vision:
         raise ConfigError(f"image_size (--image-size): {not_vision} (its length is seq_len)")
-    if request.attention_kernel != DEFAULT_ATTENTION_KERNEL and is_vision:
+    if set_("attention_kernel", DEFAULT_ATTENTION_KERNEL) and is_vision:
         raise ConfigError(
             f"attention_kernel (--attention-kernel): {model} is a vision model, whose step runs the library "
             "kernels as modelled (the framework ratios are for LLM training)"
         )
-    if request.objective != "pretrain" and (is_vision or load_model_config(model).family != "encoder"):
+    if set_("objective", "pretrain") and (is_vision or load_model_config(model).family != "encoder"):
         raise ConfigError(f"objective (--objective): {model} is not an encoder (BERT pre-training heads)")

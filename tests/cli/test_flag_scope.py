@@ -44,6 +44,9 @@ SERVE += ["--output-tokens", "16"]
         (["--objective", "finetune"], "--objective"),
         (["--attention-kernel", "fa3"], "--attention-kernel"),
         (["--recompute", "full", "--micro-batch", "4"], "--micro-batch, --recompute"),
+        # given at their default value they would be ignored all the same
+        (["--micro-batch", "1"], "--micro-batch"),
+        (["--image-size", "224", "--optimizer", "adamw"], "--image-size, --optimizer"),
     ],
 )
 def test_training_flags_are_refused_outside_training(extra, named):
@@ -61,6 +64,11 @@ def test_training_flags_are_refused_outside_training(extra, named):
         ("resnet-50", ["--attention-kernel", "fa3"], "is a vision model"),
         ("llama-3.1-8b", ["--attention", "eager", "--attention-kernel", "triton"], "attention is eager"),
         ("llama-3.1-8b", ["--gpu", "a100-sxm-80gb", "--attention-kernel", "fa3"], "use the default fa2"),
+        # at their default value too: the option does not apply to the model
+        ("llama-3.1-8b", ["--image-size", "224"], "not a vision model"),
+        ("llama-3.1-8b", ["--memory-format", "nchw"], "not a vision model"),
+        ("resnet-50", ["--attention-kernel", "fa2"], "is a vision model"),
+        ("resnet-50", ["--objective", "pretrain"], "not an encoder"),
     ],
 )
 def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extra, named):
