@@ -122,9 +122,10 @@ def run_training(
     given = {k for k in defaults if opts.get(k) is not None}
     opts = {**opts, **{k: v for k, v in defaults.items() if opts.get(k) is None}}
     layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
-    micro = opts["micro_batch"]
+    micro, global_batch = opts["micro_batch"], opts["global_batch"]
     request = TrainingRequest(
-        micro_batch=micro, global_batch=opts["global_batch"] or micro * layout.dp, seq_len=opts["seq_len"],
+        micro_batch=micro, global_batch=micro * layout.dp if global_batch is None else global_batch,
+        seq_len=opts["seq_len"],
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,

@@ -36,7 +36,7 @@ from dse.perf.power import gpu_power_terms
 from dse.perf.predict import GraphTotals, predict_graph_totals
 from dse.perf.rates import arch_family
 from dse.perf.types import OperatingPoint
-from dse.training.memory import RECOMPUTE_MODES, MemoryEstimate
+from dse.training.memory import OPTIMIZERS, RECOMPUTE_MODES, MemoryEstimate
 from dse.training.optimizer import build_optimizer_graph
 from dse.training.parallel import (
     GPUS_PER_NODE,
@@ -47,6 +47,7 @@ from dse.training.parallel import (
 )
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
+from dse.workload.llm import PRECISIONS
 from dse.workload.ops import AttentionOp
 from dse.workload.vision import MEMORY_FORMATS
 
@@ -177,6 +178,14 @@ class TrainingRequest:
                 f"attention_kernel {self.attention_kernel}: a flash-attention implementation, but attention "
                 "is eager (GEMMs and a softmax)"
             )
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"precision '{self.precision}' (--precision) is not one of {', '.join(PRECISIONS)}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"optimizer '{self.optimizer}' (--optimizer) is not one of {', '.join(OPTIMIZERS)}"
+            )
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
         if self.objective not in OBJECTIVES:
@@ -186,7 +195,10 @@ class TrainingRequest:
                 f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
             )
         if self.micro_batch < 1 or self.global_batch < 1:
-            raise ConfigError("micro_batch and global_batch must be positive")
+            raise ConfigError(
+                f"micro_batch (--micro-batch) and global_batch (--global-batch) must be positive, got "
+                f"{self.micro_batch} and {self.global_batch}"
+            )
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(

@@ -35,6 +35,10 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 
+# Precisions of a vision training step (GEMM / convolution dtype; no weight-only formats).
+VISION_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
 # Families whose residual add writes in place: torchvision's ResNet `out += identity` and EfficientNet's
 # MBConv `result += input`; MobileNet-V2 (`x + self.conv(x)`) and ViT (`x = x + input`) make new tensors.
 IN_PLACE_RESIDUAL_FAMILIES = ("resnet", "efficientnet")
@@ -71,6 +75,11 @@ def predict_vision_training(
 ) -> TrainingEstimate:
     """One data-parallel training step of a vision model (`dse.training.step`)."""
     lay = req.layout
+    if req.precision not in VISION_PRECISIONS:
+        raise ConfigError(
+            f"precision '{req.precision}' (--precision): vision models train in "
+            + ", ".join(VISION_PRECISIONS)
+        )
     if lay.tp > 1 or lay.pp > 1:
         raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
     forward, params = build_vision_graph(
@@ -78,7 +87,9 @@ def predict_vision_training(
         memory_format=req.memory_format, training=True,
     )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
-    recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none")
+    # `full` keeps only the input (and the largest output while recomputing, below): the backward re-runs
+    # the whole forward, convolutions and stem included, not only the layers an LLM would checkpoint.
+    recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none", layer_marker="")
     in_place = model.family in IN_PLACE_RESIDUAL_FAMILIES
     outputs = [_output_bytes(op) * op.count for op in forward.ops if _kept(op, in_place)]
     activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2

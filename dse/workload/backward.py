@@ -180,15 +180,16 @@ def build_backward_graph(forward: WorkloadGraph, *, skip_first_dgrad: bool = Fal
     return WorkloadGraph(name=name, ops=tuple(ops), meta={**forward.meta, "phase": "train_backward"})
 
 
-def build_recompute_graph(forward: WorkloadGraph, mode: str) -> WorkloadGraph:
+def build_recompute_graph(forward: WorkloadGraph, mode: str, layer_marker: str = "/layer[") -> WorkloadGraph:
     """The forward ops the backward re-runs: `full` every layer op (Megatron full recomputation: only each
-    layer's input is kept), `selective` the attention cores (Korthikanti et al. 2022), `none` nothing."""
+    layer's input is kept), `selective` the attention cores (Korthikanti et al. 2022), `none` nothing.
+    Layer ops are those whose names hold `layer_marker` ("": every op, a whole-graph checkpoint)."""
     ops: tuple[Op, ...] = ()
     if mode == "full":
-        ops = tuple(op for op in forward.ops if "/layer[" in op.name)
+        ops = tuple(op for op in forward.ops if layer_marker in op.name)
     elif mode == "selective":
         ops = tuple(
-            op for op in forward.ops if isinstance(op, AttentionOp | SoftmaxOp) and "/layer[" in op.name
+            op for op in forward.ops if isinstance(op, AttentionOp | SoftmaxOp) and layer_marker in op.name
         )
     name = forward.name.rsplit("/", 1)[0] + "/recompute"
     return WorkloadGraph(name=name, ops=ops, meta={**forward.meta, "phase": "train_recompute"})

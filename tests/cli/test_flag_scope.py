@@ -76,3 +76,18 @@ def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extr
     result = CliRunner().invoke(app, cmd)
     assert result.exit_code == 2
     assert named in result.output
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "named"),
+    [
+        ("resnet-50", ["--precision", "fp7"], "--precision"),
+        ("resnet-50", ["--precision", "mxfp4"], "--precision"),
+        ("llama-3.1-8b", ["--optimizer", "lion"], "--optimizer"),
+        ("resnet-50", ["--global-batch", "0"], "--global-batch"),
+    ],
+)
+def test_bad_training_values_are_one_clear_error(model, extra, named):
+    cmd = ["predict", "--model", model, "--gpu", "a100-sxm-80gb", "--training", "--micro-batch", "8", *extra]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output
