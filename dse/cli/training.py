@@ -152,6 +152,11 @@ def run_training(
     )
     console.print(metrics_table(metrics, _ROWS, title))
     console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")
+    if metrics["cap_exceeded"]:
+        console.print(
+            f"[bold yellow]note:[/] the {est.power_cap_w:.0f} W cap cannot be held: at the lowest clock "
+            f"the step still draws {est.avg_power_w:.0f} W per GPU"
+        )
     if breakdown:
         times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
         console.print(breakdown_table(times, "step time by phase", column="time (s)"))

@@ -33,6 +33,7 @@ TRAINING_METRICS: tuple[str, ...] = (
     "model_tflops_per_gpu", "energy_per_step_j", "avg_power_w", "total_power_w", "memory_bytes",
     "tokens_per_s_per_gpu", "energy_per_token_j", "samples_per_s_per_gpu", "energy_per_sample_j",
     "memory_capacity_bytes", "effective_clock_hz", "effective_clock_mhz", "requested_clock_hz",
+    "power_cap_w",
 )  # fmt: skip
 
 

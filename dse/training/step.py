@@ -24,7 +24,7 @@ dense tensor peak of the GEMM dtype at the datasheet clock).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -253,6 +253,7 @@ class TrainingEstimate:
     link_energy_j: float = 0.0  # per GPU: the links' wire energy (in `phase_energy_j["communication"]`)
     effective_clock_hz: float = 0.0  # the kernels' busy-time-weighted SM clock (under the power cap)
     requested_clock_hz: float = 0.0  # --clock-mhz, or the GPU's boost clock
+    power_cap_w: float = float("inf")  # the board limit in force (--power-cap-w, else the TDP)
 
     @property
     def feasible(self) -> bool:
@@ -287,6 +288,9 @@ class TrainingEstimate:
             "effective_clock_hz": self.effective_clock_hz,
             "effective_clock_mhz": self.effective_clock_hz / MHZ,
             "requested_clock_hz": self.requested_clock_hz,
+            "power_cap_w": self.power_cap_w,
+            # the cap cannot be held even at the minimum clock (idle and static power alone exceed it)
+            "cap_exceeded": self.avg_power_w > self.power_cap_w * (1.0 + 1e-6),
             "feasible": self.feasible,
             "infeasible_reason": self.memory.reason(),
         }
@@ -364,14 +368,15 @@ def estimate_step(
     est = _estimate_step_at(*args, point, coeffs, power_coeffs, train_coeffs)
     cap_w = power_cap_w(gpu, point)
     if est.avg_power_w <= cap_w * (1.0 + 1e-9):
-        return est
+        return replace(est, power_cap_w=cap_w)
     link_w = est.link_energy_j / est.step_time_s
     # The kernels' share of the board limit may lie below the lowest limit a user can set: the clock floor
     # then bounds it (the cap search reports kernels over the cap at the minimum clock).
     # (A 1 W minimum limit lets `power_cap_w` take any share, below idle power too, without refusing it.)
     kernels_gpu = gpu.model_copy(update={"power": gpu.power.model_copy(update={"power_cap_min_w": 1.0})})
     inner = OperatingPoint(sm_clock_hz=point.sm_clock_hz, power_cap_w=max(cap_w - link_w, 1.0))
-    return _estimate_step_at(parts, kernels_gpu, req, memory, inner, coeffs, power_coeffs, train_coeffs)
+    est = _estimate_step_at(parts, kernels_gpu, req, memory, inner, coeffs, power_coeffs, train_coeffs)
+    return replace(est, power_cap_w=cap_w)
 
 
 def _step_kernels(

@@ -228,3 +228,16 @@ def test_the_step_reports_the_clock_its_kernels_ran_at() -> None:
         for cap in (700.0, 450.0, 300.0)
     ]
     assert clocks[2] <= clocks[1] <= clocks[0] <= gpu.clocks.boost_clock_hz and clocks[2] < clocks[0]
+
+
+def test_a_cap_the_step_cannot_hold_is_flagged() -> None:
+    """A cap below what the step draws at the lowest clock (idle and static power alone) is reported, not
+    silently exceeded; a cap the cap search can meet is not flagged."""
+    gpu = load_gpu("a100-sxm-80gb")
+    req = TrainingRequest(micro_batch=64, global_batch=64, precision="fp16", optimizer="sgd")
+    from dse.training.predict import predict_training
+
+    low = predict_training("resnet-50", gpu, req, OperatingPoint(power_cap_w=100.0)).metrics()
+    ok = predict_training("resnet-50", gpu, req, OperatingPoint(power_cap_w=300.0)).metrics()
+    assert low["power_cap_w"] == 100.0 and low["cap_exceeded"] and low["avg_power_w"] > 100.0
+    assert ok["power_cap_w"] == 300.0 and not ok["cap_exceeded"] and ok["avg_power_w"] <= 300.0 * (1 + 1e-6)
