@@ -150,6 +150,10 @@ def gpu_from_options(
     return load_gpu(name, overrides)
 
 
+# Vision inference: convolutions and GEMMs in these dtypes (no weight-only formats).
+VISION_INFERENCE_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
 def build_workload(
     model: str | None,
     phase: str,
@@ -158,8 +162,13 @@ def build_workload(
     precision: str,
     attention: str,
     kernels: Path | None,
+    *,
+    image_size: int | None = None,
+    memory_format: str | None = None,
 ) -> Any:
-    """The workload graph named by CLI options (shared by `workload show` and `predict`)."""
+    """The workload graph named by CLI options (shared by `workload show` and `predict`): a kernel list, a
+    vision model's forward pass of `batch` images (`image_size`, `memory_format`), or an LLM's prefill or
+    decode step."""
     if (model is None) == (kernels is None):
         raise DseError("give exactly one of --model NAME or --kernels FILE")
     if kernels is not None:
@@ -167,6 +176,19 @@ def build_workload(
 
         # The lists are bf16 traces; fp32 runs of the same model re-type them (as the artifact's report does).
         return as_precision(load_kernel_list(kernels), precision)
+    from dse.workload import vision
+
+    if vision.is_vision_model(str(model)):
+        if precision not in VISION_INFERENCE_PRECISIONS:
+            raise DseError(
+                f"--precision {precision}: {model} is a vision model, which runs in "
+                + ", ".join(VISION_INFERENCE_PRECISIONS)
+            )
+        graph, _ = vision.build_vision_graph(
+            vision.load_vision_model(str(model)), batch=batch, image_size=image_size or 224,
+            precision=precision, memory_format=memory_format or "nchw",
+        )  # fmt: skip
+        return graph
     from dse.workload.llm import build_decode_graph, build_prefill_graph
     from dse.workload.models import load_model_config
 

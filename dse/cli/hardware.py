@@ -122,8 +122,9 @@ def models_cmd(as_json: JsonOpt = False) -> None:
     from dse.workload.models import list_models, load_model_config
 
     rows = [_model_row(name, load_model_config(name)) for name in list_models()]
+    vision = _vision_rows()
     if as_json:
-        print_json({"models": rows})
+        print_json({"models": rows, "vision_models": vision})
         return
     table = Table("name", "family", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)")
     for r in rows:
@@ -140,6 +141,19 @@ def models_cmd(as_json: JsonOpt = False) -> None:
             f"{r['num_active_params'] / 1e9:.2f}",
         )
     console.print(table)
+    vt = Table("name", "family", "params (M)", title="vision models (--batch images; --training)")
+    for r in vision:
+        vt.add_row(r["name"], r["family"], f"{r['num_params'] / 1e6:.1f}")
+    console.print(vt)
+
+
+def _vision_rows() -> list[dict[str, Any]]:
+    from dse.workload.vision import VISION_MODELS, build_vision_graph
+
+    return [
+        {"name": name, "family": m.family, "num_params": build_vision_graph(m, batch=1)[1]}
+        for name, m in VISION_MODELS.items()
+    ]
 
 
 def _model_row(name: str, arch: Any) -> dict[str, Any]:

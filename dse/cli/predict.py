@@ -57,6 +57,7 @@ from dse.cli.training import (
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
+from dse.workload.vision import is_vision_model
 
 LaunchOpt = Annotated[
     str | None,
@@ -155,11 +156,16 @@ def _no_serving_flags_in_training(
         )
 
 
-def _no_training_flags(train: TrainingArgs) -> None:
-    """Training options given without --training would be ignored: an error."""
-    given = train.given()
+# Training flags a vision model's inference forward pass also reads.
+VISION_FLAGS = ("--image-size", "--memory-format")
+
+
+def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
+    """Training options given without --training (but the `allowed` ones) would be ignored: an error."""
+    given = [flag for flag in train.given() if flag not in allowed]
     if given:
-        raise DseError(f"{', '.join(given)}: only for --training (a training step)")
+        also = " or a vision model's forward pass" if set(given) & set(VISION_FLAGS) else ""
+        raise DseError(f"{', '.join(given)}: only for --training (a training step){also}")
 
 
 @friendly
@@ -212,7 +218,11 @@ def predict_cmd(
         }
         run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
         return
-    _no_training_flags(train)
+    vision = model is not None and is_vision_model(model)
+    # a vision model's forward pass takes its image size and layout from the training flags of that name
+    _no_training_flags(train, VISION_FLAGS if vision else ())
+    if vision and (input_tokens is not None or output_tokens is not None):
+        raise DseError(f"--input-tokens / --output-tokens: {model} is a vision model (serving is for LLMs)")
     if input_tokens is not None or output_tokens is not None:
         costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
@@ -233,7 +243,10 @@ def predict_cmd(
             "--launch eager|graphs|engine (eager is the default for --kernels)"
         )
     batch = 1 if load.batch is None else load.batch
-    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    graph = build_workload(
+        model, phase, batch, seq_len, precision, attention, kernels,
+        image_size=train.image_size, memory_format=train.memory_format,
+    )  # fmt: skip
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
 

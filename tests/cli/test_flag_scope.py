@@ -91,3 +91,45 @@ def test_bad_training_values_are_one_clear_error(model, extra, named):
     cmd = ["predict", "--model", model, "--gpu", "a100-sxm-80gb", "--training", "--micro-batch", "8", *extra]
     result = CliRunner().invoke(app, cmd)
     assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output
+
+
+def _vision_latency(*extra: str) -> float:
+    import json
+
+    cmd = ["predict", "--model", "resnet-50", "--gpu", "h100-sxm", "--batch", "16", "--json", *extra]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["num_kernels"] > 100  # ~50 convolutions with their norms, activations and adds
+    return float(payload["latency_s"])
+
+
+def test_a_vision_model_predicts_its_forward_pass_with_its_image_size_and_layout():
+    """`dse predict --model resnet-50 --batch N` is one inference forward pass; --image-size scales the
+    work (4x the pixels at 448 px) and NHWC drops cuDNN's layout transposes."""
+    base = _vision_latency()
+    assert _vision_latency("--image-size", "448") > 2.5 * base
+    assert _vision_latency("--memory-format", "nhwc") < base
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--input-tokens", "8", "--output-tokens", "8"], "is a vision model"),
+        (["--precision", "mxfp4"], "is a vision model"),
+        (["--micro-batch", "4"], "only for --training"),
+    ],
+)
+def test_a_vision_forward_pass_refuses_what_it_cannot_use(extra, named):
+    result = CliRunner().invoke(app, ["predict", "--model", "resnet-50", "--gpu", "h100-sxm", *extra])
+    assert result.exit_code == 2 and named in result.output
+
+
+def test_models_lists_the_vision_models_with_their_parameter_counts():
+    import json
+
+    result = CliRunner().invoke(app, ["models", "--json"])
+    assert result.exit_code == 0
+    vision = {r["name"]: r["num_params"] for r in json.loads(result.output)["vision_models"]}
+    assert vision["resnet-50"] == pytest.approx(25.6e6, rel=0.01)  # torchvision's published count
+    assert "efficientnet-b0" in vision and "vit-b-16" in vision
