@@ -150,10 +150,6 @@ def gpu_from_options(
     return load_gpu(name, overrides)
 
 
-# Vision inference: convolutions and GEMMs in these dtypes (no weight-only formats).
-VISION_INFERENCE_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-
-
 def build_workload(
     model: str | None,
     phase: str,
@@ -179,11 +175,6 @@ def build_workload(
     from dse.workload import vision
 
     if vision.is_vision_model(str(model)):
-        if precision not in VISION_INFERENCE_PRECISIONS:
-            raise DseError(
-                f"--precision {precision}: {model} is a vision model, which runs in "
-                + ", ".join(VISION_INFERENCE_PRECISIONS)
-            )
         graph, _ = vision.build_vision_graph(
             vision.load_vision_model(str(model)), batch=batch, image_size=image_size or 224,
             precision=precision, memory_format=memory_format or "nchw",

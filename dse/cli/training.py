@@ -77,7 +77,7 @@ _ROWS: tuple[tuple[str, str, float, str], ...] = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingArgs:
     """The training options of `dse predict --training` (each field is its option). None: not given on the
-    command line (`TRAINING_DEFAULTS` fills it), so that an option given where it does not apply is refused
+    command line (`_training_defaults` fills it), so that an option given where it does not apply is refused
     even at its default value."""
 
     num_gpus: NumGpusOpt = None

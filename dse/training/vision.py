@@ -35,10 +35,6 @@ __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 VISION_TRAINING_COEFFS = TrainingCoeffs()
 
 
-# Precisions of a vision training step (GEMM / convolution dtype; no weight-only formats).
-VISION_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
-
-
 # Families whose residual add writes in place: torchvision's ResNet `out += identity` and EfficientNet's
 # MBConv `result += input`; MobileNet-V2 (`x + self.conv(x)`) and ViT (`x = x + input`) make new tensors.
 IN_PLACE_RESIDUAL_FAMILIES = ("resnet", "efficientnet")
@@ -75,11 +71,6 @@ def predict_vision_training(
 ) -> TrainingEstimate:
     """One data-parallel training step of a vision model (`dse.training.step`)."""
     lay = req.layout
-    if req.precision not in VISION_PRECISIONS:
-        raise ConfigError(
-            f"precision '{req.precision}' (--precision): vision models train in "
-            + ", ".join(VISION_PRECISIONS)
-        )
     if lay.tp > 1 or lay.pp > 1:
         raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
     forward, params = build_vision_graph(

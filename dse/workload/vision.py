@@ -55,6 +55,7 @@ from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, 
 __all__ = [
     "MEMORY_FORMATS",
     "VISION_MODELS",
+    "VISION_PRECISIONS",
     "VisionModel",
     "build_vision_graph",
     "is_vision_model",
@@ -62,6 +63,8 @@ __all__ = [
 ]
 
 MEMORY_FORMATS = ("nchw", "nhwc")
+# Convolution / GEMM dtypes of a vision graph, inference or training (no weight-only formats).
+VISION_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -370,6 +373,11 @@ def build_vision_graph(
     `training`: the forward of a training step (batch norm from batch statistics, two passes)."""
     if memory_format not in MEMORY_FORMATS:
         raise ConfigError(f"memory format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
+    if precision not in VISION_PRECISIONS:
+        raise ConfigError(
+            f"precision '{precision}' (--precision): {model.name} is a vision model, which runs in "
+            + ", ".join(VISION_PRECISIONS)
+        )
     _check_image_size(model, image_size)
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
