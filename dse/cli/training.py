@@ -174,7 +174,8 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(with_nulls(result))
         return
-    table = Table(title="training-step model against the shared training data (MAPE per source and metric)")
+    title = "training-step model against the shared training data and our H100 runs (MAPE by source, metric)"
+    table = Table(title=title)
     for column in ("source", "metric", "n", "mape", "median_ape", "bias"):
         table.add_column(column, justify="left" if column in ("source", "metric") else "right")
     for row in result["rows"]:

@@ -2,6 +2,7 @@
 
 kernels = own_h100_kernels_path()           # a `dse measure kernels` samples file (KernelSample schema)
 runs = load_own_h100_whole_models()         # EnergAIzer-protocol whole models, one row per shape
+steps = load_own_h100_training()            # eager PyTorch training steps and vision forward passes
 """
 
 from __future__ import annotations
@@ -45,3 +46,24 @@ def load_own_h100_whole_models() -> pd.DataFrame:
     out["valid"] = True
     out["source"] = "dse/calibrate/measured/h100_sxm_whole_models.csv"
     return out
+
+
+def load_own_h100_training() -> pd.DataFrame:
+    """The H100 SXM training steps and vision forward passes of 2026-11-26 (evening session), runs with
+    >= 2 s windows (`run` 1 and 2; run 3 repeated five shapes with 0.5 s windows under the profiler and is
+    left out). Columns added: `step_time_s`, `forward_s`, `backward_s`, `optimizer_s`, `image_size` and
+    `seq_len` as nullable integers, `memory_format` as dse's nhwc/nchw ("" for transformers)."""
+    df = pd.read_csv(MEASURED_DIR / "h100_sxm_training.csv")
+    out = df[df["window_s"] >= 2.0].reset_index(drop=True)
+    for col in ("step_time", "forward", "backward", "optimizer"):
+        out[f"{col}_s"] = out[f"{col}_ms"] * MILLI
+    out["image_size"] = out["image_size"].astype("Int64")
+    out["seq_len"] = out["seq_len"].astype("Int64")
+    fmt = {"channels_last": "nhwc", "contiguous": "nchw"}
+    out["memory_format"] = [fmt.get(str(v), "") for v in out["memory_format"].fillna("")]
+    return out
+
+
+def own_h100_training_kernels_path() -> Path:
+    """Per-kernel GPU time of five of those shapes (torch profiler, 3 steps; README.md)."""
+    return MEASURED_DIR / "h100_sxm_training_kernels.csv"

@@ -293,6 +293,7 @@ def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
 
 def validate_training() -> dict[str, Any]:
     """MAPE per source and metric over every training set the model can express, and the skipped rows."""
+    from dse.calibrate.validate.own_h100_training import own_h100_training_rows
     from dse.calibrate.validate.training_power import validate_mlperf_power, validate_zeus_power
 
     llm, llm_skipped = validate_llm_training()
@@ -304,6 +305,7 @@ def validate_training() -> dict[str, Any]:
     rows += _mape_rows(timm, "images_per_s_per_gpu")
     rows += _mape_rows(zeus, "avg_gpu_power_w") + _mape_rows(zeus, "samples_per_s")
     rows += _mape_rows(mlperf, "node_power_w") + _mape_rows(mlperf, "samples_per_s_per_gpu")
+    rows += own_h100_training_rows()  # held out: our eager PyTorch steps, fitted on nothing
     skipped = {
         "llm": llm_skipped,
         "cnn": cnn_skipped,

@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate.data.samples import read_samples
-from dse.calibrate.measured import load_own_h100_whole_models, own_h100_kernels_path
+from dse.calibrate.measured import (
+    MEASURED_DIR,
+    load_own_h100_training,
+    load_own_h100_whole_models,
+    own_h100_kernels_path,
+    own_h100_training_kernels_path,
+)
 from dse.hardware.catalog import load_gpu
 from tests.shared_data import needs_shared_data
 
@@ -59,3 +65,37 @@ def test_whole_model_runs_load_with_their_kernel_lists() -> None:
     listed = runs[runs["workload_path"].notna()]
     assert len(listed) >= 110
     assert runs[runs["workload_path"].isna()]["model"].isin(["opt-1.3b"]).all()
+
+
+def test_training_steps_are_what_the_readme_says() -> None:
+    """18 shapes with >= 2 s windows; energy = power x time; the card never throttled (1980 MHz, under
+    700 W); CUDA-event phases fill the GPU-bound steps; run 3's repeats agree with run 1 within 2%."""
+    runs = load_own_h100_training()
+    assert len(runs) == 18 and set(runs["run"]) == {1, 2}
+    assert set(runs["mode"]) == {"train", "infer"}
+    np.testing.assert_allclose(runs["energy_j"], runs["avg_power_w"] * runs["step_time_s"], rtol=1e-3)
+    assert runs["avg_power_w"].between(73.5, 1.03 * H100.power.tdp_w).all()
+    assert (runs["min_sm_clock_mhz"] >= 1900).all()
+    phases = runs["forward_s"] + runs["backward_s"] + runs["optimizer_s"]
+    assert (phases <= 1.02 * runs["step_time_s"]).all() and (phases >= 0.9 * runs["step_time_s"]).all()
+    every = pd.read_csv(MEASURED_DIR / "h100_sxm_training.csv")
+    key = ["mode", "model", "precision", "batch", "memory_format"]
+    both = every[every["run"] == 3].merge(every[every["run"].isin([1, 2])], on=key, suffixes=("_3", ""))
+    assert len(both) == 6
+    np.testing.assert_allclose(both["step_time_ms_3"], both["step_time_ms"], rtol=0.02)
+
+
+def test_training_kernel_profile_shows_batch_norm_dominating_channels_last_resnet() -> None:
+    """The README's reading of the profile: on ResNet-50 bf16 channels-last PyTorch's own batch-norm
+    kernels take over 40% of the GPU time, the convolutions under 30%; the profiled GPU time is the step."""
+    prof = pd.read_csv(own_h100_training_kernels_path())
+    r50 = prof[(prof["model"] == "resnet-50") & (prof["memory_format"] == "channels_last")]
+    r50 = r50[r50["precision"] == "bf16"]
+    total_us = r50["us_per_step"].sum()
+    bn = r50[r50["kernel"].str.contains("batch_norm")]["us_per_step"].sum()
+    conv = r50[r50["kernel"].str.contains("implicit_gemm|cutlass|xmma", regex=True)]["us_per_step"].sum()
+    assert bn > 0.4 * total_us and conv < 0.3 * total_us
+    runs = load_own_h100_training()
+    step_us = runs[(runs["model"] == "resnet-50") & (runs["memory_format"] == "nhwc")]
+    step_us = step_us[(step_us["mode"] == "train") & (step_us["precision"] == "bf16")]["step_time_ms"]
+    assert abs(total_us / 1e3 / step_us.iloc[0] - 1) < 0.05

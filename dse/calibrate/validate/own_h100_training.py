@@ -1,0 +1,125 @@
+"""Our H100 training steps and vision forward passes (`dse/calibrate/measured/h100_sxm_training.csv`)
+against the model, predicted as `dse predict` predicts them.
+
+    frame = own_h100_training_predictions()   # one row per measured shape: measured and predicted
+    rows = own_h100_training_rows()            # MAPE per group and metric (the `dse validate training` rows)
+
+None of these rows was used to fit anything: they test the model on software it was not tuned on.
+
+- Vision training (torchvision, `dse predict --model M --training --optimizer sgd --micro-batch B
+  --precision P --memory-format F`): bf16 is `torch.autocast` over fp32 weights; the "fp32" rows ran
+  PyTorch's defaults, TF32 convolutions in cuDNN, so they are predicted as `--precision tf32`.
+- Vision forward passes (`dse predict --model M --batch B`): eval mode, GPU time (no launch queue).
+- Language-model training: Hugging Face GPT-2 modules (learned positions, LayerNorm, GELU MLP) at GPT-2's
+  and MPT-350M/1B's widths, eager with `torch.autocast` and SDPA attention, AdamW; predicted as the
+  catalog's gpt2 / mpt-350m / mpt-1b (`--optimizer adamw`). The model's LLM step is that of the fused
+  training stacks its coefficients were fitted on (Megatron, llm-foundry, torchtitan); eager autocast
+  keeps the residual stream, norms and GELU in fp32 and runs a dozen unfused kernels per GELU, which the
+  model does not list: this group measures how far a plain eager loop is from those stacks.
+
+Metrics: step (or pass) time, the card's average power and the energy per step from the NVML counter,
+the forward and backward phase times (CUDA events), and tensor memory (PyTorch's peak allocated bytes
+against the model's `memory_bytes` less its fixed allowance for the context and allocator).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pandas as pd
+
+from dse.training.memory import RESERVED_BYTES
+
+__all__ = ["own_h100_training_predictions", "own_h100_training_rows"]
+
+METRICS = ("step_time_s", "avg_power_w", "energy_j", "forward_s", "backward_s", "memory_bytes")
+
+
+def _group(row: pd.Series) -> str:
+    if row["mode"] == "infer":
+        return "own-h100/torchvision-forward"
+    if row["model"] in ("gpt2", "mpt-350m", "mpt-1b"):
+        return "own-h100/hf-eager-llm-train"
+    return f"own-h100/torchvision-train-{'tf32' if row['precision'] == 'fp32' else row['precision']}"
+
+
+def _predict_row(row: pd.Series) -> dict[str, float]:
+    from dse.calibrate.measured import H100_GPU
+    from dse.calibrate.validate.common import cached_arch
+    from dse.hardware.catalog import load_gpu
+    from dse.perf.predict import predict_graph
+    from dse.training.llm import predict_llm_training
+    from dse.training.parallel import ParallelLayout
+    from dse.training.step import TrainingRequest
+    from dse.training.vision import predict_vision_training
+    from dse.workload.vision import build_vision_graph, load_vision_model
+
+    gpu = load_gpu(H100_GPU)
+    precision = "tf32" if row["precision"] == "fp32" else str(row["precision"])
+    batch = int(row["batch"])
+    fmt = str(row["memory_format"]) or "nchw"
+    if row["mode"] == "infer":
+        graph, _ = build_vision_graph(
+            load_vision_model(str(row["model"])), batch=batch, image_size=int(row["image_size"]),
+            precision=precision, memory_format=fmt,
+        )  # fmt: skip
+        pred = predict_graph(graph, gpu)
+        return {"step_time_s": pred.latency_s, "avg_power_w": pred.avg_power_w, "energy_j": pred.energy_j,
+                "forward_s": pred.latency_s}  # fmt: skip
+    layout = ParallelLayout(num_gpus=1)
+    if row["model"] in ("gpt2", "mpt-350m", "mpt-1b"):
+        req = TrainingRequest(
+            micro_batch=batch, global_batch=batch, seq_len=int(row["seq_len"]), precision=precision,
+            optimizer="adamw", layout=layout,
+        )  # fmt: skip
+        est = predict_llm_training(cached_arch(str(row["model"])), gpu, req)
+    else:
+        req = TrainingRequest(
+            micro_batch=batch, global_batch=batch, image_size=int(row["image_size"]), precision=precision,
+            optimizer="sgd", memory_format=fmt, layout=layout,
+        )  # fmt: skip
+        est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
+    m = est.metrics()
+    return {
+        "step_time_s": est.step_time_s, "avg_power_w": m["avg_power_w"], "energy_j": m["energy_per_step_j"],
+        "forward_s": est.phase_time_s["forward"], "backward_s": est.phase_time_s["backward"],
+        "memory_bytes": m["memory_bytes"] - RESERVED_BYTES,
+    }  # fmt: skip
+
+
+@cache
+def own_h100_training_predictions() -> pd.DataFrame:
+    """Measured and predicted (`pred_<metric>`) values of every shape, with its validation group."""
+    from dse.calibrate.measured import load_own_h100_training
+
+    df = load_own_h100_training()
+    df = df.assign(group=[_group(r) for _, r in df.iterrows()], memory_bytes=df["peak_allocated_bytes"])
+    df.loc[df["mode"] == "infer", ["backward_s", "memory_bytes"]] = float("nan")
+    preds = [_predict_row(r) for _, r in df.iterrows()]
+    for metric in METRICS:
+        df[f"pred_{metric}"] = [p.get(metric, float("nan")) for p in preds]
+    return df
+
+
+def own_h100_training_rows() -> list[dict[str, Any]]:
+    """MAPE, median absolute error and median bias (predicted / measured - 1) per group and metric."""
+    frame = own_h100_training_predictions()
+    rows: list[dict[str, Any]] = []
+    for (group, metric), part in _long(frame).groupby(["group", "metric"], sort=False):
+        err = (part["pred"] - part["meas"]).abs() / part["meas"]
+        rows.append(
+            {
+                "source": group, "metric": metric, "n": len(part), "mape": float(err.mean()),
+                "median_ape": float(err.median()), "bias": float((part["pred"] / part["meas"]).median() - 1),
+            }
+        )  # fmt: skip
+    return rows
+
+
+def _long(frame: pd.DataFrame) -> pd.DataFrame:
+    parts = [
+        pd.DataFrame({"group": frame["group"], "metric": m, "meas": frame[m], "pred": frame[f"pred_{m}"]})
+        for m in METRICS
+    ]
+    return pd.concat(parts, ignore_index=True).dropna()
