@@ -115,7 +115,8 @@ def make_step(torch: Any, net: Any, kind: str, shape: tuple[Any, ...], device: A
         else:
             opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
-    amp = precision == "bf16"
+    amp = precision in ("bf16", "fp16")
+    amp_dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     cuda = device.type == "cuda"
 
     def mark() -> None:
@@ -127,11 +128,11 @@ def make_step(torch: Any, net: Any, kind: str, shape: tuple[Any, ...], device: A
     def step() -> None:
         mark()
         if mode == "infer":
-            with torch.inference_mode(), torch.autocast(device.type, torch.bfloat16, enabled=amp):
+            with torch.inference_mode(), torch.autocast(device.type, amp_dtype, enabled=amp):
                 net(x)
             mark()
             return
-        with torch.autocast(device.type, torch.bfloat16, enabled=amp):
+        with torch.autocast(device.type, amp_dtype, enabled=amp):
             loss = net(input_ids=x, labels=x).loss if kind == "tokens" else loss_fn(net(x), y)
         mark()
         loss.backward()
@@ -198,6 +199,15 @@ def measure(
     }
 
 
+def parse_shapes(text: str) -> list[tuple[str, str, str, int, int, str]]:
+    """`--shapes` entries, e.g. `train:resnet-50:fp16:256:224:channels_last`."""
+    out = []
+    for entry in text.split(","):
+        mode, model, precision, batch, size, fmt = entry.split(":")
+        out.append((mode, model, precision, int(batch), int(size), fmt))
+    return out
+
+
 def profile_kernels(torch: Any, step: Any, events: list[Any], shape: tuple[Any, ...], path: Path) -> None:
     """Appends one row per kernel name: calls and GPU microseconds per step, over 3 profiled steps."""
     from torch.profiler import ProfilerActivity, profile
@@ -240,6 +250,11 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=200.0)
     parser.add_argument("--window-s", type=float, default=2.0)
     parser.add_argument("--only", default="", help="only these models (comma list)")
+    parser.add_argument(
+        "--shapes",
+        default="",
+        help="instead of the table: mode:model:precision:batch:size:format,... (format may be empty)",
+    )
     parser.add_argument("--batch", type=int, default=0, help="this batch instead of the table's")
     parser.add_argument("--profile", action="store_true", help="also write each shape's kernels by name")
     parser.add_argument("--layers", type=int, default=None, help="shrink language models (CPU smoke test)")
@@ -278,7 +293,7 @@ def main() -> None:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         if new_file:
             writer.writeheader()
-        for mode, model, precision, batch, size, fmt in SHAPES:
+        for mode, model, precision, batch, size, fmt in parse_shapes(args.shapes) if args.shapes else SHAPES:
             if wanted and model not in wanted:
                 continue
             if time.perf_counter() > deadline:

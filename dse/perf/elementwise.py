@@ -9,9 +9,13 @@ and SFU ops per element come from `dse.workload.ops.ELEMENTWISE_KINDS`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.batchnorm import launch_arrays
 from dse.perf.pipeline import build_estimates, correct, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
@@ -33,8 +37,13 @@ def elementwise_arrays(
     gpu: GpuSpec,
     sm_clock_hz: np.ndarray,
     coeffs: CoeffTable | object | None = None,
+    bn_layout: Sequence[str] | None = None,
+    bn_batch: np.ndarray | None = None,
+    bn_channels: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Vectorized model of N elementwise kernels; `kind` holds indices into KINDS."""
+    """Vectorized model of N elementwise kernels; `kind` holds indices into KINDS. Rows with a
+    `bn_layout` (with their `bn_batch` and `bn_channels`) are batch-norm kernels at their library's launch
+    configuration (`dse.perf.batchnorm`)."""
     kind = np.asarray(kind, dtype=int)
     num = kind.shape[0]
     bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
@@ -46,20 +55,29 @@ def elementwise_arrays(
     per_thread = _VECTORS_PER_THREAD * _VECTOR_BYTES / np.maximum(in_b, out_b)
     per_cta = _THREADS * per_thread
     grid = np.ceil(n_el / per_cta)
+    conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
+    threads = np.full(num, _THREADS)
+    in_flight = np.full(num, _VECTORS_PER_THREAD * _VECTOR_BYTES)
+    if bn_layout is not None:  # batch norm at its library's launch configuration
+        bn = launch_arrays([KINDS[k] for k in kind], bn_layout, bn_batch, bn_channels, n_el, in_b)
+        native = ~np.isnan(bn["grid"])
+        grid, threads = np.where(native, bn["grid"], grid), np.where(native, bn["threads"], threads)
+        in_flight = np.where(native, bn["in_flight_b"], in_flight)
+        conc = np.where(native, np.minimum(bn["conc"], rates.max_threadblocks_per_sm), conc)
     elems = n_el / grid
     bytes_cta = elems * (n_in * in_b + n_out * out_b)
-    conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
     tl = streaming_timeline(
         **machine_rates(rates),
         grid=grid,
         conc=conc,
-        threads=np.full(num, _THREADS),
+        threads=threads,
         dram_b=bytes_cta,
         l2_b=bytes_cta,
         smem_b=np.zeros(num),
         flop=elems * flop_el,
         sfu_op=elems * sfu_el,
         passes=np.ones(num),
+        in_flight_b=in_flight,
     )
     latency_s, util = correct(tl, coeff_table(coeffs).matrix(GROUPS)[kind])
     return {
@@ -73,6 +91,17 @@ def elementwise_arrays(
         "smem_bytes": np.zeros(num),
         "group": kind.copy(),
         "grid": grid,
+    }
+
+
+def bn_fields(ops: Sequence[ElementwiseOp]) -> dict[str, Any]:
+    """The `elementwise_arrays` batch-norm arguments of `ops` (empty when none has a `bn_layout`)."""
+    if not any(o.bn_layout for o in ops):
+        return {}
+    return {
+        "bn_layout": [o.bn_layout for o in ops],
+        "bn_batch": np.array([o.bn_batch for o in ops], dtype=float),
+        "bn_channels": np.array([o.bn_channels for o in ops], dtype=float),
     }
 
 
@@ -91,6 +120,7 @@ def estimate_many(
         gpu=gpu,
         sm_clock_hz=np.full(len(ops), clock_hz),
         coeffs=coeffs,
+        **bn_fields(ops),
     )
     tiles = [f"vec{int(_VECTOR_BYTES)}B_{int(_THREADS)}t_grid{int(out['grid'][i])}" for i in range(len(ops))]
     groups = [GROUPS[g] for g in out["group"]]

@@ -155,6 +155,7 @@ def family_arrays(
             gpu=gpu,
             sm_clock_hz=fs,
             coeffs=coeffs,
+            **elementwise.bn_fields(sub),
         )
     shape = {
         "batch": arr([o.batch for o in sub]),

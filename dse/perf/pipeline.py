@@ -260,6 +260,7 @@ def streaming_timeline(
     flop: np.ndarray,
     sfu_op: np.ndarray,
     passes: np.ndarray,
+    in_flight_b: np.ndarray | None = None,
 ) -> Timeline:
     """Timeline of a streaming kernel (elementwise, softmax, norms): no software pipeline.
 
@@ -267,12 +268,14 @@ def streaming_timeline(
     FLOP and SFU ops. Threadblocks start as soon as a slot frees, so the kernel takes the slowest of its
     bottlenecks: the DRAM and L2 totals at full bandwidth; the busiest SM's share through its L2 port, its
     shared memory, its CUDA cores and SFUs; a Little's-law limit (each thread keeps 64 bytes of loads in
-    flight, so an SM moves at most `resident threads * 64 B` per DRAM latency); and the dependent DRAM
+    flight, or `in_flight_b` where given, so an SM moves at most `resident threads * 64 B` per DRAM
+    latency); and the dependent DRAM
     round trips, one per pass over the data for each round of resident threadblocks (a threadblock cannot
     finish before its loads return, a reduction must finish before it is applied). The prologue is the
     exposed latency of those passes once more (launch and ramp).
     """
     sms = rates_num_sms
+    in_flight = _BYTES_IN_FLIGHT_PER_THREAD if in_flight_b is None else in_flight_b
     per_sm = np.ceil(grid / sms)  # threadblocks of the busiest SM
     resident = np.minimum(conc, per_sm)
     rounds = np.ceil(per_sm / conc)
@@ -281,7 +284,7 @@ def streaming_timeline(
         grid * l2_b / l2_tot,
         per_sm * l2_b / l2_sm,
         per_sm * smem_b / smem_sm,
-        per_sm * l2_b * _LATENCY_S / (resident * threads * _BYTES_IN_FLIGHT_PER_THREAD),
+        per_sm * l2_b * _LATENCY_S / (resident * threads * in_flight),
         rounds * passes * _LATENCY_S,
     )
     math = vmax(per_sm * flop / fp32_sm, per_sm * sfu_op / sfu_sm)

@@ -128,9 +128,9 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     if kind == "bn_apply":
         # Training batch norm (`dse.workload.vision`): PyTorch's backward reduces over x and dy first,
         # then writes dx from them.
-        reduce = ElementwiseOp(name=f"{name}_reduce", kind="bn_bwd_reduce", num_elements=n, dtype=op.dtype)
-        apply = ElementwiseOp(name=name, kind="bn_bwd_apply", num_elements=n, dtype=op.dtype)
-        return [dataclasses.replace(reduce, count=op.count), dataclasses.replace(apply, count=op.count)]
+        # (same elements, dtype, count and ATen launch fields as the forward pass)
+        reduce = dataclasses.replace(op, name=f"{name}_reduce", kind="bn_bwd_reduce", out_dtype=None)
+        return [reduce, dataclasses.replace(op, name=name, kind="bn_bwd_apply", out_dtype=None)]
     if kind in _ACT_GRAD_KIND:
         # gated activations write d(gate) and d(up): twice the elements
         n = n * 2 if kind.endswith("_mul") else n

@@ -262,6 +262,12 @@ class ElementwiseOp:
     dtype: Dtype = "bf16"
     out_dtype: Dtype | None = None
     count: int = 1
+    # Batch norm at its library's launch configuration (`dse.perf.batchnorm`): ATen's kernels ("nhwc",
+    # "nchw"; bf16) or cuDNN's NCHW ones ("cudnn-nchw"); batch and channels size the grid. "" (default):
+    # a streaming kernel.
+    bn_layout: str = ""
+    bn_batch: int = 0
+    bn_channels: int = 0
 
     def __post_init__(self) -> None:
         _check_positive(self, "num_elements", "count")
@@ -269,6 +275,18 @@ class ElementwiseOp:
         if self.kind not in ELEMENTWISE_KINDS:
             kinds = ", ".join(ELEMENTWISE_KINDS)
             raise ValueError(f"ElementwiseOp '{self.name}': kind '{self.kind}' is not one of {kinds}")
+        if self.bn_layout:
+            per_plane = self.bn_batch * self.bn_channels
+            if (
+                self.bn_layout not in ("nhwc", "nchw", "cudnn-nchw")
+                or not self.kind.startswith("bn_")
+                or per_plane <= 0
+                or self.num_elements % per_plane
+            ):
+                raise ValueError(
+                    f"ElementwiseOp '{self.name}': bn_layout needs a bn_* kind, layout nhwc or nchw and a "
+                    "positive bn_batch x bn_channels dividing num_elements"
+                )
 
     @property
     def num_inputs(self) -> int:

@@ -17,7 +17,10 @@ backward a reduction over x and dy and a pass writing dx: 2 reads + 1 write forw
 backward (PyTorch's `batch_norm_collect_statistics` / `batch_norm_transform_input` and
 `batch_norm_backward_reduce` / `batch_norm_backward_elemt` kernels, aten/src/ATen/native/cuda/
 Normalization.cuh; cuDNN's non-fused spatial batch norm makes the same passes). Pricing the training norm
-as a one-pass row norm under-counted that traffic by a third forward and a fifth backward.
+as a one-pass row norm under-counted that traffic by a third forward and a fifth backward. Which library
+runs it sets its speed: bf16 takes ATen's kernels (training and eval), fp16/fp32 cuDNN's; ATen's and
+cuDNN's NCHW training kernels carry their launch configuration (`ElementwiseOp.bn_layout`,
+`dse.perf.batchnorm`), cuDNN's channels-last and inference ones are streaming passes.
 
 Memory format. cuDNN's tensor-core convolution kernels (fp16, bf16, TF32, fp8) work on NHWC; given NCHW
 tensors (PyTorch's default layout) it transposes the input into NHWC and the output back around every
@@ -138,10 +141,11 @@ def load_vision_model(name: str) -> VisionModel:
 
 class _Builder:
     def __init__(
-        self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, transpose: bool, training: bool
+        self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, layout: str, training: bool
     ) -> None:
-        self.m, self.n, self.dtype, self.act = model, batch, dtype, act
-        self.transpose = transpose  # NCHW tensors around tensor-core convolutions (module docstring)
+        self.m, self.n, self.dtype, self.act, self.layout = model, batch, dtype, act, layout
+        # NCHW tensors around tensor-core convolutions (module docstring); fp32 convolutions read NCHW
+        self.transpose = layout == "nchw" and dtype != "fp32"
         self.training = training  # batch norm from batch statistics (module docstring)
         self.ops: list[Op] = []
         self.params = 0
@@ -161,9 +165,24 @@ class _Builder:
 
     def bn(self, name: str, rows: int, channels: int) -> None:
         """Batch norm over `rows` positions of `channels` (module docstring)."""
+        # bf16 batch norm runs ATen's own kernels at their launch configuration (dse.perf.batchnorm); fp16
+        # and fp32 take cuDNN's: its NCHW training kernels likewise, its NHWC and inference ones priced as
+        # streaming passes.
+        if self.act == "bf16":
+            layout = self.layout
+        else:
+            layout = "cudnn-nchw" if self.layout == "nchw" and self.training else ""
+
+        def op(op_name: str, kind: str) -> ElementwiseOp:
+            return ElementwiseOp(
+                name=op_name, kind=kind, num_elements=rows * channels, dtype=self.act, bn_layout=layout,
+                bn_batch=self.n if layout else 0, bn_channels=channels if layout else 0,
+            )  # fmt: skip
+
         if self.training:
-            self.ew(f"{name}_stats", "bn_stats", rows * channels)
-            self.ew(name, "bn_apply", rows * channels)
+            self.ops += [op(f"{name}_stats", "bn_stats"), op(name, "bn_apply")]
+        elif layout:  # eval mode: ATen's normalize kernel over the running statistics
+            self.ops.append(op(name, "bn_apply"))
         else:
             self.ops.append(NormOp(name=name, rows=rows, cols=channels, kind="layernorm", dtype=self.act))
         self.params += 2 * channels
@@ -381,7 +400,7 @@ def build_vision_graph(
     _check_image_size(model, image_size)
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
-    b = _Builder(model, batch, dtype, act, memory_format == "nchw" and precision != "fp32", training)
+    b = _Builder(model, batch, dtype, act, memory_format, training)
     if model.family == "resnet":
         b.resnet(image_size)
     elif model.family == "vgg":

@@ -120,7 +120,9 @@ def test_channels_last_trains_faster_only_on_tensor_cores() -> None:
         return float(predict_training("resnet-50", load_gpu(gpu), req).metrics()["samples_per_s"])
 
     assert 1.2 < rate("rtx-3090", "fp16", "nhwc") / rate("rtx-3090", "fp16", "nchw") < 1.8
-    assert rate("v100-sxm2", "fp32", "nhwc") == pytest.approx(rate("v100-sxm2", "fp32", "nchw"))
+    # fp32 convolutions have no layout copies: the layouts differ only in cuDNN's batch-norm kernels, its
+    # per-channel NCHW ones bandwidth-bound on a V100's 900 GB/s as the streaming NHWC passes are
+    assert rate("v100-sxm2", "fp32", "nhwc") == pytest.approx(rate("v100-sxm2", "fp32", "nchw"), rel=0.01)
 
 
 def test_unknown_memory_format_is_refused() -> None:

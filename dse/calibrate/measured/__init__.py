@@ -49,12 +49,14 @@ def load_own_h100_whole_models() -> pd.DataFrame:
 
 
 def load_own_h100_training() -> pd.DataFrame:
-    """The H100 SXM training steps and vision forward passes of 2026-11-26 (evening session), runs with
-    >= 2 s windows (`run` 1 and 2; run 3 repeated five shapes with 0.5 s windows under the profiler and is
-    left out). Columns added: `step_time_s`, `forward_s`, `backward_s`, `optimizer_s`, `image_size` and
-    `seq_len` as nullable integers, `memory_format` as dse's nhwc/nchw ("" for transformers)."""
+    """The H100 SXM training steps and vision forward passes of 2026-11-26 (evening session): runs 1, 2
+    and 4, each shape once (its first measurement; run 3 repeated five shapes with 0.5 s windows under the
+    profiler, and run 4 six more, README.md). Columns added: `step_time_s`, `forward_s`, `backward_s`,
+    `optimizer_s`, `image_size` and `seq_len` as nullable integers, `memory_format` as dse's nhwc/nchw (""
+    for transformers)."""
     df = pd.read_csv(MEASURED_DIR / "h100_sxm_training.csv")
-    out = df[df["window_s"] >= 2.0].reset_index(drop=True)
+    key = ["mode", "model", "precision", "batch", "image_size", "seq_len", "memory_format"]
+    out = df[df["run"] != 3].drop_duplicates(subset=key, keep="first").reset_index(drop=True)
     for col in ("step_time", "forward", "backward", "optimizer"):
         out[f"{col}_s"] = out[f"{col}_ms"] * MILLI
     out["image_size"] = out["image_size"].astype("Int64")
@@ -65,5 +67,5 @@ def load_own_h100_training() -> pd.DataFrame:
 
 
 def own_h100_training_kernels_path() -> Path:
-    """Per-kernel GPU time of five of those shapes (torch profiler, 3 steps; README.md)."""
+    """Per-kernel GPU time of 15 of those shapes (torch profiler, 3 steps; runs 3 and 4, README.md)."""
     return MEASURED_DIR / "h100_sxm_training_kernels.csv"

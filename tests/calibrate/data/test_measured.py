@@ -68,10 +68,11 @@ def test_whole_model_runs_load_with_their_kernel_lists() -> None:
 
 
 def test_training_steps_are_what_the_readme_says() -> None:
-    """18 shapes with >= 2 s windows; energy = power x time; the card never throttled (1980 MHz, under
-    700 W); CUDA-event phases fill the GPU-bound steps; run 3's repeats agree with run 1 within 2%."""
+    """22 shapes (runs 1, 2 and 4); energy = power x time; the card never throttled (1980 MHz, under
+    700 W); CUDA-event phases fill the GPU-bound steps; repeats agree with the first measurement within 2%
+    but ResNet-152 in run 4, whose step was host-bound on that machine (GPU time under the wall time)."""
     runs = load_own_h100_training()
-    assert len(runs) == 18 and set(runs["run"]) == {1, 2}
+    assert len(runs) == 22 and set(runs["run"]) == {1, 2, 4}
     assert set(runs["mode"]) == {"train", "infer"}
     np.testing.assert_allclose(runs["energy_j"], runs["avg_power_w"] * runs["step_time_s"], rtol=1e-3)
     assert runs["avg_power_w"].between(73.5, 1.03 * H100.power.tdp_w).all()
@@ -80,9 +81,16 @@ def test_training_steps_are_what_the_readme_says() -> None:
     assert (phases <= 1.02 * runs["step_time_s"]).all() and (phases >= 0.9 * runs["step_time_s"]).all()
     every = pd.read_csv(MEASURED_DIR / "h100_sxm_training.csv")
     key = ["mode", "model", "precision", "batch", "memory_format"]
-    both = every[every["run"] == 3].merge(every[every["run"].isin([1, 2])], on=key, suffixes=("_3", ""))
-    assert len(both) == 6
-    np.testing.assert_allclose(both["step_time_ms_3"], both["step_time_ms"], rtol=0.02)
+    first = every[every["run"].isin([1, 2])]
+    for run, count in ((3, 6), (4, 6)):
+        both = every[every["run"] == run].merge(first, on=key, suffixes=("_again", ""))
+        assert len(both) == count
+        steady = both[~((run == 4) & (both["model"] == "resnet-152"))]
+        np.testing.assert_allclose(steady["step_time_ms_again"], steady["step_time_ms"], rtol=0.02)
+    prof = pd.read_csv(own_h100_training_kernels_path())
+    r152 = prof[(prof["run"] == 4) & (prof["model"] == "resnet-152")]["us_per_step"].sum() / 1e3
+    wall = every[(every["run"] == 4) & (every["model"] == "resnet-152")]["step_time_ms"].iloc[0]
+    assert r152 < 0.8 * wall
 
 
 def test_training_kernel_profile_shows_batch_norm_dominating_channels_last_resnet() -> None:
@@ -90,7 +98,7 @@ def test_training_kernel_profile_shows_batch_norm_dominating_channels_last_resne
     kernels take over 40% of the GPU time, the convolutions under 30%; the profiled GPU time is the step."""
     prof = pd.read_csv(own_h100_training_kernels_path())
     r50 = prof[(prof["model"] == "resnet-50") & (prof["memory_format"] == "channels_last")]
-    r50 = r50[r50["precision"] == "bf16"]
+    r50 = r50[(r50["precision"] == "bf16") & (r50["mode"] == "train")]
     total_us = r50["us_per_step"].sum()
     bn = r50[r50["kernel"].str.contains("batch_norm")]["us_per_step"].sum()
     conv = r50[r50["kernel"].str.contains("implicit_gemm|cutlass|xmma", regex=True)]["us_per_step"].sum()

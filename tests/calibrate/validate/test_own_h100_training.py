@@ -12,7 +12,7 @@ H100 = load_gpu("h100-sxm")
 
 def test_every_shape_is_predicted_within_physical_limits() -> None:
     d = own_h100_training_predictions()
-    assert len(d) == 18
+    assert len(d) == 22
     idle = H100.power.idle_power_w.at(H100.clocks.sm_clock_min_hz)
     assert d["pred_avg_power_w"].between(idle, H100.power.tdp_w + 1e-6).all()
     np.testing.assert_allclose(d["pred_energy_j"], d["pred_avg_power_w"] * d["pred_step_time_s"], rtol=1e-9)
@@ -21,20 +21,29 @@ def test_every_shape_is_predicted_within_physical_limits() -> None:
         train["pred_forward_s"] + train["pred_backward_s"] <= train["pred_step_time_s"] * (1 + 1e-9)
     ).all()
     # channels-last against NCHW: both measured and predicted faster, as the model's layout copies say
-    r50 = train[(train["model"] == "resnet-50") & (train["precision"] == "bf16")].set_index("memory_format")
-    assert r50.loc["nhwc", "step_time_s"] < r50.loc["nchw", "step_time_s"]
-    assert r50.loc["nhwc", "pred_step_time_s"] < r50.loc["nchw", "pred_step_time_s"]
+    for precision in ("bf16", "fp16", "fp32"):
+        r50 = train[(train["model"] == "resnet-50") & (train["precision"] == precision)].set_index(
+            "memory_format"
+        )
+        assert r50.loc["nhwc", "step_time_s"] < r50.loc["nchw", "step_time_s"]
+        assert r50.loc["nhwc", "pred_step_time_s"] < r50.loc["nchw", "pred_step_time_s"]
 
 
 def test_rows_cover_each_group_and_metric() -> None:
     rows = own_h100_training_rows()
     keys = {(r["source"], r["metric"]) for r in rows}
-    for group in ("torchvision-train-bf16", "torchvision-train-tf32", "hf-eager-llm-train"):
+    for group in (
+        "torchvision-train-bf16",
+        "torchvision-train-fp16",
+        "torchvision-train-tf32",
+        "hf-eager-llm-train",
+    ):
         for metric in ("step_time_s", "avg_power_w", "energy_j", "forward_s", "backward_s", "memory_bytes"):
             assert (f"own-h100/{group}", metric) in keys
     assert ("own-h100/torchvision-forward", "memory_bytes") not in keys  # not measured for eval passes
     n = {(r["source"], r["metric"]): r["n"] for r in rows}
-    assert n[("own-h100/torchvision-train-bf16", "step_time_s")] == 9
+    assert n[("own-h100/torchvision-train-bf16", "step_time_s")] == 10
+    assert n[("own-h100/torchvision-train-fp16", "step_time_s")] == 2
     assert n[("own-h100/torchvision-forward", "step_time_s")] == 4
     # activation memory is the part of the vision model that holds on this data (README accuracy table)
     memory = next(
