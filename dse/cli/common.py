@@ -214,6 +214,14 @@ PrecisionOpt = Annotated[
     typer.Option("--precision", help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (gpt-oss: MXFP4 expert weights)."),
 ]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
+# `dse predict`'s forms: None when not written, so a flag written where nothing reads it is refused.
+PredictPhaseOpt = Annotated[
+    str | None, typer.Option("--phase", help="prefill (default) or decode (one step at context --seq-len).")
+]
+PredictSeqOpt = Annotated[
+    int | None, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode); 1024.")
+]
+PredictAttentionOpt = Annotated[str | None, typer.Option("--attention", help="flash (default) or eager.")]
 CoeffsOpt = Annotated[
     Path | None,
     typer.Option(

@@ -23,11 +23,12 @@ from dse.cli.common import (
     MemoryOpt,
     ModelOpt,
     OutOpt,
-    PhaseOpt,
     PrecisionOpt,
+    PredictAttentionOpt,
+    PredictPhaseOpt,
+    PredictSeqOpt,
     RateOpt,
     SamplingOpt,
-    SeqOpt,
     SetOpt,
     build_workload,
     console,
@@ -160,6 +161,44 @@ def _no_serving_flags_in_training(
 VISION_FLAGS = ("--image-size", "--memory-format")
 
 
+def _check_shape_flags(
+    model: str | None,
+    kernels: Path | None,
+    training: bool,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    phase: str | None,
+    seq_len: int | None,
+    attention: str | None,
+) -> None:
+    """--phase, --seq-len and --attention written where nothing reads them (they would be ignored): an
+    error naming them. Vision models have no sequence or attention backend to choose; a kernel list fixes
+    its own shapes; serving takes its lengths from --input-tokens / --output-tokens; a training step is
+    one optimizer step, not a phase."""
+    given = {"--phase": phase, "--seq-len": seq_len, "--attention": attention}
+    named = [flag for flag, value in given.items() if value is not None]
+    vision = model is not None and is_vision_model(model)
+    serving = input_tokens is not None or output_tokens is not None
+    if vision:
+        unused, why = named, f"{model} is a vision model (images of --image-size: no sequence or attention)"
+    elif kernels is not None:
+        unused, why = named, "a kernel list (--kernels) fixes its own shapes"
+    elif training:
+        unused, why = (
+            [f for f in named if f == "--phase"],
+            "a training step is forward, backward and optimizer",
+        )
+    elif serving:
+        unused, why = (
+            [f for f in named if f != "--attention"],
+            "serving lengths are --input-tokens/--output-tokens",
+        )
+    else:
+        unused, why = [], ""
+    if unused:
+        raise DseError(f"{', '.join(unused)}: does not apply here: {why}")
+
+
 def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
     """Training options given without --training (but the `allowed` ones) would be ignored: an error."""
     given = [flag for flag in train.given() if flag not in allowed]
@@ -174,12 +213,12 @@ def predict_cmd(
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
-    phase: PhaseOpt = "prefill",
-    seq_len: SeqOpt = 1024,
+    phase: PredictPhaseOpt = None,
+    seq_len: PredictSeqOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
     precision: PrecisionOpt = "bf16",
-    attention: AttentionOpt = "flash",
+    attention: PredictAttentionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
     sampling: SamplingOpt = None,
@@ -207,6 +246,8 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
+    _check_shape_flags(model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention)
+    phase, seq_len, attention = phase or "prefill", 1024 if seq_len is None else seq_len, attention or "flash"
     if training:  # dse.cli.training: one training step
         _no_serving_flags_in_training(load, input_tokens, output_tokens, kv_dtype, engine, sampling, kernels)
         opts = {

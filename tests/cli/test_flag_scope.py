@@ -133,3 +133,59 @@ def test_models_lists_the_vision_models_with_their_parameter_counts():
     vision = {r["name"]: r["num_params"] for r in json.loads(result.output)["vision_models"]}
     assert vision["resnet-50"] == pytest.approx(25.6e6, rel=0.01)  # torchvision's published count
     assert "efficientnet-b0" in vision and "vit-b-16" in vision
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "why"),
+    [
+        (["--model", "resnet-50", "--batch", "8", "--seq-len", "512"], "--seq-len", "vision model"),
+        (["--model", "resnet-50", "--batch", "8", "--phase", "decode"], "--phase", "vision model"),
+        (["--model", "resnet-50", "--batch", "8", "--attention", "flash"], "--attention", "vision model"),
+        (
+            ["--model", "resnet-50", "--training", "--micro-batch", "8", "--attention", "eager"],
+            "--attention",
+            "vision",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--training", "--micro-batch", "1", "--phase", "decode"],
+            "--phase",
+            "training",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8", "--seq-len", "9"],
+            "--seq-len",
+            "serving",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8", "--phase", "decode"],
+            "--phase",
+            "serving",
+        ),
+    ],
+)
+def test_shape_flags_are_refused_where_nothing_reads_them(args, named, why):
+    """Written at any value, even the default, a flag the prediction would ignore is one clear error."""
+    result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args])
+    assert result.exit_code == 2, result.output
+    assert named in result.output and why in result.output and "Traceback" not in result.output
+
+
+def test_shape_flags_still_apply_where_they_are_read():
+    ok = [
+        ["--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "2048", "--batch", "8"],
+        ["--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8", "--attention", "eager"],
+        [
+            "--model",
+            "llama-3.1-8b",
+            "--training",
+            "--micro-batch",
+            "1",
+            "--seq-len",
+            "2048",
+            "--attention",
+            "eager",
+        ],
+    ]
+    for args in ok:
+        result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args, "--json"])
+        assert result.exit_code == 0, result.output
