@@ -3,9 +3,10 @@
 Each shape is one model at one batch: torchvision CNNs and ViT-B/16 on random 224 px images (380 px for
 EfficientNet-B4) with random labels, SGD with momentum; GPT-2 language models built from configs with
 AdamW on random tokens. Everything is plain eager PyTorch as a user writes it: `torch.autocast(bf16)` over
-fp32 master weights for "bf16", no autocast for "fp32" (PyTorch's defaults then: TF32 convolutions in
-cuDNN, FP32 matmuls), `cudnn.benchmark` on, data already on the GPU (no input pipeline), PyTorch SDPA for
-the language models' attention. Nothing is downloaded; weights are random.
+fp32 master weights for "bf16" (`torch.autocast(float16)` for "fp16", without a GradScaler), no autocast
+for "fp32" (PyTorch's defaults then: TF32 convolutions in cuDNN, FP32 matmuls), `cudnn.benchmark` on,
+data already on the GPU (no input pipeline), PyTorch SDPA for the language models' attention. Nothing is
+downloaded; weights are random.
 
 Per shape: >= 0.5 s and 3 steps of warm-up (cuDNN's algorithm search), then a window of >= `window_s`:
 wall time per step, energy per step from the NVML total-energy counter, a 50 ms poll of power, SM clock

@@ -16,6 +16,11 @@ in `pipeline.streaming_timeline`), not by the DRAM peak. Facts from that header 
   `t = max(pow2(H*W / 4), min(pow2(H*W), 64))`, a grid of C by `min(256K / C, ceil(N / that))`. Each
   thread has one load per input in flight (a serial accumulation loop).
 
+Approximations: ATen's NCHW backward is one kernel that the graph lists as two ops (its launch and prologue
+counted twice, microseconds); above 2^31 elements ATen's NCHW path switches to a separate reduce kernel
+(block from the batch size) not modelled; a network's odd NCHW-strided tensor in a channels-last graph (one
+backward reduce in MobileNet-V2 and EfficientNet-B0's profiles) is priced channels-last.
+
 NOTE(perf): resident threads per SM are taken as 1024 (two 512-thread blocks): these kernels' register use
 is not published, and a full 2048 would make the channels-last ones DRAM-bound, against the profile (the
 statistics kernel read 0.63 TB/s, the others 2.0-2.4 TB/s, on H100).
@@ -98,24 +103,28 @@ def native_launch(
     batch: np.ndarray,
     channels: np.ndarray,
     num_elements: np.ndarray,
-    elem_bytes: float,
+    elem_bytes: np.ndarray | float,
 ) -> dict[str, np.ndarray]:
-    """Grid, threads per block, resident blocks per SM and bytes in flight per thread of ATen's `kind`
-    kernel (one of bn_stats, bn_apply, bn_bwd_reduce, bn_bwd_apply) over `[batch, H*W, channels]`."""
+    """Grid, threads per block, resident blocks per SM and bytes in flight per thread of the `kind`
+    kernel (one of bn_stats, bn_apply, bn_bwd_reduce, bn_bwd_apply) over `[batch, H*W, channels]` of
+    elements of `elem_bytes` (per row)."""
     n, c = np.asarray(batch, dtype=float), np.asarray(channels, dtype=float)
     hw = np.asarray(num_elements, dtype=float) / (n * c)
     if layout == "nhwc":
         grid, threads = _channels_last(kind, n * hw, c)
     elif layout == "nchw":
         grid, threads = _nchw(kind, n, hw, c)
-    else:  # cuDNN's NCHW kernels: per channel, forward and backward each one kernel (module docstring)
+    else:
+        # NOTE(perf): cuDNN's NCHW kernels (`bn_fw_tr_1C11`, `bn_bw_1C11`: one channel's scale and bias) are
+        # taken as one 512-thread block per channel like ATen's; their launch is not published (the
+        # profile's template arguments, 32 to 512, hint at other block sizes): the fitted values absorb it.
         grid, threads = _nchw("bn_stats", n, hw, c)
-    per_thread = ELEMENTS_IN_FLIGHT[(layout, kind)] * _INPUTS[kind] * elem_bytes
+    per_thread = ELEMENTS_IN_FLIGHT[(layout, kind)] * _INPUTS[kind] * np.asarray(elem_bytes, dtype=float)
     return {
         "grid": grid,
         "threads": threads,
         "conc": np.maximum(np.floor(_RESIDENT_THREADS / threads), 1.0),
-        "in_flight_b": np.full(grid.shape, float(per_thread)),
+        "in_flight_b": np.broadcast_to(per_thread, grid.shape).astype(float),
     }
 
 
@@ -129,15 +138,15 @@ def launch_arrays(
 ) -> dict[str, np.ndarray]:
     """`native_launch` per row (grid, threads, conc, in_flight_b), NaN for rows with no layout ("")."""
     num = len(kinds)
-    out = {key: np.full(num, np.nan) for key in ("grid", "threads", "conc", "in_flight_b")}
     b, c = np.asarray(batch, dtype=float), np.asarray(channels, dtype=float)
+    if not len(layouts) == b.size == c.size == num:
+        raise ValueError("bn_layout, bn_batch and bn_channels need one entry per op")
+    out = {key: np.full(num, np.nan) for key in ("grid", "threads", "conc", "in_flight_b")}
     for layout in set(layouts) - {""}:
         for kind in set(kinds):
             rows = np.array([lay == layout and k == kind for lay, k in zip(layouts, kinds, strict=True)])
             if rows.any():
-                launch = native_launch(
-                    kind, layout, b[rows], c[rows], num_elements[rows], float(elem_bytes[rows].max())
-                )
+                launch = native_launch(kind, layout, b[rows], c[rows], num_elements[rows], elem_bytes[rows])
                 for key, values in launch.items():
                     out[key][rows] = values
     return out

@@ -91,6 +91,7 @@ def elementwise_arrays(
         "smem_bytes": np.zeros(num),
         "group": kind.copy(),
         "grid": grid,
+        "threads": threads,
     }
 
 
@@ -122,7 +123,10 @@ def estimate_many(
         coeffs=coeffs,
         **bn_fields(ops),
     )
-    tiles = [f"vec{int(_VECTOR_BYTES)}B_{int(_THREADS)}t_grid{int(out['grid'][i])}" for i in range(len(ops))]
+    tiles = [
+        f"{o.bn_layout or f'vec{int(_VECTOR_BYTES)}B'}_{int(out['threads'][i])}t_grid{int(out['grid'][i])}"
+        for i, o in enumerate(ops)
+    ]
     groups = [GROUPS[g] for g in out["group"]]
     return build_estimates(ops, ["elementwise"] * len(ops), out, np.full(len(ops), clock_hz), tiles, groups)
 

@@ -267,8 +267,8 @@ def streaming_timeline(
     Per threadblock: DRAM bytes `dram_b`, L2 -> SM bytes `l2_b`, shared-memory bytes `smem_b`, CUDA-core
     FLOP and SFU ops. Threadblocks start as soon as a slot frees, so the kernel takes the slowest of its
     bottlenecks: the DRAM and L2 totals at full bandwidth; the busiest SM's share through its L2 port, its
-    shared memory, its CUDA cores and SFUs; a Little's-law limit (each thread keeps 64 bytes of loads in
-    flight, or `in_flight_b` where given, so an SM moves at most `resident threads * 64 B` per DRAM
+    shared memory, its CUDA cores and SFUs; a Little's-law limit (each thread keeps `in_flight_b` bytes of
+    loads in flight, 64 by default, so an SM moves at most `resident threads * in_flight_b` per DRAM
     latency); and the dependent DRAM
     round trips, one per pass over the data for each round of resident threadblocks (a threadblock cannot
     finish before its loads return, a reduction must finish before it is applied). The prologue is the

@@ -284,8 +284,8 @@ class ElementwiseOp:
                 or self.num_elements % per_plane
             ):
                 raise ValueError(
-                    f"ElementwiseOp '{self.name}': bn_layout needs a bn_* kind, layout nhwc or nchw and a "
-                    "positive bn_batch x bn_channels dividing num_elements"
+                    f"ElementwiseOp '{self.name}': bn_layout needs a bn_* kind, layout nhwc, nchw or "
+                    "cudnn-nchw and a positive bn_batch x bn_channels dividing num_elements"
                 )
 
     @property

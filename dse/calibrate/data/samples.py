@@ -167,6 +167,8 @@ def op_fields(op: Op) -> dict[str, Any]:
     elif isinstance(op, NormOp):
         fields |= {"rows": op.rows, "cols": op.cols, "variant": op.kind}
     elif isinstance(op, ElementwiseOp):
+        # A batch norm's launch fields (bn_layout...) are not sample fields: the harness runs no batch-norm
+        # kernels (`dse.measure.suites`), so no sample has them.
         fields |= {"num_elements": op.num_elements, "variant": op.kind, "out_dtype": op.out_dtype or ""}
     return fields
 
