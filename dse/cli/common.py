@@ -176,7 +176,8 @@ def build_workload(
 
     if vision.is_vision_model(str(model)):
         graph, _ = vision.build_vision_graph(
-            vision.load_vision_model(str(model)), batch=batch, image_size=image_size or 224,
+            vision.load_vision_model(str(model)), batch=batch,
+            image_size=224 if image_size is None else image_size,
             precision=precision, memory_format=memory_format or "nchw",
         )  # fmt: skip
         return graph
@@ -204,7 +205,11 @@ KernelsOpt = Annotated[
 PhaseOpt = Annotated[str, typer.Option("--phase", help="prefill or decode (one step at context --seq-len).")]
 BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences in the batch.")]
 ServingBatchOpt = Annotated[
-    int | None, typer.Option("--batch", help="Sequences in one static batch (the default mode; predict: 1).")
+    int | None,
+    typer.Option(
+        "--batch",
+        help="Sequences (images, for a vision model) in one static batch (the default; predict: 1).",
+    ),
 ]
 SeqOpt = Annotated[
     int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
@@ -261,7 +266,9 @@ CapOpt = Annotated[
 ]
 InOpt = Annotated[int | None, typer.Option("--input-tokens", help="Serving: prompt tokens per request.")]
 OutOpt = Annotated[int | None, typer.Option("--output-tokens", help="Serving: generated tokens per request.")]
-BreakdownOpt = Annotated[bool, typer.Option("--breakdown", help="Energy by hardware module and by operator.")]
+BreakdownOpt = Annotated[
+    bool, typer.Option("--breakdown", help="Energy by hardware module and by operator (training: by phase).")
+]
 
 
 def operating_point(

@@ -170,19 +170,21 @@ def _check_shape_flags(
     phase: str | None,
     seq_len: int | None,
     attention: str | None,
+    batch: int | None,
 ) -> None:
-    """--phase, --seq-len and --attention written where nothing reads them (they would be ignored): an
-    error naming them. Vision models have no sequence or attention backend to choose; a kernel list fixes
-    its own shapes; serving takes its lengths from --input-tokens / --output-tokens; a training step is
-    one optimizer step, not a phase."""
+    """--phase, --seq-len and --attention (and --batch with a kernel list) written where nothing reads them
+    (they would be ignored): an error naming them. A vision model's input is images; a kernel list fixes its
+    own shapes; serving takes its lengths from --input-tokens / --output-tokens; a training step is one
+    optimizer step, not a phase."""
     given = {"--phase": phase, "--seq-len": seq_len, "--attention": attention}
     named = [flag for flag, value in given.items() if value is not None]
     vision = model is not None and is_vision_model(model)
     serving = input_tokens is not None or output_tokens is not None
     if vision:
-        unused, why = named, f"{model} is a vision model (images of --image-size: no sequence or attention)"
+        unused, why = named, f"{model} is a vision model (its input is images of --image-size)"
     elif kernels is not None:
-        unused, why = named, "a kernel list (--kernels) fixes its own shapes"
+        unused = named + (["--batch"] if batch is not None else [])
+        why = "a kernel list (--kernels) fixes its own shapes"
     elif training:
         unused, why = (
             [f for f in named if f == "--phase"],
@@ -246,7 +248,9 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
-    _check_shape_flags(model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention)
+    _check_shape_flags(
+        model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
+    )
     phase, seq_len, attention = phase or "prefill", 1024 if seq_len is None else seq_len, attention or "flash"
     if training:  # dse.cli.training: one training step
         _no_serving_flags_in_training(load, input_tokens, output_tokens, kv_dtype, engine, sampling, kernels)
@@ -264,6 +268,11 @@ def predict_cmd(
     _no_training_flags(train, VISION_FLAGS if vision else ())
     if vision and (input_tokens is not None or output_tokens is not None):
         raise DseError(f"--input-tokens / --output-tokens: {model} is a vision model (serving is for LLMs)")
+    if vision and (load.mode() != "static" or any(getattr(load, f) != 1 for f in PARALLEL_FLAGS)):
+        raise DseError(
+            f"{model} is a vision model: load modes and --tp/--pp/--ep/--dp are for LLM serving (a vision "
+            "forward pass is --batch images on one GPU; training: --training --num-gpus)"
+        )
     if input_tokens is not None or output_tokens is not None:
         costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}

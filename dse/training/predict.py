@@ -60,5 +60,10 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"attention_kernel (--attention-kernel): {model} is a vision model, whose step runs the library "
             "kernels as modelled (the framework ratios are for LLM training)"
         )
+    if request.recompute == "selective" and is_vision:
+        raise ConfigError(
+            f"recompute (--recompute selective): {model} is a vision model, whose step recomputes all of its "
+            "forward or nothing (full or none); selective recomputation is the transformer LLMs' attention"
+        )
     if set_("objective", "pretrain") and (is_vision or load_model_config(model).family != "encoder"):
         raise ConfigError(f"objective (--objective): {model} is not an encoder (BERT pre-training heads)")

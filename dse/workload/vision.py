@@ -397,6 +397,8 @@ def build_vision_graph(
             f"precision '{precision}' (--precision): {model.name} is a vision model, which runs in "
             + ", ".join(VISION_PRECISIONS)
         )
+    if batch < 1:
+        raise ConfigError(f"batch {batch} (--batch / --micro-batch): {model.name} needs at least one image")
     _check_image_size(model, image_size)
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)

@@ -189,3 +189,33 @@ def test_shape_flags_still_apply_where_they_are_read():
     for args in ok:
         result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args, "--json"])
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--model", "resnet-50", "--batch", "0"], "at least one image"),
+        (["--model", "resnet-50", "--image-size", "0"], "--image-size 0"),
+        (["--model", "resnet-50", "--concurrency", "4"], "vision model"),
+        (["--model", "resnet-50", "--tp", "2"], "vision model"),
+        (
+            ["--model", "resnet-50", "--training", "--micro-batch", "8", "--recompute", "selective"],
+            "full or none",
+        ),
+    ],
+)
+def test_vision_inputs_nothing_would_read_are_one_clear_error(args, named):
+    """A newcomer's walkthrough: a traceback (batch 0), a silent 224 px (image size 0), advice that led to a
+    second error (load modes) and an option with no effect (selective recomputation of a CNN)."""
+    result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args])
+    assert result.exit_code == 2, result.output
+    assert named in result.output and "Traceback" not in result.output
+
+
+def test_a_kernel_list_refuses_batch(tmp_path):
+    kernels = tmp_path / "k.json"
+    kernels.write_text('[["GEMM(m=128, n=128, k=128, dtype=bf16)", ["linear"]]]')
+    result = CliRunner().invoke(
+        app, ["predict", "--gpu", "h100-sxm", "--kernels", str(kernels), "--batch", "4"]
+    )
+    assert result.exit_code == 2 and "--batch" in result.output and "fixes its own shapes" in result.output

@@ -122,7 +122,8 @@ def own_h100_training_rows() -> list[dict[str, Any]]:
         err = (part["pred"] - part["meas"]).abs() / part["meas"]
         rows.append(
             {
-                "source": group, "metric": metric, "n": len(part), "mape": float(err.mean()),
+                "source": group, "metric": metric, "n": len(part), "held_out": group.endswith(" held out"),
+                "mape": float(err.mean()),
                 "median_ape": float(err.median()), "bias": float((part["pred"] / part["meas"]).median() - 1),
             }
         )  # fmt: skip

@@ -305,7 +305,7 @@ def validate_training() -> dict[str, Any]:
     rows += _mape_rows(timm, "images_per_s_per_gpu")
     rows += _mape_rows(zeus, "avg_gpu_power_w") + _mape_rows(zeus, "samples_per_s")
     rows += _mape_rows(mlperf, "node_power_w") + _mape_rows(mlperf, "samples_per_s_per_gpu")
-    rows += own_h100_training_rows()  # held out: our eager PyTorch steps, fitted on nothing
+    rows += own_h100_training_rows()  # our eager PyTorch steps (batch norm fitted on three: its docstring)
     skipped = {
         "llm": llm_skipped,
         "cnn": cnn_skipped,
