@@ -1,4 +1,4 @@
-"""Launch configuration of PyTorch's own training batch-norm kernels (`ElementwiseOp.bn_layout`).
+"""Batch-norm kernels at their library's launch configuration (`ElementwiseOp.bn_layout`).
 
 bf16 batch norm does not take cuDNN's kernels in PyTorch (fp16 and fp32 do): it runs ATen's
 (aten/src/ATen/native/cuda/Normalization.cuh, the kernel names in our H100 profile,
@@ -9,12 +9,16 @@ in `pipeline.streaming_timeline`), not by the DRAM peak. Facts from that header 
 - channels-last (`flexible_launch_configs`): a block of `x = min(2^floor(log2 C), 32)` channels by
   `y = min(2^floor(log2(rows / 16)), 512 / x)` rows (widened to 512 threads), a grid of `ceil(C / x)` by
   `min(ceil(rows / (16 y)), 128)`; the statistics and backward-reduce kernels drop a grid of fewer than 8
-  row blocks to 1. Each thread keeps `ELEMENTS_PER_ITER = 4` loads of every input in flight.
+  row blocks to 1. Each thread issues `ELEMENTS_PER_ITER = 4` loads of every input per iteration.
 - NCHW: the statistics and the backward (one kernel that reduces x and dy, then writes dx: our graph's
   `bn_bwd_reduce` + `bn_bwd_apply`) run one block per channel, `(t, 512 / t)` threads with `t` the
   power of two >= H*W (32..512); the normalize kernel `(t, max(64 / t, 1))` threads with
   `t = max(pow2(H*W / 4), min(pow2(H*W), 64))`, a grid of C by `min(256K / C, ceil(N / that))`. Each
-  thread has one load per input in flight (a serial accumulation loop).
+  thread loops over one element per input at a time (the compiler's unrolling overlaps a few).
+- cuDNN's NCHW training kernels (fp16, fp32, TF32): a per-channel grid like ATen's (NOTE in
+  `native_launch`).
+
+The loads each thread actually keeps in flight are fitted (`ELEMENTS_IN_FLIGHT`).
 
 Approximations: ATen's NCHW backward is one kernel that the graph lists as two ops (its launch and prologue
 counted twice, microseconds); above 2^31 elements ATen's NCHW path switches to a separate reduce kernel
@@ -36,7 +40,6 @@ import numpy as np
 __all__ = ["ELEMENTS_IN_FLIGHT", "LAYOUTS", "launch_arrays", "native_launch"]
 
 _MAX_BLOCK = 512
-_ELEMENTS_PER_ITER = 4
 _ELEMENTS_PER_THREAD = 16
 _TILE_W = 32
 _MAX_H_BLOCK = 128
