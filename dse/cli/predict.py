@@ -161,7 +161,7 @@ def _no_serving_flags_in_training(
 VISION_FLAGS = ("--image-size", "--memory-format")
 
 
-def _check_shape_flags(
+def _shape_flags(
     model: str | None,
     kernels: Path | None,
     training: bool,
@@ -171,11 +171,11 @@ def _check_shape_flags(
     seq_len: int | None,
     attention: str | None,
     batch: int | None,
-) -> None:
+) -> tuple[str, int, str]:
     """--phase, --seq-len and --attention (and --batch with a kernel list) written where nothing reads them
-    (they would be ignored): an error naming them. A vision model's input is images; a kernel list fixes its
-    own shapes; serving takes its lengths from --input-tokens / --output-tokens; a training step is one
-    optimizer step, not a phase."""
+    (they would be ignored): an error naming them. Returns them with their defaults filled in. A vision
+    model's input is images; a kernel list fixes its own shapes; serving takes its lengths from
+    --input-tokens / --output-tokens; a training step is one optimizer step, not a phase."""
     given = {"--phase": phase, "--seq-len": seq_len, "--attention": attention}
     named = [flag for flag, value in given.items() if value is not None]
     vision = model is not None and is_vision_model(model)
@@ -199,6 +199,7 @@ def _check_shape_flags(
         unused, why = [], ""
     if unused:
         raise DseError(f"{', '.join(unused)}: does not apply here: {why}")
+    return phase or "prefill", 1024 if seq_len is None else seq_len, attention or "flash"
 
 
 def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
@@ -248,10 +249,9 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
-    _check_shape_flags(
+    phase, seq_len, attention = _shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
-    phase, seq_len, attention = phase or "prefill", 1024 if seq_len is None else seq_len, attention or "flash"
     if training:  # dse.cli.training: one training step
         _no_serving_flags_in_training(load, input_tokens, output_tokens, kv_dtype, engine, sampling, kernels)
         opts = {
@@ -268,11 +268,6 @@ def predict_cmd(
     _no_training_flags(train, VISION_FLAGS if vision else ())
     if vision and (input_tokens is not None or output_tokens is not None):
         raise DseError(f"--input-tokens / --output-tokens: {model} is a vision model (serving is for LLMs)")
-    if vision and (load.mode() != "static" or any(getattr(load, f) != 1 for f in PARALLEL_FLAGS)):
-        raise DseError(
-            f"{model} is a vision model: load modes and --tp/--pp/--ep/--dp are for LLM serving (a vision "
-            "forward pass is --batch images on one GPU; training: --training --num-gpus)"
-        )
     if input_tokens is not None or output_tokens is not None:
         costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
@@ -283,15 +278,13 @@ def predict_cmd(
     layout = [flag for flag in PARALLEL_FLAGS if getattr(load, flag) != 1]
     serving_only = any(v is not None for v in (kv_dtype, engine, sampling))
     if serving_only or layout or load.mode() != "static":
-        raise DseError(
-            "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to serving "
-            "predictions: give --input-tokens and --output-tokens (with --model)"
-        )
-    if host_gap_us is not None:
-        raise DseError(
-            "--host-gap-us was removed: host time is now an asynchronous launch queue; give "
-            "--launch eager|graphs|engine (eager is the default for --kernels)"
-        )
+        flags = "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to"
+        if vision:  # adding --input-tokens would only be refused next
+            raise DseError(
+                f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
+            )
+        raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
+    _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
     graph = build_workload(
         model, phase, batch, seq_len, precision, attention, kernels,
@@ -299,6 +292,14 @@ def predict_cmd(
     )  # fmt: skip
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
+
+
+def _no_host_gap(host_gap_us: float | None) -> None:
+    if host_gap_us is not None:
+        raise DseError(
+            "--host-gap-us was removed: host time is now an asynchronous launch queue; give "
+            "--launch eager|graphs|engine (eager is the default for --kernels)"
+        )
 
 
 def _predict_graph(
