@@ -14,11 +14,12 @@ whose predicted power fits the cap:
 1. estimate every kernel at the requested clock; kernels within the cap are done (one kernel-model call);
 2. for the others, guess the answer from their power at the requested clock as if they were
    compute-bound (work per second, and so on-chip and DRAM power, scale with f; `_guess_index`), and
-   estimate them at the guess and one grid step above it: where the guess fits and the step above does not,
-   that is the answer (most kernels: a DRAM-bound part only makes the guess too high, by a step or two);
-3. a window of `WINDOW` clocks next to a missed guess, then every clock still inside the brackets in one
-   call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one call for
-   all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
+   estimate them, in one call, at the guess, one grid step above it and `WINDOW` steps below it: the highest
+   of these that fits, with the step above it over, is the answer (most kernels: a DRAM-bound part only
+   makes the guess too high, by a step or two);
+3. a window of `WINDOW` clocks next to a guess missed by more, then every clock still inside the brackets
+   in one call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one
+   call for all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
 
 This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested: a
 throttled GEMM keeps the tile chosen at the requested clock, `gemm_arrays`' `choice_clock_hz`). A kernel
@@ -244,9 +245,16 @@ class _CapSearch:
         ops = np.arange(n)
         g = np.clip(guess, 0, size - 1)
         up = g + 1 < size
-        # 1. The guess and the clock above it: the answer when the guess fits and the next one does not.
-        self._probe(np.concatenate([ops, ops[up]]), np.concatenate([g, g[up] + 1]), terms, pc)
-        # 2. A window next to a missed guess: below it (a DRAM-bound op) or above it.
+        # 1. The guess, the clock above it (the answer when the guess fits and the next one does not) and
+        # the window below it (where a DRAM-bound op's too-high guess lands), in one call: a kernel-model
+        # call costs mostly its fixed numpy overhead, so the extra rows cost less than a second round.
+        below_g = [(ops[g - j >= 0], (g - j)[g - j >= 0]) for j in range(1, WINDOW + 1)]
+        self._probe(
+            np.concatenate([ops, ops[up], *(o for o, _ in below_g)]),
+            np.concatenate([g, g[up] + 1, *(f for _, f in below_g)]),
+            terms, pc,
+        )  # fmt: skip
+        # 2. A window next to a guess missed by more: below it (a DRAM-bound op) or above it.
         below = np.nonzero((self.hi == g) & (self.hi - self.lo > 1))[0]
         above = np.nonzero((self.lo == g + 1) & (self.hi - self.lo > 1))[0]
         start_b = np.maximum(self.lo[below] + 1, self.hi[below] - WINDOW)
