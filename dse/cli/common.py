@@ -178,7 +178,7 @@ def build_workload(
         graph, _ = vision.build_vision_graph(
             vision.load_vision_model(str(model)), batch=batch,
             image_size=224 if image_size is None else image_size,
-            precision=precision, memory_format=memory_format or "nchw",
+            precision=precision, memory_format=memory_format or "nchw", attention=attention,
         )  # fmt: skip
         return graph
     from dse.workload.llm import build_decode_graph, build_prefill_graph

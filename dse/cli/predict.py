@@ -58,7 +58,7 @@ from dse.cli.training import (
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
-from dse.workload.vision import is_vision_model
+from dse.workload.vision import is_vision_model, load_vision_model
 
 LaunchOpt = Annotated[
     str | None,
@@ -181,7 +181,9 @@ def _shape_flags(
     vision = model is not None and is_vision_model(model)
     serving = input_tokens is not None or output_tokens is not None
     if vision:
-        unused, why = named, f"{model} is a vision model (its input is images of --image-size)"
+        vit = load_vision_model(str(model)).family == "vit"  # a ViT's attention is flash or eager
+        unused = [f for f in named if f != "--attention" or not vit]
+        why = f"{model} is a vision model (its input is images of --image-size)"
     elif kernels is not None:
         unused = named + (["--batch"] if batch is not None else [])
         why = "a kernel list (--kernels) fixes its own shapes"

@@ -143,10 +143,10 @@ def run_training(
         f"pp {layout.pp}{', fsdp' if layout.fsdp else ''}), {request.precision}, "
         f"recompute {request.recompute}"
         + (
-            ""
-            if est.kind != "llm"
-            else ", attention eager"
+            ", attention eager"
             if request.attention == "eager"
+            else ""
+            if est.kind != "llm"
             else f", attention {request.attention_kernel}"
         )
     )

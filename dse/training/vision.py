@@ -3,10 +3,13 @@
 Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
 attention outputs; batch norm's statistics pass has none), as eager PyTorch autograd keeps them, but for
 in-place ops, which write into their input's storage (torchvision's and timm's `ReLU(inplace=True)`, whose
-gradient needs only its output, and ResNet's residual `out += identity`), and cuDNN's NCHW layout transposes
-(temporaries freed after each convolution); `full` recomputation keeps only the graph's input plus the
-largest op output. Throughput is images per second. `TrainingRequest.memory_format` picks NCHW (PyTorch's
-default: cuDNN's layout transposes around tensor-core convolutions) or NHWC.
+gradient needs only its output, and ResNet's residual `out += identity`), cuDNN's NCHW layout transposes
+(temporaries freed after each convolution) and outputs read only by an op that saves nothing (autocast's
+cast of a ViT LayerNorm's fp32 output, whose cast copy the Linear keeps instead; a ViT projection's output
+added to the residual stream; eager attention's scores before their scale); `full` recomputation keeps only
+the graph's input plus the largest op output. Throughput is images per second.
+`TrainingRequest.memory_format` picks NCHW (PyTorch's default: cuDNN's layout transposes around tensor-core
+convolutions) or NHWC; `TrainingRequest.attention` a ViT's attention (flash or eager).
 """
 
 from __future__ import annotations
@@ -40,8 +43,15 @@ VISION_TRAINING_COEFFS = TrainingCoeffs()
 IN_PLACE_RESIDUAL_FAMILIES = ("resnet", "efficientnet")
 
 
-def _kept(op: Op, in_place_residual: bool) -> bool:
-    """Whether autograd keeps a tensor of its own for `op`'s output (module docstring)."""
+def _kept(op: Op, consumer: Op | None, in_place_residual: bool) -> bool:
+    """Whether autograd keeps a tensor of its own for `op`'s output, `consumer` the op after it (module
+    docstring)."""
+    if (
+        isinstance(op, GemmOp | NormOp)  # their backward needs their inputs, not their outputs
+        and isinstance(consumer, ElementwiseOp)
+        and (consumer.kind in ("cast", "scale") or consumer.name.endswith("/residual_add"))
+    ):
+        return False  # read only by a cast, a scale or an add, which save no tensor: it dies with them
     if isinstance(op, ElementwiseOp):
         in_place = op.kind == "relu" or (in_place_residual and op.name.endswith("/residual_add"))
         return op.num_outputs > 0 and not (in_place or op.name.endswith(LAYOUT_SUFFIX))
@@ -75,14 +85,19 @@ def predict_vision_training(
         raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
     forward, params = build_vision_graph(
         model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision,
-        memory_format=req.memory_format, training=True,
+        memory_format=req.memory_format, training=True, attention=req.attention,
     )  # fmt: skip
     backward = build_backward_graph(forward, skip_first_dgrad=True)
     # `full` keeps only the input (and the largest output while recomputing, below): the backward re-runs
     # the whole forward, convolutions and stem included, not only the layers an LLM would checkpoint.
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none", layer_marker="")
     in_place = model.family in IN_PLACE_RESIDUAL_FAMILIES
-    outputs = [_output_bytes(op) * op.count for op in forward.ops if _kept(op, in_place)]
+    ops = forward.ops
+    outputs = [
+        _output_bytes(op) * op.count
+        for op, consumer in zip(ops, (*ops[1:], None), strict=True)
+        if _kept(op, consumer, in_place)
+    ]
     activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.dp if lay.fsdp else 1

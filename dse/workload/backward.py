@@ -18,7 +18,9 @@ Rules, per forward op (DESIGN.md section 14):
   two-input elementwise op).
 - Elementwise: activations read their input(s) and dy and write dx (`act_mul`-shaped ops; a gated
   activation writes two gradients); the residual add's gradient accumulation is one add; an embedding
-  gather becomes a scatter-add of the same size; casts and scales mirror themselves.
+  gather becomes a scatter-add of the same size; a cast casts the gradient back to its input's dtype
+  (autocast's fp32 -> bf16 before a Linear: bf16 -> fp32) and scales mirror themselves; a strided view
+  made contiguous (`CONTIGUOUS_SUFFIX` copies) copies its gradient back once.
 - Layout transposes (`LAYOUT_SUFFIX` copies: cuDNN turning an NCHW tensor into NHWC for the tensor cores
   and back): the data-gradient and weight-gradient convolutions are separate cuDNN calls that each
   transpose their NCHW operands (dy and dx, x and dy), so the backward copies the forward's twice.
@@ -34,6 +36,7 @@ import dataclasses
 
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
     AttentionOp,
     ElementwiseOp,
     GemmOp,
@@ -44,6 +47,7 @@ from dse.workload.ops import (
 
 __all__ = [
     "ATTENTION_BWD_PASSES",
+    "CONTIGUOUS_SUFFIX",
     "LAYOUT_SUFFIX",
     "build_backward_graph",
     "build_recompute_graph",
@@ -52,6 +56,9 @@ __all__ = [
 
 ATTENTION_BWD_PASSES = 3
 LAYOUT_SUFFIX = "/nchw_nhwc_transpose"
+# A strided view made contiguous (`.contiguous()`, `reshape` of a transposed tensor): its gradient is the
+# same copy the other way.
+CONTIGUOUS_SUFFIX = "/contiguous"
 
 _ACT_GRAD_KIND = {
     "gelu": "gelu_mul",
@@ -123,6 +130,12 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     kind = op.kind
     if op.name.endswith(LAYOUT_SUFFIX):
         return [dataclasses.replace(op, name=name, count=op.count * 2)]
+    if op.name.endswith(CONTIGUOUS_SUFFIX):
+        return [dataclasses.replace(op, name=name)]
+    if kind == "cast" and op.out_dtype and BYTES_PER_ELEMENT[op.out_dtype] >= 2:
+        # autocast's casts: the gradient is cast back to the input's dtype (an 8-bit quantization keeps the
+        # mirrored pass below)
+        return [dataclasses.replace(op, name=name, dtype=op.out_dtype, out_dtype=op.dtype)]
     if kind == "bn_stats":
         return []  # its gradient is part of the normalize pass's pair below
     if kind == "bn_apply":

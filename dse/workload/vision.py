@@ -8,6 +8,19 @@ fitted corrections of their own yet (cuDNN's implicit-GEMM kernels pay for the i
 model does not see). ReLU and residual adds are elementwise, pooling is a streaming copy of its output. ViT
 is a pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
 
+ViT under autocast (bf16/fp16 precision: PyTorch AMP, as torchvision's, timm's and Hugging Face's ViTs run
+in mixed precision) keeps an fp32 residual stream: concatenating the half-precision patch embeddings with the
+fp32 class-token parameter promotes them to fp32 (`torch.cat` type promotion), the position embedding and
+every residual add (a half-precision branch plus the fp32 stream) stay fp32, and autocast runs `layer_norm`
+in fp32 (its float32 op list), so each Linear after a LayerNorm first casts its fp32 input to half precision
+(`cast` ops; their backward casts the gradient back). Our H100 profile of torchvision's ViT-B/16 shows these
+fp32 LayerNorm and add kernels and the casts (`dse/calibrate/measured`). The attention output goes from
+heads back to tokens through a transpose made contiguous (timm: `transpose(1, 2).reshape`, torchvision's
+`MultiheadAttention`: `permute(2, 0, 1, 3).contiguous()`), one copy forward and one back. Not modelled:
+torchvision's `MultiheadAttention` also copies its input and its packed QKV projection into per-head layout
+(two more copies of 1 and 3 x the tokens' width), and PyTorch's strided copies and mixed-dtype adds run slower
+than streaming kernels (`dse validate training`, own-h100 groups).
+
 Batch norm over `[N*P*Q, K]` (K channels). Inference (running statistics, as eager PyTorch runs it
 unfolded): one normalize pass, a `NormOp` (read once, written once). Training (`training=True`): the
 statistics are reduced over all N*P*Q positions of each channel before any output can be normalized, and a
@@ -44,6 +57,8 @@ Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resn
 5.29M, `efficientnet_b4` 19.34M (torchvision model docs). `efficientnet-widese-b0/b4` are NVIDIA
 DeepLearningExamples' variants (ConvNets/efficientnet README): the SE squeeze is a quarter of the expanded
 (depthwise) width instead of the block's input width; their counts are not checked against a published one.
+`vit-s-16` is ViT-S/16 as DeiT-S (Touvron et al. 2021) and timm's `vit_small_patch16_224` define it (width
+384, 6 heads, 12 layers; 22.05M parameters in timm's tables); torchvision ships no ViT-S.
 """
 
 from __future__ import annotations
@@ -51,9 +66,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dse.errors import ConfigError
-from dse.workload.backward import LAYOUT_SUFFIX
+from dse.workload.backward import CONTIGUOUS_SUFFIX, LAYOUT_SUFFIX
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, Op
+from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 
 __all__ = [
     "MEMORY_FORMATS",
@@ -96,6 +111,7 @@ VISION_MODELS: dict[str, VisionModel] = {
         VisionModel(name="resnet-50", family="resnet", blocks=(3, 4, 6, 3), bottleneck=True),
         VisionModel(name="resnet-152", family="resnet", blocks=(3, 8, 36, 3), bottleneck=True),
         VisionModel(name="vgg-16", family="vgg"),
+        VisionModel(name="vit-s-16", family="vit", width=384, depth=12, heads=6),
         VisionModel(name="vit-b-16", family="vit", width=768, depth=12, heads=12),
         VisionModel(name="vit-l-16", family="vit", width=1024, depth=24, heads=16),
         VisionModel(name="mobilenet-v2", family="mobilenet"),
@@ -111,6 +127,10 @@ _ALIASES = {
     "resnet50": "resnet-50", "resnet18": "resnet-18", "resnet152": "resnet-152", "vgg16": "vgg-16",
     "tv-resnet50": "resnet-50", "tv-resnet152": "resnet-152", "mobilenetv2-100": "mobilenet-v2",
     "mobilenet-v2-100": "mobilenet-v2",
+    # timm's ViTs (and DeiT's, the same encoders) at 16-px patches and 224 px
+    "vit-small-patch16-224": "vit-s-16", "deit-small-patch16-224": "vit-s-16",
+    "vit-base-patch16-224": "vit-b-16", "deit-base-patch16-224": "vit-b-16",
+    "vit-large-patch16-224": "vit-l-16",
 }  # fmt: skip
 # torchvision inverted-residual settings: MobileNet-V2 (expand t, out c, blocks n, stride s) and
 # EfficientNet-B0 (expand, kernel, stride, in, out, blocks) before width and depth scaling.
@@ -141,9 +161,11 @@ def load_vision_model(name: str) -> VisionModel:
 
 class _Builder:
     def __init__(
-        self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, layout: str, training: bool
-    ) -> None:
+        self, model: VisionModel, batch: int, dtype: Dtype, act: Dtype, layout: str, training: bool,
+        attention: str = "flash",
+    ) -> None:  # fmt: skip
         self.m, self.n, self.dtype, self.act, self.layout = model, batch, dtype, act, layout
+        self.attention = attention  # a ViT's: fused (flash) or unfused (eager, `_eager_attention`)
         # NCHW tensors around tensor-core convolutions (module docstring); fp32 convolutions read NCHW
         self.transpose = layout == "nchw" and dtype != "fp32"
         self.training = training  # batch norm from batch statistics (module docstring)
@@ -187,8 +209,10 @@ class _Builder:
             self.ops.append(NormOp(name=name, rows=rows, cols=channels, kind="layernorm", dtype=self.act))
         self.params += 2 * channels
 
-    def ew(self, name: str, kind: str, elements: int) -> None:
-        self.ops.append(ElementwiseOp(name=name, kind=kind, num_elements=elements, dtype=self.act))
+    def ew(self, name: str, kind: str, elements: int, out_dtype: Dtype | None = None) -> None:
+        self.ops.append(
+            ElementwiseOp(name=name, kind=kind, num_elements=elements, dtype=self.act, out_dtype=out_dtype)
+        )
 
     def fc(self, name: str, rows: int, c: int, k: int) -> None:
         self.ops.append(GemmOp(name=name, m=rows, n=k, k=c, dtype=self.dtype, b_shared=True))
@@ -307,10 +331,13 @@ class _Builder:
         self.fc(f"{root}/classifier/fc3", n, 4096, self.m.num_classes)
 
     def vit(self, hw: int) -> None:
+        """Pre-LayerNorm encoder as eager PyTorch runs it under autocast (module docstring): an fp32
+        residual stream and LayerNorms, a cast before each Linear, the heads' transpose back to tokens."""
         m, n, root = self.m, self.n, self.m.name
         d, patches = m.width, (hw // m.patch) ** 2
         s = patches + 1
         t, pre, L = n * s, f"{root}/layer[0-{m.depth - 1}]", m.depth
+        act, autocast = self.act, self.act != "fp32"
         self.ops.append(
             GemmOp(
                 name=f"{root}/patch_embed",
@@ -322,41 +349,85 @@ class _Builder:
             )
         )
         self.params += 3 * m.patch**2 * d + d + d + s * d  # conv + bias, class token, positions
-        self.ew(f"{root}/pos_add", "add", t * d)
+        if autocast:  # cat with the fp32 class token promotes the patches to fp32
+            self.ew(f"{root}/class_token_cat", "cast", t * d, out_dtype="fp32")
+        self.ops.append(ElementwiseOp(name=f"{root}/pos_add", kind="add", num_elements=t * d, dtype="fp32"))
+
+        def ew(name: str, kind: str, elements: int, dtype: Dtype = act, out: Dtype | None = None) -> Op:
+            return ElementwiseOp(
+                name=f"{pre}/{name}", kind=kind, num_elements=elements, dtype=dtype, out_dtype=out, count=L
+            )
+
+        def cast(name: str) -> list[Op]:  # the fp32 LayerNorm output cast for the next Linear
+            return [ew(name, "cast", t * d, "fp32", act)] if autocast else []
+
         layer: list[Op] = [
-            NormOp(name=f"{pre}/attn/norm", rows=t, cols=d, dtype=self.act, count=L),
+            NormOp(name=f"{pre}/attn/norm", rows=t, cols=d, dtype="fp32", count=L),
+            *cast("attn/cast"),
             GemmOp(name=f"{pre}/attn/qkv_proj", m=t, n=3 * d, k=d, dtype=self.dtype, b_shared=True, count=L),
-            AttentionOp(
-                name=f"{pre}/attn/attention",
-                batch=n,
-                num_heads=m.heads,
-                num_kv_heads=m.heads,
-                head_dim=d // m.heads,
-                seq_len_q=s,
-                seq_len_kv=s,
-                causal=False,
-                dtype=self.act,
-                count=L,
-            ),
+            *self._attention(pre, s, L),
+            ew(f"attn/heads_to_tokens{CONTIGUOUS_SUFFIX}", "copy", t * d),
             GemmOp(name=f"{pre}/attn/o_proj", m=t, n=d, k=d, dtype=self.dtype, b_shared=True, count=L),
-            ElementwiseOp(
-                name=f"{pre}/attn/residual_add", kind="add", num_elements=t * d, dtype=self.act, count=L
-            ),
-            NormOp(name=f"{pre}/mlp/norm", rows=t, cols=d, dtype=self.act, count=L),
+            ew("attn/residual_add", "add", t * d, "fp32"),
+            NormOp(name=f"{pre}/mlp/norm", rows=t, cols=d, dtype="fp32", count=L),
+            *cast("mlp/cast"),
             GemmOp(name=f"{pre}/mlp/up_proj", m=t, n=4 * d, k=d, dtype=self.dtype, b_shared=True, count=L),
-            ElementwiseOp(
-                name=f"{pre}/mlp/act", kind="gelu", num_elements=t * 4 * d, dtype=self.act, count=L
-            ),
+            ew("mlp/act", "gelu", t * 4 * d),
             GemmOp(name=f"{pre}/mlp/down_proj", m=t, n=d, k=4 * d, dtype=self.dtype, b_shared=True, count=L),
-            ElementwiseOp(
-                name=f"{pre}/mlp/residual_add", kind="add", num_elements=t * d, dtype=self.act, count=L
-            ),
+            ew("mlp/residual_add", "add", t * d, "fp32"),
         ]
         self.ops += layer
         self.params += L * (12 * d * d + 13 * d)  # qkv, o, up, down with biases; two LayerNorms
-        self.ops.append(NormOp(name=f"{root}/final_norm", rows=n, cols=d, dtype=self.act))
+        self.ops.append(NormOp(name=f"{root}/final_norm", rows=n, cols=d, dtype="fp32"))
         self.params += 2 * d
         self.fc(f"{root}/head", n, d, m.num_classes)
+
+    def _attention(self, pre: str, s: int, layers: int) -> list[Op]:
+        """A ViT layer's attention over `s` tokens: one fused kernel (`flash`: PyTorch's SDPA, as timm
+        and torchvision run it since PyTorch 2) or, `eager`, the unfused kernels of a hand-written
+        attention under autocast (timm before its fused path, Hugging Face's eager ViT, DeiT): the Q, K, V
+        heads made contiguous, S = Q K^T, its scale, the softmax (fp32 under autocast), the probabilities
+        cast back for P V."""
+        m, n, act = self.m, self.n, self.act
+        heads, head_dim = m.heads, m.width // m.heads
+        if self.attention == "flash":
+            return [
+                AttentionOp(
+                    name=f"{pre}/attn/attention",
+                    batch=n,
+                    num_heads=heads,
+                    num_kv_heads=heads,
+                    head_dim=head_dim,
+                    seq_len_q=s,
+                    seq_len_kv=s,
+                    causal=False,
+                    dtype=act,
+                    count=layers,
+                )  # fmt: skip
+            ]
+        scores = n * heads * s * s
+        soft: Dtype = "fp32" if act != "fp32" else act
+
+        def ew(name: str, kind: str, elements: int, dtype: Dtype = act, out: Dtype | None = None) -> Op:
+            return ElementwiseOp(
+                name=f"{pre}/attn/{name}", kind=kind, num_elements=elements, dtype=dtype, out_dtype=out,
+                count=layers,
+            )  # fmt: skip
+
+        def bmm(name: str, rows: int, cols: int, inner: int) -> GemmOp:
+            return GemmOp(
+                name=f"{pre}/attn/{name}", m=rows, n=cols, k=inner, batch=n * heads, dtype=act,
+                b_shared=False, count=layers,
+            )  # fmt: skip
+
+        return [
+            ew(f"qkv_to_heads{CONTIGUOUS_SUFFIX}", "copy", 3 * n * s * m.width),
+            bmm("scores", s, s, head_dim),
+            ew("scale", "scale", scores),
+            SoftmaxOp(name=f"{pre}/attn/softmax", rows=n * heads * s, cols=s, dtype=soft, count=layers),
+            *([ew("probs_cast", "cast", scores, "fp32", act)] if soft != act else []),
+            bmm("context", s, head_dim, s),
+        ]
 
 
 # Every convolutional family here halves the image five times (stride 32 to its last feature map).
@@ -385,11 +456,14 @@ def build_vision_graph(
     precision: str = "fp16",
     memory_format: str = "nhwc",
     training: bool = False,
+    attention: str = "flash",
 ) -> tuple[WorkloadGraph, int]:
     """(forward graph of `batch` images, parameter count). Precision: GEMM dtype; activations in fp32
     for fp32/tf32, else in `precision` (bf16 activations under fp8). `memory_format` nchw (PyTorch's
     default) or nhwc (channels_last): NCHW tensor-core convolutions pay cuDNN's layout transposes.
-    `training`: the forward of a training step (batch norm from batch statistics, two passes)."""
+    `training`: the forward of a training step (batch norm from batch statistics, two passes).
+    `attention`: a ViT's attention, flash (fused, PyTorch's SDPA) or eager (its unfused kernels under
+    autocast); convolutional networks have none and refuse eager."""
     if memory_format not in MEMORY_FORMATS:
         raise ConfigError(f"memory format '{memory_format}' is not one of {', '.join(MEMORY_FORMATS)}")
     if precision not in VISION_PRECISIONS:
@@ -400,9 +474,12 @@ def build_vision_graph(
     if batch < 1:
         raise ConfigError(f"batch {batch} (--batch / --micro-batch): {model.name} needs at least one image")
     _check_image_size(model, image_size)
+    if attention not in ("flash", "eager") or (attention == "eager" and model.family != "vit"):
+        has = "flash or eager" if model.family == "vit" else "none: it is a convolutional network"
+        raise ConfigError(f"attention '{attention}' (--attention): {model.name}'s attention is {has}")
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
-    b = _Builder(model, batch, dtype, act, memory_format, training)
+    b = _Builder(model, batch, dtype, act, memory_format, training, attention)
     if model.family == "resnet":
         b.resnet(image_size)
     elif model.family == "vgg":

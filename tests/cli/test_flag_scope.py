@@ -112,6 +112,25 @@ def test_a_vision_model_predicts_its_forward_pass_with_its_image_size_and_layout
     assert _vision_latency("--memory-format", "nhwc") < base
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_a_vit_takes_its_attention_from_attention(training):
+    """A ViT's attention is fused (flash, the default) or its unfused kernels (eager); the flag is read."""
+    import json
+
+    mode = ["--training", "--micro-batch", "32"] if training else ["--batch", "32"]
+    key = "step_time_s" if training else "latency_s"
+
+    def seconds(*extra: str) -> float:
+        cmd = ["predict", "--model", "vit-b-16", "--gpu", "h100-sxm", *mode, "--json", *extra]
+        result = CliRunner().invoke(app, cmd)
+        assert result.exit_code == 0, result.output
+        return float(json.loads(result.output)[key])
+
+    flash = seconds()
+    assert seconds("--attention", "flash") == flash
+    assert seconds("--attention", "eager") > flash
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [

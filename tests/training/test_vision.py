@@ -13,7 +13,8 @@ from dse.workload.vision import build_vision_graph, load_vision_model
 @pytest.mark.parametrize(
     ("model", "published_m"),
     [("resnet-18", 11.7), ("resnet-50", 25.6), ("resnet-152", 60.2), ("vgg-16", 138.4), ("vit-b-16", 86.6),
-     ("vit-l-16", 304.3), ("mobilenet-v2", 3.50), ("efficientnet-b0", 5.29), ("efficientnet-b4", 19.34)],
+     ("vit-l-16", 304.3), ("mobilenet-v2", 3.50), ("efficientnet-b0", 5.29), ("efficientnet-b4", 19.34),
+     ("vit-s-16", 22.05)],  # ViT-S/16: timm's vit_small_patch16_224 (DeiT-S)
 )  # fmt: skip
 def test_param_counts(model: str, published_m: float) -> None:
     _, params = build_vision_graph(load_vision_model(model), batch=1)
@@ -195,10 +196,13 @@ def test_residual_adds_are_kept_unless_torchvision_writes_them_in_place(model: s
 
     vm = load_vision_model(model)
     graph, _ = build_vision_graph(vm, batch=2, image_size=224)
-    adds = [op for op in graph.ops if op.name.endswith("/residual_add")]
+    ops = graph.ops
+    adds = [
+        (op, nxt) for op, nxt in zip(ops, (*ops[1:], None), strict=True) if op.name.endswith("/residual_add")
+    ]
     assert adds, "the model has residual adds"
     in_place = vm.family in IN_PLACE_RESIDUAL_FAMILIES
-    assert all(_kept(op, in_place) == kept for op in adds)
+    assert all(_kept(op, nxt, in_place) == kept for op, nxt in adds)
 
 
 def test_training_batch_norm_reads_its_input_twice_forward_and_four_times_backward() -> None:

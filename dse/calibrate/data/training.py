@@ -1,6 +1,7 @@
 """Training datasets (`shared/data/README.md` section 7): LLM training throughput, CNN training throughput,
-timm per-model training steps, Zeus GPU training power and MLPerf node power. One reader each; units in
-the column names as upstream (`step_time_s`, `tokens_per_s_per_gpu`, `avg_gpu_power_w`), ms converted to s."""
+timm per-model training steps and forward passes, Zeus GPU training power and MLPerf node power. One reader
+each; units in the column names as upstream (`step_time_s`, `tokens_per_s_per_gpu`, `avg_gpu_power_w`), ms
+converted to s."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ __all__ = [
     "load_cnn_training",
     "load_llm_training",
     "load_mlperf_power",
+    "load_timm_inference",
     "load_timm_training",
     "load_zeus_power",
 ]
@@ -37,6 +39,13 @@ def load_timm_training() -> pd.DataFrame:
     df, _ = read_data_csv(_DIR, "timm_train_rtx3090_pt112.csv")
     df["train_step_time_s"] = df["train_step_time_ms"] * MILLI
     return df.drop(columns=["train_step_time_ms"])
+
+
+def load_timm_inference() -> pd.DataFrame:
+    """`timm_infer_rtx4090_pt291.csv` with `infer_step_time_s` (upstream ms converted)."""
+    df, _ = read_data_csv(_DIR, "timm_infer_rtx4090_pt291.csv")
+    df["infer_step_time_s"] = df["infer_step_time_ms"] * MILLI
+    return df.drop(columns=["infer_step_time_ms"])
 
 
 def load_zeus_power() -> pd.DataFrame:

@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dse.calibrate.data.training import load_cnn_training, load_llm_training, load_timm_training
+from dse.calibrate.data.training import (
+    load_cnn_training,
+    load_llm_training,
+    load_timm_inference,
+    load_timm_training,
+)
 from dse.calibrate.validate.common import cached_arch
 from dse.errors import DseError
 from dse.hardware.catalog import load_gpu
@@ -264,7 +269,8 @@ def validate_cnn_training() -> tuple[pd.DataFrame, Counter[str]]:
 def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
     """timm `benchmark.py` training steps on one RTX 3090 (README 7.3) of shipped vision models: images/s
     at the row's batch, image size and memory format, AMP (fp16), SGD. Synthetic GPU-resident input: no
-    loader stalls."""
+    loader stalls. Its timm (PyTorch 1.12) computed a ViT's attention unfused (`--attention eager`); the
+    ViT rows are a group of their own (`timm-rtx3090-vit`)."""
     from dse.training.vision import predict_vision_training
     from dse.workload.vision import is_vision_model, load_vision_model
 
@@ -275,17 +281,48 @@ def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
         if not is_vision_model(str(row["model"])):
             skipped["vision model not shipped"] += 1
             continue
-        bs = int(row["train_batch_size"])
+        model = load_vision_model(str(row["model"]))
+        vit, bs = model.family == "vit", int(row["train_batch_size"])
         req = TrainingRequest(
             micro_batch=bs, global_batch=bs, image_size=int(row["train_img_px"]), precision="fp16",
             optimizer="sgd", memory_format=str(row["memory_format"]), layout=ParallelLayout(num_gpus=1),
+            attention="eager" if vit else "flash",
         )  # fmt: skip
-        est = predict_vision_training(load_vision_model(str(row["model"])), gpu, req)
+        est = predict_vision_training(model, gpu, req)
         out.append(
             {
-                "source": f"timm-rtx3090-{row['memory_format']}", "model": row["model"],
+                "source": f"timm-rtx3090-{'vit' if vit else row['memory_format']}", "model": row["model"],
                 "images_per_s_per_gpu": float(row["train_samples_per_s"]),
                 "pred_images_per_s_per_gpu": est.metrics()["samples_per_s"], "feasible": est.feasible,
+            }
+        )  # fmt: skip
+    return pd.DataFrame(out), skipped
+
+
+def validate_timm_inference() -> tuple[pd.DataFrame, Counter[str]]:
+    """timm `benchmark.py` forward passes on one RTX 4090 (README 7.3) of shipped vision models: images/s at
+    the row's batch and image size, AMP (fp16), NCHW, synthetic input; its timm (PyTorch 2.9) runs a ViT's
+    attention fused. A forecast GPU: no kernel or power measurement of it (idle power and V-f estimated)."""
+    from dse.perf.predict import predict_graph
+    from dse.workload.vision import build_vision_graph, is_vision_model, load_vision_model
+
+    gpu = load_gpu("rtx-4090")
+    out: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for _, row in load_timm_inference().iterrows():
+        if not is_vision_model(str(row["model"])):
+            skipped["vision model not shipped"] += 1
+            continue
+        model, bs = load_vision_model(str(row["model"])), int(row["infer_batch_size"])
+        graph, _ = build_vision_graph(
+            model, batch=bs, image_size=int(row["infer_img_px"]), precision="fp16", memory_format="nchw"
+        )
+        pred = predict_graph(graph, gpu)
+        out.append(
+            {
+                "source": f"timm-rtx4090-infer-{'vit' if model.family == 'vit' else 'cnn'}",
+                "model": row["model"], "images_per_s_per_gpu": float(row["infer_samples_per_s"]),
+                "pred_images_per_s_per_gpu": bs / pred.latency_s,
             }
         )  # fmt: skip
     return pd.DataFrame(out), skipped
@@ -299,10 +336,11 @@ def validate_training() -> dict[str, Any]:
     llm, llm_skipped = validate_llm_training()
     cnn, cnn_skipped = validate_cnn_training()
     timm, timm_skipped = validate_timm_training()
+    timm_infer, timm_infer_skipped = validate_timm_inference()
     zeus, zeus_skipped = validate_zeus_power()
     mlperf, mlperf_skipped, host_w = validate_mlperf_power()
     rows = _mape_rows(llm, "tokens_per_s_per_gpu") + _mape_rows(cnn, "images_per_s_per_gpu")
-    rows += _mape_rows(timm, "images_per_s_per_gpu")
+    rows += _mape_rows(timm, "images_per_s_per_gpu") + _mape_rows(timm_infer, "images_per_s_per_gpu")
     rows += _mape_rows(zeus, "avg_gpu_power_w") + _mape_rows(zeus, "samples_per_s")
     rows += _mape_rows(mlperf, "node_power_w") + _mape_rows(mlperf, "samples_per_s_per_gpu")
     rows += own_h100_training_rows()  # our eager PyTorch steps (batch norm fitted on three: its docstring)
@@ -310,6 +348,7 @@ def validate_training() -> dict[str, Any]:
         "llm": llm_skipped,
         "cnn": cnn_skipped,
         "timm": timm_skipped,
+        "timm_infer": timm_infer_skipped,
         "zeus": zeus_skipped,
         "mlperf": mlperf_skipped,
     }
