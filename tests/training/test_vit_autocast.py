@@ -1,0 +1,114 @@
+"""ViT as eager PyTorch runs it under autocast (`dse.workload.vision` module docstring): an fp32 residual
+stream and LayerNorms with a cast before each Linear, the casts and contiguous copies mirrored in the
+backward, what autograd keeps, and the unfused (eager) attention beside the fused one."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.perf.predict import predict_graph
+from dse.training.vision import _kept
+from dse.workload.backward import CONTIGUOUS_SUFFIX, backward_ops, build_backward_graph
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
+from dse.workload.vision import build_vision_graph, is_vision_model, load_vision_model
+
+VIT = load_vision_model("vit-b-16")
+
+
+def _graph(precision: str = "bf16", attention: str = "flash", training: bool = False):
+    graph, _ = build_vision_graph(VIT, batch=4, precision=precision, attention=attention, training=training)
+    return graph.ops
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_half_precision_runs_an_fp32_residual_stream_with_a_cast_before_each_linear_after_a_norm(precision):
+    ops = _graph(precision)
+    norms = [op for op in ops if isinstance(op, NormOp)]
+    adds = [op for op in ops if isinstance(op, ElementwiseOp) and op.kind == "add"]
+    assert norms and all(op.dtype == "fp32" for op in norms)  # autocast's float32 list
+    assert adds and all(op.dtype == "fp32" for op in adds)  # half + fp32 promotes
+    # the class token (an fp32 parameter) promotes the patch embeddings: one cast of all the tokens to fp32
+    (cat,) = [op for op in ops if op.name.endswith("/class_token_cat")]
+    assert (cat.dtype, cat.out_dtype) == (precision, "fp32") and cat.num_elements == 4 * 197 * 768
+    for i, op in enumerate(ops):  # a LayerNorm feeding a Linear goes through a cast to half precision
+        if isinstance(op, NormOp) and "/layer[" in op.name:
+            cast, linear = ops[i + 1], ops[i + 2]
+            assert isinstance(cast, ElementwiseOp) and (cast.kind, cast.dtype, cast.out_dtype) == (
+                "cast", "fp32", precision,
+            )  # fmt: skip
+            assert isinstance(linear, GemmOp) and linear.dtype == precision
+            assert cast.num_elements == linear.m * linear.k
+
+
+def test_fp32_has_nothing_to_cast():
+    ops = _graph("fp32")
+    assert not [op for op in ops if isinstance(op, ElementwiseOp) and op.kind == "cast"]
+    assert all(op.dtype == "fp32" for op in ops if isinstance(op, NormOp))
+
+
+def test_a_cast_casts_its_gradient_back_and_a_quantization_keeps_its_mirrored_pass():
+    cast = ElementwiseOp(name="x/cast", kind="cast", num_elements=10, dtype="fp32", out_dtype="bf16")
+    (grad,) = backward_ops(cast)
+    assert (grad.kind, grad.dtype, grad.out_dtype, grad.num_elements) == ("cast", "bf16", "fp32", 10)
+    quant = ElementwiseOp(name="x/quant", kind="cast", num_elements=10, dtype="bf16", out_dtype="fp8")
+    (qgrad,) = backward_ops(quant)
+    assert (qgrad.dtype, qgrad.out_dtype) == ("bf16", None)  # the pass it always had (LLM fp8 training)
+
+
+def test_a_contiguous_copy_copies_its_gradient_back_once():
+    copy = ElementwiseOp(name=f"x/heads{CONTIGUOUS_SUFFIX}", kind="copy", num_elements=8, count=3)
+    (grad,) = backward_ops(copy)
+    assert (grad.kind, grad.num_elements, grad.count) == ("copy", 8, 3)  # not an embedding's scatter-add
+    gather = ElementwiseOp(name="x/embed", kind="copy", num_elements=8)
+    assert backward_ops(gather)[0].kind == "add"
+
+
+def test_autograd_keeps_the_cast_not_the_norm_output_and_no_projection_added_to_the_stream():
+    ops = _graph(training=True)
+    pairs = list(zip(ops, (*ops[1:], None), strict=True))
+    for op, nxt in pairs:
+        if isinstance(op, NormOp) and isinstance(nxt, ElementwiseOp) and nxt.kind == "cast":
+            assert not _kept(op, nxt, False)  # LayerNorm's backward needs its input, not its output
+            assert _kept(nxt, ops[ops.index(nxt) + 1], False)  # the Linear saves its (cast) input
+        if isinstance(op, GemmOp) and nxt is not None and nxt.name.endswith("/residual_add"):
+            assert not _kept(op, nxt, False)
+    kept_attention = [op for op, nxt in pairs if isinstance(op, AttentionOp) and _kept(op, nxt, False)]
+    assert kept_attention  # SDPA saves its output for its backward
+
+
+def test_eager_attention_is_the_unfused_kernels_with_the_fused_ones_flops():
+    flash = [op for op in _graph() if isinstance(op, AttentionOp)]
+    eager = _graph(attention="eager")
+    assert not [op for op in eager if isinstance(op, AttentionOp)]
+    bmms = [op for op in eager if isinstance(op, GemmOp) and not op.b_shared]
+    assert len(bmms) == 2 and all(op.batch == 4 * VIT.heads for op in bmms)
+    # the same matmul FLOPs: 4 n h s^2 d per layer, both products
+    assert sum(op.flop for op in bmms) == pytest.approx(flash[0].flop)
+    (soft,) = [op for op in eager if isinstance(op, SoftmaxOp)]
+    assert soft.dtype == "fp32" and soft.rows * soft.cols == 4 * VIT.heads * 197 * 197  # autocast's fp32
+    gpu = load_gpu("h100-sxm")
+    flash_s = predict_graph(build_vision_graph(VIT, batch=64)[0], gpu).latency_s
+    eager_s = predict_graph(build_vision_graph(VIT, batch=64, attention="eager")[0], gpu).latency_s
+    assert eager_s > flash_s  # the scores go through DRAM three times
+
+
+def test_eager_vit_training_step_backpropagates_through_the_unfused_kernels():
+    fwd, _ = build_vision_graph(VIT, batch=4, attention="eager", training=True)
+    names = [op.name for op in build_backward_graph(fwd).ops]
+    assert any(n.endswith("/attn/scores_dgrad") for n in names)
+    assert any(n.endswith("/attn/probs_cast_bwd") for n in names)
+
+
+def test_a_convolutional_network_has_no_attention_to_make_eager():
+    with pytest.raises(ConfigError, match="--attention"):
+        build_vision_graph(load_vision_model("resnet-50"), batch=1, attention="eager")
+    with pytest.raises(ConfigError, match="flash or eager"):
+        build_vision_graph(VIT, batch=1, attention="paged")
+
+
+def test_timm_and_deit_names_map_to_the_shipped_vits():
+    for name, ours in (("vit_small_patch16_224", "vit-s-16"), ("deit_base_patch16_224", "vit-b-16"),
+                       ("vit_large_patch16_224", "vit-l-16")):  # fmt: skip
+        assert is_vision_model(name) and load_vision_model(name).name == ours
