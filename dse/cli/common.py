@@ -161,10 +161,11 @@ def build_workload(
     *,
     image_size: int | None = None,
     memory_format: str | None = None,
+    gpu: Any = None,
 ) -> Any:
     """The workload graph named by CLI options (shared by `workload show` and `predict`): a kernel list, a
-    vision model's forward pass of `batch` images (`image_size`, `memory_format`), or an LLM's prefill or
-    decode step."""
+    vision model's forward pass of `batch` images (`image_size`, `memory_format`; on `gpu`, when given, a
+    precision its Tensor Cores run), or an LLM's prefill or decode step."""
     if (model is None) == (kernels is None):
         raise DseError("give exactly one of --model NAME or --kernels FILE")
     if kernels is not None:
@@ -175,11 +176,18 @@ def build_workload(
     from dse.workload import vision
 
     if vision.is_vision_model(str(model)):
+        vm = vision.load_vision_model(str(model))
+        if memory_format is not None and vm.family == "vit":
+            raise DseError(f"--memory-format: {vm.name} has no convolution layers to lay out (a ViT)")
         graph, _ = vision.build_vision_graph(
-            vision.load_vision_model(str(model)), batch=batch,
+            vm, batch=batch,
             image_size=224 if image_size is None else image_size,
             precision=precision, memory_format=memory_format or "nchw", attention=attention,
         )  # fmt: skip
+        if gpu is not None:  # after the graph: a precision no vision model has is named as such first
+            from dse.perf.rates import check_tensor_dtype
+
+            check_tensor_dtype(gpu, precision)
         return graph
     from dse.workload.llm import build_decode_graph, build_prefill_graph
     from dse.workload.models import load_model_config

@@ -139,10 +139,19 @@ def _serving(
 
 
 def _no_serving_flags_in_training(
-    load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object
-) -> None:
+    load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object,
+    coeffs: Path | None = None, launch: str | None = None,
+) -> None:  # fmt: skip
     """A training step takes its layout from --num-gpus, --tp, --pp and --fsdp: serving and load flags
-    would be ignored, so they are an error (as training flags are in a serving prediction)."""
+    would be ignored, so they are an error (as training flags are in a serving prediction). So are
+    --coeffs and --launch: a step runs the kernel model with the training ratios fitted on it (README),
+    GPU time only."""
+    graph = [flag for flag, value in (("--coeffs", coeffs), ("--launch", launch)) if value is not None]
+    if graph:
+        raise DseError(
+            f"{', '.join(graph)}: not for --training (a step runs the kernel model with the training ratios "
+            "fitted on it, without a host launch model)"
+        )
     given = [f"--{f}" for f in ("ep", "dp") if getattr(load, f) != 1]
     if load.mode() != "static" or load.batch is not None:
         given.append("the load mode (--batch, --concurrency, --request-rate, --max-throughput)")
@@ -183,7 +192,9 @@ def _shape_flags(
     if vision:
         vit = load_vision_model(str(model)).family == "vit"  # a ViT's attention is flash or eager
         unused = [f for f in named if f != "--attention" or not vit]
-        why = f"{model} is a vision model (its input is images of --image-size)"
+        why = f"{model} is a vision model (its input is images of --image-size)" + (
+            "" if vit else "; a convolutional network has no attention"
+        )
     elif kernels is not None:
         unused = named + (["--batch"] if batch is not None else [])
         why = "a kernel list (--kernels) fixes its own shapes"
@@ -201,7 +212,8 @@ def _shape_flags(
         unused, why = [], ""
     if unused:
         raise DseError(f"{', '.join(unused)}: does not apply here: {why}")
-    return phase or "prefill", 1024 if seq_len is None else seq_len, attention or "flash"
+    phase, attention = ("prefill" if phase is None else phase), ("flash" if attention is None else attention)
+    return phase, 1024 if seq_len is None else seq_len, attention
 
 
 def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
@@ -255,7 +267,17 @@ def predict_cmd(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
     if training:  # dse.cli.training: one training step
-        _no_serving_flags_in_training(load, input_tokens, output_tokens, kv_dtype, engine, sampling, kernels)
+        _no_serving_flags_in_training(
+            load,
+            input_tokens,
+            output_tokens,
+            kv_dtype,
+            engine,
+            sampling,
+            kernels,
+            coeffs=coeffs,
+            launch=launch,
+        )
         opts = {
             "precision": precision,
             "attention": attention,
@@ -290,7 +312,7 @@ def predict_cmd(
     batch = 1 if load.batch is None else load.batch
     graph = build_workload(
         model, phase, batch, seq_len, precision, attention, kernels,
-        image_size=train.image_size, memory_format=train.memory_format,
+        image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
     )  # fmt: skip
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)

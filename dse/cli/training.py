@@ -174,7 +174,10 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(with_nulls(result))
         return
-    title = "training-step model against the shared training data and our H100 runs (MAPE by source, metric)"
+    title = (
+        "training steps and vision forward passes against the shared training data and our H100 runs "
+        "(MAPE by source, metric)"
+    )
     table = Table(title=title)
     for column in ("source", "metric", "n", "mape", "median_ape", "bias"):
         table.add_column(column, justify="left" if column in ("source", "metric") else "right")
@@ -187,7 +190,12 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
     console.print(
         "own-h100: our eager PyTorch runs on a lent H100 (dse/calibrate/measured). The batch-norm model was "
         "fitted on the kernels of three of them (ResNet-50 bf16 NHWC and NCHW, fp16 NCHW); a group named "
-        "'... held out' is its group without those rows. The other own-h100 groups were fitted on nothing."
+        "'... held out' is its group without those rows. The other own-h100 groups were fitted on nothing. "
+        "timm-rtx3090-vit: ViT-S/16 training with unfused attention (--attention eager), as its PyTorch 1.12 "
+        "ran it. timm-rtx4090-infer-*: forward passes (inference, PyTorch 2.9, fused attention) on a GPU no "
+        "fit has measured. Forward passes (own-h100/torchvision-forward, timm-rtx4090-infer-*) run as "
+        "`dse predict` does, with the generation's latency corrections; training steps run the kernel model "
+        "with the training ratios fitted on it."
     )
     for dataset, reasons in result["skipped"].items():
         for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):

@@ -17,7 +17,7 @@ whose predicted power fits the cap:
    estimate them, in one call, at the guess, one grid step above it and `WINDOW` steps below it: the highest
    of these that fits, with the step above it over, is the answer (most kernels: a DRAM-bound part only
    makes the guess too high, by a step or two);
-3. a window of `WINDOW` clocks next to a guess missed by more, then every clock still inside the brackets
+3. a window of `WINDOW` clocks above a guess that was too low, then every clock still inside the brackets
    in one call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one
    call for all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
 
@@ -254,14 +254,14 @@ class _CapSearch:
             np.concatenate([g, g[up] + 1, *(f for _, f in below_g)]),
             terms, pc,
         )  # fmt: skip
-        # 2. A window next to a guess missed by more: below it (a DRAM-bound op) or above it.
-        below = np.nonzero((self.hi == g) & (self.hi - self.lo > 1))[0]
+        # 2. A window above a guess that fits with the clock above it too (a guess too low). Below needs
+        # none: where the guess is over, the clock under it was probed too, so either it fits (the bracket
+        # is closed) or the bracket already ends under the guess (step 3).
         above = np.nonzero((self.lo == g + 1) & (self.hi - self.lo > 1))[0]
-        start_b = np.maximum(self.lo[below] + 1, self.hi[below] - WINDOW)
-        pairs_b = _ranges(below, start_b, self.hi[below] - start_b)
-        pairs_a = _ranges(above, self.lo[above] + 1, np.minimum(WINDOW, self.hi[above] - self.lo[above] - 1))
-        op_idx, fine_idx = (np.concatenate(x) for x in zip(pairs_b, pairs_a, strict=True))
-        self._probe(op_idx, fine_idx, terms, pc)
+        self._probe(
+            *_ranges(above, self.lo[above] + 1, np.minimum(WINDOW, self.hi[above] - self.lo[above] - 1)),
+            terms, pc,
+        )  # fmt: skip
         # 3. Every clock left inside the brackets in one call when they are few, else bisection rounds.
         while (active := np.nonzero(self.hi - self.lo > 1)[0]).size:
             inner = self.hi[active] - self.lo[active] - 1

@@ -53,6 +53,8 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
     not_vision = f"{model} is not a vision model"
     if set_("memory_format", "nchw") and not is_vision:
         raise ConfigError(f"memory_format (--memory-format): {not_vision} (a layout of convolutions)")
+    if set_("memory_format", "nchw") and is_vision and vision.load_vision_model(model).family == "vit":
+        raise ConfigError(f"memory_format (--memory-format): {model} has no convolution layers to lay out")
     if set_("image_size", 224) and not is_vision:
         raise ConfigError(f"image_size (--image-size): {not_vision} (its length is seq_len)")
     if set_("attention_kernel", DEFAULT_ATTENTION_KERNEL) and is_vision:

@@ -34,7 +34,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.dvfs import power_cap_w, requested_clock_hz
 from dse.perf.power import gpu_power_terms
 from dse.perf.predict import GraphTotals, predict_graph_totals
-from dse.perf.rates import arch_family
+from dse.perf.rates import arch_family, check_tensor_dtype
 from dse.perf.types import OperatingPoint
 from dse.training.memory import OPTIMIZERS, RECOMPUTE_MODES, MemoryEstimate
 from dse.training.optimizer import build_optimizer_graph
@@ -194,11 +194,10 @@ class TrainingRequest:
             raise ConfigError(
                 f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
             )
-        if self.micro_batch < 1 or self.global_batch < 1:
-            raise ConfigError(
-                f"micro_batch (--micro-batch) and global_batch (--global-batch) must be positive, got "
-                f"{self.micro_batch} and {self.global_batch}"
-            )
+        if self.micro_batch < 1:
+            raise ConfigError(f"micro_batch (--micro-batch) must be positive, got {self.micro_batch}")
+        if self.global_batch < 1:
+            raise ConfigError(f"global_batch (--global-batch) must be positive, got {self.global_batch}")
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(
@@ -412,12 +411,7 @@ def _estimate_step_at(
     train_coeffs: TrainingCoeffs | None,
 ) -> TrainingEstimate:
     """`estimate_step` with the kernels under `point`'s cap."""
-    rates = gpu.sm.tensor_flop_per_clk
-    if parts.gemm_dtype not in ("fp32", *rates):
-        raise ConfigError(
-            f"{gpu.name} has no {parts.gemm_dtype} tensor cores (has {', '.join(sorted(rates))}): "
-            "choose another --precision"
-        )  # Volta: fp16 only
+    check_tensor_dtype(gpu, parts.gemm_dtype)  # Volta: fp16 only
     coeffs_t = train_coeffs or default_training_coeffs(gpu, req.attention_kernel, req.attention)
     lay, m = req.layout, req.num_microbatches
     scale = np.tile([coeffs_t.kernel_scale, coeffs_t.attention_scale], 3)

@@ -6,7 +6,8 @@ in-place ops, which write into their input's storage (torchvision's and timm's `
 gradient needs only its output, and ResNet's residual `out += identity`), cuDNN's NCHW layout transposes
 (temporaries freed after each convolution) and outputs read only by an op that saves nothing (autocast's
 cast of a ViT LayerNorm's fp32 output, whose cast copy the Linear keeps instead; a ViT projection's output
-added to the residual stream; eager attention's scores before their scale); `full` recomputation keeps only
+added to the residual stream; in eager attention the QKV projection and the context before their copies and
+the scores before their scale and softmax); `full` recomputation keeps only
 the graph's input plus the largest op output. Throughput is images per second.
 `TrainingRequest.memory_format` picks NCHW (PyTorch's default: cuDNN's layout transposes around tensor-core
 convolutions) or NHWC; `TrainingRequest.attention` a ViT's attention (flash or eager).
@@ -22,8 +23,13 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 from dse.training.memory import RESERVED_BYTES, MemoryEstimate, model_state_bytes_per_param
 from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
-from dse.workload.backward import LAYOUT_SUFFIX, build_backward_graph, build_recompute_graph
-from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op
+from dse.workload.backward import (
+    CONTIGUOUS_SUFFIX,
+    LAYOUT_SUFFIX,
+    build_backward_graph,
+    build_recompute_graph,
+)
+from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
 from dse.workload.vision import VisionModel, build_vision_graph
 
 __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
@@ -43,15 +49,28 @@ VISION_TRAINING_COEFFS = TrainingCoeffs()
 IN_PLACE_RESIDUAL_FAMILIES = ("resnet", "efficientnet")
 
 
+def _saves_no_input(op: Op | None) -> bool:
+    """An op whose backward needs none of its inputs: a cast, a scale by a constant, a residual add, a
+    contiguous copy, or a softmax (it saves its output)."""
+    if isinstance(op, SoftmaxOp):
+        return True
+    return isinstance(op, ElementwiseOp) and (
+        op.kind in ("cast", "scale")
+        or op.name.endswith("/residual_add")
+        or op.name.endswith(CONTIGUOUS_SUFFIX)
+    )
+
+
 def _kept(op: Op, consumer: Op | None, in_place_residual: bool) -> bool:
-    """Whether autograd keeps a tensor of its own for `op`'s output, `consumer` the op after it (module
-    docstring)."""
-    if (
-        isinstance(op, GemmOp | NormOp)  # their backward needs their inputs, not their outputs
-        and isinstance(consumer, ElementwiseOp)
-        and (consumer.kind in ("cast", "scale") or consumer.name.endswith("/residual_add"))
-    ):
-        return False  # read only by a cast, a scale or an add, which save no tensor: it dies with them
+    """Whether autograd keeps a tensor of its own for `op`'s output, `consumer` the op after it in the graph
+    (its only reader in the chains this rule covers: a ViT layer's; a branch such as ResNet's downsample
+    goes to ops this rule leaves alone). See the module docstring."""
+    needs_own_output = isinstance(op, SoftmaxOp | AttentionOp)  # softmax and SDPA save their outputs
+    no_output_grad = isinstance(op, GemmOp | NormOp) or (
+        isinstance(op, ElementwiseOp) and op.kind in ("cast", "scale", "copy")
+    )
+    if no_output_grad and not needs_own_output and _saves_no_input(consumer):
+        return False  # read only by an op that saves none of its inputs: it dies with that op
     if isinstance(op, ElementwiseOp):
         in_place = op.kind == "relu" or (in_place_residual and op.name.endswith("/residual_add"))
         return op.num_outputs > 0 and not (in_place or op.name.endswith(LAYOUT_SUFFIX))
@@ -67,6 +86,8 @@ def _output_bytes(op: Op) -> float:
         return op.num_elements * BYTES_PER_ELEMENT[op.out_dtype or op.dtype]
     if isinstance(op, AttentionOp):
         return op.batch * op.seq_len_q * op.num_heads * op.head_dim * BYTES_PER_ELEMENT[op.dtype]
+    if isinstance(op, SoftmaxOp):
+        return op.rows * op.cols * BYTES_PER_ELEMENT[op.dtype]
     return 0.0
 
 
@@ -93,12 +114,13 @@ def predict_vision_training(
     recompute = build_recompute_graph(forward, "full" if req.recompute == "full" else "none", layer_marker="")
     in_place = model.family in IN_PLACE_RESIDUAL_FAMILIES
     ops = forward.ops
-    outputs = [
-        _output_bytes(op) * op.count
-        for op, consumer in zip(ops, (*ops[1:], None), strict=True)
-        if _kept(op, consumer, in_place)
-    ]
-    activations = sum(outputs) if req.recompute != "full" else max(outputs) * 2
+    kept = [op for op, consumer in zip(ops, (*ops[1:], None), strict=True) if _kept(op, consumer, in_place)]
+    # `full`: the input and the largest single output (an op of a repeated layer counts once, not per layer)
+    activations = (
+        sum(_output_bytes(op) * op.count for op in kept)
+        if req.recompute != "full"
+        else max(_output_bytes(op) for op in kept) * 2
+    )
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.dp if lay.fsdp else 1
     memory = MemoryEstimate(

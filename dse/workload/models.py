@@ -110,8 +110,11 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
         return _read_json(path, str(path)), str(path), name
     known = _catalog_index().get(_key(str(name_or_path)))
     if known is None:
+        from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
+
         raise ConfigError(
-            f"unknown model '{name_or_path}'; known: {', '.join(list_models())} (or a path to a config.json)"
+            f"unknown model '{name_or_path}'; known LLMs: {', '.join(list_models())} (or a path to a "
+            f"config.json); vision models: {', '.join(VISION_MODELS)} (`dse models` lists both)"
         )
     name = known
     return _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json"), f"{name}.json", name

@@ -14,12 +14,13 @@ fp32 class-token parameter promotes them to fp32 (`torch.cat` type promotion), t
 every residual add (a half-precision branch plus the fp32 stream) stay fp32, and autocast runs `layer_norm`
 in fp32 (its float32 op list), so each Linear after a LayerNorm first casts its fp32 input to half precision
 (`cast` ops; their backward casts the gradient back). Our H100 profile of torchvision's ViT-B/16 shows these
-fp32 LayerNorm and add kernels and the casts (`dse/calibrate/measured`). The attention output goes from
-heads back to tokens through a transpose made contiguous (timm: `transpose(1, 2).reshape`, torchvision's
-`MultiheadAttention`: `permute(2, 0, 1, 3).contiguous()`), one copy forward and one back. Not modelled:
-torchvision's `MultiheadAttention` also copies its input and its packed QKV projection into per-head layout
-(two more copies of 1 and 3 x the tokens' width), and PyTorch's strided copies and mixed-dtype adds run slower
-than streaming kernels (`dse validate training`, own-h100 groups).
+fp32 LayerNorm and add kernels and the casts (`dse/calibrate/measured`). The fused attention (`flash`,
+PyTorch's SDPA) writes its output token-major, so timm's and Hugging Face's reshape back to tokens is a
+view; the unfused one (`eager`) copies its context back to tokens. Not modelled: torchvision's
+`MultiheadAttention` copies its input, its packed QKV projection and its output between layouts (copies of
+1, 3 and 1 x the tokens' width, and back in the backward), autocast's per-step casts of the weights, and
+PyTorch's strided copies and mixed-dtype adds run slower than streaming kernels (`dse validate training`,
+own-h100 groups).
 
 Batch norm over `[N*P*Q, K]` (K channels). Inference (running statistics, as eager PyTorch runs it
 unfolded): one normalize pass, a `NormOp` (read once, written once). Training (`training=True`): the
@@ -366,7 +367,6 @@ class _Builder:
             *cast("attn/cast"),
             GemmOp(name=f"{pre}/attn/qkv_proj", m=t, n=3 * d, k=d, dtype=self.dtype, b_shared=True, count=L),
             *self._attention(pre, s, L),
-            ew(f"attn/heads_to_tokens{CONTIGUOUS_SUFFIX}", "copy", t * d),
             GemmOp(name=f"{pre}/attn/o_proj", m=t, n=d, k=d, dtype=self.dtype, b_shared=True, count=L),
             ew("attn/residual_add", "add", t * d, "fp32"),
             NormOp(name=f"{pre}/mlp/norm", rows=t, cols=d, dtype="fp32", count=L),
@@ -378,7 +378,8 @@ class _Builder:
         ]
         self.ops += layer
         self.params += L * (12 * d * d + 13 * d)  # qkv, o, up, down with biases; two LayerNorms
-        self.ops.append(NormOp(name=f"{root}/final_norm", rows=n, cols=d, dtype="fp32"))
+        # every token is normalized before the class token is taken (torchvision's encoder `ln`, timm)
+        self.ops.append(NormOp(name=f"{root}/final_norm", rows=t, cols=d, dtype="fp32"))
         self.params += 2 * d
         self.fc(f"{root}/head", n, d, m.num_classes)
 
@@ -387,9 +388,11 @@ class _Builder:
         and torchvision run it since PyTorch 2) or, `eager`, the unfused kernels of a hand-written
         attention under autocast (timm before its fused path, Hugging Face's eager ViT, DeiT): the Q, K, V
         heads made contiguous, S = Q K^T, its scale, the softmax (fp32 under autocast), the probabilities
-        cast back for P V."""
+        cast back for P V, and the context transposed back to tokens (a copy)."""
         m, n, act = self.m, self.n, self.act
         heads, head_dim = m.heads, m.width // m.heads
+        # The fused kernel writes its output token-major: the reshape back to tokens is a view (timm,
+        # Hugging Face); torchvision's `MultiheadAttention` copies around it (module docstring).
         if self.attention == "flash":
             return [
                 AttentionOp(
@@ -427,6 +430,7 @@ class _Builder:
             SoftmaxOp(name=f"{pre}/attn/softmax", rows=n * heads * s, cols=s, dtype=soft, count=layers),
             *([ew("probs_cast", "cast", scores, "fp32", act)] if soft != act else []),
             bmm("context", s, head_dim, s),
+            ew(f"heads_to_tokens{CONTIGUOUS_SUFFIX}", "copy", n * s * m.width),
         ]
 
 
@@ -440,7 +444,8 @@ def _check_image_size(model: VisionModel, image_size: int) -> None:
     if model.family == "vit":
         if image_size < model.patch or image_size % model.patch:
             raise ConfigError(
-                f"--image-size {image_size}: {model.name} needs a multiple of its {model.patch}-px patch"
+                f"--image-size {image_size}: {model.name} needs a positive multiple of its "
+                f"{model.patch}-px patch"
             )
     elif image_size < CNN_STRIDE_PX:
         raise ConfigError(

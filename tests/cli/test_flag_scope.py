@@ -132,6 +132,37 @@ def test_a_vit_takes_its_attention_from_attention(training):
 
 
 @pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--model", "vit-b-16", "--batch", "4", "--memory-format", "nhwc"], "--memory-format"),
+        (
+            ["--model", "vit-b-16", "--training", "--micro-batch", "4", "--memory-format", "nchw"],
+            "--memory-format",
+        ),
+        (["--model", "vit-b-16", "--training", "--micro-batch", "4", "--coeffs", "x.json"], "--coeffs"),
+        (["--model", "llama-3.1-8b", "--training", "--micro-batch", "1", "--launch", "eager"], "--launch"),
+        (["--model", "vit-b-16", "--gpu", "v100-sxm2", "--batch", "4", "--precision", "bf16"], "--precision"),
+        (
+            ["--model", "resnet-50", "--gpu", "a100-sxm-80gb", "--batch", "4", "--precision", "fp8"],
+            "--precision",
+        ),
+        (["--model", "vit-b-16", "--batch", "4", "--attention", ""], "--attention"),
+        (["--model", "llama-3.1-8b", "--batch", "4", "--phase", ""], "--phase"),
+        (["--model", "resnet-50", "--batch", "4", "--attention", "eager"], "convolutional network"),
+        (["--model", "vit-b-16", "--training", "--micro-batch", "0"], "--micro-batch"),
+        (["--model", "ViT-B/16", "--batch", "4"], "vision models: "),
+    ],
+)
+def test_what_a_prediction_would_ignore_or_cannot_run_is_one_clear_error(args, named):
+    """Flags the prediction would silently ignore (a ViT's layout, --coeffs and --launch in a training step,
+    an empty --attention or --phase) and precisions the GPU has no Tensor Cores for: exit 2, the flag named,
+    no traceback; an unknown name lists the vision models too."""
+    result = CliRunner().invoke(app, ["predict", *args])
+    assert result.exit_code == 2, result.output
+    assert named in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
     ("extra", "named"),
     [
         (["--input-tokens", "8", "--output-tokens", "8"], "is a vision model"),

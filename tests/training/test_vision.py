@@ -7,6 +7,7 @@ import pytest
 from dse.hardware.catalog import load_gpu
 from dse.training.predict import predict_training
 from dse.training.step import TrainingRequest
+from dse.workload.ops import ElementwiseOp, GemmOp
 from dse.workload.vision import build_vision_graph, load_vision_model
 
 
@@ -246,3 +247,11 @@ def test_full_recomputation_of_a_vision_model_trades_time_for_memory(model: str)
 
     (t0, m0), (t1, m1) = step("none"), step("full")
     assert 1.15 * t0 < t1 < 1.6 * t0 and m1 < 0.5 * m0
+    # the largest single output twice, whatever the depth: one layer's op, not its sum over the layers
+    graph, _ = build_vision_graph(load_vision_model(model), batch=64, precision="fp16", training=True)
+    largest = max(
+        op.batch * op.m * op.n * 2 if isinstance(op, GemmOp) else op.num_elements * 2
+        for op in graph.ops
+        if isinstance(op, GemmOp | ElementwiseOp) and not getattr(op, "out_dtype", None)
+    )
+    assert m1 <= 2 * largest * 1.01

@@ -50,6 +50,7 @@ def _predict_row(row: pd.Series) -> dict[str, float]:
     from dse.calibrate.measured import H100_GPU
     from dse.calibrate.validate.common import cached_arch
     from dse.hardware.catalog import load_gpu
+    from dse.perf.coeffs import load_default_coeffs
     from dse.perf.predict import predict_graph
     from dse.training.llm import predict_llm_training
     from dse.training.parallel import ParallelLayout
@@ -66,7 +67,9 @@ def _predict_row(row: pd.Series) -> dict[str, float]:
             load_vision_model(str(row["model"])), batch=batch, image_size=int(row["image_size"]),
             precision=precision, memory_format=fmt,
         )  # fmt: skip
-        pred = predict_graph(graph, gpu)
+        # as `dse predict` runs a forward pass: the generation's shipped latency corrections (a training
+        # step runs the kernel model with its fitted training ratios instead, `dse.training.step`)
+        pred = predict_graph(graph, gpu, coeffs=load_default_coeffs(gpu))
         return {"step_time_s": pred.latency_s, "avg_power_w": pred.avg_power_w, "energy_j": pred.energy_j,
                 "forward_s": pred.latency_s}  # fmt: skip
     layout = ParallelLayout(num_gpus=1)

@@ -302,11 +302,14 @@ def validate_timm_training() -> tuple[pd.DataFrame, Counter[str]]:
 def validate_timm_inference() -> tuple[pd.DataFrame, Counter[str]]:
     """timm `benchmark.py` forward passes on one RTX 4090 (README 7.3) of shipped vision models: images/s at
     the row's batch and image size, AMP (fp16), NCHW, synthetic input; its timm (PyTorch 2.9) runs a ViT's
-    attention fused. A forecast GPU: no kernel or power measurement of it (idle power and V-f estimated)."""
+    attention fused. A forecast GPU: no kernel or power measurement of it (idle power and V-f estimated).
+    Predicted as `dse predict` runs a forward pass, with the generation's shipped latency corrections."""
+    from dse.perf.coeffs import load_default_coeffs
     from dse.perf.predict import predict_graph
     from dse.workload.vision import build_vision_graph, is_vision_model, load_vision_model
 
     gpu = load_gpu("rtx-4090")
+    coeffs = load_default_coeffs(gpu)
     out: list[dict[str, Any]] = []
     skipped: Counter[str] = Counter()
     for _, row in load_timm_inference().iterrows():
@@ -317,7 +320,7 @@ def validate_timm_inference() -> tuple[pd.DataFrame, Counter[str]]:
         graph, _ = build_vision_graph(
             model, batch=bs, image_size=int(row["infer_img_px"]), precision="fp16", memory_format="nchw"
         )
-        pred = predict_graph(graph, gpu)
+        pred = predict_graph(graph, gpu, coeffs=coeffs)
         out.append(
             {
                 "source": f"timm-rtx4090-infer-{'vit' if model.family == 'vit' else 'cnn'}",
