@@ -10,24 +10,28 @@ from rich import box
 from rich.table import Table
 
 from dse.cli.common import (
-    AttentionOpt,
     BatchOpt,
     BusOpt,
     JsonOpt,
     KernelsOpt,
     MemoryOpt,
     ModelOpt,
-    PhaseOpt,
     PrecisionOpt,
+    PredictAttentionOpt,
+    PredictPhaseOpt,
+    PredictSeqOpt,
     RateOpt,
-    SeqOpt,
     SetOpt,
     build_workload,
     console,
     friendly,
     gpu_from_options,
     print_json,
+    shape_flags,
 )
+from dse.cli.training import ImageSizeOpt, MemoryFormatOpt
+from dse.errors import DseError
+from dse.workload.vision import is_vision_model
 
 
 @friendly
@@ -175,15 +179,31 @@ def _model_row(name: str, arch: Any) -> dict[str, Any]:
 def workload_show_cmd(
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
-    phase: PhaseOpt = "prefill",
+    phase: PredictPhaseOpt = None,
     batch: BatchOpt = 1,
-    seq_len: SeqOpt = 1024,
+    seq_len: PredictSeqOpt = None,
     precision: PrecisionOpt = "bf16",
-    attention: AttentionOpt = "flash",
+    attention: PredictAttentionOpt = None,
+    image_size: ImageSizeOpt = None,
+    memory_format: MemoryFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Operators of a workload with FLOPs and compulsory DRAM bytes, per operator and in total."""
-    graph = build_workload(model, phase, batch, seq_len, precision, attention, kernels)
+    # the flags a vision model or a kernel list would not read are refused, as in `dse predict`
+    phase_, seq, attn = shape_flags(model, kernels, False, None, None, phase, seq_len, attention, None)
+    if (image_size is not None or memory_format is not None) and not (model and is_vision_model(model)):
+        raise DseError("--image-size / --memory-format: only for a vision model (see `dse models`)")
+    graph = build_workload(
+        model,
+        phase_,
+        batch,
+        seq,
+        precision,
+        attn,
+        kernels,
+        image_size=image_size,
+        memory_format=memory_format,
+    )
     rows = graph.rows()
     totals = {
         "total_flop": graph.total_flop(),

@@ -36,6 +36,7 @@ from dse.cli.common import (
     gpu_from_options,
     operating_point,
     print_json,
+    shape_flags,
     with_options,
 )
 from dse.cli.cost import (
@@ -58,7 +59,7 @@ from dse.cli.training import (
 from dse.errors import DseError
 from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
-from dse.workload.vision import is_vision_model, load_vision_model
+from dse.workload.vision import is_vision_model
 
 LaunchOpt = Annotated[
     str | None,
@@ -170,52 +171,6 @@ def _no_serving_flags_in_training(
 VISION_FLAGS = ("--image-size", "--memory-format")
 
 
-def _shape_flags(
-    model: str | None,
-    kernels: Path | None,
-    training: bool,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    phase: str | None,
-    seq_len: int | None,
-    attention: str | None,
-    batch: int | None,
-) -> tuple[str, int, str]:
-    """--phase, --seq-len and --attention (and --batch with a kernel list) written where nothing reads them
-    (they would be ignored): an error naming them. Returns them with their defaults filled in. A vision
-    model's input is images; a kernel list fixes its own shapes; serving takes its lengths from
-    --input-tokens / --output-tokens; a training step is one optimizer step, not a phase."""
-    given = {"--phase": phase, "--seq-len": seq_len, "--attention": attention}
-    named = [flag for flag, value in given.items() if value is not None]
-    vision = model is not None and is_vision_model(model)
-    serving = input_tokens is not None or output_tokens is not None
-    if vision:
-        vit = load_vision_model(str(model)).family == "vit"  # a ViT's attention is flash or eager
-        unused = [f for f in named if f != "--attention" or not vit]
-        why = f"{model} is a vision model (its input is images of --image-size)" + (
-            "" if vit else "; a convolutional network has no attention"
-        )
-    elif kernels is not None:
-        unused = named + (["--batch"] if batch is not None else [])
-        why = "a kernel list (--kernels) fixes its own shapes"
-    elif training:
-        unused, why = (
-            [f for f in named if f == "--phase"],
-            "a training step is forward, backward and optimizer",
-        )
-    elif serving:
-        unused, why = (
-            [f for f in named if f != "--attention"],
-            "serving lengths are --input-tokens/--output-tokens",
-        )
-    else:
-        unused, why = [], ""
-    if unused:
-        raise DseError(f"{', '.join(unused)}: does not apply here: {why}")
-    phase, attention = ("prefill" if phase is None else phase), ("flash" if attention is None else attention)
-    return phase, 1024 if seq_len is None else seq_len, attention
-
-
 def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
     """Training options given without --training (but the `allowed` ones) would be ignored: an error."""
     given = [flag for flag in train.given() if flag not in allowed]
@@ -263,7 +218,7 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
-    phase, seq_len, attention = _shape_flags(
+    phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
     if training:  # dse.cli.training: one training step
@@ -333,7 +288,13 @@ def _predict_graph(
 
     latency, power = _coefficients(coeffs, spec)
     pred = predict_graph(graph, spec, point, latency, power, launch=launch)
-    _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json)
+    # the settings the graph was built with, in the text title (precision, attention or memory format)
+    shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if k in graph.meta]
+    title = f"{pred.name} on {pred.gpu}" + (f" ({', '.join(shown)})" if shown else "")
+    _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json, title)
+
+
+_GRAPH_SETTINGS = (("precision", ""), ("attention", " attention"), ("memory_format", ""))
 
 
 def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool) -> None:
@@ -395,13 +356,15 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         console.print(breakdown_table(est.energy_j_by_name, "energy by operator", limit=25))
 
 
-def _show_graph(payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool) -> None:
+def _show_graph(
+    payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool, title: str | None = None
+) -> None:
     from dse.cli.render import GRAPH_ROWS, breakdown_table, metrics_table
 
     if as_json:
         print_json(payload)
         return
-    console.print(metrics_table(payload, GRAPH_ROWS, f"{pred.name} on {pred.gpu}"))
+    console.print(metrics_table(payload, GRAPH_ROWS, title or f"{pred.name} on {pred.gpu}"))
     console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
     if breakdown:
         console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))

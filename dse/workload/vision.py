@@ -499,5 +499,7 @@ def build_vision_graph(
         "batch": batch,
         "image_size": image_size,
         "num_tokens": batch,
+        "precision": precision,
+        **({"attention": attention} if model.family == "vit" else {"memory_format": memory_format}),
     }
     return WorkloadGraph(name=f"{model.name}/forward", ops=tuple(b.ops), meta=meta), b.params

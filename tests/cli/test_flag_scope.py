@@ -269,3 +269,39 @@ def test_a_kernel_list_refuses_batch(tmp_path):
         app, ["predict", "--gpu", "h100-sxm", "--kernels", str(kernels), "--batch", "4"]
     )
     assert result.exit_code == 2 and "--batch" in result.output and "fixes its own shapes" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--model", "vit-b-16", "--seq-len", "4096"], "--seq-len"),
+        (["--model", "vit-b-16", "--phase", "decode"], "--phase"),
+        (["--model", "resnet-50", "--attention", "eager"], "--attention"),
+        (["--model", "llama-3.1-8b", "--image-size", "224"], "--image-size"),
+        (["--model", "vit-b-16", "--memory-format", "nhwc"], "--memory-format"),
+    ],
+)
+def test_workload_show_refuses_what_the_graph_would_not_read(args, named):
+    """`dse workload show` builds the graph `dse predict` would, so it refuses the same unread flags."""
+    result = CliRunner().invoke(app, ["workload", "show", *args])
+    assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output
+
+
+def test_workload_show_takes_a_vision_models_image_size_and_attention():
+    import json
+
+    def flop(*extra: str) -> float:
+        result = CliRunner().invoke(app, ["workload", "show", "--model", "vit-b-16", "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return float(json.loads(result.output)["total_flop"])
+
+    base = flop()
+    assert flop("--image-size", "448") > 4 * base  # 4x the patches, and attention over 4x the tokens
+    # the same matmuls unfused, plus the separate scale's and softmax's few FLOPs (under 0.5%)
+    assert base < flop("--attention", "eager") < 1.005 * base
+
+
+def test_a_forward_pass_title_names_its_precision_and_attention():
+    cmd = ["predict", "--model", "vit-b-16", "--batch", "4", "--attention", "eager", "--precision", "fp16"]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 0 and "fp16" in result.output and "eager attention" in result.output
