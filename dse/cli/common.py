@@ -229,7 +229,7 @@ def shape_flags(
         vit = load_vision_model(str(model)).family == "vit"  # a ViT's attention is flash or eager
         unused = [f for f in named if f != "--attention" or not vit]
         why = f"{model} is a vision model (its input is images of --image-size)" + (
-            "" if vit else "; a convolutional network has no attention"
+            "; a convolutional network has no attention" if "--attention" in unused else ""
         )
     elif kernels is not None:
         unused = named + (["--batch"] if batch is not None else [])

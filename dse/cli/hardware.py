@@ -10,7 +10,6 @@ from rich import box
 from rich.table import Table
 
 from dse.cli.common import (
-    BatchOpt,
     BusOpt,
     JsonOpt,
     KernelsOpt,
@@ -175,12 +174,18 @@ def _model_row(name: str, arch: Any) -> dict[str, Any]:
     }
 
 
+ShowBatchOpt = Annotated[
+    int | None,
+    typer.Option("--batch", help="Sequences (images, for a vision model) in the batch (default 1)."),
+]
+
+
 @friendly
 def workload_show_cmd(
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
     phase: PredictPhaseOpt = None,
-    batch: BatchOpt = 1,
+    batch: ShowBatchOpt = None,
     seq_len: PredictSeqOpt = None,
     precision: PrecisionOpt = "bf16",
     attention: PredictAttentionOpt = None,
@@ -190,20 +195,13 @@ def workload_show_cmd(
 ) -> None:
     """Operators of a workload with FLOPs and compulsory DRAM bytes, per operator and in total."""
     # the flags a vision model or a kernel list would not read are refused, as in `dse predict`
-    phase_, seq, attn = shape_flags(model, kernels, False, None, None, phase, seq_len, attention, None)
+    phase_, seq, attn = shape_flags(model, kernels, False, None, None, phase, seq_len, attention, batch)
     if (image_size is not None or memory_format is not None) and not (model and is_vision_model(model)):
         raise DseError("--image-size / --memory-format: only for a vision model (see `dse models`)")
     graph = build_workload(
-        model,
-        phase_,
-        batch,
-        seq,
-        precision,
-        attn,
-        kernels,
-        image_size=image_size,
-        memory_format=memory_format,
-    )
+        model, phase_, 1 if batch is None else batch, seq, precision, attn, kernels,
+        image_size=image_size, memory_format=memory_format,
+    )  # fmt: skip
     rows = graph.rows()
     totals = {
         "total_flop": graph.total_flop(),

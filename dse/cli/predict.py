@@ -222,24 +222,13 @@ def predict_cmd(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
     if training:  # dse.cli.training: one training step
+        serving = (kv_dtype, engine, sampling, kernels)
         _no_serving_flags_in_training(
-            load,
-            input_tokens,
-            output_tokens,
-            kv_dtype,
-            engine,
-            sampling,
-            kernels,
-            coeffs=coeffs,
-            launch=launch,
+            load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
         opts = {
-            "precision": precision,
-            "attention": attention,
-            "seq_len": seq_len,
-            "tp": load.tp,
-            "pp": load.pp,
-        }
+            "precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp, "pp": load.pp
+        }  # fmt: skip
         run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
         return
     vision = model is not None and is_vision_model(model)

@@ -181,7 +181,7 @@ def _check_mxfp4(arch: LlmArch, precision: Precision) -> None:
 
 def _check_attention(value: object) -> str:
     if value not in ATTENTION_IMPLS:
-        raise ConfigError(f"attention '{value}' is not one of {', '.join(ATTENTION_IMPLS)}")
+        raise ConfigError(f"attention '{value}' (--attention) is not one of {', '.join(ATTENTION_IMPLS)}")
     return str(value)
 
 

@@ -166,7 +166,7 @@ class _Builder:
         attention: str = "flash",
     ) -> None:  # fmt: skip
         self.m, self.n, self.dtype, self.act, self.layout = model, batch, dtype, act, layout
-        self.attention = attention  # a ViT's: fused (flash) or unfused (eager, `_eager_attention`)
+        self.attention = attention  # a ViT's: fused (flash) or unfused (eager); see `_attention`
         # NCHW tensors around tensor-core convolutions (module docstring); fp32 convolutions read NCHW
         self.transpose = layout == "nchw" and dtype != "fp32"
         self.training = training  # batch norm from batch statistics (module docstring)
@@ -333,7 +333,8 @@ class _Builder:
 
     def vit(self, hw: int) -> None:
         """Pre-LayerNorm encoder as eager PyTorch runs it under autocast (module docstring): an fp32
-        residual stream and LayerNorms, a cast before each Linear, the heads' transpose back to tokens."""
+        residual stream and LayerNorms, a cast before each Linear after a LayerNorm, and the attention
+        of `_attention`."""
         m, n, root = self.m, self.n, self.m.name
         d, patches = m.width, (hw // m.patch) ** 2
         s = patches + 1

@@ -279,6 +279,7 @@ def test_a_kernel_list_refuses_batch(tmp_path):
         (["--model", "resnet-50", "--attention", "eager"], "--attention"),
         (["--model", "llama-3.1-8b", "--image-size", "224"], "--image-size"),
         (["--model", "vit-b-16", "--memory-format", "nhwc"], "--memory-format"),
+        (["--kernels", "list.json", "--batch", "4"], "--batch"),  # refused before the file is read
     ],
 )
 def test_workload_show_refuses_what_the_graph_would_not_read(args, named):
