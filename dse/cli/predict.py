@@ -280,7 +280,13 @@ def _predict_graph(
     # the settings the graph was built with, in the text title (precision, attention or memory format)
     shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if k in graph.meta]
     title = f"{pred.name} on {pred.gpu}" + (f" ({', '.join(shown)})" if shown else "")
-    _show_graph(predict_command_payload(pred, kernels=True), pred, breakdown, as_json, title)
+    payload = predict_command_payload(pred, kernels=True)
+    if "image_size" in graph.meta:  # a vision forward pass: does it fit in the GPU's memory?
+        from dse.workload.vision import inference_memory_bytes
+
+        need, have = inference_memory_bytes(graph), spec.memory.capacity_bytes
+        payload |= {"memory_bytes": need, "memory_capacity_bytes": have, "memory_fits": need <= have}
+    _show_graph(payload, pred, breakdown, as_json, title)
 
 
 _GRAPH_SETTINGS = (("precision", ""), ("attention", " attention"), ("memory_format", ""))
@@ -354,6 +360,12 @@ def _show_graph(
         print_json(payload)
         return
     console.print(metrics_table(payload, GRAPH_ROWS, title or f"{pred.name} on {pred.gpu}"))
+    if payload.get("memory_fits") is False:
+        need, have = payload["memory_bytes"] / 2**30, payload["memory_capacity_bytes"] / 2**30
+        console.print(
+            f"[bold red]does not fit:[/] weights, input and the largest activations need {need:.1f} GiB of "
+            f"the GPU's {have:.1f} GiB (lower --batch or --image-size)"
+        )
     console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
     if breakdown:
         console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))

@@ -34,6 +34,7 @@ GRAPH_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("effective_clock_hz", "effective SM clock (MHz)", 1e-6, ".0f"),
     ("requested_clock_hz", "requested SM clock (MHz)", 1e-6, ".0f"),
     ("power_cap_w", "power cap (W)", 1.0, ".0f"),
+    ("memory_bytes", "memory (GiB)", 1.0 / 2**30, ".2f"),
 )
 
 

@@ -29,8 +29,8 @@ from dse.workload.backward import (
     build_backward_graph,
     build_recompute_graph,
 )
-from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
-from dse.workload.vision import VisionModel, build_vision_graph
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
+from dse.workload.vision import VisionModel, build_vision_graph, op_output_bytes
 
 __all__ = ["VISION_TRAINING_COEFFS", "predict_vision_training"]
 
@@ -77,20 +77,6 @@ def _kept(op: Op, consumer: Op | None, in_place_residual: bool) -> bool:
     return True
 
 
-def _output_bytes(op: Op) -> float:
-    if isinstance(op, GemmOp):
-        return op.batch * op.m * op.n * BYTES_PER_ELEMENT[op.c_dtype]
-    if isinstance(op, NormOp):
-        return op.rows * op.cols * BYTES_PER_ELEMENT[op.dtype]
-    if isinstance(op, ElementwiseOp):
-        return op.num_elements * BYTES_PER_ELEMENT[op.out_dtype or op.dtype]
-    if isinstance(op, AttentionOp):
-        return op.batch * op.seq_len_q * op.num_heads * op.head_dim * BYTES_PER_ELEMENT[op.dtype]
-    if isinstance(op, SoftmaxOp):
-        return op.rows * op.cols * BYTES_PER_ELEMENT[op.dtype]
-    return 0.0
-
-
 def predict_vision_training(
     model: VisionModel,
     gpu: GpuSpec,
@@ -117,9 +103,9 @@ def predict_vision_training(
     kept = [op for op, consumer in zip(ops, (*ops[1:], None), strict=True) if _kept(op, consumer, in_place)]
     # `full`: the input and the largest single output (an op of a repeated layer counts once, not per layer)
     activations = (
-        sum(_output_bytes(op) * op.count for op in kept)
+        sum(op_output_bytes(op) * op.count for op in kept)
         if req.recompute != "full"
-        else max(_output_bytes(op) for op in kept) * 2
+        else max(op_output_bytes(op) for op in kept) * 2
     )
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.dp if lay.fsdp else 1

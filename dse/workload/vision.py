@@ -69,10 +69,21 @@ from dataclasses import dataclass
 from dse.errors import ConfigError
 from dse.workload.backward import CONTIGUOUS_SUFFIX, LAYOUT_SUFFIX
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import AttentionOp, Dtype, ElementwiseOp, GemmOp, NormOp, Op, SoftmaxOp
+from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
+    AttentionOp,
+    Dtype,
+    ElementwiseOp,
+    GemmOp,
+    NormOp,
+    Op,
+    SoftmaxOp,
+)
 
 __all__ = [
     "MEMORY_FORMATS",
+    "inference_memory_bytes",
+    "op_output_bytes",
     "VISION_MODELS",
     "VISION_PRECISIONS",
     "VisionModel",
@@ -454,6 +465,31 @@ def _check_image_size(model: VisionModel, image_size: int) -> None:
         )
 
 
+def op_output_bytes(op: Op) -> float:
+    """Bytes of one run of `op`'s output tensor (0 for an op without one)."""
+    if isinstance(op, GemmOp):
+        return op.batch * op.m * op.n * BYTES_PER_ELEMENT[op.c_dtype]
+    if isinstance(op, NormOp | SoftmaxOp):
+        return op.rows * op.cols * BYTES_PER_ELEMENT[op.dtype]
+    if isinstance(op, ElementwiseOp):
+        return op.num_elements * BYTES_PER_ELEMENT[op.out_dtype or op.dtype] if op.num_outputs else 0.0
+    if isinstance(op, AttentionOp):
+        return op.batch * op.seq_len_q * op.num_heads * op.head_dim * BYTES_PER_ELEMENT[op.dtype]
+    return 0.0
+
+
+def inference_memory_bytes(graph: WorkloadGraph) -> float:
+    """GPU memory of a vision forward pass (`build_vision_graph`, inference): the fp32 weights (and their
+    half-precision copies under autocast, cached for the pass), the fp32 input images, and the largest op's
+    input and output at once (eager inference frees each activation once its consumer has run; an op's
+    input is taken as large as its output)."""
+    meta = graph.meta
+    params, batch, size = (int(str(meta[k])) for k in ("num_params", "batch", "image_size"))
+    half = 2.0 if str(meta.get("precision")) not in ("fp32", "tf32") else 0.0
+    largest = max((op_output_bytes(op) for op in graph.ops), default=0.0)
+    return params * (4.0 + half) + batch * 3 * size * size * 4.0 + 2.0 * largest
+
+
 def build_vision_graph(
     model: VisionModel,
     *,
@@ -502,5 +538,6 @@ def build_vision_graph(
         "num_tokens": batch,
         "precision": precision,
         **({"attention": attention} if model.family == "vit" else {"memory_format": memory_format}),
+        "num_params": b.params,
     }
     return WorkloadGraph(name=f"{model.name}/forward", ops=tuple(b.ops), meta=meta), b.params

@@ -306,3 +306,19 @@ def test_a_forward_pass_title_names_its_precision_and_attention():
     cmd = ["predict", "--model", "vit-b-16", "--batch", "4", "--attention", "eager", "--precision", "fp16"]
     result = CliRunner().invoke(app, cmd)
     assert result.exit_code == 0 and "fp16" in result.output and "eager attention" in result.output
+
+
+def test_a_vision_forward_pass_reports_its_memory_and_whether_it_fits():
+    """Weights, input images and the largest activations against the GPU's capacity: 100,000 fp32 images
+    of 224 px are 60 GB of input alone, over an RTX 3090's 24 GB; a batch of 8 fits."""
+    import json
+
+    def run(batch: str, *extra: str):
+        cmd = ["predict", "--model", "vit-b-16", "--gpu", "rtx-3090", "--batch", batch, "--precision", "fp16"]
+        return CliRunner().invoke(app, [*cmd, *extra])
+
+    small, huge = json.loads(run("8", "--json").output), json.loads(run("100000", "--json").output)
+    assert small["memory_fits"] and 86.6e6 * 4 < small["memory_bytes"] < small["memory_capacity_bytes"]
+    assert not huge["memory_fits"] and huge["memory_bytes"] > 100_000 * 3 * 224 * 224 * 4
+    text = run("100000")
+    assert text.exit_code == 0 and "does not fit" in text.output

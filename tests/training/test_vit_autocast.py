@@ -86,10 +86,10 @@ def test_autograd_keeps_what_pytorch_saves_in_a_layer(attention, expected):
 
 
 def test_a_softmax_output_counts_its_bytes():
-    from dse.training.vision import _output_bytes
+    from dse.workload.vision import op_output_bytes
 
     soft = SoftmaxOp(name="x/softmax", rows=6, cols=5, dtype="fp32")
-    assert _output_bytes(soft) == 6 * 5 * 4
+    assert op_output_bytes(soft) == 6 * 5 * 4
 
 
 def test_eager_attention_is_the_unfused_kernels_with_the_fused_ones_flops():
