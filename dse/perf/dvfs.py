@@ -244,16 +244,11 @@ class _CapSearch:
         n, size = len(self.ops), self.fine.size
         ops = np.arange(n)
         g = np.clip(guess, 0, size - 1)
-        up = g + 1 < size
         # 1. The guess, the clock above it (the answer when the guess fits and the next one does not) and
         # the window below it (where a DRAM-bound op's too-high guess lands), in one call: a kernel-model
         # call costs mostly its fixed numpy overhead, so the extra rows cost less than a second round.
-        below_g = [(ops[g - j >= 0], (g - j)[g - j >= 0]) for j in range(1, WINDOW + 1)]
-        self._probe(
-            np.concatenate([ops, ops[up], *(o for o, _ in below_g)]),
-            np.concatenate([g, g[up] + 1, *(f for _, f in below_g)]),
-            terms, pc,
-        )  # fmt: skip
+        start = np.maximum(g - WINDOW, 0)
+        self._probe(*_ranges(ops, start, np.minimum(g + 2, size) - start), terms, pc)
         # 2. A window above a guess that fits with the clock above it too (a guess too low). Below needs
         # none: where the guess is over, the clock under it was probed too, so either it fits (the bracket
         # is closed) or the bracket already ends under the guess (step 3).

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
 
@@ -75,8 +76,6 @@ def tensor_flop_per_clk(gpu: GpuSpec, dtype: str) -> float:
 def check_tensor_dtype(gpu: GpuSpec, dtype: str) -> None:
     """ConfigError unless `gpu` has Tensor Cores for `dtype` (or it is fp32, on CUDA cores): a vision
     graph's convolutions and a training step's GEMMs have no weight-only fallback (Volta: fp16 only)."""
-    from dse.errors import ConfigError
-
     rates = gpu.sm.tensor_flop_per_clk
     if dtype not in ("fp32", *rates):
         raise ConfigError(
