@@ -17,6 +17,32 @@ NumGpusOpt = Annotated[
     int | None, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp) (default 1).")
 ]
 FsdpOpt = Annotated[bool, typer.Option("--fsdp", help="Training: shard weights, grads, optimizer (ZeRO-3).")]
+CpOpt = Annotated[
+    int | None,
+    typer.Option("--cp", help="Training LLMs: context-parallel ranks splitting each sequence (default 1)."),
+]
+VpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--vp",
+        help="Training: virtual-pipeline chunks per rank, interleaved 1F1B (needs --pp > 1; default 1).",
+    ),
+]
+DistOptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--distributed-optimizer",
+        help="Training: shard master weights and optimizer states over dp x cp (Megatron's, ZeRO-1).",
+    ),
+]
+NoTpOverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-tp-comm-overlap",
+        help="Training: tensor-parallel collectives on the critical path (vanilla TP) instead of overlapped "
+        "with the GEMMs (Megatron / NeMo tp_comm_overlap, the default).",
+    ),
+]
 MicroBatchOpt = Annotated[
     int | None, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass (default 1).")
 ]
@@ -82,6 +108,10 @@ class TrainingArgs:
 
     num_gpus: NumGpusOpt = None
     fsdp: FsdpOpt = False
+    cp: CpOpt = None
+    vp: VpOpt = None
+    distributed_optimizer: DistOptOpt = False
+    no_tp_comm_overlap: NoTpOverlapOpt = False
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
     image_size: ImageSizeOpt = None
@@ -105,7 +135,7 @@ def _training_defaults() -> dict[str, Any]:
 
     request = {f.name: f.default for f in fields(TrainingRequest)}
     keys = ("image_size", "recompute", "optimizer", "memory_format", "objective", "attention_kernel")
-    return {"num_gpus": 1, "micro_batch": 1, **{k: request[k] for k in keys}}
+    return {"num_gpus": 1, "micro_batch": 1, "cp": 1, "vp": 1, **{k: request[k] for k in keys}}
 
 
 def run_training(
@@ -121,7 +151,11 @@ def run_training(
     defaults = _training_defaults()
     given = {k for k in defaults if opts.get(k) is not None}
     opts = {**opts, **{k: v for k, v in defaults.items() if opts.get(k) is None}}
-    layout = ParallelLayout(num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], fsdp=opts["fsdp"])
+    layout = ParallelLayout(
+        num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], cp=opts["cp"], vp=opts["vp"],
+        fsdp=opts["fsdp"], distributed_optimizer=opts["distributed_optimizer"],
+        tp_comm_overlap=not opts["no_tp_comm_overlap"],
+    )  # fmt: skip
     micro, global_batch = opts["micro_batch"], opts["global_batch"]
     request = TrainingRequest(
         micro_batch=micro, global_batch=micro * layout.dp if global_batch is None else global_batch,
@@ -139,9 +173,8 @@ def run_training(
     from dse.cli.render import breakdown_table, metrics_table
 
     title = (
-        f"{est.model} training step on {layout.num_gpus} x {est.gpu} (dp {layout.dp}, tp {layout.tp}, "
-        f"pp {layout.pp}{', fsdp' if layout.fsdp else ''}), {request.precision}, "
-        f"recompute {request.recompute}"
+        f"{est.model} training step on {layout.num_gpus} x {est.gpu} ({_layout_text(layout)}), "
+        f"{request.precision}, recompute {request.recompute}"
         + (
             ", attention eager"
             if request.attention == "eager"
@@ -161,6 +194,19 @@ def run_training(
         times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
         console.print(breakdown_table(times, "step time by phase", column="time (s)"))
         console.print(breakdown_table(est.phase_energy_j, "energy per GPU by phase (J)"))
+
+
+def _layout_text(layout: Any) -> str:
+    """`dp 8, tp 4, pp 2, vp 4, fsdp`: the layout's degrees, the ones above 1 beyond dp / tp / pp."""
+    parts = [f"dp {layout.dp}", f"tp {layout.tp}", f"pp {layout.pp}"]
+    parts += [f"{k} {getattr(layout, k)}" for k in ("cp", "vp") if getattr(layout, k) > 1]
+    if layout.fsdp:
+        parts.append("fsdp")
+    if layout.distributed_optimizer:
+        parts.append("distributed optimizer")
+    if layout.tp > 1 and not layout.tp_comm_overlap:
+        parts.append("TP exposed")
+    return ", ".join(parts)
 
 
 @friendly
@@ -195,7 +241,9 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
         "ran it. timm-rtx4090-infer-*: forward passes (inference, PyTorch 2.9, fused attention) on a GPU no "
         "fit has measured. Forward passes (own-h100/torchvision-forward, timm-rtx4090-infer-*) run as "
         "`dse predict` does, with the generation's latency corrections; training steps run the kernel model "
-        "with the training ratios fitted on it."
+        "with the training ratios fitted on it, on the eager-framework LLM rows (llm-foundry, torchtitan, "
+        "DeepLearningExamples BERT). The NVIDIA recipe rows (Megatron-Bridge, NeMo, dgxc-benchmarking; /jax: "
+        "its Paxml and MaxText stacks) are fitted on nothing."
     )
     for dataset, reasons in result["skipped"].items():
         for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):

@@ -147,7 +147,11 @@ class EvalContext:
     dp: int = 1
     # a training point (`mode: training`, dse.search.training_point); tp and pp above are shared
     num_gpus: int = 1
+    cp: int = 1
+    vp: int = 1
     fsdp: bool = False
+    distributed_optimizer: bool = False
+    tp_comm_overlap: bool = True
     micro_batch: int = 1
     global_batch: int | None = None
     seq_len: int = 2048

@@ -276,7 +276,11 @@ class WorkloadConfig(_Strict):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
     num_gpus: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)  # context-parallel ranks (LLMs)
+    vp: int = Field(default=1, ge=1)  # virtual-pipeline chunks per rank (interleaved 1F1B; needs pp > 1)
     fsdp: bool = False
+    distributed_optimizer: bool = False  # Megatron's (ZeRO-1): optimizer states sharded over dp x cp
+    tp_comm_overlap: bool = True  # TP collectives overlapped with the GEMMs (Megatron / NeMo); false: exposed
     micro_batch: int = Field(default=1, ge=1)
     global_batch: int | None = Field(default=None, ge=1)  # None: micro_batch x dp
     seq_len: int = Field(default=2048, ge=1)

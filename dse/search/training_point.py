@@ -1,7 +1,8 @@
 """One training design point of a study (`workload: {mode: training}`): the search layer's view of
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
-The study's workload keys `num_gpus`, `tp`, `pp`, `fsdp`, `micro_batch`, `global_batch` (default: micro x dp),
+The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `fsdp`, `distributed_optimizer`,
+`tp_comm_overlap`, `micro_batch`, `global_batch` (default: micro x dp),
 `seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `attention_kernel` (LLMs),
 `memory_format` (vision) and `objective` (encoders) make the request; `gpu.*`
 paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
@@ -16,7 +17,11 @@ TRAINING_MODE = "training"
 # The workload keys only a training point uses (tp and pp are shared with the serving layouts).
 TRAINING_KEYS: tuple[str, ...] = (
     "num_gpus",
+    "cp",
+    "vp",
     "fsdp",
+    "distributed_optimizer",
+    "tp_comm_overlap",
     "micro_batch",
     "global_batch",
     "seq_len",
@@ -29,7 +34,7 @@ TRAINING_KEYS: tuple[str, ...] = (
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
-    "num_gpus", "dp", "tp", "pp", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
+    "num_gpus", "dp", "tp", "pp", "cp", "vp", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
     "model_tflops_per_gpu", "energy_per_step_j", "avg_power_w", "total_power_w", "memory_bytes",
     "tokens_per_s_per_gpu", "energy_per_token_j", "samples_per_s_per_gpu", "energy_per_sample_j",
     "memory_capacity_bytes", "effective_clock_hz", "effective_clock_mhz", "requested_clock_hz",
@@ -59,8 +64,10 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         power_cap_w=None if cap_w is None else float(cap_w),
     )
     layout = ParallelLayout(
-        num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), fsdp=bool(get("fsdp"))
-    )
+        num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), cp=int(get("cp")),
+        vp=int(get("vp")), fsdp=bool(get("fsdp")), distributed_optimizer=bool(get("distributed_optimizer")),
+        tp_comm_overlap=bool(get("tp_comm_overlap")),
+    )  # fmt: skip
     micro = int(get("micro_batch"))
     global_batch = int(get("global_batch") or micro * layout.dp)
     request = TrainingRequest(

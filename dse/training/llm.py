@@ -7,8 +7,18 @@
 A tensor-parallel rank holds `1/t` of every layer (Megatron split: heads, KV heads, MLP width and the
 vocabulary; its graph is the model's with those dimensions divided), a pipeline stage `L/p` layers (each
 stage's graph keeps the embedding and the head: an over-count of one head per stage, small beside the
-layers). MPT's learned position table is sized by the run's sequence length, as llm-foundry's
-`max_seq_len` does, so sequences past the shipped config's length are accepted for it.
+layers; a split that is not even is priced at its busiest stage, ceil(L / p) layers, as Megatron's
+uneven first or last stages are). A
+tensor-parallel rank runs sequence parallel (Megatron's `--sequence-parallel`, on with TP in NeMo's recipes;
+Korthikanti et al. 2022, section 4.2.2): the norms, residual adds, the embedding output and the
+quantization of a GEMM's d-wide input run on tokens / t rows, gathered before the column-parallel GEMMs
+(the all-gather and reduce-scatter pair moves an all-reduce's bytes, `dse.training.parallel`). A
+context-parallel rank runs `seq / cp` tokens of each sequence through every layer; its attention is
+priced as `seq / cp` queries over `seq / 2` keys without a mask, the share of the causal work that
+Megatron's load-balanced chunks give each rank, and the ring sends cp - 1 K/V chunks per layer forward,
+K/V and dK/dV backward (`dse.training.parallel`). MPT's learned position table is sized by the run's
+sequence length, as llm-foundry's `max_seq_len` does, so sequences past the shipped config's length are
+accepted for it.
 
 Encoders (BERT) pre-train with the masked-LM head on the masked positions only: BERT masks 15% of the
 positions (Devlin et al. 2019, section 3.1) and gathers them before the head (google-research/bert
@@ -20,6 +30,7 @@ fp32 cross-entropy. The next-sentence classifier (d x 2 on the pooled token) is 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import replace
 from typing import Any
@@ -88,6 +99,43 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int) -> LlmArch:
     return arch.model_copy(update=update)
 
 
+def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGraph:
+    """`graph` (built over seq_len / cp tokens per sequence) with each attention priced as one context-
+    parallel rank's share of the causal attention (module docstring)."""
+    if cp == 1:
+        return graph
+    ops = tuple(
+        dataclasses.replace(op, seq_len_q=seq_len // cp, seq_len_kv=seq_len // 2, causal=False)
+        if isinstance(op, AttentionOp)
+        else op
+        for op in graph.ops
+    )
+    return WorkloadGraph(name=graph.name, ops=ops, meta=graph.meta)
+
+
+def _sequence_parallel(graph: WorkloadGraph, hidden: int, tp: int) -> WorkloadGraph:
+    """`graph` with the ops over [tokens, hidden] rows on tokens / tp rows (module docstring)."""
+    if tp == 1:
+        return graph
+    ops = list(graph.ops)
+    for i, op in enumerate(ops):
+        nxt = ops[i + 1] if i + 1 < len(ops) else None
+        if isinstance(op, NormOp) and op.cols == hidden:
+            ops[i] = dataclasses.replace(op, rows=math.ceil(op.rows / tp))
+        elif isinstance(op, ElementwiseOp) and (
+            op.name.endswith(("/residual_add", "/embed/tokens"))
+            or (op.kind == "cast" and isinstance(nxt, GemmOp) and nxt.k == hidden)
+        ):
+            ops[i] = dataclasses.replace(op, num_elements=math.ceil(op.num_elements / tp))
+    return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=graph.meta)
+
+
+def _check_layers(arch: LlmArch, lay: Any) -> None:
+    """Context parallelism splits a causal decoder's sequences."""
+    if lay.cp > 1 and arch.family == "encoder":
+        raise ConfigError("context parallelism (cp) splits a causal decoder's sequence; not for encoders")
+
+
 def _pretraining_heads(arch: LlmArch, req: TrainingRequest, batch: int, gemm_dtype: str) -> list[Op]:
     """An encoder's masked-LM head over `batch` sequences' masked positions (module docstring)."""
     act = activation_dtype(req.precision)
@@ -130,19 +178,30 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     """One rank's graphs and sizes for `req` (capacity left 0: `predict_llm_training` fills it in)."""
     lay = req.layout
     arch = training_arch(arch, req.seq_len)
+    _check_layers(arch, lay)
+    if req.seq_len > arch.max_position_embeddings:
+        raise ConfigError(
+            f"seq_len {req.seq_len} (--seq-len) exceeds {arch.name}'s max_position_embeddings "
+            f"{arch.max_position_embeddings}"
+        )
     rank = _rank_arch(arch, lay.tp, lay.pp)
-    forward = _training_forward(rank, req, req.micro_batch)
+    local = replace(req, seq_len=req.seq_len // lay.cp)  # one context-parallel rank's tokens
+    forward = _training_forward(rank, local, req.micro_batch)
+    forward = _sequence_parallel(_context_parallel(forward, req.seq_len, lay.cp), arch.hidden_size, lay.tp)
     backward = build_backward_graph(forward)
     recompute = build_recompute_graph(forward, req.recompute)
     act = activation_dtype(req.precision)
     act_b = BYTES_PER_ELEMENT[act]
-    tokens = req.micro_batch * req.seq_len
+    tokens = req.micro_batch * local.seq_len
     layers = rank.num_layers
     per_layer = llm_activation_bytes_per_layer(
         arch, tokens=tokens, act_dtype=act, attention=req.attention, recompute=req.recompute, tp=lay.tp,
         batch=req.micro_batch,
     )  # fmt: skip
-    in_flight = min(lay.pp, req.num_microbatches)  # 1F1B: the first stage holds p micro-batches
+    # 1F1B: the first stage holds p micro-batches; interleaved, (1 + (p - 1) / (p vp)) times as many
+    # (Korthikanti et al. 2022, section 4.2.3)
+    interleave = 1.0 + (lay.pp - 1) / (lay.pp * lay.vp) if lay.vp > 1 else 1.0
+    in_flight = min(lay.pp, req.num_microbatches) * interleave
     activations = per_layer * layers * in_flight + tokens * rank.vocab_size * (act_b + 4.0)
     if req.recompute == "full":  # one layer's activations while it is recomputed
         activations += llm_activation_bytes_per_layer(
@@ -151,12 +210,12 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         )  # fmt: skip
     params = arch.num_params / (lay.tp * lay.pp)
     state = model_state_bytes_per_param(req.precision, req.optimizer)
-    shard = lay.dp if lay.fsdp else 1
-    gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and lay.dp > 1 else 0.0
+    shard = lay.grad_ranks if lay.fsdp else 1
+    gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and shard > 1 else 0.0
     memory = MemoryEstimate(
         weights_bytes=params * state["weights"] / shard + gathered,
         grads_bytes=params * state["grads"] / shard,
-        optimizer_bytes=params * state["optimizer"] / shard,
+        optimizer_bytes=params * state["optimizer"] / lay.optimizer_shards,
         activations_bytes=activations,
         reserved_bytes=RESERVED_BYTES,
         capacity_bytes=0.0,
@@ -177,6 +236,8 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
         num_tp_allreduces=tp_passes * layers,
         pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
+        # cp - 1 K/V chunks per layer forward, K/V and dK/dV backward: 3 x (cp - 1) x 2 [tokens, kv] / tp
+        cp_ring_bytes=3 * (lay.cp - 1) * 2 * tokens * rank.kv_dim * act_b * layers,
     )
     return parts, memory
 

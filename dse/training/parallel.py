@@ -1,14 +1,24 @@
 """Parallel layout of a training step and the time of its communication (DESIGN.md sections 13-14).
 
-    layout = ParallelLayout(num_gpus=64, tp=1, pp=1, fsdp=True)     # dp = 64 / (tp * pp)
+    layout = ParallelLayout(num_gpus=64, tp=1, pp=1, fsdp=True)     # dp = 64 / (tp * pp * cp)
 
 - Data parallel: DDP all-reduces the gradients once per step, in buckets during the last micro-batch's
   backward; FSDP (ZeRO-3) all-gathers each layer's weights before its forward and again before its
   backward and reduce-scatters its gradients, every micro-batch, prefetched so they overlap compute.
 - Tensor parallel (Megatron): two all-reduces of the layer's [tokens, d] activations per layer forward and
   two backward, exposed (on the critical path); TP groups stay inside a node.
+- Distributed optimizer (Megatron's `--use-distributed-optimizer`, ZeRO-1): the fp32 master weights and
+  optimizer moments are sharded over the dp x cp ranks, each updates its shard; the gradients are
+  reduce-scattered and the updated weights all-gathered, the bytes of one all-reduce, overlapped with the
+  backward as DDP's (Megatron's overlap_grad_reduce / overlap_param_gather).
 - Pipeline parallel: 1F1B; the bubble is (p - 1) / (m + p - 1) of the step (Narayanan et al. 2021), stage
-  hand-offs send one [tokens, d] activation per micro-batch each way.
+  hand-offs send one [tokens, d] activation per micro-batch each way. Interleaved 1F1B (virtual pipeline,
+  `vp` chunks of L / (p x vp) layers per rank; Narayanan et al. 2021, section 2.2) shrinks the bubble to
+  (p - 1) / vp micro-batch times and multiplies the hand-offs by vp.
+- Context parallel (Megatron's CP, ring attention): each of `cp` ranks holds seq / cp tokens of every
+  sequence (two load-balanced chunks, so each does 1/cp of the causal attention work); K and V chunks
+  travel round the ring, cp - 1 hops per layer forward and twice that backward (dK, dV), overlapped with
+  the attention kernels; the weights are replicated over cp, so gradients reduce over dp x cp ranks.
 
 Between nodes. `dse.perf.collectives` models one NVLink/PCIe node. A collective over more than
 `GPUS_PER_NODE` GPUs is bounded by the network: NCCL runs one ring per NIC, so the node's NICs together
@@ -40,35 +50,56 @@ _NET_LATENCY_S = 5e-6  # per ring step across the network (E: InfiniBand ~2-5 us
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelLayout:
-    """GPUs and how they split the model: dp = num_gpus / (tp * pp) data-parallel replicas (or shards)."""
+    """GPUs and how they split the model: dp = num_gpus / (tp * pp * cp) data-parallel replicas (or shards);
+    `vp` virtual-pipeline chunks per rank; `fsdp` (ZeRO-3) or `distributed_optimizer` (ZeRO-1)."""
 
     num_gpus: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1
+    vp: int = 1
     fsdp: bool = False
+    distributed_optimizer: bool = False
+    tp_comm_overlap: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_gpus", "tp", "pp"):
+        for name in ("num_gpus", "tp", "pp", "cp", "vp"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.num_gpus % (self.tp * self.pp):
-            raise ConfigError(
-                f"--num-gpus {self.num_gpus} is not a multiple of tp x pp = {self.tp * self.pp}"
-            )
+        split = self.tp * self.pp * self.cp
+        if self.num_gpus % split:
+            raise ConfigError(f"--num-gpus {self.num_gpus} is not a multiple of tp x pp x cp = {split}")
         if self.tp > GPUS_PER_NODE:
             raise ConfigError(
                 f"tp {self.tp} spans nodes: tensor parallel groups stay within {GPUS_PER_NODE} GPUs"
             )
+        if self.vp > 1 and self.pp == 1:
+            raise ConfigError(f"vp {self.vp}: virtual pipeline chunks need pipeline parallelism (pp > 1)")
+        if self.fsdp and self.distributed_optimizer:
+            raise ConfigError(
+                "fsdp and distributed_optimizer: FSDP already shards the optimizer (choose one)"
+            )
 
     @property
     def dp(self) -> int:
-        return self.num_gpus // (self.tp * self.pp)
+        return self.num_gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def grad_ranks(self) -> int:
+        """Ranks holding the same weights, over which gradients reduce (and FSDP or the distributed
+        optimizer shard): dp x cp."""
+        return self.dp * self.cp
+
+    @property
+    def optimizer_shards(self) -> int:
+        """Ranks the optimizer state (master weights, moments) is split over."""
+        return self.grad_ranks if self.fsdp or self.distributed_optimizer else 1
 
 
-def bubble_frac(pp: int, num_microbatches: int) -> float:
-    """Idle share of a 1F1B pipeline step: (p - 1) / (m + p - 1)."""
-    return (pp - 1) / (num_microbatches + pp - 1)
+def bubble_frac(pp: int, num_microbatches: int, vp: int = 1) -> float:
+    """Idle share of a 1F1B pipeline step: (p - 1) / (m + p - 1); interleaved, (p - 1) / (vp m + p - 1)."""
+    return (pp - 1) / (vp * num_microbatches + pp - 1)
 
 
 def _arch(gpu: GpuSpec) -> str:

@@ -8,9 +8,9 @@ backward and recomputation graphs for one micro-batch, its parameters, activatio
 FLOPs. The step, per GPU (DESIGN.md section 14; the layout rules are in `dse.training.parallel`):
 
     per micro-batch   t_mb = forward + recompute + backward (kernel model) + exposed TP all-reduces
-                      + pipeline hand-offs
-    compute           (m + p - 1) t_mb with m = global_batch / (micro_batch x dp) micro-batches
-                      (the 1F1B bubble is the (p - 1) t_mb)
+                      + pipeline hand-offs + the context-parallel ring's time beyond the attention's
+    compute           (m + (p - 1) / vp) t_mb with m = global_batch / (micro_batch x dp) micro-batches
+                      (the 1F1B bubble is the (p - 1) / vp t_mb)
     data parallel     FSDP: per micro-batch max(0, gathers + reduce-scatter - (forward + backward)) plus
                       the first layer's gather; DDP: max(0, all-reduce - last backward) plus the last
                       bucket's all-reduce
@@ -107,8 +107,8 @@ FA2_ON_HOPPER = 1.75
 # others), with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows: hopper
 # from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3); ampere from the
 # A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows.
-TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.427, "ampere": 1.283}
-TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.652, "ampere": 1.766}
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.461, "ampere": 1.283}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.569, "ampere": 1.766}
 
 
 def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "flash") -> float:
@@ -198,6 +198,12 @@ class TrainingRequest:
             raise ConfigError(f"micro_batch (--micro-batch) must be positive, got {self.micro_batch}")
         if self.global_batch < 1:
             raise ConfigError(f"global_batch (--global-batch) must be positive, got {self.global_batch}")
+        cp = self.layout.cp
+        if cp > 1 and self.seq_len % (2 * cp):
+            raise ConfigError(
+                f"seq_len {self.seq_len} is not a multiple of 2 x cp = {2 * cp} (context parallelism splits "
+                "each sequence into 2 x cp load-balanced chunks)"
+            )
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(
@@ -229,6 +235,7 @@ class StepParts:
     tp_allreduce_bytes: float = 0.0  # one Megatron all-reduce ([tokens, d] activations)
     num_tp_allreduces: int = 0  # per micro-batch, forward and backward
     pp_handoff_bytes: float = 0.0
+    cp_ring_bytes: float = 0.0  # per micro-batch: K/V (and dK/dV) chunks sent round the context-parallel ring
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,7 +280,11 @@ class TrainingEstimate:
             "dp": self.request.layout.dp,
             "tp": self.request.layout.tp,
             "pp": self.request.layout.pp,
+            "cp": self.request.layout.cp,
+            "vp": self.request.layout.vp,
             "fsdp": self.request.layout.fsdp,
+            "distributed_optimizer": self.request.layout.distributed_optimizer,
+            "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,
             "samples_per_s": self.samples_per_step / self.step_time_s,
@@ -311,7 +322,7 @@ def _dp_comm(
 ) -> tuple[float, float, float]:
     """(total, exposed) seconds of data-parallel communication per step, and its link energy per GPU."""
     lay, m = req.layout, req.num_microbatches
-    dp = lay.dp
+    dp = lay.grad_ranks
     if dp <= 1:
         return 0.0, 0.0, 0.0
     w_b = 4.0 if req.precision in ("fp32", "tf32") else 2.0
@@ -331,19 +342,44 @@ def _dp_comm(
     return comm, exposed, link_energy_j("all_reduce", grads, dp, gpu)
 
 
-def _tp_pp_per_microbatch(parts: StepParts, lay: ParallelLayout, gpu: GpuSpec) -> tuple[float, float, float]:
-    """(TP all-reduce s, PP hand-off s, link energy J) of one micro-batch on one rank."""
-    tp_s = tp_j = pp_s = 0.0
+def _exposed_per_microbatch(
+    parts: StepParts, lay: ParallelLayout, gpu: GpuSpec, compute_s: float, attention_s: float
+) -> tuple[float, float, float]:
+    """(TP collectives and CP ring s, PP hand-off s) of one micro-batch on one rank that its `compute_s` of
+    kernels (`attention_s` of them attention) does not hide, and the link energy J of all of it."""
+    tp_s, pp_s, cp_s, link_j = _comm_per_microbatch(parts, lay, gpu)
+    if lay.tp_comm_overlap:
+        # split into tp chunks pipelined with the GEMM's chunks (ring exchange): an all-gather's first chunk
+        # is local, so nothing shows; a reduce-scatter's last chunk does, 1/tp of it. Half the collectives
+        # are each, so 1/(2 tp) of the time shows, or what the GEMMs cannot cover.
+        tp_s = max(tp_s / (2 * lay.tp), tp_s - (compute_s - attention_s))
+    if lay.vp > 1:
+        # the interleaved schedule overlaps its hand-offs with the other chunks' compute (Megatron's
+        # overlap_p2p_comm, on by default with virtual pipelines): one chunk's hand-offs show
+        pp_s = max(pp_s / lay.vp, pp_s - compute_s)
+    # the ring's time beyond the attention kernels it overlaps
+    return tp_s + max(0.0, cp_s - attention_s), pp_s, link_j
+
+
+def _comm_per_microbatch(
+    parts: StepParts, lay: ParallelLayout, gpu: GpuSpec
+) -> tuple[float, float, float, float]:
+    """(TP collectives s, PP hand-offs s, CP ring s, link energy J) of one micro-batch on one rank."""
+    tp_s = tp_j = pp_s = cp_s = 0.0
+    link_j_per_byte = 8.0 * gpu.interconnect.energy_j_per_bit if gpu.interconnect is not None else 0.0
     if lay.tp > 1 and parts.num_tp_allreduces:
         one = group_collective_time_s("all_reduce", parts.tp_allreduce_bytes, lay.tp, gpu)
         tp_s = parts.num_tp_allreduces * one
         tp_j = parts.num_tp_allreduces * link_energy_j("all_reduce", parts.tp_allreduce_bytes, lay.tp, gpu)
     if lay.pp > 1:
-        across = lay.tp * lay.pp > GPUS_PER_NODE
-        pp_s = 2 * p2p_time_s(parts.pp_handoff_bytes, gpu, across_nodes=across)
-        if gpu.interconnect is not None:
-            tp_j += 2 * parts.pp_handoff_bytes * 8.0 * gpu.interconnect.energy_j_per_bit
-    return tp_s, pp_s, tp_j
+        # ranks are ordered tp, cp, dp, pp (Megatron): stages sit a node apart once tp x cp x pp > a node
+        across = lay.tp * lay.cp * lay.pp > GPUS_PER_NODE
+        pp_s = 2 * lay.vp * p2p_time_s(parts.pp_handoff_bytes, gpu, across_nodes=across)
+        tp_j += 2 * lay.vp * parts.pp_handoff_bytes * link_j_per_byte
+    if lay.cp > 1 and parts.cp_ring_bytes > 0:
+        cp_s = p2p_time_s(parts.cp_ring_bytes, gpu, across_nodes=lay.tp * lay.cp > GPUS_PER_NODE)
+        tp_j += parts.cp_ring_bytes * link_j_per_byte
+    return tp_s, pp_s, cp_s, tp_j
 
 
 def estimate_step(
@@ -388,7 +424,7 @@ def _step_kernels(
     pipeline's bubble ((pp - 1) microbatches' time at idle power). Exposed communication is left out of the
     mean."""
     lay, m = req.layout, req.num_microbatches
-    params_updated = parts.params_per_rank / (lay.dp if lay.fsdp else 1)
+    params_updated = parts.params_per_rank / lay.optimizer_shards
     opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
     graphs = [
         g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)
@@ -396,7 +432,7 @@ def _step_kernels(
     return predict_graph_totals(
         [*graphs, opt], gpu, point, coeffs, power_coeffs,
         passes=[list(range(len(graphs) + 1))], runs=[*(m * scale), coeffs_t.kernel_scale],
-        idle_share=(lay.pp - 1) / m,
+        idle_share=(lay.pp - 1) / (lay.vp * m),
     )  # fmt: skip
 
 
@@ -426,9 +462,9 @@ def _estimate_step_at(
     clock_s = m * float(np.dot(clk[:-1], scale)) + float(clk[-1]) * coeffs_t.kernel_scale
     clock_hz = float(round(clock_s / kernel_s)) if kernel_s > 0 else requested_hz  # to the hertz
     attention_s = m * float(lat_s[1] + lat_s[3] + lat_s[5])
-    tp_s, pp_s, tp_pp_j = _tp_pp_per_microbatch(parts, lay, gpu)
+    tp_s, pp_s, tp_pp_j = _exposed_per_microbatch(parts, lay, gpu, fwd_s + bwd_s + rec_s, attention_s / m)
     t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s
-    bubble_s = (lay.pp - 1) * t_mb
+    bubble_s = (lay.pp - 1) / lay.vp * t_mb
     dp_total_s, dp_exposed_s, dp_link_j = _dp_comm(parts, req, gpu, fwd_s + bwd_s + rec_s, bwd_s)
     step_s = m * t_mb + bubble_s + dp_exposed_s + opt_s
     clock = point.sm_clock_hz or gpu.clocks.boost_clock_hz

@@ -88,8 +88,8 @@ def predict_vision_training(
 ) -> TrainingEstimate:
     """One data-parallel training step of a vision model (`dse.training.step`)."""
     lay = req.layout
-    if lay.tp > 1 or lay.pp > 1:
-        raise ConfigError("vision models train data parallel only (--tp 1 --pp 1)")
+    if lay.tp > 1 or lay.pp > 1 or lay.cp > 1:
+        raise ConfigError("vision models train data parallel only (--tp 1 --pp 1 --cp 1)")
     forward, params = build_vision_graph(
         model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision,
         memory_format=req.memory_format, training=True, attention=req.attention,
@@ -111,7 +111,7 @@ def predict_vision_training(
     shard = lay.dp if lay.fsdp else 1
     memory = MemoryEstimate(
         weights_bytes=params * state["weights"] / shard, grads_bytes=params * state["grads"] / shard,
-        optimizer_bytes=params * state["optimizer"] / shard, activations_bytes=activations,
+        optimizer_bytes=params * state["optimizer"] / lay.optimizer_shards, activations_bytes=activations,
         reserved_bytes=RESERVED_BYTES, capacity_bytes=gpu.memory.capacity_bytes,
     )  # fmt: skip
     flop = sum(op.flop * op.count for op in forward.ops if isinstance(op, GemmOp | AttentionOp))

@@ -12,7 +12,8 @@ Supported `model_type`s: llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, GQA, gated
 per-head q/k RMSNorms and drops qwen2's q/k/v biases), gpt2 and opt (LayerNorm, learned positions,
 GELU/ReLU MLP), bert (encoder), and the mixture-of-experts and newer families: qwen2_moe, qwen3_moe,
 mixtral, deepseek_v2 / deepseek_v3 (latent attention), gpt_oss, llama4 and gemma3 (multimodal configs:
-their `text_config` is read; llama4_text and gemma3_text directly). Each family has its own field names
+their `text_config` is read; llama4_text and gemma3_text directly), mpt and nemotron (LayerNorm, RoPE,
+squared-ReLU MLP). Each family has its own field names
 (GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before;
 DeepSeek: n_routed_experts/first_k_dense_replace; Llama-4: interleave_moe_layer_step) and its own
 defaults, copied from the transformers `*Config` classes.
@@ -48,6 +49,9 @@ _ACTIVATIONS: dict[str, str] = {
     "gelu_pytorch_tanh": "gelu",
     "gelu_python": "gelu",
     "relu": "relu",
+    # NOTE(dse): squared ReLU (Nemotron) is priced as ReLU: one streaming elementwise kernel either way,
+    # the same bytes, one multiply more per element.
+    "relu2": "relu",
 }
 
 
@@ -469,6 +473,23 @@ def _rmsnorm_decoder(f: _Fields, d: int, num_heads: int, num_layers: int) -> dic
     }
 
 
+def _nemotron(f: _Fields, model_type: str) -> dict[str, Any]:
+    """NemotronConfig (Nemotron-3 / Nemotron-4): pre-LayerNorm (layernorm1p: the same kernel), RoPE on
+    `partial_rotary_factor` of each head (the same attention cost), GQA, a non-gated squared-ReLU MLP, no
+    biases by default, untied embeddings."""
+    d, num_heads = f.int("hidden_size"), f.int("num_attention_heads")
+    head_dim = f.raw.get("head_dim")
+    return {
+        **_rmsnorm_decoder(f, d, num_heads, f.int("num_hidden_layers")),
+        "head_dim": f.int("head_dim") if head_dim is not None else d // num_heads,
+        "norm": "layernorm",
+        "norm_eps": f.float("norm_eps", 1e-5),
+        "activation": f.activation("hidden_act", "relu2"),
+        "gated_mlp": False,
+        "mlp_bias": f.bool("mlp_bias", False),
+    }
+
+
 def _mpt(f: _Fields, model_type: str) -> dict[str, Any]:
     """MptConfig (MosaicML): d_model, n_heads, n_layers, expansion_ratio, max_seq_len; pre-LayerNorm, GELU
     MLP of expansion_ratio x d, no biases (`no_bias`), tied embeddings. Learned positions only: ALiBi
@@ -521,6 +542,7 @@ _READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
     "llama4_text": _llama4_text,
     "gemma3_text": _gemma3_text,
     "mpt": _mpt,
+    "nemotron": _nemotron,
 }
 # Multimodal configs: the language model's config is their `text_config`.
 _WRAPPERS: dict[str, str] = {"llama4": "llama4_text", "gemma3": "gemma3_text"}

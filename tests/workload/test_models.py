@@ -21,6 +21,11 @@ CATALOG = [
     "gpt-oss-120b",
     "gpt-oss-20b",
     "gpt2",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-2-7b",
+    "llama-3-70b",
+    "llama-3-8b",
     "llama-3.1-405b",
     "llama-3.1-70b",
     "llama-3.1-8b",
@@ -50,6 +55,14 @@ PUBLISHED_PARAMS = {
     "qwen2-1.5b": 1.54e9,  # Qwen2 blog / Qwen/Qwen2-1.5B card: 1.54B
     "gpt2": 124e6,  # HF openai-community/gpt2, "124M params"
     "opt-1.3b": 1.32e9,  # HF facebook/opt-1.3b, "1.32B params" (OPT paper, Table 1: 1.3B)
+    "llama-2-7b": 6.74e9,  # HF meta-llama/Llama-2-7b-hf, "6.74B params"
+    "llama-2-13b": 13.0e9,  # HF meta-llama/Llama-2-13b-hf, "13B params"
+    "llama-2-70b": 69.0e9,  # HF meta-llama/Llama-2-70b-hf, "69B params"
+    "llama-3-8b": 8.03e9,  # HF meta-llama/Meta-Llama-3-8B, "8.03B params"
+    "llama-3-70b": 70.6e9,  # HF meta-llama/Meta-Llama-3-70B, "70.6B params"
+    "gpt3-175b": 175.0e9,  # Brown et al. 2020 (arXiv:2005.14165), Table 2.1: 175.0B
+    "nemotron-4-15b": 15.7e9,  # arXiv:2402.16819, Table 1: 3.2B embedding + 12.5B non-embedding
+    "nemotron-4-340b": 341.0e9,  # arXiv:2406.11704, Table 1: 9.4B embedding + 331.6B non-embedding
 }
 # Qwen model cards also publish non-embedding counts (everything but the embedding table and LM head).
 PUBLISHED_NON_EMBEDDING = {"qwen2.5-7b": 6.53e9, "qwen2-1.5b": 1.31e9}
@@ -62,10 +75,46 @@ def _catalog_json(name: str) -> dict[str, object]:
 
 # MPT models: dimensions from llm-foundry's pretraining yamls (no Hub config of these exact models).
 MPT_MODELS = [f"mpt-{size}" for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")]
+# Models NVIDIA's training recipes run, built from their papers and recipes (no HF config.json of them).
+PAPER_MODELS = ["gpt3-175b", "gpt3-20b", "gpt3-5b", "nemotron-4-15b", "nemotron-4-340b"]
 
 
 def test_list_models_is_the_catalog() -> None:
-    assert list_models() == sorted(CATALOG + MPT_MODELS)
+    assert list_models() == sorted(CATALOG + MPT_MODELS + PAPER_MODELS)
+
+
+@pytest.mark.parametrize("name", PAPER_MODELS)
+def test_paper_models_name_their_published_source(name: str) -> None:
+    source = str(_catalog_json(name)["_source"])
+    assert "arXiv:" in source or "NeMo-Framework-Launcher" in source
+
+
+@pytest.mark.parametrize(
+    ("name", "embedding", "other"),
+    [("nemotron-4-15b", 3.2e9, 12.5e9), ("nemotron-4-340b", 9.4e9, 331.6e9)],
+)
+def test_nemotron_embedding_split_matches_the_reports(name: str, embedding: float, other: float) -> None:
+    """Nemotron-4 reports give embedding and non-embedding counts apart (untied input and output tables)."""
+    counts = load_model_config(name).param_counts()
+    assert counts["embedding"] + counts["lm_head"] == pytest.approx(embedding, rel=0.02)
+    assert counts["layers"] + counts["other"] == pytest.approx(other, rel=0.01)
+
+
+def test_nemotron_reads_as_a_squared_relu_layernorm_decoder() -> None:
+    arch = load_model_config("nemotron-4-15b")
+    assert (arch.norm, arch.activation, arch.gated_mlp, arch.position_embedding) == (
+        "layernorm", "relu", False, "rope"
+    )  # fmt: skip
+    assert (arch.num_heads, arch.num_kv_heads, arch.head_dim) == (48, 8, 128)
+    assert not (arch.qkv_bias or arch.o_bias or arch.mlp_bias or arch.tie_word_embeddings)
+
+
+def test_gpt3_reads_as_nemo_trains_it() -> None:
+    arch = load_model_config("gpt3-175b")
+    dims = (arch.num_layers, arch.hidden_size, arch.num_heads, arch.intermediate_size)
+    assert dims == (96, 12288, 96, 49152)
+    assert arch.position_embedding == "learned" and arch.max_position_embeddings == 2048
+    assert arch.tie_word_embeddings and arch.norm == "layernorm"
 
 
 @pytest.mark.parametrize("name", MPT_MODELS)
@@ -118,6 +167,11 @@ def test_tied_embeddings_counted_once() -> None:
         ("BERT_large", "bert-large"),
         ("openai-community/gpt2", "gpt2"),
         ("OPT-1.3B", "opt-1.3b"),
+        ("meta-llama/Llama-2-7b-hf", "llama-2-7b"),
+        ("Llama-2-70b", "llama-2-70b"),
+        ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"),
+        ("Llama-3-70B", "llama-3-70b"),
+        ("nvidia/Nemotron-4-340B-Base", "nemotron-4-340b"),
     ],
 )
 def test_name_variants_resolve(alias: str, name: str) -> None:
