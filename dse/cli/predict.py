@@ -143,7 +143,8 @@ def _no_serving_flags_in_training(
     load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object,
     coeffs: Path | None = None, launch: str | None = None,
 ) -> None:  # fmt: skip
-    """A training step takes its layout from --num-gpus, --tp, --pp and --fsdp: serving and load flags
+    """A training step takes its layout from --num-gpus, --tp, --pp, --cp, --vp, --ep and --fsdp: serving,
+    load and --dp flags
     would be ignored, so they are an error (as training flags are in a serving prediction). So are
     --coeffs and --launch: a step runs the kernel model with the training ratios fitted on it (README),
     GPU time only."""
@@ -153,7 +154,7 @@ def _no_serving_flags_in_training(
             f"{', '.join(graph)}: not for --training (a step runs the kernel model with the training ratios "
             "fitted on it, without a host launch model)"
         )
-    given = [f"--{f}" for f in ("ep", "dp") if getattr(load, f) != 1]
+    given = ["--dp"] if load.dp != 1 else []
     if load.mode() != "static" or load.batch is not None:
         given.append("the load mode (--batch, --concurrency, --request-rate, --max-throughput)")
     if input_tokens is not None or output_tokens is not None:
@@ -163,7 +164,7 @@ def _no_serving_flags_in_training(
     if given:
         raise DseError(
             f"{', '.join(given)}: not for --training (a step of --micro-batch samples per GPU on --num-gpus "
-            "GPUs, laid out by --tp, --pp and --fsdp)"
+            "GPUs, laid out by --tp, --pp, --cp, --vp, --ep and --fsdp; dp = GPUs / (tp x pp x cp))"
         )
 
 
@@ -227,7 +228,8 @@ def predict_cmd(
             load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
         opts = {
-            "precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp, "pp": load.pp
+            "precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp, "pp": load.pp,
+            "ep": load.ep,
         }  # fmt: skip
         run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
         return

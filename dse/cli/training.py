@@ -152,7 +152,7 @@ def run_training(
     given = {k for k in defaults if opts.get(k) is not None}
     opts = {**opts, **{k: v for k, v in defaults.items() if opts.get(k) is None}}
     layout = ParallelLayout(
-        num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], cp=opts["cp"], vp=opts["vp"],
+        num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], cp=opts["cp"], vp=opts["vp"], ep=opts["ep"],
         fsdp=opts["fsdp"], distributed_optimizer=opts["distributed_optimizer"],
         tp_comm_overlap=not opts["no_tp_comm_overlap"],
     )  # fmt: skip
@@ -199,7 +199,7 @@ def run_training(
 def _layout_text(layout: Any) -> str:
     """`dp 8, tp 4, pp 2, vp 4, fsdp`: the layout's degrees, the ones above 1 beyond dp / tp / pp."""
     parts = [f"dp {layout.dp}", f"tp {layout.tp}", f"pp {layout.pp}"]
-    parts += [f"{k} {getattr(layout, k)}" for k in ("cp", "vp") if getattr(layout, k) > 1]
+    parts += [f"{k} {getattr(layout, k)}" for k in ("cp", "vp", "ep") if getattr(layout, k) > 1]
     if layout.fsdp:
         parts.append("fsdp")
     if layout.distributed_optimizer:

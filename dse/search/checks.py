@@ -354,7 +354,23 @@ def _check_cost(cfg: StudyConfig, smap: SourceMap) -> None:
 
 
 # The workload keys a training point reads (dse.search.training_point).
-_TRAINING_PATHS = ("model", "mode", "precision", "attention", "tp", "pp", *TRAINING_KEYS)
+_TRAINING_PATHS = ("model", "mode", "precision", "attention", "tp", "pp", "ep", *TRAINING_KEYS)
+
+
+def _check_workload_values(cfg: StudyConfig, smap: SourceMap, name: str, path: str) -> None:
+    """Each value a space parameter lists for a workload key is one the key takes (`workload_value`)."""
+    from dse.search.training_point import workload_value
+
+    param = cfg.space[name]
+    try:
+        values = param.grid_values()
+    except ValueError:
+        return  # a continuous float range: its points are checked as they are drawn
+    for value in values:
+        try:
+            workload_value(path, value)
+        except ConfigError as exc:
+            raise located_error(smap, ("space", name), str(exc)) from None
 
 
 def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
@@ -379,4 +395,6 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
                 raise located_error(smap, loc, msg)
         elif path not in OPERATING_POINT_KEYS and path not in _TRAINING_PATHS:
             raise located_error(smap, loc, f"'{path}' is not a training parameter (allowed: {allowed})")
+        else:
+            _check_workload_values(cfg, smap, name, path)
     _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))

@@ -407,7 +407,7 @@ def _unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
     space = cfg.search_space()
     modes = study_modes(cfg, space)
     if modes == (TRAINING_MODE,):
-        used = ("mode", "precision", "attention", "tp", "pp", *TRAINING_KEYS)
+        used = ("mode", "precision", "attention", "tp", "pp", "ep", *TRAINING_KEYS)
         return tuple(k for k in WorkloadConfig.model_fields if k not in used)
     if not set(modes) <= set(MODES):
         return ()

@@ -1,7 +1,7 @@
 """One training design point of a study (`workload: {mode: training}`): the search layer's view of
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
-The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `fsdp`, `distributed_optimizer`,
+The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `distributed_optimizer`,
 `tp_comm_overlap`, `micro_batch`, `global_batch` (default: micro x dp),
 `seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `attention_kernel` (LLMs),
 `memory_format` (vision) and `objective` (encoders) make the request; `gpu.*`
@@ -11,6 +11,7 @@ paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serv
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 TRAINING_MODE = "training"
@@ -34,12 +35,42 @@ TRAINING_KEYS: tuple[str, ...] = (
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
-    "num_gpus", "dp", "tp", "pp", "cp", "vp", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
+    "num_gpus", "dp", "tp", "pp", "cp", "vp", "ep", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
     "model_tflops_per_gpu", "energy_per_step_j", "avg_power_w", "total_power_w", "memory_bytes",
     "tokens_per_s_per_gpu", "energy_per_token_j", "samples_per_s_per_gpu", "energy_per_sample_j",
     "memory_capacity_bytes", "effective_clock_hz", "effective_clock_mhz", "requested_clock_hz",
     "power_cap_w",
 )  # fmt: skip
+
+
+@cache
+def _adapter(key: str) -> Any:
+    from typing import Annotated
+
+    from pydantic import TypeAdapter
+
+    from dse.search.study import WorkloadConfig
+
+    field = WorkloadConfig.model_fields[key]
+    annotation: Any = field.annotation
+    return TypeAdapter(Annotated[annotation, *field.metadata] if field.metadata else annotation)
+
+
+def workload_value(key: str, value: Any) -> Any:
+    """`value` as the study's workload key `key` takes it (`WorkloadConfig`'s type and bounds: `"false"` is
+    False, 1.5 no layout degree); ConfigError naming the key otherwise. Space values reach a point raw."""
+    from pydantic import ValidationError
+
+    from dse.errors import ConfigError
+    from dse.search.study import WorkloadConfig
+
+    if key not in WorkloadConfig.model_fields:
+        return value
+    try:
+        return _adapter(key).validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ConfigError(f"workload key '{key}': {value!r} is not a valid value ({reason})") from None
 
 
 def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
@@ -55,7 +86,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     gpu_over, op, wl = split_params(params)
 
     def get(key: str) -> Any:
-        return wl.get(key, getattr(ctx, key))
+        return workload_value(key, wl[key]) if key in wl else getattr(ctx, key)
 
     gpu = load_gpu(ctx.gpu, gpu_over)
     clock_mhz, cap_w = op.get("sm_clock_mhz"), op.get("power_cap_w")
@@ -65,7 +96,8 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     )
     layout = ParallelLayout(
         num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), cp=int(get("cp")),
-        vp=int(get("vp")), fsdp=bool(get("fsdp")), distributed_optimizer=bool(get("distributed_optimizer")),
+        vp=int(get("vp")), ep=int(get("ep")), fsdp=bool(get("fsdp")),
+        distributed_optimizer=bool(get("distributed_optimizer")),
         tp_comm_overlap=bool(get("tp_comm_overlap")),
     )  # fmt: skip
     micro = int(get("micro_batch"))

@@ -49,6 +49,7 @@ from dse.workload.arch import LlmArch
 from dse.workload.backward import build_backward_graph, build_recompute_graph, training_forward
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import activation_dtype, build_prefill_graph
+from dse.workload.moe import expert_gemm_shape
 from dse.workload.ops import (
     BYTES_PER_ELEMENT,
     AttentionOp,
@@ -60,6 +61,7 @@ from dse.workload.ops import (
     SoftmaxOp,
     weight_gemm_ops,
 )
+from dse.workload.sharding import EXPERT_GEMMS, EXPERT_ROWWISE
 
 __all__ = ["MLM_MASKED_FRACTION", "llm_step_parts", "predict_llm_training", "training_arch"]
 
@@ -79,10 +81,15 @@ def training_arch(arch: LlmArch, seq_len: int) -> LlmArch:
     return arch
 
 
-def _rank_arch(arch: LlmArch, tp: int, pp: int) -> LlmArch:
-    """One tensor-parallel rank of one pipeline stage (module docstring)."""
+def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
+    """One tensor-parallel rank of one pipeline stage (module docstring); with expert parallelism the
+    routed experts stay whole (expert tensor parallel 1)."""
     if arch.num_heads % tp:
         raise ConfigError(f"tp {tp} does not divide {arch.name}'s {arch.num_heads} attention heads")
+    if ep > 1 and not arch.is_moe:
+        raise ConfigError(f"ep {ep} (--ep) needs a mixture-of-experts model; {arch.name} is dense")
+    if arch.is_moe and arch.num_experts % ep:
+        raise ConfigError(f"ep {ep} (--ep) must divide {arch.name}'s {arch.num_experts} experts")
     if tp == 1 and pp == 1:
         return arch
     update: dict[str, Any] = {
@@ -93,20 +100,22 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int) -> LlmArch:
         "num_layers": math.ceil(arch.num_layers / pp),
     }
     if arch.is_moe:
-        update["moe_intermediate_size"] = math.ceil(arch.moe_intermediate_size / tp)
+        update["moe_intermediate_size"] = math.ceil(arch.moe_intermediate_size / (1 if ep > 1 else tp))
         update["shared_expert_intermediate_size"] = math.ceil(arch.shared_expert_intermediate_size / tp)
         update["dense_layers"] = tuple(i for i in arch.dense_layers if i < update["num_layers"])
     return arch.model_copy(update=update)
 
 
 def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGraph:
-    """`graph` (built over seq_len / cp tokens per sequence) with each attention priced as one context-
-    parallel rank's share of the causal attention (module docstring)."""
+    """`graph` (built over seq_len / cp tokens per sequence) with each full-sequence attention priced as one
+    context-parallel rank's share of the causal attention (module docstring). Sliding-window and chunked
+    attention (`local_attention*` ops) keep their windows over the rank's tokens: already about 1/cp of
+    their work."""
     if cp == 1:
         return graph
     ops = tuple(
         dataclasses.replace(op, seq_len_q=seq_len // cp, seq_len_kv=seq_len // 2, causal=False)
-        if isinstance(op, AttentionOp)
+        if isinstance(op, AttentionOp) and op.name.endswith("/attention")
         else op
         for op in graph.ops
     )
@@ -114,33 +123,88 @@ def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGr
 
 
 def _sequence_parallel(graph: WorkloadGraph, hidden: int, tp: int) -> WorkloadGraph:
-    """`graph` with the ops over [tokens, hidden] rows on tokens / tp rows (module docstring)."""
+    """`graph` with the ops over [tokens, hidden] rows on tokens / tp rows (module docstring): the layers'
+    and the final norms, the residual adds, the embedding output and the fp8 cast of a norm's output (the
+    input TE quantizes before its all-gather). An encoder's masked-LM head (on the gathered masked rows)
+    keeps its rows."""
     if tp == 1:
         return graph
     ops = list(graph.ops)
     for i, op in enumerate(ops):
-        nxt = ops[i + 1] if i + 1 < len(ops) else None
+        if "/mlm/" in op.name:
+            continue
+        after_norm = i > 0 and isinstance(graph.ops[i - 1], NormOp)
         if isinstance(op, NormOp) and op.cols == hidden:
             ops[i] = dataclasses.replace(op, rows=math.ceil(op.rows / tp))
         elif isinstance(op, ElementwiseOp) and (
-            op.name.endswith(("/residual_add", "/embed/tokens"))
-            or (op.kind == "cast" and isinstance(nxt, GemmOp) and nxt.k == hidden)
+            op.name.endswith(("/residual_add", "/embed/tokens")) or (op.kind == "cast" and after_norm)
         ):
             ops[i] = dataclasses.replace(op, num_elements=math.ceil(op.num_elements / tp))
     return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=graph.meta)
 
 
-def _check_layers(arch: LlmArch, lay: Any) -> None:
-    """Context parallelism splits a causal decoder's sequences."""
-    if lay.cp > 1 and arch.family == "encoder":
-        raise ConfigError("context parallelism (cp) splits a causal decoder's sequence; not for encoders")
+def _expert_parallel(graph: WorkloadGraph, arch: LlmArch, ep: int, tp: int) -> WorkloadGraph:
+    """`graph` with its routed experts as one expert-parallel rank runs them (`dse.training.parallel`): its
+    E / ep experts over the copies ep ranks route to them, each rank routing its tokens / tp (sequence
+    parallel) tokens; the experts' row-wise kernels on this rank's share of the copies."""
+    if ep == 1 or not arch.is_moe:
+        return graph
+    tokens = int(graph.meta["num_tokens"])  # type: ignore[call-overload]
+    k, num_experts = arch.num_experts_per_tok, arch.num_experts
+    num_e, rows = expert_gemm_shape(num_experts=num_experts, k=k, num_tokens=tokens)
+    routed = ep * math.ceil(tokens / tp)  # the expert group's tokens
+    num_all, rows_all = expert_gemm_shape(num_experts=num_experts, k=k, num_tokens=routed)
+    local = max(1, math.ceil(num_all / ep - 1e-9))
+
+    def shard(op: Op) -> Op:
+        leaf = op.name.rsplit("/", 1)[-1]
+        if isinstance(op, GemmOp) and leaf in EXPERT_GEMMS and op.batch == num_e and op.m == rows:
+            return dataclasses.replace(op, batch=local, m=rows_all)
+        if isinstance(op, ElementwiseOp) and leaf in EXPERT_ROWWISE:
+            return dataclasses.replace(op, num_elements=max(1, math.ceil(op.num_elements / tp)))
+        return op
+
+    return dataclasses.replace(graph, ops=tuple(shard(op) for op in graph.ops))
+
+
+def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
+    """ConfigError naming the flag where `req`'s layout does not fit `arch` (Megatron's rules)."""
+    lay = req.layout
+    if req.seq_len > arch.max_position_embeddings:
+        raise ConfigError(
+            f"seq_len {req.seq_len} (--seq-len) exceeds {arch.name}'s max_position_embeddings "
+            f"{arch.max_position_embeddings}"
+        )
+    if lay.cp > 1:
+        if arch.family == "encoder":
+            raise ConfigError(
+                "--cp: context parallelism splits a causal decoder's sequences, not an encoder's"
+            )
+        if req.attention == "eager":
+            raise ConfigError("--cp: context parallelism runs flash (ring) attention, not --attention eager")
+        if req.seq_len % (2 * lay.cp):
+            raise ConfigError(
+                f"--seq-len {req.seq_len} is not a multiple of 2 x cp = {2 * lay.cp} (context parallelism "
+                "splits each sequence into 2 x cp load-balanced chunks)"
+            )
+    layers_per_stage = math.ceil(arch.num_layers / lay.pp)
+    if lay.vp > layers_per_stage:
+        raise ConfigError(
+            f"--vp {lay.vp}: a virtual-pipeline chunk holds at least one layer, and {arch.name}'s stages "
+            f"hold {layers_per_stage} ({arch.num_layers} layers / pp {lay.pp})"
+        )
+    if lay.vp > 1 and req.num_microbatches < lay.pp:
+        raise ConfigError(
+            f"--vp {lay.vp}: the interleaved schedule needs at least pp = {lay.pp} micro-batches per step, "
+            f"got {req.num_microbatches} (raise --global-batch)"
+        )
 
 
 def _pretraining_heads(arch: LlmArch, req: TrainingRequest, batch: int, gemm_dtype: str) -> list[Op]:
     """An encoder's masked-LM head over `batch` sequences' masked positions (module docstring)."""
     act = activation_dtype(req.precision)
     dtype: Dtype = gemm_dtype  # type: ignore[assignment]
-    rows = batch * max(1, round(MLM_MASKED_FRACTION * req.seq_len))
+    rows = batch * max(1, round(MLM_MASKED_FRACTION * req.seq_len))  # encoders run no context parallelism
     d, root = arch.hidden_size, f"{arch.name}/mlm"
     return [
         *weight_gemm_ops(f"{root}/transform", m=rows, n=d, k=d, dtype=dtype, act_dtype=act),
@@ -151,11 +215,12 @@ def _pretraining_heads(arch: LlmArch, req: TrainingRequest, batch: int, gemm_dty
     ]
 
 
-def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int) -> WorkloadGraph:
-    """The forward of `batch` sequences: the prefill, the LM head on every token (decoders) or the
-    pre-training heads (encoders with `objective="pretrain"`)."""
+def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int, seq_len: int = 0) -> WorkloadGraph:
+    """The forward of `batch` sequences of `seq_len` tokens (default `req.seq_len`; one context-parallel
+    rank's share): the prefill, the LM head on every token (decoders) or the pre-training heads (encoders
+    with `objective="pretrain"`)."""
     prefill = build_prefill_graph(
-        arch, batch=batch, seq_len=req.seq_len, precision=req.precision, attention=req.attention
+        arch, batch=batch, seq_len=seq_len or req.seq_len, precision=req.precision, attention=req.attention
     )
     forward = training_forward(prefill)
     if arch.family != "encoder" or req.objective != "pretrain":
@@ -178,21 +243,58 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     """One rank's graphs and sizes for `req` (capacity left 0: `predict_llm_training` fills it in)."""
     lay = req.layout
     arch = training_arch(arch, req.seq_len)
-    _check_layers(arch, lay)
-    if req.seq_len > arch.max_position_embeddings:
-        raise ConfigError(
-            f"seq_len {req.seq_len} (--seq-len) exceeds {arch.name}'s max_position_embeddings "
-            f"{arch.max_position_embeddings}"
-        )
-    rank = _rank_arch(arch, lay.tp, lay.pp)
-    local = replace(req, seq_len=req.seq_len // lay.cp)  # one context-parallel rank's tokens
-    forward = _training_forward(rank, local, req.micro_batch)
+    _check_layout(arch, req)
+    rank = _rank_arch(arch, lay.tp, lay.pp, lay.ep)
+    local_seq = req.seq_len // lay.cp  # one context-parallel rank's tokens of each sequence
+    forward = _training_forward(rank, req, req.micro_batch, local_seq)
+    forward = _expert_parallel(forward, arch, lay.ep, lay.tp)
     forward = _sequence_parallel(_context_parallel(forward, req.seq_len, lay.cp), arch.hidden_size, lay.tp)
     backward = build_backward_graph(forward)
     recompute = build_recompute_graph(forward, req.recompute)
+    act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
+    tokens = req.micro_batch * local_seq
+    layers = rank.num_layers
+    memory = _memory(arch, rank, req, tokens)
+    passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
+    moe_layers = len(rank.moe_layers) if lay.ep > 1 else 0
+    parts = StepParts(
+        name=arch.name,
+        kind="llm",
+        forward=forward,
+        backward=backward,
+        recompute=recompute,
+        params_per_rank=_params_per_rank(arch, lay),
+        num_layers_per_rank=layers,
+        activation_bytes=memory.activations_bytes,
+        model_flop_per_sample=_model_flop_per_sample(arch, req),
+        tokens_per_sample=req.seq_len,
+        gemm_dtype=_gemm_dtype(req.precision),
+        tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
+        num_tp_allreduces=passes * layers,
+        pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
+        # cp - 1 K/V chunks per layer forward, K/V and dK/dV backward: 3 x (cp - 1) x 2 [tokens, kv] / tp
+        cp_ring_bytes=3 * (lay.cp - 1) * 2 * tokens * rank.kv_dim * act_b * layers,
+        # one copy of each of this rank's tokens / tp per chosen expert, dispatched and combined
+        ep_alltoall_bytes=math.ceil(tokens / lay.tp) * arch.num_experts_per_tok * arch.hidden_size * act_b,
+        num_ep_alltoalls=passes * moe_layers,
+    )
+    return parts, memory
+
+
+def _params_per_rank(arch: LlmArch, lay: Any) -> float:
+    """Parameters one rank holds (before FSDP): the layers split tp x pp ways, routed experts ep x pp ways
+    under expert parallelism."""
+    if lay.ep == 1:
+        return arch.num_params / (lay.tp * lay.pp)
+    experts = arch.param_counts()["experts"]
+    return (arch.num_params - experts) / (lay.tp * lay.pp) + experts / (lay.ep * lay.pp)
+
+
+def _memory(arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int) -> MemoryEstimate:
+    """Model states and activations of one rank (capacity left 0)."""
+    lay = req.layout
     act = activation_dtype(req.precision)
     act_b = BYTES_PER_ELEMENT[act]
-    tokens = req.micro_batch * local.seq_len
     layers = rank.num_layers
     per_layer = llm_activation_bytes_per_layer(
         arch, tokens=tokens, act_dtype=act, attention=req.attention, recompute=req.recompute, tp=lay.tp,
@@ -208,11 +310,11 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
             arch, tokens=tokens, act_dtype=act, attention=req.attention, recompute="none", tp=lay.tp,
             batch=req.micro_batch,
         )  # fmt: skip
-    params = arch.num_params / (lay.tp * lay.pp)
+    params = _params_per_rank(arch, lay)
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.grad_ranks if lay.fsdp else 1
     gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and shard > 1 else 0.0
-    memory = MemoryEstimate(
+    return MemoryEstimate(
         weights_bytes=params * state["weights"] / shard + gathered,
         grads_bytes=params * state["grads"] / shard,
         optimizer_bytes=params * state["optimizer"] / lay.optimizer_shards,
@@ -220,26 +322,6 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         reserved_bytes=RESERVED_BYTES,
         capacity_bytes=0.0,
     )
-    tp_passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
-    parts = StepParts(
-        name=arch.name,
-        kind="llm",
-        forward=forward,
-        backward=backward,
-        recompute=recompute,
-        params_per_rank=params,
-        num_layers_per_rank=layers,
-        activation_bytes=activations,
-        model_flop_per_sample=_model_flop_per_sample(arch, req),
-        tokens_per_sample=req.seq_len,
-        gemm_dtype=_gemm_dtype(req.precision),
-        tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
-        num_tp_allreduces=tp_passes * layers,
-        pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
-        # cp - 1 K/V chunks per layer forward, K/V and dK/dV backward: 3 x (cp - 1) x 2 [tokens, kv] / tp
-        cp_ring_bytes=3 * (lay.cp - 1) * 2 * tokens * rank.kv_dim * act_b * layers,
-    )
-    return parts, memory
 
 
 def predict_llm_training(

@@ -5,8 +5,11 @@
 - Data parallel: DDP all-reduces the gradients once per step, in buckets during the last micro-batch's
   backward; FSDP (ZeRO-3) all-gathers each layer's weights before its forward and again before its
   backward and reduce-scatters its gradients, every micro-batch, prefetched so they overlap compute.
-- Tensor parallel (Megatron): two all-reduces of the layer's [tokens, d] activations per layer forward and
-  two backward, exposed (on the critical path); TP groups stay inside a node.
+- Tensor parallel (Megatron, sequence parallel): per layer forward an all-gather and a reduce-scatter of
+  the [tokens, d] activations around attention and again around the MLP (the bytes of two all-reduces),
+  the same backward; with `tp_comm_overlap` (Transformer Engine's userbuffers, NeMo's default) they
+  overlap the GEMMs they feed (`dse.training.step`), else they sit on the critical path. TP groups stay
+  inside a node.
 - Distributed optimizer (Megatron's `--use-distributed-optimizer`, ZeRO-1): the fp32 master weights and
   optimizer moments are sharded over the dp x cp ranks, each updates its shard; the gradients are
   reduce-scattered and the updated weights all-gathered, the bytes of one all-reduce, overlapped with the
@@ -14,7 +17,13 @@
 - Pipeline parallel: 1F1B; the bubble is (p - 1) / (m + p - 1) of the step (Narayanan et al. 2021), stage
   hand-offs send one [tokens, d] activation per micro-batch each way. Interleaved 1F1B (virtual pipeline,
   `vp` chunks of L / (p x vp) layers per rank; Narayanan et al. 2021, section 2.2) shrinks the bubble to
-  (p - 1) / vp micro-batch times and multiplies the hand-offs by vp.
+  (p - 1) / vp micro-batch times and multiplies the hand-offs by vp, which overlap the other chunks'
+  compute (Megatron's overlap_p2p_comm).
+- Expert parallel (MoE models; Megatron's alltoall token dispatcher): the `ep` ranks of an expert group,
+  drawn from a stage's tp x cp x dp GPUs, each hold E / ep whole experts (expert tensor parallel 1, as
+  Megatron-Bridge's MoE recipes set) and run them over the token copies all ep ranks route to them; each
+  MoE layer's dispatch and combine all-to-alls (one copy per chosen expert) run forward and again
+  backward, on the critical path.
 - Context parallel (Megatron's CP, ring attention): each of `cp` ranks holds seq / cp tokens of every
   sequence (two load-balanced chunks, so each does 1/cp of the causal attention work); K and V chunks
   travel round the ring, cp - 1 hops per layer forward and twice that backward (dK, dV), overlapped with
@@ -58,15 +67,17 @@ class ParallelLayout:
     pp: int = 1
     cp: int = 1
     vp: int = 1
+    ep: int = 1
     fsdp: bool = False
     distributed_optimizer: bool = False
     tp_comm_overlap: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_gpus", "tp", "pp", "cp", "vp"):
+        for name in ("num_gpus", "tp", "pp", "cp", "vp", "ep"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+                flag = name.replace("_", "-")
+                raise ConfigError(f"{name} (--{flag}) must be a positive integer, got {value!r}")
         split = self.tp * self.pp * self.cp
         if self.num_gpus % split:
             raise ConfigError(f"--num-gpus {self.num_gpus} is not a multiple of tp x pp x cp = {split}")
@@ -74,11 +85,17 @@ class ParallelLayout:
             raise ConfigError(
                 f"tp {self.tp} spans nodes: tensor parallel groups stay within {GPUS_PER_NODE} GPUs"
             )
+        stage = self.tp * self.cp * self.dp
+        if stage % self.ep:
+            raise ConfigError(
+                f"ep {self.ep} must divide the tp x cp x dp = {stage} GPUs of a pipeline stage (the "
+                "expert-parallel group is drawn from them)"
+            )
         if self.vp > 1 and self.pp == 1:
             raise ConfigError(f"vp {self.vp}: virtual pipeline chunks need pipeline parallelism (pp > 1)")
         if self.fsdp and self.distributed_optimizer:
             raise ConfigError(
-                "fsdp and distributed_optimizer: FSDP already shards the optimizer (choose one)"
+                "--fsdp and --distributed-optimizer: FSDP already shards the optimizer states (choose one)"
             )
 
     @property
@@ -118,8 +135,16 @@ def group_collective_time_s(collective: str, message_bytes: float, num_gpus: int
     inside = float(collective_time_s(collective, message_bytes, min(num_gpus, GPUS_PER_NODE), gpu))
     if num_gpus <= GPUS_PER_NODE:
         return inside
-    wire = float(wire_bytes(collective, message_bytes, num_gpus, "nvswitch"))
     steps = 2 * (num_gpus - 1) if collective == "all_reduce" else num_gpus - 1
+    if collective == "all_to_all":
+        # each GPU sends the (n - 8) / n of its message bound for other nodes through its own NIC
+        remote = message_bytes * (num_gpus - GPUS_PER_NODE) / num_gpus
+        across = (
+            remote / (NIC_BYTES_PER_S.get(_arch(gpu), 25e9) * NET_EFF)
+            + steps / GPUS_PER_NODE * _NET_LATENCY_S
+        )
+        return max(inside, across)
+    wire = float(wire_bytes(collective, message_bytes, num_gpus, "nvswitch"))
     across = wire / network_bus_bytes_per_s(gpu) + steps / GPUS_PER_NODE * _NET_LATENCY_S
     return max(inside, across)
 

@@ -102,13 +102,15 @@ ATTENTION_KERNELS: tuple[str, ...] = ("fa2", "fa3", "triton")
 DEFAULT_ATTENTION_KERNEL = "fa2"
 FA2_ON_HOPPER = 1.75
 
-# Fitted on the shared LLM rows (README section 7.1) by `fit_training_coeffs`, one set per kernel-library
-# generation (`dse.perf.rates.arch_family`: hopper for Hopper and Blackwell, where FA3 runs; ampere for the
-# others), with the attention ratios above held and the Triton ratio fitted on the llm-foundry rows: hopper
-# from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2, Megatron-Bridge: fa3); ampere from the
-# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows.
-TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.461, "ampere": 1.283}
-TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.569, "ampere": 1.766}
+# Fitted on the shared LLM rows of the eager frameworks without tensor or context parallelism (README
+# section 7.1; `dse.calibrate.validate.training.ratio_fit_rows`) by `fit_training_coeffs`, one set per
+# kernel-library generation (`dse.perf.rates.arch_family`: hopper for Hopper and Blackwell, where FA3 runs;
+# ampere for the others), with the attention ratios above held and the Triton ratio fitted on the
+# llm-foundry rows: hopper from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2); ampere from the
+# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows. The NVIDIA
+# recipe rows (Megatron-Bridge, NeMo) are held out.
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.400, "ampere": 1.283}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.718, "ampere": 1.766}
 
 
 def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "flash") -> float:
@@ -198,12 +200,6 @@ class TrainingRequest:
             raise ConfigError(f"micro_batch (--micro-batch) must be positive, got {self.micro_batch}")
         if self.global_batch < 1:
             raise ConfigError(f"global_batch (--global-batch) must be positive, got {self.global_batch}")
-        cp = self.layout.cp
-        if cp > 1 and self.seq_len % (2 * cp):
-            raise ConfigError(
-                f"seq_len {self.seq_len} is not a multiple of 2 x cp = {2 * cp} (context parallelism splits "
-                "each sequence into 2 x cp load-balanced chunks)"
-            )
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(
@@ -236,6 +232,8 @@ class StepParts:
     num_tp_allreduces: int = 0  # per micro-batch, forward and backward
     pp_handoff_bytes: float = 0.0
     cp_ring_bytes: float = 0.0  # per micro-batch: K/V (and dK/dV) chunks sent round the context-parallel ring
+    ep_alltoall_bytes: float = 0.0  # one MoE dispatch or combine per rank (expert parallel)
+    num_ep_alltoalls: int = 0  # per micro-batch, forward and backward
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +279,7 @@ class TrainingEstimate:
             "tp": self.request.layout.tp,
             "pp": self.request.layout.pp,
             "cp": self.request.layout.cp,
+            "ep": self.request.layout.ep,
             "vp": self.request.layout.vp,
             "fsdp": self.request.layout.fsdp,
             "distributed_optimizer": self.request.layout.distributed_optimizer,
@@ -348,6 +347,12 @@ def _exposed_per_microbatch(
     """(TP collectives and CP ring s, PP hand-off s) of one micro-batch on one rank that its `compute_s` of
     kernels (`attention_s` of them attention) does not hide, and the link energy J of all of it."""
     tp_s, pp_s, cp_s, link_j = _comm_per_microbatch(parts, lay, gpu)
+    ep_s = 0.0
+    if lay.ep > 1 and parts.num_ep_alltoalls:  # Megatron's alltoall dispatcher: on the critical path
+        ep_s = parts.num_ep_alltoalls * group_collective_time_s(
+            "all_to_all", parts.ep_alltoall_bytes, lay.ep, gpu
+        )
+        link_j += parts.num_ep_alltoalls * link_energy_j("all_to_all", parts.ep_alltoall_bytes, lay.ep, gpu)
     if lay.tp_comm_overlap:
         # split into tp chunks pipelined with the GEMM's chunks (ring exchange): an all-gather's first chunk
         # is local, so nothing shows; a reduce-scatter's last chunk does, 1/tp of it. Half the collectives
@@ -358,7 +363,7 @@ def _exposed_per_microbatch(
         # overlap_p2p_comm, on by default with virtual pipelines): one chunk's hand-offs show
         pp_s = max(pp_s / lay.vp, pp_s - compute_s)
     # the ring's time beyond the attention kernels it overlaps
-    return tp_s + max(0.0, cp_s - attention_s), pp_s, link_j
+    return tp_s + max(0.0, cp_s - attention_s) + ep_s, pp_s, link_j
 
 
 def _comm_per_microbatch(

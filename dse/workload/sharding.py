@@ -43,8 +43,8 @@ from dse.workload.moe import expert_gemm_shape
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 
 # Leaf names of the ops of routed experts (`dse.workload.moe`) whose work follows the token copies.
-_EXPERT_GEMMS = ("experts_gate_up", "experts_down")
-_EXPERT_ROWWISE = ("experts_act", "experts_align", "experts_gate_up_quant", "experts_down_quant")
+EXPERT_GEMMS = ("experts_gate_up", "experts_down")
+EXPERT_ROWWISE = ("experts_act", "experts_align", "experts_gate_up_quant", "experts_down_quant")
 PARALLEL_FLAGS: tuple[str, ...] = ("tp", "pp", "ep", "dp")
 
 
@@ -184,9 +184,9 @@ def shard_graph(graph: WorkloadGraph, arch: LlmArch, par: Parallelism) -> Worklo
 
     def shard(op: Op) -> Op:
         leaf = op.name.rsplit("/", 1)[-1]
-        if isinstance(op, GemmOp) and leaf in _EXPERT_GEMMS and op.batch == num_e and op.m == rows:
+        if isinstance(op, GemmOp) and leaf in EXPERT_GEMMS and op.batch == num_e and op.m == rows:
             return dataclasses.replace(op, batch=local, m=rows_all)
-        if isinstance(op, ElementwiseOp) and leaf in _EXPERT_ROWWISE:
+        if isinstance(op, ElementwiseOp) and leaf in EXPERT_ROWWISE:
             return dataclasses.replace(op, num_elements=max(1, math.ceil(op.num_elements * copies)))
         return op
 
@@ -194,6 +194,8 @@ def shard_graph(graph: WorkloadGraph, arch: LlmArch, par: Parallelism) -> Worklo
 
 
 __all__ = [
+    "EXPERT_GEMMS",
+    "EXPERT_ROWWISE",
     "PARALLEL_FLAGS",
     "SINGLE",
     "Parallelism",

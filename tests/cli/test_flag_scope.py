@@ -13,7 +13,6 @@ TRAIN = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--training"
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (["--ep", "2"], "--ep"),
         (["--dp", "2"], "--dp"),
         (["--concurrency", "4"], "load mode"),
         (["--input-tokens", "128", "--output-tokens", "16"], "--input-tokens"),

@@ -89,3 +89,31 @@ def test_the_attention_kernel_is_a_study_key() -> None:
         {"fsdp": True, "attention_kernel": "fa3"}, study_from_dict(STUDY).eval_context()
     )
     assert searched["step_time_s"] == pytest.approx(fa3["step_time_s"], rel=1e-12)
+
+
+LLAMA_TP = {**STUDY, "model": "llama-3.1-8b", "space": {"tp": {"values": [2]}}}
+
+
+def test_megatron_layout_keys_are_study_keys() -> None:
+    """cp, vp, ep, distributed_optimizer and tp_comm_overlap reach the step as `dse predict` flags do; a
+    quoted "false" is false (it ran as true: bool("false"))."""
+    ctx = study_from_dict(LLAMA_TP).eval_context()
+    on = evaluate_point({"tp": 2, "tp_comm_overlap": True}, ctx)
+    off = evaluate_point({"tp": 2, "tp_comm_overlap": False}, ctx)
+    quoted = evaluate_point({"tp": 2, "tp_comm_overlap": "false"}, ctx)
+    assert off["step_time_s"] > on["step_time_s"] and quoted["step_time_s"] == off["step_time_s"]
+    split = evaluate_point({"tp": 1, "cp": 2, "distributed_optimizer": True}, ctx)
+    assert (split["cp"], split["dp"]) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        ({"vp": {"values": [1.5]}}, r"space\.vp: workload key 'vp'"),
+        ({"cp": {"values": ["two"]}}, r"space\.cp: workload key 'cp'"),
+        ({"tp_comm_overlap": {"values": ["maybe"]}}, "tp_comm_overlap"),
+    ],
+)
+def test_space_values_a_workload_key_cannot_take_are_refused_at_load(space: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        study_from_dict({**STUDY, "space": space})

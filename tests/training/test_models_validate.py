@@ -105,12 +105,12 @@ def test_fit_training_coeffs_recovers_the_ratios_with_held_attention_kernels() -
 @needs_shared_data
 def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
     """TRAINING_KERNEL_SCALE and TRITON_ATTENTION_SCALE are `fit_training_coeffs` of the shared LLM rows of
-    the eager frameworks (`RATIO_FIT_SOURCES`) predicted with unit ratios, per architecture class: a model
-    change that moves the fit shows here."""
+    the eager frameworks without TP or CP (`ratio_fit_rows`) predicted with unit ratios, per architecture
+    class: a model change that moves the fit shows here."""
     from dse.calibrate.validate.training import (
-        RATIO_FIT_SOURCES,
         _gpu,
         fit_training_coeffs,
+        ratio_fit_rows,
         validate_llm_training,
     )
     from dse.perf.rates import arch_family
@@ -121,7 +121,7 @@ def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
     )
 
     frame, _ = validate_llm_training(train_coeffs=TrainingCoeffs())
-    frame = frame[frame["source"].isin(RATIO_FIT_SOURCES)]
+    frame = frame[ratio_fit_rows(frame)]
     classes = frame["gpu"].map(lambda g: arch_family(_gpu(str(g))))
     for cls in ("hopper", "ampere"):
         kernel_scale, triton_scale = fit_training_coeffs(frame[classes == cls])
