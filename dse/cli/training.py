@@ -35,6 +35,14 @@ DistOptOpt = Annotated[
         help="Training: shard master weights and optimizer states over dp x cp (Megatron's, ZeRO-1).",
     ),
 ]
+LoraRankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--lora-rank",
+        help="Training LLMs: freeze the weights and train rank-R LoRA adapters on every attention and MLP "
+        "projection (default 0: train every weight).",
+    ),
+]
 NoTpOverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -112,6 +120,7 @@ class TrainingArgs:
     vp: VpOpt = None
     distributed_optimizer: DistOptOpt = False
     no_tp_comm_overlap: NoTpOverlapOpt = False
+    lora_rank: LoraRankOpt = None
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
     image_size: ImageSizeOpt = None
@@ -134,7 +143,8 @@ def _training_defaults() -> dict[str, Any]:
     from dse.training.step import TrainingRequest
 
     request = {f.name: f.default for f in fields(TrainingRequest)}
-    keys = ("image_size", "recompute", "optimizer", "memory_format", "objective", "attention_kernel")
+    keys: tuple[str, ...] = ("image_size", "recompute", "optimizer", "memory_format", "objective")
+    keys += ("attention_kernel", "lora_rank")
     return {"num_gpus": 1, "micro_batch": 1, "cp": 1, "vp": 1, **{k: request[k] for k in keys}}
 
 
@@ -163,6 +173,7 @@ def run_training(
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
+        lora_rank=opts["lora_rank"],
     )  # fmt: skip
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
@@ -175,6 +186,7 @@ def run_training(
     title = (
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} ({_layout_text(layout)}), "
         f"{request.precision}, recompute {request.recompute}"
+        + (f", LoRA rank {request.lora_rank}" if request.lora_rank else "")
         + (
             ", attention eager"
             if request.attention == "eager"

@@ -161,6 +161,7 @@ class EvalContext:
     memory_format: str = "nchw"
     objective: str = "pretrain"
     attention_kernel: str = "fa2"
+    lora_rank: int = 0
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

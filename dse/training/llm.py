@@ -38,6 +38,7 @@ from typing import Any
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
+from dse.training.lora import freeze_weights, with_adapters
 from dse.training.memory import (
     RESERVED_BYTES,
     MemoryEstimate,
@@ -234,9 +235,11 @@ def _gemm_dtype(precision: str) -> str:
 
 
 def _model_flop_per_sample(arch: LlmArch, req: TrainingRequest) -> float:
-    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention."""
+    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention (2x under LoRA:
+    the frozen weights have no weight gradients; the adapters' few FLOPs are not counted)."""
     fwd = _training_forward(arch, req, 1)
-    return 3.0 * sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp | AttentionOp))
+    passes = 2.0 if req.lora_rank else 3.0
+    return passes * sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp | AttentionOp))
 
 
 def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, MemoryEstimate]:
@@ -249,12 +252,17 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     forward = _training_forward(rank, req, req.micro_batch, local_seq)
     forward = _expert_parallel(forward, arch, lay.ep, lay.tp)
     forward = _sequence_parallel(_context_parallel(forward, req.seq_len, lay.cp), arch.hidden_size, lay.tp)
+    adapters = 0.0
+    if req.lora_rank:
+        forward, adapters = with_adapters(forward, req.lora_rank)
     backward = build_backward_graph(forward)
+    if req.lora_rank:
+        backward = freeze_weights(backward, forward)
     recompute = build_recompute_graph(forward, req.recompute)
     act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
     tokens = req.micro_batch * local_seq
     layers = rank.num_layers
-    memory = _memory(arch, rank, req, tokens)
+    memory = _memory(arch, rank, req, tokens, adapters)
     passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
     moe_layers = len(rank.moe_layers) if lay.ep > 1 else 0
     parts = StepParts(
@@ -264,6 +272,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         backward=backward,
         recompute=recompute,
         params_per_rank=_params_per_rank(arch, lay),
+        trainable_params_per_rank=adapters if req.lora_rank else None,
         num_layers_per_rank=layers,
         activation_bytes=memory.activations_bytes,
         model_flop_per_sample=_model_flop_per_sample(arch, req),
@@ -290,8 +299,11 @@ def _params_per_rank(arch: LlmArch, lay: Any) -> float:
     return (arch.num_params - experts) / (lay.tp * lay.pp) + experts / (lay.ep * lay.pp)
 
 
-def _memory(arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int) -> MemoryEstimate:
-    """Model states and activations of one rank (capacity left 0)."""
+def _memory(
+    arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int, adapters: float = 0.0
+) -> MemoryEstimate:
+    """Model states and activations of one rank (capacity left 0); under LoRA the frozen weights alone,
+    in the GEMM dtype's storage (no master copy), and the `adapters` with gradients and optimizer states."""
     lay = req.layout
     act = activation_dtype(req.precision)
     act_b = BYTES_PER_ELEMENT[act]
@@ -314,6 +326,15 @@ def _memory(arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int) -> 
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.grad_ranks if lay.fsdp else 1
     gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and shard > 1 else 0.0
+    if req.lora_rank:
+        return MemoryEstimate(
+            weights_bytes=params * state["weights"] + adapters * state["weights"],
+            grads_bytes=adapters * state["grads"],
+            optimizer_bytes=adapters * state["optimizer"] / lay.optimizer_shards,
+            activations_bytes=activations,
+            reserved_bytes=RESERVED_BYTES,
+            capacity_bytes=0.0,
+        )
     return MemoryEstimate(
         weights_bytes=params * state["weights"] / shard + gathered,
         grads_bytes=params * state["grads"] / shard,

@@ -62,6 +62,10 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"attention_kernel (--attention-kernel): {model} is a vision model, whose step runs the library "
             "kernels as modelled (the framework ratios are for LLM training)"
         )
+    if set_("lora_rank", 0) and is_vision:
+        raise ConfigError(
+            f"lora_rank (--lora-rank): {model} is a vision model (LoRA adapts an LLM's projections)"
+        )
     if request.recompute == "selective" and is_vision:
         raise ConfigError(
             f"recompute (--recompute selective): {model} is a vision model, whose step recomputes all of its "

@@ -168,6 +168,7 @@ class TrainingRequest:
     attention_kernel: str = DEFAULT_ATTENTION_KERNEL  # LLMs: the flash-attention implementation (above)
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
+    lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
@@ -195,6 +196,13 @@ class TrainingRequest:
         if self.memory_format not in MEMORY_FORMATS:
             raise ConfigError(
                 f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
+            )
+        if not isinstance(self.lora_rank, int) or isinstance(self.lora_rank, bool) or self.lora_rank < 0:
+            raise ConfigError(f"lora_rank (--lora-rank) must be an integer >= 0, got {self.lora_rank!r}")
+        if self.lora_rank and self.layout.fsdp:
+            raise ConfigError(
+                "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "
+                "--tp / --pp); its adapters are all a rank trains"
             )
         if self.micro_batch < 1:
             raise ConfigError(f"micro_batch (--micro-batch) must be positive, got {self.micro_batch}")
@@ -228,6 +236,7 @@ class StepParts:
     model_flop_per_sample: float  # whole model, forward + backward
     tokens_per_sample: int  # seq_len for LLMs, 1 for vision
     gemm_dtype: str
+    trainable_params_per_rank: float | None = None  # what gradients and the optimizer cover (None: all)
     tp_allreduce_bytes: float = 0.0  # one Megatron all-reduce ([tokens, d] activations)
     num_tp_allreduces: int = 0  # per micro-batch, forward and backward
     pp_handoff_bytes: float = 0.0
@@ -283,6 +292,7 @@ class TrainingEstimate:
             "vp": self.request.layout.vp,
             "fsdp": self.request.layout.fsdp,
             "distributed_optimizer": self.request.layout.distributed_optimizer,
+            "lora_rank": self.request.lora_rank,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,
@@ -316,6 +326,13 @@ class TrainingEstimate:
         return {"time_s": dict(self.phase_time_s), "energy_j": dict(self.phase_energy_j)}
 
 
+def _trainable(parts: StepParts) -> float:
+    """Parameters one rank trains (all it holds, or its LoRA adapters)."""
+    return (
+        parts.params_per_rank if parts.trainable_params_per_rank is None else parts.trainable_params_per_rank
+    )
+
+
 def _dp_comm(
     parts: StepParts, req: TrainingRequest, gpu: GpuSpec, fb_s: float, bwd_s: float
 ) -> tuple[float, float, float]:
@@ -325,7 +342,7 @@ def _dp_comm(
     if dp <= 1:
         return 0.0, 0.0, 0.0
     w_b = 4.0 if req.precision in ("fp32", "tf32") else 2.0
-    grads = parts.params_per_rank * w_b
+    grads = _trainable(parts) * w_b
     if lay.fsdp:
         gather = group_collective_time_s("all_gather", grads, dp, gpu)
         scatter = group_collective_time_s("reduce_scatter", grads, dp, gpu)
@@ -429,7 +446,7 @@ def _step_kernels(
     pipeline's bubble ((pp - 1) microbatches' time at idle power). Exposed communication is left out of the
     mean."""
     lay, m = req.layout, req.num_microbatches
-    params_updated = parts.params_per_rank / lay.optimizer_shards
+    params_updated = _trainable(parts) / lay.optimizer_shards
     opt = build_optimizer_graph(parts.name, params_updated, req.precision, req.optimizer)
     graphs = [
         g for graph in (parts.forward, parts.backward, parts.recompute) for g in _split_attention(graph)

@@ -4,8 +4,9 @@ LLM rows (`llm_training_throughput.csv`): each row the model can express is pred
 layout (GPUs, tp, pp, cp, vp, FSDP, DDP or Megatron's distributed optimizer, micro and global batch,
 sequence length, precision, activation checkpointing) and compared on tokens/s per GPU. The recipes'
 reduced-layer proxy models (`<model>-proxy-<N>l`) are the catalog model with N layers. Skipped, and
-counted by reason: models outside the catalog (Grok-1, Nemotron-3, NeMo's Nemotron 8B / 22B), LoRA /
-SFT and rows whose batch does not divide into the layout. The training ratios are fitted on the
+counted by reason: models outside the catalog (Grok-1, Nemotron-3, NeMo's Nemotron 8B / 22B) and rows
+whose batch does not divide into the layout. SFT rows run as full-weight steps, LoRA rows with rank
+`LORA_RANK` adapters. The training ratios are fitted on the
 eager-framework rows without tensor or context parallelism (`ratio_fit_rows`); the NVIDIA Megatron /
 NeMo / JAX rows are fitted on nothing. GPU names map to catalog GPUs;
 the MosaicML A100 40GB is the A100 SXM with 40 GiB of 1555 GB/s HBM2, the torchtitan H100 is the H100 SXM
@@ -67,6 +68,8 @@ _GPUS: dict[str, tuple[str, tuple[tuple[str, Any], ...], float | None]] = {
     "v100-sxm2-32gb": ("v100-sxm2", (("memory.capacity_bytes", 32 * 2**30),), None),
 }
 _MODELS = {"bert-large-uncased": "bert-large"}
+# The LoRA rows do not state a rank: NeMo's default adapter dim (nemo.collections.llm.peft.LoRA, dim=32).
+LORA_RANK = 32
 # Tensor-parallel collectives overlap the GEMMs in Megatron / NeMo (Transformer Engine's userbuffers,
 # `tp_comm_overlap`); torchtitan's rows run DTensor TP, vanilla or async (its async TP gained 10% over
 # vanilla in its own table: 4809 vs 4378 tokens/s), priced as exposed.
@@ -149,8 +152,8 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
     if row["gpu"] not in _GPUS:
         return "GPU not in the catalog"
     mode = str(row["training_mode"])
-    if mode != "pretrain" and not mode.startswith("finetune"):
-        return "LoRA / SFT (frozen weights)"
+    if mode not in ("pretrain", "sft", "lora") and not mode.startswith("finetune"):
+        return f"training mode {mode}"
     tp, pp, n = _int(row["tp"]), _int(row["pp"]), _int(row["num_gpus"])
     cp, vp, ep = _int(row["cp"]), _int(row["vp"]), _int(row["ep"])
     dp = n // (tp * pp * cp)
@@ -178,7 +181,8 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
         req = TrainingRequest(
             micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
             precision=_precision(row["precision"]), recompute=_recompute(row["activation_checkpointing"]),
-            objective="pretrain" if mode == "pretrain" else "finetune", layout=layout,
+            objective="finetune" if mode.startswith("finetune") else "pretrain", layout=layout,
+            lora_rank=LORA_RANK if mode == "lora" else 0,
             attention_kernel=_attention_kernel(row),
         )  # fmt: skip
     except DseError as exc:
@@ -188,8 +192,10 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
 
 def _source_label(row: pd.Series) -> str:
     """The row's source, with `/jax` for dgxc-benchmarking's Paxml and MaxText rows (JAX stacks, apart
-    from its NeMo rows) and `/moe` for mixture-of-experts models (apart from the dense ones)."""
+    from its NeMo rows), `/sft` and `/lora` for fine-tuning rows and `/moe` for mixture-of-experts models."""
     label = f"{row['source']}/jax" if "JAX" in str(row["software"]) else str(row["source"])
+    if str(row["training_mode"]) in ("sft", "lora"):
+        label += f"/{row['training_mode']}"
     return f"{label}/moe" if str(row["arch"]) == "moe" else label
 
 

@@ -1,0 +1,76 @@
+"""LoRA fine-tuning steps (`--lora-rank`, `dse.training.lora`): frozen weights, trained adapters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.cli import app
+from dse.errors import ConfigError
+from dse.hardware.catalog import load_gpu
+from dse.training.llm import llm_step_parts, predict_llm_training
+from dse.training.parallel import ParallelLayout
+from dse.training.step import TrainingRequest
+from dse.workload.models import load_model_config
+from dse.workload.ops import GemmOp
+
+GPU = load_gpu("h100-sxm")
+LLAMA3 = load_model_config("llama-3-8b")
+
+
+def _request(rank: int, **layout: object) -> TrainingRequest:
+    lay = ParallelLayout(**{"num_gpus": 8, **layout})  # type: ignore[arg-type]
+    return TrainingRequest(micro_batch=1, global_batch=8, seq_len=4096, lora_rank=rank, layout=lay)
+
+
+def _gemm_flop(graph, lora: bool) -> float:
+    return sum(
+        op.flop * op.count for op in graph.ops if isinstance(op, GemmOp) and ("/lora_" in op.name) == lora
+    )
+
+
+def test_frozen_weights_keep_only_their_data_gradients() -> None:
+    """A frozen weight's backward is its data gradient alone, as many FLOPs as its forward; the adapters
+    keep both gradients (twice their forward)."""
+    full, _ = llm_step_parts(LLAMA3, _request(0))
+    lora, _ = llm_step_parts(LLAMA3, _request(16))
+    base = _gemm_flop(lora.forward, lora=False)
+    assert base == pytest.approx(_gemm_flop(full.forward, lora=False), rel=1e-12)
+    assert _gemm_flop(lora.backward, lora=False) == pytest.approx(base, rel=1e-12)
+    assert _gemm_flop(full.backward, lora=False) == pytest.approx(2 * base, rel=1e-12)
+    assert _gemm_flop(lora.backward, lora=True) == pytest.approx(2 * _gemm_flop(lora.forward, lora=True))
+    assert not any(op.name.endswith("/embed/tokens_bwd") for op in lora.backward.ops)
+
+
+def test_adapters_are_all_that_trains() -> None:
+    """Rank 16 on Megatron's fused projections of Llama-3-8B (qkv 4096 -> 6144, o 4096 -> 4096, gate/up
+    4096 -> 2 x 14336, down 14336 -> 4096): 16 x (10240 + 8192 + 32768 + 18432) per layer, 32 layers."""
+    parts, memory = llm_step_parts(LLAMA3, _request(16))
+    adapters = 16 * (10240 + 8192 + 32768 + 18432) * 32
+    assert parts.trainable_params_per_rank == adapters
+    assert memory.grads_bytes == 2 * adapters  # bf16 gradients of the adapters only
+    assert memory.weights_bytes == pytest.approx(2 * (LLAMA3.num_params + adapters))  # no fp32 master copy
+    full = predict_llm_training(LLAMA3, GPU, _request(0))
+    lora = predict_llm_training(LLAMA3, GPU, _request(16))
+    assert lora.step_time_s < full.step_time_s
+    assert lora.phase_time_s["optimizer"] < full.phase_time_s["optimizer"] / 100
+    # model FLOPs: forward + data gradients (2x the forward), not forward + both gradients (3x)
+    assert lora.model_flop_per_step / full.model_flop_per_step == pytest.approx(2 / 3)
+
+
+def test_lora_refusals() -> None:
+    with pytest.raises(ConfigError, match="--fsdp"):
+        _request(16, fsdp=True)
+    with pytest.raises(ConfigError, match=">= 0"):
+        _request(-1)
+
+
+def test_cli_lora_rank() -> None:
+    args = "predict --model llama-3-8b --training --num-gpus 8 --lora-rank 16 --seq-len 4096 --global-batch 8"
+    result = CliRunner().invoke(app, [*args.split(), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["lora_rank"] == 16
+    result = CliRunner().invoke(app, ["predict", "--model", "resnet-50", "--training", "--lora-rank", "8"])
+    assert result.exit_code == 2 and "vision model" in result.output
