@@ -61,7 +61,12 @@ LengthDistOpt = Annotated[
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (heads, widths / T).")]
 PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers / P; one micro-batch per step).")]
 EpOpt = Annotated[
-    int, typer.Option("--ep", help="Expert-parallel ways of the MoE layers (experts / E); divides T x D.")
+    int,
+    typer.Option(
+        "--ep",
+        help="Expert-parallel ways of the MoE layers (experts / E); divides T x D (serving) or the "
+        "tp x cp x dp GPUs of a stage (--training).",
+    ),
 ]
 DpOpt = Annotated[
     int,

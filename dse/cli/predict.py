@@ -231,7 +231,7 @@ def predict_cmd(
             "precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp, "pp": load.pp,
             "ep": load.ep,
         }  # fmt: skip
-        run_training(model, spec, point, breakdown, as_json, **opts, **asdict(train))
+        run_training(model, spec, point, breakdown, as_json, cost.options(sets), **opts, **asdict(train))
         return
     vision = model is not None and is_vision_model(model)
     # a vision model's forward pass takes its image size and layout from the training flags of that name

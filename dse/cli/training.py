@@ -149,9 +149,11 @@ def _training_defaults() -> dict[str, Any]:
 
 
 def run_training(
-    model: str | None, spec: Any, point: Any, breakdown: bool, as_json: bool, **opts: Any
+    model: str | None, spec: Any, point: Any, breakdown: bool, as_json: bool, costs: Any = None, **opts: Any
 ) -> None:
-    """`dse predict --training`: build the request from the CLI options, predict, print."""
+    """`dse predict --training`: build the request from the CLI options, predict, print (with the cost and
+    carbon of the step under `costs`, the `--cost-scenario` / `--gpu-usd-per-hour` ... options)."""
+    from dse.cost.operation import training_cost_outputs
     from dse.training.parallel import ParallelLayout
     from dse.training.predict import check_model_options, predict_training
     from dse.training.step import TrainingRequest
@@ -178,8 +180,10 @@ def run_training(
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()
+    cost = training_cost_outputs(spec, metrics, costs)
     if as_json:
-        print_json({**metrics, "breakdown": est.breakdown()} if breakdown else metrics)
+        out = {**metrics, **cost}
+        print_json({**out, "breakdown": est.breakdown()} if breakdown else out)
         return
     from dse.cli.render import breakdown_table, metrics_table
 
@@ -202,10 +206,32 @@ def run_training(
             f"[bold yellow]note:[/] the {est.power_cap_w:.0f} W cap cannot be held: at the lowest clock "
             f"the step still draws {est.avg_power_w:.0f} W per GPU"
         )
+    _show_training_cost(cost, est.kind == "llm", breakdown)
     if breakdown:
         times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
         console.print(breakdown_table(times, "step time by phase", column="time (s)"))
         console.print(breakdown_table(est.phase_energy_j, "energy per GPU by phase (J)"))
+
+
+def _show_training_cost(cost: dict[str, Any], llm: bool, breakdown: bool) -> None:
+    """The cost block of a training step: the serving block's rows per trained token or sample."""
+    from dse.cli.cost import COST_ROWS, LEDGER_ROWS, cost_title
+    from dse.cli.render import metrics_table
+
+    unit = "token" if llm else "sample"
+    per_unit = {
+        "usd_per_million_output_tokens": (f"usd_per_million_{unit}s", f"$ per million trained {unit}s"),
+        "gco2_per_output_token": (f"gco2_per_{unit}", f"gCO2 per {unit} (operational)"),
+        "embodied_gco2_per_output_token": (f"embodied_gco2_per_{unit}", f"gCO2 per {unit} (embodied)"),
+    }
+    rows = [
+        (*per_unit[key], scale, fmt) if key in per_unit else (key, label, scale, fmt)
+        for key, label, scale, fmt in COST_ROWS
+    ]
+    rows.insert(3, ("usd_per_step", "$ per step (all GPUs)", 1.0, ".4g"))
+    if breakdown:
+        rows += [row for row in LEDGER_ROWS if "input_tokens" not in row[0]]
+    console.print(metrics_table(cost, tuple(rows), cost_title(cost)))
 
 
 def _layout_text(layout: Any) -> str:

@@ -161,3 +161,39 @@ def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = N
     out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"
     out["cost_scenario"] = options.scenario
     return out
+
+
+# The cost keys of a training step (`dse predict --training`, training studies): the build ledger, the $ rate,
+# and per trained token (LLMs) or per sample (vision models) where serving has per output token.
+TRAINING_COST_KEYS: tuple[str, ...] = (
+    *(k for k in COST_KEYS if "output_token" not in k and "input_token" not in k),
+    "usd_per_step",
+    "usd_per_million_tokens",
+    "gco2_per_token",
+    "embodied_gco2_per_token",
+    "usd_per_million_samples",
+    "gco2_per_sample",
+    "embodied_gco2_per_sample",
+)
+
+
+def training_cost_outputs(
+    gpu: GpuSpec, metrics: Mapping[str, Any], options: CostOptions | None = None
+) -> dict[str, Any]:
+    """`TRAINING_COST_KEYS` of one training step's `metrics` (`TrainingEstimate.metrics`): the serving
+    ledger with the step's trained tokens (or samples) in place of output tokens, and $ per step."""
+    llm = "tokens_per_s_per_gpu" in metrics
+    n = int(metrics["num_gpus"])
+    units_per_s = float(metrics["tokens_per_s_per_gpu"]) * n if llm else float(metrics["samples_per_s"])
+    energy_j = float(metrics["energy_per_token_j" if llm else "energy_per_sample_j"])
+    out = cost_outputs(gpu, Throughput(n, float(metrics["avg_power_w"]), units_per_s, energy_j), options)
+    unit = "token" if llm else "sample"
+    out[f"usd_per_million_{unit}s"] = out.pop("usd_per_million_output_tokens")
+    out[f"gco2_per_{unit}"] = out.pop("gco2_per_output_token")
+    out[f"embodied_gco2_per_{unit}"] = out.pop("embodied_gco2_per_output_token")
+    del out["usd_per_million_input_tokens"]
+    out["usd_per_step"] = out["usd_per_gpu_hour"] * n * float(metrics["step_time_s"]) / 3600.0
+    if not metrics.get("feasible", True):  # as a serving estimate that does not fit: the ledger alone
+        out |= {k: None for k in ("usd_per_step", f"usd_per_million_{unit}s", f"gco2_per_{unit}")}
+        out[f"embodied_gco2_per_{unit}"] = None
+    return out

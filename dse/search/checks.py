@@ -29,6 +29,7 @@ from dse.search.space import (
     ChoiceParam,
     ConstParam,
     FloatParam,
+    IntParam,
     SearchSpace,
 )
 from dse.search.study import (
@@ -358,14 +359,22 @@ _TRAINING_PATHS = ("model", "mode", "precision", "attention", "tp", "pp", "ep", 
 
 
 def _check_workload_values(cfg: StudyConfig, smap: SourceMap, name: str, path: str) -> None:
-    """Each value a space parameter lists for a workload key is one the key takes (`workload_value`)."""
+    """Each value a space parameter lists for a workload key is one the key takes (`workload_value`); a
+    range is checked at its ends, and a float range on an integer key is refused (its draws are fractions)."""
     from dse.search.training_point import workload_value
 
     param = cfg.space[name]
-    try:
-        values = param.grid_values()
-    except ValueError:
-        return  # a continuous float range: its points are checked as they are drawn
+    values: list[Any] = list(param.values) if isinstance(param, ChoiceParam) else []
+    if isinstance(param, ConstParam):
+        values.append(param.value)
+    if isinstance(param, IntParam | FloatParam):
+        values += [param.low, param.high]
+        if isinstance(param, FloatParam) and param.high > param.low:
+            try:  # a fractional draw, which an integer key refuses
+                workload_value(path, param.low + 0.25 * min(1.0, param.high - param.low))
+            except ConfigError:
+                msg = f"workload key '{path}' takes integers: a float range draws fractions (use type: int)"
+                raise located_error(smap, ("space", name), msg) from None
     for value in values:
         try:
             workload_value(path, value)

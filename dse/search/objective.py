@@ -330,21 +330,28 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     return metrics
 
 
-def cost_of_point(
-    params: Mapping[str, Any], ctx: EvalContext, inputs: Mapping[str, Any], metrics: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The `dse.cost` keys of one point (none for a GPU without a `die` section)."""
-    from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
+def cost_options(params: Mapping[str, Any], ctx: EvalContext) -> Any:
+    """The study's `CostOptions` at one point: its `cost` section with the point's `cost.<path>` values."""
+    from dse.cost.operation import CostOptions
 
-    gpu = inputs["gpu"]
-    if gpu.die is None:
-        return {}
     given = dict(ctx.cost)
     facts = {k: v for k, v in given.items() if k.startswith("cost.")}
     facts |= {k: v for k, v in params.items() if k.startswith("cost.")}
     fields = {k: v for k, v in given.items() if not k.startswith("cost.")}
     grid = fields.pop("grid_gco2_per_kwh", None)
-    options = CostOptions(overrides=facts, grid=grid, **fields)
+    return CostOptions(overrides=facts, grid=grid, **fields)
+
+
+def cost_of_point(
+    params: Mapping[str, Any], ctx: EvalContext, inputs: Mapping[str, Any], metrics: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The `dse.cost` keys of one point (none for a GPU without a `die` section)."""
+    from dse.cost.operation import COST_KEYS, Throughput, cost_outputs
+
+    gpu = inputs["gpu"]
+    if gpu.die is None:
+        return {}
+    options = cost_options(params, ctx)
     if not finite(metrics.get("output_tokens_per_s")):
         return {k: None for k in COST_KEYS}
     static = inputs["mode"] == "static"

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from dse.cost.operation import TRAINING_COST_KEYS
+
 TRAINING_MODE = "training"
 # The workload keys only a training point uses (tp and pp are shared with the serving layouts).
 TRAINING_KEYS: tuple[str, ...] = (
@@ -36,11 +38,12 @@ TRAINING_KEYS: tuple[str, ...] = (
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
-    "num_gpus", "dp", "tp", "pp", "cp", "vp", "ep", "num_microbatches", "step_time_s", "samples_per_s", "mfu",
+    "num_gpus", "dp", "tp", "pp", "cp", "vp", "ep", "lora_rank", "num_microbatches", "step_time_s",
+    "samples_per_s", "mfu",
     "model_tflops_per_gpu", "energy_per_step_j", "avg_power_w", "total_power_w", "memory_bytes",
     "tokens_per_s_per_gpu", "energy_per_token_j", "samples_per_s_per_gpu", "energy_per_sample_j",
     "memory_capacity_bytes", "effective_clock_hz", "effective_clock_mhz", "requested_clock_hz",
-    "power_cap_w",
+    "power_cap_w", *TRAINING_COST_KEYS,
 )  # fmt: skip
 
 
@@ -67,6 +70,8 @@ def workload_value(key: str, value: Any) -> Any:
 
     if key not in WorkloadConfig.model_fields:
         return value
+    if isinstance(value, bool) and WorkloadConfig.model_fields[key].annotation is not bool:
+        raise ConfigError(f"workload key '{key}': {value!r} is not a valid value (a boolean, not a number)")
     try:
         return _adapter(key).validate_python(value)
     except ValidationError as exc:
@@ -76,9 +81,10 @@ def workload_value(key: str, value: Any) -> Any:
 
 def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
     """Metrics of one training step; `ctx` is the study's `EvalContext` (its training fields)."""
+    from dse.cost.operation import training_cost_outputs
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
-    from dse.search.objective import split_params
+    from dse.search.objective import cost_options, split_params
     from dse.training.parallel import ParallelLayout
     from dse.training.predict import check_model_options, predict_training
     from dse.training.step import TrainingRequest
@@ -114,6 +120,8 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     raw = predict_training(str(get("model")), gpu, request, point).metrics()
     out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}
     out |= {"feasible": raw["feasible"], "infeasible_reason": raw["infeasible_reason"]}
+    if gpu.die is not None:  # a GPU file without a die section has no build ledger
+        out |= training_cost_outputs(gpu, raw, cost_options(params, ctx))
     out |= {
         "tdp_w": gpu.power.tdp_w,
         "power_cap_w": point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w,

@@ -82,7 +82,7 @@ def training_arch(arch: LlmArch, seq_len: int) -> LlmArch:
     return arch
 
 
-def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
+def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1, fsdp: bool = False) -> LlmArch:
     """One tensor-parallel rank of one pipeline stage (module docstring); with expert parallelism the
     routed experts stay whole (expert tensor parallel 1)."""
     if arch.num_heads % tp:
@@ -91,6 +91,11 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
         raise ConfigError(f"ep {ep} (--ep) needs a mixture-of-experts model; {arch.name} is dense")
     if arch.is_moe and arch.num_experts % ep:
         raise ConfigError(f"ep {ep} (--ep) must divide {arch.name}'s {arch.num_experts} experts")
+    if ep > 1 and fsdp:
+        raise ConfigError(
+            "--ep with --fsdp: FSDP sharding of expert weights is not modelled (use the "
+            "--distributed-optimizer)"
+        )
     if tp == 1 and pp == 1:
         return arch
     update: dict[str, Any] = {
@@ -188,6 +193,11 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
                 f"--seq-len {req.seq_len} is not a multiple of 2 x cp = {2 * lay.cp} (context parallelism "
                 "splits each sequence into 2 x cp load-balanced chunks)"
             )
+    if req.lora_rank > arch.hidden_size:
+        raise ConfigError(
+            f"--lora-rank {req.lora_rank} exceeds {arch.name}'s hidden size {arch.hidden_size} (an adapter "
+            "of that rank is no low-rank adapter)"
+        )
     layers_per_stage = math.ceil(arch.num_layers / lay.pp)
     if lay.vp > layers_per_stage:
         raise ConfigError(
@@ -235,11 +245,12 @@ def _gemm_dtype(precision: str) -> str:
 
 
 def _model_flop_per_sample(arch: LlmArch, req: TrainingRequest) -> float:
-    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention (2x under LoRA:
-    the frozen weights have no weight gradients; the adapters' few FLOPs are not counted)."""
+    """Forward + backward model FLOPs of one sequence: 3x the forward's GEMMs and attention (the GEMMs 2x
+    under LoRA: the frozen weights have no weight gradients; the adapters' few FLOPs are not counted)."""
     fwd = _training_forward(arch, req, 1)
-    passes = 2.0 if req.lora_rank else 3.0
-    return passes * sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp | AttentionOp))
+    gemm = sum(op.flop * op.count for op in fwd.ops if isinstance(op, GemmOp))
+    attention = sum(op.flop * op.count for op in fwd.ops if isinstance(op, AttentionOp))
+    return (2.0 if req.lora_rank else 3.0) * gemm + 3.0 * attention
 
 
 def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, MemoryEstimate]:
@@ -247,7 +258,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     lay = req.layout
     arch = training_arch(arch, req.seq_len)
     _check_layout(arch, req)
-    rank = _rank_arch(arch, lay.tp, lay.pp, lay.ep)
+    rank = _rank_arch(arch, lay.tp, lay.pp, lay.ep, lay.fsdp)
     local_seq = req.seq_len // lay.cp  # one context-parallel rank's tokens of each sequence
     forward = _training_forward(rank, req, req.micro_batch, local_seq)
     forward = _expert_parallel(forward, arch, lay.ep, lay.tp)
@@ -326,6 +337,12 @@ def _memory(
     state = model_state_bytes_per_param(req.precision, req.optimizer)
     shard = lay.grad_ranks if lay.fsdp else 1
     gathered = 2 * arch.num_layer_params / lay.tp * state["weights"] if lay.fsdp and shard > 1 else 0.0
+    # the distributed optimizer shards expert states over the expert-data-parallel ranks, tp x cp x dp / ep
+    optimizer = params * state["optimizer"] / lay.optimizer_shards
+    if lay.ep > 1 and lay.distributed_optimizer:
+        experts = arch.param_counts()["experts"] / (lay.ep * lay.pp)
+        expert_dp = lay.tp * lay.cp * lay.dp // lay.ep
+        optimizer += experts * state["optimizer"] * (1 / expert_dp - 1 / lay.optimizer_shards)
     if req.lora_rank:
         return MemoryEstimate(
             weights_bytes=params * state["weights"] + adapters * state["weights"],
@@ -338,7 +355,7 @@ def _memory(
     return MemoryEstimate(
         weights_bytes=params * state["weights"] / shard + gathered,
         grads_bytes=params * state["grads"] / shard,
-        optimizer_bytes=params * state["optimizer"] / lay.optimizer_shards,
+        optimizer_bytes=optimizer,
         activations_bytes=activations,
         reserved_bytes=RESERVED_BYTES,
         capacity_bytes=0.0,

@@ -1,7 +1,8 @@
 """LoRA fine-tuning of an LLM rank's graphs: frozen weights, trained low-rank adapters (Hu et al. 2021).
 
-Each projection of attention and MLP (qkv, o, gate/up, down: NeMo's default LoRA targets linear_qkv,
-linear_proj, linear_fc1, linear_fc2) gets an adapter `x A B` of rank r beside its frozen weight: two more
+Each dense projection of attention and MLP (qkv, o, gate/up, down: NeMo's default LoRA targets linear_qkv,
+linear_proj, linear_fc1, linear_fc2; an MoE model's router and routed experts stay frozen without one) gets
+an adapter `x A B` of rank r beside its frozen weight: two more
 GEMMs forward, [t, k] x [k, r] and [t, r] x [r, n], each with its data and weight gradient backward. The
 frozen weights keep their data gradients (the backward must reach the layers below) but lose their weight
 gradients, the embedding its gradient scatter, and only the adapters have gradients and optimizer states.
@@ -26,13 +27,14 @@ def _is_weight_gemm(op: Op) -> bool:
 
 
 def with_adapters(forward: WorkloadGraph, rank: int) -> tuple[WorkloadGraph, float]:
-    """`forward` with a rank-`rank` adapter after each layer projection (bf16 GEMMs, the adapters are not
-    quantized), and the adapters' parameter count."""
+    """`forward` with a rank-`rank` adapter after each dense layer projection (bf16 GEMMs, the adapters are
+    not quantized), and the adapters' parameter count on this rank (with tp, Megatron's parallel adapters
+    keep the unsplit side whole: the rank's k + n)."""
     ops: list[Op] = []
     params = 0.0
     for op in forward.ops:
         ops.append(op)
-        if isinstance(op, GemmOp) and op.b_shared and _LAYER in op.name:
+        if isinstance(op, GemmOp) and op.b_shared and _LAYER in op.name and not op.name.endswith("/router"):
             # the adapters stay unquantized
             plain = dataclasses.replace(
                 op,

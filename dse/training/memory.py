@@ -104,8 +104,8 @@ class MemoryEstimate:
             f"needs {self.total_bytes / gib:.1f} GiB per GPU (weights {self.weights_bytes / gib:.1f}, grads "
             f"{self.grads_bytes / gib:.1f}, optimizer {self.optimizer_bytes / gib:.1f}, activations "
             f"{self.activations_bytes / gib:.1f}, reserved {self.reserved_bytes / gib:.1f}) but the GPU has "
-            f"{self.capacity_bytes / gib:.1f} GiB: shard (--fsdp, --tp, --pp), recompute or lower "
-            "--micro-batch"
+            f"{self.capacity_bytes / gib:.1f} GiB: shard (--fsdp or --distributed-optimizer, --tp, --pp, "
+            "--ep for MoE models), recompute or lower --micro-batch"
         )
 
     def to_dict(self) -> dict[str, float]:

@@ -88,7 +88,7 @@ class ParallelLayout:
         stage = self.tp * self.cp * self.dp
         if stage % self.ep:
             raise ConfigError(
-                f"ep {self.ep} must divide the tp x cp x dp = {stage} GPUs of a pipeline stage (the "
+                f"ep {self.ep} (--ep) must divide the tp x cp x dp = {stage} GPUs of a pipeline stage (the "
                 "expert-parallel group is drawn from them)"
             )
         if self.vp > 1 and self.pp == 1:

@@ -88,8 +88,8 @@ def predict_vision_training(
 ) -> TrainingEstimate:
     """One data-parallel training step of a vision model (`dse.training.step`)."""
     lay = req.layout
-    if lay.tp > 1 or lay.pp > 1 or lay.cp > 1:
-        raise ConfigError("vision models train data parallel only (--tp 1 --pp 1 --cp 1)")
+    if lay.tp > 1 or lay.pp > 1 or lay.cp > 1 or lay.ep > 1:
+        raise ConfigError("vision models train data parallel only (--tp 1 --pp 1 --cp 1 --ep 1)")
     forward, params = build_vision_graph(
         model, batch=req.micro_batch, image_size=req.image_size, precision=req.precision,
         memory_format=req.memory_format, training=True, attention=req.attention,

@@ -95,8 +95,8 @@ LLAMA_TP = {**STUDY, "model": "llama-3.1-8b", "space": {"tp": {"values": [2]}}}
 
 
 def test_megatron_layout_keys_are_study_keys() -> None:
-    """cp, vp, ep, distributed_optimizer and tp_comm_overlap reach the step as `dse predict` flags do; a
-    quoted "false" is false (it ran as true: bool("false"))."""
+    """cp, distributed_optimizer and tp_comm_overlap reach the step as `dse predict` flags do; a quoted
+    "false" is false (it ran as true: bool("false"))."""
     ctx = study_from_dict(LLAMA_TP).eval_context()
     on = evaluate_point({"tp": 2, "tp_comm_overlap": True}, ctx)
     off = evaluate_point({"tp": 2, "tp_comm_overlap": False}, ctx)
@@ -117,3 +117,23 @@ def test_megatron_layout_keys_are_study_keys() -> None:
 def test_space_values_a_workload_key_cannot_take_are_refused_at_load(space: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         study_from_dict({**STUDY, "space": space})
+
+
+def test_expert_parallel_and_lora_rank_reach_the_step() -> None:
+    moe = {**STUDY, "model": "qwen3-30b-a3b", "space": {"ep": {"values": [1, 8]}}}
+    ctx = study_from_dict(moe).eval_context()
+    one, eight = evaluate_point({"ep": 1}, ctx), evaluate_point({"ep": 8}, ctx)
+    assert (one["ep"], eight["ep"]) == (1, 8) and eight["memory_bytes"] < one["memory_bytes"]
+    dense = study_from_dict({**STUDY, "space": {"lora_rank": {"values": [0, 16]}}}).eval_context()
+    full, lora = evaluate_point({"lora_rank": 0}, dense), evaluate_point({"lora_rank": 16}, dense)
+    assert lora["lora_rank"] == 16 and lora["step_time_s"] < full["step_time_s"]
+
+
+def test_workload_ranges_are_checked_at_their_ends_not_enumerated() -> None:
+    """A 2-million-wide integer range loads at once (it was enumerated value by value); a float range on
+    an integer key and a boolean for a number are refused at load."""
+    study_from_dict({**STUDY, "space": {"micro_batch": {"type": "int", "low": 1, "high": 2_000_000}}})
+    with pytest.raises(ConfigError, match="float range draws fractions"):
+        study_from_dict({**STUDY, "space": {"lora_rank": {"type": "float", "low": 1.0, "high": 8.0}}})
+    with pytest.raises(ConfigError, match="a boolean, not a number"):
+        study_from_dict({**STUDY, "space": {"ep": {"values": [True]}}})
