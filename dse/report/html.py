@@ -236,7 +236,7 @@ def _pareto_section(info: ParetoInfo) -> str:
         "parameters and metrics (units in each line). Drag to zoom, double-click to reset."
     )
     return (
-        '<section id="pareto"><h2>Energy versus latency</h2>'
+        f'<section id="pareto"><h2>{_esc(_pareto_title(info))}</h2>'
         f'<div class="controls"><label>Colour by <select id="color-by">{"".join(options)}</select></label>'
         '<label><input type="checkbox" id="color-dominated"> colour dominated points too</label></div>'
         f"{_figure_div(fig, 'pareto-plot')}"
@@ -244,6 +244,16 @@ def _pareto_section(info: ParetoInfo) -> str:
         + "".join(f'<p class="note">{_esc(n)}</p>' for n in notes)
         + f"<script>{_COLOR_JS % {'meta': meta}}</script></section>"
     )
+
+
+def _pareto_title(info: ParetoInfo) -> str:
+    """The scatter's heading: its two objectives (energy versus latency for the usual pair)."""
+    names = [o.column.split(".", 1)[-1] for o in info.objectives[:2]]
+    energy = any("energy" in n or n.endswith("_j") for n in names)
+    latency = any(n.endswith("_s") or "latency" in n or "tpot" in n or "ttft" in n for n in names)
+    if len(names) < 2 or (energy and latency):
+        return "Energy versus latency" if energy and latency else "Objectives"
+    return f"{names[0]} versus {names[1]}"
 
 
 def _parcoords_section(info: ParetoInfo) -> str:
@@ -319,7 +329,10 @@ def _bottleneck_section(rows: list[BreakdownRow]) -> str:
     """What limits each selected point's phases (time shares by bound) and a roofline of one of them."""
     bound_rows = [r for r in rows if r.bound_by]
     if not bound_rows:
-        note = "No per-kernel view: the selected points have no breakdown (load-mode points keep none)."
+        note = (
+            "No per-kernel view: the selected points have no breakdown (points under load and training "
+            "steps keep none)."
+        )
         return f'<section id="bottleneck"><h2>Bottlenecks</h2><p class="note">{note}</p></section>'
     phases = sorted({p for r in bound_rows for p in (r.bound_by or {})})
     pairs = [

@@ -104,7 +104,13 @@ def _num_cell(value: float, digits: int = 4) -> str:
 def _columns(info: ParetoInfo) -> tuple[list[str], str]:
     """The metric columns (objectives first), and the header row: point, selected, parameters, metrics."""
     obj_cols = [o.column for o in info.objectives]
-    metric_cols = obj_cols + [m for m in info.metrics if m not in obj_cols and m not in info.constant_metrics]
+    # a metric repeating a searched parameter (training points report tp, ep, lora_rank ...) shows once
+    searched = {p.column.split(".", 1)[-1] for p in info.varying_params}
+    metric_cols = obj_cols + [
+        m
+        for m in info.metrics
+        if m not in obj_cols and m not in info.constant_metrics and m.split(".", 1)[-1] not in searched
+    ]
     head = ['<th class="text">point</th>', '<th class="text">selected</th>']
     for p in info.varying_params:
         title = _esc(info.param_units[p.column].title)
