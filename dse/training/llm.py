@@ -374,4 +374,5 @@ def predict_llm_training(
     """A language model's training step on `req.layout.num_gpus` GPUs like `gpu` (`dse.training.step`)."""
     parts, memory = llm_step_parts(arch, req)
     memory = replace(memory, capacity_bytes=gpu.memory.capacity_bytes)
+    memory = memory.with_advice(req, moe=arch.is_moe, long_context=req.seq_len >= 16384)
     return estimate_step(parts, gpu, req, memory, point, coeffs, power_coeffs, train_coeffs)

@@ -18,7 +18,8 @@ recomputed. Tensor parallelism with sequence parallelism divides them by t (Kort
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from dse.workload.arch import LlmArch
 from dse.workload.ops import BYTES_PER_ELEMENT
@@ -80,6 +81,7 @@ class MemoryEstimate:
     activations_bytes: float
     reserved_bytes: float
     capacity_bytes: float
+    advice: str = ""  # what would make it fit, for this run (`training_advice`); a generic list when empty
 
     @property
     def total_bytes(self) -> float:
@@ -104,9 +106,34 @@ class MemoryEstimate:
             f"needs {self.total_bytes / gib:.1f} GiB per GPU (weights {self.weights_bytes / gib:.1f}, grads "
             f"{self.grads_bytes / gib:.1f}, optimizer {self.optimizer_bytes / gib:.1f}, activations "
             f"{self.activations_bytes / gib:.1f}, reserved {self.reserved_bytes / gib:.1f}) but the GPU has "
-            f"{self.capacity_bytes / gib:.1f} GiB: shard (--fsdp or --distributed-optimizer, --tp, --pp, "
-            "--ep for MoE models), recompute or lower --micro-batch"
+            f"{self.capacity_bytes / gib:.1f} GiB: "
+            + (
+                self.advice
+                or "shard (--fsdp or --distributed-optimizer, --tp, --pp, --ep for MoE models), recompute or "
+                "lower --micro-batch"
+            )
         )
+
+    def with_advice(
+        self, req: Any, *, moe: bool = False, long_context: bool = False, model_parallel: bool = True
+    ) -> MemoryEstimate:
+        """This estimate with the options that would shrink its largest parts, among those `req` (a
+        `TrainingRequest`) has not taken yet (`model_parallel`: an LLM, which --tp / --pp can split)."""
+        lay, tips = req.layout, []
+        states = self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+        if not (lay.fsdp or lay.distributed_optimizer) and states > self.activations_bytes:
+            tips.append("shard the model states (--fsdp or --distributed-optimizer)")
+        if model_parallel:
+            split = ["--tp", "--pp"] + (["--ep"] if moe and lay.ep == 1 else [])
+            tips.append("split the model (" + ", ".join(split) + ")")
+        if self.activations_bytes > 0.25 * self.total_bytes:
+            if req.recompute != "full":
+                tips.append("recompute activations (--recompute full)")
+            if req.micro_batch > 1:
+                tips.append("lower --micro-batch")
+            if long_context and lay.cp == 1:
+                tips.append("split each sequence (--cp)")
+        return replace(self, advice="; ".join(tips))
 
     def to_dict(self) -> dict[str, float]:
         return {

@@ -113,7 +113,7 @@ def predict_vision_training(
         weights_bytes=params * state["weights"] / shard, grads_bytes=params * state["grads"] / shard,
         optimizer_bytes=params * state["optimizer"] / lay.optimizer_shards, activations_bytes=activations,
         reserved_bytes=RESERVED_BYTES, capacity_bytes=gpu.memory.capacity_bytes,
-    )  # fmt: skip
+    ).with_advice(req, model_parallel=False)  # fmt: skip
     flop = sum(op.flop * op.count for op in forward.ops if isinstance(op, GemmOp | AttentionOp))
     # FSDP's exposed gather per layer: layers counted as before batch norm had two passes (ops / 4)
     num_ops = sum(not (isinstance(op, ElementwiseOp) and op.kind == "bn_stats") for op in forward.ops)

@@ -314,3 +314,17 @@ def test_a_pipeline_bubble_gives_the_kernels_no_headroom_under_the_cap() -> None
     power_w = sum(est.phase_energy_j[k] for k in kernels) / sum(est.phase_time_s[k] for k in kernels)
     assert power_w <= GPU.power.tdp_w * (1 + 1e-6)
     assert est.avg_power_w <= GPU.power.tdp_w and not est.metrics()["cap_exceeded"]
+
+
+def test_the_infeasible_reason_suggests_what_this_run_has_not_tried() -> None:
+    """The advice names the options that would shrink the largest parts and that the run does not use yet:
+    no --distributed-optimizer once it is on, --ep only for MoE models, --cp at long context."""
+    taken = predict_llm_training(
+        LLAMA, GPU, _request(seq=32768, num_gpus=8, cp=4, distributed_optimizer=True)
+    )
+    reason = taken.metrics()["infeasible_reason"]
+    assert "--tp" in reason and "--distributed-optimizer" not in reason and "--ep" not in reason
+    long = predict_llm_training(LLAMA, GPU, _request(seq=65536, num_gpus=8, fsdp=True))
+    assert "--cp" in long.metrics()["infeasible_reason"]
+    moe = predict_llm_training(QWEN_MOE, GPU, _request(seq=4096, micro=4, num_gpus=8))
+    assert "--ep" in moe.metrics()["infeasible_reason"]
