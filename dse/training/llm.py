@@ -50,7 +50,6 @@ from dse.workload.arch import LlmArch
 from dse.workload.backward import build_backward_graph, build_recompute_graph, training_forward
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import activation_dtype, build_prefill_graph
-from dse.workload.moe import expert_gemm_shape
 from dse.workload.ops import (
     BYTES_PER_ELEMENT,
     AttentionOp,
@@ -62,7 +61,7 @@ from dse.workload.ops import (
     SoftmaxOp,
     weight_gemm_ops,
 )
-from dse.workload.sharding import EXPERT_GEMMS, EXPERT_ROWWISE
+from dse.workload.sharding import shard_experts
 
 __all__ = ["MLM_MASKED_FRACTION", "llm_step_parts", "predict_llm_training", "training_arch"]
 
@@ -82,7 +81,7 @@ def training_arch(arch: LlmArch, seq_len: int) -> LlmArch:
     return arch
 
 
-def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1, fsdp: bool = False) -> LlmArch:
+def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
     """One tensor-parallel rank of one pipeline stage (module docstring); with expert parallelism the
     routed experts stay whole (expert tensor parallel 1)."""
     if arch.num_heads % tp:
@@ -91,11 +90,6 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1, fsdp: bool = False)
         raise ConfigError(f"ep {ep} (--ep) needs a mixture-of-experts model; {arch.name} is dense")
     if arch.is_moe and arch.num_experts % ep:
         raise ConfigError(f"ep {ep} (--ep) must divide {arch.name}'s {arch.num_experts} experts")
-    if ep > 1 and fsdp:
-        raise ConfigError(
-            "--ep with --fsdp: FSDP sharding of expert weights is not modelled (use the "
-            "--distributed-optimizer)"
-        )
     if tp == 1 and pp == 1:
         return arch
     update: dict[str, Any] = {
@@ -156,21 +150,10 @@ def _expert_parallel(graph: WorkloadGraph, arch: LlmArch, ep: int, tp: int) -> W
     if ep == 1 or not arch.is_moe:
         return graph
     tokens = int(graph.meta["num_tokens"])  # type: ignore[call-overload]
-    k, num_experts = arch.num_experts_per_tok, arch.num_experts
-    num_e, rows = expert_gemm_shape(num_experts=num_experts, k=k, num_tokens=tokens)
-    routed = ep * math.ceil(tokens / tp)  # the expert group's tokens
-    num_all, rows_all = expert_gemm_shape(num_experts=num_experts, k=k, num_tokens=routed)
-    local = max(1, math.ceil(num_all / ep - 1e-9))
-
-    def shard(op: Op) -> Op:
-        leaf = op.name.rsplit("/", 1)[-1]
-        if isinstance(op, GemmOp) and leaf in EXPERT_GEMMS and op.batch == num_e and op.m == rows:
-            return dataclasses.replace(op, batch=local, m=rows_all)
-        if isinstance(op, ElementwiseOp) and leaf in EXPERT_ROWWISE:
-            return dataclasses.replace(op, num_elements=max(1, math.ceil(op.num_elements / tp)))
-        return op
-
-    return dataclasses.replace(graph, ops=tuple(shard(op) for op in graph.ops))
+    return shard_experts(
+        graph, arch, routed_tokens=ep * math.ceil(tokens / tp), ep=ep,
+        rowwise=lambda n: max(1, math.ceil(n / tp)),
+    )  # fmt: skip
 
 
 def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
@@ -258,7 +241,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     lay = req.layout
     arch = training_arch(arch, req.seq_len)
     _check_layout(arch, req)
-    rank = _rank_arch(arch, lay.tp, lay.pp, lay.ep, lay.fsdp)
+    rank = _rank_arch(arch, lay.tp, lay.pp, lay.ep)
     local_seq = req.seq_len // lay.cp  # one context-parallel rank's tokens of each sequence
     forward = _training_forward(rank, req, req.micro_batch, local_seq)
     forward = _expert_parallel(forward, arch, lay.ep, lay.tp)

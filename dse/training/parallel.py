@@ -93,6 +93,11 @@ class ParallelLayout:
             )
         if self.vp > 1 and self.pp == 1:
             raise ConfigError(f"vp {self.vp}: virtual pipeline chunks need pipeline parallelism (pp > 1)")
+        if self.fsdp and self.ep > 1:
+            raise ConfigError(
+                "--ep with --fsdp: FSDP sharding of expert weights is not modelled (use the "
+                "--distributed-optimizer)"
+            )
         if self.fsdp and self.distributed_optimizer:
             raise ConfigError(
                 "--fsdp and --distributed-optimizer: FSDP already shards the optimizer states (choose one)"

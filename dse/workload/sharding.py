@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dse.errors import ConfigError
@@ -173,21 +174,34 @@ def shard_graph(graph: WorkloadGraph, arch: LlmArch, par: Parallelism) -> Worklo
     if not arch.is_moe or (par.ep == 1 and par.dp == 1):
         return graph
     tokens = int(graph.meta["num_tokens"])  # type: ignore[call-overload]
+    copies = par.dp / par.ep  # token copies this GPU's experts get, over one replica's t k
+    return shard_experts(
+        graph, arch, routed_tokens=par.dp * tokens, ep=par.ep,
+        rowwise=lambda n: max(1, math.ceil(n * copies)),
+    )  # fmt: skip
+
+
+def shard_experts(
+    graph: WorkloadGraph, arch: LlmArch, *, routed_tokens: int, ep: int, rowwise: Callable[[int], int]
+) -> WorkloadGraph:
+    """`graph` (an MoE model's, over `graph.meta["num_tokens"]` tokens) with its routed experts as one of `ep`
+    expert-parallel GPUs runs them: its share of the experts `routed_tokens` tokens touch, each with the
+    rows they bring; the experts' row-wise kernels take `rowwise(elements)` elements on this GPU."""
+    tokens = int(graph.meta["num_tokens"])  # type: ignore[call-overload]
     imbalance = float(graph.meta.get("moe_imbalance", 1.0))  # type: ignore[arg-type]
     k = arch.num_experts_per_tok
     num_e, rows = expert_gemm_shape(num_experts=arch.num_experts, k=k, num_tokens=tokens, imbalance=imbalance)
     num_all, rows_all = expert_gemm_shape(
-        num_experts=arch.num_experts, k=k, num_tokens=par.dp * tokens, imbalance=imbalance
+        num_experts=arch.num_experts, k=k, num_tokens=routed_tokens, imbalance=imbalance
     )
-    local = max(1, math.ceil(num_all / par.ep - 1e-9))
-    copies = par.dp / par.ep  # token copies this GPU's experts get, over one replica's t k
+    local = max(1, math.ceil(num_all / ep - 1e-9))
 
     def shard(op: Op) -> Op:
         leaf = op.name.rsplit("/", 1)[-1]
         if isinstance(op, GemmOp) and leaf in EXPERT_GEMMS and op.batch == num_e and op.m == rows:
             return dataclasses.replace(op, batch=local, m=rows_all)
         if isinstance(op, ElementwiseOp) and leaf in EXPERT_ROWWISE:
-            return dataclasses.replace(op, num_elements=max(1, math.ceil(op.num_elements * copies)))
+            return dataclasses.replace(op, num_elements=rowwise(op.num_elements))
         return op
 
     return dataclasses.replace(graph, ops=tuple(shard(op) for op in graph.ops))
@@ -201,6 +215,7 @@ __all__ = [
     "Parallelism",
     "check_parallelism",
     "shard_arch",
+    "shard_experts",
     "shard_graph",
     "weight_arch",
 ]
