@@ -278,10 +278,10 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
         "timm-rtx3090-vit: ViT-S/16 training with unfused attention (--attention eager), as its PyTorch 1.12 "
         "ran it. timm-rtx4090-infer-*: forward passes (inference, PyTorch 2.9, fused attention) on a GPU no "
         "fit has measured. Forward passes (own-h100/torchvision-forward, timm-rtx4090-infer-*) run as "
-        "`dse predict` does, with the generation's latency corrections; training steps run the kernel model "
-        "with the training ratios fitted on it, on the eager-framework LLM rows (llm-foundry, torchtitan, "
-        "DeepLearningExamples BERT). The NVIDIA recipe rows (Megatron-Bridge, NeMo, dgxc-benchmarking; /jax: "
-        "its Paxml and MaxText stacks) are fitted on nothing."
+        "`dse predict` does, with the generation's latency corrections; training steps run with the same "
+        "corrections (attention aside) and the training ratios fitted on them, on the eager-framework LLM "
+        "rows (llm-foundry, torchtitan, DeepLearningExamples BERT). The NVIDIA recipe rows (Megatron-Bridge, "
+        "NeMo, dgxc-benchmarking; /jax: its Paxml and MaxText stacks) are fitted on nothing."
     )
     for dataset, reasons in result["skipped"].items():
         for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):

@@ -25,17 +25,19 @@ dense tensor peak of the GEMM dtype at the datasheet clock).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.coeffs import CoeffSet, load_default_coeffs
 from dse.perf.dvfs import power_cap_w, requested_clock_hz
 from dse.perf.power import gpu_power_terms
 from dse.perf.predict import GraphTotals, predict_graph_totals
 from dse.perf.rates import arch_family, check_tensor_dtype
-from dse.perf.types import OperatingPoint
+from dse.perf.types import CoeffTable, OperatingPoint
 from dse.training.memory import OPTIMIZERS, RECOMPUTE_MODES, MemoryEstimate
 from dse.training.optimizer import build_optimizer_graph
 from dse.training.parallel import (
@@ -92,10 +94,10 @@ class TrainingCoeffs:
 #           Transformer Engine);
 #   triton  llm-foundry's Triton flash-attention kernel (MPT: ALiBi, which FlashAttention-2 lacked before
 #           2.4), fitted.
-# The kernel model's attention is corrected on FlashAttention-3 kernels (vLLM's H100 tables), and those
-# corrections stand for Ampere too (no A100 attention table), where FlashAttention-2 reaches about the
-# share of peak FA3 reaches on Hopper (~70% forward, FlashAttention-2 paper): FA2 on Ampere and FA3 on
-# Hopper are the model's own attention (ratio 1). On Hopper, FA2 has no wgmma / TMA pipeline: FA3 is
+# A training step's attention is the kernel model's analytical flash kernel (`training_latency_coeffs`
+# leaves the serving attention corrections out). It stands for FA3 on Hopper and for FA2 on Ampere, where
+# FlashAttention-2 reaches about the share of peak FA3 reaches on Hopper (~70% forward, FlashAttention-2
+# paper): ratio 1. On Hopper, FA2 has no wgmma / TMA pipeline: FA3 is
 # 1.5-2.0x faster forward and 1.5-1.75x backward (Shah et al., "FlashAttention-3", 2024, H100 FP16),
 # so FA2 costs FA2_ON_HOPPER x the model's time there.
 ATTENTION_KERNELS: tuple[str, ...] = ("fa2", "fa3", "triton")
@@ -109,8 +111,25 @@ FA2_ON_HOPPER = 1.75
 # llm-foundry rows: hopper from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2); ampere from the
 # A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows. The NVIDIA
 # recipe rows (Megatron-Bridge, NeMo) are held out.
-TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.400, "ampere": 1.283}
-TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.718, "ampere": 1.766}
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.363, "ampere": 1.108}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.700, "ampere": 1.753}
+
+
+def training_latency_coeffs(gpu: GpuSpec) -> CoeffSet:
+    """The latency corrections a training step runs with: the shipped set of `gpu`'s generation, as
+    `dse predict` runs a forward pass or a serving phase (so a step's forward costs what the same forward
+    costs alone), without its attention groups. Those are fitted on vLLM's FlashAttention-3 serving kernels
+    (H100, forward only); a training step's attention keeps the analytical flash kernel and the ratios
+    above, which are fitted or held on it (on the A100 llm-foundry rows the serving corrections bent the
+    sequence-length trend: +29% too fast at 64k tokens, +2% at 2k)."""
+    return _training_latency_coeffs(gpu.architecture)
+
+
+@cache
+def _training_latency_coeffs(architecture: str) -> CoeffSet:
+    shipped = load_default_coeffs(architecture)
+    kept = {k: v for k, v in shipped.table.groups.items() if not k.startswith("attention")}
+    return replace(shipped, table=CoeffTable(groups=kept))
 
 
 def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "flash") -> float:
@@ -421,6 +440,7 @@ def estimate_step(
     power, as the board's power manager would clock them down.
     """
     point = point or OperatingPoint()
+    coeffs = training_latency_coeffs(gpu) if coeffs is None else coeffs  # None: the shipped corrections
     args = (parts, gpu, req, memory)
     est = _estimate_step_at(*args, point, coeffs, power_coeffs, train_coeffs)
     cap_w = power_cap_w(gpu, point)

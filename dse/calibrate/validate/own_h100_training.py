@@ -68,7 +68,7 @@ def _predict_row(row: pd.Series) -> dict[str, float]:
             precision=precision, memory_format=fmt,
         )  # fmt: skip
         # as `dse predict` runs a forward pass: the generation's shipped latency corrections (a training
-        # step runs the kernel model with its fitted training ratios instead, `dse.training.step`)
+        # step runs them too, attention aside: `dse.training.step.training_latency_coeffs`)
         pred = predict_graph(graph, gpu, coeffs=load_default_coeffs(gpu))
         return {"step_time_s": pred.latency_s, "avg_power_w": pred.avg_power_w, "energy_j": pred.energy_j,
                 "forward_s": pred.latency_s}  # fmt: skip
