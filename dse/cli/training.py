@@ -43,6 +43,14 @@ LoraRankOpt = Annotated[
         "projection (default 0: train every weight).",
     ),
 ]
+PackedSampleLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--packed-sample-len",
+        help="Training LLMs: samples of L tokens packed into each --seq-len sequence, attention within each "
+        "(NeMo's packed SFT; default 0: one sample per sequence).",
+    ),
+]
 NoTpOverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -121,6 +129,7 @@ class TrainingArgs:
     distributed_optimizer: DistOptOpt = False
     no_tp_comm_overlap: NoTpOverlapOpt = False
     lora_rank: LoraRankOpt = None
+    packed_sample_len: PackedSampleLenOpt = None
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
     image_size: ImageSizeOpt = None
@@ -144,7 +153,7 @@ def _training_defaults() -> dict[str, Any]:
 
     request = {f.name: f.default for f in fields(TrainingRequest)}
     keys: tuple[str, ...] = ("image_size", "recompute", "optimizer", "memory_format", "objective")
-    keys += ("attention_kernel", "lora_rank")
+    keys += ("attention_kernel", "lora_rank", "packed_sample_len")
     return {"num_gpus": 1, "micro_batch": 1, "cp": 1, "vp": 1, **{k: request[k] for k in keys}}
 
 
@@ -175,7 +184,7 @@ def run_training(
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
-        lora_rank=opts["lora_rank"],
+        lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"],
     )  # fmt: skip
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
@@ -191,6 +200,7 @@ def run_training(
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} ({_layout_text(layout)}), "
         f"{request.precision}, recompute {request.recompute}"
         + (f", LoRA rank {request.lora_rank}" if request.lora_rank else "")
+        + (f", packed samples of {request.packed_sample_len} tokens" if request.packed_sample_len else "")
         + (
             ", attention eager"
             if request.attention == "eager"

@@ -162,6 +162,7 @@ class EvalContext:
     objective: str = "pretrain"
     attention_kernel: str = "fa2"
     lora_rank: int = 0
+    packed_sample_len: int = 0
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

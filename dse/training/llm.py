@@ -26,6 +26,12 @@ positions (Devlin et al. 2019, section 3.1) and gathers them before the head (go
 transform, GELU and LayerNorm, the decoder tied to the token table ([positions, d] x [d, vocab]) and the
 fp32 cross-entropy. The next-sentence classifier (d x 2 on the pooled token) is negligible and omitted;
 `objective="finetune"` (SQuAD and the like) has only such a task head.
+
+Packed sequences (`packed_sample_len` L, `--packed-sample-len`): fine-tuning sets of short samples are packed
+into each sequence (NeMo's packed SFT on SQuAD, Hugging Face's packing with flash-attention's variable-length
+kernels), and attention runs within each sample: a sequence of S tokens costs S // L attentions of L tokens
+(and one of the remainder), not one of S. Every other op sees the S tokens as before. Eager attention
+computes the whole sequence's scores under a block mask, so packing saves it nothing (refused there).
 """
 
 from __future__ import annotations
@@ -122,6 +128,23 @@ def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGr
     return WorkloadGraph(name=graph.name, ops=ops, meta=graph.meta)
 
 
+def _packed(graph: WorkloadGraph, sample_len: int) -> WorkloadGraph:
+    """`graph` with each full-sequence attention split into its packed samples of `sample_len` tokens (module
+    docstring); a window or chunk shorter than a sample (`local_attention*` ops) is kept."""
+    if not sample_len:
+        return graph
+    ops: list[Op] = []
+    for op in graph.ops:
+        if not (isinstance(op, AttentionOp) and op.name.endswith("/attention")) or sample_len >= op.seq_len_q:
+            ops.append(op)
+            continue
+        whole, rest = divmod(op.seq_len_q, sample_len)
+        ops.append(replace(op, batch=op.batch * whole, seq_len_q=sample_len, seq_len_kv=sample_len))
+        if rest:
+            ops.append(replace(op, name=f"{op.name}/rest", seq_len_q=rest, seq_len_kv=rest))
+    return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=graph.meta)
+
+
 def _sequence_parallel(graph: WorkloadGraph, hidden: int, tp: int) -> WorkloadGraph:
     """`graph` with the ops over [tokens, hidden] rows on tokens / tp rows (module docstring): the layers'
     and the final norms, the residual adds, the embedding output and the fp8 cast of a norm's output (the
@@ -176,6 +199,21 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
                 f"--seq-len {req.seq_len} is not a multiple of 2 x cp = {2 * lay.cp} (context parallelism "
                 "splits each sequence into 2 x cp load-balanced chunks)"
             )
+    if req.packed_sample_len:
+        if lay.cp > 1:
+            raise ConfigError(
+                "--packed-sample-len with --cp: packed samples under context parallelism are not modelled"
+            )
+        if req.attention == "eager":
+            raise ConfigError(
+                "--packed-sample-len with --attention eager: eager attention computes the whole sequence's "
+                "scores under a block mask, so packing saves it nothing (drop --packed-sample-len)"
+            )
+        if req.packed_sample_len > req.seq_len:
+            raise ConfigError(
+                f"--packed-sample-len {req.packed_sample_len} exceeds --seq-len {req.seq_len} (samples are "
+                "packed into each sequence)"
+            )
     if req.lora_rank > arch.hidden_size:
         raise ConfigError(
             f"--lora-rank {req.lora_rank} exceeds {arch.name}'s hidden size {arch.hidden_size} (an adapter "
@@ -216,7 +254,7 @@ def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int, seq_len: 
     prefill = build_prefill_graph(
         arch, batch=batch, seq_len=seq_len or req.seq_len, precision=req.precision, attention=req.attention
     )
-    forward = training_forward(prefill)
+    forward = _packed(training_forward(prefill), req.packed_sample_len)
     if arch.family != "encoder" or req.objective != "pretrain":
         return forward
     heads = _pretraining_heads(arch, req, batch, _gemm_dtype(req.precision))

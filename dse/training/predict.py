@@ -66,6 +66,11 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
         raise ConfigError(
             f"lora_rank (--lora-rank): {model} is a vision model (LoRA adapts an LLM's projections)"
         )
+    if set_("packed_sample_len", 0) and is_vision:
+        raise ConfigError(
+            f"packed_sample_len (--packed-sample-len): {model} is a vision model (samples packed into a "
+            "token sequence are an LLM's)"
+        )
     if request.recompute == "selective" and is_vision:
         raise ConfigError(
             f"recompute (--recompute selective): {model} is a vision model, whose step recomputes all of its "

@@ -188,6 +188,8 @@ class TrainingRequest:
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
     lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
+    # LLMs: 0, one sample per sequence; L > 0, samples of L tokens packed in each sequence (dse.training.llm)
+    packed_sample_len: int = 0
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
@@ -218,6 +220,15 @@ class TrainingRequest:
             )
         if not isinstance(self.lora_rank, int) or isinstance(self.lora_rank, bool) or self.lora_rank < 0:
             raise ConfigError(f"lora_rank (--lora-rank) must be an integer >= 0, got {self.lora_rank!r}")
+        if (
+            not isinstance(self.packed_sample_len, int)
+            or isinstance(self.packed_sample_len, bool)
+            or self.packed_sample_len < 0
+        ):
+            raise ConfigError(
+                "packed_sample_len (--packed-sample-len) must be an integer >= 0, got "
+                f"{self.packed_sample_len!r}"
+            )
         if self.lora_rank and self.layout.fsdp:
             raise ConfigError(
                 "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "
@@ -312,6 +323,7 @@ class TrainingEstimate:
             "fsdp": self.request.layout.fsdp,
             "distributed_optimizer": self.request.layout.distributed_optimizer,
             "lora_rank": self.request.lora_rank,
+            "packed_sample_len": self.request.packed_sample_len,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,

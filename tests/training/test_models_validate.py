@@ -27,6 +27,10 @@ def test_validate_training_llm_rows() -> None:
     result = validate_training()
     mpt = next(r for r in result["rows"] if r["source"] == "llm-foundry-mpt-benchmarks")
     assert mpt["n"] > 150 and mpt["mape"] < 0.15
+    # NVIDIA's SFT rows pack SQuAD samples into 4,096-token sequences (`SQUAD_SAMPLE_TOKENS`): 17% each
+    # when the attention ran over whole sequences
+    for source in ("nemo-perf-summary-24.07/sft", "nvidia-dgxc-benchmarking/sft"):
+        assert next(r for r in result["rows"] if r["source"] == source)["mape"] < 0.15, source
     assert sum(result["skipped"]["llm"].values()) > 0
     by_source = {r["source"]: r for r in result["rows"] if r["metric"] == "images_per_s_per_gpu"}
     # synthetic GPU-resident input: the kernels alone, in both layouts (channels-last was 24% slow before
