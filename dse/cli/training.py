@@ -200,7 +200,11 @@ def run_training(
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} ({_layout_text(layout)}), "
         f"{request.precision}, recompute {request.recompute}"
         + (f", LoRA rank {request.lora_rank}" if request.lora_rank else "")
-        + (f", packed samples of {request.packed_sample_len} tokens" if request.packed_sample_len else "")
+        + (
+            f", packed samples of {request.packed_sample_len} token{'s' * (request.packed_sample_len > 1)}"
+            if 0 < request.packed_sample_len < request.seq_len
+            else ""
+        )
         + (
             ", attention eager"
             if request.attention == "eager"

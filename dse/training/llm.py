@@ -30,8 +30,9 @@ fp32 cross-entropy. The next-sentence classifier (d x 2 on the pooled token) is 
 Packed sequences (`packed_sample_len` L, `--packed-sample-len`): fine-tuning sets of short samples are packed
 into each sequence (NeMo's packed SFT on SQuAD, Hugging Face's packing with flash-attention's variable-length
 kernels), and attention runs within each sample: a sequence of S tokens costs S // L attentions of L tokens
-(and one of the remainder), not one of S. Every other op sees the S tokens as before. Eager attention
-computes the whole sequence's scores under a block mask, so packing saves it nothing (refused there).
+(and one of the remainder), not one of S, split as the prefill of such sequences splits it (sliding
+windows and chunks within a sample). Every other op sees the S tokens as before. Eager attention computes
+the whole sequence's scores under a block mask, so packing saves it nothing (refused there).
 """
 
 from __future__ import annotations
@@ -128,21 +129,26 @@ def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGr
     return WorkloadGraph(name=graph.name, ops=ops, meta=graph.meta)
 
 
-def _packed(graph: WorkloadGraph, sample_len: int) -> WorkloadGraph:
-    """`graph` with each full-sequence attention split into its packed samples of `sample_len` tokens (module
-    docstring); a window or chunk shorter than a sample (`local_attention*` ops) is kept."""
-    if not sample_len:
-        return graph
-    ops: list[Op] = []
-    for op in graph.ops:
-        if not (isinstance(op, AttentionOp) and op.name.endswith("/attention")) or sample_len >= op.seq_len_q:
-            ops.append(op)
-            continue
-        whole, rest = divmod(op.seq_len_q, sample_len)
-        ops.append(replace(op, batch=op.batch * whole, seq_len_q=sample_len, seq_len_kv=sample_len))
-        if rest:
-            ops.append(replace(op, name=f"{op.name}/rest", seq_len_q=rest, seq_len_kv=rest))
-    return WorkloadGraph(name=graph.name, ops=tuple(ops), meta=graph.meta)
+def _packed(forward: WorkloadGraph, arch: LlmArch, req: TrainingRequest, batch: int) -> WorkloadGraph:
+    """`forward` (over `batch` sequences of `req.seq_len` tokens) with its attention ops replaced by those
+    of the packed samples (module docstring): the prefill's attention over `batch x (S // L)` sequences of L
+    tokens and `batch` of the remainder, so that sliding-window, chunked and latent attention split as
+    they do for sequences of that length. The ops keep the first attention op's place in the graph."""
+    sample, seq = req.packed_sample_len, req.seq_len
+    if not sample or sample >= seq:
+        return forward
+    whole, rest = divmod(seq, sample)
+    shapes = [(batch * whole, sample, "")] + ([(batch, rest, "/rest")] if rest else [])
+    attention: list[Op] = []
+    for n, length, suffix in shapes:
+        graph = build_prefill_graph(
+            arch, batch=n, seq_len=length, precision=req.precision, attention=req.attention
+        )
+        attention += [replace(op, name=op.name + suffix) for op in graph.ops if isinstance(op, AttentionOp)]
+    first = next(i for i, op in enumerate(forward.ops) if isinstance(op, AttentionOp))
+    others = [op for op in forward.ops if not isinstance(op, AttentionOp)]
+    ops = (*others[:first], *attention, *others[first:])
+    return WorkloadGraph(name=forward.name, ops=ops, meta=forward.meta)
 
 
 def _sequence_parallel(graph: WorkloadGraph, hidden: int, tp: int) -> WorkloadGraph:
@@ -254,7 +260,7 @@ def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int, seq_len: 
     prefill = build_prefill_graph(
         arch, batch=batch, seq_len=seq_len or req.seq_len, precision=req.precision, attention=req.attention
     )
-    forward = _packed(training_forward(prefill), req.packed_sample_len)
+    forward = _packed(training_forward(prefill), arch, req, batch)
     if arch.family != "encoder" or req.objective != "pretrain":
         return forward
     heads = _pretraining_heads(arch, req, batch, _gemm_dtype(req.precision))
@@ -395,5 +401,7 @@ def predict_llm_training(
     """A language model's training step on `req.layout.num_gpus` GPUs like `gpu` (`dse.training.step`)."""
     parts, memory = llm_step_parts(arch, req)
     memory = replace(memory, capacity_bytes=gpu.memory.capacity_bytes)
-    memory = memory.with_advice(req, moe=arch.is_moe, long_context=req.seq_len >= 16384)
+    # packed samples attend within themselves: splitting the sequence (--cp) is no remedy there (refused)
+    long_context = req.seq_len >= 16384 and not req.packed_sample_len
+    memory = memory.with_advice(req, moe=arch.is_moe, long_context=long_context)
     return estimate_step(parts, gpu, req, memory, point, coeffs, power_coeffs, train_coeffs)

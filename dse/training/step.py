@@ -106,13 +106,21 @@ FA2_ON_HOPPER = 1.75
 
 # Fitted on the shared LLM rows of the eager frameworks without tensor or context parallelism (README
 # section 7.1; `dse.calibrate.validate.training.ratio_fit_rows`) by `fit_training_coeffs`, one set per
-# kernel-library generation (`dse.perf.rates.arch_family`: hopper for Hopper and Blackwell, where FA3 runs;
-# ampere for the others), with the attention ratios above held and the Triton ratio fitted on the
-# llm-foundry rows: hopper from the H100 / H200 rows (llm-foundry: triton, torchtitan: fa2); ampere from the
-# A100 rows (llm-foundry: triton, DeepLearningExamples BERT: fa2) and the 8 V100 BERT rows. The NVIDIA
-# recipe rows (Megatron-Bridge, NeMo) are held out.
-TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.363, "ampere": 1.108}
-TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.700, "ampere": 1.753}
+# ratio class (`ratio_class`), with the attention ratios above held and the Triton ratio fitted on the
+# llm-foundry rows: hopper (Hopper and Blackwell, where FA3 runs, with Hopper's latency corrections) from the
+# H100 / H200 rows (llm-foundry: triton, torchtitan: fa2); ampere (Ampere's corrections) from the A100 rows
+# (llm-foundry: triton, DeepLearningExamples BERT: fa2); uncorrected (a GPU whose generation ships no
+# latency corrections: Volta, Ada) from the A100 rows and the 8 V100 BERT rows predicted with the
+# uncorrected kernel model. The NVIDIA recipe rows (Megatron-Bridge, NeMo) are held out.
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.363, "ampere": 1.090, "uncorrected": 1.283}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.700, "ampere": 1.781, "uncorrected": 1.766}
+
+
+def ratio_class(gpu: GpuSpec) -> str:
+    """The training-ratio class of `gpu` (above): its kernel-library generation (`arch_family`) where its
+    generation ships latency corrections, else `uncorrected` (a ratio fitted on corrected kernels would
+    not fit the uncorrected model those GPUs run)."""
+    return arch_family(gpu) if training_latency_coeffs(gpu).table.groups else "uncorrected"
 
 
 def training_latency_coeffs(gpu: GpuSpec) -> CoeffSet:
@@ -121,7 +129,9 @@ def training_latency_coeffs(gpu: GpuSpec) -> CoeffSet:
     costs alone), without its attention groups. Those are fitted on vLLM's FlashAttention-3 serving kernels
     (H100, forward only); a training step's attention keeps the analytical flash kernel and the ratios
     above, which are fitted or held on it (on the A100 llm-foundry rows the serving corrections bent the
-    sequence-length trend: +29% too fast at 64k tokens, +2% at 2k)."""
+    sequence-length trend: +29% too fast at 64k tokens, +2% at 2k). The fused-MoE correction (`moe`, fitted
+    on vLLM's grouped expert GEMMs) stays: those kernels are GEMMs, forward and backward alike (the
+    Megatron-Bridge MoE rows: 40% with it, 45% without)."""
     return _training_latency_coeffs(gpu.architecture)
 
 
@@ -148,7 +158,7 @@ def attention_scale_of(gpu: GpuSpec, attention_kernel: str, attention: str = "fl
     if attention == "eager":
         return 1.0
     if attention_kernel == "triton":
-        return TRITON_ATTENTION_SCALE[arch_family(gpu)]
+        return TRITON_ATTENTION_SCALE[ratio_class(gpu)]
     return FA2_ON_HOPPER if attention_kernel == "fa2" and hopper_class else 1.0
 
 
@@ -157,7 +167,7 @@ def default_training_coeffs(
 ) -> TrainingCoeffs:
     """The shipped training ratios of `gpu`'s architecture class with `attention_kernel`'s attention ratio."""
     return TrainingCoeffs(
-        kernel_scale=TRAINING_KERNEL_SCALE[arch_family(gpu)],
+        kernel_scale=TRAINING_KERNEL_SCALE[ratio_class(gpu)],
         attention_scale=attention_scale_of(gpu, attention_kernel, attention),
     )
 

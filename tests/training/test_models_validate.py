@@ -114,25 +114,33 @@ def test_fit_training_coeffs_recovers_the_ratios_with_held_attention_kernels() -
 @needs_shared_data
 def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
     """TRAINING_KERNEL_SCALE and TRITON_ATTENTION_SCALE are `fit_training_coeffs` of the shared LLM rows of
-    the eager frameworks without TP or CP (`ratio_fit_rows`) predicted with unit ratios, per architecture
-    class: a model change that moves the fit shows here."""
+    the eager frameworks without TP or CP (`ratio_fit_rows`) predicted with unit ratios, per ratio class:
+    hopper and ampere on their GPUs' rows with the shipped corrections, uncorrected on the Ampere and Volta
+    rows with the uncorrected kernel model. A model change that moves the fit shows here."""
     from dse.calibrate.validate.training import (
         _gpu,
         fit_training_coeffs,
         ratio_fit_rows,
         validate_llm_training,
     )
+    from dse.perf.coeffs import neutral_coeffs
     from dse.perf.rates import arch_family
     from dse.training.step import (
         TRAINING_KERNEL_SCALE,
         TRITON_ATTENTION_SCALE,
         TrainingCoeffs,
+        ratio_class,
     )
 
     frame, _ = validate_llm_training(train_coeffs=TrainingCoeffs())
     frame = frame[ratio_fit_rows(frame)]
-    classes = frame["gpu"].map(lambda g: arch_family(_gpu(str(g))))
-    for cls in ("hopper", "ampere"):
-        kernel_scale, triton_scale = fit_training_coeffs(frame[classes == cls])
-        assert kernel_scale == pytest.approx(TRAINING_KERNEL_SCALE[cls], abs=1e-3)
-        assert triton_scale == pytest.approx(TRITON_ATTENTION_SCALE[cls], abs=1e-3)
+    uncorrected, _ = validate_llm_training(train_coeffs=TrainingCoeffs(), coeffs=neutral_coeffs())
+    uncorrected = uncorrected[ratio_fit_rows(uncorrected)]
+    classes = frame["gpu"].map(lambda g: ratio_class(_gpu(str(g))))
+    assert set(classes) == {"hopper", "ampere", "uncorrected"}  # the V100 rows: no Volta corrections
+    fits = {cls: frame[classes == cls] for cls in ("hopper", "ampere")}
+    fits["uncorrected"] = uncorrected[uncorrected["gpu"].map(lambda g: arch_family(_gpu(str(g))) == "ampere")]
+    for cls, rows in fits.items():
+        kernel_scale, triton_scale = fit_training_coeffs(rows)
+        assert kernel_scale == pytest.approx(TRAINING_KERNEL_SCALE[cls], abs=1e-3), cls
+        assert triton_scale == pytest.approx(TRITON_ATTENTION_SCALE[cls], abs=1e-3), cls

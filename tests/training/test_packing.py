@@ -95,3 +95,13 @@ def test_cli_takes_the_flag_for_llms_and_refuses_it_for_vision_models() -> None:
     vision = ["predict", "--model", "resnet-50", "--gpu", "h100-sxm", "--training"]
     refused = runner.invoke(app, [*vision, "--packed-sample-len", "256"])
     assert refused.exit_code == 2 and "vision model" in refused.output
+
+
+def test_windows_and_chunks_split_within_each_sample() -> None:
+    """A sample shorter than Gemma-3's 1,024-token window attends as a whole causal sample on every layer,
+    local or global, as the prefill of a sequence that short does."""
+    gemma = load_model_config("gemma-3-12b")
+    parts, _ = llm_step_parts(gemma, _request(256, seq_len=4096))
+    _, ops = _attention(parts.forward)
+    assert {(op.batch, op.seq_len_q, op.seq_len_kv, op.causal) for op in ops} == {(16, 256, 256, True)}
+    assert sum(op.count for op in ops) == gemma.num_layers

@@ -224,9 +224,10 @@ def _components(est: TrainingEstimate) -> dict[str, float]:
 def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
     """(kernel_scale, Triton attention ratio): least relative squares of measured step time = a x kernel_s
     + r x attention_s + other_s over rows predicted with unit coefficients
-    (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one architecture class
-    (`arch_family`): r is the Triton ratio (fitted) on the rows whose `attention_kernel` is triton
-    and `attention_scale_of` (held) on the others."""
+    (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one ratio class
+    (`dse.training.step.ratio_class`; the uncorrected class's rows predicted with `neutral_coeffs`): r is the
+    Triton ratio (fitted) on the rows whose `attention_kernel` is triton and `attention_scale_of` (held) on
+    the others."""
     meas = frame["step_time_s"].to_numpy()
     triton = (frame["attention_kernel"] == "triton").to_numpy()
     if not triton.any():
@@ -243,9 +244,10 @@ def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
 
 
 def validate_llm_training(
-    rows: pd.DataFrame | None = None, train_coeffs: TrainingCoeffs | None = None
+    rows: pd.DataFrame | None = None, train_coeffs: TrainingCoeffs | None = None, coeffs: Any = None
 ) -> tuple[pd.DataFrame, Counter[str]]:
-    """Per-row predictions of tokens/s per GPU (and step time) with the measured values, and skip counts."""
+    """Per-row predictions of tokens/s per GPU (and step time) with the measured values, and skip counts
+    (`coeffs`: the latency corrections, None for each GPU's training set)."""
     df = load_llm_training() if rows is None else rows
     out: list[dict[str, Any]] = []
     skipped: Counter[str] = Counter()
@@ -260,7 +262,9 @@ def validate_llm_training(
             continue
         model, gpu, req, point = spec
         try:
-            est = predict_llm_training(row_arch(model), _gpu(gpu), req, point, train_coeffs=train_coeffs)
+            est = predict_llm_training(
+                row_arch(model), _gpu(gpu), req, point, coeffs=coeffs, train_coeffs=train_coeffs
+            )
         except DseError as exc:
             skipped[f"model error: {str(exc)[:40]}"] += 1
             continue
