@@ -240,9 +240,9 @@ def predict_graph(
         point: requested SM clock (default: boost) and power cap (default: TDP).
         coeffs: latency coefficients for the kernel model (None: its default).
         power_coeffs: energy coefficients (None: the shipped set for the GPU's architecture).
-        launch: eager, graphs or engine: the asynchronous host queue of `dse.perf.host` (the latency
-            groups whose coefficients carry host time lose it, `dse.perf.host.gpu_only_coeffs`); None:
-            GPU time only.
+        launch: eager, graphs or engine: the asynchronous host queue of `dse.perf.host`; None: GPU time
+            only. Either way the latency groups whose coefficients carry host time lose it
+            (`dse.perf.host.gpu_only_coeffs`).
         host: the queue's host costs (default: the calibrated `DEFAULT_HOST`).
         estimator: the kernel model as a `KernelEstimate` estimator (default: the registry's families,
             through `dse.perf.multiclock.op_rows`); tests inject stand-ins.
@@ -279,8 +279,7 @@ def predict_graphs(
     as in `predict_graph_totals`; `cap_rule="kernel"`: each kernel on its own (static serving, as the
     serving load model, `dse.serving.step_table`)."""
     mode = None if launch is None else check_launch(launch)
-    if mode is not None:
-        coeffs = gpu_only_coeffs(coeffs)
+    coeffs = gpu_only_coeffs(coeffs)  # host time is the launch queue's, or not predicted
     point = point or OperatingPoint()
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
@@ -430,6 +429,7 @@ def predict_graph_totals(
     `idle_share`: seconds each pass idles per second of its kernels (a pipeline's bubble), at idle power,
     counted in its mean (the returned totals are the kernels' alone)."""
     point = point or OperatingPoint()
+    coeffs = gpu_only_coeffs(coeffs)  # GPU time only (`predict_graphs`)
     pc = power_coeffs or default_power_coeffs(gpu)
     terms = gpu_power_terms(gpu)
     groups, weight = pass_groups(passes, runs, len(graphs), cap_rule)

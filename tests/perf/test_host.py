@@ -116,6 +116,29 @@ def test_gpu_only_coeffs_drop_host_time_from_eps():
     )
 
 
+def test_gpu_only_coeffs_keep_a_sets_other_fields_and_an_untrimmed_set_itself() -> None:
+    from dse.perf.coeffs import load_default_coeffs
+
+    ampere, hopper = load_default_coeffs("ampere"), load_default_coeffs("hopper")
+    trimmed = gpu_only_coeffs(ampere)
+    assert trimmed.moe is ampere.moe and trimmed.lookup("norm").eps_s == pytest.approx(2e-6)
+    assert trimmed.lookup("gemm") == ampere.lookup("gemm")
+    assert gpu_only_coeffs(hopper) is hopper  # its host-timed groups already sit at the floor
+
+
+@pytest.mark.parametrize("gpu_name", ["a100-sxm-80gb", "a10", "h100-sxm"])
+def test_gpu_time_alone_carries_no_host_time(gpu_name: str) -> None:
+    """Without a launch mode a prediction is GPU time: a 4,096-element add streams in microseconds on
+    every GPU. The Ampere set's host-timed eps (45 us, fitted on wall times around one PyTorch call) made
+    it 47 us on an A100 and its Llama-3.1-8B decode step twice the weight read."""
+    from dse.perf.coeffs import load_default_coeffs
+
+    gpu = load_gpu(gpu_name)
+    graph = WorkloadGraph(name="t", ops=(ElementwiseOp(name="add", kind="add", num_elements=4096),))
+    pred = predict_graph(graph, gpu, coeffs=load_default_coeffs(gpu))
+    assert pred.latency_s < 8e-6
+
+
 costs = st.floats(0.0, 200e-6)
 times = st.lists(st.floats(1e-7, 5e-3), min_size=1, max_size=12)
 

@@ -36,9 +36,9 @@ def test_validate_training_llm_rows() -> None:
     # synthetic GPU-resident input: the kernels alone, in both layouts (channels-last was 24% slow before
     # NCHW paid cuDNN's layout transposes and vision steps dropped the LLM-fitted ratios). With the Ampere
     # latency corrections (fitted on A100: elementwise kernels at 1/1.2 of peak DRAM bandwidth) both
-    # layouts run 11-18% slow on this GDDR6X GA102; 2-5% fast uncorrected.
-    assert by_source["timm-rtx3090-nchw"]["mape"] < 0.2
-    assert by_source["timm-rtx3090-nhwc"]["mape"] < 0.2
+    # layouts run ~10% slow on this GDDR6X GA102; 2-5% fast uncorrected.
+    assert by_source["timm-rtx3090-nchw"]["mape"] < 0.15
+    assert by_source["timm-rtx3090-nhwc"]["mape"] < 0.15
     assert abs(by_source["timm-rtx3090-nchw"]["bias"] - by_source["timm-rtx3090-nhwc"]["bias"]) < 0.08
 
 
@@ -47,15 +47,15 @@ def test_timm_depthwise_networks_train_at_their_measured_rate() -> None:
     """The depthwise weight gradient's per-tap re-reads: EfficientNet-B0 and MobileNet-V2 were ~2x too fast
     without them. timm's synthetic input isolates the GPU (DeepLearningExamples' real-data AMP rows are
     input-bound: EfficientNet-B0 and ResNet-50 both ~2480 img/s on an A100). With the Ampere latency
-    corrections (A100-fitted: elementwise kernels at 1/1.2 of peak DRAM bandwidth) EfficientNet-B0 runs
-    21-22% slow on this GA102, MobileNet-V2 7-11%."""
+    corrections (A100-fitted: elementwise kernels at 1/1.2 of peak DRAM bandwidth) both run 4-18% slow on
+    this GA102."""
     from dse.calibrate.validate.training import validate_timm_training
 
     frame, _ = validate_timm_training()
     depthwise = frame[frame["model"].isin(["efficientnet_b0", "mobilenetv2_100"])]
     assert len(depthwise) == 4
     err = (depthwise["pred_images_per_s_per_gpu"] / depthwise["images_per_s_per_gpu"] - 1).abs()
-    assert (err < 0.25).all()
+    assert (err < 0.2).all()
 
 
 @needs_shared_data
