@@ -80,8 +80,10 @@ def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
             knobs.append((path, _number(path, value)))
         elif path.startswith("memory.") and path.count(".") == 1:
             key, factor = si_key(path.removeprefix("memory."))
-            if factor != 1.0:
-                value = _number(path, value) * factor
+            if factor != 1.0 or (key in MEMORY_SYSTEM_KEYS and key != "technology"):
+                value = _number(path, value) * factor  # the memory builder takes numbers as given
+            if key == "bus_width_bits" and value != int(value):
+                raise ConfigError(f"override '{path}': expected a whole number of bits, got {value!r}")
             (system if key in MEMORY_SYSTEM_KEYS else fields).append((key, value))
         else:
             generic.append((path, value))

@@ -142,3 +142,12 @@ def test_every_listed_field_is_an_override_path_that_round_trips() -> None:
             for part in f.path.split("."):
                 node = node[part]
             assert node == pytest.approx(f.value, rel=1e-12), f.human_path
+
+
+@pytest.mark.parametrize("value", ["abc", float("nan"), float("inf"), 1.5, True])
+def test_memory_system_numbers_are_checked_before_the_memory_is_built(value: object) -> None:
+    """A bad bus width named the override (not a ValueError traceback from the memory builder, or a 1.5-bit
+    width truncated to 1); a whole float is a width."""
+    with pytest.raises(ConfigError, match="memory.bus_width_bits"):
+        load_gpu("h100-sxm", {"gpu.memory.bus_width_bits": value})
+    assert load_gpu("h100-sxm", {"gpu.memory.bus_width_bits": 5120.0}).memory.bus_width_bits == 5120
