@@ -19,6 +19,7 @@ from dse.search.objective import (
     LOAD_MODES,
     MODE_KNOB,
     OPERATING_POINT_KEYS,
+    PARALLEL_KEYS,
     WORKLOAD_KEYS,
     Evaluator,
     evaluate_point,
@@ -41,9 +42,11 @@ from dse.search.study import (
     Precision,
     Sampling,
     StudyConfig,
+    WorkloadConfig,
     param_values_with_locs,
     possible_values,
     study_modes,
+    unused_workload_keys,
 )
 from dse.search.training_point import TRAINING_KEYS, TRAINING_METRICS, TRAINING_MODE
 
@@ -58,12 +61,14 @@ def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None
         raise located_error(smap, ("space", *loc), msg)
     if evaluator is evaluate_point and TRAINING_MODE in study_modes(cfg, space):
         _check_training(cfg, smap, space)
+        _check_unread_keys(cfg, smap, space)
     elif evaluator is evaluate_point:
         modes = study_modes(cfg, space)
         _check_serving(cfg, smap, space, modes)
         _check_modes(cfg, smap, space, modes)
         _check_metrics(cfg, smap, serving_metric_names(modes), modes)
         _check_goodput(cfg, smap)
+        _check_unread_keys(cfg, smap, space)
     else:
         names = metric_names_of(evaluator)
         if names is not None:
@@ -219,11 +224,15 @@ def _point_problem(
             load_model_config(str(value))
         except ConfigError as exc:
             return str(exc)
+    elif path in OPERATING_POINT_KEYS and not (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        return f"{path} must be a finite number (got {value!r})"
     elif path == "sm_clock_mhz" and not clocks_vary:
         lo, hi = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
-        if not (isinstance(value, int | float) and lo <= value <= hi):
+        if not lo <= value <= hi:
             return f"{value!r} MHz is outside {cfg.gpu}'s SM clock range {lo:g}-{hi:g} MHz"
-    elif path == "power_cap_w" and not power_varies and isinstance(value, int | float):
+    elif path == "power_cap_w" and not power_varies:
         from dse.perf.dvfs import power_cap_w
         from dse.perf.types import OperatingPoint
 
@@ -358,6 +367,23 @@ def _check_cost(cfg: StudyConfig, smap: SourceMap) -> None:
 _TRAINING_PATHS = ("model", "mode", "precision", "attention", "tp", "pp", "ep", *TRAINING_KEYS)
 
 
+def _check_unread_keys(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """A workload key no point of the study reads (`unused_workload_keys`: `lora_rank` in a serving study,
+    `input_tokens` in a training one), set in the workload section away from its default or searched, is an
+    error: the points ran without it and the resolved study dropped it."""
+    unread = set(unused_workload_keys(cfg))
+    modes = ", ".join(study_modes(cfg, space))
+    for key in sorted(unread & cfg.workload.model_fields_set):
+        if getattr(cfg.workload, key) != WorkloadConfig.model_fields[key].default:
+            msg = f"workload key '{key}' is not read by this study's points (modes: {modes}): remove it"
+            raise located_error(smap, ("workload", key), msg)
+    for name in cfg.space:
+        # a static one-GPU study's layout keys are unread at 1 (its hash stays), read once searched
+        if space.path_of(name) in unread and space.path_of(name) not in PARALLEL_KEYS:
+            msg = f"'{space.path_of(name)}' is not read by this study's points (modes: {modes}): remove it"
+            raise located_error(smap, ("space", name), msg)
+
+
 def _check_workload_values(cfg: StudyConfig, smap: SourceMap, name: str, path: str) -> None:
     """Each value a space parameter lists for a workload key is one the key takes (`workload_value`); a
     range is checked at its ends, and a float range on an integer key is refused (its draws are fractions)."""
@@ -395,6 +421,8 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
     except ConfigError as exc:
         raise located_error(smap, ("gpu",), str(exc)) from None
     allowed = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
+    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
+    power_varies = any(space.path_of(n).startswith(("gpu.power.", "gpu.clocks.")) for n in cfg.space)
     for name in cfg.space:
         path = space.path_of(name)
         loc = ("space", name) if cfg.space[name].path is None else ("space", name, "path")
@@ -404,6 +432,11 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
                 raise located_error(smap, loc, msg)
         elif path not in OPERATING_POINT_KEYS and path not in _TRAINING_PATHS:
             raise located_error(smap, loc, f"'{path}' is not a training parameter (allowed: {allowed})")
+        elif path in OPERATING_POINT_KEYS:  # as a serving study checks them (and `dse predict --training`)
+            for where, value in param_values_with_locs(name, cfg.space[name]):
+                msg = _point_problem(cfg, gpu, path, value, clocks_vary, power_varies)
+                if msg is not None:
+                    raise located_error(smap, where, msg)
         else:
             _check_workload_values(cfg, smap, name, path)
     _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))

@@ -398,12 +398,12 @@ def resolved_dict(cfg: StudyConfig) -> dict[str, Any]:
     of the study's modes uses left out, as a study may not give them)."""
     data = cfg.model_dump(mode="json", exclude_none=True)
     data["constraints"] = [c.text for c in cfg.constraints]
-    for key in _unused_workload_keys(cfg):
+    for key in unused_workload_keys(cfg):
         data["workload"].pop(key, None)
     return data
 
 
-def _unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
+def unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
     """The workload keys that no point of the study uses (none when its modes are not all serving modes:
     the `mode` parameter of another evaluator)."""
     space = cfg.search_space()

@@ -112,6 +112,11 @@ def test_megatron_layout_keys_are_study_keys() -> None:
         ({"vp": {"values": [1.5]}}, r"space\.vp: workload key 'vp'"),
         ({"cp": {"values": ["two"]}}, r"space\.cp: workload key 'cp'"),
         ({"tp_comm_overlap": {"values": ["maybe"]}}, "tp_comm_overlap"),
+        # the clock and the cap are checked as a serving study and `dse predict --training` check them
+        # (5,000 MHz ran at 1,980 and "abc" failed every point at run time)
+        ({"sm_clock_mhz": {"values": [1200, 5000]}}, r"space\.sm_clock_mhz.*outside h100-sxm's SM clock"),
+        ({"power_cap_w": {"values": [400, "abc"]}}, r"space\.power_cap_w.*finite number"),
+        ({"power_cap_w": {"values": [50]}}, r"space\.power_cap_w"),
     ],
 )
 def test_space_values_a_workload_key_cannot_take_are_refused_at_load(space: dict, message: str) -> None:
@@ -137,3 +142,22 @@ def test_workload_ranges_are_checked_at_their_ends_not_enumerated() -> None:
         study_from_dict({**STUDY, "space": {"lora_rank": {"type": "float", "low": 1.0, "high": 8.0}}})
     with pytest.raises(ConfigError, match="a boolean, not a number"):
         study_from_dict({**STUDY, "space": {"ep": {"values": [True]}}})
+
+
+def test_a_key_no_point_reads_is_refused_at_load() -> None:
+    """Training keys in a serving study and serving keys in a training study ran without effect and were
+    dropped from the resolved study; now the check names them."""
+    with pytest.raises(ConfigError, match=r"workload\.input_tokens.*not read"):
+        study_from_dict({**STUDY, "workload": {**STUDY["workload"], "input_tokens": 512}})
+    serving = {
+        "name": "serve", "model": "llama-3.1-8b", "gpu": "h100-sxm",
+        "workload": {"batch": 8, "input_tokens": 128, "output_tokens": 16},
+        "space": {"sm_clock_mhz": {"values": [1200, 1980]}, "lora_rank": {"values": [0, 8]}},
+        "objectives": {"e2e_latency_s": "minimize", "energy_per_output_token_j": "minimize"},
+        "search": {"sampler": "grid", "n_points": 4, "executor": "serial"},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"space\.lora_rank.*not read"):
+        study_from_dict(serving)
+    with pytest.raises(ConfigError, match=r"workload\.packed_sample_len.*not read"):
+        study_from_dict({**serving, "space": {"sm_clock_mhz": {"values": [1200]}},
+                         "workload": {**serving["workload"], "packed_sample_len": 64}})  # fmt: skip
