@@ -84,6 +84,19 @@ def check_tensor_dtype(gpu: GpuSpec, dtype: str) -> None:
         )
 
 
+def check_serving_precision(gpu: GpuSpec, precision: str) -> None:
+    """ConfigError unless an LLM served at `precision` runs on `gpu`: bf16 needs bf16 Tensor Cores, and so
+    do fp8 and MXFP4 checkpoints where the GPU has no such math (their weight-only kernels, Marlin on
+    Ampere, dequantize to bf16; compute capability 8.0 and later). A Volta GPU serves fp16 or fp32, as
+    vLLM refuses bf16 there."""
+    if precision in ("fp16", "fp32", "tf32") or "bf16" in gpu.sm.tensor_flop_per_clk:
+        return
+    raise ConfigError(
+        f"{gpu.name} has no bf16 tensor cores (has {', '.join(sorted(gpu.sm.tensor_flop_per_clk))}): "
+        f"--precision {precision} needs them (bf16, or fp8 / MXFP4 weights dequantized to bf16); use fp16"
+    )
+
+
 def tensor_dtype_used(gpu: GpuSpec, dtype: str) -> str:
     """The dtype whose Tensor Cores actually run a `dtype` matmul (see `tensor_flop_per_clk`)."""
     if dtype == "fp32":

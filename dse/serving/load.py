@@ -41,6 +41,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
+from dse.perf.rates import check_serving_precision
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
 from dse.serving.metrics import Window, request_metrics, steady_window, system_metrics
@@ -308,6 +309,7 @@ def predict_load(
     (ConfigError when the model cannot be split so).
     """
     point = point or OperatingPoint()
+    check_serving_precision(gpu, load.precision)
     request, par = load, load.parallelism
     if not par.is_single:
         check_parallelism(arch, par)

@@ -54,6 +54,7 @@ from dse.perf.bounds import combine, summarize
 from dse.perf.coeffs import load_default_coeffs
 from dse.perf.dvfs import idle_power_w
 from dse.perf.predict import WorkloadPrediction, predict_graphs
+from dse.perf.rates import check_serving_precision
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import USABLE_MEMORY_FRAC
 from dse.serving.parallel import StepComm, combine_step, step_comm
@@ -457,6 +458,7 @@ def predict_serving(
     if coeffs is None:
         coeffs = load_default_coeffs(gpu)
     _check_context(arch, request)
+    check_serving_precision(gpu, request.precision)
     par = request.parallelism
     check_layout(arch, request)
     memory = _memory_fields(arch, gpu, request)

@@ -298,3 +298,24 @@ def test_sliding_window_caps_decode_attention():
     assert tpot(mistral, 5000) == pytest.approx(tpot(mistral, 7000), rel=1e-12)
     assert tpot(mistral, 3000) < tpot(mistral, 5000)  # the window is not full yet at 3000
     assert tpot(llama, 5000) < tpot(llama, 7000)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "mxfp4"])
+def test_a_volta_gpu_serves_no_bf16_based_precision(precision: str) -> None:
+    """V100 has fp16 Tensor Cores only: bf16, and fp8 / MXFP4 weights whose kernels dequantize to bf16, are
+    refused as vLLM refuses them (they returned numbers, fp8 faster than fp16); fp16 serves, and an A100
+    keeps fp8 (weight-only kernels)."""
+    from dse.serving.load import LoadRequest, predict_load
+
+    arch, v100 = load_model_config("llama-3.1-8b"), load_gpu("v100-sxm2")
+    static = ServingRequest(batch=8, input_tokens=128, output_tokens=16, precision=precision)
+    load = LoadRequest(
+        mode="concurrency", concurrency=8, input_tokens=128, output_tokens=16, precision=precision
+    )
+    with pytest.raises(ConfigError, match="no bf16 tensor cores"):
+        predict_serving(arch, v100, static)
+    with pytest.raises(ConfigError, match="no bf16 tensor cores"):
+        predict_load(arch, v100, load)
+    assert predict_serving(arch, v100, dataclasses.replace(static, precision="fp16")).tpot_s > 0
+    if precision == "fp8":
+        assert predict_serving(arch, load_gpu("a100-sxm-80gb"), static).tpot_s > 0
