@@ -198,6 +198,8 @@ def build_workload(
             arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention
         )
     if phase == "decode":
+        if seq_len < 1:  # the decode builder names its own field, context_len
+            raise DseError(f"--seq-len (the decode step's context) must be an integer >= 1, got {seq_len}")
         return build_decode_graph(
             arch, batch=batch, context_len=seq_len, precision=precision, attention=attention
         )

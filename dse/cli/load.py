@@ -142,6 +142,9 @@ class LoadArgs:
         """The LoadRequest of a load mode."""
         from dse.serving.load import LoadRequest
 
+        if self.length_sigma != DEFAULT_LENGTH_SIGMA and self.length_dist != "lognormal":
+            raise DseError(f"--length-sigma applies to --length-dist lognormal only (got {self.length_dist})")
+
         return LoadRequest(
             mode=self.mode(),
             input_tokens=input_tokens,

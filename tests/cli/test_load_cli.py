@@ -85,6 +85,7 @@ def test_engine_knobs_reach_the_simulation() -> None:
         (["--max-num-seqs", "8"], "applies to a load mode"),
         (["--seed", "3"], "--seed applies to a load mode"),
         (["--length-sigma", "2"], "--length-sigma applies to a load mode"),
+        (["--concurrency", "4", "--length-sigma", "0.3"], "--length-dist lognormal only"),
         (["--concurrency", "0"], "concurrency must be an integer >= 1"),
         (["--request-rate", "-2"], "request_rate_per_s"),
         (["--concurrency", "4", "--engine", "tgi"], "engine 'tgi'"),
