@@ -60,8 +60,14 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     from dse.search.objective import EvalContext
 
     input_tokens, output_tokens = tokens
-    if model is None or input_tokens is None or output_tokens is None:
-        raise DseError("give --model, --input-tokens and --output-tokens")
+    missing = [flag for flag, v in (("--model", model), ("--input-tokens", input_tokens),
+                                    ("--output-tokens", output_tokens)) if v is None]  # fmt: skip
+    if missing or model is None or input_tokens is None or output_tokens is None:
+        raise DseError(f"a sweep is of an LLM serving workload: give {', '.join(missing)}")
+    from dse.workload.vision import is_vision_model
+
+    if is_vision_model(str(model)):
+        raise DseError(f"a sweep is of an LLM serving workload; {model} is a vision model (use dse predict)")
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")

@@ -144,3 +144,18 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
     assert "Traceback" not in result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["sweep", "gpu.num_sms=100:132:3", "--model", "llama-3.1-8b", "--batch", "8"],
+         "give --input-tokens"),
+        (["sweep", "gpu.num_sms=100:132:3", "--model", "resnet-50", "--input-tokens", "8", "--output-tokens",
+          "8"], "resnet-50 is a vision model"),
+    ],
+)  # fmt: skip
+def test_a_sweep_names_what_it_lacks(args: list[str], needle: str) -> None:
+    """It asked for --model when --model was given (a vision model, or only the lengths missing)."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and needle in result.stderr, result.output
