@@ -71,6 +71,17 @@ class CostArgs:
         ):  # fmt: skip
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise DseError(f"{flag} must be a finite number >= 0, got {value}")
+        owner_only = [
+            flag for flag, value in (("--gpu-price-usd", self.gpu_price_usd),
+                                     ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh))
+            if value is not None
+        ]  # fmt: skip
+        if self.gpu_usd_per_hour is not None and owner_only:
+            # the rate replaces the owner's ledger: a price or an electricity tariff would show, unused
+            raise DseError(
+                "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
+                + ", ".join(owner_only)
+            )
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
         options = CostOptions(
             self.cost_scenario, cost_sets, self.lifetime_years, self.utilization,

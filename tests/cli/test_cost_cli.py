@@ -73,6 +73,9 @@ def test_renter_view_scenario_and_cost_set() -> None:
         (["--grid-gco2-per-kwh", "mars"], "neither a number nor a region"),
         (["--utilization", "2"], "--utilization"),
         (["--gpu-usd-per-hour", "-1"], "--gpu-usd-per-hour"),
+        # the renter's rate replaces the owner's ledger: a price or a tariff beside it showed, unused
+        (["--gpu-usd-per-hour", "2", "--gpu-price-usd", "1000"], "drop --gpu-price-usd"),
+        (["--gpu-usd-per-hour", "2", "--electricity-usd-per-kwh", "0.5"], "drop --electricity-usd-per-kwh"),
     ],
 )
 def test_cost_errors_are_one_line(flags: list[str], message: str) -> None:
