@@ -193,6 +193,10 @@ def build_workload(
     from dse.workload.models import load_model_config
 
     arch = load_model_config(model)  # type: ignore[arg-type]
+    if gpu is not None:  # as a serving prediction refuses it (a V100 has no bf16 Tensor Cores)
+        from dse.perf.rates import check_serving_precision
+
+        check_serving_precision(gpu, precision)
     if phase == "prefill":
         return build_prefill_graph(
             arch, batch=batch, seq_len=seq_len, precision=precision, attention=attention

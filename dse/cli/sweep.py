@@ -68,6 +68,10 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
 
     if is_vision_model(str(model)):
         raise DseError(f"a sweep is of an LLM serving workload; {model} is a vision model (use dse predict)")
+    from dse.workload.models import load_model_config
+
+    if load_model_config(str(model)).family == "encoder":
+        raise DseError(f"a sweep is of an LLM serving workload; {model} is an encoder (use dse predict)")
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")

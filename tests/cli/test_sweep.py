@@ -153,6 +153,11 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
          "give --input-tokens"),
         (["sweep", "gpu.num_sms=100:132:3", "--model", "resnet-50", "--input-tokens", "8", "--output-tokens",
           "8"], "resnet-50 is a vision model"),
+        (["sweep", "gpu.num_sms=60:80:2", "--model", "bert-large", "--input-tokens", "8", "--output-tokens",
+          "8"], "bert-large is an encoder"),
+        # not a sweep: an LLM phase graph refuses a precision the GPU cannot serve, as serving does
+        (["predict", "--model", "llama-3.1-8b", "--gpu", "v100-sxm2", "--phase", "decode", "--precision",
+          "bf16"], "no bf16 tensor cores"),
     ],
 )  # fmt: skip
 def test_a_sweep_names_what_it_lacks(args: list[str], needle: str) -> None:
