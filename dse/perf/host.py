@@ -198,30 +198,30 @@ def schedule(
 # without one the prediction is GPU time alone (a 4,096-element add took 47 us on an A100, 5 on an H100).
 HOST_TIMED_GROUPS: tuple[str, ...] = ("elementwise", "norm", "softmax")
 LAUNCH_FLOOR_S = 2e-6
-_GPU_ONLY: dict[int, tuple[CoeffTable, CoeffTable]] = {}  # id(table) -> (table, its GPU-only table)
+_GPU_ONLY: dict[int, tuple[Any, Any]] = {}  # id(coeffs) -> (coeffs, its GPU-only version)
 
 
 def gpu_only_coeffs(coeffs: Any) -> Any:
     """`coeffs` (a CoeffSet, a CoeffTable or None) with eps_s <= LAUNCH_FLOOR_S in HOST_TIMED_GROUPS; a
     CoeffSet keeps its other fields (the fused-MoE correction), a set with nothing to trim is returned as
-    is. Cached per table (a table is a value, and its matrix cache is worth keeping across calls)."""
+    is. Cached per object (sets and tables are values): every prediction of a search gets the same result,
+    whose table keeps its matrix cache."""
     if coeffs is None:
         return None
+    hit = _GPU_ONLY.get(id(coeffs))
+    if hit is not None and hit[0] is coeffs:
+        return hit[1]
     table = coeff_table(coeffs)
-    hit = _GPU_ONLY.get(id(table))
-    if hit is None or hit[0] is not table:
-        trimmed = {
-            g: dataclasses.replace(c, eps_s=LAUNCH_FLOOR_S)
-            for g, c in table.groups.items()
-            if g.split("/")[0] in HOST_TIMED_GROUPS and c.eps_s > LAUNCH_FLOOR_S
-        }
-        if len(_GPU_ONLY) >= 64:  # user-built tables (fits, files) come and go
-            _GPU_ONLY.clear()
-        hit = _GPU_ONLY[id(table)] = (
-            table,
-            CoeffTable(groups={**table.groups, **trimmed}) if trimmed else table,
-        )
-    gpu_only = hit[1]
-    if gpu_only is table:
-        return coeffs
-    return gpu_only if isinstance(coeffs, CoeffTable) else dataclasses.replace(coeffs, table=gpu_only)
+    trimmed = {
+        g: dataclasses.replace(c, eps_s=LAUNCH_FLOOR_S)
+        for g, c in table.groups.items()
+        if g.split("/")[0] in HOST_TIMED_GROUPS and c.eps_s > LAUNCH_FLOOR_S
+    }
+    out = coeffs
+    if trimmed:
+        gpu_only = CoeffTable(groups={**table.groups, **trimmed})
+        out = gpu_only if isinstance(coeffs, CoeffTable) else dataclasses.replace(coeffs, table=gpu_only)
+    if len(_GPU_ONLY) >= 64:  # user-built sets (fits, files) come and go
+        _GPU_ONLY.clear()
+    _GPU_ONLY[id(coeffs)] = (coeffs, out)
+    return out

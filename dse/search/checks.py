@@ -212,6 +212,15 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
     return None
 
 
+def _gpu_limits_vary(cfg: StudyConfig, space: SearchSpace) -> tuple[bool, bool]:
+    """(the clock range varies, the power limits vary) over the space: then a clock or cap value is checked
+    per point, not against the base GPU at load."""
+    paths = [space.path_of(n) for n in cfg.space]
+    return any(p.startswith("gpu.clocks.") for p in paths), any(
+        p.startswith(("gpu.power.", "gpu.clocks.")) for p in paths
+    )
+
+
 def _point_problem(
     cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_vary: bool, power_varies: bool = False
 ) -> str | None:
@@ -270,8 +279,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
         "length_dist": get_args(LengthDist),
         "gpu.memory.technology": tuple(list_memory_technologies()),
     }
-    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
-    power_varies = any(space.path_of(n).startswith(("gpu.power.", "gpu.clocks.")) for n in cfg.space)
+    clocks_vary, power_varies = _gpu_limits_vary(cfg, space)
     under_load = any(m in LOAD_MODES for m in modes)
     for name in cfg.space:
         spec = cfg.space[name]
@@ -421,8 +429,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
     except ConfigError as exc:
         raise located_error(smap, ("gpu",), str(exc)) from None
     allowed = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
-    clocks_vary = any(space.path_of(n).startswith("gpu.clocks.") for n in cfg.space)
-    power_varies = any(space.path_of(n).startswith(("gpu.power.", "gpu.clocks.")) for n in cfg.space)
+    clocks_vary, power_varies = _gpu_limits_vary(cfg, space)
     for name in cfg.space:
         path = space.path_of(name)
         loc = ("space", name) if cfg.space[name].path is None else ("space", name, "path")
