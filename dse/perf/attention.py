@@ -438,20 +438,24 @@ def _best_splits(c: AttentionInputs, gpu: GpuSpec, table: np.ndarray, base: np.n
     """Per row, the split count of `_SPLIT_CANDIDATES` with the lowest corrected latency (ties and
     near-ties within 1e-9 go to fewer splits).
 
-    All candidates are evaluated in one pass over the rows repeated once per candidate (every quantity of
-    the timeline is elementwise in the rows, so each row's latency is the one a pass of its own gives),
-    which pays the fixed numpy cost of a timeline once instead of once per candidate."""
+    The valid (row, candidate) pairs (at most one split per K/V block) are evaluated in one pass over the
+    rows repeated once per pair (every quantity of the timeline is elementwise in the rows, so each
+    row's latency is the one a pass of its own gives), which pays the fixed numpy cost of a timeline once
+    instead of once per candidate, and no work for the splits a short context cannot take."""
     n, k = c.batch.shape[0], len(_SPLIT_CANDIDATES)
+    cands = np.asarray(_SPLIT_CANDIDATES, dtype=float)
+    valid = cands[:, None] <= np.maximum(np.ceil(c.seq_kv / c.block_kv), 1.0)[None, :]  # [k, n]
+    cj, ri = np.nonzero(valid)  # candidate-major, as the selection below scans them
     b, sq, skv, h, hkv, d, kv_b, act_b, f = (
-        np.tile(x, k)
+        x[ri]
         for x in (c.batch, c.seq_q, c.seq_kv, c.heads, c.kv_heads, c.head_dim, c.kv_elem_bytes,
                   c.act_elem_bytes, c.sm_clock_hz)
     )  # fmt: skip
-    tiled = _common(b, sq, skv, h, hkv, d, kv_b, act_b, gpu, f, decode=True)
-    cands = np.repeat(np.asarray(_SPLIT_CANDIDATES, dtype=float), n)
-    ev = _decode_timeline(tiled, cands)
-    lat, _ = correct(ev.timeline, table[np.tile(base, k) + (cands > 1)])
-    lat, valid = lat.reshape(k, n), ev.valid.reshape(k, n)
+    pairs = _common(b, sq, skv, h, hkv, d, kv_b, act_b, gpu, f, decode=True)
+    ev = _decode_timeline(pairs, cands[cj])
+    pair_lat, _ = correct(ev.timeline, table[base[ri] + (cands[cj] > 1)])
+    lat = np.full((k, n), np.inf)
+    lat[cj, ri] = pair_lat
     best_lat = np.full(n, np.inf)
     splits = np.ones(n)
     for j, s in enumerate(_SPLIT_CANDIDATES):

@@ -130,3 +130,42 @@ def test_cache_write_adds_the_kv_copy(h100):
     copy_b = 8 * 1024 * 2 * 8 * 128 * (2.0 + 1.0)
     assert with_copy["dram_bytes"][0] - plain["dram_bytes"][0] == pytest.approx(copy_b)
     assert with_copy["analytical_s"][0] - plain["analytical_s"][0] >= copy_b / h100.memory.bw_bytes_per_s
+
+
+def test_decode_split_is_the_fastest_valid_candidate_each_scored_alone(h100, hopper_coeffs):
+    """`_best_splits` scores only the (row, split) pairs a context can take, gathered into one pass: its
+    choice equals scoring every candidate in a pass of its own and taking the fastest valid one (the
+    first within 1e-9), on contexts from one K/V block to all 128 splits and on batches 1-256."""
+    from dse.perf.pipeline import correct
+    from dse.perf.types import coeff_table
+
+    rng = np.random.default_rng(7)
+    n = 300
+    shape = dict(
+        batch=rng.choice([1.0, 2.0, 8.0, 64.0, 256.0], n),
+        seq_len_q=np.ones(n),
+        seq_len_kv=np.exp(rng.uniform(np.log(16.0), np.log(300_000.0), n)).round(),
+        num_heads=np.full(n, 32.0),
+        num_kv_heads=rng.choice([1.0, 8.0, 32.0], n),
+        head_dim=rng.choice([64.0, 128.0, 256.0], n),
+        act_bytes=np.full(n, 2.0),
+        kv_bytes=rng.choice([1.0, 2.0], n),
+    )
+    f = np.full(n, h100.clocks.boost_clock_hz)
+    got = attention.decode_arrays(**shape, gpu=h100, sm_clock_hz=f, coeffs=hopper_coeffs)["splits"]
+    c = attention._common(
+        shape["batch"], shape["seq_len_q"], shape["seq_len_kv"], shape["num_heads"], shape["num_kv_heads"],
+        shape["head_dim"], shape["kv_bytes"], shape["act_bytes"], h100, f, decode=True,
+    )  # fmt: skip
+    table = coeff_table(hopper_coeffs).matrix(attention.DECODE_GROUPS)
+    base = (
+        np.where(c.kv_f8, 1, 0) * len(attention.HEAD_DIM_CLASSES) + attention._head_dim_class(c.head_dim)
+    ) * 2
+    best_lat, want = np.full(n, np.inf), np.ones(n)
+    for s in attention._SPLIT_CANDIDATES:
+        ev = attention._decode_timeline(c, np.full(n, float(s)))
+        lat, _ = correct(ev.timeline, table[base + (s > 1)])
+        better = ev.valid & (lat < best_lat * (1.0 - 1e-9))
+        best_lat, want = np.where(better, lat, best_lat), np.where(better, float(s), want)
+    np.testing.assert_array_equal(got, want)
+    assert set(np.unique(got)) > {1.0, 2.0}  # the rows span several choices
