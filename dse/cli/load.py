@@ -8,6 +8,7 @@ than silently ignored. The layout (--tp, --pp, --ep, --dp) applies to every serv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -40,6 +41,14 @@ MemFracOpt = Annotated[
         help="Load: the engine's memory fraction (vllm, none: share of GPU memory for weights + KV cache, "
         "default 0.9; sglang: mem_fraction_static; trtllm: share of the memory the weights leave for the "
         "KV cache, default 0.9).",
+    ),
+]
+HostStepOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--host-step-us",
+        help="Load: the engine's CPU time per step, the GPU idle meanwhile (default: vllm 700, as vLLM "
+        "0.10-0.12 without async scheduling; 0 for sglang, trtllm, none and vLLM with async scheduling).",
     ),
 ]
 NumRequestsOpt = Annotated[
@@ -90,6 +99,7 @@ class LoadArgs:
     max_num_seqs: MaxSeqsOpt = None
     max_batched_tokens: MaxTokensOpt = None
     gpu_memory_utilization: MemFracOpt = None
+    host_step_us: HostStepOpt = None
     num_requests: NumRequestsOpt = None
     seed: RequestSeedOpt = 0
     length_dist: LengthDistOpt = "fixed"
@@ -123,6 +133,7 @@ class LoadArgs:
             "--max-num-seqs": self.max_num_seqs,
             "--max-batched-tokens": self.max_batched_tokens,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
+            "--host-step-us": self.host_step_us,
             "--num-requests": self.num_requests,
         }
         extra = [k for k, v in knobs.items() if v is not None]
@@ -144,6 +155,9 @@ class LoadArgs:
 
         if self.length_sigma != DEFAULT_LENGTH_SIGMA and self.length_dist != "lognormal":
             raise DseError(f"--length-sigma applies to --length-dist lognormal only (got {self.length_dist})")
+        host = self.host_step_us
+        if host is not None and not (math.isfinite(host) and 0 <= host <= 1e6):
+            raise DseError(f"--host-step-us is microseconds of CPU time per step in [0, 1e6] (got {host})")
 
         return LoadRequest(
             mode=self.mode(),
@@ -162,6 +176,7 @@ class LoadArgs:
             max_num_seqs=self.max_num_seqs,
             max_batched_tokens=self.max_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
+            host_step_s=None if self.host_step_us is None else self.host_step_us * 1e-6,
             tp=self.tp,
             pp=self.pp,
             ep=self.ep,
@@ -209,9 +224,11 @@ def load_title(est: Any) -> str:
     lengths = f"{r.input_tokens} in / {r.output_tokens} out" + (
         f" ({r.length_dist} lengths)" if r.length_dist != "fixed" else ""
     )
+    host = f", {e.host_step_s * 1e6:g} us host/step" if e.host_step_s else ""
     n = est.values.get("num_requests")
     requests = f", {int(n)} request{'s' if int(n) != 1 else ''}" if n else ""
     return (
         f"{est.model} on {est.gpu}: {load} ({MODE_TEXT[r.mode]}), {e.name} engine "
-        f"(max {e.max_num_seqs} seqs, {e.max_batched_tokens} tokens/step), {lengths}, {r.precision}{requests}"
+        f"(max {e.max_num_seqs} seqs, {e.max_batched_tokens} tokens/step{host}), {lengths}, "
+        f"{r.precision}{requests}"
     )

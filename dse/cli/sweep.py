@@ -81,6 +81,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
         length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
         max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
+        host_step_s=None if load.host_step_us is None else load.host_step_us * 1e-6,
         tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp, **options,
     )  # fmt: skip
     return ctx

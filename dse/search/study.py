@@ -33,7 +33,8 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
     request_rate_per_s  mode request_rate: Poisson arrivals (required there)
     num_requests, length_dist (fixed | lognormal | exponential), length_sigma (lognormal only),
     request_seed        (the seed of the request lengths and arrivals, not the sampler's search.seed),
-    max_num_seqs, max_batched_tokens, gpu_memory_utilization
+    max_num_seqs, max_batched_tokens, gpu_memory_utilization, host_step_s (seconds of engine CPU time
+                        per step; 0 for vLLM with async scheduling)
                         the load modes (dse.serving.load; None: the engine preset's value)
     tp, pp, ep, dp      the load modes: GPUs per replica and replicas (dse.workload.sharding; default 1
                         each, GPUs tp x dp x pp); each value must fit the model in some layout of the
@@ -274,6 +275,7 @@ class WorkloadConfig(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)  # engine CPU s/step
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
     num_gpus: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)  # context-parallel ranks (LLMs)

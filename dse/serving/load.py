@@ -95,6 +95,7 @@ class LoadRequest:
     max_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     chunked_prefill: bool | None = None
+    host_step_s: float | None = None  # CPU time per engine step the GPU waits for (presets' docstring)
     tp: int = 1
     pp: int = 1
     ep: int = 1
@@ -128,6 +129,10 @@ class LoadRequest:
             raise ConfigError(f"length_sigma must be in (0, 3], got {self.length_sigma}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise ConfigError(f"seed must be an integer in [0, 2^32), got {self.seed!r}")
+        host = self.host_step_s
+        number = isinstance(host, int | float) and not isinstance(host, bool)
+        if host is not None and not (number and math.isfinite(host) and 0 <= host <= 1):
+            raise ConfigError(f"host_step_s must be a number of seconds in [0, 1], got {host!r}")
         frac = self.gpu_memory_utilization
         if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {frac}")
@@ -195,6 +200,7 @@ class LoadEstimate:
             "max_batched_tokens": self.engine.max_batched_tokens,
             "chunked_prefill": self.engine.chunked_prefill,
             "kv_block_tokens": self.engine.block_size_tokens,
+            "host_step_s": self.engine.host_step_s,
             "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),
             **({"bound_by": self.bound_by} if self.bound_by else {}),
@@ -205,7 +211,7 @@ def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:
     """The engine's preset with the request's overrides applied."""
     preset = engine_preset(load.engine, gpu)
     updates: dict[str, Any] = {}
-    for name in ("max_num_seqs", "max_batched_tokens", "gpu_memory_utilization", "sampling"):
+    for name in ("max_num_seqs", "max_batched_tokens", "gpu_memory_utilization", "sampling", "host_step_s"):
         if getattr(load, name) is not None:
             updates[name] = getattr(load, name)
     if load.chunked_prefill is not None:

@@ -1,11 +1,12 @@
 """Serving-engine presets: the scheduler defaults of vLLM, SGLang and TensorRT-LLM, each overridable.
 
-vllm (V1, 0.10-0.11, OpenAI server):
+vllm (V1, 0.10-0.12, OpenAI server):
     max_num_seqs 1024 and max_batched_tokens 8192 on GPUs with >= 70 GiB that are not A100s, else 256 and
     2048; KV blocks of 16 tokens; chunked prefill on; no output reserved at admission (blocks are
     allocated as tokens come, recompute preemption when they run out); decode steps padded to a captured
     CUDA-graph batch (1, 2, 4, 8..248 by 8, 256..512 by 16); vLLM's top-k/top-p sampler; KV cache in the
-    activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9.
+    activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9; 0.7 ms of host time per
+    step (async scheduling off, below).
 sglang (0.4-0.5):
     max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
     chunked_prefill_size and cuda_graph_max_bs by GPU memory (`SGLANG_MEMORY_TIERS`: 8192 and 256 on
@@ -31,9 +32,15 @@ tries a new prefill batch before the decode batch); TensorRT-LLM `LlmArgs` (`max
 The KV-cache sizing rules are in `dse.serving.memory.kv_capacity_tokens`. `none` is a generic continuous
 batcher with vLLM's block size and no kernel fusion, CUDA graphs or sampler.
 
-Per-step host time (scheduling, sampling on the CPU side, detokenizing) is 0 in every preset: the engines
-overlap it with the GPU step (vLLM V1's and SGLang's overlap schedulers, TensorRT-LLM's executor loop) and
-decode steps run as CUDA graphs. `host_step_s` is the knob for an engine where it shows.
+Per-step host time (`host_step_s`: the engine core's scheduling, input preparation and output handling on
+the CPU while the GPU waits). vLLM 0.10-0.12 runs them in series with the GPU step: its
+`SchedulerConfig.async_scheduling` defaults to False (read in the 0.11.1 and 0.12.0 sources, "async
+scheduling ... helps to avoid gaps in GPU utilization"), and `EngineCore.step` schedules, runs the model and
+waits for the sampled tokens before it updates the requests and schedules again; so the vllm preset pays
+VLLM_SYNC_HOST_STEP_S per step, the GPU idle meanwhile. vLLM 0.18 turns async scheduling on by default
+(`VllmConfig`: None -> True unless speculative decoding or the executor forbids it), and SGLang's overlap
+scheduler and TensorRT-LLM's executor loop overlap that work with the GPU step: 0 there, and
+`--host-step-us 0` models a vLLM run with async scheduling.
 """
 
 from __future__ import annotations
@@ -47,6 +54,27 @@ from dse.units import GIB
 
 # vLLM's larger defaults apply to GPUs with at least this much memory that are not A100s.
 VLLM_LARGE_GPU_BYTES = 70 * GIB
+# NOTE(dse): vLLM 0.10-0.12's CPU time per engine step with async scheduling off (module docstring). No
+# published figure: fitted on the 30 in-sample ML.ENERGY H100 rows (vLLM 0.11.1; TPOT MAPE 7.2% with none,
+# 5.3 / 4.8 / 4.8 / 5.0% at 0.5 / 0.7 / 0.8 / 1.0 ms) and checked on rows no fit uses: ML.ENERGY transfer
+# H100 TPOT 12.8 -> 10.8% and throughput 17.4 -> 13.7%, B200 chat TPOT 16.7 -> 12.4%; aiconfigurator vLLM
+# rows (0.12 and unversioned) about even: TP1 TPOT 11.1 -> 12.0%, TP1-8 24.2 -> 24.1%.
+VLLM_SYNC_HOST_STEP_S = 0.7e-3
+# The first vLLM release read with async scheduling on by default (0.12.0's source still has it off).
+VLLM_ASYNC_DEFAULT_FROM: tuple[int, int] = (0, 18)
+
+
+def vllm_host_step_s(version: str | None) -> float:
+    """vLLM's host time per step for a run of `version` at its defaults: 0 from VLLM_ASYNC_DEFAULT_FROM on
+    (async scheduling), VLLM_SYNC_HOST_STEP_S before it and where the version is not known."""
+    parts = str(version or "").split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return VLLM_SYNC_HOST_STEP_S
+    return 0.0 if release >= VLLM_ASYNC_DEFAULT_FROM else VLLM_SYNC_HOST_STEP_S
+
+
 VLLM_GRAPH_SIZES: tuple[int, ...] = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
 # SGLang's defaults by GPU memory at TP < 4 (`ServerArgs._handle_gpu_memory_settings`, 0.4.7-0.5, as read in
 # its source, not re-checked against a run): (memory below, GiB; chunked_prefill_size; cuda_graph_max_bs).
@@ -121,6 +149,7 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
             sampling="top_k_top_p",
             fp8_kv_with_fp8_weights=False,
             gpu_memory_utilization=0.9,
+            host_step_s=VLLM_SYNC_HOST_STEP_S,
         )
     if name == "sglang":
         chunk, graphs = sglang_tier(gpu)

@@ -6,7 +6,8 @@ step are lambda = B / o, taken as Poisson. A step with k arrivals is one fused f
 prefill, as vLLM and TensorRT-LLM schedule it): the weight GEMMs, norms and elementwise ops run on
 (B - k) + k * i tokens, decode attention covers the B - k decoding sequences at a KV context of c, a
 flash (causal) attention covers the k prompts of i tokens, and the LM head has B rows. Its latency t(k)
-and energy e(k) come from `predict_graph` (default clocks, TDP cap, no host gaps: CUDA graphs).
+and energy e(k) come from `predict_graph` (default clocks, TDP cap, CUDA graphs), plus the engine's host
+time per step at idle power (`host_step_s`, 0 by default).
 Over the step mix P(k) = Poisson(lambda):
 
     mean step          sum P(k) t(k)                   = mean ITL; the per-request TPOT of a benchmark
@@ -90,11 +91,13 @@ def steady_state(
     engine: EngineProfile | None = None,
     sampling: str = "none",
     kv_dtype: str | None = None,
+    host_step_s: float = 0.0,
 ) -> SteadyState:
     """Steady-state step mix of continuous batching (module docstring); no queueing.
 
     `engine`, `sampling` and `kv_dtype` shape each step (`dse.workload.engine`); the defaults give the
-    model's own operator graph.
+    model's own operator graph. `host_step_s`: the engine's CPU time per step, the GPU idle at its idle
+    power meanwhile (`dse.serving.presets`: vLLM 0.10-0.12 without async scheduling).
     """
     point = point or OperatingPoint()
     context = max(1, round(input_tokens + output_context_frac * output_tokens))
@@ -126,12 +129,15 @@ def steady_state(
         return step_cache[k]
 
     ks, pk = _poisson(lam)
-    t = np.array([step(int(k))[0] for k in ks])
-    e = np.array([step(int(k))[1] for k in ks])
+    from dse.serving.step_table import run_idle_power_w  # lazy: step_table builds on this module
+
+    gap_j = host_step_s * run_idle_power_w(gpu, point) if host_step_s else 0.0
+    t = np.array([step(int(k))[0] for k in ks]) + host_step_s
+    e = np.array([step(int(k))[1] for k in ks]) + gap_j
     mean_t, mean_e = float(pk @ t), float(pk @ e)
     median_t = float(t[int(np.searchsorted(np.cumsum(pk), 0.5))])
     # TTFT: this prompt plus Poisson(lambda) others in its step, after half a step of waiting.
-    t_with = np.array([step(int(k) + 1)[0] for k in ks])
+    t_with = np.array([step(int(k) + 1)[0] for k in ks]) + host_step_s
     ttft = 0.5 * mean_t + float(pk @ t_with)
     return SteadyState(
         batch=batch,

@@ -75,6 +75,9 @@ def test_engine_knobs_reach_the_simulation() -> None:
     half = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--gpu-memory-utilization", "0.4")
     full = run_json(*BASE, "--concurrency", "4", "--num-requests", "20")
     assert half["kv_capacity_tokens"] < full["kv_capacity_tokens"]
+    assert full["host_step_s"] == pytest.approx(7e-4)  # vLLM 0.10-0.12: async scheduling off
+    overlapped = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--host-step-us", "0")
+    assert overlapped["host_step_s"] == 0.0 and overlapped["tpot_s"] < full["tpot_s"]
 
 
 @pytest.mark.parametrize(
@@ -91,6 +94,9 @@ def test_engine_knobs_reach_the_simulation() -> None:
         (["--concurrency", "4", "--engine", "tgi"], "engine 'tgi'"),
         (["--concurrency", "4", "--length-dist", "zipf"], "length_dist"),
         (["--concurrency", "4", "--attention", "eager"], "static batch"),
+        (["--host-step-us", "500"], "--host-step-us applies to a load mode"),
+        (["--concurrency", "4", "--host-step-us", "nan"], "--host-step-us"),
+        (["--concurrency", "4", "--host-step-us", "-5"], "--host-step-us"),
     ],
 )
 def test_bad_load_options_are_one_line_errors(flags: list[str], needle: str) -> None:

@@ -164,6 +164,8 @@ def test_a_short_prompt_alone_costs_at_least_a_one_token_prefill() -> None:
         ({"mode": "max_throughput", "seed": -1}, "seed"),
         ({"mode": "max_throughput", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
         ({"mode": "max_throughput", "precision": "int3"}, "precision 'int3'"),
+        ({"mode": "max_throughput", "host_step_s": float("nan")}, "host_step_s"),
+        ({"mode": "max_throughput", "host_step_s": -1e-3}, "host_step_s"),
     ],
 )
 def test_bad_load_requests_are_config_errors(kwargs: dict, message: str) -> None:
@@ -192,3 +194,23 @@ def test_sglang_sizes_its_chunks_and_graphs_by_gpu_memory() -> None:
     l4 = load_gpu("l4")
     assert engine_preset("sglang", l4).max_batched_tokens < engine_preset("sglang", H100).max_batched_tokens
     assert kv_capacity_tokens(ARCH, l4, "bf16", engine="sglang") > 0
+
+
+def test_vllm_pays_its_host_time_per_step_and_async_scheduling_none() -> None:
+    """vLLM 0.10-0.12 schedules in series with the GPU step (async scheduling off by default, 0.18 on): every
+    step of a closed loop takes the host time longer with the GPU idle, so with one schedule of steps (fixed
+    lengths) the mean TPOT grows by exactly the host time per step, and the GPU's mean power falls."""
+    from dse.serving.presets import VLLM_SYNC_HOST_STEP_S, vllm_host_step_s
+
+    assert engine_preset("vllm", H100).host_step_s == VLLM_SYNC_HOST_STEP_S > 0
+    assert all(engine_preset(e, H100).host_step_s == 0.0 for e in ("sglang", "trtllm", "none"))
+    assert vllm_host_step_s("0.11.1") == vllm_host_step_s("0.12.0") == VLLM_SYNC_HOST_STEP_S
+    assert vllm_host_step_s("0.18.0") == vllm_host_step_s("1.2") == 0.0
+    assert vllm_host_step_s(None) == vllm_host_step_s("nan") == VLLM_SYNC_HOST_STEP_S  # unknown: as 0.12
+    sync, overlapped = closed(16), closed(16, host_step_s=0.0)
+    assert sync["tpot_s"] - overlapped["tpot_s"] == pytest.approx(VLLM_SYNC_HOST_STEP_S, rel=1e-6)
+    assert sync["avg_power_w"] < overlapped["avg_power_w"]
+    assert sync["output_tokens_per_s"] < overlapped["output_tokens_per_s"]
+    req = LoadRequest(mode="concurrency", concurrency=4, input_tokens=64, output_tokens=8, host_step_s=2e-3)
+    assert resolve_preset(req, H100).host_step_s == 2e-3
+    assert predict_load(ARCH, H100, dataclasses.replace(req, num_requests=8)).to_dict()["host_step_s"] == 2e-3

@@ -16,10 +16,11 @@ costs tens of seconds per row). Precision: bf16 (the configs' dtype), mxfp4 expe
 files, have no length in the data or an estimate of ours), image and video tasks, Nemotron-H (Mamba).
 
 What the rows show (`dse validate serving`, source `mlenergy_transfer`):
-- H100: power 7.0% (bias +2%) and J/token 11.9% (bias -10%: TPOT is short, -9%). gpt-oss was the
-  largest power miss (120b: -19% to -29%) until the dequantization of its MXFP4 experts on the CUDA cores
-  was counted (`dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`): 120b within -6% to +5% now; 20b over-predicted
-  by 21-26% at 8-16 sequences, where its TPOT is 18% short (time the model does not see, at low power).
+- H100: TPOT 10.8% (bias -4%), power 6.4% (bias -2%), J/token 11.8% (bias -9%), with vLLM 0.11's host
+  time per step (`dse.serving.presets.VLLM_SYNC_HOST_STEP_S`, fitted on the in-sample rows; without it
+  TPOT 12.8%, bias -9%). gpt-oss was the largest power miss (120b: -19% to -29%) until the dequantization
+  of its MXFP4 experts on the CUDA cores was counted (`dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`); 20b's
+  and gemma-3-12b's TPOT stay 10-23% short, more so at larger batches.
 - B200: vLLM 0.11.1 on Blackwell runs far below what the hardware allows in many rows: Qwen3-8B gpqa at
   8 sequences has a median ITL of 32 ms at 294 W (H100: 9.7 ms at 494 W) and Llama-3.1-8B goes from 9 ms
   at 64 sequences to 27 ms at 128 while its power falls from 617 W to 449 W. A GPU that slows down while

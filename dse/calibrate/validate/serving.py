@@ -159,6 +159,7 @@ from dse.calibrate.validate.silicon_multigpu import MULTIGPU_SAMPLE_ROWS, SILICO
 from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadRequest
 from dse.serving.memory import kv_capacity_tokens
+from dse.serving.presets import vllm_host_step_s
 from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.workload.engine import ENGINES
 from dse.workload.llm import LlmArch
@@ -177,6 +178,7 @@ MLENERGY_GPU = "h100-sxm"
 MLENERGY_INPUT_TOKENS: dict[str, int] = {"lm-arena-chat": 500, "gpqa": 300}
 # vLLM 0.11.1 (the data README); Qwen3's generation config (top_k 20, top_p 0.95) applies by default.
 MLENERGY_ENGINE = "vllm"
+MLENERGY_VLLM_VERSION = "0.11.1"  # async scheduling off: the vllm preset's host time per step
 MLENERGY_SAMPLING = "top_k_top_p"
 # vLLM's max_num_batched_tokens where a row's config does not give it (the benchmark's configs: 8192).
 MLENERGY_BATCHED_TOKENS = 8192
@@ -369,6 +371,7 @@ def mlenergy_frame(
                 arch, gpu, batch=b, input_tokens=i, output_tokens=o, precision="bf16",
                 point=point, coeffs=coeffs, power_coeffs=power_coeffs,
                 engine=ENGINES[MLENERGY_ENGINE], sampling=MLENERGY_SAMPLING, output_context_frac=f,
+                host_step_s=vllm_host_step_s(MLENERGY_VLLM_VERSION),
             )
             for f in (fracs[str(r["task"])], OUTPUT_CONTEXT_FRAC)
         )  # fmt: skip

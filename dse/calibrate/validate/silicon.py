@@ -123,6 +123,7 @@ from dse.perf.types import OperatingPoint
 from dse.serving.continuous import max_running_requests, simulate_closed_loop
 from dse.serving.load import LoadRequest, draw_lengths
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
+from dse.serving.presets import vllm_host_step_s
 from dse.serving.static import ServingRequest, predict_serving
 from dse.serving.steady import OUTPUT_CONTEXT_FRAC, steady_state
 from dse.serving.steps import reserved_tokens_per_request, step_predictor, step_time_table
@@ -239,8 +240,13 @@ def silicon_frame(
         chunked, budget = CHUNKED_PREFILL[backend], silicon_token_budget(backend, i, n)
         top = budget if chunked else max(budget, i)
         row_key = (arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype)
-        step_time = step_time_table(row_key, max_decodes=n, input_tokens=i, context_len=context,
-                                    max_prompt_tokens=top, predict_step=predict_step)  # fmt: skip
+        table = step_time_table(row_key, max_decodes=n, input_tokens=i, context_len=context,
+                                max_prompt_tokens=top, predict_step=predict_step)  # fmt: skip
+        host_s = silicon_host_step_s(r)
+
+        def step_time(decodes: int, prompt_tokens: int, table: Any = table, host_s: float = host_s) -> float:
+            return table(decodes, prompt_tokens) + host_s
+
         alone = simulate_closed_loop(
             step_time, concurrency=1, requests=1, input_tokens=i, output_tokens=o, max_running=1,
             token_budget=budget, chunked=chunked,
@@ -254,7 +260,7 @@ def silicon_frame(
         ss = steady_state(
             arch, gpu, batch=max_running, input_tokens=i, output_tokens=o, precision=prec,
             point=point, coeffs=coeffs, power_coeffs=power_coeffs,
-            engine=engine, sampling=SILICON_SAMPLING, kv_dtype=kv_dtype,
+            engine=engine, sampling=SILICON_SAMPLING, kv_dtype=kv_dtype, host_step_s=host_s,
         )  # fmt: skip
         static = predict_serving(
             arch, gpu, ServingRequest(batch=n, input_tokens=i, output_tokens=o, precision=prec),
@@ -292,6 +298,16 @@ def silicon_frame(
     return pd.DataFrame(out)
 
 
+def silicon_host_step_s(r: pd.Series) -> float:
+    """The engine's host time per step in a row's run (`dse.serving.presets`): vLLM's by the row's
+    `backend_version` (async scheduling on by default from 0.18, where it is 0; unknown versions as 0.12),
+    0 for SGLang and TensorRT-LLM, which overlap it."""
+    if str(r["backend"]) != "vllm":
+        return 0.0
+    version = r.get("backend_version")
+    return vllm_host_step_s(None if pd.isna(version) else str(version))
+
+
 def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
     """(catalog model, catalog GPU, load request) of a silicon row for `predict_load` (module docstring)."""
     arch = cached_arch(SILICON_MODELS[r["model_path"]])
@@ -301,7 +317,7 @@ def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
     load = LoadRequest(
         mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
         precision=prec, kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
-        **silicon_lengths(r),
+        host_step_s=silicon_host_step_s(r), **silicon_lengths(r),
     )  # fmt: skip
     if backend == "trtllm":  # the budget holds the longest prompt drawn beside every client's decode
         longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
@@ -342,6 +358,7 @@ __all__ = [
     "SILICON_WAVES",
     "reserved_tokens_per_request",
     "silicon_frame",
+    "silicon_host_step_s",
     "silicon_kv_dtype",
     "silicon_lengths",
     "silicon_load_frame",

@@ -202,6 +202,16 @@ def test_steady_state_limits_and_identities():
     # J/token * tokens per step = average power * mean step
     assert busy.energy_per_output_token_j * 256 == pytest.approx(busy.avg_power_w * busy.mean_step_s)
     assert 0 < busy.avg_power_w <= gpu.power.tdp_w * 1.001
+    # an engine's host time per step: every step longer by it, the GPU idle meanwhile
+    from dse.serving.step_table import run_idle_power_w
+
+    host = steady_state(arch, gpu, batch=256, input_tokens=1000, output_tokens=200, host_step_s=1e-3)
+    assert host.mean_step_s == pytest.approx(busy.mean_step_s + 1e-3, rel=1e-12)
+    assert host.median_step_s == pytest.approx(busy.median_step_s + 1e-3, rel=1e-12)
+    idle_j = 1e-3 * run_idle_power_w(gpu, OperatingPoint())
+    per_step_j = busy.energy_per_output_token_j * 256
+    assert host.energy_per_output_token_j * 256 == pytest.approx(per_step_j + idle_j)
+    assert host.avg_power_w < busy.avg_power_w
 
 
 def test_kv_capacity_matches_the_memory_model():
