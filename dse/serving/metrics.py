@@ -14,10 +14,13 @@ when the first `k` requests have their first token to when all but `k + 1` reque
 same kind of event and a run in waves is measured over whole periods): the ramp-up, when the batch fills,
 and the drain, when it empties, are left out. `k` is the closed-loop concurrency, the running-sequence
 limit for offline runs, and a tenth of the requests for Poisson arrivals. If the window is empty (too few
-requests) the whole run is used.
+requests), or no request finishes inside it (a run in one wave: every request admitted before the first
+finishes, as when arrivals outpace the server and the KV cache holds them all), the whole run is used.
 
     output_tokens_per_s         tokens emitted in the window / its duration
-    requests_per_s              requests finished in the window / its duration
+    requests_per_s              output_tokens_per_s / the requests' mean output tokens: the finish rate in a
+                                steady state, and still the server's request throughput where the window
+                                is not one (an overloaded open loop, whose finishes lag its tokens)
     avg_batch_size              time-weighted mean of the running sequences over the window
     avg_power_w                 energy in the window / its duration (per GPU)
     energy_per_output_token_j   energy in the window / tokens emitted in it (prefill energy included)
@@ -64,7 +67,7 @@ def steady_window(sim: SimResult, k: int) -> Window:
     if end_index >= 1:
         last = int(np.searchsorted(first, finish[end_index - 1], side="right")) - 1
         end = float(first[last]) if last >= 0 else -np.inf
-    if end > start:
+    if end > start and np.any((finish > start) & (finish <= end)):
         return Window(start_s=start, end_s=end, whole_run=False)
     return Window(start_s=float(sim.step_start_s[0]), end_s=float(sim.step_end_s[-1]), whole_run=True)
 
@@ -105,13 +108,11 @@ def system_metrics(sim: SimResult, window: Window) -> dict[str, float]:
     time_s = (sim.step_end_s - sim.step_start_s) * share
     tokens = float(np.dot(sim.step_tokens, share))
     energy_j = float(np.dot(sim.step_energy_j, share))
-    finished = float(np.count_nonzero((sim.finish_s > window.start_s) & (sim.finish_s <= window.end_s)))
-    if window.whole_run:
-        finished = float(len(sim.finish_s))
+    tokens_per_s = tokens / duration_s if duration_s > 0 else 0.0
     j_per_token = energy_j / tokens if tokens > 0 else 0.0
     return {
-        "output_tokens_per_s": tokens / duration_s if duration_s > 0 else 0.0,
-        "requests_per_s": finished / duration_s if duration_s > 0 else 0.0,
+        "output_tokens_per_s": tokens_per_s,
+        "requests_per_s": tokens_per_s / float(sim.output_tokens.mean()),
         "avg_batch_size": float(np.dot(sim.step_running, time_s) / duration_s) if duration_s > 0 else 0.0,
         "avg_power_w": energy_j / duration_s if duration_s > 0 else 0.0,
         "energy_per_output_token_j": j_per_token,
