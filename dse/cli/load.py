@@ -148,6 +148,15 @@ class LoadArgs:
             )
         return "static"
 
+    def host_step_s(self) -> float | None:
+        """`--host-step-us` in seconds (None: the engine's); DseError outside [0, 1e6] us."""
+        host = self.host_step_us
+        if host is None:
+            return None
+        if not (math.isfinite(host) and 0 <= host <= 1e6):
+            raise DseError(f"--host-step-us is microseconds of CPU time per step in [0, 1e6] (got {host})")
+        return host * 1e-6 + 0.0  # + 0.0: a -0 given prints as 0
+
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
         """The LoadRequest of a load mode."""
@@ -155,9 +164,6 @@ class LoadArgs:
 
         if self.length_sigma != DEFAULT_LENGTH_SIGMA and self.length_dist != "lognormal":
             raise DseError(f"--length-sigma applies to --length-dist lognormal only (got {self.length_dist})")
-        host = self.host_step_us
-        if host is not None and not (math.isfinite(host) and 0 <= host <= 1e6):
-            raise DseError(f"--host-step-us is microseconds of CPU time per step in [0, 1e6] (got {host})")
 
         return LoadRequest(
             mode=self.mode(),
@@ -176,7 +182,7 @@ class LoadArgs:
             max_num_seqs=self.max_num_seqs,
             max_batched_tokens=self.max_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
-            host_step_s=None if self.host_step_us is None else self.host_step_us * 1e-6,
+            host_step_s=self.host_step_s(),
             tp=self.tp,
             pp=self.pp,
             ep=self.ep,

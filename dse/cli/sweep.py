@@ -81,9 +81,16 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
         length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
         max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
-        host_step_s=None if load.host_step_us is None else load.host_step_us * 1e-6,
+        host_step_s=load.host_step_s(),
         tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp, **options,
     )  # fmt: skip
+    from dse.search.checks import workload_value_problem
+
+    for key in ("gpu_memory_utilization", "max_num_seqs", "max_batched_tokens", "num_requests"):
+        value = getattr(ctx, key)
+        problem = None if value is None else workload_value_problem(key, value, under_load=mode != "static")
+        if problem is not None:  # every point would fail with it
+            raise DseError(f"--{key.replace('_', '-')}: {problem}")
     return ctx
 
 

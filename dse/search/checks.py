@@ -184,6 +184,11 @@ def _check_modes(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes: S
         )
 
 
+def workload_value_problem(path: str, value: Any, *, under_load: bool) -> str | None:
+    """What is wrong with one numeric value of a workload key (`dse sweep` checks its axes with it)."""
+    return _value_problem(path, value, None, under_load=under_load)
+
+
 def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, under_load: bool) -> str | None:
     """What is wrong with one value of a workload or GPU-knob parameter (None when nothing)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)

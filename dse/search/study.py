@@ -275,7 +275,8 @@ class WorkloadConfig(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)  # engine CPU s/step
+    # engine CPU seconds per step; strict: `true` or "0.7" is not a time
+    host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, strict=True)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
     num_gpus: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)  # context-parallel ranks (LLMs)

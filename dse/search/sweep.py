@@ -168,7 +168,15 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
     if steps != int(steps) or not 1 <= steps <= 1000:
         raise ConfigError(f"sweep '{spec}': STEPS is the number of points, an integer 1-1000")
     integer = _check_path(path, ctx, spec)
-    return SweepAxis(path, linspace_values(start, stop, int(steps), integer=integer))
+    values = linspace_values(start, stop, int(steps), integer=integer)
+    if path in SWEEP_WORKLOAD_KEYS:  # a value no point can take fails here, not at every point
+        from dse.search.checks import workload_value_problem
+
+        for value in values:
+            problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
+            if problem is not None:
+                raise ConfigError(f"sweep '{spec}': {problem}")
+    return SweepAxis(path, values)
 
 
 def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -65,8 +65,9 @@ VLLM_ASYNC_DEFAULT_FROM: tuple[int, int] = (0, 18)
 
 
 def vllm_host_step_s(version: str | None) -> float:
-    """vLLM's host time per step for a run of `version` at its defaults: 0 from VLLM_ASYNC_DEFAULT_FROM on
-    (async scheduling), VLLM_SYNC_HOST_STEP_S before it and where the version is not known."""
+    """vLLM's host time per step for a run of `version` ("0.12.0") at its defaults: 0 from
+    VLLM_ASYNC_DEFAULT_FROM on (async scheduling), VLLM_SYNC_HOST_STEP_S before it (read for 0.11.1 and
+    0.12.0; 0.13-0.17 not read, taken as 0.12) and where the version is not known."""
     parts = str(version or "").split(".")
     try:
         release = (int(parts[0]), int(parts[1]))

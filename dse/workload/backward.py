@@ -23,11 +23,13 @@ Rules, per forward op (DESIGN.md section 14):
   made contiguous (`CONTIGUOUS_SUFFIX` copies) copies its gradient back once.
 - Layout transposes (`LAYOUT_SUFFIX` copies: cuDNN turning an NCHW tensor into NHWC for the tensor cores
   and back): the backward copies the forward's once. The data- and weight-gradient convolutions are
-  separate cuDNN calls, but our H100 kernel profile of ResNet-50 bf16 NCHW training (cuDNN 9.19,
-  `dse/calibrate/measured/h100_sxm_training_kernels.csv`) has 248 transposes per step (169 nchwToNhwc, 79
-  nhwcToNchw, the filters' among them) taking 14.6 ms, where a backward twice the forward's 106 gave 318
-  and 24.8 ms and once gives 212 and 16.5 ms; on timm's RTX 3090 NCHW rows (cuDNN 8, PyTorch 1.12) once
-  takes the throughput error from 11.5% to 6.2%.
+  separate cuDNN calls, but our H100 kernel profile (cuDNN 9.19, `dse/calibrate/measured/
+  h100_sxm_training_kernels.csv`) times these kernels at 53 ms per step over its four NCHW training runs
+  (ResNet-50 bf16: 248 calls, the filters' among them, 14.6 ms; fp16 13.0; TF32 17.4; ResNet-18 bf16 7.6),
+  where copying twice gave 104 ms and once gives 69 (per run -53%, ResNet-18, whose 3x3 convolutions are
+  transposed more often, to +86%, TF32, whose fp32 tensors less often: cuDNN does not transpose every
+  convolution alike); on timm's RTX 3090 NCHW rows (cuDNN 8) once takes the throughput error from 11.5%
+  to 6.2%, though there ResNet-50's NHWC/NCHW gap (1.47 measured) is then under-predicted (1.29).
 - Loss: the forward ends with the fp32 cross-entropy softmax over the logits, the backward starts with its
   gradient (softmax minus one-hot) written in the activation dtype.
 

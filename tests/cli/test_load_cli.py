@@ -78,6 +78,28 @@ def test_engine_knobs_reach_the_simulation() -> None:
     assert full["host_step_s"] == pytest.approx(7e-4)  # vLLM 0.10-0.12: async scheduling off
     overlapped = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--host-step-us", "0")
     assert overlapped["host_step_s"] == 0.0 and overlapped["tpot_s"] < full["tpot_s"]
+    negative_zero = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--host-step-us", "-0")
+    assert json.dumps(negative_zero["host_step_s"]) == "0.0"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
+         "16", "--concurrency", "4", "--host-step-us=-3", "concurrency=4:8:2"],
+        ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
+         "16", "--concurrency", "4", "host_step_s=-0.001:0.001:2"],
+        ["compare", "h100-sxm", "a100-sxm-80gb", "--model", "llama-3.1-8b", "--input-tokens", "256",
+         "--output-tokens", "16", "--concurrency", "4", "--host-step-us", "nan"],
+        ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
+         "16", "--concurrency", "4", "--gpu-memory-utilization", "2", "concurrency=4:8:2"],
+    ],
+)  # fmt: skip
+def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> None:
+    """Up front, exit 2: every point failed with it, and the command exited 0."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert ("host" in result.output or "memory" in result.output) and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

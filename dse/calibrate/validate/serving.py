@@ -303,7 +303,8 @@ def mlenergy_load_request(
     load = LoadRequest(
         mode="concurrency", concurrency=seqs, max_num_seqs=seqs, input_tokens=i, output_tokens=o,
         precision=precision, engine=MLENERGY_ENGINE, sampling=MLENERGY_SAMPLING,
-        max_batched_tokens=int(budget) if pd.notna(budget) else MLENERGY_BATCHED_TOKENS, **spread,
+        max_batched_tokens=int(budget) if pd.notna(budget) else MLENERGY_BATCHED_TOKENS,
+        host_step_s=vllm_host_step_s(MLENERGY_VLLM_VERSION), **spread,
     )  # fmt: skip
     return arch.name, load
 
