@@ -110,7 +110,13 @@ def _serving(
     mode's default (static: "none"; load: vllm and the engine's sampler).
     """
     from dse.workload.models import load_model_config
+    from dse.workload.vision import is_vision_model
 
+    if model is not None and is_vision_model(model):
+        raise DseError(
+            f"{model} is a vision model and this is an LLM serving prediction: "
+            f"use dse predict --model {model} --gpu GPU --batch B (or --training)"
+        )
     if model is None or input_tokens is None or output_tokens is None:
         raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
     latency, power = _coefficients(coeffs, gpu)

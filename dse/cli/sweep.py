@@ -7,6 +7,7 @@ page (`dse.report.figures.sweep`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,23 +56,24 @@ GpuOpt = Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YA
 
 
 def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | None, int | None],
-             **options: Any) -> Any:  # fmt: skip
-    """The EvalContext of the serving options."""
+             command: str = "sweep", **options: Any) -> Any:  # fmt: skip
+    """The EvalContext of the serving options (`command`: the command named in errors)."""
     from dse.search.objective import EvalContext
 
     input_tokens, output_tokens = tokens
+    what = f"dse {command} is of an LLM serving workload"
+    if model is not None:
+        from dse.workload.models import load_model_config
+        from dse.workload.vision import is_vision_model
+
+        if is_vision_model(str(model)):
+            raise DseError(f"{what}; {model} is a vision model (use dse predict)")
+        if load_model_config(str(model)).family == "encoder":
+            raise DseError(f"{what}; {model} is an encoder (use dse predict)")
     missing = [flag for flag, v in (("--model", model), ("--input-tokens", input_tokens),
                                     ("--output-tokens", output_tokens)) if v is None]  # fmt: skip
     if missing or model is None or input_tokens is None or output_tokens is None:
-        raise DseError(f"a sweep is of an LLM serving workload: give {', '.join(missing)}")
-    from dse.workload.vision import is_vision_model
-
-    if is_vision_model(str(model)):
-        raise DseError(f"a sweep is of an LLM serving workload; {model} is a vision model (use dse predict)")
-    from dse.workload.models import load_model_config
-
-    if load_model_config(str(model)).family == "encoder":
-        raise DseError(f"a sweep is of an LLM serving workload; {model} is an encoder (use dse predict)")
+        raise DseError(f"{what}: give {', '.join(missing)}")
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
@@ -146,6 +148,20 @@ def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
     return format(value * scale, fmt)
 
 
+def _check_html(path: Path | None) -> None:
+    """Refuse an --html path that cannot be written before the sweep runs (a directory, a read-only or
+    missing parent that cannot be made), not after it."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise DseError(f"--html {path}: is a directory; give a file name such as {path / 'sweep.html'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise DseError(f"--html {path}: cannot write there (permission denied)")
+
+
 def _write_html(path: Path, fig: Any, title: str) -> None:
     from dse.report.figures.sweep import figure_page
 
@@ -207,10 +223,11 @@ def sweep_cmd(
 
     if not 1 <= len(params) <= 2:
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
+    _check_html(html)
     load = _implied_mode(load, tuple(p.partition("=")[0].strip() for p in params))
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    ctx = _context(gpu, model, load, (input_tokens, output_tokens), **options)
+    ctx = _context(gpu, model, load, (input_tokens, output_tokens), "sweep", **options)
     spec = gpu_from_options(gpu, None, None, None, sets)
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]
@@ -272,9 +289,10 @@ def compare_cmd(
 
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
+    _check_html(html)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), **options)
+    ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", **options)
     specs = {name: gpu_from_options(name, None, None, None, None) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)

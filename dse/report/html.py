@@ -174,6 +174,8 @@ def _serving_line(run: RunData) -> str:
     if not isinstance(workload, dict) or not workload:
         return ""
     mode = str(workload.get("mode", "static"))
+    if mode == "training":
+        return _training_line(study, workload)
     space = study.get("space") or {}
     mode_param = space.get("mode") if isinstance(space, dict) else None
     if isinstance(mode_param, dict) and isinstance(mode_param.get("values"), list):
@@ -193,6 +195,19 @@ def _serving_line(run: RunData) -> str:
     ]
     text = f"serving {study.get('model', '')}: {how}; {engine} engine; {lengths}"
     return text + (f"; SLO: {', '.join(slo)}" if slo else "")
+
+
+def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str:
+    """What a training study trains: GPUs, batch, sequence (an LLM's) or image size, precision."""
+    from dse.workload.vision import is_vision_model
+
+    model = str(study.get("model", ""))
+    size = ("image_size", "px") if is_vision_model(model) else ("seq_len", "tokens")
+    parts = [f"{workload[key]} {unit}" for key, unit in (("num_gpus", "GPUs"), size) if key in workload]
+    batches = ("micro_batch", "global_batch")
+    parts += [f"{key.replace('_', ' ')} {workload[key]}" for key in batches if key in workload]
+    parts += [str(workload[key]) for key in ("precision", "objective") if key in workload]
+    return f"training {model}: {', '.join(parts)}"
 
 
 def _pareto_section(info: ParetoInfo) -> str:

@@ -363,7 +363,8 @@ def predict_load(
     )  # fmt: skip
     sim = simulate(_requests(load, inp, out), config, table, idle_power_w=run_idle_power_w(gpu, point))
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
-    values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, capacity, par)
+    pool_tokens = kv_blocks * preset.block_size_tokens  # the engine's pool: whole blocks, as vLLM logs it
+    values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0
     if not par.is_single:
         scale_metrics(values, par)

@@ -155,6 +155,14 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
           "8"], "resnet-50 is a vision model"),
         (["sweep", "gpu.num_sms=60:80:2", "--model", "bert-large", "--input-tokens", "8", "--output-tokens",
           "8"], "bert-large is an encoder"),
+        # an --html path that cannot be written is refused before the sweep runs, not after
+        (["sweep", "batch=1:8:2", "--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8",
+          "--html", "/"], "is a directory"),
+        # a vision model is named before the lengths it does not take, by the command given
+        (["compare", "h100-sxm", "a100-sxm-80gb", "--model", "resnet-50", "--batch", "64"],
+         "dse compare is of an LLM serving workload; resnet-50 is a vision model"),
+        (["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32",
+          "--model", "resnet-50", "--batch", "64"], "resnet-50 is a vision model"),
         # not a sweep: an LLM phase graph refuses a precision the GPU cannot serve, as serving does
         (["predict", "--model", "llama-3.1-8b", "--gpu", "v100-sxm2", "--phase", "decode", "--precision",
           "bf16"], "no bf16 tensor cores"),

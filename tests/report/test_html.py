@@ -188,3 +188,18 @@ def test_bottleneck_section_tabulates_bounds_and_draws_a_roofline(tmp_path: Path
 def test_no_bottleneck_view_without_breakdowns(tmp_path: Path) -> None:
     page = write_html_report(write_run(tmp_path, 100)).read_text(encoding="utf-8")
     assert '<section id="bottleneck">' in page and "roofline-plot" not in page
+
+
+def test_a_training_studys_report_says_what_it_trains_and_shows_each_metric_once(tmp_path: Path) -> None:
+    """A newcomer's findings: the training study's header read "serving llama-3.1-8b: mode: training ...
+    vllm engine; ? in / ? out", and the clock showed twice (effective_clock_hz and its _mhz twin)."""
+    from dse.search.runner import run_study
+
+    study = Path(__file__).resolve().parents[2] / "studies" / "training.yaml"
+    summary = run_study(study, out=tmp_path, n_points=4, executor="serial")
+    page = write_html_report(Path(summary.run_dir)).read_text(encoding="utf-8")
+    line = page.split('<p class="serving">', 1)[1].split("</p>", 1)[0]
+    assert line.startswith("training llama-3.1-8b: 8 GPUs") and "engine" not in line and "?" not in line
+    table = page[page.index('<table id="front-table">') :]
+    titles = [cell.rsplit(">", 1)[1] for cell in table[: table.index("</thead>")].split("</th>")[:-1]]
+    assert titles.count("effective clock (MHz)") == 1 and len(titles) == len(set(titles))

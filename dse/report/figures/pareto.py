@@ -190,9 +190,14 @@ def _metric_info(
     df: pd.DataFrame, candidates: np.ndarray, wanted: set[str]
 ) -> tuple[tuple[str, ...], dict[str, DisplayUnit], dict[str, float]]:
     """(metrics shown, their display units, metrics that are the same for every drawn point)."""
-    # Metrics no point has (text fields the runner logs as empty) are left out of hover and table.
+    # Metrics no point has (text fields the runner logs as empty) are left out of hover and table, and so is
+    # a `*_mhz` twin of a `*_hz` metric (both show in MHz) unless a study asks for it by name.
+    columns = metric_columns(df)
+    twins = {c for c in columns if c.endswith("_mhz") and c.removesuffix("_mhz") + "_hz" in columns}
     metrics = tuple(
-        m for m in metric_columns(df) if m in wanted or pd.to_numeric(df[m], errors="coerce").notna().any()
+        m
+        for m in columns
+        if m in wanted or (m not in twins and pd.to_numeric(df[m], errors="coerce").notna().any())
     )
     metric_units = {m: display_unit(m, df.loc[candidates, m].to_numpy(float)) for m in metrics}
     drawn = df.loc[df["plotted"]]
