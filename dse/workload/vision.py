@@ -54,7 +54,8 @@ backward (`dse.workload.backward`) reuses that count. SE blocks are a global poo
 the block), two small GEMMs, a sigmoid and a scale.
 
 Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet50` 25.6M, `resnet152`
-60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `mobilenet_v2` 3.50M, `efficientnet_b0`
+60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `vit_b_32` 88.2M, `vit_l_32` 306.5M,
+`mobilenet_v2` 3.50M, `efficientnet_b0`
 5.29M, `efficientnet_b4` 19.34M (torchvision model docs). `efficientnet-widese-b0/b4` are NVIDIA
 DeepLearningExamples' variants (ConvNets/efficientnet README): the SE squeeze is a quarter of the expanded
 (depthwise) width instead of the block's input width; their counts are not checked against a published one.
@@ -126,6 +127,8 @@ VISION_MODELS: dict[str, VisionModel] = {
         VisionModel(name="vit-s-16", family="vit", width=384, depth=12, heads=6),
         VisionModel(name="vit-b-16", family="vit", width=768, depth=12, heads=12),
         VisionModel(name="vit-l-16", family="vit", width=1024, depth=24, heads=16),
+        VisionModel(name="vit-b-32", family="vit", width=768, depth=12, heads=12, patch=32),
+        VisionModel(name="vit-l-32", family="vit", width=1024, depth=24, heads=16, patch=32),
         VisionModel(name="mobilenet-v2", family="mobilenet"),
         VisionModel(name="efficientnet-b0", family="efficientnet"),
         VisionModel(name="efficientnet-b4", family="efficientnet", width_mult=1.4, depth_mult=1.8),
@@ -143,6 +146,7 @@ _ALIASES = {
     "vit-small-patch16-224": "vit-s-16", "deit-small-patch16-224": "vit-s-16",
     "vit-base-patch16-224": "vit-b-16", "deit-base-patch16-224": "vit-b-16",
     "vit-large-patch16-224": "vit-l-16",
+    "vit-base-patch32-224": "vit-b-32", "vit-large-patch32-224": "vit-l-32",
 }  # fmt: skip
 # torchvision inverted-residual settings: MobileNet-V2 (expand t, out c, blocks n, stride s) and
 # EfficientNet-B0 (expand, kernel, stride, in, out, blocks) before width and depth scaling.

@@ -61,17 +61,18 @@ def test_timm_depthwise_networks_train_at_their_measured_rate() -> None:
 
 @needs_shared_data
 def test_timm_vits_run_as_autocast_runs_them() -> None:
-    """ViTs under AMP keep an fp32 residual stream (`dse.workload.vision`). timm's ViT-S/16 on an RTX 3090
-    (PyTorch 1.12: unfused attention): within 25% (67% fast with bf16-everywhere and fused attention). On
+    """ViTs under AMP keep an fp32 residual stream (`dse.workload.vision`). timm's ViT-S/16, ViT-B/32 and
+    ViT-L/32 on an RTX 3090 (PyTorch 1.12: unfused attention): within 10% each (ViT-S/16 was 67% fast with
+    bf16-everywhere and fused attention; the 32-px ViTs, added later, were fitted on nothing). On
     the RTX 4090 (timm on PyTorch 2.9, forecast GPU) ViTs and CNNs share one median bias within 5 points
     (16 points apart before: the ViT then ran ~15% faster than the CNNs' common error allowed)."""
     from dse.calibrate.validate.training import _mape_rows, validate_timm_inference, validate_timm_training
 
     train, _ = validate_timm_training()
     vit = train[train["source"] == "timm-rtx3090-vit"]
-    assert len(vit) == 4
+    assert len(vit) == 8 and set(vit["model"]) >= {"vit_base_patch32_224", "vit_large_patch32_224"}
     err = (vit["pred_images_per_s_per_gpu"] / vit["images_per_s_per_gpu"] - 1).abs()
-    assert (err < 0.25).all()
+    assert (err < 0.1).all()
     infer, _ = validate_timm_inference()
     bias = {r["source"]: r["bias"] for r in _mape_rows(infer, "images_per_s_per_gpu")}
     assert set(bias) == {"timm-rtx4090-infer-cnn", "timm-rtx4090-infer-vit"}
