@@ -165,7 +165,12 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
     dp = n // (tp * pp * cp)
     gbs = _int(row["global_batch_seqs"])
     mb = row["micro_batch_seqs"]
-    micro = _int(mb) if not pd.isna(mb) else max(1, gbs // (dp * _int(row["grad_accum_steps"])))
+    if not pd.isna(mb):
+        micro = _int(mb)
+    elif mode in ("sft", "lora") and pd.isna(row["grad_accum_steps"]):
+        micro = 1  # NeMo packs fine-tuning samples into sequences, and packed sequences take micro-batch 1
+    else:
+        micro = max(1, gbs // (dp * _int(row["grad_accum_steps"])))
     if pp > 1 and gbs // (micro * dp) < pp:
         micro = 1  # torchtitan's PP rows give the local batch: the schedule splits it into micro-batches of 1
     sharding = str(row["sharding"])
