@@ -158,6 +158,8 @@ def _check_html(path: Path | None) -> None:
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
+    if not parent.is_dir():
+        raise DseError(f"--html {path}: {parent} is a file, not a directory")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise DseError(f"--html {path}: cannot write there (permission denied)")
 

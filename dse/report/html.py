@@ -198,15 +198,31 @@ def _serving_line(run: RunData) -> str:
 
 
 def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str:
-    """What a training study trains: GPUs, batch, sequence (an LLM's) or image size, precision."""
+    """What a training study trains: GPUs, layout, sequence (an LLM's) or image size, batches, precision,
+    LoRA; a key the study searches says so instead of its default."""
     from dse.workload.vision import is_vision_model
 
     model = str(study.get("model", ""))
-    size = ("image_size", "px") if is_vision_model(model) else ("seq_len", "tokens")
-    parts = [f"{workload[key]} {unit}" for key, unit in (("num_gpus", "GPUs"), size) if key in workload]
-    batches = ("micro_batch", "global_batch")
-    parts += [f"{key.replace('_', ' ')} {workload[key]}" for key in batches if key in workload]
-    parts += [str(workload[key]) for key in ("precision", "objective") if key in workload]
+    space = study.get("space") or {}
+    searched = set(space) if isinstance(space, Mapping) else set()
+    searched |= {str(p.get("path")) for p in space.values() if isinstance(p, Mapping)} if searched else set()
+    size, unit = ("image_size", "px") if is_vision_model(model) else ("seq_len", "tokens")
+    labels = {
+        "num_gpus": "GPUs", "tp": "tp", "pp": "pp", size: unit, "micro_batch": "micro batch",
+        "global_batch": "global batch", "precision": "", "lora_rank": "LoRA rank", "objective": "",
+    }  # fmt: skip
+    parts = []
+    for key, label in labels.items():
+        value = workload.get(key)
+        default = {"tp": 1, "pp": 1, "lora_rank": 0, "objective": "pretrain"}.get(key)
+        if key in searched:
+            parts.append(f"{key.replace('_', ' ')} searched")
+        elif value is None or value == default:
+            continue
+        elif key in ("num_gpus", "seq_len", "image_size"):
+            parts.append(f"{value} {'GPU' if key == 'num_gpus' and value == 1 else label}")
+        else:
+            parts.append(f"{label} {value}".strip())
     return f"training {model}: {', '.join(parts)}"
 
 

@@ -14,8 +14,10 @@ when the first `k` requests have their first token to when all but `k + 1` reque
 same kind of event and a run in waves is measured over whole periods): the ramp-up, when the batch fills,
 and the drain, when it empties, are left out. `k` is the closed-loop concurrency, the running-sequence
 limit for offline runs, and a tenth of the requests for Poisson arrivals. If the window is empty (too few
-requests), or no request finishes inside it (a run in one wave: every request admitted before the first
-finishes, as when arrivals outpace the server and the KV cache holds them all), the whole run is used.
+requests), or is no steady state (fewer than STEADY_FINISH_SHARE as many requests finish inside it as get
+their first token: the running batch grows, as when arrivals outpace the server and the KV cache holds
+them, down to a run in one wave where none finishes), the whole run is used, as a benchmark reports an
+overloaded run.
 
     output_tokens_per_s         tokens emitted in the window / its duration
     requests_per_s              output_tokens_per_s / the requests' mean output tokens: the finish rate in a
@@ -39,6 +41,9 @@ import numpy as np
 from dse.serving.scheduler import SimResult
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
+# A steady window finishes about as many requests as it starts (0.94 or more in the closed loops and
+# sub-capacity request rates tried); a ramp of an overloaded open loop finishes a few percent of them.
+STEADY_FINISH_SHARE = 0.8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +72,9 @@ def steady_window(sim: SimResult, k: int) -> Window:
     if end_index >= 1:
         last = int(np.searchsorted(first, finish[end_index - 1], side="right")) - 1
         end = float(first[last]) if last >= 0 else -np.inf
-    if end > start and np.any((finish > start) & (finish <= end)):
+    started = np.count_nonzero((first > start) & (first <= end))
+    finished = np.count_nonzero((finish > start) & (finish <= end))
+    if end > start and finished > 0 and finished >= STEADY_FINISH_SHARE * started:
         return Window(start_s=start, end_s=end, whole_run=False)
     return Window(start_s=float(sim.step_start_s[0]), end_s=float(sim.step_end_s[-1]), whole_run=True)
 

@@ -6,7 +6,8 @@ Convolutions are implicit GEMMs (DESIGN.md section 3): `[N*P*Q, C*R*S] x [C*R*S,
 shared weight, so the GEMM estimator and its corrections price them. NOTE(dse): convolutions have no
 fitted corrections of their own yet (cuDNN's implicit-GEMM kernels pay for the im2col gather the GEMM
 model does not see). ReLU and residual adds are elementwise, pooling is a streaming copy of its output. ViT
-is a pre-LayerNorm encoder over `(image / 16)^2 + 1` tokens with a GELU MLP of 4d.
+is a pre-LayerNorm encoder over `(image / patch)^2 + 1` tokens (16-px patches, 32 for vit-b-32 and vit-l-32)
+with a GELU MLP of 4d.
 
 ViT under autocast (bf16/fp16 precision: PyTorch AMP, as torchvision's, timm's and Hugging Face's ViTs run
 in mixed precision) keeps an fp32 residual stream: concatenating the half-precision patch embeddings with the

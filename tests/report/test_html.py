@@ -200,6 +200,7 @@ def test_a_training_studys_report_says_what_it_trains_and_shows_each_metric_once
     page = write_html_report(Path(summary.run_dir)).read_text(encoding="utf-8")
     line = page.split('<p class="serving">', 1)[1].split("</p>", 1)[0]
     assert line.startswith("training llama-3.1-8b: 8 GPUs") and "engine" not in line and "?" not in line
+    assert "precision searched" in line and "bf16" not in line  # the study searches bf16 and fp8
     table = page[page.index('<table id="front-table">') :]
     titles = [cell.rsplit(">", 1)[1] for cell in table[: table.index("</thead>")].split("</th>")[:-1]]
     assert titles.count("effective clock (MHz)") == 1 and len(titles) == len(set(titles))

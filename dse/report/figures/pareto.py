@@ -191,9 +191,13 @@ def _metric_info(
 ) -> tuple[tuple[str, ...], dict[str, DisplayUnit], dict[str, float]]:
     """(metrics shown, their display units, metrics that are the same for every drawn point)."""
     # Metrics no point has (text fields the runner logs as empty) are left out of hover and table, and so is
-    # a `*_mhz` twin of a `*_hz` metric (both show in MHz) unless a study asks for it by name.
+    # one of a `*_hz` / `*_mhz` pair (both show in MHz): the `_mhz` one, unless the study asks for it by name.
     columns = metric_columns(df)
-    twins = {c for c in columns if c.endswith("_mhz") and c.removesuffix("_mhz") + "_hz" in columns}
+    twins = set()
+    for c in columns:
+        hz = c.removesuffix("_mhz") + "_hz"
+        if c.endswith("_mhz") and hz in columns:
+            twins.add(hz if c in wanted and hz not in wanted else c)
     metrics = tuple(
         m
         for m in columns
