@@ -113,6 +113,7 @@ waves now queue together. Close to the closed-loop simulation above (11.6%, 40.4
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -234,19 +235,14 @@ def silicon_frame(
         capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype, engine=backend)
         # the steady-state columns' running batch; the simulation admits by KV room itself
         max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
-        # step-time table over decode tokens and prompt tokens per step, up to the most a step holds: the
-        # token budget (a chunked step's prompt tokens fill what the decodes leave of it), or one whole
-        # prompt longer than the budget (`simulate_closed_loop` without chunking)
+        # step times over decode and prompt tokens per step, up to the most a step holds: the token budget
+        # (a chunked step's prompt tokens fill what the decodes leave), or one whole prompt longer than it
         chunked, budget = CHUNKED_PREFILL[backend], silicon_token_budget(backend, i, n)
         top = budget if chunked else max(budget, i)
-        row_key = (arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype)
-        table = step_time_table(row_key, max_decodes=n, input_tokens=i, context_len=context,
-                                max_prompt_tokens=top, predict_step=predict_step)  # fmt: skip
-        host_s = silicon_host_step_s(r)
-
-        def step_time(decodes: int, prompt_tokens: int, table: Any = table, host_s: float = host_s) -> float:
-            return table(decodes, prompt_tokens) + host_s
-
+        key = (arch.name, gpu.name, prec, engine.name, SILICON_SAMPLING, kv_dtype)
+        host_s = silicon_host_step_s(r)  # the engine's CPU time per step, in series with the GPU's
+        step_time = _with_host_time(step_time_table(key, max_decodes=n, input_tokens=i, context_len=context,
+                                    max_prompt_tokens=top, predict_step=predict_step), host_s)  # fmt: skip
         alone = simulate_closed_loop(
             step_time, concurrency=1, requests=1, input_tokens=i, output_tokens=o, max_running=1,
             token_budget=budget, chunked=chunked,
@@ -296,6 +292,15 @@ def silicon_frame(
             }
         )
     return pd.DataFrame(out)
+
+
+def _with_host_time(step_time: Callable[[int, int], float], host_s: float) -> Callable[[int, int], float]:
+    """A step-time function that adds the engine's host time to every step."""
+
+    def timed(decodes: int, prompt_tokens: int) -> float:
+        return step_time(decodes, prompt_tokens) + host_s
+
+    return timed
 
 
 def silicon_host_step_s(r: pd.Series) -> float:
