@@ -203,18 +203,19 @@ def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str
     from dse.workload.vision import is_vision_model
 
     model = str(study.get("model", ""))
-    space = study.get("space") or {}
-    searched = set(space) if isinstance(space, Mapping) else set()
-    searched |= {str(p.get("path")) for p in space.values() if isinstance(p, Mapping)} if searched else set()
+    space = study.get("space")
+    space = space if isinstance(space, Mapping) else {}
+    # a parameter's name, or the workload key it sets (`path:`)
+    searched = set(space) | {str(p["path"]) for p in space.values() if isinstance(p, Mapping) and "path" in p}
     size, unit = ("image_size", "px") if is_vision_model(model) else ("seq_len", "tokens")
     labels = {
         "num_gpus": "GPUs", "tp": "tp", "pp": "pp", size: unit, "micro_batch": "micro batch",
         "global_batch": "global batch", "precision": "", "lora_rank": "LoRA rank", "objective": "",
     }  # fmt: skip
+    defaults = {"tp": 1, "pp": 1, "lora_rank": 0, "objective": "pretrain"}  # left unsaid
     parts = []
     for key, label in labels.items():
-        value = workload.get(key)
-        default = {"tp": 1, "pp": 1, "lora_rank": 0, "objective": "pretrain"}.get(key)
+        value, default = workload.get(key), defaults.get(key)
         if key in searched:
             parts.append(f"{key.replace('_', ' ')} searched")
         elif value is None or value == default:

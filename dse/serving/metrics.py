@@ -72,10 +72,11 @@ def steady_window(sim: SimResult, k: int) -> Window:
     if end_index >= 1:
         last = int(np.searchsorted(first, finish[end_index - 1], side="right")) - 1
         end = float(first[last]) if last >= 0 else -np.inf
-    started = np.count_nonzero((first > start) & (first <= end))
-    finished = np.count_nonzero((finish > start) & (finish <= end))
-    if end > start and finished > 0 and finished >= STEADY_FINISH_SHARE * started:
-        return Window(start_s=start, end_s=end, whole_run=False)
+    if end > start:
+        started = np.count_nonzero((first > start) & (first <= end))
+        finished = np.count_nonzero((finish > start) & (finish <= end))
+        if finished > 0 and finished >= STEADY_FINISH_SHARE * started:  # a steady state, not a ramp
+            return Window(start_s=start, end_s=end, whole_run=False)
     return Window(start_s=float(sim.step_start_s[0]), end_s=float(sim.step_end_s[-1]), whole_run=True)
 
 
