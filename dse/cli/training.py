@@ -51,6 +51,14 @@ PackedSampleLenOpt = Annotated[
         "(NeMo's packed SFT; default 0: one sample per sequence).",
     ),
 ]
+EagerOpsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--eager-ops",
+        help="Training LLMs: RMSNorm, rotary embedding and SwiGLU as plain eager PyTorch runs them (no "
+        "torch.compile, no fused kernels: torchtitan without --compile, Hugging Face models).",
+    ),
+]
 NoTpOverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -130,6 +138,7 @@ class TrainingArgs:
     no_tp_comm_overlap: NoTpOverlapOpt = False
     lora_rank: LoraRankOpt = None
     packed_sample_len: PackedSampleLenOpt = None
+    eager_ops: EagerOpsOpt = False
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
     image_size: ImageSizeOpt = None
@@ -184,7 +193,7 @@ def run_training(
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
-        lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"],
+        lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"], eager_ops=opts["eager_ops"],
     )  # fmt: skip
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
@@ -205,6 +214,7 @@ def run_training(
             if 0 < request.packed_sample_len < request.seq_len
             else ""
         )
+        + (", eager elementwise ops" if request.eager_ops else "")
         + (
             ", attention eager"
             if request.attention == "eager"

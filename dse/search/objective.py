@@ -165,6 +165,7 @@ class EvalContext:
     attention_kernel: str = "fa2"
     lora_rank: int = 0
     packed_sample_len: int = 0
+    eager_ops: bool = False
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

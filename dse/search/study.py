@@ -295,6 +295,9 @@ class WorkloadConfig(_Strict):
     attention_kernel: Literal["fa2", "fa3", "triton"] = "fa2"  # LLMs (dse.training.step.ATTENTION_KERNELS)
     lora_rank: int = Field(default=0, ge=0)  # LLMs: 0 trains every weight, r > 0 rank-r LoRA adapters only
     packed_sample_len: int = Field(default=0, ge=0)  # LLMs: samples of L tokens packed per sequence (0: one)
+    eager_ops: bool = (
+        False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
+    )
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)

@@ -2,9 +2,9 @@
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
 The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `distributed_optimizer`,
-`tp_comm_overlap`, `lora_rank`, `packed_sample_len`, `micro_batch`, `global_batch` (default: micro x dp),
-`seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`, `attention_kernel` (LLMs),
-`memory_format` (vision) and `objective` (encoders) make the request; `gpu.*`
+`tp_comm_overlap`, `lora_rank`, `packed_sample_len`, `eager_ops`, `micro_batch`, `global_batch` (default:
+micro x dp), `seq_len`, `image_size`, `precision`, `recompute`, `optimizer`, `attention`,
+`attention_kernel` (LLMs), `memory_format` (vision) and `objective` (encoders) make the request; `gpu.*`
 paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
 """
 
@@ -36,6 +36,7 @@ TRAINING_KEYS: tuple[str, ...] = (
     "attention_kernel",
     "lora_rank",
     "packed_sample_len",
+    "eager_ops",
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
@@ -116,7 +117,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         optimizer=str(get("optimizer")), attention=str(get("attention")),
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
         attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),
-        packed_sample_len=int(get("packed_sample_len")),
+        packed_sample_len=int(get("packed_sample_len")), eager_ops=bool(get("eager_ops")),
     )  # fmt: skip
     check_model_options(str(get("model")), request)
     raw = predict_training(str(get("model")), gpu, request, point).metrics()

@@ -45,6 +45,7 @@ from typing import Any
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.types import OperatingPoint
+from dse.training.eager import eager_activation_bytes_per_layer, eager_graph
 from dse.training.lora import freeze_weights, with_adapters
 from dse.training.memory import (
     RESERVED_BYTES,
@@ -297,6 +298,8 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     if req.lora_rank:
         backward = freeze_weights(backward, forward)
     recompute = build_recompute_graph(forward, req.recompute)
+    if req.eager_ops:
+        forward, backward, recompute = (eager_graph(g) for g in (forward, backward, recompute))
     act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
     tokens = req.micro_batch * local_seq
     layers = rank.num_layers
@@ -354,6 +357,8 @@ def _memory(
     # (Korthikanti et al. 2022, section 4.2.3)
     interleave = 1.0 + (lay.pp - 1) / (lay.pp * lay.vp) if lay.vp > 1 else 1.0
     in_flight = min(lay.pp, req.num_microbatches) * interleave
+    if req.eager_ops and req.recompute == "none":  # recomputation re-runs them (dse.training.eager)
+        per_layer += eager_activation_bytes_per_layer(arch, tokens, act, lay.tp)
     activations = per_layer * layers * in_flight + tokens * rank.vocab_size * (act_b + 4.0)
     if req.recompute == "full":  # one layer's activations while it is recomputed
         activations += llm_activation_bytes_per_layer(

@@ -71,6 +71,11 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"packed_sample_len (--packed-sample-len): {model} is a vision model (samples packed into a "
             "token sequence are an LLM's)"
         )
+    if set_("eager_ops", False) and is_vision:
+        raise ConfigError(
+            f"eager_ops (--eager-ops): {model} is a vision model, whose graph is eager PyTorch's already "
+            "(its norms and activations are single ATen kernels)"
+        )
     if request.recompute == "selective" and is_vision:
         raise ConfigError(
             f"recompute (--recompute selective): {model} is a vision model, whose step recomputes all of its "

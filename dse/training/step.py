@@ -112,8 +112,8 @@ FA2_ON_HOPPER = 1.75
 # (llm-foundry: triton, DeepLearningExamples BERT: fa2); uncorrected (a GPU whose generation ships no
 # latency corrections: Volta, Ada) from the A100 rows and the 8 V100 BERT rows predicted with the
 # uncorrected kernel model. The NVIDIA recipe rows (Megatron-Bridge, NeMo) are held out.
-TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.363, "ampere": 1.123, "uncorrected": 1.283}
-TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.700, "ampere": 1.753, "uncorrected": 1.766}
+TRAINING_KERNEL_SCALE: dict[str, float] = {"hopper": 1.357, "ampere": 1.123, "uncorrected": 1.283}
+TRITON_ATTENTION_SCALE: dict[str, float] = {"hopper": 3.716, "ampere": 1.753, "uncorrected": 1.766}
 
 
 def ratio_class(gpu: GpuSpec) -> str:
@@ -200,6 +200,9 @@ class TrainingRequest:
     lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
     # LLMs: 0, one sample per sequence; L > 0, samples of L tokens packed in each sequence (dse.training.llm)
     packed_sample_len: int = 0
+    eager_ops: bool = (
+        False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
+    )
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
@@ -239,6 +242,8 @@ class TrainingRequest:
                 "packed_sample_len (--packed-sample-len) must be an integer >= 0, got "
                 f"{self.packed_sample_len!r}"
             )
+        if not isinstance(self.eager_ops, bool):
+            raise ConfigError(f"eager_ops (--eager-ops) must be true or false, got {self.eager_ops!r}")
         if self.lora_rank and self.layout.fsdp:
             raise ConfigError(
                 "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "
@@ -334,6 +339,7 @@ class TrainingEstimate:
             "distributed_optimizer": self.request.layout.distributed_optimizer,
             "lora_rank": self.request.lora_rank,
             "packed_sample_len": self.request.packed_sample_len,
+            "eager_ops": self.request.eager_ops,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,

@@ -55,6 +55,9 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int, int]] = {
     "bn_apply": (2.0, 0.0, 1, 1),
     "bn_bwd_reduce": (3.0, 0.0, 2, 0),
     "bn_bwd_apply": (4.0, 0.0, 2, 1),
+    # A row reduction (eager PyTorch's `mean` / `sum` over the last dimension, `dse.training.eager`): reads
+    # every element, writes one per row (negligible).
+    "reduce": (1.0, 0.0, 1, 0),
 }
 
 

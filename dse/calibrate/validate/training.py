@@ -195,11 +195,19 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
             objective="finetune" if mode.startswith("finetune") else "pretrain", layout=layout,
             lora_rank=LORA_RANK if mode == "lora" else 0,
             packed_sample_len=SQUAD_SAMPLE_TOKENS if mode in ("sft", "lora") else 0,
-            attention_kernel=_attention_kernel(row),
+            attention_kernel=_attention_kernel(row), eager_ops=_eager_ops(row),
         )  # fmt: skip
     except DseError as exc:
         return f"layout: {str(exc).split(':')[0]}"
     return model, str(row["gpu"]), req, OperatingPoint(power_cap_w=_GPUS[row["gpu"]][2])
+
+
+def _eager_ops(row: pd.Series) -> bool:
+    """torchtitan runs eager PyTorch unless a row says `torch.compile` (its tables compare the two: "FSDP"
+    against "FSDP + torch.compile"); the other sources' stacks fuse their norms (Megatron / Transformer
+    Engine) or have none to fuse (MPT and BERT: LayerNorm and GELU are single kernels in eager PyTorch)."""
+    text = f"{row['software']} {row['notes']}"
+    return str(row["source"]) == "torchtitan-benchmarks" and "compile" not in text
 
 
 def _source_label(row: pd.Series) -> str:

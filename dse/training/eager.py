@@ -1,0 +1,143 @@
+"""Eager PyTorch's elementwise kernels in an LLM training step (`TrainingRequest.eager_ops`, `--eager-ops`).
+
+    graph = eager_graph(forward)      # the fused RMSNorm, rotary and SwiGLU ops as eager PyTorch runs them
+
+The training graphs (`dse.training.llm`) run each normalization, rotary embedding and gated activation
+as one fused kernel: what Megatron / Transformer Engine, llm-foundry's and torchtitan's `torch.compile`
+runs give. Plain eager PyTorch (no `torch.compile`: torchtitan without `--compile`, Hugging Face models,
+Meta's reference code) runs them as the ATen ops they are written in, each a kernel reading and writing
+whole tensors, several of them in fp32. This rewrite replaces every such fused op (forward, backward and
+recomputed) by those kernels; N = the op's elements, R = its rows, a = the activation dtype:
+
+- RMSNorm, `x.float()`, `pow(2).mean(-1)`, `+ eps`, `rsqrt`, `x * rstd`, `.type_as(x)`, `* weight`
+  (HF `LlamaRMSNorm`; Meta's and torchtitan's `RMSNorm._norm`; ATen's composite `rms_norm` of PyTorch
+  2.4-2.7 upcasts the same way): forward cast a->fp32 (N), square (N, fp32), mean (a reduction over N),
+  eps and rsqrt (R each), scale by rstd (N, fp32), cast fp32->a (N), scale by the weight (N, a): 36
+  bytes per element in bf16 against the fused kernel's 4. Autograd's backward runs each op's gradient:
+  dy * weight and the weight's gradient (a product and a reduction over rows, a), the cast back to fp32,
+  g * rstd and the rstd gradient (a product and a reduction, fp32), the rsqrt and eps gradients (R), the
+  mean's gradient broadcast (N, fp32), the square's gradient 2 x g (N, two inputs, fp32), the sum of the
+  two paths into x (N, fp32) and the cast to a.
+- Rotary embedding (Meta's reference `apply_rotary_emb`, torchtitan: a complex product): cast a->fp32,
+  the product with the (broadcast) frequencies in fp32, cast back: 20 bytes per element in bf16, the same
+  as Hugging Face's `rotate_half` form in a (q cos, the negated half, the concatenation, x sin, the sum).
+  Backward the same three with the conjugate frequencies.
+- SwiGLU, `silu(gate) * up`: forward `silu` and the product (two kernels); backward dy x up, dy x
+  silu(gate) and `silu_backward` (three).
+
+LayerNorm and GELU (`nn.GELU`) are single ATen kernels in eager mode too and stay as they are; the
+cross-entropy is the same fp32 softmax pass. Activations the eager ops save for the backward
+(`eager_activation_bytes_per_layer`, without recomputation): each RMSNorm's fp32 upcast (4 bytes per
+element; its normalized output in a takes the place of the input a fused norm keeps) and SwiGLU's
+silu(gate) (the gate's elements in a); a fused kernel recomputes them. Selective recomputation (Megatron's
+attention core, torchtitan's per-op checkpointing, which re-runs these elementwise ops) and full
+recomputation keep none of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dse.workload.arch import LlmArch
+from dse.workload.graph import WorkloadGraph
+from dse.workload.ops import BYTES_PER_ELEMENT, Dtype, ElementwiseOp, NormOp, Op
+
+__all__ = ["eager_activation_bytes_per_layer", "eager_graph", "eager_ops"]
+
+# (suffix, kind, elements: "n" (N) or "r" (rows), dtype: "a" (activation) or "fp32", out dtype or None)
+_Step = tuple[str, str, str, str, str | None]
+_RMSNORM_FWD: tuple[_Step, ...] = (
+    ("upcast", "cast", "n", "a", "fp32"),
+    ("square", "scale", "n", "fp32", None),
+    ("mean", "reduce", "n", "fp32", None),
+    ("add_eps", "scale", "r", "fp32", None),
+    ("rsqrt", "scale", "r", "fp32", None),
+    ("mul_rstd", "scale", "n", "fp32", None),
+    ("downcast", "cast", "n", "fp32", "a"),
+    ("mul_weight", "scale", "n", "a", None),
+)
+_RMSNORM_BWD: tuple[_Step, ...] = (
+    ("mul_weight_dx", "scale", "n", "a", None),
+    ("mul_weight_dw", "mul", "n", "a", None),
+    ("mul_weight_dw_sum", "reduce", "n", "a", None),
+    ("downcast_grad", "cast", "n", "a", "fp32"),
+    ("mul_rstd_dx", "scale", "n", "fp32", None),
+    ("mul_rstd_drstd", "mul", "n", "fp32", None),
+    ("mul_rstd_drstd_sum", "reduce", "n", "fp32", None),
+    ("rsqrt_grad", "scale", "r", "fp32", None),
+    ("add_eps_grad", "scale", "r", "fp32", None),
+    ("mean_grad", "scale", "n", "fp32", None),
+    ("square_grad", "mul", "n", "fp32", None),
+    ("sum_paths", "add", "n", "fp32", None),
+    ("upcast_grad", "cast", "n", "fp32", "a"),
+)
+_ROTARY: tuple[_Step, ...] = (
+    ("upcast", "cast", "n", "a", "fp32"),
+    ("complex_mul", "scale", "n", "fp32", None),
+    ("downcast", "cast", "n", "fp32", "a"),
+)
+_SWIGLU_FWD: tuple[_Step, ...] = (("silu", "silu", "n", "a", None), ("mul", "mul", "n", "a", None))
+_SWIGLU_BWD: tuple[_Step, ...] = (
+    ("mul_dsilu", "mul", "n", "a", None),
+    ("mul_dup", "mul", "n", "a", None),
+    ("silu_backward", "silu_mul", "n", "a", None),
+)
+BWD_SUFFIX = "_bwd"
+
+
+def _expand(op: Op, steps: tuple[_Step, ...], elements: int, rows: int, count: int) -> list[Op]:
+    act: Dtype = op.dtype
+    out: list[Op] = []
+    fp32: Dtype = "fp32"
+    for suffix, kind, size, dtype, out_dtype in steps:
+        out.append(
+            ElementwiseOp(
+                name=f"{op.name}/eager_{suffix}", kind=kind, num_elements=elements if size == "n" else rows,
+                dtype=act if dtype == "a" else fp32,
+                out_dtype=None if out_dtype is None else act if out_dtype == "a" else fp32, count=count,
+            )
+        )  # fmt: skip
+    return out
+
+
+def eager_ops(op: Op) -> list[Op]:
+    """The eager kernels of one op of a training graph (module docstring), or [op] when it has none.
+
+    Backward ops are told by their `_bwd` name: a norm's gradient op is the forward op repeated twice
+    (`dse.workload.backward`), SwiGLU's covers both gradients (2N elements)."""
+    backward = op.name.endswith(BWD_SUFFIX)
+    if isinstance(op, NormOp) and op.kind == "rmsnorm":
+        n = op.rows * op.cols
+        if backward:
+            return _expand(op, _RMSNORM_BWD, n, op.rows, max(1, op.count // 2))
+        return _expand(op, _RMSNORM_FWD, n, op.rows, op.count)
+    if isinstance(op, ElementwiseOp) and op.kind == "rotary":
+        return _expand(op, _ROTARY, op.num_elements, 1, op.count)
+    if isinstance(op, ElementwiseOp) and op.kind == "silu_mul":
+        if backward:
+            return _expand(op, _SWIGLU_BWD, max(1, op.num_elements // 2), 1, op.count)
+        return _expand(op, _SWIGLU_FWD, op.num_elements, 1, op.count)
+    return [op]
+
+
+def eager_graph(graph: WorkloadGraph) -> WorkloadGraph:
+    """`graph` with every fused RMSNorm, rotary and SwiGLU op replaced by its eager kernels."""
+    ops = tuple(new for op in graph.ops for new in eager_ops(op))
+    return dataclasses.replace(graph, ops=ops)
+
+
+def eager_activation_bytes_per_layer(arch: LlmArch, tokens: int, act_dtype: Dtype, tp: int = 1) -> float:
+    """Bytes one layer's eager ops save for the backward beyond the fused kernels' (module docstring), per
+    tensor-parallel rank (norms on tokens / tp under sequence parallelism, the MLP width split tp ways)."""
+    act_b = BYTES_PER_ELEMENT[act_dtype]
+    per_token = 0.0
+    if arch.norm == "rmsnorm":
+        per_token += 2 * arch.hidden_size * 4.0  # two norms' fp32 upcasts
+    if arch.gated_mlp and arch.activation == "silu":
+        width = arch.intermediate_size
+        if arch.is_moe:  # the experts a token is routed to, and the shared ones
+            width = (
+                arch.num_experts_per_tok * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
+            )
+        per_token += width * act_b  # silu(gate)
+    return tokens * per_token / tp
