@@ -47,3 +47,23 @@ def format_validation_error(exc: object, source: str = "") -> str:
         where = ": ".join(p for p in (source, loc) if p)
         lines.append(f"{where}: {msg}" if where else msg)
     return "; ".join(lines)
+
+
+def did_you_mean(name: str, known: list[str], key: object = None) -> str:
+    """' (did you mean X or Y?)' for the known names closest to an unknown `name`, or '' when none is
+    close: names that start with it ('h100' -> h100-sxm, h100-pcie), else the longest one it starts with
+    ('llama-3.1-8b-instruct' -> llama-3.1-8b), else those `difflib` finds similar ('b300' -> b200). `key`
+    (a callable) normalizes names before comparing (case, separators); an organization prefix such as
+    'meta-llama/' is dropped."""
+    import difflib
+
+    norm = key if callable(key) else (lambda text: str(text).strip().lower())
+    wanted = norm(name.rsplit("/", 1)[-1])
+    by_key = {norm(k): k for k in known}
+    if not wanted:
+        return ""
+    close = [by_key[k] for k in by_key if k.startswith(wanted)][:3]
+    # a known name the input extends ('llama-3.1-8b-instruct' -> llama-3.1-8b), the longest one
+    close = close or sorted((by_key[k] for k in by_key if len(k) >= 4 and wanted.startswith(k)), key=len)[-1:]
+    close = close or [by_key[k] for k in difflib.get_close_matches(wanted, list(by_key), n=3, cutoff=0.75)]
+    return f" (did you mean {' or '.join(close)}?)" if close else ""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dse.errors import DseError
 
@@ -97,16 +98,35 @@ def friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DseError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True, emoji=False)
+            # escaped: a message quotes file names and values users wrote, and its own [brackets]
+            err_console.print(
+                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True, emoji=False
+            )
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
 
 
+# Counts the models carry as floats (metrics dicts are float-valued), written as JSON integers.
+COUNT_KEYS = frozenset({"num_gpus", "num_requests", "steps", "preemptions", "kv_capacity_tokens"})
+
+
+def _counts_as_ints(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {
+            k: int(v) if k in COUNT_KEYS and isinstance(v, float) and v.is_integer() else _counts_as_ints(v)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [_counts_as_ints(v) for v in obj]
+    return obj
+
+
 def print_json(obj: Any) -> None:
-    """Strict JSON on stdout: a NaN or infinity is a bug that fails loudly, never `NaN` in the output."""
+    """Strict JSON on stdout: a NaN or infinity is a bug that fails loudly, never `NaN` in the output;
+    counts (COUNT_KEYS) as integers."""
     try:
-        text = json.dumps(obj, indent=2, default=float, allow_nan=False)
+        text = json.dumps(_counts_as_ints(obj), indent=2, default=float, allow_nan=False)
     except ValueError as exc:  # exit 1: the run failed, the input was fine
         err_console.print(
             f"[bold red]internal error:[/] a non-finite number in the result ({exc}); please report it"

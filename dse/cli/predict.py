@@ -427,6 +427,12 @@ def whatif_cmd(
     _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
 
 
+def _workload_fields(est: Any) -> dict[str, Any]:
+    """What a side of `dse whatif --json` ran: the model, the request and (under load) the engine settings
+    `dse predict --json` reports, without its per-op breakdowns."""
+    return {k: v for k, v in est.to_dict().items() if k != "gpu" and not isinstance(v, dict)}
+
+
 def _show_whatif(
     base_gpu: Any, new_gpu: Any, runs: list[Any], costs: list[dict[str, Any]], as_json: bool
 ) -> None:
@@ -434,7 +440,7 @@ def _show_whatif(
 
     under_load = isinstance(runs[0], LoadEstimate)
     sides = [
-        {**g.summary(), **est.metrics(), **cost}
+        {**g.summary(), **_workload_fields(est), **est.metrics(), **cost}
         for g, est, cost in zip((base_gpu, new_gpu), runs, costs, strict=True)
     ]
     for side, est in zip(sides, runs, strict=True):  # what bounds each phase: a change's effect, explained
@@ -446,12 +452,23 @@ def _show_whatif(
     bandwidth = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"),)
     rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS) + LEDGER_ROWS[:3] + COST_ROWS
     label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
+    note = ""
     if under_load:
         title = load_title(runs[0])
+        base_e, new_e = (est.engine for est in runs)
+        if (base_e.max_num_seqs, base_e.max_batched_tokens) != (new_e.max_num_seqs, new_e.max_batched_tokens):
+            # the engine's defaults follow the GPU (vLLM's by device memory): say so, not credit the hardware
+            note = (
+                f"the changed GPU runs the {new_e.name} engine's defaults for it: max {new_e.max_num_seqs} "
+                f"seqs, {new_e.max_batched_tokens} tokens/step (--max-num-seqs / --max-batched-tokens set "
+                "them for both)"
+            )
     else:
         r = runs[0].request
         title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out"
     console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label), title=title))
+    if note:
+        console.print(note, highlight=False)
     for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):
         status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
         bound = bound_text(est.bound_by)

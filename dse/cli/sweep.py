@@ -233,10 +233,13 @@ def sweep_cmd(
     spec = gpu_from_options(gpu, None, None, None, sets)
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]
-    for axis in axes:
+    for axis in axes:  # a clock off the GPU's range fails every point alike: said once, up front
         if axis.path == "sm_clock_mhz":
-            operating_point(min(axis.values), None, {gpu: spec})
-            operating_point(max(axis.values), None, {gpu: spec})
+            for clock in (min(axis.values), max(axis.values)):
+                try:
+                    operating_point(clock, None, {gpu: spec})
+                except DseError as exc:
+                    raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
     rows = run_sweep(axes, ctx, base)
     paths = [a.path for a in axes]
     title = f"{ctx.model} on {spec.name}: {_workload_text(ctx, paths)}"

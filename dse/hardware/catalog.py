@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dse.config.yamlio import load_yaml, parse_yaml_value
-from dse.errors import ConfigError, format_validation_error
+from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
 from dse.units import normalize_unit_keys
@@ -76,7 +76,8 @@ def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
     name = _canonical(str(name_or_path))
     if name not in list_gpus():
         raise ConfigError(
-            f"unknown GPU '{_shorten(str(name_or_path))}'; known: {', '.join(list_gpus())} "
+            f"unknown GPU '{_shorten(str(name_or_path))}'"
+            f"{did_you_mean(str(name_or_path), list_gpus(), _canonical)}; known: {', '.join(list_gpus())} "
             "(or a path to a YAML file)"
         )
     return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml"

@@ -122,10 +122,28 @@ def apply_generic(gpu: GpuSpec, generic: tuple[tuple[str, Any], ...], source: st
     data = gpu.model_dump()
     for path, value in generic:
         _set_path(data, path, value)
+    si_paths = {path.rpartition(".")[0] + "." + si_key(path.rpartition(".")[2])[0] for path, _ in generic}
+    _follow_clock_range(data, si_paths)
     try:
         return GpuSpec.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, f"{source} with overrides")) from exc
+
+
+def _follow_clock_range(data: dict[str, Any], overridden: set[str]) -> None:
+    """A what-if of the SM clock range (`clocks.sm_clock_max_mhz=1500`) moves the clocks defined inside it
+    that the overrides leave alone, the tensor datasheet clock and the default boost, into the new range:
+    a GPU whose clock tops out at 1500 MHz quotes its peaks and boosts at 1500 MHz at most."""
+    clocks = data.get("clocks")
+    if not isinstance(clocks, dict):
+        return
+    lo, hi = clocks.get("sm_clock_min_hz"), clocks.get("sm_clock_max_hz")
+    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi):
+        return  # the spec's own check names a range that is no range
+    for key in ("sm_clock_tensor_spec_hz", "sm_clock_default_hz"):
+        value = clocks.get(key)
+        if f"clocks.{key}" not in overridden and isinstance(value, int | float):
+            clocks[key] = min(max(value, lo), hi)
 
 
 def _memory_system(gpu: GpuSpec, system: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:

@@ -190,12 +190,22 @@ def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = Non
     ]
 
 
+def _user_message(error: str) -> str:
+    """A point's recorded error ("ExcType: message", `evaluate_chunk`) as a user reads it: a DseError's
+    message alone (its class says nothing a user acts on), any other exception with its type."""
+    from dse.errors import DseError
+
+    names = {DseError.__name__, *(cls.__name__ for cls in DseError.__subclasses__())}
+    kind, sep, message = error.partition(": ")
+    return message if sep and kind in names else error
+
+
 def _row(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """A row: status "feasible", "infeasible" (the model says why) or "failed" (the point raised)."""
     metrics = {k: v for k, v in result["metrics"].items() if k not in ("feasible", "infeasible_reason")}
     row: dict[str, Any] = {"params": dict(params), "status": "failed", "feasible": False}
     if result["error"] is not None:
-        return row | {"reason": result["error"], "metrics": metrics}
+        return row | {"reason": _user_message(str(result["error"])), "metrics": metrics}
     if bool(result["metrics"].get("feasible", True)):
         return row | {"status": "feasible", "feasible": True, "reason": None, "metrics": metrics}
     reason = str(result["metrics"].get("infeasible_reason") or "infeasible")

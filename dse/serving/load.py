@@ -123,6 +123,15 @@ class LoadRequest:
                 _positive_int(name, getattr(self, name))
         if self.num_requests is not None:
             _at_most("num_requests", self.num_requests, self.dp, MAX_REQUESTS)
+        if (
+            self.concurrency is not None
+            and self.num_requests is not None
+            and self.num_requests < self.concurrency
+        ):
+            raise ConfigError(
+                f"num_requests {self.num_requests} (--num-requests) is below concurrency {self.concurrency}: "
+                "the closed loop would never have that many requests in flight"
+            )
         if self.length_dist not in LENGTH_DISTS:
             raise ConfigError(f"length_dist '{self.length_dist}' is not one of {', '.join(LENGTH_DISTS)}")
         if not (math.isfinite(self.length_sigma) and 0 < self.length_sigma <= 3):

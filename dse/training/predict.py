@@ -71,6 +71,12 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"packed_sample_len (--packed-sample-len): {model} is a vision model (samples packed into a "
             "token sequence are an LLM's)"
         )
+    if request.precision == "fp8" and is_vision and vision.load_vision_model(model).family != "vit":
+        raise ConfigError(
+            f"precision fp8 (--precision): {model} trains convolutions, and PyTorch (cuDNN) has no fp8 "
+            "convolution training; fp8 training recipes (Transformer Engine, torchao) cover Linear layers: "
+            "use bf16 or fp16"
+        )
     if set_("eager_ops", False) and is_vision:
         raise ConfigError(
             f"eager_ops (--eager-ops): {model} is a vision model, whose graph is eager PyTorch's already "

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dse.errors import ConfigError, format_validation_error
+from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload.llm import LlmArch
 
 _MISSING = object()
@@ -117,7 +117,9 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 
         raise ConfigError(
-            f"unknown model '{name_or_path}'; known LLMs: {', '.join(list_models())} (or a path to a "
+            f"unknown model '{name_or_path}'"
+            f"{did_you_mean(str(name_or_path), [*list_models(), *VISION_MODELS], _key)}; known LLMs: "
+            f"{', '.join(list_models())} (or a path to a "
             f"config.json); vision models: {', '.join(VISION_MODELS)} (`dse models` lists both)"
         )
     name = known

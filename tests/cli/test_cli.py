@@ -265,3 +265,15 @@ def test_validation_tables_show_unmeasured_metrics_as_a_dash() -> None:
     console.print(_frame_table(rows, "t", ("power_mape", "latency_mape")))
     text = console.export_text()
     assert "3.0%" in text and "nan" not in text and " - " in text
+
+
+def test_error_messages_are_printed_verbatim(tmp_path: Path) -> None:
+    """An error is plain text, never console markup: its own [brackets] and a user's file name with
+    brackets in it come through whole (they were eaten as markup tags)."""
+    folder = tmp_path / "[red]runs"
+    folder.mkdir()
+    bad = folder / "list.json"
+    bad.write_text('{"a": 1}', encoding="utf-8")
+    result = runner.invoke(app, ["predict", "--kernels", str(bad), "--gpu", "h100-sxm"])
+    assert result.exit_code == 2
+    assert f"{bad}: expected a non-empty JSON list of [descriptor, tags] entries" in result.stderr

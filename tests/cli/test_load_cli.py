@@ -136,3 +136,33 @@ def test_whatif_under_load_shows_the_mode() -> None:
     data = run_json(*args)
     assert data["mode"] == "concurrency"
     assert data["changed"]["tpot_s"] > data["baseline"]["tpot_s"]  # GDDR7 has less bandwidth than HBM3
+    # each side says what it ran, as `dse predict --json` does: the request and the engine's settings
+    predicted = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *args[4:])
+    for key in ("model", "concurrency", "num_requests", "engine", "max_num_seqs", "max_batched_tokens",
+                "host_step_s", "kv_capacity_tokens"):  # fmt: skip
+        assert data["baseline"][key] == predicted[key], key
+
+
+def test_json_counts_are_integers() -> None:
+    """Requests, steps, preemptions, GPUs and KV tokens are counts: JSON integers, not 640.0."""
+    data = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "64",
+                    "--output-tokens", "8", "--concurrency", "4", "--num-requests", "12")  # fmt: skip
+    for key in ("num_requests", "steps", "preemptions", "num_gpus", "kv_capacity_tokens"):
+        assert isinstance(data[key], int) and not isinstance(data[key], bool), key
+    assert data["num_requests"] == 12 and isinstance(data["ttft_s"], float)
+
+
+def test_whatif_says_when_the_engine_defaults_follow_the_gpu() -> None:
+    """vLLM's default batch limits depend on device memory (8192 tokens / 1024 sequences from 70 GiB, else
+    2048 / 256): a what-if that shrinks the memory says the engine settings changed with it."""
+    args = ["whatif", "h100-sxm", "--set", "memory.capacity_per_device_gib=8", "--concurrency", "8",
+            "--num-requests", "24", "--input-tokens", "256", "--output-tokens", "16"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "the changed GPU runs the vllm engine's defaults for it: max 256 seqs" in " ".join(
+        result.stdout.split()
+    )
+    data = run_json(*args)
+    assert (data["baseline"]["max_num_seqs"], data["changed"]["max_num_seqs"]) == (1024, 256)
+    same = runner.invoke(app, [*args, "--max-num-seqs", "256", "--max-batched-tokens", "2048"])
+    assert same.exit_code == 0 and "defaults for it" not in same.stdout

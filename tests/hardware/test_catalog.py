@@ -265,9 +265,11 @@ def test_override_clock_in_mhz_is_converted_to_hz() -> None:
     assert gpu.clocks.sm_clock_max_hz == pytest.approx(1.5e9)
 
 
-def test_override_clock_below_the_tensor_spec_clock_is_rejected() -> None:
+def test_override_tensor_spec_clock_above_the_maximum_is_rejected() -> None:
+    # H100 quotes tensor peaks at 1830 MHz: a lower ceiling alone moves that clock down with it
+    # (tests/hardware/test_overrides.py), a datasheet clock set above the ceiling is refused
     with pytest.raises(ConfigError, match="sm_clock_tensor_spec"):
-        load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500})  # H100 quotes tensor peaks at 1830 MHz
+        load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500, "clocks.sm_clock_tensor_spec_mhz": 1830})
 
 
 def test_override_energy_per_bit() -> None:

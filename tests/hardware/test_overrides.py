@@ -151,3 +151,15 @@ def test_memory_system_numbers_are_checked_before_the_memory_is_built(value: obj
     with pytest.raises(ConfigError, match="memory.bus_width_bits"):
         load_gpu("h100-sxm", {"gpu.memory.bus_width_bits": value})
     assert load_gpu("h100-sxm", {"gpu.memory.bus_width_bits": 5120.0}).memory.bus_width_bits == 5120
+
+
+def test_a_lower_clock_ceiling_moves_the_clocks_inside_it() -> None:
+    """`clocks.sm_clock_max_mhz=1500` alone is a whole what-if: the tensor datasheet clock and the default
+    boost (1830 / 1980 MHz on H100) follow it down; set explicitly they are checked, not moved."""
+    gpu = load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500})
+    assert gpu.clocks.sm_clock_max_hz == gpu.clocks.sm_clock_tensor_spec_hz == gpu.clocks.boost_clock_hz
+    assert gpu.clocks.sm_clock_max_hz == 1500 * MHZ
+    kept = load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500, "clocks.sm_clock_tensor_spec_mhz": 1400})
+    assert kept.clocks.sm_clock_tensor_spec_hz == 1400 * MHZ
+    with pytest.raises(ConfigError, match="sm_clock_tensor_spec must lie"):
+        load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500, "clocks.sm_clock_tensor_spec_mhz": 1700})

@@ -75,6 +75,7 @@ def test_failed_and_infeasible_points_do_not_abort() -> None:
     rows = run_sweep([parse_axis("gpu.memory.data_rate_gbit_per_s=5:9:2", CTX)], CTX)
     assert [r["status"] for r in rows] == ["feasible", "failed"]
     assert "outside" in rows[1]["reason"]
+    assert not rows[1]["reason"].startswith("ConfigError")  # the user's message, not the exception's class
     big = EvalContext(gpu="h100-sxm", model="llama-3.1-70b", batch=1, input_tokens=128, output_tokens=16)
     row = run_sweep([parse_axis("batch=1:2:1", big)], big)[0]
     assert row["status"] == "infeasible" and row["reason"]

@@ -58,7 +58,10 @@ def test_limits_of_one_simulation():
         dataclasses.replace(BASE, num_requests=MAX_REQUESTS + 1)
     # one simulation runs one replica: the limits are per replica, so an uneven split of a legal request
     # (its busier share simulated on every replica) stays legal
-    dataclasses.replace(BASE, concurrency=MAX_CONCURRENCY * 2 - 1, dp=2)
+    dataclasses.replace(BASE, concurrency=MAX_CONCURRENCY * 2 - 1, num_requests=MAX_CONCURRENCY * 2, dp=2)
+    # fewer requests than clients: the closed loop never reaches its concurrency
+    with pytest.raises(ConfigError, match="num_requests 3 .* is below concurrency 4"):
+        dataclasses.replace(BASE, num_requests=3)
     assert predict_load(ARCH, GPU, dataclasses.replace(BASE, concurrency=3, dp=2, num_requests=12)).feasible
 
 

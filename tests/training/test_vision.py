@@ -293,3 +293,16 @@ def test_nchw_layout_transposes_of_training_steps_take_about_what_our_h100_profi
         est = estimate_ops(ops, gpu, OperatingPoint(), coeffs)
         predicted_s += sum(e.latency_s * op.count for op, e in zip(ops, est, strict=True))
     assert predicted_s == pytest.approx(sum(measured_s.values()), rel=0.35)
+
+
+def test_fp8_training_is_refused_for_convolution_networks() -> None:
+    """PyTorch has no fp8 convolution training (cuDNN's fp8 convolutions are inference kernels); fp8
+    training recipes cover Linear layers, so a ViT takes it and a CNN is refused with the reason."""
+    from dse.errors import ConfigError
+    from dse.training.predict import check_model_options
+    from dse.training.step import TrainingRequest
+
+    fp8 = TrainingRequest(micro_batch=8, global_batch=8, precision="fp8")
+    with pytest.raises(ConfigError, match="resnet-50 trains convolutions"):
+        check_model_options("resnet-50", fp8)
+    check_model_options("vit-b-16", fp8)

@@ -15,7 +15,8 @@ Rows: all 83 (Qwen3-32B on h100_sxm, Llama-3.1-70B on h200_sxm; TP1, aggregated 
   benchmark clients ask for temperature 0 with ignore_eos), KV cache in fp8 when the GEMMs are fp8
   (`silicon_kv_dtype` gives the evidence), KV capacity by each engine's documented sizing rule
   (`kv_capacity_tokens`): vLLM 0.9 of the GPU minus weights and the activations of one 8192-token
-  chunk; TensorRT-LLM 0.9 of the memory left after those (free_gpu_memory_fraction); SGLang its
+  chunk; TensorRT-LLM 0.9 of the memory left after those (free_gpu_memory_fraction; 0.8 in the configs
+  aiconfigurator generates for its gap-analysis runs, `silicon_memory_fraction`); SGLang its
   automatic mem_fraction_static (0.836 on an 80 GiB GPU) minus the weights. For the KV-limited
   TensorRT-LLM Llama-3.1-70B rows Little's law on the rows' TTFT and TPOT gives ~49 running at 1024x8192
   and concurrency 64; the rule admits 45 (vLLM's rule: 40).
@@ -146,6 +147,11 @@ SILICON_OUTPUT_SPREAD = 0.2
 SILICON_LENGTH_SIGMA = round(SILICON_OUTPUT_SPREAD / 12**0.5, 3)
 # aiconfigurator's own gap-analysis runs (`silicon_data_source` prefix): fixed lengths (`silicon_lengths`).
 GAP_ANALYSIS_SOURCE = "source_file=aic-auto-gap-analysis/"
+# The KV-cache share of free memory in the TensorRT-LLM configs aiconfigurator generates for its runs
+# (`silicon_memory_fraction`): its generator templates' `kv_cache_config.free_gpu_memory_fraction` default,
+# 0.80 in every TensorRT-LLM version's `extra_engine_args.*.yaml.j2` (aiconfigurator 0.12.0 on PyPI,
+# `generator/config/backend_templates/trtllm/`, 1.0.0rc3's among them), against the engine's own 0.9.
+AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.80
 # Engines whose chunked prefill splits prompts over steps (TensorRT-LLM's is off by default).
 CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": False}
 
@@ -196,6 +202,15 @@ def silicon_lengths(row: pd.Series) -> dict[str, Any]:
     return {"length_dist": "lognormal", "length_sigma": SILICON_LENGTH_SIGMA}
 
 
+def silicon_memory_fraction(row: pd.Series) -> float | None:
+    """The KV-cache memory fraction of a row's run when it is not the engine's default (None): the
+    TensorRT-LLM runs of aiconfigurator's gap analysis take its generated configs'
+    AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION. It decides only KV-limited rows: the Qwen3-32B fp8 run at isl 2048,
+    osl 512 and concurrency 128 (~118 running instead of 128: TTFT 1.23 -> 3.60 s, measured 6.39 s)."""
+    gap = str(row.get("silicon_data_source", "")).startswith(GAP_ANALYSIS_SOURCE)
+    return AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION if gap and str(row["backend"]) == "trtllm" else None
+
+
 def silicon_token_budget(backend: str, input_tokens: int, concurrency: int) -> int:
     """Tokens per engine step (prompt + decode) of a silicon row's engine: CHUNK_TOKENS, and for
     TensorRT-LLM (chunked prefill off) at least one whole prompt beside the decodes of all clients.
@@ -232,7 +247,9 @@ def silicon_frame(
         kv_dtype = silicon_kv_dtype(backend, prec)
         n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
         context = min(round(i + OUTPUT_CONTEXT_FRAC * o), arch.max_position_embeddings - 1)
-        capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype, engine=backend)
+        capacity = kv_capacity_tokens(
+            arch, gpu, prec, kv_dtype, engine=backend, memory_frac=silicon_memory_fraction(r)
+        )
         # the steady-state columns' running batch; the simulation admits by KV room itself
         max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
         # step times over decode and prompt tokens per step, up to the most a step holds: the token budget
@@ -322,7 +339,8 @@ def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
     load = LoadRequest(
         mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
         precision=prec, kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
-        host_step_s=silicon_host_step_s(r), **silicon_lengths(r),
+        host_step_s=silicon_host_step_s(r), gpu_memory_utilization=silicon_memory_fraction(r),
+        **silicon_lengths(r),
     )  # fmt: skip
     if backend == "trtllm":  # the budget holds the longest prompt drawn beside every client's decode
         longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
@@ -354,6 +372,7 @@ def silicon_load_frame(
 
 
 __all__ = [
+    "AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "CHUNKED_PREFILL",
     "SILICON_GPUS",
     "SILICON_LENGTH_SIGMA",
@@ -366,6 +385,7 @@ __all__ = [
     "silicon_host_step_s",
     "silicon_kv_dtype",
     "silicon_lengths",
+    "silicon_memory_fraction",
     "silicon_load_frame",
     "silicon_load_request",
     "silicon_token_budget",

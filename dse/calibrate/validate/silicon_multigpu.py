@@ -58,6 +58,7 @@ from dse.calibrate.validate.silicon import (
     silicon_host_step_s,
     silicon_kv_dtype,
     silicon_lengths,
+    silicon_memory_fraction,
     silicon_token_budget,
 )
 from dse.errors import DseError
@@ -117,7 +118,8 @@ def multigpu_load_request(row: pd.Series) -> tuple[str, str, LoadRequest]:
         mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
         precision=prec, kv_dtype=silicon_kv_dtype(backend, "fp8" if prec == "fp8" else "bf16"),
         engine=backend, sampling=SILICON_SAMPLING, tp=_size(row, "tp_size"), ep=ep,
-        dp=_size(row, "attention_dp_size"), host_step_s=silicon_host_step_s(row), **silicon_lengths(row),
+        dp=_size(row, "attention_dp_size"), host_step_s=silicon_host_step_s(row),
+        gpu_memory_utilization=silicon_memory_fraction(row), **silicon_lengths(row),
     )  # fmt: skip
     if backend == "trtllm":
         longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())

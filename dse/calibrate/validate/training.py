@@ -279,7 +279,7 @@ def validate_llm_training(
                 row_arch(model), _gpu(gpu), req, point, coeffs=coeffs, train_coeffs=train_coeffs
             )
         except DseError as exc:
-            skipped[f"model error: {str(exc)[:40]}"] += 1
+            skipped[f"model error: {str(exc)}"] += 1
             continue
         m = est.metrics()
         out.append(

@@ -101,7 +101,7 @@ def validate_zeus_power() -> tuple[pd.DataFrame, Counter[str]]:
         try:
             m = predict_training(model, _zeus_gpu(str(row["gpu"])), req, point).metrics()
         except DseError as exc:
-            skipped[f"model error: {str(exc)[:40]}"] += 1
+            skipped[f"model error: {str(exc)}"] += 1
             continue
         out.append(
             {

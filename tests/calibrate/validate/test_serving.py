@@ -29,6 +29,7 @@ from dse.calibrate.validate.serving import (
     validate_serving,
 )
 from dse.calibrate.validate.silicon import (
+    AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION,
     GAP_ANALYSIS_SOURCE,
     SILICON_LENGTH_SIGMA,
     SILICON_OUTPUT_SPREAD,
@@ -348,10 +349,14 @@ def test_silicon_load_mapping_is_the_benchmark():
         assert (load.engine, load.precision, load.kv_dtype) == (backend, prec, kv_dtype)
         assert load.sampling == SILICON_SAMPLING
         assert (load.input_tokens, load.output_tokens) == (int(r["isl"]), int(r["osl"]))
-        if str(r["silicon_data_source"]).startswith(GAP_ANALYSIS_SOURCE):  # fixed-length synthetic prompts
+        gap = str(r["silicon_data_source"]).startswith(GAP_ANALYSIS_SOURCE)
+        if gap:  # fixed-length synthetic prompts
             assert load.length_dist == "fixed"
         else:
             assert (load.length_dist, load.length_sigma) == ("lognormal", SILICON_LENGTH_SIGMA)
+        # aiconfigurator's generated TensorRT-LLM configs give the KV cache 0.8 of the free memory
+        expected_frac = AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION if gap and backend == "trtllm" else None
+        assert load.gpu_memory_utilization == expected_frac
         if backend == "trtllm":  # one whole prompt, the longest drawn, fits beside every client's decode
             inp, _out = draw_lengths(load, SILICON_WAVES * c, cached_arch(model).max_position_embeddings)
             assert load.max_batched_tokens >= int(inp.max()) + c
