@@ -260,6 +260,8 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
         return
     table = Table("metric", *(str(r["params"]["gpu"]) for r in rows), title=title)
     for key, label, scale, fmt in COMPARE_METRICS:
+        if all(r["metrics"].get(key) is None for r in rows):
+            continue  # a metric the mode does not give (peak power under load): no row of dashes
         table.add_row(label, *(_cell(r, key, scale, fmt) for r in rows))
     table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
     console.print(table)

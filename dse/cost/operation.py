@@ -131,7 +131,8 @@ def operation_outputs(
         usd_h, fraction = options.gpu_usd_per_hour, None
     else:
         usd_h = build.gpu_price_usd / _hours(facts) + energy_usd_h
-        fraction = energy_usd_h / usd_h if usd_h > 0 else 0.0
+        # None when nothing runs (an infeasible point has no power): no share to speak of, not 0%
+        fraction = energy_usd_h / usd_h if usd_h > 0 and load.avg_power_w > 0 else None
     usd_per_s = usd_h * load.num_gpus / 3600.0
     input_cost = None
     if load.input_tokens and load.prefill_s is not None:

@@ -174,3 +174,13 @@ def test_a_sweep_names_what_it_lacks(args: list[str], needle: str) -> None:
     """It asked for --model when --model was given (a vision model, or only the lengths missing)."""
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and needle in result.stderr, result.output
+
+
+def test_compare_shows_only_the_metrics_its_mode_gives() -> None:
+    """A static batch has a peak kernel power; a load simulation does not, and gets no row of dashes."""
+    base = ["compare", "h100-sxm", "a100-sxm-80gb", "--model", "llama-3.1-8b", "--input-tokens", "64",
+            "--output-tokens", "8"]  # fmt: skip
+    static = runner.invoke(app, [*base, "--batch", "4"])
+    load = runner.invoke(app, [*base, "--concurrency", "4", "--num-requests", "8"])
+    assert static.exit_code == 0 and load.exit_code == 0, static.output + load.output
+    assert "peak power" in static.stdout and "peak power" not in load.stdout

@@ -203,3 +203,10 @@ def test_every_fact_has_a_source_and_a_tag() -> None:
     for path, fact in load_cost_facts().entries.items():
         assert fact.tag in ("V", "R", "E", "D"), path
         assert fact.source and fact.unit and fact.date, path
+
+
+def test_a_point_that_does_not_run_has_no_energy_share() -> None:
+    """An infeasible point draws no power: its energy share of cost is unknown (None), not 0%."""
+    idle = Throughput.from_metrics({"avg_power_w": None, "output_tokens_per_s": None,
+                                    "energy_per_output_token_j": None, "num_gpus": 1})  # fmt: skip
+    assert cost_outputs(load_gpu("h100-sxm"), idle)["energy_cost_fraction"] is None
