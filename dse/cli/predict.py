@@ -178,6 +178,17 @@ def _no_serving_flags_in_training(
 VISION_FLAGS = ("--image-size", "--memory-format")
 
 
+def _check_serving_flags(model: str | None, vision: bool, launch: str | None) -> None:
+    """Flags a serving prediction (--input-tokens / --output-tokens) cannot take."""
+    if vision:
+        raise DseError(f"--input-tokens / --output-tokens: {model} is a vision model (serving is for LLMs)")
+    if launch is not None:
+        raise DseError(
+            "--launch: a serving prediction's host time is the engine's (--engine, --host-step-us under "
+            "load); --launch applies to --kernels and --phase graphs"
+        )
+
+
 def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> None:
     """Training options given without --training (but the `allowed` ones) would be ignored: an error."""
     given = [flag for flag in train.given() if flag not in allowed]
@@ -242,9 +253,8 @@ def predict_cmd(
     vision = model is not None and is_vision_model(model)
     # a vision model's forward pass takes its image size and layout from the training flags of that name
     _no_training_flags(train, VISION_FLAGS if vision else ())
-    if vision and (input_tokens is not None or output_tokens is not None):
-        raise DseError(f"--input-tokens / --output-tokens: {model} is a vision model (serving is for LLMs)")
     if input_tokens is not None or output_tokens is not None:
+        _check_serving_flags(model, vision, launch)
         costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}

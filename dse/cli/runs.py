@@ -33,6 +33,7 @@ def run_cmd(
 ) -> None:
     """Explore a study's design space in parallel; ends with the Pareto front and the report's path."""
     from dse.search import run_study
+    from dse.search.interrupts import interrupts_ignored
 
     if study is None and resume is None:
         raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
@@ -48,10 +49,12 @@ def run_cmd(
             progress=console,
             fresh=fresh,
         )
-    _show_run(summary)
-    if not no_report:
-        _write_report(summary.run_dir, None, None)
-    if summary.stop_reason.startswith("interrupted"):
+    interrupted = summary.stop_reason.startswith("interrupted")
+    with interrupts_ignored():  # a Ctrl-C now would cut the summary or the report
+        _show_run(summary)
+        if not no_report:
+            _write_report(summary.run_dir, None, None)
+    if interrupted:
         raise typer.Exit(130)  # what ran is logged and in the report; --resume continues exactly
     if summary.n_feasible == 0:
         err_console.print(

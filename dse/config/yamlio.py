@@ -168,7 +168,8 @@ def _check_nesting(text: str, source: str) -> None:
 def decode_yaml_bytes(data: bytes, source: str) -> str:
     """UTF-8 text of a YAML file (a BOM is allowed); ConfigError for oversized or non-UTF-8 input."""
     if len(data) > MAX_YAML_BYTES:
-        raise ConfigError(f"{source}: {len(data)} bytes; a YAML input may be at most {MAX_YAML_BYTES}")
+        # the file is read to one byte past the limit: its size is only known to be over it
+        raise ConfigError(f"{source}: more than {MAX_YAML_BYTES} bytes; a YAML input may be at most that")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

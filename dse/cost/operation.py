@@ -71,16 +71,27 @@ class CostOptions:
         overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
         facts = load_cost_facts(self.scenario, overrides)
         _check_operation(facts)
+        _check_prices(self)
         return facts
 
 
 def _check_operation(facts: CostFacts) -> None:
-    if not facts.value("operation.lifetime_years") > 0:
-        raise ConfigError("--lifetime-years must be > 0")
+    # upper bounds far past any real value: past them a price is a typo and its products overflow
+    if not 0 < facts.value("operation.lifetime_years") <= 100:
+        raise ConfigError("--lifetime-years must be in (0, 100]")
     if not 0 < facts.value("operation.utilization") <= 1:
         raise ConfigError("--utilization must be in (0, 1]")
-    if not facts.value("operation.pue") >= 1:
-        raise ConfigError("--pue must be >= 1 (facility power over IT power)")
+    if not 1 <= facts.value("operation.pue") <= 10:
+        raise ConfigError("--pue must be in [1, 10] (facility power over IT power)")
+    if not 0 <= facts.value("operation.electricity_usd_per_kwh") <= 1e3:
+        raise ConfigError("--electricity-usd-per-kwh must be in [0, 1000]")
+
+
+def _check_prices(options: CostOptions) -> None:
+    if options.gpu_usd_per_hour is not None and not 0 <= options.gpu_usd_per_hour <= 1e6:
+        raise ConfigError("--gpu-usd-per-hour must be in [0, 1e6]")
+    if options.gpu_price_usd is not None and not 0 <= options.gpu_price_usd <= 1e10:
+        raise ConfigError("--gpu-price-usd must be in [0, 1e10]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,10 +115,20 @@ class MemorySpec(_Frozen):
 
 
 class PowerSpec(_Frozen):
-    tdp_w: float = Field(gt=0, description="default power limit (board power)")
+    tdp_w: float = Field(gt=0, le=1e5, description="default power limit (board power)")
     power_cap_min_w: float | None = Field(default=None, gt=0)
     idle_power_w: DvfsTable = Field(description="board power with no work, against SM clock")
     core_v: DvfsTable = Field(description="SM supply voltage against SM clock")
+
+    @model_validator(mode="after")
+    def _check(self) -> PowerSpec:
+        if max(self.idle_power_w.value) >= self.tdp_w:
+            raise ValueError(
+                f"idle_power_w reaches {max(self.idle_power_w.value):g} W, not below tdp_w {self.tdp_w:g}"
+            )
+        if not all(0.3 <= v <= 2.0 for v in self.core_v.value):
+            raise ValueError("core_v values must be SM supply voltages, 0.3-2.0 V")
+        return self
 
 
 Topology = Literal["nvswitch", "ring", "pcie"]

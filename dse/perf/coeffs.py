@@ -104,6 +104,23 @@ def coeffs_to_dict(cs: CoeffSet) -> dict[str, Any]:
     }
 
 
+# The range of each correction a coefficient file may hold (fits land well inside: lambdas 0-3, eps_s under
+# 0.1 ms, derates 1-2): outside it a prediction would be negative, infinite or absurd.
+_COEFF_BOUNDS: dict[str, tuple[float, float]] = {
+    "lambda_pro": (0.0, 1e3), "lambda_main": (1e-6, 1e3), "lambda_epi": (0.0, 1e3), "eps_s": (0.0, 1.0),
+    "math_derate": (1.0, 1e3), "load_derate": (1.0, 1e3),
+}  # fmt: skip
+
+
+def _checked(field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{field} must be a number, got {value!r}")
+    lo, hi = _COEFF_BOUNDS[field]
+    if not lo <= float(value) <= hi:
+        raise ValueError(f"{field} {value!r} is outside [{lo:g}, {hi:g}]")
+    return float(value)
+
+
 def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
     """Parse the JSON layout of the module docstring; unknown group fields are errors."""
     where = f"{source}: " if source else ""
@@ -116,8 +133,10 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
         unknown = set(g) - set(_COEFF_FIELDS) - {"num_samples", "mape_train", "provenance"}
         if unknown:
             raise ConfigError(f"{where}group {name!r}: unknown fields {sorted(unknown)}")
+        if not isinstance(g, dict):
+            raise ConfigError(f"{where}group {name!r}: expected an object of coefficient fields")
         try:
-            groups[name] = PhaseCoeffs(**{f: float(g[f]) for f in _COEFF_FIELDS if f in g})
+            groups[name] = PhaseCoeffs(**{f: _checked(f, g[f]) for f in _COEFF_FIELDS if f in g})
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}group {name!r}: {exc}") from exc
         infos[name] = GroupInfo(
@@ -145,14 +164,9 @@ def save_coeffs(cs: CoeffSet, path: str | Path) -> None:
 
 
 def load_coeffs(path: str | Path) -> CoeffSet:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"coefficient file '{p}' does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{p}: not valid JSON: {exc}") from exc
-    return coeffs_from_dict(data, str(p))
+    from dse.config.jsonio import read_json_file
+
+    return coeffs_from_dict(read_json_file(path, "coefficient file", expect=dict), str(path))
 
 
 def load_default_coeffs(gpu: GpuSpec | str) -> CoeffSet:
@@ -268,12 +282,9 @@ def write_power_coeffs(coeffs: PowerCoeffs, path: str | Path) -> None:
 
 
 def load_power_coeffs_file(path: str | Path) -> PowerCoeffs:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read power coefficients ({exc})") from exc
-    return PowerCoeffs.from_dict(data, str(path))
+    from dse.config.jsonio import read_json_file
+
+    return PowerCoeffs.from_dict(read_json_file(path, "power coefficient file", expect=dict), str(path))
 
 
 def _data_dir() -> Any:
@@ -473,10 +484,9 @@ def write_collective_coeffs(coeffs: CollectiveCoeffs, path: str | Path) -> None:
 def load_collective_coeffs(name: str) -> CollectiveCoeffs:
     """A shipped collective set by architecture (`hopper`, `blackwell`) or a path to a JSON file."""
     if name.endswith(".json") or Path(name).is_file():
-        try:
-            data = json.loads(Path(name).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{name}: cannot read collective coefficients ({exc})") from exc
+        from dse.config.jsonio import read_json_file
+
+        data = read_json_file(name, "collective coefficient file", expect=dict)
         return CollectiveCoeffs.from_dict(data, name)
     f = _data_dir().joinpath(f"collectives_{name}.json")
     if not f.is_file():

@@ -9,6 +9,7 @@ reason the run stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -478,9 +479,16 @@ def write_html_report(
     run = load_run(run_dir)
     page = build_report_html(run, color_by=color_by, breakdown_fn=breakdown_fn, objectives=objectives)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise ConfigError(f"report {path}: is a directory; give a file name such as {path / REPORT_FILE}")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only directory, a full disk: no half-written page left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ConfigError(f"report {path}: cannot write ({exc.strerror or exc})") from None
     logger.info("wrote %s (%.1f MB)", path, path.stat().st_size / 1e6)
     return path

@@ -86,6 +86,8 @@ def open_report_server(run_dir: str | Path, port: int = DEFAULT_PORT) -> tuple[T
     Returns the server (not yet serving: call `serve_forever`) and the report's URL. Port 0 picks a free
     port.
     """
+    if not 0 <= port <= 65535:
+        raise DseError(f"--port {port}: a TCP port is 0-65535 (0: any free port)")
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise DseError(f"{run_dir}: not a run directory")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -97,6 +98,9 @@ class SerialExecutor(Executor):
 
 
 def _worker_init() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the run and the pool, a worker's
+    # KeyboardInterrupt would only print a traceback (dse.search.interrupts).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # One numerical thread per worker process: the workers already fill the cores.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")

@@ -24,7 +24,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import numpy as np
 
 from dse.errors import ConfigError, RunFailed
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
+from dse.search.interrupts import ignore_interrupts
 from dse.search.objective import Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
 from dse.search.progress import ProgressCallback, ProgressState, RichProgress
@@ -130,6 +131,7 @@ class _Run:
         self.evaluator = evaluator
         self.progress = progress
         self.address = address
+        self.restore_signals: Callable[[], None] = lambda: None  # set when a Ctrl-C stops the run
         self.space = cfg.search_space()
         self.directions = cfg.directions
         self.metric_names = list(cfg.objectives)
@@ -375,7 +377,8 @@ class _Run:
                 self._report()
         except KeyboardInterrupt:
             return "interrupted (Ctrl-C); resume with --resume"
-        finally:
+        finally:  # stopping: no Ctrl-C cuts the shutdown or the summary (dse.search.interrupts)
+            self.restore_signals = ignore_interrupts()
             sampler.close()
             if self.executor is not None:
                 self.executor.close()
@@ -502,19 +505,17 @@ def run_study(
     progress: ProgressCallback | Any | None = None,
     fresh: bool = False,
 ) -> RunSummary:
-    """Run (or continue) a study and return its summary; results land in `<out>/<study>/<run-id>/`.
+    """Run (or continue) a study and return its summary (a Ctrl-C stops it, the next ones are ignored until
+    it returns: `dse.search.interrupts`); results land in `<out>/<study>/<run-id>/`.
 
     Args:
-        study: a study file, or a StudyConfig.
-        resume: a run directory to continue (its study.resolved.yaml is used; `study` may be left out).
+        study: a study file, or a StudyConfig; resume: a run directory to continue (its resolved study).
         n_points, executor, seed, workers, time_budget_s: override the study's `search:` values (CLI flags).
-        out: results root (default `results`). A rerun of the same study (same space, sampler, seed...)
-            continues its newest run directory there unless `fresh`.
+        out: results root (default `results`); a rerun of the same study continues its newest run there.
         address: a Ray cluster address (implies the ray executor); RAY_ADDRESS works too.
         evaluator: the per-point function (module-level, picklable); default `evaluate_point`.
         progress: a callable taking ProgressState, or a rich Console (a progress bar is drawn on it).
-        fresh: always start a new run directory.
-
+        fresh: always start a new run directory (not continue one).
     Raises:
         ConfigError: a bad study file (file:line: field: message) or bad arguments.
         SearchError: the search cannot run (executor failure, damaged log).
@@ -559,6 +560,8 @@ def run_study(
             f"cannot write the run's tables in {run_dir} ({exc.strerror or exc}); its points are in "
             f"{POINTS_FILE}: fix it and run `dse run --resume {run_dir}`"
         ) from None
+    finally:
+        run.restore_signals()
 
 
 def _progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | None, RichProgress | None]:

@@ -189,7 +189,7 @@ class QmcSamplerConfig(_Strict):
 
 class Nsga2SamplerConfig(_Strict):
     kind: Literal["nsga2"]
-    population: int = Field(default=64, ge=2)
+    population: int = Field(default=64, ge=2, strict=True)
     mutation_prob: float | None = Field(default=None, ge=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
     swapping_prob: float = Field(default=0.5, ge=0, le=1)
@@ -199,8 +199,8 @@ class Nsga3SamplerConfig(_Strict):
     """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
 
     kind: Literal["nsga3"]
-    population: int = Field(default=64, ge=2)
-    dividing_parameter: int = Field(default=3, ge=1)
+    population: int = Field(default=64, ge=2, strict=True)
+    dividing_parameter: int = Field(default=3, ge=1, strict=True)
     mutation_prob: float | None = Field(default=None, ge=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
     swapping_prob: float = Field(default=0.5, ge=0, le=1)
@@ -210,7 +210,7 @@ class TpeSamplerConfig(_Strict):
     """TPE: sample-efficient but ~40 ms/point of bookkeeping; use for budgets under ~1000 points."""
 
     kind: Literal["tpe"]
-    n_startup_trials: int = Field(default=10, ge=1)
+    n_startup_trials: int = Field(default=10, ge=1, strict=True)
     multivariate: bool = False
     constant_liar: bool = True
 
@@ -234,15 +234,22 @@ class SearchConfig(_Strict):
     sampler: Annotated[SamplerConfig, BeforeValidator(_sampler_shorthand)] = Field(
         default_factory=lambda: Nsga2SamplerConfig(kind="nsga2")
     )
-    n_points: int = Field(default=1000, ge=1, le=10**9, description="budget: distinct evaluated points")
+    # strict: `true` is not a count (pydantic would read it as 1)
+    n_points: int = Field(
+        default=1000, ge=1, le=10**9, strict=True, description="budget: distinct evaluated points"
+    )
     time_budget_s: float | None = Field(default=None, gt=0)
-    patience: int | None = Field(default=None, ge=1, description="batches without hypervolume gain")
+    patience: int | None = Field(
+        default=None, ge=1, strict=True, description="batches without hypervolume gain"
+    )
     min_improvement: float = Field(default=1e-6, ge=0, description="relative hypervolume gain that counts")
-    batch_size: int | None = Field(default=None, ge=1)
-    chunk_size: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1, strict=True)
+    chunk_size: int | None = Field(default=None, ge=1, strict=True)
     executor: ExecutorKind = "ray"
-    workers: int | None = Field(default=None, ge=1, le=4096)
-    seed: int = Field(default=0, ge=0, lt=2**32, description="the sampler's seed (numpy takes 32 bits)")
+    workers: int | None = Field(default=None, ge=1, le=4096, strict=True)
+    seed: int = Field(
+        default=0, ge=0, lt=2**32, strict=True, description="the sampler's seed (numpy takes 32 bits)"
+    )
 
     @property
     def effective_batch_size(self) -> int:
@@ -323,7 +330,7 @@ class CostConfig(_Strict):
 class StudyConfig(_Strict):
     """A whole study, with its space resolved (inlined) and every default filled in."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)  # a directory name
     description: str = ""
     model: str = "llama-3.1-8b"
     gpu: str = "h100-sxm"
@@ -431,7 +438,12 @@ def unused_workload_keys(cfg: StudyConfig) -> tuple[str, ...]:
 def resolved_yaml(cfg: StudyConfig) -> str:
     """study.resolved.yaml text: a valid study file that reproduces the run."""
     header = "# Fully resolved study written by dse.search (space inlined, defaults filled in).\n"
-    return header + yaml.safe_dump(resolved_dict(cfg), sort_keys=False, default_flow_style=None, width=110)
+    text = yaml.safe_dump(
+        resolved_dict(cfg), sort_keys=False, default_flow_style=None, width=110, allow_unicode=True
+    )
+    return (
+        header + text
+    )  # allow_unicode: "ünï" stays readable, not "\\xFCn\\xEF" (the report shows this text)
 
 
 def study_hash(cfg: StudyConfig, evaluator_name: str = "") -> str:

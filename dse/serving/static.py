@@ -70,6 +70,10 @@ from dse.workload.llm import (
 from dse.workload.ops import AttentionOp
 from dse.workload.sharding import Parallelism, check_parallelism, shard_arch, shard_graph, weight_arch
 
+# A batch or a length past this is a typo (studies refuse what does not fit 64 bits; 2^31 keeps every
+# product of them finite and far from float rounding).
+MAX_REQUEST_INT = 2**31 - 1
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingRequest:
@@ -92,8 +96,8 @@ class ServingRequest:
     def __post_init__(self) -> None:
         for name in ("batch", "input_tokens", "output_tokens"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_REQUEST_INT:
+                raise ConfigError(f"{name} must be an integer in [1, {MAX_REQUEST_INT}], got {value!r}")
         check_engine_options(engine=self.engine, sampling=self.sampling, kv_dtype=self.kv_dtype)
         self.parallelism  # noqa: B018 (validates tp, pp, ep, dp)
 

@@ -64,7 +64,7 @@ class LlmArch(BaseModel):
     model_type: str = Field(description="HF model_type the config was read as (llama, gpt2, bert ...)")
     family: Literal["decoder", "encoder"]
     hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=10_000)  # the deepest model is ~200 layers; a bound keeps lists small
     num_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)

@@ -198,14 +198,11 @@ def load_kernel_list(path: str | Path) -> WorkloadGraph:
         ConfigError: missing file, invalid JSON, a top level that is not a non-empty list, or an entry of
             unknown kind, with missing/unknown keys or invalid values.
     """
+    from dse.config.jsonio import read_json_file
+
     path = Path(path)
-    try:
-        entries = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the kernel list ({exc.strerror or exc})") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(entries, list) or not entries:
+    entries = read_json_file(path, "kernel list", expect=list)
+    if not entries:
         raise ConfigError(f"{path}: expected a non-empty JSON list of [descriptor, tags] entries")
 
     stem = path.stem

@@ -59,6 +59,11 @@ def _models_dir() -> Any:
     return resources.files("dse.workload").joinpath("data/models")
 
 
+# The largest integer a config field may hold (2^31 - 1, as Hugging Face's configs are read by C++ and
+# CUDA code): a dimension past it is a typo or a hostile file, not a model.
+MAX_CONFIG_INT = 2**31 - 1
+
+
 def _key(name: str) -> str:
     """Lookup key: case, separators and dots do not matter ("Llama_3.1-8B" == "llama-3.1-8b")."""
     return re.sub(r"[\s._/-]", "", name.lower())
@@ -108,10 +113,10 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     if looks_like_path:
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
-            raise ConfigError(f"model config file '{path}' does not exist")
+        from dse.config.jsonio import read_json_file
+
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-        return _read_json(path, str(path)), str(path), name
+        return read_json_file(path, "model config", expect=dict), str(path), name
     known = _catalog_index().get(_key(str(name_or_path)))
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
@@ -146,8 +151,11 @@ class _Fields:
 
     def int(self, key: str, default: Any = _MISSING, *aliases: str) -> int:
         value = self._get(key, default, aliases)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{self.source}: field '{key}' must be a positive integer, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > MAX_CONFIG_INT:
+            raise ConfigError(
+                f"{self.source}: field '{key}' must be a positive integer up to {MAX_CONFIG_INT}, "
+                f"got {value!r}"
+            )
         return value
 
     def float(self, key: str, default: Any = _MISSING) -> float:

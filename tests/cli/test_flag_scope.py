@@ -140,6 +140,11 @@ def test_a_vit_takes_its_attention_from_attention(training):
         ),
         (["--model", "vit-b-16", "--training", "--micro-batch", "4", "--coeffs", "x.json"], "--coeffs"),
         (["--model", "llama-3.1-8b", "--training", "--micro-batch", "1", "--launch", "eager"], "--launch"),
+        # a serving prediction's host time is its engine's: --launch was silently ignored there
+        (
+            ["--model", "llama-3.1-8b", "--input-tokens", "8", "--output-tokens", "8", "--launch", "foo"],
+            "--launch",
+        ),
         (["--model", "vit-b-16", "--gpu", "v100-sxm2", "--batch", "4", "--precision", "bf16"], "--precision"),
         (
             ["--model", "resnet-50", "--gpu", "a100-sxm-80gb", "--batch", "4", "--precision", "fp8"],

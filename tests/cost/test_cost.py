@@ -210,3 +210,15 @@ def test_a_point_that_does_not_run_has_no_energy_share() -> None:
     idle = Throughput.from_metrics({"avg_power_w": None, "output_tokens_per_s": None,
                                     "energy_per_output_token_j": None, "num_gpus": 1})  # fmt: skip
     assert cost_outputs(load_gpu("h100-sxm"), idle)["energy_cost_fraction"] is None
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [({"electricity_usd_per_kwh": 1e308}, "--electricity-usd-per-kwh"), ({"gpu_usd_per_hour": 1e308},
+     "--gpu-usd-per-hour"), ({"gpu_price_usd": 1e308}, "--gpu-price-usd"), ({"pue": 1e9}, "--pue"),
+     ({"lifetime_years": 1e9}, "--lifetime-years")],
+)  # fmt: skip
+def test_absurd_prices_are_refused_not_overflowed(options: dict, flag: str) -> None:
+    """1e308 $/kWh gave 'internal error: a non-finite number' (exit 1): a range error names the flag."""
+    with pytest.raises(ConfigError, match=flag):
+        cost_outputs(load_gpu("h100-sxm"), LOAD, CostOptions(**options))

@@ -163,3 +163,13 @@ def test_a_lower_clock_ceiling_moves_the_clocks_inside_it() -> None:
     assert kept.clocks.sm_clock_tensor_spec_hz == 1400 * MHZ
     with pytest.raises(ConfigError, match="sm_clock_tensor_spec must lie"):
         load_gpu("h100-sxm", {"clocks.sm_clock_max_mhz": 1500, "clocks.sm_clock_tensor_spec_mhz": 1700})
+
+
+def test_power_tables_must_be_physical() -> None:
+    """A TDP at or below the idle power (H100 idles at 120 W at its top clocks), or a TDP of 1e300 W, is
+    refused; a GPU file with such tables ran 'feasible' at 7 MW."""
+    with pytest.raises(ConfigError, match="not below tdp_w 50"):
+        load_gpu("h100-sxm", {"power.tdp_w": 50})
+    with pytest.raises(ConfigError, match="tdp_w"):
+        load_gpu("h100-sxm", {"power.tdp_w": 1e300})
+    assert load_gpu("h100-sxm", {"power.tdp_w": 400}).power.tdp_w == 400

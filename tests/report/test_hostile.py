@@ -74,3 +74,18 @@ def test_the_header_says_how_the_study_served(tmp_path: Path) -> None:
     assert "mode: request_rate (Poisson arrivals), request_rate_per_s 4.0" in line
     assert "sglang engine" in line and "512 in / 64 out (exponential)" in line
     assert "SLO: ttft_p90_s &lt;= 0.5" in line and "avg_power_w" not in line
+
+
+def test_an_unwritable_report_path_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    """A directory, or a path under a file, as the report: one ConfigError (exit 2), no `*.tmp` left (it was a
+    traceback and a 5 MB `/tmp.tmp`)."""
+    from dse.errors import ConfigError
+
+    run_dir = write_run(tmp_path / "runs", 40, breakdowns=False)
+    with pytest.raises(ConfigError, match="is a directory"):
+        write_html_report(run_dir, out=tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot write"):
+        write_html_report(run_dir, out=blocker / "report.html")
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.parent.glob(f"{tmp_path.name}.tmp"))

@@ -63,6 +63,12 @@ def test_serve_report_prints_url_without_a_display(small_run: Path, monkeypatch:
     assert opened == []  # no display: the URL is only announced
 
 
+@pytest.mark.parametrize("port", [-1, 65536, 70000])
+def test_a_port_off_the_tcp_range_is_a_readable_error(small_run: Path, port: int) -> None:
+    with pytest.raises(DseError, match=f"--port {port}: a TCP port is 0-65535"):  # was an OverflowError
+        open_report_server(small_run, port=port)
+
+
 def test_busy_port_is_a_readable_error(small_run: Path) -> None:
     server, _ = open_report_server(small_run, port=0)
     try:

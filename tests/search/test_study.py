@@ -211,6 +211,18 @@ MALFORMED = [
         ["search.n_points", "greater than or equal to 1"],
     ),
     (
+        "boolean-budget",  # pydantic's lax mode read `true` as 1
+        GOOD.replace("n_points: 100", "n_points: true"),
+        12,
+        ["search.n_points", "valid integer"],
+    ),
+    (
+        "long-name",  # the name is a directory: past the file system's 255 bytes it was an OSError traceback
+        GOOD.replace("name: good", "name: " + "a" * 300),
+        1,
+        ["name", "at most 100 characters"],
+    ),
+    (
         "missing-objectives",
         GOOD.replace("objectives:\n  e2e_latency_s: minimize\n  energy_per_output_token_j: minimize\n", ""),
         1,
@@ -329,3 +341,11 @@ def test_cli_style_overrides_are_validated(tmp_path: Path) -> None:
         cfg.with_overrides(executor="dask")
     with pytest.raises(ConfigError, match="--n-points 0"):
         cfg.with_overrides(n_points=0)
+
+
+def test_resolved_study_keeps_unicode_readable(tmp_path) -> None:  # noqa: ANN001
+    """The report shows study.resolved.yaml: 'ünï 🚀' stays itself, not '\\xFCn\\xEF \\U0001F680'."""
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD + "description: ünï 🚀\n", encoding="utf-8")
+    text = resolved_yaml(load_study(path).config)
+    assert "ünï 🚀" in text and "\\x" not in text

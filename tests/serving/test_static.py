@@ -319,3 +319,13 @@ def test_a_volta_gpu_serves_no_bf16_based_precision(precision: str) -> None:
     assert predict_serving(arch, v100, dataclasses.replace(static, precision="fp16")).tpot_s > 0
     if precision == "fp8":
         assert predict_serving(arch, load_gpu("a100-sxm-80gb"), static).tpot_s > 0
+
+
+@pytest.mark.parametrize("field", ["batch", "input_tokens", "output_tokens"])
+def test_request_sizes_are_bounded(field: str) -> None:
+    """A 23-digit batch was accepted (a 2e30-byte KV cache, 'infeasible', exit 0): past 2^31 - 1 a typo."""
+    from dse.serving.static import MAX_REQUEST_INT
+
+    base = {"batch": 1, "input_tokens": 8, "output_tokens": 8}
+    with pytest.raises(ConfigError, match=f"{field} must be an integer in"):
+        ServingRequest(**{**base, field: MAX_REQUEST_INT + 1})

@@ -420,8 +420,10 @@ def load_calibration(path: str | Path) -> tuple[CoeffSet, PowerCoeffs | None, di
 
     Plain `dse.coeffs/1` files (the shipped sets) load too, with no power and empty info.
     """
+    from dse.config.jsonio import read_json_file
+
     cs = load_coeffs(path)
-    data = json.loads(Path(path).read_text())
+    data = read_json_file(path, "coefficient file", expect=dict)
     raw = data.get("power")
     power = None if raw is None else PowerCoeffs.from_dict(raw, f"{path}: power")
     info = data.get("calibration") or {}

@@ -1,0 +1,59 @@
+"""JSON files users give (`--coeffs`, `--kernels`, a model's config.json, calibration samples), read safely.
+
+    data = read_json_file(path, "coefficient file", expect=dict)
+
+One ConfigError naming the file for each way such a file can be hostile or wrong, never a traceback or a
+hang: a missing file or a directory, more than MAX_JSON_BYTES (a device such as /dev/zero is read no
+further), text that is not UTF-8, invalid JSON, nesting deeper than Python's parser recursion allows, NaN or
+Infinity (not JSON; Python's parser takes them), and a top level of the wrong kind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dse.errors import ConfigError
+
+__all__ = ["MAX_JSON_BYTES", "read_json_file"]
+
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a kernel list or sample file is at most a few MiB
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -> Any:
+    """The parsed content of the JSON file at `path`; `what` names it in messages ("coefficient file");
+    `expect` (dict or list) is the top level's required type."""
+    path = Path(path)
+    label = f"{what} {str(path)[:200]}"
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_JSON_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"{label} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{label} is a directory, not a JSON file") from None
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise ConfigError(f"{label}: more than {MAX_JSON_BYTES} bytes; not a {what}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{label}: not valid JSON ({exc})") from None
+    except ValueError as exc:  # NaN / Infinity
+        raise ConfigError(f"{label}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: nested too deeply to be a {what}") from None
+    if expect is not None and not isinstance(value, expect):
+        kind = "object" if expect is dict else "list" if expect is list else expect.__name__
+        raise ConfigError(f"{label}: expected a JSON {kind} at the top level, got {type(value).__name__}")
+    return value
