@@ -273,7 +273,7 @@ def test_error_messages_are_printed_verbatim(tmp_path: Path) -> None:
     folder = tmp_path / "[red]runs"
     folder.mkdir()
     bad = folder / "list.json"
-    bad.write_text('{"a": 1}', encoding="utf-8")
+    bad.write_text("[]", encoding="utf-8")
     result = runner.invoke(app, ["predict", "--kernels", str(bad), "--gpu", "h100-sxm"])
     assert result.exit_code == 2
     assert f"{bad}: expected a non-empty JSON list of [descriptor, tags] entries" in result.stderr

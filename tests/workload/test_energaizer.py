@@ -212,7 +212,11 @@ def test_bad_entry_names_file_index_and_entry(tmp_path: Path, bad_entry: object,
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("{}", "non-empty JSON list"), ("[]", "non-empty JSON list"), ("[1, ", "not valid JSON")],
+    [
+        ("{}", "expected a JSON list at the top level"),
+        ("[]", "non-empty JSON list"),
+        ("[1, ", "not valid JSON"),
+    ],
 )
 def test_bad_file_raises_config_error(tmp_path: Path, text: str, needle: str) -> None:
     path = tmp_path / "bad.json"
@@ -222,7 +226,7 @@ def test_bad_file_raises_config_error(tmp_path: Path, text: str, needle: str) ->
 
 
 def test_missing_file_raises_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="does not exist"):
         load_kernel_list(tmp_path / "nope.json")
 
 
