@@ -522,13 +522,8 @@ def run_study(
     """
     if address is not None and executor is None:
         executor = "ray"
-    overrides = {
-        "n_points": n_points,
-        "executor": executor,
-        "seed": seed,
-        "workers": workers,
-        "time_budget_s": time_budget_s,
-    }
+    overrides: dict[str, Any] = {"n_points": n_points, "executor": executor, "seed": seed, "workers": workers}
+    overrides["time_budget_s"] = time_budget_s
     cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -543,7 +538,11 @@ def run_study(
     try:
         with _quiet_optuna():
             reason = run.run(log)
-    except OSError as exc:  # the log could not be appended: what it holds stays valid
+    except BaseException as exc:
+        run.restore_signals()  # no summary follows: Ctrl-C works again
+        if not isinstance(exc, OSError):
+            raise
+        # the log could not be appended: what it holds stays valid
         raise RunFailed(
             f"cannot write to {run_dir} ({exc.strerror or exc}); the {len(log.records)} points logged so "
             f"far are kept: fix it and continue with `dse run --resume {run_dir}`"

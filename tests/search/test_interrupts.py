@@ -67,3 +67,27 @@ def test_a_stopped_run_writes_its_summary_and_restores_ctrl_c(tmp_path: Path) ->
     assert summary.stop_reason.startswith("interrupted")
     assert (summary.run_dir / "summary.json").is_file() and summary.n_points >= 2
     assert signal.getsignal(signal.SIGINT) == before  # Ctrl-C works again once the run has returned
+
+
+def test_a_run_that_fails_gives_ctrl_c_back(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A run stopped by an error (here the log cannot be appended) has no summary to protect: Ctrl-C is
+    restored before the error propagates (library callers would otherwise be left unable to interrupt)."""
+    import pytest
+
+    from dse.errors import RunFailed
+    from dse.search import rundir
+
+    def full_disk(self, records) -> None:  # noqa: ANN001
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rundir.PointLog, "append", full_disk)
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: full\nspace: {x: {values: [0.0, 0.5]}}\nobjectives: {f1: minimize, f2: minimize}\n"
+        "search: {sampler: grid, n_points: 2, executor: serial}\n",
+        encoding="utf-8",
+    )
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(RunFailed, match="No space left"):
+        run_study(path, out=tmp_path, evaluator=schaffer)
+    assert signal.getsignal(signal.SIGINT) == before
