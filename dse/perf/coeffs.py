@@ -116,7 +116,7 @@ def _checked(field: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{field} must be a number, got {value!r}")
     lo, hi = _COEFF_BOUNDS[field]
-    if not lo <= float(value) <= hi:
+    if not lo <= value <= hi:  # compared before float(): a 400-digit integer would overflow it
         raise ValueError(f"{field} {value!r} is outside [{lo:g}, {hi:g}]")
     return float(value)
 
@@ -129,12 +129,15 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
             f"{where}not a dse coefficient file (schema {data.get('schema')!r}, expected {SCHEMA})"
         )
     groups, infos = {}, {}
-    for name, g in data.get("groups", {}).items():
+    raw_groups = data.get("groups", {})
+    if not isinstance(raw_groups, dict):
+        raise ConfigError(f"{where}groups: expected an object of kernel groups")
+    for name, g in raw_groups.items():
+        if not isinstance(g, dict):
+            raise ConfigError(f"{where}group {name!r}: expected an object of coefficient fields")
         unknown = set(g) - set(_COEFF_FIELDS) - {"num_samples", "mape_train", "provenance"}
         if unknown:
             raise ConfigError(f"{where}group {name!r}: unknown fields {sorted(unknown)}")
-        if not isinstance(g, dict):
-            raise ConfigError(f"{where}group {name!r}: expected an object of coefficient fields")
         try:
             groups[name] = PhaseCoeffs(**{f: _checked(f, g[f]) for f in _COEFF_FIELDS if f in g})
         except (TypeError, ValueError) as exc:

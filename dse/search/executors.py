@@ -67,6 +67,11 @@ class Executor:
     def close(self) -> None:
         """Release workers."""
 
+    def abort(self) -> None:
+        """Stop at once (a Ctrl-C): the chunks in flight are dropped, not waited for (they are not in the
+        log; `--resume` evaluates them again)."""
+        self.close()
+
     def __enter__(self) -> Executor:
         return self
 
@@ -193,6 +198,15 @@ class ProcessExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def abort(self) -> None:
+        # workers ignore Ctrl-C (`_worker_init`): a chunk of slow points would hold the stop for minutes
+        if self._pool is not None:
+            processes = getattr(self._pool, "_processes", None) or {}
+            for proc in list(processes.values()):
+                with contextlib.suppress(OSError, AttributeError):
+                    proc.terminate()
+        self.close()
 
 
 # A loopback port nothing listens on (discard): an HTTP proxy there fails at once, on this machine.

@@ -6,7 +6,8 @@ manager thread alive) or in the summary (exit 130 with no summary or report), an
 run's summary lost it too. From the moment the search loop ends, stopped or done, SIGINT and SIGTERM are
 ignored (`ignore_interrupts`) until `dse.search.runner.run_study` returns, and `dse run` writes its report
 inside `interrupts_ignored` (seconds, either of them). Pool workers ignore SIGINT from their start
-(`dse.search.executors`): the parent stops them.
+(`dse.search.executors`): on the first interrupt the parent terminates them (`Executor.abort`) rather than
+wait for their chunks, which `--resume` evaluates again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def ignore_interrupts() -> Callable[[], None]:
 
     def restore() -> None:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # None: a handler installed from C, which Python cannot put back
+                signal.signal(sig, handler)
 
     return restore
 

@@ -103,3 +103,15 @@ class RichProgress:
         )
         if state.done and self._entered:
             self.__exit__(None, None, None)
+
+
+def progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | None, RichProgress | None]:
+    """`run_study`'s `progress` as (callback, the bar the run owns and closes): None or False for none, a
+    callable as is, a rich Console (or True: rich's default one) for a progress bar drawn on it."""
+    if progress is None or progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    console = None if progress is True else progress
+    bar = RichProgress(console, description=name)
+    return bar, bar

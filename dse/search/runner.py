@@ -36,7 +36,7 @@ from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics,
 from dse.search.interrupts import ignore_interrupts
 from dse.search.objective import Evaluator, evaluate_point, finite
 from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
-from dse.search.progress import ProgressCallback, ProgressState, RichProgress
+from dse.search.progress import ProgressCallback, ProgressState, progress_callback
 from dse.search.rundir import (
     ENV_FILE,
     POINTS_FILE,
@@ -117,6 +117,10 @@ def evaluator_name(evaluator: Evaluator) -> str:
 # --- the driver ------------------------------------------------------------------------------------------
 
 
+def _keep_signals() -> None:
+    """Nothing to restore: the search loop has not ended."""
+
+
 class _Run:
     def __init__(
         self,
@@ -131,7 +135,7 @@ class _Run:
         self.evaluator = evaluator
         self.progress = progress
         self.address = address
-        self.restore_signals: Callable[[], None] = lambda: None  # set when a Ctrl-C stops the run
+        self.restore_signals: Callable[[], None] = _keep_signals  # set when the search loop ends
         self.space = cfg.search_space()
         self.directions = cfg.directions
         self.metric_names = list(cfg.objectives)
@@ -376,9 +380,13 @@ class _Run:
                     self._note_hv()
                 self._report()
         except KeyboardInterrupt:
+            self.restore_signals = ignore_interrupts()  # a second Ctrl-C cuts nothing (dse.search.interrupts)
+            if self.executor is not None:
+                self.executor.abort()  # the chunks in flight are not logged: --resume redoes them
             return "interrupted (Ctrl-C); resume with --resume"
-        finally:  # stopping: no Ctrl-C cuts the shutdown or the summary (dse.search.interrupts)
-            self.restore_signals = ignore_interrupts()
+        finally:  # stopping or done: no Ctrl-C cuts the shutdown or the summary
+            if self.restore_signals is _keep_signals:
+                self.restore_signals = ignore_interrupts()
             sampler.close()
             if self.executor is not None:
                 self.executor.close()
@@ -533,7 +541,7 @@ def run_study(
     except OSError as exc:
         raise ConfigError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
-    callback, owned = _progress_callback(progress, cfg.name)
+    callback, owned = progress_callback(progress, cfg.name)
     run = _Run(cfg, run_dir, evaluator, callback, address)
     try:
         with _quiet_optuna():
@@ -561,16 +569,6 @@ def run_study(
         ) from None
     finally:
         run.restore_signals()
-
-
-def _progress_callback(progress: Any, name: str) -> tuple[ProgressCallback | None, RichProgress | None]:
-    if progress is None or progress is False:
-        return None, None
-    if callable(progress):
-        return progress, None
-    console = None if progress is True else progress  # a rich Console, or True for rich's default one
-    bar = RichProgress(console, description=name)
-    return bar, bar
 
 
 class _quiet_optuna:  # noqa: N801 - a context manager used like a function

@@ -303,7 +303,8 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
     tokens = req.micro_batch * local_seq
     layers = rank.num_layers
-    memory = _memory(arch, rank, req, tokens, adapters)
+    eager_bytes = eager_activation_bytes_per_layer(forward, rank.num_layers) if req.eager_ops else 0.0
+    memory = _memory(arch, rank, req, tokens, adapters, eager_bytes)
     passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
     moe_layers = len(rank.moe_layers) if lay.ep > 1 else 0
     parts = StepParts(
@@ -341,7 +342,7 @@ def _params_per_rank(arch: LlmArch, lay: Any) -> float:
 
 
 def _memory(
-    arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int, adapters: float = 0.0
+    arch: LlmArch, rank: LlmArch, req: TrainingRequest, tokens: int, adapters: float = 0.0, eager: float = 0.0
 ) -> MemoryEstimate:
     """Model states and activations of one rank (capacity left 0); under LoRA the frozen weights alone,
     in the GEMM dtype's storage (no master copy), and the `adapters` with gradients and optimizer states."""
@@ -357,8 +358,8 @@ def _memory(
     # (Korthikanti et al. 2022, section 4.2.3)
     interleave = 1.0 + (lay.pp - 1) / (lay.pp * lay.vp) if lay.vp > 1 else 1.0
     in_flight = min(lay.pp, req.num_microbatches) * interleave
-    if req.eager_ops and req.recompute == "none":  # recomputation re-runs them (dse.training.eager)
-        per_layer += eager_activation_bytes_per_layer(arch, tokens, act, lay.tp)
+    if req.recompute == "none":  # `eager` bytes per layer: recomputation re-runs them (dse.training.eager)
+        per_layer += eager
     activations = per_layer * layers * in_flight + tokens * rank.vocab_size * (act_b + 4.0)
     if req.recompute == "full":  # one layer's activations while it is recomputed
         activations += llm_activation_bytes_per_layer(

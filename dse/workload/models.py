@@ -160,7 +160,7 @@ class _Fields:
 
     def float(self, key: str, default: Any = _MISSING) -> float:
         value = self._get(key, default, ())
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < 1e300:
             raise ConfigError(f"{self.source}: field '{key}' must be a positive number, got {value!r}")
         return float(value)
 

@@ -78,3 +78,15 @@ def test_model_dimensions_are_bounded(tmp_path: Path) -> None:
     path.write_text(json.dumps(config), encoding="utf-8")
     with pytest.raises(ConfigError, match="num_hidden_layers"):
         load_model_config(path)
+
+
+@pytest.mark.parametrize(
+    "groups", [{"gemm": 5}, {"gemm": [{}]}, [], None, {"gemm": {"lambda_main": 10**400}}]
+)
+def test_malformed_groups_are_one_error(tmp_path: Path, groups: object) -> None:
+    """Groups of the wrong kind were TypeError / AttributeError tracebacks, a 400-digit number an
+    OverflowError."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"schema": "dse.coeffs/1", "groups": groups}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="group"):
+        load_coeffs(path)

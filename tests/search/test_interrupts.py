@@ -91,3 +91,19 @@ def test_a_run_that_fails_gives_ctrl_c_back(tmp_path: Path, monkeypatch) -> None
     with pytest.raises(RunFailed, match="No space left"):
         run_study(path, out=tmp_path, evaluator=schaffer)
     assert signal.getsignal(signal.SIGINT) == before
+
+
+def test_aborting_a_process_pool_does_not_wait_for_its_chunks() -> None:
+    """After a Ctrl-C the pool's workers are terminated (they ignore SIGINT): a chunk of slow points no
+    longer holds the stop for its whole duration (the run resumes them)."""
+    from dse.search.executors import ProcessExecutor
+    from dse.search.objective import EvalContext
+
+    from .toy import sleepy
+
+    pool = ProcessExecutor(EvalContext(), sleepy, workers=1)
+    pool.submit([{"x": 0.5}])
+    time.sleep(2.0)  # the worker is inside its 30 s point
+    start = time.monotonic()
+    pool.abort()
+    assert time.monotonic() - start < 15.0

@@ -113,3 +113,12 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def sleepy(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+    """Schaffer after a 30 s sleep: a chunk a stop must not wait for."""
+    time.sleep(30.0)
+    return schaffer(params, ctx)
+
+
+sleepy.metric_names = schaffer.metric_names  # type: ignore[attr-defined]

@@ -141,3 +141,27 @@ def _arch(name: str):  # noqa: ANN202
     from dse.workload.models import load_model_config
 
     return load_model_config(name)
+
+
+def test_eager_memory_counts_every_norm_and_fp32_runs_no_casts() -> None:
+    """The kept fp32 upcasts are read off the eager graph: Qwen3's per-head q/k norms count beside the two
+    block norms; at fp32 `.float()` / `.type_as()` return their input and no cast kernel runs."""
+    from dse.training.eager import eager_activation_bytes_per_layer
+
+    qwen = _arch("qwen3-8b")
+    req = _request(True, recompute="none", layout=ParallelLayout(num_gpus=1), global_batch=2)
+    forward = llm_step_parts(qwen, req)[0].forward
+    tokens = 2 * 4096
+    block_norms = 2 * qwen.hidden_size * 4.0 * tokens
+    qk_norms = (qwen.num_heads + qwen.num_kv_heads) * qwen.head_dim * 4.0 * tokens
+    silu = qwen.intermediate_size * 2.0 * tokens
+    assert eager_activation_bytes_per_layer(forward, qwen.num_layers) == pytest.approx(
+        block_norms + qk_norms + silu
+    )
+    fp32 = llm_step_parts(_arch("llama-3.1-8b"), _request(True, precision="fp32"))[0]
+    casts = [
+        op
+        for op in fp32.forward.ops
+        if isinstance(op, ElementwiseOp) and op.kind == "cast" and "eager" in op.name
+    ]
+    assert not casts
