@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dse.config.yamlio import load_yaml, parse_yaml_value
+from dse.config.yamlio import SourceMap, format_errors, load_yaml, parse_yaml_value
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
@@ -64,15 +64,16 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
+def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str, SourceMap | None]:
+    """(raw GPU fields in SI, source for messages, the YAML line map of a user's file)."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
             raise ConfigError(f"GPU file '{_shorten(str(path))}' does not exist (or is not a file)")
-        raw, _ = load_yaml(path)  # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
+        raw, smap = load_yaml(path)  # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
         data = _normalized(raw, str(path))
         data.setdefault("name", path.stem)
-        return data, str(path)
+        return data, str(path), smap
     name = _canonical(str(name_or_path))
     if name not in list_gpus():
         raise ConfigError(
@@ -80,17 +81,19 @@ def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
             f"{did_you_mean(str(name_or_path), list_gpus(), _canonical)}; known: {', '.join(list_gpus())} "
             "(or a path to a YAML file)"
         )
-    return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml"
+    return {"name": name, **copy.deepcopy(_raw_catalog_entry(name))}, f"{name}.yaml", None
 
 
 def _shorten(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 20] + "..." + text[-17:]
 
 
-def _validated(raw: dict[str, Any], source: str) -> GpuSpec:
+def _validated(raw: dict[str, Any], source: str, smap: SourceMap | None = None) -> GpuSpec:
     try:
         return GpuSpec.model_validate(raw)
     except ValidationError as exc:
+        if smap is not None:  # a user's file: `file:line: field: message` (a unit-converted key: its section)
+            raise ConfigError(format_errors(exc, GpuSpec, smap)) from None
         raise ConfigError(format_validation_error(exc, source)) from exc
 
 
@@ -98,7 +101,7 @@ def _validated(raw: dict[str, Any], source: str) -> GpuSpec:
 def _catalog_gpu(name: str, generic: tuple[tuple[str, Any], ...]) -> GpuSpec:
     # Cached per (catalog entry, generic overrides): a search varies the memory and the knobs far more
     # often than the die, and each GpuSpec validation costs about as much as a kernel estimate.
-    raw, source = _raw_gpu(name)
+    raw, source, _ = _raw_gpu(name)
     return apply_generic(_validated(raw, source), generic, source)
 
 
@@ -114,8 +117,8 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
         except TypeError:  # an unhashable override value (a list): not cached
             gpu = apply_generic(_catalog_gpu(name, ()), split.generic, f"{name}.yaml")
     else:
-        raw, source = _raw_gpu(name_or_path)
-        gpu = apply_generic(_validated(raw, source), split.generic, source)
+        raw, source, smap = _raw_gpu(name_or_path)
+        gpu = apply_generic(_validated(raw, source, smap), split.generic, source)
     return apply_memory_and_knobs(gpu, split)
 
 

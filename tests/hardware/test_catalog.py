@@ -360,3 +360,18 @@ def test_unknown_gpu_name_lists_the_catalog() -> None:
 
 def test_catalog_names_are_canonicalised() -> None:
     assert load_gpu("H100_SXM").name == "h100-sxm"
+
+
+def test_a_gpu_file_error_names_its_line(tmp_path) -> None:  # noqa: ANN001
+    """A user's GPU file is a YAML file like a study: its errors say `file:line: field: message` (they named
+    the file only)."""
+    from importlib import resources
+
+    text = resources.files("dse.hardware").joinpath("data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("num_sms:"))
+    lines[row] = "num_sms: 0"
+    path = tmp_path / "mine.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"mine\.yaml:{row + 1}: num_sms: Input should be greater than 0"):
+        load_gpu(path)
