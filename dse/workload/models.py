@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dse.config.jsonio import read_json_file
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload.llm import LlmArch
 
@@ -59,9 +60,7 @@ def _models_dir() -> Any:
     return resources.files("dse.workload").joinpath("data/models")
 
 
-# The largest integer a config field may hold (2^31 - 1, as Hugging Face's configs are read by C++ and
-# CUDA code): a dimension past it is a typo or a hostile file, not a model.
-MAX_CONFIG_INT = 2**31 - 1
+MAX_CONFIG_INT = 2**31 - 1  # a config dimension past 2^31 - 1 is a typo or a hostile file, not a model
 
 
 def _key(name: str) -> str:
@@ -113,8 +112,6 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     if looks_like_path:
         if path.is_dir():
             path = path / "config.json"
-        from dse.config.jsonio import read_json_file
-
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return read_json_file(path, "model config", expect=dict), str(path), name
     known = _catalog_index().get(_key(str(name_or_path)))

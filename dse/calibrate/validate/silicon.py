@@ -241,15 +241,13 @@ def silicon_frame(
     for _, r in load_aiconfigurator_silicon().iterrows():
         arch = cached_arch(SILICON_MODELS[r["model_path"]])
         gpu = cached_gpu(SILICON_GPUS[r["gpu"]])
-        prec = _precision(r)
-        backend = str(r["backend"])
+        prec, backend = _precision(r), str(r["backend"])
         engine = ENGINES[backend]
         kv_dtype = silicon_kv_dtype(backend, prec)
         n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
         context = min(round(i + OUTPUT_CONTEXT_FRAC * o), arch.max_position_embeddings - 1)
-        capacity = kv_capacity_tokens(
-            arch, gpu, prec, kv_dtype, engine=backend, memory_frac=silicon_memory_fraction(r)
-        )
+        frac = silicon_memory_fraction(r)
+        capacity = kv_capacity_tokens(arch, gpu, prec, kv_dtype, engine=backend, memory_frac=frac)
         # the steady-state columns' running batch; the simulation admits by KV room itself
         max_running = min(n, max_running_requests(capacity, reserved_tokens_per_request(backend, i, o)))
         # step times over decode and prompt tokens per step, up to the most a step holds: the token budget
