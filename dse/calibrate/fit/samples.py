@@ -59,9 +59,9 @@ from dse.perf.coeffs import (
     CoeffSet,
     GroupInfo,
     PowerCoeffs,
+    coeffs_from_dict,
     coeffs_to_dict,
     default_power_coeffs,
-    load_coeffs,
     load_default_coeffs,
 )
 from dse.perf.multiclock import family_arrays, op_rows
@@ -422,8 +422,8 @@ def load_calibration(path: str | Path) -> tuple[CoeffSet, PowerCoeffs | None, di
     """
     from dse.config.jsonio import read_json_file
 
-    cs = load_coeffs(path)
     data = read_json_file(path, "coefficient file", expect=dict)
+    cs = coeffs_from_dict(data, str(path))  # what `load_coeffs` builds, from the one read
     raw = data.get("power")
     power = None if raw is None else PowerCoeffs.from_dict(raw, f"{path}: power")
     info = data.get("calibration") or {}
