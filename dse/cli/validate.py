@@ -77,7 +77,7 @@ def validate_serving_cmd(
         bool,
         typer.Option(
             "--all-rows",
-            help="Score all 1,068 multi-GPU/MoE silicon rows (~9 min on 2 cores), not an even sample of 60.",
+            help="Score all 1,225 multi-GPU/MoE silicon rows (~11 min on 2 cores), not an even sample of 60.",
         ),
     ] = False,
 ) -> None:

@@ -110,7 +110,14 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
     if arch.is_moe:
         update["moe_intermediate_size"] = math.ceil(arch.moe_intermediate_size / (1 if ep > 1 else tp))
         update["shared_expert_intermediate_size"] = math.ceil(arch.shared_expert_intermediate_size / tp)
-        update["dense_layers"] = tuple(i for i in arch.dense_layers if i < update["num_layers"])
+    if arch.linear_layers:  # Gated DeltaNet heads split like attention heads
+        update["linear_num_key_heads"] = max(1, arch.linear_num_key_heads // tp)
+        update["linear_num_value_heads"] = max(1, arch.linear_num_value_heads // tp)
+    # a stage holds the first num_layers of the pattern: its layer lists keep the indices below that
+    for key in ("dense_layers", "linear_layers", "local_layers"):
+        layers = getattr(arch, key)
+        if layers is not None:
+            update[key] = tuple(i for i in layers if i < update["num_layers"])
     return arch.model_copy(update=update)
 
 

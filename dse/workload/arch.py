@@ -20,10 +20,16 @@ dense model reads exactly as before):
   dense MLP of `intermediate_size` (DeepSeek's first 3, Llama-4 Maverick's even layers).
 - Multi-head latent attention (`kv_lora_rank` > 0: DeepSeek-V2/V3): q and kv are projected through
   low-rank latents; the KV cache holds one latent of `kv_lora_rank + qk_rope_head_dim` per token and layer.
+  DeepSeek sparse attention (`index_topk` > 0: DeepSeek-V3.2, GLM-5) adds a lightning indexer that picks
+  the `index_topk` (2048) keys each query attends to; it caches one fp8 key of `index_head_dim` per token.
 - Local attention on some layers (`local_layers`): a sliding window (`sliding_window`: gpt-oss every other
   layer, 128; Gemma-3 five of every six, 1024) or chunked attention (`attention_chunk_size`: Llama-4,
   three of every four layers, 8192). With a window and `local_layers` None every layer is local
   (Mistral-7B-v0.1).
+- Linear attention on some layers (`linear_layers`: Qwen3-Next and Qwen3.5, three of every four): Gated
+  DeltaNet, whose per-sequence recurrent state (dk x dv per value head) replaces the KV cache of those
+  layers (`dse.workload.linear_attention`); the full-attention layers of these models gate their output
+  (`attn_output_gate`).
 - Gemma-3's extra norms after attention and after the MLP (`sandwich_norm`) and its sqrt(d) embedding
   scale; gpt-oss's attention sinks (one learned logit per head) and expert biases.
 """
@@ -105,6 +111,18 @@ class LlmArch(BaseModel):
     qk_rope_head_dim: int = Field(default=0, ge=0)
     qk_nope_head_dim: int = Field(default=0, ge=0)
     v_head_dim: int = Field(default=0, ge=0)
+    # ---- DeepSeek sparse attention (DeepSeek-V3.2, GLM-5) on top of MLA; index_topk 0 = dense attention
+    index_topk: int = Field(default=0, ge=0, description="keys each query attends to, picked by the indexer")
+    index_n_heads: int = Field(default=0, ge=0, description="the lightning indexer's query heads")
+    index_head_dim: int = Field(default=0, ge=0, description="the indexer's q/k width (one cached key)")
+    # ---- linear-attention layers (Gated DeltaNet: Qwen3-Next, Qwen3.5); linear_layers () = none
+    linear_layers: tuple[int, ...] = Field(default=(), description="layers with Gated DeltaNet attention")
+    linear_num_key_heads: int = Field(default=0, ge=0)
+    linear_key_head_dim: int = Field(default=0, ge=0)
+    linear_num_value_heads: int = Field(default=0, ge=0)
+    linear_value_head_dim: int = Field(default=0, ge=0)
+    linear_conv_kernel: int = Field(default=0, ge=0, description="causal conv1d width before the recurrence")
+    attn_output_gate: bool = Field(default=False, description="sigmoid gate on the attention output")
     # ---- mixture of experts; num_experts 0 = dense
     num_experts: int = Field(default=0, ge=0, description="routed experts per MoE layer")
     num_experts_per_tok: int = Field(default=0, ge=0, description="routed experts each token uses (top-k)")
@@ -144,6 +162,23 @@ class LlmArch(BaseModel):
                 raise ValueError(f"local_layers must be ascending layer indices in 0..{self.num_layers - 1}")
         if self.is_mla and min(self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim) <= 0:
             raise ValueError("MLA (kv_lora_rank > 0) needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim")
+        linear: tuple[int, ...] = (self.linear_num_key_heads, self.linear_key_head_dim)
+        linear += (self.linear_num_value_heads, self.linear_value_head_dim, self.linear_conv_kernel)
+        ordered = list(self.linear_layers) == sorted(set(self.linear_layers))
+        if self.linear_layers and not (
+            min(linear) > 0
+            and self.linear_num_value_heads % self.linear_num_key_heads == 0
+            and ordered
+            and set(self.linear_layers) < set(layers)
+        ):
+            raise ValueError(
+                "linear_layers need their head counts and widths, and some full-attention layers"
+            )
+        indexer = (self.index_topk, self.index_n_heads, self.index_head_dim)
+        if any(indexer) and not (min(indexer) > 0 and self.is_mla and self.q_lora_rank):
+            raise ValueError(
+                "sparse attention needs index_topk, index_n_heads, index_head_dim, MLA and a q latent"
+            )
         if not self.is_moe:
             if self.num_experts_per_tok or self.moe_intermediate_size or self.dense_layers or self.moe_bias:
                 raise ValueError("MoE fields are set but num_experts is 0")
@@ -223,12 +258,32 @@ class LlmArch(BaseModel):
         return kv_len if self.sliding_window is None else min(kv_len, self.sliding_window)
 
     @property
+    def full_attention_layers(self) -> tuple[int, ...]:
+        """Layers with softmax attention and a KV cache: all but `linear_layers`."""
+        linear = set(self.linear_layers)
+        return tuple(i for i in range(self.num_layers) if i not in linear)
+
+    @property
+    def linear_state_elements(self) -> int:
+        """Recurrent-state elements of one sequence in one linear-attention layer: a dk x dv matrix per
+        value head (`dse.workload.linear_attention`)."""
+        return self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
+
+    @property
+    def is_sparse_attention(self) -> bool:
+        """DeepSeek sparse attention: an indexer picks `index_topk` keys per query (`dse.workload.mla`)."""
+        return self.index_topk > 0
+
+    @property
     def kv_cache_elements_per_token(self) -> int:
         """Elements cached per token over all layers (multiply by the KV dtype's bytes): K and V, or MLA's
-        one latent of `kv_lora_rank + qk_rope_head_dim` (K and V are both recovered from it)."""
+        one latent of `kv_lora_rank + qk_rope_head_dim` (K and V are both recovered from it). Sparse
+        attention adds the indexer's key, cached in fp8 with an fp32 scale per 128 (vLLM and SGLang's
+        DeepSeek-V3.2 layout): counted as the 16-bit elements of the same bytes."""
         if self.is_mla:
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return 2 * self.num_layers * self.kv_dim
+            indexer = -(-(self.index_head_dim + 4 * -(-self.index_head_dim // 128)) // 2)
+            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim + indexer)
+        return 2 * len(self.full_attention_layers) * self.kv_dim
 
     # ---- parameter counts
     def _norm_params(self) -> int:
@@ -242,10 +297,21 @@ class LlmArch(BaseModel):
             q = d * q_out if not self.q_lora_rank else (d + 1 + q_out) * self.q_lora_rank  # + q_a norm
             kv_latent = self.kv_lora_rank + self.qk_rope_head_dim
             kv = d * kv_latent + self.kv_lora_rank * (1 + h * (self.qk_nope_head_dim + self.v_head_dim))
-            return q + kv + h * self.v_head_dim * d
-        attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
+            # the indexer: q from the q latent, one key (LayerNorm'd) and a weight per head from x
+            n_idx, idx = self.index_n_heads, self.index_head_dim
+            indexer = self.q_lora_rank * n_idx * idx + d * (idx + n_idx) + 2 * idx
+            return q + kv + h * self.v_head_dim * d + indexer
+        attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d + d * self.q_dim * self.attn_output_gate
         attn += (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + d * self.o_bias
         return attn + 2 * self.head_dim * self.qk_norm + h * self.attention_sinks
+
+    def _linear_attention_params(self) -> int:
+        """A Gated DeltaNet layer: q, k, v, z and the beta / decay inputs from x, the conv1d over q, k and v,
+        the decay's A and bias per value head, the gated norm over dv, the output projection."""
+        d, hv = self.hidden_size, self.linear_num_value_heads
+        key, value = self.linear_num_key_heads * self.linear_key_head_dim, hv * self.linear_value_head_dim
+        conv = (2 * key + value) * self.linear_conv_kernel
+        return d * (2 * key + 2 * value + 2 * hv) + conv + 2 * hv + self.linear_value_head_dim + value * d
 
     def _mlp_params(self, width: int, bias: bool) -> int:
         d, num_up = self.hidden_size, (2 if self.gated_mlp else 1)
@@ -269,10 +335,13 @@ class LlmArch(BaseModel):
 
     def _layers_params(self) -> int:
         """All layers without their routed experts."""
-        if not (self.is_moe or self.is_mla or self.sandwich_norm or self.attention_sinks):
+        if not (
+            self.is_moe or self.is_mla or self.sandwich_norm or self.attention_sinks or self.linear_layers
+        ):
             return self.num_layers * self.num_layer_params  # the plain template, counted as it always was
         norms = (2 + 2 * self.sandwich_norm) * self._norm_params()
-        total = self.num_layers * (self._attention_params() + norms)
+        total = self.num_layers * norms + len(self.full_attention_layers) * self._attention_params()
+        total += len(self.linear_layers) * self._linear_attention_params()
         total += len(self.dense_mlp_layers) * self._mlp_params(self.intermediate_size, self.mlp_bias)
         router = self.hidden_size * self.num_experts + self.num_experts * self.moe_bias
         shared = self._mlp_params(self.shared_expert_intermediate_size, False)

@@ -67,6 +67,7 @@ from typing import cast
 
 from dse.errors import ConfigError
 from dse.workload.graph import WorkloadGraph
+from dse.workload.linear_attention import RECURRENCE
 from dse.workload.llm import LlmArch, build_decode_graph, build_prefill_graph
 from dse.workload.ops import BYTES_PER_ELEMENT, AttentionOp, Dtype, ElementwiseOp, GemmOp, Op, SoftmaxOp
 
@@ -283,15 +284,15 @@ def engine_step_graph(
         raise ConfigError(f"a step needs decodes + prefills >= 1, got {decodes} + {prefills}")
     tokens = decodes + prefills * input_tokens
     linear = build_decode_graph(arch, batch=tokens, context_len=context_len, precision=precision)
-    prompt_attention: list[AttentionOp] = []
+    prompt_attention: list[Op] = []
     if prefills:
         prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
-        prompt_attention = [o for o in prefill.ops if isinstance(o, AttentionOp)]
+        prompt_attention = [o for o in prefill.ops if _per_sequence(o)]
     ops: list[Op] = []
     for op in fuse_ops(linear.ops, engine):
-        if isinstance(op, AttentionOp):
+        if _per_sequence(op):
             if decodes:
-                ops.append(with_kv_dtype(dataclasses.replace(op, batch=decodes), kv_dtype))
+                ops.append(with_kv_dtype(_rebatch(op, decodes, tokens), kv_dtype))
             # the prompts' attention in the same layers (local layers may split it into several ops)
             for attn in (o for o in prompt_attention if o.name.startswith(op.name)):
                 head, _, kernel = attn.name.rpartition("/")
@@ -304,6 +305,20 @@ def engine_step_graph(
     meta = {**linear.meta, "phase": "mixed", "decodes": decodes, "prefills": prefills,
             "engine": engine.name, "sampling": sampling, "kv_dtype": kv_dtype}  # fmt: skip
     return WorkloadGraph(name=f"{arch.name}/step", ops=tuple(ops), meta=meta)
+
+
+def _per_sequence(op: Op) -> bool:
+    """Ops whose work follows the sequences, not the step's tokens: attention over each sequence's keys,
+    and the linear-attention recurrence over its state (`dse.workload.linear_attention`)."""
+    return isinstance(op, AttentionOp) or RECURRENCE in op.name.rpartition("/")[2]
+
+
+def _rebatch(op: Op, decodes: int, tokens: int) -> Op:
+    """A per-sequence op of the step's decode graph (built for `tokens` rows) for its `decodes` sequences."""
+    if isinstance(op, AttentionOp):
+        return dataclasses.replace(op, batch=decodes)
+    assert isinstance(op, ElementwiseOp)  # the decode recurrence: one state per row
+    return dataclasses.replace(op, num_elements=op.num_elements // tokens * decodes)
 
 
 def kv_bytes_per_token(arch: LlmArch, precision: str, kv_dtype: str | None = None) -> float:

@@ -62,6 +62,7 @@ from typing import Literal, cast
 from dse.errors import ConfigError
 from dse.workload.arch import LlmArch, layer_label
 from dse.workload.graph import WorkloadGraph
+from dse.workload.linear_attention import build_gated_deltanet_ops
 from dse.workload.mla import build_mla_ops
 from dse.workload.moe import MXFP4_BITS_PER_PARAM, build_moe_ops
 from dse.workload.ops import (
@@ -299,19 +300,28 @@ class _Builder:
                 attn_dtype=self.attn_dtype,
                 backend=self.backend,
             )
+        elif a.linear_layers:
+            full, linear = a.full_attention_layers, a.linear_layers
+            self.attention_core(self._prefix(full), len(full))
+            label = layer_label(linear)  # three of every four layers: no progression, the all-layers name
+            self.ops += build_gated_deltanet_ops(
+                a, prefix=pre if "," in label else self._prefix(linear), batch=self.batch, q_len=self.q_len,
+                count=len(linear), gemm_dtype=self.precision, act_dtype=self.act, backend=self.backend,
+            )  # fmt: skip
         else:
-            self.attention_core()
+            self.attention_core(pre, n)
         if a.sandwich_norm:
             self.norm(f"{pre}/attn/post_norm", t, count=n)  # [t, d] (Gemma-3)
         self.elementwise(f"{pre}/attn/residual_add", "add", t * d, count=n)  # [t, d] + [t, d]
         if a.norm_position == "post":
             self.norm(f"{pre}/attn/norm", t, count=n)  # [t, d]
 
-    def attention_core(self) -> None:
-        """q/k/v projection through the output projection, for every layer of a multi-head/GQA model."""
-        a, t, n, pre = self.arch, self.tokens, self.arch.num_layers, self.layer
-        # [t, d] x [d, (h+2kv)*hd]
-        self.gemm(f"{pre}/attn/qkv_proj", m=t, n=a.q_dim + 2 * a.kv_dim, k=a.hidden_size, count=n)
+    def attention_core(self, pre: str, n: int) -> None:
+        """q/k/v projection through the output projection of the `n` (multi-head/GQA) layers named `pre`."""
+        a, t = self.arch, self.tokens
+        gate = a.q_dim if a.attn_output_gate else 0  # the output gate's logits come with q (Qwen3-Next)
+        # [t, d] x [d, (h+2kv)*hd (+ h*hd)]
+        self.gemm(f"{pre}/attn/qkv_proj", m=t, n=a.q_dim + 2 * a.kv_dim + gate, k=a.hidden_size, count=n)
         if a.qk_norm:
             # per-head RMSNorm of q and k over head_dim (Qwen3): [t*h, hd] and [t*kv, hd]
             for part, heads in (("q", a.num_heads), ("k", a.num_kv_heads)):
@@ -344,6 +354,8 @@ class _Builder:
             # softmax(q k^T) v: q [b, h, s_q, hd] against k, v [b, kv, s_kv, hd]
             kv_len = a.decode_keys(self.kv_len) if self.q_len == 1 else self.kv_len
             self.ops.append(self.attention_op(f"{pre}/attn/attention", self.batch, self.q_len, kv_len, n))
+        if gate:
+            self.elementwise(f"{pre}/attn/output_gate", "silu_mul", t * gate, count=n)  # sigmoid(g) * o
         self.gemm(f"{pre}/attn/o_proj", m=t, n=a.hidden_size, k=a.q_dim, count=n)  # [t, h*hd] x [h*hd, d]
 
     def attention_op(

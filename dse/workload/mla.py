@@ -98,24 +98,72 @@ def build_mla_ops(
         ops += gemm("q_absorb", t, lat, nope, batch=h)  # h x [t, nope] x [nope, kv_lora]
     else:
         ops += gemm("kv_b_proj", t, h * (nope + a.v_head_dim), lat)  # [t, kv_lora] x [kv_lora, h (nope + v)]
-    ops.append(
-        AttentionOp(
-            name=f"{pre}/attention",
-            batch=batch,
-            num_heads=h,
-            seq_len_q=q_len,
-            seq_len_kv=kv_len,
-            causal=True,
-            backend=backend,
-            dtype=attn_dtype,
-            kv_dtype=act_dtype,
-            count=count,
-            **_attention_heads(a, absorbed=absorbed),
-        )
-    )
+    if a.is_sparse_attention:
+        ops += _indexer_ops(a, e, batch=batch, q_len=q_len, kv_len=kv_len, backend=backend)
+    heads = _attention_heads(a, absorbed=absorbed)
+    for suffix, seqs, q, kv, causal in _attended(a, q_len, kv_len):
+        ops.append(
+            AttentionOp(
+                name=f"{pre}/attention{suffix}", batch=batch * seqs, num_heads=h, seq_len_q=q, seq_len_kv=kv,
+                causal=causal, backend=backend, dtype=attn_dtype, kv_dtype=act_dtype, count=count, **heads,
+            )
+        )  # fmt: skip
     if absorbed:
         ops += gemm("v_absorb", t, a.v_head_dim, lat, batch=h)  # h x [t, kv_lora] x [kv_lora, v]
     ops += gemm("o_proj", t, d, h * a.v_head_dim)  # [t, h v] x [h v, d]
+    return ops
+
+
+def _attended(arch: LlmArch, q_len: int, kv_len: int) -> list[tuple[str, int, int, int, bool]]:
+    """(name suffix, sequences per sequence, queries, keys, causal) of the attention ops: one causal op, or
+    under sparse attention the queries that see at most `index_topk` keys (causal) and those that see
+    exactly `index_topk` (`_sparse`, in blocks of index_topk queries, as an `AttentionOp` has no more
+    queries than keys: the same query-key pairs as the indexer's selection)."""
+    topk = arch.index_topk
+    if not topk or kv_len <= topk:
+        return [("", 1, q_len, kv_len, True)]
+    if q_len == 1:
+        return [("", 1, 1, topk, False)]
+    dense = max(0, min(q_len, topk - (kv_len - q_len)))  # queries at positions <= topk
+    sparse = q_len - dense
+    parts = [("", 1, dense, kv_len - q_len + dense, True), ("_sparse", sparse // topk, topk, topk, False)]
+    parts.append(("_sparse_tail", 1, sparse % topk, topk, False))
+    return [p for p in parts if p[1] and p[2]]
+
+
+def _indexer_ops(
+    arch: LlmArch, e: _Emit, *, batch: int, q_len: int, kv_len: int, backend: AttentionBackend
+) -> list[Op]:
+    """The lightning indexer of DeepSeek sparse attention (DeepSeek-V3.2-Exp technical report, section 2.1):
+    per token `index_n_heads` queries from the q latent, one key and a weight per head from x; scores
+    ReLU(q.k) weighted over the heads for every earlier key, in fp8; then the top `index_topk` per query.
+
+        attn/indexer_q_proj    [t, q_lora] x [q_lora, n_idx x idx]
+        attn/indexer_k_proj    [t, d] x [d, idx + n_idx] (the key and the head weights)
+        attn/indexer_k_norm    LayerNorm over idx; attn/indexer_rotary on the RoPE parts of q and k
+        attn/indexer_cache_write  the fp8 key [t, idx]
+        attn/indexer           n_idx heads of q.k over the fp8 cache: an `AttentionOp` with one KV head of
+                               head_dim idx / 2 has its FLOPs (2 idx per pair and head) and reads its keys
+
+    NOTE(dse): the selection itself is not an op: its fp32 scores (written by the indexer, read by the
+    top-k) are ~2% of a prefill step's attention time and ~6% of a decode step's indexer traffic.
+    """
+    a, t, pre = arch, e.rows, e.pre
+    n_idx, idx, rope = a.index_n_heads, a.index_head_dim, a.qk_rope_head_dim
+    ops = e.gemm("indexer_q_proj", t, n_idx * idx, a.q_lora_rank)
+    ops += e.gemm("indexer_k_proj", t, idx + n_idx, a.hidden_size)
+    ops.append(NormOp(name=f"{pre}/indexer_k_norm", rows=t, cols=idx, kind="layernorm", dtype=e.act_dtype,
+                      count=e.count))  # fmt: skip
+    ops.append(e.copy("indexer_rotary", "rotary", t * (n_idx + 1) * rope))
+    ops.append(ElementwiseOp(name=f"{pre}/indexer_cache_write", kind="cast", num_elements=t * idx,
+                             dtype="fp8", count=e.count))  # fmt: skip
+    ops.append(
+        AttentionOp(
+            name=f"{pre}/indexer", batch=batch, num_heads=n_idx, num_kv_heads=1, head_dim=-(-idx // 2),
+            seq_len_q=q_len, seq_len_kv=kv_len, causal=True, backend=backend, dtype=e.act_dtype,
+            kv_dtype="fp8", count=e.count,
+        )
+    )  # fmt: skip
     return ops
 
 

@@ -10,10 +10,13 @@ an `_aliases` list of their Hub ids (DeepSeek-R1 and V3.1 -> deepseek-v3).
 
 Supported `model_type`s: llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, GQA, gated SiLU MLP; qwen3 adds
 per-head q/k RMSNorms and drops qwen2's q/k/v biases), gpt2 and opt (LayerNorm, learned positions,
-GELU/ReLU MLP), bert (encoder), and the mixture-of-experts and newer families: qwen2_moe, qwen3_moe,
-mixtral, deepseek_v2 / deepseek_v3 (latent attention), gpt_oss, llama4 and gemma3 (multimodal configs:
-their `text_config` is read; llama4_text and gemma3_text directly), mpt and nemotron (LayerNorm, RoPE,
-squared-ReLU MLP). Each family has its own field names
+GELU/ReLU MLP), bert (encoder), mpt and nemotron (LayerNorm, RoPE, squared-ReLU MLP), and the
+mixture-of-experts and newer families (readers in `dse.workload.hf_moe`): qwen2_moe, qwen3_moe, mixtral,
+deepseek_v2 / deepseek_v3 / kimi_k2 (latent attention), deepseek_v32 and glm_moe_dsa (latent attention with
+DeepSeek sparse attention: DeepSeek-V3.2, GLM-5), qwen3_next (Gated DeltaNet linear attention on three of
+four layers), gpt_oss, minimax_m2, and the multimodal configs llama4, gemma3, kimi_k25 and qwen3_5_moe (their
+`text_config` is read; llama4_text, gemma3_text and qwen3_5_moe_text directly). Each family has its own
+field names
 (GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before;
 DeepSeek: n_routed_experts/first_k_dense_replace; Llama-4: interleave_moe_layer_step) and its own
 defaults, copied from the transformers `*Config` classes.
@@ -36,31 +39,13 @@ from pydantic import ValidationError
 
 from dse.config.jsonio import read_json_file
 from dse.errors import ConfigError, did_you_mean, format_validation_error
+from dse.workload import hf_moe
+from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
-
-_MISSING = object()
-
-# HF hidden_act / activation_function -> LlmArch.activation
-_ACTIVATIONS: dict[str, str] = {
-    "silu": "silu",
-    "swish": "silu",
-    "gelu": "gelu",
-    "gelu_new": "gelu",
-    "gelu_fast": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "gelu_python": "gelu",
-    "relu": "relu",
-    # NOTE(dse): squared ReLU (Nemotron) is priced as ReLU: one streaming elementwise kernel either way,
-    # the same bytes, one multiply more per element.
-    "relu2": "relu",
-}
 
 
 def _models_dir() -> Any:
     return resources.files("dse.workload").joinpath("data/models")
-
-
-MAX_CONFIG_INT = 2**31 - 1  # a config dimension past 2^31 - 1 is a typo or a hostile file, not a model
 
 
 def _key(name: str) -> str:
@@ -128,110 +113,15 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     return _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json"), f"{name}.json", name
 
 
-class _Fields:
-    """Typed reads from a raw HF config; every error names the file and the field."""
-
-    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
-        self.raw, self.source = raw, source
-
-    def _get(self, key: str, default: Any, aliases: tuple[str, ...]) -> Any:
-        for k in (key, *aliases):
-            if self.raw.get(k) is not None:
-                return self.raw[k]
-        if default is _MISSING:
-            also = f" (or {', '.join(aliases)})" if aliases else ""
-            model_type = self.raw.get("model_type")
-            raise ConfigError(
-                f"{self.source}: missing required field '{key}'{also} for model_type '{model_type}'"
-            )
-        return default
-
-    def int(self, key: str, default: Any = _MISSING, *aliases: str) -> int:
-        value = self._get(key, default, aliases)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > MAX_CONFIG_INT:
-            raise ConfigError(
-                f"{self.source}: field '{key}' must be a positive integer up to {MAX_CONFIG_INT}, "
-                f"got {value!r}"
-            )
-        return value
-
-    def float(self, key: str, default: Any = _MISSING) -> float:
-        value = self._get(key, default, ())
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < 1e300:
-            raise ConfigError(f"{self.source}: field '{key}' must be a positive number, got {value!r}")
-        return float(value)
-
-    def bool(self, key: str, default: Any = _MISSING) -> bool:
-        value = self._get(key, default, ())
-        if not isinstance(value, bool):
-            raise ConfigError(f"{self.source}: field '{key}' must be true or false, got {value!r}")
-        return value
-
-    def activation(self, key: str, default: str) -> str:
-        value = self._get(key, default, ())
-        if value not in _ACTIVATIONS:
-            supported = ", ".join(_ACTIVATIONS)
-            raise ConfigError(f"{self.source}: field '{key}' is '{value}'; supported: {supported}")
-        return _ACTIVATIONS[value]
-
-
-def _llama_like(f: _Fields, model_type: str) -> dict[str, Any]:
-    """llama, mistral, qwen2, qwen3: defaults of LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config.
-
-    Qwen3Config: head_dim defaults to 128 (not hidden / heads), attention_bias to False, a sliding window
-    only if use_sliding_window; every layer has q_norm / k_norm (RMSNorm over head_dim).
-    """
-    d = f.int("hidden_size")
-    num_heads = f.int("num_attention_heads")
-    qwen2 = model_type in ("qwen2", "qwen2_moe")
-    qwen3 = model_type in ("qwen3", "qwen3_moe")
-    # MistralConfig defaults to a 4096 window, `null` disables it; Qwen2 uses one only if use_sliding_window.
-    sliding_window: int | None = None
-    if "sliding_window" in f.raw and f.raw["sliding_window"] is None:
-        sliding_window = None
-    elif model_type == "mistral":
-        sliding_window = f.int("sliding_window", 4096)
-    elif (qwen2 or qwen3) and f.bool("use_sliding_window", False):
-        sliding_window = f.int("sliding_window")
-    elif model_type == "mixtral":  # MixtralConfig has no window unless one is given
-        sliding_window = f.raw.get("sliding_window") and f.int("sliding_window")
-    attention_bias = f.bool("attention_bias", False)
-    return {
-        "family": "decoder",
-        "hidden_size": d,
-        "num_layers": f.int("num_hidden_layers"),
-        "num_heads": num_heads,
-        "num_kv_heads": f.int("num_key_value_heads", num_heads),
-        "head_dim": f.int("head_dim", 128 if qwen3 else d // num_heads),
-        "intermediate_size": f.int("intermediate_size"),
-        "vocab_size": f.int("vocab_size"),
-        "max_position_embeddings": f.int("max_position_embeddings"),
-        "embed_dim": d,
-        "norm": "rmsnorm",
-        "norm_eps": f.float("rms_norm_eps", 1e-6),
-        "norm_position": "pre",
-        "activation": f.activation("hidden_act", "silu"),
-        "gated_mlp": True,
-        "position_embedding": "rope",
-        "qkv_bias": True if qwen2 else attention_bias,
-        "o_bias": False if qwen2 else attention_bias,
-        "mlp_bias": f.bool("mlp_bias", False),
-        "tie_word_embeddings": f.bool("tie_word_embeddings", False),
-        "rope_theta": f.float("rope_theta", 10000.0),
-        "sliding_window": sliding_window,
-        "qk_norm": qwen3,
-    }
-
-
-def _gpt2(f: _Fields, model_type: str) -> dict[str, Any]:
+def _gpt2(f: Fields, model_type: str) -> dict[str, Any]:
     """GPT2Config: n_embd, n_layer, n_head, n_inner (None = 4 x n_embd), n_positions."""
-    d = f.int("n_embd", _MISSING, "hidden_size")
-    num_heads = f.int("n_head", _MISSING, "num_attention_heads")
-    num_positions = f.int("n_positions", _MISSING, "max_position_embeddings")
+    d = f.int("n_embd", MISSING, "hidden_size")
+    num_heads = f.int("n_head", MISSING, "num_attention_heads")
+    num_positions = f.int("n_positions", MISSING, "max_position_embeddings")
     return {
         "family": "decoder",
         "hidden_size": d,
-        "num_layers": f.int("n_layer", _MISSING, "num_hidden_layers"),
+        "num_layers": f.int("n_layer", MISSING, "num_hidden_layers"),
         "num_heads": num_heads,
         "num_kv_heads": num_heads,
         "head_dim": d // num_heads,
@@ -253,7 +143,7 @@ def _gpt2(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-def _opt(f: _Fields, model_type: str) -> dict[str, Any]:
+def _opt(f: Fields, model_type: str) -> dict[str, Any]:
     """OPTConfig: ffn_dim, word_embed_proj_dim, do_layer_norm_before; positions offset by 2 rows."""
     d = f.int("hidden_size")
     num_heads = f.int("num_attention_heads")
@@ -287,7 +177,7 @@ def _opt(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-def _bert(f: _Fields, model_type: str) -> dict[str, Any]:
+def _bert(f: Fields, model_type: str) -> dict[str, Any]:
     """BertConfig: post-LN encoder with token-type embeddings and a pooler (counted as BertModel)."""
     d = f.int("hidden_size")
     num_heads = f.int("num_attention_heads")
@@ -321,113 +211,7 @@ def _bert(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-def _layers_where(num_layers: int, is_moe: Callable[[int], bool]) -> tuple[int, ...]:
-    """The dense-MLP layers of an MoE model: those `is_moe` rejects."""
-    return tuple(i for i in range(num_layers) if not is_moe(i))
-
-
-def _qwen_moe(f: _Fields, model_type: str) -> dict[str, Any]:
-    """Qwen2MoeConfig / Qwen3MoeConfig: layer i is MoE unless listed in mlp_only_layers or (i + 1) is not a
-    multiple of decoder_sparse_step; experts of moe_intermediate_size, a shared expert of
-    shared_expert_intermediate_size (Qwen2-MoE; Qwen3 has none; its sigmoid gate's d weights are not
-    counted)."""
-    fields = _llama_like(f, model_type)
-    n, step = fields["num_layers"], f.int("decoder_sparse_step", 1)
-    dense_only = set(f.raw.get("mlp_only_layers") or [])
-    shared = f.raw.get("shared_expert_intermediate_size") or 0
-    return fields | {
-        "num_experts": f.int("num_experts"),
-        "num_experts_per_tok": f.int("num_experts_per_tok"),
-        "moe_intermediate_size": f.int("moe_intermediate_size"),
-        "shared_expert_intermediate_size": shared,
-        "dense_layers": _layers_where(n, lambda i: i not in dense_only and (i + 1) % step == 0),
-    }
-
-
-def _mixtral(f: _Fields, model_type: str) -> dict[str, Any]:
-    """MixtralConfig: every layer is MoE, num_local_experts experts of intermediate_size each."""
-    fields = _llama_like(f, model_type)
-    return fields | {
-        "num_experts": f.int("num_local_experts"),
-        "num_experts_per_tok": f.int("num_experts_per_tok"),
-        "moe_intermediate_size": fields["intermediate_size"],
-    }
-
-
-def _deepseek(f: _Fields, model_type: str) -> dict[str, Any]:
-    """DeepseekV2/V3Config: MLA attention; layer i is MoE when i >= first_k_dense_replace and i is a
-    multiple of moe_layer_freq; n_shared_experts shared experts of moe_intermediate_size each."""
-    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
-    nope, rope, moe_ff = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"), f.int("moe_intermediate_size")
-    first_dense, freq = f.raw.get("first_k_dense_replace") or 0, f.int("moe_layer_freq", 1)
-    return {
-        **_rmsnorm_decoder(f, d, num_heads, n),
-        "num_kv_heads": num_heads,  # MLA: every head has its own k and v, recovered from the latent
-        "head_dim": nope + rope,
-        "intermediate_size": f.int("intermediate_size"),
-        "q_lora_rank": f.raw.get("q_lora_rank") or 0,  # null in DeepSeek-V2-Lite: q is projected directly
-        "kv_lora_rank": f.int("kv_lora_rank"),
-        "qk_rope_head_dim": rope,
-        "qk_nope_head_dim": nope,
-        "v_head_dim": f.int("v_head_dim"),
-        "num_experts": f.int("n_routed_experts"),
-        "num_experts_per_tok": f.int("num_experts_per_tok"),
-        "moe_intermediate_size": moe_ff,
-        "shared_expert_intermediate_size": (f.raw.get("n_shared_experts") or 0) * moe_ff,
-        "dense_layers": _layers_where(n, lambda i: i >= first_dense and i % freq == 0),
-    }
-
-
-def _gpt_oss(f: _Fields, model_type: str) -> dict[str, Any]:
-    """GptOssConfig: every layer MoE (num_local_experts of intermediate_size, biases on router and experts),
-    q/k/v/o biases, one attention sink per head, sliding_window on the layer_types marked sliding."""
-    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
-    layer_types = f.raw.get("layer_types") or [
-        "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)
-    ]
-    bias = f.bool("attention_bias", True)
-    return {
-        **_rmsnorm_decoder(f, d, num_heads, n),
-        "head_dim": f.int("head_dim", 64),
-        "qkv_bias": bias,
-        "o_bias": bias,
-        "attention_sinks": True,
-        "sliding_window": f.int("sliding_window", 128),
-        "local_layers": tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention"),
-        "num_experts": f.int("num_local_experts"),
-        "num_experts_per_tok": f.int("num_experts_per_tok", _MISSING, "experts_per_token"),
-        "moe_intermediate_size": f.int("intermediate_size"),
-        "moe_bias": True,
-    }
-
-
-def _llama4_text(f: _Fields, model_type: str) -> dict[str, Any]:
-    """Llama4TextConfig: MoE layers every interleave_moe_layer_step-th (from step - 1), experts and one
-    shared expert of intermediate_size, dense layers of intermediate_size_mlp; chunked attention on the
-    RoPE layers (all but every no_rope_layer_interval-th, 4). Its q/k norm is an L2 norm without weights
-    (counted as qk_norm's 2 x head_dim per layer, 12k parameters too many)."""
-    d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
-    step, expert_ff = f.int("interleave_moe_layer_step", 1), f.int("intermediate_size")
-    moe_layers = set(f.raw.get("moe_layers") or range(step - 1, n, step))
-    interval = f.int("no_rope_layer_interval", 4)
-    uses_rope = f.raw.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
-    chunk = f.raw.get("attention_chunk_size")
-    return {
-        **_rmsnorm_decoder(f, d, num_heads, n),
-        "head_dim": f.int("head_dim", d // num_heads),
-        "intermediate_size": f.int("intermediate_size_mlp"),
-        "qk_norm": f.bool("use_qk_norm", True),
-        "attention_chunk_size": chunk,
-        "local_layers": tuple(i for i in range(n) if uses_rope[i]) if chunk else None,
-        "num_experts": f.int("num_local_experts"),
-        "num_experts_per_tok": f.int("num_experts_per_tok"),
-        "moe_intermediate_size": expert_ff,
-        "shared_expert_intermediate_size": expert_ff,
-        "dense_layers": _layers_where(n, lambda i: i in moe_layers),
-    }
-
-
-def _gemma3_text(f: _Fields, model_type: str) -> dict[str, Any]:
+def _gemma3_text(f: Fields, model_type: str) -> dict[str, Any]:
     """Gemma3TextConfig (defaults from transformers): gated tanh-GELU MLP, q/k RMSNorms, norms before and
     after attention and MLP, embeddings scaled by sqrt(hidden), tied LM head, and sliding_window on all
     layers but every sliding_window_pattern-th (6: five local per global; Gemma 3 report, arXiv:2503.19786).
@@ -438,7 +222,7 @@ def _gemma3_text(f: _Fields, model_type: str) -> dict[str, Any]:
         "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)
     ]
     return {
-        **_rmsnorm_decoder(f, d, num_heads, n),
+        **rmsnorm_decoder(f, d, num_heads, n),
         "head_dim": f.int("head_dim", 256),
         "intermediate_size": f.int("intermediate_size"),
         "vocab_size": f.int("vocab_size", 262208),
@@ -454,40 +238,14 @@ def _gemma3_text(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-def _rmsnorm_decoder(f: _Fields, d: int, num_heads: int, num_layers: int) -> dict[str, Any]:
-    """The fields every newer decoder shares: pre-RMSNorm, RoPE, gated MLP, no biases, untied head."""
-    return {
-        "family": "decoder",
-        "hidden_size": d,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "num_kv_heads": f.int("num_key_value_heads", num_heads),
-        "intermediate_size": f.int("intermediate_size"),
-        "vocab_size": f.int("vocab_size"),
-        "max_position_embeddings": f.int("max_position_embeddings"),
-        "embed_dim": d,
-        "norm": "rmsnorm",
-        "norm_eps": f.float("rms_norm_eps", 1e-6),
-        "norm_position": "pre",
-        "activation": f.activation("hidden_act", "silu"),
-        "gated_mlp": True,
-        "position_embedding": "rope",
-        "qkv_bias": f.bool("attention_bias", False),
-        "o_bias": f.bool("attention_bias", False),
-        "mlp_bias": False,
-        "tie_word_embeddings": f.bool("tie_word_embeddings", False),
-        "rope_theta": f.float("rope_theta", 10000.0),
-    }
-
-
-def _nemotron(f: _Fields, model_type: str) -> dict[str, Any]:
+def _nemotron(f: Fields, model_type: str) -> dict[str, Any]:
     """NemotronConfig (Nemotron-3 / Nemotron-4): pre-LayerNorm (layernorm1p: the same kernel), RoPE on
     `partial_rotary_factor` of each head (the same attention cost), GQA, a non-gated squared-ReLU MLP, no
     biases by default, untied embeddings."""
     d, num_heads = f.int("hidden_size"), f.int("num_attention_heads")
     head_dim = f.raw.get("head_dim")
     return {
-        **_rmsnorm_decoder(f, d, num_heads, f.int("num_hidden_layers")),
+        **rmsnorm_decoder(f, d, num_heads, f.int("num_hidden_layers")),
         "head_dim": f.int("head_dim") if head_dim is not None else d // num_heads,
         "norm": "layernorm",
         "norm_eps": f.float("norm_eps", 1e-5),
@@ -497,7 +255,7 @@ def _nemotron(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-def _mpt(f: _Fields, model_type: str) -> dict[str, Any]:
+def _mpt(f: Fields, model_type: str) -> dict[str, Any]:
     """MptConfig (MosaicML): d_model, n_heads, n_layers, expansion_ratio, max_seq_len; pre-LayerNorm, GELU
     MLP of expansion_ratio x d, no biases (`no_bias`), tied embeddings. Learned positions only: ALiBi
     (`attn_config.alibi`) has no position table and is not modelled, so such a config is refused."""
@@ -532,27 +290,38 @@ def _mpt(f: _Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-_READERS: dict[str, Callable[[_Fields, str], dict[str, Any]]] = {
-    "llama": _llama_like,
-    "mistral": _llama_like,
-    "qwen2": _llama_like,
-    "qwen3": _llama_like,
+_READERS: dict[str, Callable[[Fields, str], dict[str, Any]]] = {
+    "llama": llama_like,
+    "mistral": llama_like,
+    "qwen2": llama_like,
+    "qwen3": llama_like,
     "gpt2": _gpt2,
     "opt": _opt,
     "bert": _bert,
-    "qwen2_moe": _qwen_moe,
-    "qwen3_moe": _qwen_moe,
-    "mixtral": _mixtral,
-    "deepseek_v2": _deepseek,
-    "deepseek_v3": _deepseek,
-    "gpt_oss": _gpt_oss,
-    "llama4_text": _llama4_text,
+    "qwen2_moe": hf_moe.qwen_moe,
+    "qwen3_moe": hf_moe.qwen_moe,
+    "mixtral": hf_moe.mixtral,
+    "deepseek_v2": hf_moe.deepseek,
+    "deepseek_v3": hf_moe.deepseek,
+    "gpt_oss": hf_moe.gpt_oss,
+    "llama4_text": hf_moe.llama4_text,
+    "minimax_m2": hf_moe.minimax_m2,
+    "kimi_k2": hf_moe.deepseek,
+    "deepseek_v32": hf_moe.deepseek_sparse,
+    "glm_moe_dsa": hf_moe.deepseek_sparse,
+    "qwen3_next": hf_moe.qwen3_next,
+    "qwen3_5_moe_text": hf_moe.qwen3_next,
     "gemma3_text": _gemma3_text,
     "mpt": _mpt,
     "nemotron": _nemotron,
 }
 # Multimodal configs: the language model's config is their `text_config`.
-_WRAPPERS: dict[str, str] = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
+_WRAPPERS: dict[str, str] = {
+    "llama4": "llama4_text",
+    "gemma3": "gemma3_text",
+    "kimi_k25": "kimi_k2",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
 
 
 def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") -> LlmArch:
@@ -576,7 +345,7 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
     if model_type not in _READERS:
         supported = ", ".join(_READERS)
         raise ConfigError(f"{source}: model_type '{model_type}' is not supported; supported: {supported}")
-    fields = _READERS[model_type](_Fields(raw, source), model_type)
+    fields = _READERS[model_type](Fields(raw, source), model_type)
     if fields["hidden_size"] % fields["num_heads"] and "head_dim" not in raw:
         raise ConfigError(
             f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "

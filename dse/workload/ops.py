@@ -58,6 +58,11 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int, int]] = {
     # A row reduction (eager PyTorch's `mean` / `sum` over the last dimension, `dse.training.eager`): reads
     # every element, writes one per row (negligible).
     "reduce": (1.0, 0.0, 1, 0),
+    # Gated DeltaNet (`dse.workload.linear_attention`): a causal depthwise conv1d of width 4 and its SiLU
+    # (8 + 4 FLOP, one exp) per channel and token; the decode recurrence over each dk x dv state element:
+    # decay, its share of k^T S, the rank-1 update and q^T S (7 FLOP), read and written once.
+    "conv4_silu": (12.0, 1.0, 1, 1),
+    "delta_rule": (7.0, 0.0, 1, 1),
 }
 
 

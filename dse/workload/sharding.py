@@ -104,6 +104,10 @@ def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
         raise ConfigError(
             f"--tp {tp} must divide {arch.name}'s {kv} KV heads or be a multiple of them (replicated heads)"
         )
+    if arch.linear_layers and arch.linear_num_key_heads % tp:
+        raise ConfigError(
+            f"--tp {tp} must divide {arch.name}'s {arch.linear_num_key_heads} linear-attention key heads"
+        )
     if par.pp > arch.num_layers:
         raise ConfigError(f"--pp {par.pp} exceeds {arch.name}'s {arch.num_layers} layers")
     if par.ep > 1 and not arch.is_moe:
@@ -145,6 +149,9 @@ def shard_arch(arch: LlmArch, par: Parallelism) -> LlmArch:
         "intermediate_size": _ceil_div(arch.intermediate_size, tp),
         "vocab_size": _ceil_div(arch.vocab_size, tp),
     }
+    if arch.linear_layers:  # Gated DeltaNet heads split like attention heads (vLLM's column-parallel in_proj)
+        update["linear_num_key_heads"] = max(1, arch.linear_num_key_heads // tp)
+        update["linear_num_value_heads"] = max(1, arch.linear_num_value_heads // tp)
     if arch.is_moe:
         update["moe_intermediate_size"] = _ceil_div(arch.moe_intermediate_size, par.moe_tp)
         update["shared_expert_intermediate_size"] = _ceil_div(arch.shared_expert_intermediate_size, tp)

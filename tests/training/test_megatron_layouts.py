@@ -328,3 +328,19 @@ def test_the_infeasible_reason_suggests_what_this_run_has_not_tried() -> None:
     assert "--cp" in long.metrics()["infeasible_reason"]
     moe = predict_llm_training(QWEN_MOE, GPU, _request(seq=4096, micro=4, num_gpus=8))
     assert "--ep" in moe.metrics()["infeasible_reason"]
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [("gpt-oss-120b", "local_attention"), ("qwen3.5-397b-a17b", "recurrence_chunks")]
+)
+def test_a_pipeline_stage_keeps_its_layer_pattern(name: str, key: str) -> None:
+    """A stage of pp 4 holds the model's first layers with their kinds: gpt-oss's sliding-window layers
+    (every 2nd) and Qwen3.5's linear-attention layers (3 of 4) stay theirs, split by tp like the heads."""
+    arch = load_model_config(name)
+    parts, _ = llm_step_parts(arch, _request(seq=4096, num_gpus=32, tp=8, pp=4, ep=8))
+    stage = -(-arch.num_layers // 4)
+    special = [op for op in parts.forward.ops if op.name.endswith(f"/attn/{key}")]
+    full = [op for op in parts.forward.ops if op.name.endswith("/attn/attention")]
+    expected = len([i for i in (arch.local_layers or arch.linear_layers) if i < stage])
+    assert [op.count for op in special] == [expected]
+    assert [op.count for op in full] == [stage - expected]

@@ -41,7 +41,16 @@ CARDS: dict[str, tuple[float, float, float]] = {
     "llama-4-scout": (109e9, 17e9, 0.03),
     # huggingface.co/meta-llama/Llama-4-Maverick-17B-128E: "17B activated, 400B total"
     "llama-4-maverick": (400e9, 17e9, 0.03),
+    # huggingface.co/moonshotai/Kimi-K2.5: "1T total parameters, 32B activated" (rounded: 1.03T / 32.9B here,
+    # without the MoonViT vision encoder, ~0.4B)
+    "kimi-k2.5": (1.0e12, 32e9, 0.03),
+    # huggingface.co/zai-org/GLM-5: "744B parameters (40B active)"; the 0.95B embedding table is counted
+    # among the active parameters here, without the multi-token-prediction layer
+    "glm-5": (744e9, 40e9, 0.05),
 }
+# huggingface.co/MiniMaxAI/MiniMax-M2.5 (M2's architecture): "230B total parameters with 10B active"; the
+# active count without the 0.6B embedding table (a lookup)
+MINIMAX: tuple[float, float] = (230e9, 10e9)
 # gpt-oss model card (arXiv:2508.10925), Table 1: total 116.83B / 20.91B; "active parameters per token"
 # 5.13B / 3.61B count the unembedding but not the embedding table (a lookup).
 GPT_OSS: dict[str, tuple[float, float]] = {
@@ -80,6 +89,23 @@ def test_gpt_oss_params_match_card(name: str) -> None:
     assert arch.num_params == pytest.approx(total, rel=0.001)
     without_embedding = arch.num_active_params - arch.param_counts()["embedding"]
     assert without_embedding == pytest.approx(active, rel=0.005)
+
+
+def test_minimax_params_match_card() -> None:
+    arch = load_model_config("minimax-m2.5")
+    assert arch.num_params == pytest.approx(MINIMAX[0], rel=0.01)
+    without_embedding = arch.num_active_params - arch.param_counts()["embedding"]
+    assert without_embedding == pytest.approx(MINIMAX[1], rel=0.05)
+    assert (
+        arch.qk_norm and arch.num_experts == 256 and arch.num_experts_per_tok == 8 and not arch.dense_layers
+    )
+
+
+def test_kimi_reads_its_text_config_as_deepseek_v3() -> None:
+    kimi, ds = load_model_config("kimi-k2.5"), load_model_config("deepseek-v3")
+    assert kimi.model_type == "kimi_k2" and kimi.is_mla and kimi.num_experts == 384
+    assert kimi.kv_cache_elements_per_token == ds.kv_cache_elements_per_token  # same MLA cache, 61 layers
+    assert kimi.dense_layers == (0,) and kimi.num_heads == 64
 
 
 @pytest.mark.parametrize("name", sorted(DENSE_CARDS))

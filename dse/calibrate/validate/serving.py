@@ -420,7 +420,7 @@ def serving_validation_frame(
 
     `load`: also the load model's columns (`*_load`; LOAD_METRICS), by far the slowest part (~1 minute);
     the multi-GPU rows have only those, so without `load` they are left out. `multigpu_rows`: an even
-    sample of that many multi-GPU rows (None: all 1,068, ~9 minutes); rows the model cannot place are
+    sample of that many multi-GPU rows (None: all 1,225, ~11 minutes); rows the model cannot place are
     not scored.
     """
 

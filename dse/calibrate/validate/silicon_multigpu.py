@@ -5,7 +5,7 @@
 
 Rows (shared/data/README.md, aiconfigurator section): aggregated serving (`mode` agg), one node
 (tp x attention_dp <= 8), no pipeline parallelism (no row has any), models in the catalog
-(MULTIGPU_MODELS; MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5 and GLM-5 are not), and the parallelism
+(MULTIGPU_MODELS: every model of the file), and the parallelism
 fields consistent (moe_tp x moe_ep = tp x attention_dp for MoE models: the 19 Qwen3-235B rows the
 README flags are left out). Duplicated measurements are dropped on (system, backend, isl, osl, TTFT,
 TPOT), as the README says.
@@ -68,7 +68,7 @@ from dse.serving.load import LoadRequest, draw_lengths
 SILICON_MULTIGPU = "aiconfigurator_silicon_multigpu"
 MULTIGPU_FILE = "silicon_sample_moe_multigpu_h100_h200.csv"
 # Rows `dse validate serving` scores by default: an even sample (random_state 0) that runs in ~1 minute
-# on two cores; all 1,068 rows take ~9 minutes.
+# on two cores; all 1,225 rows take ~11 minutes.
 MULTIGPU_SAMPLE_ROWS = 60
 MULTIGPU_MODELS: dict[str, str] = {
     "Qwen/Qwen3-32B": "qwen3-32b",
@@ -79,6 +79,10 @@ MULTIGPU_MODELS: dict[str, str] = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "moonshotai/Kimi-K2.5": "kimi-k2.5",
+    "zhipuai/GLM-5": "glm-5",
+    "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
 }
 MAX_NODE_GPUS = 8
 

@@ -1,0 +1,75 @@
+"""Gated DeltaNet linear attention (Qwen3.5): the hybrid layers, the recurrent state, engine steps, TP."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from dse.errors import ConfigError
+from dse.workload.engine import engine_step_graph
+from dse.workload.llm import build_decode_graph, build_prefill_graph
+from dse.workload.models import load_model_config
+from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp
+from dse.workload.sharding import Parallelism, check_parallelism, shard_arch
+
+QWEN35 = load_model_config("qwen3.5-397b-a17b")
+STATE = 64 * 128 * 128  # value heads x dk x dv of one layer (its config.json)
+
+
+def test_card_and_layer_split() -> None:
+    # huggingface.co/Qwen/Qwen3.5-397B-A17B: "397B in total and 17B activated" (with its ~0.4B vision encoder,
+    # not counted here)
+    assert QWEN35.num_params == pytest.approx(397e9, rel=0.01)
+    assert QWEN35.num_active_params == pytest.approx(17e9, rel=0.03)
+    assert QWEN35.full_attention_layers == tuple(range(3, 60, 4)) and len(QWEN35.linear_layers) == 45
+    # only the 15 full-attention layers cache keys and values: 2 KV heads of 256
+    assert QWEN35.kv_cache_elements_per_token == 15 * 2 * 2 * 256
+    assert QWEN35.linear_state_elements == STATE and QWEN35.attn_output_gate
+
+
+def _op(graph, leaf: str):  # type: ignore[no-untyped-def]
+    (op,) = [o for o in graph.ops if o.name.endswith(f"/attn/{leaf}")]
+    return op
+
+
+def test_decode_reads_and_writes_each_sequences_state() -> None:
+    graph = build_decode_graph(QWEN35, batch=8, context_len=4000)
+    rec = _op(graph, "recurrence")
+    assert isinstance(rec, ElementwiseOp) and rec.count == 45 and rec.num_elements == 8 * STATE
+    assert rec.min_dram_bytes == pytest.approx(2 * 4 * 8 * STATE)  # fp32, read and written once
+    attention = _op(graph, "attention")
+    assert isinstance(attention, AttentionOp) and attention.count == 15 and attention.seq_len_kv == 4001
+    # the gated full-attention layers project q, its gate, k and v in one GEMM
+    qkv = _op(graph, "qkv_proj")
+    assert isinstance(qkv, GemmOp) and qkv.n == 2 * 32 * 256 + 2 * 2 * 256
+
+
+def test_prefill_runs_the_chunked_form() -> None:
+    graph = build_prefill_graph(QWEN35, batch=2, seq_len=1000)
+    chunks = _op(graph, "recurrence_chunks")
+    assert isinstance(chunks, AttentionOp) and chunks.batch == 2 * 16 and chunks.seq_len_q == 64
+    assert not [o for o in graph.ops if o.name.endswith("/attn/recurrence")]
+
+
+def test_engine_step_prices_the_recurrence_per_decoding_sequence() -> None:
+    step = engine_step_graph(QWEN35, decodes=5, prefills=1, input_tokens=300, context_len=2000)
+    rec = _op(step, "recurrence")
+    assert isinstance(rec, ElementwiseOp) and rec.num_elements == 5 * STATE  # not the step's 305 tokens
+    assert [o for o in step.ops if o.name.endswith("/attn/prefill_recurrence_chunks")]
+    decode_only = engine_step_graph(QWEN35, decodes=5, prefills=0, input_tokens=1, context_len=2000)
+    assert decode_only.ops == build_decode_graph(QWEN35, batch=5, context_len=2000).ops
+
+
+def test_tensor_parallel_splits_the_linear_heads(tmp_path: Path) -> None:
+    gpu = shard_arch(QWEN35, Parallelism(tp=8, ep=8))
+    assert (gpu.linear_num_key_heads, gpu.linear_num_value_heads) == (2, 8)
+    assert gpu.linear_state_elements == STATE // 8
+    shipped = resources.files("dse.workload").joinpath("data/models/qwen3.5-397b-a17b.json")
+    raw = json.loads(shipped.read_text())["text_config"]
+    tiny = tmp_path / "config.json"
+    tiny.write_text(json.dumps({**raw, "linear_num_key_heads": 4, "linear_num_value_heads": 8}))
+    with pytest.raises(ConfigError, match="linear-attention key heads"):
+        check_parallelism(load_model_config(tiny), Parallelism(tp=8, ep=8))

@@ -1,0 +1,55 @@
+"""DeepSeek sparse attention (GLM-5): the indexer's ops and keys capped at index_topk per query."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.workload.llm import build_decode_graph, build_prefill_graph
+from dse.workload.models import load_model_config
+from dse.workload.ops import AttentionOp
+
+GLM5 = load_model_config("glm-5")
+
+
+def _attention(graph) -> list[AttentionOp]:  # type: ignore[no-untyped-def]
+    return [op for op in graph.ops if isinstance(op, AttentionOp) and "/attn/attention" in op.name]
+
+
+def test_glm5_fields_from_its_config() -> None:
+    a = GLM5
+    assert (a.index_topk, a.index_n_heads, a.index_head_dim) == (2048, 32, 128)
+    assert (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim) == (
+        2048, 512, 192, 64, 256,
+    )  # fmt: skip
+    # the MLA latent (512 + 64) and the indexer's fp8 key with its fp32 scale (132 bytes = 66 16-bit)
+    assert a.kv_cache_elements_per_token == 78 * (512 + 64 + 66)
+
+
+def test_decode_reads_at_most_topk_keys_but_the_indexer_scores_all() -> None:
+    short = build_decode_graph(GLM5, batch=4, context_len=1000)
+    long = build_decode_graph(GLM5, batch=4, context_len=20000)
+    assert [op.seq_len_kv for op in _attention(short)] == [1001]  # the cached context and the new token
+    assert [op.seq_len_kv for op in _attention(long)] == [2048]
+    indexer = [op for op in long.ops if op.name.endswith("/attn/indexer")]
+    assert len(indexer) == 1 and indexer[0].seq_len_kv == 20001 and indexer[0].num_heads == 32
+
+
+@settings(max_examples=25, deadline=None)
+@given(seq_len=st.integers(1, 9000))
+def test_prefill_pairs_are_the_sum_of_min_position_topk(seq_len: int) -> None:
+    """Query at position p (1-based) attends to min(p, topk) keys: the split ops hold exactly those pairs."""
+    graph = build_prefill_graph(GLM5, batch=2, seq_len=seq_len)
+    pairs = sum(op.batch * op.num_score_pairs for op in _attention(graph))
+    expected = 2 * sum(min(p, GLM5.index_topk) for p in range(1, seq_len + 1))
+    assert pairs == pytest.approx(expected)
+    indexer = [op for op in graph.ops if op.name.endswith("/attn/indexer")]
+    assert indexer[0].num_score_pairs == seq_len * (seq_len + 1) / 2  # the indexer scores every causal pair
+
+
+def test_dense_mla_model_is_unchanged() -> None:
+    ds = load_model_config("deepseek-v3")
+    graph = build_decode_graph(ds, batch=4, context_len=20000)
+    assert [op.seq_len_kv for op in _attention(graph)] == [20001]
+    assert not any("indexer" in op.name for op in graph.ops)
