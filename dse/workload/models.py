@@ -74,6 +74,24 @@ def _catalog_index() -> dict[str, str]:
     return index
 
 
+# Suffixes of Hub checkpoints that keep their base model's architecture: instruction and reasoning
+# fine-tunes, re-quantized weights, release dates (Qwen3-30B-A3B-Instruct-2507, Llama-3.1-8B-Instruct,
+# Qwen3-235B-A22B-FP8, Kimi-K2-Instruct-0905). The precision is still the user's `--precision`.
+_VARIANT_SUFFIX = re.compile(
+    r"[-_.](instruct|it|chat|thinking|base|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|bf16|"
+    r"fp16|dynamic|\d{4})$",
+    re.IGNORECASE,
+)
+
+
+def checkpoint_base(name: str) -> str:
+    """`name` without its trailing fine-tune / quantization / date suffixes ("Llama-3.1-8B-Instruct" ->
+    "Llama-3.1-8B")."""
+    while (shorter := _VARIANT_SUFFIX.sub("", name)) != name:
+        name = shorter
+    return name
+
+
 def _read_json(path: Any, source: str) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -100,6 +118,8 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return read_json_file(path, "model config", expect=dict), str(path), name
     known = _catalog_index().get(_key(str(name_or_path)))
+    if known is None:  # a fine-tune or re-quantized checkpoint of a catalog architecture
+        known = _catalog_index().get(_key(checkpoint_base(str(name_or_path).rsplit("/", 1)[-1])))
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 

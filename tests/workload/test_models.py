@@ -296,3 +296,25 @@ def test_arch_from_mapping_and_strictness() -> None:
         arch.hidden_size = 1  # type: ignore[misc]  # frozen
     with pytest.raises(ValidationError):
         LlmArch(**arch.model_dump(), colour="red")  # extra keys are forbidden
+
+
+@pytest.mark.parametrize(
+    ("hub_id", "name"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
+        ("Qwen/Qwen3-235B-A22B-Thinking-2507-FP8", "qwen3-235b-a22b"),
+        ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2.5"),
+        ("zai-org/GLM-5-FP8", "glm-5"),
+    ],
+)
+def test_fine_tuned_and_requantized_checkpoints_resolve_to_their_architecture(hub_id: str, name: str) -> None:
+    """Instruct / thinking fine-tunes, fp8 re-quantizations and dated releases keep the base architecture."""
+    assert load_model_config(hub_id).name == name
+
+
+def test_a_different_architecture_is_not_taken_for_its_base() -> None:
+    with pytest.raises(ConfigError, match="unknown model"):
+        load_model_config("Qwen/Qwen3-VL-8B-Instruct")  # a vision-language model, not Qwen3-8B
