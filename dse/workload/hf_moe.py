@@ -169,3 +169,25 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
         "attn_output_gate": f.bool("attn_output_gate", True),
         **({"rope_theta": float(theta)} if isinstance(theta, int | float) and theta > 0 else {}),
     }
+
+
+def glm4_moe(f: Fields, model_type: str) -> dict[str, Any]:
+    """Glm4MoeConfig (GLM-4.5, GLM-4.6): GQA with q/k/v biases (attention_bias, default True) and optional
+    q/k norms (use_qk_norm), DeepSeek-style MoE: the first first_k_dense_replace layers dense, then
+    n_routed_experts of moe_intermediate_size and n_shared_experts shared ones. RoPE on
+    partial_rotary_factor of each head costs the same here; the multi-token-prediction layers
+    (num_nextn_predict_layers) are speculative decoding, not part of the graph."""
+    fields = llama_like(f, model_type)
+    n, moe_ff = fields["num_layers"], f.int("moe_intermediate_size")
+    first_dense = f.raw.get("first_k_dense_replace") or 0
+    bias = f.bool("attention_bias", True)
+    return fields | {
+        "qkv_bias": bias,
+        "o_bias": False,
+        "qk_norm": f.bool("use_qk_norm", False),
+        "num_experts": f.int("n_routed_experts"),
+        "num_experts_per_tok": f.int("num_experts_per_tok"),
+        "moe_intermediate_size": moe_ff,
+        "shared_expert_intermediate_size": (f.raw.get("n_shared_experts") or 0) * moe_ff,
+        "dense_layers": layers_where(n, lambda i: i >= first_dense),
+    }

@@ -346,3 +346,19 @@ def test_combine_moves_k_outputs_per_token() -> None:
     combine = next(op for op in graph if op.name.endswith("/experts_combine"))
     assert combine.min_dram_bytes == pytest.approx(100 * 2048 * (8 + 1) * 2)  # read t k d, write t d (bf16)
     assert math.isclose(combine.count, 48)
+
+
+def test_glm4_moe_config_reads_its_deepseek_style_layout(tmp_path: Path) -> None:
+    """A GLM-4.5-shaped config (Glm4MoeConfig's field names): GQA with biases, first 3 layers dense."""
+    raw = {
+        "model_type": "glm4_moe", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 2048, "moe_intermediate_size": 128,
+        "n_routed_experts": 16, "num_experts_per_tok": 4, "n_shared_experts": 1, "first_k_dense_replace": 3,
+        "use_qk_norm": True, "vocab_size": 1000, "max_position_embeddings": 4096,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    arch = load_model_config(path)
+    assert arch.dense_layers == (0, 1, 2) and arch.moe_layers == (3, 4, 5)
+    assert arch.qkv_bias and not arch.o_bias and arch.qk_norm
+    assert arch.shared_expert_intermediate_size == 128 and arch.num_experts == 16
