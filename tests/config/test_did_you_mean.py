@@ -21,9 +21,10 @@ def test_unknown_gpu_names_suggest_the_catalog_ones(name: str, suggested: str) -
 @pytest.mark.parametrize(
     ("name", "suggested"),
     [
-        ("llama-3.1-8b-instruct", "llama-3.1-8b"),  # a catalog name the input extends
-        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # a Hugging Face id
-        ("Qwen/Qwen3-8B-FP8", "qwen3-8b"),
+        # a catalog name the input extends with more than a fine-tune suffix (those resolve: test_models)
+        ("llama-3.1-8b-long-context", "llama-3.1-8b"),
+        ("meta-llama/Llama-3.1-8B-Instruct-128k", "llama-3.1-8b"),  # a Hugging Face id
+        ("Qwen/Qwen3-8B-Reranker", "qwen3-8b"),
         ("deepseek-v4", "deepseek-v3"),  # similar
     ],
 )
