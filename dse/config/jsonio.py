@@ -16,13 +16,26 @@ from typing import Any
 
 from dse.errors import ConfigError
 
-__all__ = ["MAX_JSON_BYTES", "read_json_file"]
+__all__ = ["MAX_JSON_BYTES", "loads_finite", "read_json_file"]
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a kernel list or sample file is at most a few MiB
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_finite(text: str | bytes) -> tuple[Any, int]:
+    """One JSON document (a log line) with NaN and +-Infinity, which are not JSON but which Python's parser
+    takes, read as null; returns (value, how many were replaced) so that the caller can say where.
+    Raises json.JSONDecodeError as json.loads does."""
+    replaced = 0
+
+    def null(_name: str) -> None:
+        nonlocal replaced
+        replaced += 1
+
+    return json.loads(text, parse_constant=null), replaced
 
 
 def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -> Any:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from dse.config.jsonio import loads_finite
 from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
 
@@ -118,14 +119,16 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     bad = 0
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
+        for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec, nonfinite = loads_finite(line)
             except json.JSONDecodeError:
                 bad += 1
                 continue
+            if nonfinite:  # not JSON and never written by dse: a hand edit; the value counts as missing
+                logger.warning("%s:%d: NaN or Infinity read as null (missing)", path, lineno)
             row: dict[str, Any] = {
                 "point_id": str(rec.get("point_id", len(rows))),
                 "seq": rec.get("seq", len(rows)),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
 import socket
@@ -34,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from dse.config.jsonio import loads_finite
 from dse.errors import SearchError
 
 logger = logging.getLogger(__name__)
@@ -192,9 +194,20 @@ def write_json(path: Path, data: Any) -> None:
     _write_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
 
 
+def _finite(value: Any) -> Any:
+    """`value` with NaN and +-inf floats as None: the log stays JSON (a missing metric is null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
-        return value.item()
+        return _finite(value.item())
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
@@ -230,7 +243,7 @@ class PointLog:
                 good_end = pos
                 continue
             try:
-                rec = json.loads(line)
+                rec, nonfinite = loads_finite(line)
             except json.JSONDecodeError:
                 if pos >= len(data):
                     torn = True
@@ -240,6 +253,8 @@ class PointLog:
             if not isinstance(rec, dict):
                 raise SearchError(f"{self.path}: a line that is not an object; is this a dse points log?")
             lineno = data[:pos].count(b"\n")
+            if nonfinite:  # not JSON and never written by dse: a hand edit; the value counts as missing
+                logger.warning("%s:%d: NaN or Infinity read as null (missing)", self.path, lineno)
             record = PointRecord.from_json(rec, f"{self.path}:{lineno}")
             self.records[record.point_id] = record
             good_end = pos
@@ -252,7 +267,11 @@ class PointLog:
         lines = []
         for rec in records:
             self.records[rec.point_id] = rec
-            lines.append(json.dumps(rec.to_json(), separators=(",", ":"), default=_json_default))
+            lines.append(
+                json.dumps(
+                    _finite(rec.to_json()), separators=(",", ":"), default=_json_default, allow_nan=False
+                )
+            )
         if lines:
             self._fh.write("\n".join(lines) + "\n")
             self._fh.flush()

@@ -83,6 +83,17 @@ def test_jsonl_keeps_the_last_record_of_a_point(tmp_path: Path) -> None:
     assert "param.gpu.num_sms" in df.columns  # nested params flatten to dotted paths
 
 
+def test_a_hand_edited_infinity_is_not_a_best_point(tmp_path: Path) -> None:
+    log = tmp_path / "points.jsonl"
+    lines = [
+        '{"point_id": "a", "metrics": {"energy_j": -Infinity}}',
+        '{"point_id": "b", "metrics": {"energy_j": 2}}',
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    df = read_points_jsonl(log)
+    assert df["metric.energy_j"].isna().tolist() == [True, False]
+
+
 def test_point_params_gives_python_scalars(small_run: Path) -> None:
     run = load_run(small_run)
     params = point_params(run.trials.iloc[0].to_dict(), run.parameters)

@@ -289,6 +289,26 @@ def test_torn_last_line_is_dropped(tmp_path: Path) -> None:
     assert PointLog(path).records["c"].to_json() == {**good, "point_id": "c", "feasible": False, "seq": 1}
 
 
+def test_nan_and_infinity_in_the_log_are_missing_values(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NaN / Infinity are not JSON: a hand-edited log's values count as missing, with the line named, and
+    what dse writes stays JSON (a non-finite metric is written as null)."""
+    path = tmp_path / "points.jsonl"
+    path.write_text(
+        '{"point_id": "a", "metrics": {"energy_j": -Infinity, "latency_s": NaN}, "feasible": true}\n'
+    )
+    log = PointLog(path)
+    assert log.records["a"].metrics == {"energy_j": None, "latency_s": None}
+    assert "points.jsonl:1: NaN or Infinity" in caplog.text
+    log.append([PointRecord(point_id="b", metrics={"energy_j": float("inf"), "x": np.float32("nan")})])
+    log.close()
+    last = path.read_text().splitlines()[-1]
+    assert json.loads(last, parse_constant=lambda c: pytest.fail(f"{c} written"))["metrics"] == {
+        "energy_j": None, "x": None,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
