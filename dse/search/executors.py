@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -302,6 +303,7 @@ class RayExecutor(Executor):
                 "logging_level": logging.ERROR,  # keep the CLI quiet (e.g. the token-auth notice)
             }
             if address:
+                _check_reachable(address)
                 kwargs["address"] = address
             else:
                 # "local": a new instance even when `ray start` left a cluster address on this machine.
@@ -350,6 +352,21 @@ class RayExecutor(Executor):
         if self._started and self._ray.is_initialized():
             self._ray.shutdown()
             self._started = False
+
+
+RAY_CONNECT_TIMEOUT_S = 5.0  # a cluster's GCS answers a TCP connect at once; ray.init retries for minutes
+
+
+def _check_reachable(address: str) -> None:
+    """SearchError at once unless `host:port` (or `ray://host:port`) accepts a TCP connection: ray.init
+    would retry an unreachable or mistyped address for minutes. `auto` and other forms are Ray's to read."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError, OverflowError) as exc:
+        raise SearchError(f"could not reach the Ray cluster at {address}: {exc}") from None
 
 
 def _auth_hint(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.errors import ConfigError, RunFailed
+from dse.errors import ConfigError, RunFailed, SearchError
 from dse.search import rundir
 from dse.search.runner import run_study
 
@@ -64,3 +64,24 @@ def test_failing_to_write_the_tables_is_a_run_failure(
         run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1, executor="serial")
     log = next(tmp_path.glob("zdt/*/points.jsonl"))
     assert len([json.loads(x) for x in log.read_text().splitlines()]) == 8
+
+
+def test_an_unreachable_ray_address_fails_at_once() -> None:
+    """ray.init retries an address nobody listens on for minutes; dse checks the TCP port first."""
+    import socket
+    import time
+
+    from dse.search.executors import _check_reachable
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(SearchError, match=f"could not reach the Ray cluster at 127.0.0.1:{port}"):
+        _check_reachable(f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 10
+    with socket.socket() as server:  # a listening port passes; forms Ray resolves itself are left to it
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        _check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}")
+    _check_reachable("auto")
