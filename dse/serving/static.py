@@ -64,6 +64,7 @@ from dse.workload.llm import (
     LlmArch,
     build_decode_graph,
     build_prefill_graph,
+    decode_keys_of,
     prefill_activation_bytes,
     weight_bytes,
 )
@@ -256,7 +257,9 @@ def _attention_over_steps(
 ) -> WorkloadGraph:
     """One attention op per (decode step, attention op of the step); names keep the op's name."""
     ops = tuple(
-        _with_kv_len(op, arch.decode_keys(context + 1)) for context in context_lens for op in attention
+        _with_kv_len(op, decode_keys_of(arch, op, context + 1))
+        for context in context_lens
+        for op in attention
     )
     return WorkloadGraph(name="decode-attention", ops=ops)
 

@@ -208,6 +208,11 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
             )
         if req.attention == "eager":
             raise ConfigError("--cp: context parallelism runs flash (ring) attention, not --attention eager")
+        if arch.is_sparse_attention or arch.linear_layers:
+            raise ConfigError(
+                f"--cp: context parallelism of {arch.name}'s sparse or linear attention (an indexer over the "
+                "whole context, a recurrent state passed along the sequence) is not modelled"
+            )
         if req.seq_len % (2 * lay.cp):
             raise ConfigError(
                 f"--seq-len {req.seq_len} is not a multiple of 2 x cp = {2 * lay.cp} (context parallelism "

@@ -276,14 +276,19 @@ class LlmArch(BaseModel):
 
     @property
     def kv_cache_elements_per_token(self) -> int:
-        """Elements cached per token over all layers (multiply by the KV dtype's bytes): K and V, or MLA's
-        one latent of `kv_lora_rank + qk_rope_head_dim` (K and V are both recovered from it). Sparse
-        attention adds the indexer's key, cached in fp8 with an fp32 scale per 128 (vLLM and SGLang's
-        DeepSeek-V3.2 layout): counted as the 16-bit elements of the same bytes."""
+        """Elements cached per token over all layers in the KV dtype (multiply by its bytes): K and V, or
+        MLA's one latent of `kv_lora_rank + qk_rope_head_dim` (K and V are both recovered from it). The
+        sparse-attention indexer's keys are `indexer_cache_bytes_per_token`, fp8 whatever the KV dtype."""
         if self.is_mla:
-            indexer = -(-(self.index_head_dim + 4 * -(-self.index_head_dim // 128)) // 2)
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim + indexer)
+            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
         return 2 * len(self.full_attention_layers) * self.kv_dim
+
+    @property
+    def indexer_cache_bytes_per_token(self) -> int:
+        """Sparse attention's indexer keys per token over all layers: fp8 with an fp32 scale per 128
+        (vLLM and SGLang's DeepSeek-V3.2 layout); 0 without sparse attention."""
+        idx = self.index_head_dim
+        return self.num_layers * (idx + 4 * -(-idx // 128)) if self.is_sparse_attention else 0
 
     # ---- parameter counts
     def _norm_params(self) -> int:

@@ -219,6 +219,9 @@ def with_kv_dtype(op: Op, kv_dtype: str | None) -> Op:
     if kv_dtype is None:
         return op
     dtype = cast(Dtype, kv_dtype)  # the ops' own validation rejects an unknown dtype
+    leaf = op.name.rsplit("/", 1)[-1]
+    if leaf.endswith("indexer") or RECURRENCE in leaf:
+        return op  # the sparse indexer's fp8 keys and linear attention's state are no KV cache
     if isinstance(op, AttentionOp):
         return dataclasses.replace(op, kv_dtype=dtype)
     if isinstance(op, ElementwiseOp) and op.name.endswith("/kv_cache_write"):
@@ -308,9 +311,11 @@ def engine_step_graph(
 
 
 def _per_sequence(op: Op) -> bool:
-    """Ops whose work follows the sequences, not the step's tokens: attention over each sequence's keys,
-    and the linear-attention recurrence over its state (`dse.workload.linear_attention`)."""
-    return isinstance(op, AttentionOp) or RECURRENCE in op.name.rpartition("/")[2]
+    """Ops whose work follows the sequences, not the step's tokens: attention over each sequence's keys
+    (the sparse-attention indexer's too, a GEMM in prefill) and the linear-attention recurrence over its
+    state (`dse.workload.linear_attention`)."""
+    leaf = op.name.rpartition("/")[2]
+    return isinstance(op, AttentionOp) or RECURRENCE in leaf or leaf == "indexer"
 
 
 def _rebatch(op: Op, decodes: int, tokens: int) -> Op:
@@ -328,7 +333,7 @@ def kv_bytes_per_token(arch: LlmArch, precision: str, kv_dtype: str | None = Non
     if kv_dtype is None:
         return kv_cache_bytes(arch, precision, 1)
     _check("kv_dtype", kv_dtype, KV_DTYPES)
-    return float(arch.kv_cache_elements_per_token) * BYTES_PER_ELEMENT[kv_dtype]
+    return arch.kv_cache_elements_per_token * BYTES_PER_ELEMENT[kv_dtype] + arch.indexer_cache_bytes_per_token
 
 
 __all__ = [

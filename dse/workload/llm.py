@@ -103,8 +103,10 @@ def decode_keys_of(arch: LlmArch, op: AttentionOp, kv_len: int) -> int:
     """Keys `op`, an attention op of `arch`'s graphs, reads for a decoding token with `kv_len` tokens
     in the sequence: the window or chunk on local layers' ops, else `arch.decode_keys` (for a model whose
     every layer is windowed, the window)."""
-    is_local = op.name.rsplit("/", 1)[-1].startswith(LOCAL_ATTENTION)
-    return arch.decode_keys(kv_len, local=True if is_local else None)
+    leaf = op.name.rsplit("/", 1)[-1]
+    if arch.is_sparse_attention and leaf == "attention":
+        return min(kv_len, arch.index_topk)  # the indexer (`indexer`) itself scores every key
+    return arch.decode_keys(kv_len, local=True if leaf.startswith(LOCAL_ATTENTION) else None)
 
 
 # ---- memory footprint (bytes), used by the serving predictor's capacity check
@@ -129,12 +131,10 @@ def weight_bytes(arch: LlmArch, precision: str) -> float:
 
 
 def kv_cache_bytes(arch: LlmArch, precision: str, num_tokens: int) -> float:
-    """KV cache of `num_tokens` tokens (summed over sequences) in the activation dtype."""
-    return (
-        float(num_tokens)
-        * arch.kv_cache_elements_per_token
-        * BYTES_PER_ELEMENT[_act_dtype(_check_precision(precision))]
-    )
+    """KV cache of `num_tokens` tokens (summed over sequences) in the activation dtype (and the sparse
+    indexer's fp8 keys)."""
+    act_b = BYTES_PER_ELEMENT[_act_dtype(_check_precision(precision))]
+    return float(num_tokens) * (arch.kv_cache_elements_per_token * act_b + arch.indexer_cache_bytes_per_token)
 
 
 def prefill_activation_bytes(
@@ -302,7 +302,8 @@ class _Builder:
             )
         elif a.linear_layers:
             full, linear = a.full_attention_layers, a.linear_layers
-            self.attention_core(self._prefix(full), len(full))
+            if full:  # a pipeline stage may hold linear layers only
+                self.attention_core(self._prefix(full), len(full))
             label = layer_label(linear)  # three of every four layers: no progression, the all-layers name
             self.ops += build_gated_deltanet_ops(
                 a, prefix=pre if "," in label else self._prefix(linear), batch=self.batch, q_len=self.q_len,
@@ -406,7 +407,7 @@ class _Builder:
         dense = a.dense_mlp_layers
         if dense:
             self.dense_mlp(pre if len(dense) == n else self._prefix(dense), len(dense))
-        if a.is_moe:
+        if a.moe_layers:  # a pipeline stage may hold dense layers only
             self.ops += build_moe_ops(
                 a,
                 prefix=self._prefix(a.moe_layers),

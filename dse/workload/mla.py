@@ -45,6 +45,7 @@ from dse.workload.ops import (
     AttentionOp,
     Dtype,
     ElementwiseOp,
+    GemmOp,
     NormKind,
     NormOp,
     Op,
@@ -142,11 +143,16 @@ def _indexer_ops(
         attn/indexer_k_proj    [t, d] x [d, idx + n_idx] (the key and the head weights)
         attn/indexer_k_norm    LayerNorm over idx; attn/indexer_rotary on the RoPE parts of q and k
         attn/indexer_cache_write  the fp8 key [t, idx]
-        attn/indexer           n_idx heads of q.k over the fp8 cache: an `AttentionOp` with one KV head of
-                               head_dim idx / 2 has its FLOPs (2 idx per pair and head) and reads its keys
+        attn/indexer           n_idx heads of fp8 q.k over the fp8 keys (DeepGEMM's fp8 MQA logits), ReLU'd
+                               and weighted into one fp32 score per query and key. Decode reads each
+                               sequence's keys: an `AttentionOp` with one KV head of head_dim idx / 2 has its
+                               FLOPs (2 idx per pair and head) and its key bytes. Prefill is compute-bound: a
+                               GEMM [q, n_idx idx] x [n_idx idx, mean causal keys] has its fp8 FLOPs and
+                               writes its scores (no softmax, unlike an attention kernel); its key reads are
+                               counted n_idx times, a few microseconds beside the math.
 
-    NOTE(dse): the selection itself is not an op: its fp32 scores (written by the indexer, read by the
-    top-k) are ~2% of a prefill step's attention time and ~6% of a decode step's indexer traffic.
+    NOTE(dse): the top-k selection is not an op of its own: it reads the scores the indexer wrote (~2% of a
+    prefill step's attention time, ~6% of a decode step's indexer traffic).
     """
     a, t, pre = arch, e.rows, e.pre
     n_idx, idx, rope = a.index_n_heads, a.index_head_dim, a.qk_rope_head_dim
@@ -157,13 +163,22 @@ def _indexer_ops(
     ops.append(e.copy("indexer_rotary", "rotary", t * (n_idx + 1) * rope))
     ops.append(ElementwiseOp(name=f"{pre}/indexer_cache_write", kind="cast", num_elements=t * idx,
                              dtype="fp8", count=e.count))  # fmt: skip
-    ops.append(
-        AttentionOp(
-            name=f"{pre}/indexer", batch=batch, num_heads=n_idx, num_kv_heads=1, head_dim=-(-idx // 2),
-            seq_len_q=q_len, seq_len_kv=kv_len, causal=True, backend=backend, dtype=e.act_dtype,
-            kv_dtype="fp8", count=e.count,
-        )
-    )  # fmt: skip
+    if q_len == 1:  # decode: reading each sequence's fp8 keys bounds it
+        ops.append(
+            AttentionOp(
+                name=f"{pre}/indexer", batch=batch, num_heads=n_idx, num_kv_heads=1, head_dim=-(-idx // 2),
+                seq_len_q=1, seq_len_kv=kv_len, causal=True, backend=backend, dtype="fp8", kv_dtype="fp8",
+                count=e.count,
+            )
+        )  # fmt: skip
+    else:  # prefill: fp8 Tensor-Core math over the causal pairs, fp32 scores written
+        mean_keys = kv_len - q_len + (q_len + 1) // 2
+        ops.append(
+            GemmOp(
+                name=f"{pre}/indexer", m=q_len, n=mean_keys, k=n_idx * idx, batch=batch, dtype="fp8",
+                out_dtype="fp32", count=e.count,
+            )
+        )  # fmt: skip
     return ops
 
 

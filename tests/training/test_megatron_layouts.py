@@ -344,3 +344,14 @@ def test_a_pipeline_stage_keeps_its_layer_pattern(name: str, key: str) -> None:
     expected = len([i for i in (arch.local_layers or arch.linear_layers) if i < stage])
     assert [op.count for op in special] == [expected]
     assert [op.count for op in full] == [stage - expected]
+
+
+def test_short_stages_and_context_parallel_of_the_new_attention_kinds() -> None:
+    """A stage of 3 layers holds only Gated DeltaNet layers (Qwen3.5), or only dense ones (GLM-5's first
+    three): priced, not a crash; context parallelism of sparse or linear attention is refused by name."""
+    for name, pp in (("qwen3.5-397b-a17b", 20), ("glm-5", 26)):
+        arch = load_model_config(name)
+        parts, _ = llm_step_parts(arch, _request(seq=4096, num_gpus=8 * pp, tp=8, pp=pp, ep=8))
+        assert parts.forward.ops and all(op.count > 0 for op in parts.forward.ops)
+    with pytest.raises(ConfigError, match="context parallelism of glm-5"):
+        llm_step_parts(load_model_config("glm-5"), _request(seq=8192, num_gpus=64, tp=8, cp=2, ep=8))
