@@ -50,6 +50,7 @@ from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.step_table import StepTable, run_idle_power_w
 from dse.workload.engine import check_engine_options, kv_bytes_per_token
+from dse.workload.linear_attention import state_bytes
 from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
 from dse.workload.sharding import SINGLE, Parallelism, check_parallelism, weight_arch
 
@@ -343,14 +344,15 @@ def predict_load(
         return _infeasible(arch, gpu, request, preset, "the weights leave no memory for a KV cache")
     n = default_num_requests(load, preset)
     inp, out = draw_lengths(load, n, arch.max_position_embeddings)
+    state = _state_blocks(arch, par, load.precision, kv_dtype, preset.block_size_tokens)
     config = SchedulerConfig(
         max_num_seqs=preset.max_num_seqs, max_batched_tokens=preset.max_batched_tokens, kv_blocks=kv_blocks,
         block_size_tokens=preset.block_size_tokens, chunked_prefill=preset.chunked_prefill,
         reserve_output_frac=preset.reserve_output_frac, host_step_s=preset.host_step_s,
-        mixed_prefill=preset.mixed_prefill,
+        mixed_prefill=preset.mixed_prefill, state_blocks=state,
     )  # fmt: skip
     longest = int((inp + out).max())
-    if longest > kv_blocks * preset.block_size_tokens:
+    if longest + state * preset.block_size_tokens > kv_blocks * preset.block_size_tokens:
         pool = kv_blocks * preset.block_size_tokens
         reason = f"a request of {longest} tokens does not fit the KV cache ({pool} tokens)"
         return _infeasible(arch, gpu, request, preset, reason)
@@ -441,6 +443,16 @@ def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap
     values["num_requests"] = float(len(sim.finish_s))
     values["steps"] = float(sim.steps)
     return values
+
+
+def _state_blocks(arch: LlmArch, par: Parallelism, precision: str, kv_dtype: str | None, block: int) -> int:
+    """KV-pool blocks one running sequence's linear-attention state takes on a GPU (0 without linear
+    layers): its bytes over a block's, the state split over tp like the heads, over pp like the layers."""
+    if not arch.linear_layers:
+        return 0
+    gpu_arch = weight_arch(arch, par)
+    per_token = kv_bytes_per_token(gpu_arch, precision, kv_dtype)
+    return math.ceil(state_bytes(gpu_arch) / (per_token * block))
 
 
 def _window(sim: SimResult, load: LoadRequest, running_cap: int) -> Window:

@@ -70,6 +70,9 @@ class SchedulerConfig:
     # False: prefill-first steps of prompt chunks only, decodes pausing while any prompt work can be
     # scheduled (SGLang's default scheduler; module docstring). True: decodes and chunks share each step.
     mixed_prefill: bool = True
+    # Blocks of the pool each running sequence holds whatever its length: linear attention's recurrent
+    # state (`dse.workload.linear_attention`), allocated from the KV pool as vLLM's hybrid allocator does.
+    state_blocks: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_batched_tokens", "kv_blocks", "block_size_tokens"):
@@ -195,7 +198,7 @@ class _Engine:
     # -- KV blocks
 
     def _need(self, tokens: int) -> int:
-        return -(-tokens // self.cfg.block_size_tokens)
+        return -(-tokens // self.cfg.block_size_tokens) + self.cfg.state_blocks
 
     def _grow(self, r: int, tokens: int) -> bool:
         """Give `r` the blocks for `tokens` cached tokens; False when the pool cannot."""
@@ -383,7 +386,7 @@ class _Engine:
         lo, hi = 0, k  # the most steps whose new blocks the pool covers
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            extra = np.maximum(-(-(kv + mid) // bs) - held, 0).sum()
+            extra = np.maximum(-(-(kv + mid) // bs) + self.cfg.state_blocks - held, 0).sum()
             lo, hi = (mid, hi) if extra <= self.free_blocks else (lo, mid - 1)
         k = lo
         ta = self.next_arrival_s()
@@ -477,7 +480,7 @@ def simulate(
 ) -> SimResult:
     """Simulate the engine serving `requests` (module docstring); ConfigError if a request can never run."""
     worst = int(np.max(np.asarray(requests.input_tokens) + np.asarray(requests.output_tokens)))
-    if -(-worst // config.block_size_tokens) > config.kv_blocks:
+    if -(-worst // config.block_size_tokens) + config.state_blocks > config.kv_blocks:
         raise ConfigError(
             f"a request of {worst} tokens needs more than the KV cache's "
             f"{config.kv_blocks * config.block_size_tokens} tokens"

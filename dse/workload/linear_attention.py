@@ -22,15 +22,16 @@ gated by SiLU(z), and the output projection. With key = Hk dk and value = Hv dv:
     attn/norm_gate          RMSNorm over dv per value head, times SiLU(z)
     attn/out_proj           [t, value] x [value, d]
 
-The state replaces a KV cache in these layers: memory per sequence, not per token. NOTE(dse): the serving
-capacity counts the KV cache of the full-attention layers only; the state (Qwen3.5-397B: 45 layers x 4 MiB in
-fp32 per sequence, split over tp) is left out of it.
+The state replaces a KV cache in these layers: memory per sequence, not per token (`state_bytes`: Qwen3.5-
+397B holds 45 layers x 4 MiB in fp32 per sequence, split over tp), taken from the KV pool while the sequence
+runs (`dse.serving.load`).
 """
 
 from __future__ import annotations
 
 from dse.workload.arch import LlmArch
 from dse.workload.ops import (
+    BYTES_PER_ELEMENT,
     AttentionBackend,
     AttentionOp,
     Dtype,
@@ -44,6 +45,19 @@ from dse.workload.ops import (
 CHUNK_TOKENS = 64  # FLA's chunk_gated_delta_rule chunk size
 STATE_DTYPE: Dtype = "fp32"  # Qwen3-Next / Qwen3.5 configs: mamba_ssm_dtype float32
 RECURRENCE = "recurrence"  # decode op leaf name; the prefill ops extend it (`dse.workload.engine`)
+
+
+def state_bytes(arch: LlmArch, act_dtype: Dtype = "bf16") -> float:
+    """Bytes one sequence keeps in all linear-attention layers: the recurrent state (STATE_DTYPE) and the
+    conv1d's last kernel - 1 inputs (`act_dtype`); 0 without linear layers."""
+    key = arch.linear_num_key_heads * arch.linear_key_head_dim
+    conv = (arch.linear_conv_kernel - 1) * (
+        2 * key + arch.linear_num_value_heads * arch.linear_value_head_dim
+    )
+    per_layer = (
+        arch.linear_state_elements * BYTES_PER_ELEMENT[STATE_DTYPE] + conv * BYTES_PER_ELEMENT[act_dtype]
+    )
+    return float(len(arch.linear_layers) * per_layer)
 
 
 def build_gated_deltanet_ops(

@@ -363,3 +363,17 @@ def test_prompts_in_flight_holding_the_pool_preempt_the_latest_admitted() -> Non
     engine.step()
     assert engine.running == [0] and list(engine.waiting) == [1] and engine.preemptions == 1
     assert engine.computed[0] == 16 and engine.computed[1] == 0 and engine.free_blocks == 4
+
+
+def test_a_per_sequence_state_takes_pool_blocks_while_the_sequence_runs() -> None:
+    """Linear attention's state (`state_blocks` per running sequence) comes out of the KV pool: a pool of
+    1,000 blocks holds ~54 sequences of ~18 blocks (256 + 64 tokens) alone, ~35 with 10 state blocks
+    each; every block comes back at the end."""
+    base, with_state = closed(64, kv_blocks=1000), closed(64, kv_blocks=1000, state_blocks=10)
+    peak_running = lambda sim: max(sim.step_running)  # noqa: E731
+    assert peak_running(with_state) < peak_running(base)
+    assert with_state.peak_blocks <= 1000
+    held = np.asarray(with_state.step_blocks) - 10 * np.asarray(with_state.step_running)
+    assert (held >= 0).all()  # the state blocks of the running sequences are always held
+    with pytest.raises(ConfigError, match="needs more than"):
+        closed(4, kv_blocks=60, state_blocks=50)  # 50 state + up to 64 blocks of tokens never fit 60

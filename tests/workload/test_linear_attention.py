@@ -73,3 +73,15 @@ def test_tensor_parallel_splits_the_linear_heads(tmp_path: Path) -> None:
     tiny.write_text(json.dumps({**raw, "linear_num_key_heads": 4, "linear_num_value_heads": 8}))
     with pytest.raises(ConfigError, match="linear-attention key heads"):
         check_parallelism(load_model_config(tiny), Parallelism(tp=8, ep=8))
+
+
+def test_the_state_is_charged_to_the_kv_pool_per_running_sequence() -> None:
+    """Per GPU at tp 8: 45 layers x (8 value heads x 128 x 128 fp32 state + 3 conv inputs of 2 x 2 x 128
+    + 8 x 128 channels in bf16), in 16-token blocks of the 15 full-attention layers' bf16 KV (one
+    replicated KV head of 256): the blocks one running sequence holds."""
+    from dse.serving.load import _state_blocks
+
+    state = 45 * (8 * 128 * 128 * 4 + 3 * (2 * 2 * 128 + 8 * 128) * 2)
+    block = 16 * 15 * 2 * 256 * 2
+    assert _state_blocks(QWEN35, Parallelism(tp=8, ep=8), "bf16", None, 16) == -(-state // block)
+    assert _state_blocks(load_model_config("qwen3-8b"), Parallelism(), "bf16", None, 16) == 0
