@@ -115,6 +115,10 @@ def build_mla_ops(
     return ops
 
 
+# NOTE(dse): sparse prefill keeps the expanded form above (per-head keys and values, 2 x 192 + 2 x 256 FLOP
+# per pair and head for GLM-5) over the selected keys; DeepSeek-V3.2's sparse kernels (FlashMLA) attend over
+# the latents in the absorbed form (2 x 576 + 2 x 512), about twice the FLOPs per pair: past 2,048 tokens the
+# prefill's attention may be under-priced up to 2x.
 def _attended(arch: LlmArch, q_len: int, kv_len: int) -> list[tuple[str, int, int, int, bool]]:
     """(name suffix, sequences per sequence, queries, keys, causal) of the attention ops: one causal op, or
     under sparse attention the queries that see at most `index_topk` keys (causal) and those that see
