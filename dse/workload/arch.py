@@ -122,6 +122,9 @@ class LlmArch(BaseModel):
     linear_num_value_heads: int = Field(default=0, ge=0)
     linear_value_head_dim: int = Field(default=0, ge=0)
     linear_conv_kernel: int = Field(default=0, ge=0, description="causal conv1d width before the recurrence")
+    linear_state_dtype: Literal["fp32", "bf16", "fp16"] = Field(
+        default="fp32", description="the recurrent state's dtype (the config's mamba_ssm_dtype)"
+    )
     attn_output_gate: bool = Field(default=False, description="sigmoid gate on the attention output")
     # ---- mixture of experts; num_experts 0 = dense
     num_experts: int = Field(default=0, ge=0, description="routed experts per MoE layer")

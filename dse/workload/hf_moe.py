@@ -144,6 +144,10 @@ def deepseek_sparse(f: Fields, model_type: str) -> dict[str, Any]:
     }
 
 
+# config mamba_ssm_dtype -> LlmArch.linear_state_dtype (another value: fp32, the engines' default)
+_STATE_DTYPES: dict[str, str] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
 def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
     """Qwen3NextConfig and Qwen3.5-MoE's text config (`qwen3_next`, `qwen3_5_moe_text`): Qwen3-MoE's
     experts (plus a shared expert, its sigmoid gate's d weights not counted) and q/k norms, with Gated
@@ -167,6 +171,7 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
         "linear_value_head_dim": f.int("linear_value_head_dim"),
         "linear_conv_kernel": f.int("linear_conv_kernel_dim", 4),
         "attn_output_gate": f.bool("attn_output_gate", True),
+        "linear_state_dtype": _STATE_DTYPES.get(str(f.raw.get("mamba_ssm_dtype", "float32")), "fp32"),
         **({"rope_theta": float(theta)} if isinstance(theta, int | float) and theta > 0 else {}),
     }
 

@@ -12,7 +12,8 @@ gated by SiLU(z), and the output projection. With key = Hk dk and value = Hv dv:
     attn/conv1d         conv + SiLU over [t, 2 key + value] (its last kernel - 1 inputs are cached)
     attn/gating         beta = sigmoid(b), decay = exp(-exp(A) softplus(a + dt_bias)): [t, 2 Hv]
     decode (one token per sequence): the fused recurrent kernel
-    attn/recurrence     the state [b, Hv, dk, dv] read, updated and written (fp32, the engines' state dtype)
+    attn/recurrence     the state [b, Hv, dk, dv] read, updated and written (`linear_state_dtype`: fp32
+                        unless the config's mamba_ssm_dtype says otherwise)
     prefill (FLA's chunked form, chunks of 64 tokens):
     attn/recurrence_chunks  the masked q k^T / k k^T products inside each chunk: an `AttentionOp` over
                             64-token causal blocks (Hv query heads on Hk key heads)
@@ -43,19 +44,19 @@ from dse.workload.ops import (
 )
 
 CHUNK_TOKENS = 64  # FLA's chunk_gated_delta_rule chunk size
-STATE_DTYPE: Dtype = "fp32"  # Qwen3-Next / Qwen3.5 configs: mamba_ssm_dtype float32
 RECURRENCE = "recurrence"  # decode op leaf name; the prefill ops extend it (`dse.workload.engine`)
 
 
 def state_bytes(arch: LlmArch, act_dtype: Dtype = "bf16") -> float:
-    """Bytes one sequence keeps in all linear-attention layers: the recurrent state (STATE_DTYPE) and the
-    conv1d's last kernel - 1 inputs (`act_dtype`); 0 without linear layers."""
+    """Bytes one sequence keeps in all linear-attention layers: the recurrent state (`linear_state_dtype`)
+    and the conv1d's last kernel - 1 inputs (`act_dtype`); 0 without linear layers."""
     key = arch.linear_num_key_heads * arch.linear_key_head_dim
     conv = (arch.linear_conv_kernel - 1) * (
         2 * key + arch.linear_num_value_heads * arch.linear_value_head_dim
     )
     per_layer = (
-        arch.linear_state_elements * BYTES_PER_ELEMENT[STATE_DTYPE] + conv * BYTES_PER_ELEMENT[act_dtype]
+        arch.linear_state_elements * BYTES_PER_ELEMENT[arch.linear_state_dtype]
+        + conv * BYTES_PER_ELEMENT[act_dtype]
     )
     return float(len(arch.linear_layers) * per_layer)
 
@@ -107,7 +108,7 @@ def build_gated_deltanet_ops(
     ]
     state = batch * a.linear_state_elements
     if q_len == 1:
-        ops.append(elementwise(RECURRENCE, "delta_rule", state, STATE_DTYPE))
+        ops.append(elementwise(RECURRENCE, "delta_rule", state, a.linear_state_dtype))
     else:
         chunk = min(q_len, CHUNK_TOKENS)
         chunks = batch * -(-q_len // chunk)
@@ -121,7 +122,7 @@ def build_gated_deltanet_ops(
             GemmOp(name=f"{pre}/{RECURRENCE}_state", m=chunk, n=dv, k=3 * dk, batch=chunks * hv,
                    dtype=act_dtype, count=count)
         )  # fmt: skip
-        ops.append(elementwise(f"{RECURRENCE}_final", "copy", state, STATE_DTYPE))
+        ops.append(elementwise(f"{RECURRENCE}_final", "copy", state, a.linear_state_dtype))
     ops.append(
         NormOp(name=f"{pre}/norm_gate", rows=t * hv, cols=dv, kind="rmsnorm", dtype=act_dtype, count=count)
     )

@@ -85,3 +85,14 @@ def test_the_state_is_charged_to_the_kv_pool_per_running_sequence() -> None:
     block = 16 * 15 * 2 * 256 * 2
     assert _state_blocks(QWEN35, Parallelism(tp=8, ep=8), "bf16", None, 16) == -(-state // block)
     assert _state_blocks(load_model_config("qwen3-8b"), Parallelism(), "bf16", None, 16) == 0
+
+
+def test_the_state_dtype_follows_the_config(tmp_path: Path) -> None:
+    shipped = resources.files("dse.workload").joinpath("data/models/qwen3.5-397b-a17b.json")
+    raw = json.loads(shipped.read_text())["text_config"]
+    assert QWEN35.linear_state_dtype == "fp32"  # its config: mamba_ssm_dtype float32
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**raw, "mamba_ssm_dtype": "bfloat16"}))
+    half = load_model_config(path)
+    rec = _op(build_decode_graph(half, batch=2, context_len=10), "recurrence")
+    assert half.linear_state_dtype == "bf16" and rec.min_dram_bytes == pytest.approx(2 * 2 * 2 * STATE)
