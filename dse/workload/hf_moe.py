@@ -149,14 +149,16 @@ _STATE_DTYPES: dict[str, str] = {"float32": "fp32", "bfloat16": "bf16", "float16
 
 
 def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
-    """Qwen3NextConfig and Qwen3.5-MoE's text config (`qwen3_next`, `qwen3_5_moe_text`): Qwen3-MoE's
-    experts (plus a shared expert, its sigmoid gate's d weights not counted) and q/k norms, with Gated
-    DeltaNet linear attention on the `layer_types` marked linear_attention (by default all but every
-    full_attention_interval-th, 4) and an output gate on the full-attention layers
-    (`dse.workload.linear_attention`). RoPE on partial_rotary_factor of each head costs the same here."""
-    if f.raw.get("intermediate_size") is None:  # Qwen3.5 has no dense MLP (and no width for one)
+    """Qwen3NextConfig and Qwen3.5's text configs (`qwen3_next`, `qwen3_5_moe_text`, `qwen3_5_text`):
+    Qwen3-MoE's experts (plus a shared expert, its sigmoid gate's d weights not counted; a dense MLP
+    without num_experts) and q/k norms, with Gated DeltaNet linear attention on the `layer_types` marked
+    linear_attention (by default all but every full_attention_interval-th, 4) and an output gate on the
+    full-attention layers (`dse.workload.linear_attention`). RoPE on partial_rotary_factor of each head
+    costs the same here."""
+    dense = not f.raw.get("num_experts")  # Qwen3.5-27B (`qwen3_5_text`): the same layers, a dense MLP
+    if not dense and f.raw.get("intermediate_size") is None:  # Qwen3.5 MoE has no dense MLP width
         f = Fields({**f.raw, "intermediate_size": f.int("moe_intermediate_size")}, f.source)
-    fields = qwen_moe(f, "qwen3_moe")
+    fields = llama_like(f, "qwen3") if dense else qwen_moe(f, "qwen3_moe")
     n, interval = fields["num_layers"], f.int("full_attention_interval", 4)
     layer_types = f.raw.get("layer_types") or [
         "linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)

@@ -15,8 +15,8 @@ mixture-of-experts and newer families (readers in `dse.workload.hf_moe`): qwen2_
 deepseek_v2 / deepseek_v3 / kimi_k2 (latent attention), deepseek_v32 and glm_moe_dsa (latent attention with
 DeepSeek sparse attention: DeepSeek-V3.2, GLM-5), qwen3_next (Gated DeltaNet linear attention on three of
 four layers), glm4_moe (GLM-4.5 / 4.6), gpt_oss, minimax_m2, and the multimodal configs llama4, gemma3,
-kimi_k25 and qwen3_5_moe (their `text_config` is read; llama4_text, gemma3_text and qwen3_5_moe_text
-directly). Each family has its own field names
+kimi_k25, qwen3_5_moe and qwen3_5 (their `text_config` is read; llama4_text, gemma3_text, qwen3_5_moe_text
+and qwen3_5_text directly). Each family has its own field names
 (GPT-2: n_embd/n_layer/n_head/n_positions; OPT: ffn_dim/word_embed_proj_dim/do_layer_norm_before;
 DeepSeek: n_routed_experts/first_k_dense_replace; Llama-4: interleave_moe_layer_step) and its own
 defaults, copied from the transformers `*Config` classes.
@@ -332,6 +332,7 @@ _READERS: dict[str, Callable[[Fields, str], dict[str, Any]]] = {
     "qwen3_next": hf_moe.qwen3_next,
     "glm4_moe": hf_moe.glm4_moe,
     "qwen3_5_moe_text": hf_moe.qwen3_next,
+    "qwen3_5_text": hf_moe.qwen3_next,
     "gemma3_text": _gemma3_text,
     "mpt": _mpt,
     "nemotron": _nemotron,
@@ -342,6 +343,7 @@ _WRAPPERS: dict[str, str] = {
     "gemma3": "gemma3_text",
     "kimi_k25": "kimi_k2",
     "qwen3_5_moe": "qwen3_5_moe_text",
+    "qwen3_5": "qwen3_5_text",
 }
 
 

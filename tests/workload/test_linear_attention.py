@@ -96,3 +96,25 @@ def test_the_state_dtype_follows_the_config(tmp_path: Path) -> None:
     half = load_model_config(path)
     rec = _op(build_decode_graph(half, batch=2, context_len=10), "recurrence")
     assert half.linear_state_dtype == "bf16" and rec.min_dram_bytes == pytest.approx(2 * 2 * 2 * STATE)
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "active", "linear"),
+    [
+        # huggingface.co/Qwen/Qwen3.5-122B-A10B: "122B in total and 10B activated"
+        ("qwen3.5-122b-a10b", 122e9, 10e9, 36),
+        # huggingface.co/Qwen/Qwen3.5-35B-A3B: "35B in total and 3B activated"
+        ("qwen3.5-35b-a3b", 35e9, 3e9, 30),
+        # huggingface.co/Qwen/Qwen3.5-27B: 27B, dense (its MLP is no mixture of experts)
+        ("qwen3.5-27b", 27e9, 27e9, 48),
+    ],
+)
+def test_the_other_qwen35_sizes(name: str, total: float, active: float, linear: int) -> None:
+    """Model cards' totals within 2%; the active counts are the names' round numbers (A10B, A3B: ours
+    9.8B and 3.5B with the embedding table, 9.0B and 2.9B without), so within 20%; three of four layers
+    linear."""
+    arch = load_model_config(name)
+    assert arch.num_params == pytest.approx(total, rel=0.02)
+    assert arch.num_active_params == pytest.approx(active, rel=0.2)
+    assert arch.is_moe == (active < total)
+    assert len(arch.linear_layers) == linear == 3 * len(arch.full_attention_layers)

@@ -14,11 +14,12 @@ from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp
 
 
 def _one_template(name: str) -> bool:
-    """Every layer alike (no experts, latent attention, alternating local layers or Gemma's extra norms):
-    the models these tests cover; the others are tested in test_moe.py and test_arch_variants.py."""
+    """Every layer alike (no experts, latent attention, alternating local layers, linear-attention layers or
+    Gemma's extra norms): the models these tests cover; the others are tested in test_moe.py,
+    test_arch_variants.py and test_linear_attention.py."""
     a = load_model_config(name)
     alternating = 0 < len(a.local_attention_layers) < a.num_layers
-    return not (a.is_moe or a.is_mla or alternating or a.sandwich_norm)
+    return not (a.is_moe or a.is_mla or alternating or a.sandwich_norm or a.linear_layers)
 
 
 MODELS = [m for m in list_models() if _one_template(m)]

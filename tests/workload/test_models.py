@@ -16,6 +16,7 @@ from dse.workload.models import arch_from_hf_config, list_models, load_model_con
 CATALOG = [
     "bert-large",
     "deepseek-v3",
+    "deepseek-v3.2",
     "gemma-3-12b",
     "gemma-3-27b",
     "glm-5",
@@ -45,6 +46,9 @@ CATALOG = [
     "qwen3-30b-a3b",
     "qwen3-32b",
     "qwen3-8b",
+    "qwen3.5-122b-a10b",
+    "qwen3.5-27b",
+    "qwen3.5-35b-a3b",
     "qwen3.5-397b-a17b",
     "qwen3-coder-30b-a3b",
     "qwen3-coder-480b-a35b",
@@ -308,6 +312,8 @@ def test_arch_from_mapping_and_strictness() -> None:
         ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b"),
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2.5"),
         ("zai-org/GLM-5-FP8", "glm-5"),
+        ("zai-org/GLM-5.1", "glm-5"),  # the same dimensions in its published config
+        ("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5-35b-a3b"),
     ],
 )
 def test_fine_tuned_and_requantized_checkpoints_resolve_to_their_architecture(hub_id: str, name: str) -> None:

@@ -77,3 +77,11 @@ def test_static_decode_steps_keep_the_topk_and_the_windows() -> None:
         grown = _attention_over_steps(attention, range(9999, 10000), arch).ops
         assert {op.name.rsplit("/", 1)[-1]: op.seq_len_kv for op in grown}[leaf] == keys
         assert max(op.seq_len_kv for op in grown) == 10000
+
+
+def test_deepseek_v32_is_deepseek_v3_with_the_indexer() -> None:
+    v32, v3 = load_model_config("deepseek-v3.2"), load_model_config("deepseek-v3")
+    assert v32.model_type == "deepseek_v32" and (v32.index_topk, v32.index_n_heads) == (2048, 64)
+    assert v32.model_copy(update={"index_topk": 0, "index_n_heads": 0, "index_head_dim": 0}).num_params == (
+        v3.num_params
+    )
