@@ -25,7 +25,7 @@ def test_unknown_gpu_names_suggest_the_catalog_ones(name: str, suggested: str) -
         ("llama-3.1-8b-long-context", "llama-3.1-8b"),
         ("meta-llama/Llama-3.1-8B-Instruct-128k", "llama-3.1-8b"),  # a Hugging Face id
         ("Qwen/Qwen3-8B-Reranker", "qwen3-8b"),
-        ("deepseek-v4", "deepseek-v3"),  # similar
+        ("deepseek-v4", "deepseek-v3 or deepseek-v3.2"),  # similar
     ],
 )
 def test_unknown_model_names_suggest_the_catalog_ones(name: str, suggested: str) -> None:
