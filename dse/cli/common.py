@@ -298,7 +298,11 @@ SeqOpt = Annotated[
 ]
 PrecisionOpt = Annotated[
     str,
-    typer.Option("--precision", help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (gpt-oss: MXFP4 expert weights)."),
+    typer.Option(
+        "--precision",
+        help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, "
+        "Kimi-K2.5's int4).",
+    ),
 ]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
 # `dse predict`'s forms: None when not written, so a flag written where nothing reads it is refused.

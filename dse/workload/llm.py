@@ -171,7 +171,9 @@ def _check_count(field: str, value: object, minimum: int = 1) -> int:
 
 def _check_precision(value: object) -> Precision:
     if value not in PRECISIONS:
-        raise ConfigError(f"precision '{value}' is not one of {', '.join(PRECISIONS)}")
+        four_bit = value in ("int4", "w4a16")
+        hint = " (4-bit weight-only MoE experts, int4 or MXFP4, are mxfp4)" if four_bit else ""
+        raise ConfigError(f"precision '{value}' is not one of {', '.join(PRECISIONS)}{hint}")
     return cast(Precision, value)
 
 

@@ -362,3 +362,9 @@ def test_glm4_moe_config_reads_its_deepseek_style_layout(tmp_path: Path) -> None
     assert arch.dense_layers == (0, 1, 2) and arch.moe_layers == (3, 4, 5)
     assert arch.qkv_bias and not arch.o_bias and arch.qk_norm
     assert arch.shared_expert_intermediate_size == 128 and arch.num_experts == 16
+
+
+def test_int4_points_to_mxfp4() -> None:
+    """Kimi-K2.5 ships int4 weight-only experts: the precision error names the flag that prices them."""
+    with pytest.raises(ConfigError, match=r"int4 or MXFP4, are mxfp4"):
+        weight_bytes(load_model_config("kimi-k2.5"), "int4")
