@@ -16,6 +16,9 @@ lists them:
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import typer
 
 from dse.cli import bench, calibrate, cost, hardware, measure, predict, runs, sweep, training, validate
@@ -32,6 +35,31 @@ cost_app = typer.Typer(no_args_is_help=True, help="The cost and carbon constants
 measure_app = typer.Typer(
     no_args_is_help=True, help="Measure kernels or whole models on a real NVIDIA GPU (NVML)."
 )
+
+
+class _WarningLine(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
+    """The package's warnings (a damaged run log, a value read as missing) as `warning: ...` on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setLevel(logging.WARNING)
+        self.setFormatter(logging.Formatter("warning: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # the stderr of this invocation (a test runner swaps it; setStream would flush a closed old one)
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@app.callback()
+def _show_warnings() -> None:
+    """Design-space exploration of the energy and latency of AI workloads on GPUs."""
+    log = logging.getLogger("dse")
+    if not any(isinstance(h, _WarningLine) for h in log.handlers):
+        log.addHandler(_WarningLine())
+    if log.level == logging.NOTSET or log.level > logging.WARNING:
+        log.setLevel(logging.WARNING)
+
 
 app.command("gpus")(hardware.gpus_cmd)
 app.command("models")(hardware.models_cmd)

@@ -37,6 +37,8 @@ def run_cmd(
 
     if study is None and resume is None:
         raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
+    if address is not None and executor not in (None, "ray"):
+        raise DseError(f"--address joins a Ray cluster; --executor {executor} does not use one")
     with _sigterm_as_interrupt():
         summary = run_study(
             study,

@@ -11,6 +11,7 @@ Infinity (not JSON; Python's parser takes them), and a top level of the wrong ki
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,23 @@ def _no_constant(name: str) -> Any:
 
 
 def loads_finite(text: str | bytes) -> tuple[Any, int]:
-    """One JSON document (a log line) with NaN and +-Infinity, which are not JSON but which Python's parser
-    takes, read as null; returns (value, how many were replaced) so that the caller can say where.
-    Raises json.JSONDecodeError as json.loads does."""
+    """One JSON document (a log line) with NaN and +-Infinity (not JSON, but Python's parser takes them) and
+    numbers past the float range (1e999) read as null; returns (value, how many were replaced) so that the
+    caller can say where. Raises json.JSONDecodeError as json.loads does."""
     replaced = 0
 
     def null(_name: str) -> None:
         nonlocal replaced
         replaced += 1
 
-    return json.loads(text, parse_constant=null), replaced
+    def number(literal: str) -> float | None:  # 1e999 parses as inf
+        value = float(literal)
+        if math.isfinite(value):
+            return value
+        null(literal)
+        return None
+
+    return json.loads(text, parse_constant=null, parse_float=number), replaced
 
 
 def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -> Any:

@@ -146,7 +146,8 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=["point_id", "seq", "feasible", "reason", "error"])
     df = df.drop_duplicates("point_id", keep="last").reset_index(drop=True)
     for col in metric_columns(df):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
+        # a metric written as a string ("-Infinity") would coerce to inf: missing, as in the log itself
+        df[col] = pd.to_numeric(df[col], errors="coerce").replace([math.inf, -math.inf], math.nan)
     return df
 
 

@@ -6,6 +6,7 @@ families) build an `LlmArch`'s fields from these; every error names the file and
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,6 +56,41 @@ class Fields:
             raise ConfigError(
                 f"{self.source}: field '{key}' must be a positive integer up to {MAX_CONFIG_INT}, "
                 f"got {value!r}"
+            )
+        return value
+
+    def count(self, key: str) -> builtins.int:
+        """A field that may be 0 or absent (null or missing: 0): shared experts, dense layers."""
+        value = self._get(key, 0, ())
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_CONFIG_INT:
+            raise ConfigError(
+                f"{self.source}: field '{key}' must be an integer from 0 to {MAX_CONFIG_INT}, got {value!r}"
+            )
+        return value
+
+    def layer_list(self, key: str, num_layers: builtins.int) -> list[builtins.int] | None:
+        """Layer indices (0 .. num_layers - 1), or None when absent."""
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        ok = isinstance(value, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < num_layers for i in value
+        )
+        if not ok:
+            raise ConfigError(
+                f"{self.source}: field '{key}' must be a list of layer indices 0..{num_layers - 1}"
+            )
+        return value
+
+    def layer_kinds(self, key: str, num_layers: builtins.int, kinds: tuple[str, ...]) -> list[str] | None:
+        """One of `kinds` per layer, or None when absent."""
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if not (isinstance(value, list) and len(value) == num_layers and all(v in kinds for v in value)):
+            raise ConfigError(
+                f"{self.source}: field '{key}' must list one of {', '.join(kinds)} for each of the "
+                f"{num_layers} layers"
             )
         return value
 

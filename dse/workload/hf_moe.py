@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dse.errors import ConfigError
 from dse.workload.hf_fields import MISSING, Fields, layers_where, llama_like, rmsnorm_decoder
 
 
@@ -18,8 +19,8 @@ def qwen_moe(f: Fields, model_type: str) -> dict[str, Any]:
     counted)."""
     fields = llama_like(f, model_type)
     n, step = fields["num_layers"], f.int("decoder_sparse_step", 1)
-    dense_only = set(f.raw.get("mlp_only_layers") or [])
-    shared = f.raw.get("shared_expert_intermediate_size") or 0
+    dense_only = set(f.layer_list("mlp_only_layers", n) or [])
+    shared = f.count("shared_expert_intermediate_size")
     return fields | {
         "num_experts": f.int("num_experts"),
         "num_experts_per_tok": f.int("num_experts_per_tok"),
@@ -44,13 +45,13 @@ def deepseek(f: Fields, model_type: str) -> dict[str, Any]:
     multiple of moe_layer_freq; n_shared_experts shared experts of moe_intermediate_size each."""
     d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
     nope, rope, moe_ff = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"), f.int("moe_intermediate_size")
-    first_dense, freq = f.raw.get("first_k_dense_replace") or 0, f.int("moe_layer_freq", 1)
+    first_dense, freq = f.count("first_k_dense_replace"), f.int("moe_layer_freq", 1)
     return {
         **rmsnorm_decoder(f, d, num_heads, n),
         "num_kv_heads": num_heads,  # MLA: every head has its own k and v, recovered from the latent
         "head_dim": nope + rope,
         "intermediate_size": f.int("intermediate_size"),
-        "q_lora_rank": f.raw.get("q_lora_rank") or 0,  # null in DeepSeek-V2-Lite: q is projected directly
+        "q_lora_rank": f.count("q_lora_rank"),  # null in DeepSeek-V2-Lite: q is projected directly
         "kv_lora_rank": f.int("kv_lora_rank"),
         "qk_rope_head_dim": rope,
         "qk_nope_head_dim": nope,
@@ -58,7 +59,7 @@ def deepseek(f: Fields, model_type: str) -> dict[str, Any]:
         "num_experts": f.int("n_routed_experts"),
         "num_experts_per_tok": f.int("num_experts_per_tok"),
         "moe_intermediate_size": moe_ff,
-        "shared_expert_intermediate_size": (f.raw.get("n_shared_experts") or 0) * moe_ff,
+        "shared_expert_intermediate_size": f.count("n_shared_experts") * moe_ff,
         "dense_layers": layers_where(n, lambda i: i >= first_dense and i % freq == 0),
     }
 
@@ -67,7 +68,7 @@ def gpt_oss(f: Fields, model_type: str) -> dict[str, Any]:
     """GptOssConfig: every layer MoE (num_local_experts of intermediate_size, biases on router and experts),
     q/k/v/o biases, one attention sink per head, sliding_window on the layer_types marked sliding."""
     d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
-    layer_types = f.raw.get("layer_types") or [
+    layer_types = f.layer_kinds("layer_types", n, ("sliding_attention", "full_attention")) or [
         "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)
     ]
     bias = f.bool("attention_bias", True)
@@ -124,7 +125,7 @@ def minimax_m2(f: Fields, model_type: str) -> dict[str, Any]:
         "num_experts": f.int("num_local_experts"),
         "num_experts_per_tok": f.int("num_experts_per_tok"),
         "moe_intermediate_size": fields["intermediate_size"],
-        "shared_expert_intermediate_size": f.raw.get("shared_intermediate_size") or 0,
+        "shared_expert_intermediate_size": f.count("shared_intermediate_size"),
     }
 
 
@@ -144,7 +145,7 @@ def deepseek_sparse(f: Fields, model_type: str) -> dict[str, Any]:
     }
 
 
-# config mamba_ssm_dtype -> LlmArch.linear_state_dtype (another value: fp32, the engines' default)
+# config mamba_ssm_dtype -> LlmArch.linear_state_dtype (absent: fp32, the engines' default)
 _STATE_DTYPES: dict[str, str] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
@@ -160,9 +161,12 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
         f = Fields({**f.raw, "intermediate_size": f.int("moe_intermediate_size")}, f.source)
     fields = llama_like(f, "qwen3") if dense else qwen_moe(f, "qwen3_moe")
     n, interval = fields["num_layers"], f.int("full_attention_interval", 4)
-    layer_types = f.raw.get("layer_types") or [
+    layer_types = f.layer_kinds("layer_types", n, ("linear_attention", "full_attention")) or [
         "linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)
     ]
+    state = f.raw.get("mamba_ssm_dtype", "float32")
+    if state not in _STATE_DTYPES:
+        raise ConfigError(f"{f.source}: field 'mamba_ssm_dtype' must be one of {', '.join(_STATE_DTYPES)}")
     rope = f.raw.get("rope_parameters")
     theta = rope.get("rope_theta") if isinstance(rope, dict) else None
     return fields | {
@@ -173,7 +177,7 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
         "linear_value_head_dim": f.int("linear_value_head_dim"),
         "linear_conv_kernel": f.int("linear_conv_kernel_dim", 4),
         "attn_output_gate": f.bool("attn_output_gate", True),
-        "linear_state_dtype": _STATE_DTYPES.get(str(f.raw.get("mamba_ssm_dtype", "float32")), "fp32"),
+        "linear_state_dtype": _STATE_DTYPES[state],
         **({"rope_theta": float(theta)} if isinstance(theta, int | float) and theta > 0 else {}),
     }
 
@@ -186,7 +190,7 @@ def glm4_moe(f: Fields, model_type: str) -> dict[str, Any]:
     (num_nextn_predict_layers) are speculative decoding, not part of the graph."""
     fields = llama_like(f, model_type)
     n, moe_ff = fields["num_layers"], f.int("moe_intermediate_size")
-    first_dense = f.raw.get("first_k_dense_replace") or 0
+    first_dense = f.count("first_k_dense_replace")
     bias = f.bool("attention_bias", True)
     return fields | {
         "qkv_bias": bias,
@@ -195,6 +199,6 @@ def glm4_moe(f: Fields, model_type: str) -> dict[str, Any]:
         "num_experts": f.int("n_routed_experts"),
         "num_experts_per_tok": f.int("num_experts_per_tok"),
         "moe_intermediate_size": moe_ff,
-        "shared_expert_intermediate_size": (f.raw.get("n_shared_experts") or 0) * moe_ff,
+        "shared_expert_intermediate_size": f.count("n_shared_experts") * moe_ff,
         "dense_layers": layers_where(n, lambda i: i >= first_dense),
     }

@@ -49,8 +49,20 @@ def _models_dir() -> Any:
 
 
 def _key(name: str) -> str:
-    """Lookup key: case, separators and dots do not matter ("Llama_3.1-8B" == "llama-3.1-8b")."""
-    return re.sub(r"[\s._/-]", "", name.lower())
+    """Lookup key: case and separators do not matter ("Llama_3.1-8B" == "llama-3.1-8b"); dots do (OPT-13B is
+    not OPT-1.3B)."""
+    return re.sub(r"[\s_/-]", "", name.lower())
+
+
+def _dotted_key(name: str) -> str:
+    """The second lookup key: a separator may stand for a dot ("qwen2_5_7b" == "qwen2.5-7b"), so every
+    separator is one; "opt-13b" is still not "opt-1.3b"."""
+    return re.sub(r"[\s_/.-]+", ".", name.lower()).strip(".")
+
+
+def _lookup(name: str) -> str | None:
+    index = _catalog_index()
+    return index.get(_key(name)) or index.get("." + _dotted_key(name))
 
 
 def list_models() -> list[str]:
@@ -64,13 +76,15 @@ def _catalog_index() -> dict[str, str]:
     index: dict[str, str] = {}
     for name in list_models():
         index[_key(name)] = name
+        index.setdefault("." + _dotted_key(name), name)  # "." keeps the two kinds of key apart
         raw = _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json")
         repo = re.search(r"huggingface\.co/([\w.-]+)/([\w.-]+)", str(raw.get("_source", "")))
         # `_aliases`: other Hub ids (or short names) of the same architecture, e.g. DeepSeek-R1 -> deepseek-v3
         ids = [f"{repo.group(1)}/{repo.group(2)}"] if repo else []
         for repo_id in ids + [str(alias) for alias in raw.get("_aliases", [])]:
-            index.setdefault(_key(repo_id.rsplit("/", 1)[-1]), name)
-            index.setdefault(_key(repo_id), name)
+            for key in (repo_id.rsplit("/", 1)[-1], repo_id):
+                index.setdefault(_key(key), name)
+                index.setdefault("." + _dotted_key(key), name)
     return index
 
 
@@ -110,16 +124,24 @@ def _read_json(path: Any, source: str) -> dict[str, Any]:
 
 def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     """(raw config, source for messages, model name)."""
+    if not str(name_or_path).strip():
+        raise ConfigError(
+            "--model is empty: give a catalog name (`dse models`), a Hub id or a config.json path"
+        )
     path = Path(name_or_path)
-    looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".json" or path.exists()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, or with a NUL: not a file
+        exists = False
+    looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".json" or exists
     if looks_like_path:
         if path.is_dir():
             path = path / "config.json"
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return read_json_file(path, "model config", expect=dict), str(path), name
-    known = _catalog_index().get(_key(str(name_or_path)))
+    known = _lookup(str(name_or_path))
     if known is None:  # a fine-tune or re-quantized checkpoint of a catalog architecture
-        known = _catalog_index().get(_key(checkpoint_base(str(name_or_path).rsplit("/", 1)[-1])))
+        known = _lookup(checkpoint_base(str(name_or_path).rsplit("/", 1)[-1]))
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 
@@ -238,7 +260,7 @@ def _gemma3_text(f: Fields, model_type: str) -> dict[str, Any]:
     """
     d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
     pattern = f.int("sliding_window_pattern", 6)
-    layer_types = f.raw.get("layer_types") or [
+    layer_types = f.layer_kinds("layer_types", n, ("sliding_attention", "full_attention")) or [
         "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)
     ]
     return {

@@ -277,3 +277,10 @@ def test_error_messages_are_printed_verbatim(tmp_path: Path) -> None:
     result = runner.invoke(app, ["predict", "--kernels", str(bad), "--gpu", "h100-sxm"])
     assert result.exit_code == 2
     assert f"{bad}: expected a non-empty JSON list of [descriptor, tags] entries" in result.stderr
+
+
+def test_address_with_an_executor_that_is_not_ray_is_refused() -> None:
+    result = runner.invoke(
+        app, ["run", "studies/llm_serving.yaml", "--executor", "serial", "--address", "x:1"]
+    )
+    assert result.exit_code == 2 and "--executor serial does not use one" in result.stderr

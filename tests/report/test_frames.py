@@ -107,3 +107,16 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         load_run(tmp_path / "missing")
     with pytest.raises(ConfigError, match="no trials.parquet or points.jsonl"):
         load_run(tmp_path)
+
+
+def test_the_cli_shows_the_warning_with_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The package logs the edited line; the command line (its callback) prints it as `warning: ...`."""
+    from dse.cli import _show_warnings
+
+    _show_warnings()
+    log = tmp_path / "points.jsonl"
+    log.write_text(
+        '{"point_id": "a", "metrics": {"energy_j": 1}}\n{"point_id": "b", "metrics": {"energy_j": NaN}}\n'
+    )
+    read_points_jsonl(log)
+    assert f"warning: {log}:2: NaN or Infinity read as null" in capsys.readouterr().err

@@ -295,11 +295,9 @@ def test_nan_and_infinity_in_the_log_are_missing_values(
     """NaN / Infinity are not JSON: a hand-edited log's values count as missing, with the line named, and
     what dse writes stays JSON (a non-finite metric is written as null)."""
     path = tmp_path / "points.jsonl"
-    path.write_text(
-        '{"point_id": "a", "metrics": {"energy_j": -Infinity, "latency_s": NaN}, "feasible": true}\n'
-    )
+    path.write_text('{"point_id": "a", "metrics": {"energy_j": -Infinity, "latency_s": NaN, "x": 1e999}}\n')
     log = PointLog(path)
-    assert log.records["a"].metrics == {"energy_j": None, "latency_s": None}
+    assert log.records["a"].metrics == {"energy_j": None, "latency_s": None, "x": None}
     assert "points.jsonl:1: NaN or Infinity" in caplog.text
     log.append([PointRecord(point_id="b", metrics={"energy_j": float("inf"), "x": np.float32("nan")})])
     log.close()

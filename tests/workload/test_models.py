@@ -324,3 +324,54 @@ def test_fine_tuned_and_requantized_checkpoints_resolve_to_their_architecture(hu
 def test_a_different_architecture_is_not_taken_for_its_base() -> None:
     with pytest.raises(ConfigError, match="unknown model"):
         load_model_config("Qwen/Qwen3-VL-8B-Instruct")  # a vision-language model, not Qwen3-8B
+
+
+SHARED_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "data" / "models"
+
+
+@pytest.mark.parametrize(
+    ("stem", "text", "field", "value", "message"),
+    [
+        ("glm-5", False, "first_k_dense_replace", "3", "'first_k_dense_replace' must be an integer from 0"),
+        ("glm-5", False, "n_shared_experts", 2**64, "'n_shared_experts' must be an integer from 0"),
+        ("kimi-k2.5", True, "q_lora_rank", True, "'q_lora_rank' must be an integer from 0"),
+        (
+            "minimax-m2.5",
+            False,
+            "shared_intermediate_size",
+            1e12,
+            "'shared_intermediate_size' must be an integer",
+        ),
+        ("qwen3.5-397b-a17b", True, "layer_types", "linear_attention", "'layer_types' must list one of"),
+        (
+            "qwen3.5-397b-a17b",
+            True,
+            "layer_types",
+            ["sliding_attention"] * 60,
+            "'layer_types' must list one of",
+        ),
+        ("qwen3.5-397b-a17b", True, "layer_types", ["full_attention"] * 2, "for each of the 60 layers"),
+        ("qwen3.5-397b-a17b", True, "mlp_only_layers", [100], "'mlp_only_layers' must be a list of layer"),
+        ("qwen3.5-397b-a17b", True, "mamba_ssm_dtype", "int3", "'mamba_ssm_dtype' must be one of"),
+    ],
+)
+def test_new_families_refuse_bad_fields_by_name(
+    tmp_path: Path, stem: str, text: bool, field: str, value: object, message: str
+) -> None:
+    """The fuzz review's configs: each a ConfigError naming the field (they were tracebacks or ran)."""
+    source = SHARED_CONFIGS / f"{stem}.config.json"
+    if not source.is_file():
+        pytest.skip(f"shared data not present: {source}")
+    raw = json.loads(source.read_text())
+    (raw["text_config"] if text else raw)[field] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=message):
+        load_model_config(path)
+
+
+@pytest.mark.parametrize("name", ["facebook/opt-13b", "", "a" * 300])
+def test_names_that_are_no_catalog_model(name: str) -> None:
+    """OPT-13B is not OPT-1.3B (dots count); an empty name and one too long for a file name are errors."""
+    with pytest.raises(ConfigError, match="unknown model|is empty"):
+        load_model_config(name)
