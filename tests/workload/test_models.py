@@ -313,6 +313,7 @@ def test_arch_from_mapping_and_strictness() -> None:
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2.5"),
         ("zai-org/GLM-5-FP8", "glm-5"),
         ("zai-org/GLM-5.1", "glm-5"),  # the same dimensions in its published config
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # the repository's first name
         ("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5-35b-a3b"),
     ],
 )
