@@ -20,8 +20,8 @@ from dse.cli.common import (
     parse_families,
     pct,
     print_json,
-    with_nulls,
 )
+from dse.config.jsonio import with_nulls
 
 
 @friendly

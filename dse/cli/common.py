@@ -135,18 +135,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
-def with_nulls(obj: Any) -> Any:
-    """`obj` with every non-finite float replaced by None: for tables whose cells may have no value (a
-    MAPE over no rows), which JSON writes as null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: with_nulls(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [with_nulls(v) for v in obj]
-    return obj
-
-
 def gpu_from_options(
     name: str,
     memory: str | None,

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dse.cli.common import JsonOpt, console, friendly, print_json, with_nulls
+from dse.cli.common import JsonOpt, console, friendly, print_json
+from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, load_cost_facts, split_cost_overrides
 from dse.cost.operation import CostOptions, Throughput, cost_outputs
 from dse.errors import DseError

@@ -33,12 +33,12 @@ from dse.cli.common import (
     gpu_from_options,
     operating_point,
     print_json,
-    with_nulls,
     with_options,
 )
 from dse.cli.load import (
     LoadArgs,
 )
+from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 
 HtmlOpt = Annotated[

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dse.cli.common import JsonOpt, console, friendly, print_json, with_nulls
+from dse.cli.common import JsonOpt, console, friendly, print_json
+from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 
 TrainingOpt = Annotated[

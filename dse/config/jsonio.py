@@ -17,13 +17,25 @@ from typing import Any
 
 from dse.errors import ConfigError
 
-__all__ = ["MAX_JSON_BYTES", "loads_finite", "read_json_file"]
+__all__ = ["MAX_JSON_BYTES", "loads_finite", "read_json_file", "with_nulls"]
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a kernel list or sample file is at most a few MiB
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def with_nulls(obj: Any) -> Any:
+    """`obj` with every non-finite float replaced by None, which JSON writes as null: a table cell with no
+    value (a MAPE over no rows), a run log's missing metric."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: with_nulls(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [with_nulls(v) for v in obj]
+    return obj
 
 
 def loads_finite(text: str | bytes) -> tuple[Any, int]:

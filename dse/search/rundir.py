@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import platform
 import socket
@@ -35,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dse.config.jsonio import loads_finite
+from dse.config.jsonio import loads_finite, with_nulls
 from dse.errors import SearchError
 
 logger = logging.getLogger(__name__)
@@ -194,20 +193,9 @@ def write_json(path: Path, data: Any) -> None:
     _write_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
 
 
-def _finite(value: Any) -> Any:
-    """`value` with NaN and +-inf floats as None: the log stays JSON (a missing metric is null)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
-        return _finite(value.item())
+        return with_nulls(value.item())
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
@@ -269,7 +257,7 @@ class PointLog:
             self.records[rec.point_id] = rec
             lines.append(
                 json.dumps(
-                    _finite(rec.to_json()), separators=(",", ":"), default=_json_default, allow_nan=False
+                    with_nulls(rec.to_json()), separators=(",", ":"), default=_json_default, allow_nan=False
                 )
             )
         if lines:

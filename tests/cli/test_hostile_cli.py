@@ -10,7 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from dse.cli import app
-from dse.cli.common import print_json, with_nulls
+from dse.cli.common import print_json
+from dse.config.jsonio import with_nulls
 
 runner = CliRunner()
 H100_YAML = Path(__file__).resolve().parents[2] / "dse" / "hardware" / "data" / "gpus" / "h100-sxm.yaml"
