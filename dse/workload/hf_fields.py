@@ -135,28 +135,11 @@ def llama_like(f: Fields, model_type: str) -> dict[str, Any]:
     elif model_type == "mixtral":  # MixtralConfig has no window unless one is given
         sliding_window = f.raw.get("sliding_window") and f.int("sliding_window")
     attention_bias = f.bool("attention_bias", False)
-    return {
-        "family": "decoder",
-        "hidden_size": d,
-        "num_layers": f.int("num_hidden_layers"),
-        "num_heads": num_heads,
-        "num_kv_heads": f.int("num_key_value_heads", num_heads),
+    return rmsnorm_decoder(f, d, num_heads, f.int("num_hidden_layers")) | {
         "head_dim": f.int("head_dim", 128 if qwen3 else d // num_heads),
-        "intermediate_size": f.int("intermediate_size"),
-        "vocab_size": f.int("vocab_size"),
-        "max_position_embeddings": f.int("max_position_embeddings"),
-        "embed_dim": d,
-        "norm": "rmsnorm",
-        "norm_eps": f.float("rms_norm_eps", 1e-6),
-        "norm_position": "pre",
-        "activation": f.activation("hidden_act", "silu"),
-        "gated_mlp": True,
-        "position_embedding": "rope",
         "qkv_bias": True if qwen2 else attention_bias,
         "o_bias": False if qwen2 else attention_bias,
         "mlp_bias": f.bool("mlp_bias", False),
-        "tie_word_embeddings": f.bool("tie_word_embeddings", False),
-        "rope_theta": f.float("rope_theta", 10000.0),
         "sliding_window": sliding_window,
         "qk_norm": qwen3,
     }
