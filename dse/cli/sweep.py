@@ -138,7 +138,11 @@ def _workload_text(ctx: Any, swept: list[str] | None = None) -> str:
         load = "max throughput"
     if knob in (swept or []):
         load = f"{'static batch' if knob == 'batch' else knob} swept"
-    return f"{load}, {ctx.input_tokens} in / {ctx.output_tokens} out, {ctx.precision}"
+    lengths = [
+        f"{kind} swept" if f"{kind}_tokens" in (swept or []) else f"{getattr(ctx, f'{kind}_tokens')} {word}"
+        for kind, word in (("input", "in"), ("output", "out"))
+    ]
+    return f"{load}, {' / '.join(lengths)}, {ctx.precision}"
 
 
 def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
@@ -226,10 +230,14 @@ def sweep_cmd(
     if not 1 <= len(params) <= 2:
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
     _check_html(html)
-    load = _implied_mode(load, tuple(p.partition("=")[0].strip() for p in params))
+    swept = tuple(p.partition("=")[0].strip() for p in params)
+    load = _implied_mode(load, swept)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    ctx = _context(gpu, model, load, (input_tokens, output_tokens), "sweep", **options)
+    # a swept length needs no flag of its own: every point sets it (1 only stands in for the base)
+    tokens = tuple(1 if v is None and k in swept else v for k, v in
+                   (("input_tokens", input_tokens), ("output_tokens", output_tokens)))  # fmt: skip
+    ctx = _context(gpu, model, load, (tokens[0], tokens[1]), "sweep", **options)
     spec = gpu_from_options(gpu, None, None, None, sets)
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]

@@ -184,3 +184,14 @@ def test_compare_shows_only_the_metrics_its_mode_gives() -> None:
     load = runner.invoke(app, [*base, "--concurrency", "4", "--num-requests", "8"])
     assert static.exit_code == 0 and load.exit_code == 0, static.output + load.output
     assert "peak power" in static.stdout and "peak power" not in load.stdout
+
+
+def test_a_swept_length_needs_no_flag_of_its_own() -> None:
+    """`sweep input_tokens=...` sets the input of every point: --input-tokens is not asked for, and the
+    title says the input is swept (a base value given anyway is not shown as if it ran)."""
+    from dse.cli import app
+
+    args = ["sweep", "input_tokens=256:512:2", "--model", "llama-3.1-8b", "--output-tokens", "16", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert [row["params"]["input_tokens"] for row in json.loads(result.stdout)] == [256, 512]
