@@ -276,12 +276,8 @@ def _training_forward(arch: LlmArch, req: TrainingRequest, batch: int, seq_len: 
     forward = _packed(training_forward(prefill), arch, req, batch)
     if arch.family != "encoder" or req.objective != "pretrain":
         return forward
-    heads = _pretraining_heads(arch, req, batch, _gemm_dtype(req.precision))
+    heads = _pretraining_heads(arch, req, batch, req.precision)
     return WorkloadGraph(name=forward.name, ops=(*forward.ops, *heads), meta=forward.meta)
-
-
-def _gemm_dtype(precision: str) -> str:
-    return "bf16" if precision == "mxfp4" else precision
 
 
 def _model_flop_per_sample(arch: LlmArch, req: TrainingRequest) -> float:
@@ -331,7 +327,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         activation_bytes=memory.activations_bytes,
         model_flop_per_sample=_model_flop_per_sample(arch, req),
         tokens_per_sample=req.seq_len,
-        gemm_dtype=_gemm_dtype(req.precision),
+        gemm_dtype=req.precision,
         tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
         num_tp_allreduces=passes * layers,
         pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,

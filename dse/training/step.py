@@ -53,6 +53,8 @@ from dse.workload.llm import PRECISIONS
 from dse.workload.ops import AttentionOp
 from dse.workload.vision import MEMORY_FORMATS
 
+TRAINING_PRECISIONS: tuple[str, ...] = tuple(p for p in PRECISIONS if p != "mxfp4")
+
 __all__ = [
     "ATTENTION_KERNELS",
     "DEFAULT_ATTENTION_KERNEL",
@@ -215,9 +217,9 @@ class TrainingRequest:
                 f"attention_kernel {self.attention_kernel}: a flash-attention implementation, but attention "
                 "is eager (GEMMs and a softmax)"
             )
-        if self.precision not in PRECISIONS:
+        if self.precision not in TRAINING_PRECISIONS:  # mxfp4 is a checkpoint format, not trained in
             raise ConfigError(
-                f"precision '{self.precision}' (--precision) is not one of {', '.join(PRECISIONS)}"
+                f"precision '{self.precision}' (--precision) is not one of {', '.join(TRAINING_PRECISIONS)}"
             )
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(

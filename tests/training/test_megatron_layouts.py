@@ -355,3 +355,10 @@ def test_short_stages_and_context_parallel_of_the_new_attention_kinds() -> None:
         assert parts.forward.ops and all(op.count > 0 for op in parts.forward.ops)
     with pytest.raises(ConfigError, match="context parallelism of glm-5"):
         llm_step_parts(load_model_config("glm-5"), _request(seq=8192, num_gpus=64, tp=8, cp=2, ep=8))
+
+
+def test_mxfp4_is_not_a_training_precision() -> None:
+    """MXFP4 is how gpt-oss and Kimi-K2.5 ship their experts, not a precision they train in: it ran with
+    4-bit expert GEMMs and 16-bit memory."""
+    with pytest.raises(ConfigError, match="is not one of fp32, tf32, bf16, fp16, fp8$"):
+        TrainingRequest(micro_batch=1, global_batch=8, precision="mxfp4")
