@@ -354,7 +354,8 @@ def predict_load(
     longest = int((inp + out).max())
     if longest + state * preset.block_size_tokens > kv_blocks * preset.block_size_tokens:
         pool = kv_blocks * preset.block_size_tokens
-        reason = f"a request of {longest} tokens does not fit the KV cache ({pool} tokens)"
+        held = f" with its linear-attention state ({state} blocks)" if state else ""
+        reason = f"a request of {longest} tokens{held} does not fit the KV cache ({pool} tokens)"
         return _infeasible(arch, gpu, request, preset, reason)
     running_cap = min(preset.max_num_seqs, n, load.concurrency or n)
     steps = float(out.sum()) / running_cap  # at least this many decode steps

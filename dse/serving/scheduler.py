@@ -249,10 +249,11 @@ class _Engine:
         """Running requests that decode this step, with a block for their next token (preempting if not)."""
         computed, prompt_len, kv, blocks = self.computed, self.prompt_len, self.kv, self.blocks
         decodes = [r for r in self.running if computed[r] >= prompt_len[r]]
-        bs = self.cfg.block_size_tokens
+        bs, state = self.cfg.block_size_tokens, self.cfg.state_blocks
         preempted: set[int] = set()  # a set, not `r in self.running`: that is O(batch) per request
-        # Only a request whose next token starts a new block can fail to grow (or change the pool).
-        for r in [r for r in decodes if kv[r] >= blocks[r] * bs]:
+        # Only a request whose next token starts a new block can fail to grow (or change the pool); the
+        # state's blocks (held from the first allocation on) hold no tokens.
+        for r in [r for r in decodes if kv[r] >= (blocks[r] - state) * bs]:
             while r not in preempted and not self._grow(r, kv[r] + 1):
                 victim = self._preempt_last()
                 preempted.add(victim)

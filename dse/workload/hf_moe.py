@@ -164,8 +164,8 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
     layer_types = f.layer_kinds("layer_types", n, ("linear_attention", "full_attention")) or [
         "linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)
     ]
-    state = f.raw.get("mamba_ssm_dtype", "float32")
-    if state not in _STATE_DTYPES:
+    state = f.raw.get("mamba_ssm_dtype") or "float32"  # null or absent: the engines' default
+    if not isinstance(state, str) or state not in _STATE_DTYPES:
         raise ConfigError(f"{f.source}: field 'mamba_ssm_dtype' must be one of {', '.join(_STATE_DTYPES)}")
     rope = f.raw.get("rope_parameters")
     theta = rope.get("rope_theta") if isinstance(rope, dict) else None

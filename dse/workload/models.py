@@ -403,7 +403,7 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
 
 
 def load_model_config(name_or_path: str | Path) -> LlmArch:
-    """An `LlmArch` from the catalog (case, `_`, `.` and `-` ignored; Hub repo ids accepted) or a local file.
+    """An `LlmArch` from the catalog (case, `_` and `-` ignored, dots not; Hub repo ids accepted) or a file.
 
     Args:
         name_or_path: a catalog name (`list_models()`), the Hub id named in a catalog entry's `_source`

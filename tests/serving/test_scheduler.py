@@ -377,3 +377,15 @@ def test_a_per_sequence_state_takes_pool_blocks_while_the_sequence_runs() -> Non
     assert (held >= 0).all()  # the state blocks of the running sequences are always held
     with pytest.raises(ConfigError, match="needs more than"):
         closed(4, kv_blocks=60, state_blocks=50)  # 50 state + up to 64 blocks of tokens never fit 60
+
+
+@pytest.mark.parametrize("stretches", [True, False])
+def test_decode_tokens_take_blocks_beside_the_state(monkeypatch: pytest.MonkeyPatch, stretches: bool) -> None:
+    """One request of 16 + 60 tokens in 16-token blocks holds 5 blocks, 7 with 2 state blocks, step by step
+    as in stretches (the step path took the state's blocks for the first decode tokens)."""
+    if not stretches:
+        monkeypatch.setattr(scheduler_module._Engine, "_stretch", lambda self: 0)
+    for state, peak in ((0, 5), (2, 7)):
+        cfg = config(kv_blocks=1000, block_size_tokens=16, state_blocks=state)
+        reqs = Requests(input_tokens=np.array([16]), output_tokens=np.array([60]), concurrency=1)
+        assert simulate(reqs, cfg, cost, idle_power_w=IDLE_W).peak_blocks == peak

@@ -96,6 +96,8 @@ def test_the_state_dtype_follows_the_config(tmp_path: Path) -> None:
     half = load_model_config(path)
     rec = _op(build_decode_graph(half, batch=2, context_len=10), "recurrence")
     assert half.linear_state_dtype == "bf16" and rec.min_dram_bytes == pytest.approx(2 * 2 * 2 * STATE)
+    path.write_text(json.dumps({**raw, "mamba_ssm_dtype": None}))  # null: absent, the fp32 default
+    assert load_model_config(path).linear_state_dtype == "fp32"
 
 
 @pytest.mark.parametrize(

@@ -354,6 +354,7 @@ SHARED_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "data" / "mode
         ("qwen3.5-397b-a17b", True, "layer_types", ["full_attention"] * 2, "for each of the 60 layers"),
         ("qwen3.5-397b-a17b", True, "mlp_only_layers", [100], "'mlp_only_layers' must be a list of layer"),
         ("qwen3.5-397b-a17b", True, "mamba_ssm_dtype", "int3", "'mamba_ssm_dtype' must be one of"),
+        ("qwen3.5-397b-a17b", True, "mamba_ssm_dtype", ["float32"], "'mamba_ssm_dtype' must be one of"),
     ],
 )
 def test_new_families_refuse_bad_fields_by_name(
