@@ -64,7 +64,7 @@ from dse.workload.llm import (
     LlmArch,
     build_decode_graph,
     build_prefill_graph,
-    decode_keys_of,
+    decode_keys_rule,
     prefill_activation_bytes,
     weight_bytes,
 )
@@ -256,11 +256,8 @@ def _attention_over_steps(
     attention: tuple[AttentionOp, ...], context_lens: range, arch: LlmArch
 ) -> WorkloadGraph:
     """One attention op per (decode step, attention op of the step); names keep the op's name."""
-    ops = tuple(
-        _with_kv_len(op, decode_keys_of(arch, op, context + 1))
-        for context in context_lens
-        for op in attention
-    )
+    rules = [(op, decode_keys_rule(arch, op)) for op in attention]
+    ops = tuple(_with_kv_len(op, keys(context + 1)) for context in context_lens for op, keys in rules)
     return WorkloadGraph(name="decode-attention", ops=ops)
 
 

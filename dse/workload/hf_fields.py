@@ -94,6 +94,14 @@ class Fields:
             )
         return value
 
+    def rope_theta(self) -> builtins.float:
+        """`rope_theta`, or transformers 5's `rope_parameters.rope_theta` (GLM-5, Qwen3.5); 10,000 when
+        neither is given."""
+        nested = self.raw.get("rope_parameters")
+        if self.raw.get("rope_theta") is None and isinstance(nested, Mapping):
+            return Fields(nested, f"{self.source} (rope_parameters)").float("rope_theta", 10000.0)
+        return self.float("rope_theta", 10000.0)
+
     def float(self, key: str, default: Any = MISSING) -> float:
         value = self._get(key, default, ())
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < 1e300:
@@ -167,7 +175,7 @@ def rmsnorm_decoder(f: Fields, d: int, num_heads: int, num_layers: int) -> dict[
         "o_bias": f.bool("attention_bias", False),
         "mlp_bias": False,
         "tie_word_embeddings": f.bool("tie_word_embeddings", False),
-        "rope_theta": f.float("rope_theta", 10000.0),
+        "rope_theta": f.rope_theta(),
     }
 
 

@@ -132,16 +132,12 @@ def minimax_m2(f: Fields, model_type: str) -> dict[str, Any]:
 def deepseek_sparse(f: Fields, model_type: str) -> dict[str, Any]:
     """DeepSeek sparse attention models (DeepSeek-V3.2 `deepseek_v32`, GLM-5 `glm_moe_dsa`): DeepSeek-V3's
     MLA and MoE layout (GLM-5: q latent 2048, q/k 192 + 64, v 256, first 3 layers dense) plus the lightning
-    indexer (index_topk, index_n_heads, index_head_dim; `dse.workload.mla`). GLM-5 gives rope_theta under
-    `rope_parameters` (it does not change a cost)."""
+    indexer (index_topk, index_n_heads, index_head_dim; `dse.workload.mla`)."""
     fields = deepseek(f, model_type)
-    rope = f.raw.get("rope_parameters")
-    theta = rope.get("rope_theta") if isinstance(rope, dict) else None
     return fields | {
         "index_topk": f.int("index_topk"),
         "index_n_heads": f.int("index_n_heads"),
         "index_head_dim": f.int("index_head_dim"),
-        **({"rope_theta": float(theta)} if isinstance(theta, int | float) and theta > 0 else {}),
     }
 
 
@@ -167,8 +163,6 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
     state = f.raw.get("mamba_ssm_dtype") or "float32"  # null or absent: the engines' default
     if not isinstance(state, str) or state not in _STATE_DTYPES:
         raise ConfigError(f"{f.source}: field 'mamba_ssm_dtype' must be one of {', '.join(_STATE_DTYPES)}")
-    rope = f.raw.get("rope_parameters")
-    theta = rope.get("rope_theta") if isinstance(rope, dict) else None
     return fields | {
         "linear_layers": tuple(i for i, kind in enumerate(layer_types) if kind == "linear_attention"),
         "linear_num_key_heads": f.int("linear_num_key_heads"),
@@ -178,7 +172,6 @@ def qwen3_next(f: Fields, model_type: str) -> dict[str, Any]:
         "linear_conv_kernel": f.int("linear_conv_kernel_dim", 4),
         "attn_output_gate": f.bool("attn_output_gate", True),
         "linear_state_dtype": _STATE_DTYPES[state],
-        **({"rope_theta": float(theta)} if isinstance(theta, int | float) and theta > 0 else {}),
     }
 
 

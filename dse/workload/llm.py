@@ -57,6 +57,7 @@ that its results stay as they were. The KV-cache footprint counts the full conte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, cast
 
 from dse.errors import ConfigError
@@ -86,6 +87,7 @@ __all__ = [
     "build_decode_graph",
     "build_prefill_graph",
     "decode_keys_of",
+    "decode_keys_rule",
     "kv_cache_bytes",
     "prefill_activation_bytes",
     "weight_bytes",
@@ -103,10 +105,18 @@ def decode_keys_of(arch: LlmArch, op: AttentionOp, kv_len: int) -> int:
     """Keys `op`, an attention op of `arch`'s graphs, reads for a decoding token with `kv_len` tokens
     in the sequence: the window or chunk on local layers' ops, else `arch.decode_keys` (for a model whose
     every layer is windowed, the window)."""
+    return decode_keys_rule(arch, op)(kv_len)
+
+
+def decode_keys_rule(arch: LlmArch, op: AttentionOp) -> Callable[[int], int]:
+    """`decode_keys_of` for `op` as a function of kv_len: the op's name is read once (the static predictor
+    regrows each attention op at every decode step)."""
     leaf = op.name.rsplit("/", 1)[-1]
     if arch.is_sparse_attention and leaf == "attention":
-        return min(kv_len, arch.index_topk)  # the indexer (`indexer`) itself scores every key
-    return arch.decode_keys(kv_len, local=True if leaf.startswith(LOCAL_ATTENTION) else None)
+        topk = arch.index_topk  # the indexer (`indexer`) itself scores every key
+        return lambda kv_len: min(kv_len, topk)
+    local = True if leaf.startswith(LOCAL_ATTENTION) else None
+    return lambda kv_len: arch.decode_keys(kv_len, local=local)
 
 
 # ---- memory footprint (bytes), used by the serving predictor's capacity check
