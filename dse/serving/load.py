@@ -226,7 +226,7 @@ def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:
             updates[name] = getattr(load, name)
     if load.chunked_prefill is not None:
         updates["chunked_prefill"] = load.chunked_prefill
-    return dataclasses.replace(preset, **updates)
+    return dataclasses.replace(preset, **updates).with_graph_limit()
 
 
 def draw_lengths(load: LoadRequest, n: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,9 @@ vllm (V1, 0.10-0.12, OpenAI server):
     allocated as tokens come, recompute preemption when they run out); decode steps padded to a captured
     CUDA-graph batch (1, 2, 4, 8..248 by 8, 256..512 by 16); vLLM's top-k/top-p sampler; KV cache in the
     activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9; 0.7 ms of host time per
-    step (async scheduling off, below).
+    step (async scheduling off, below). Piecewise CUDA graphs hold any step of at most min(2 x
+    max_num_seqs, 512) tokens, prompt chunks included; a larger step runs eagerly and lasts at least
+    0.8 ms of host dispatch per layer (`VLLM_EAGER_LAYER_HOST_S`, below).
 sglang (0.4-0.5):
     max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
     chunked_prefill_size and cuda_graph_max_bs by GPU memory (`SGLANG_MEMORY_TIERS`: 8192 and 256 on
@@ -41,11 +43,19 @@ VLLM_SYNC_HOST_STEP_S per step, the GPU idle meanwhile. vLLM 0.18 turns async sc
 (`VllmConfig`: None -> True unless speculative decoding or the executor forbids it), and SGLang's overlap
 scheduler and TensorRT-LLM's executor loop overlap that work with the GPU step: 0 there, and
 `--host-step-us 0` models a vLLM run with async scheduling.
+
+Per-layer host time of eager steps (`eager_layer_host_s`): a step the engine runs without a CUDA graph
+dispatches every layer's kernels from Python (module calls, custom-op wrappers, attention metadata,
+launches). The launches run ahead of the GPU, so the step takes max(GPU time, layers x that cost) and the GPU
+idles at idle power while the host is behind: short prompts on fast or many GPUs (1,024 tokens at TP 8) wait
+for the host, long prompts do not. vLLM only, the one engine with a published figure; SGLang's extend
+batches and TensorRT-LLM's C++ runtime keep 0.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass
 
 from dse.errors import ConfigError
@@ -60,6 +70,12 @@ VLLM_LARGE_GPU_BYTES = 70 * GIB
 # H100 TPOT 12.8 -> 10.8% and throughput 17.4 -> 13.7%, B200 chat TPOT 16.7 -> 12.4%; aiconfigurator vLLM
 # rows (0.12 and unversioned) about even: TP1 TPOT 11.1 -> 12.0%, TP1-8 24.2 -> 24.1%.
 VLLM_SYNC_HOST_STEP_S = 0.7e-3
+# NOTE(dse): vLLM's CPU time per decoder layer in a step that runs without CUDA graphs (more tokens than
+# its largest captured graph: prompts of more than ~500 tokens). Source: aiconfigurator 0.12.0
+# (`VLLMBackend._prefill_dispatch_overhead_ms`, "~0.8ms/layer against the full silicon corpus across
+# hardware platforms and model families", there added to every prefill). Here the launches are asynchronous:
+# the step takes max(GPU time, layers x this), the GPU idle while the host is behind (module docstring).
+VLLM_EAGER_LAYER_HOST_S = 0.8e-3
 # The first vLLM release read with async scheduling on by default (0.12.0's source still has it off).
 VLLM_ASYNC_DEFAULT_FROM: tuple[int, int] = (0, 18)
 
@@ -111,12 +127,26 @@ class EnginePreset:
     gpu_memory_utilization: float | None  # None: the engine's own rule (dse.serving.memory)
     host_step_s: float = 0.0
     mixed_prefill: bool = True  # False: prefill-first steps, decodes pause (`dse.serving.scheduler`)
+    graphs_hold_prompts: bool = False  # steps with prompt tokens captured too (vLLM's piecewise graphs)
+    eager_layer_host_s: float = 0.0  # CPU time per model layer of a step run without CUDA graphs
+    graph_tokens_per_seq: int = 0  # > 0: no graph above this many tokens per max_num_seqs (vLLM: 2)
 
     def launch_mode(self, decodes: int, prefill_tokens: int = 0) -> str:
-        """The step's launch mode for `dse.perf.host`: CUDA graphs for decode-only steps the engine has
-        captured, eager (per-kernel launches) otherwise."""
-        captured = bool(self.cuda_graph_sizes) and decodes <= self.cuda_graph_sizes[-1]
-        return "graphs" if prefill_tokens == 0 and captured else "eager"
+        """The step's launch mode: CUDA graphs for steps the engine has captured (decode-only steps up to
+        its largest graph; with `graphs_hold_prompts`, any step of at most that many tokens), eager
+        (each layer's kernels dispatched from Python) otherwise."""
+        tokens = decodes + prefill_tokens if self.graphs_hold_prompts else decodes
+        captured = bool(self.cuda_graph_sizes) and tokens <= self.cuda_graph_sizes[-1]
+        return "graphs" if captured and (prefill_tokens == 0 or self.graphs_hold_prompts) else "eager"
+
+    def with_graph_limit(self) -> EnginePreset:
+        """The preset with the graphs its max_num_seqs allows: vLLM captures up to min(2 x max_num_seqs,
+        512) tokens unless told otherwise (`max_cudagraph_capture_size`'s default, vLLM 0.10-0.11)."""
+        if not self.graph_tokens_per_seq:
+            return self
+        limit = self.graph_tokens_per_seq * self.max_num_seqs
+        sizes = tuple(s for s in self.cuda_graph_sizes if s <= limit)
+        return dataclasses.replace(self, cuda_graph_sizes=sizes)
 
     def padded_decodes(self, decodes: int) -> int:
         """Decode-only steps run as the smallest captured CUDA graph that holds them (eager above)."""
@@ -151,6 +181,9 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
             fp8_kv_with_fp8_weights=False,
             gpu_memory_utilization=0.9,
             host_step_s=VLLM_SYNC_HOST_STEP_S,
+            graphs_hold_prompts=True,
+            eager_layer_host_s=VLLM_EAGER_LAYER_HOST_S,
+            graph_tokens_per_seq=2,
         )
     if name == "sglang":
         chunk, graphs = sglang_tier(gpu)

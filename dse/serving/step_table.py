@@ -89,6 +89,10 @@ class StepTable:
         self.cells: dict[Cell, tuple[float, float]] = {}
         self.comm_s: dict[Cell, float] = {}  # communication in each cell's latency
         self.evaluations = 0
+        # An uncaptured step lasts at least its layers' host dispatch (the launches run ahead of the GPU
+        # and it waits only when they fall behind); each pipeline stage's host drives its own layers.
+        self.eager_floor_s = preset.eager_layer_host_s * math.ceil(arch.num_layers / par.pp)
+        self.idle_w = run_idle_power_w(gpu, point or OperatingPoint()) if self.eager_floor_s else 0.0
 
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
         d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
@@ -163,6 +167,9 @@ class StepTable:
                         cell_lat, cell_en = self._cell(a, b, c)
                         lat += w * cell_lat
                         en += w * cell_en
+        if lat < self.eager_floor_s and self.preset.launch_mode(decodes, prompt_tokens) == "eager":
+            en += (self.eager_floor_s - lat) * self.idle_w
+            lat = self.eager_floor_s
         return lat, en
 
 
