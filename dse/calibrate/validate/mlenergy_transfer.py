@@ -16,9 +16,11 @@ costs tens of seconds per row). Precision: bf16 (the configs' dtype), mxfp4 expe
 files, have no length in the data or an estimate of ours), image and video tasks, Nemotron-H (Mamba).
 
 What the rows show (`dse validate serving`, source `mlenergy_transfer`):
-- H100: TPOT 10.8% (bias -4%), power 6.4% (bias -2%), J/token 11.8% (bias -9%), with vLLM 0.11's host
+- H100: TPOT 10.1% (bias -3%), power 6.5% (bias -3%), J/token 11.7% (bias -9%), with vLLM 0.11's host
   time per step (`dse.serving.presets.VLLM_SYNC_HOST_STEP_S`, fitted on the in-sample rows; without it
-  TPOT 12.8%, bias -9%). gpt-oss was the largest power miss (120b: -19% to -29%) until the dequantization
+  TPOT 12.8%, bias -9%) and its eager steps' per-layer dispatch (`VLLM_EAGER_LAYER_HOST_S`; before it
+  10.8% / 6.4% / 11.8%; B200 chat rows TPOT 12.4 -> 9.3%, throughput 28.5 -> 17.8%). gpt-oss was the
+  largest power miss (120b: -19% to -29%) until the dequantization
   of its MXFP4 experts on the CUDA cores was counted (`dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`); 20b's
   and gemma-3-12b's TPOT stay 10-23% short, more so at larger batches.
 - B200: vLLM 0.11.1 on Blackwell runs far below what the hardware allows in many rows: Qwen3-8B gpqa at

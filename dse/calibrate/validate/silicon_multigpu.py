@@ -31,7 +31,9 @@ low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolate
   -45% to -78% on every row (113 rows; TPOT within ~10% except the concurrency-512 rows), so the rest is
   not the MoE kernel. On H200 at TP8 and concurrency 4 the measured excess over the simulation is ~24 ms
   at 1024 input tokens and ~82 ms at 8192 (about 16 ms + 8 us per prompt token); at 1024 tokens it is
-  6-7 decode steps at every TP (60 / 40 / 29 / 24 ms at TP 1 / 2 / 4 / 8, TPOT 9 / 5 / 4 / 3.6 ms).
+  6-7 decode steps at every TP (60 / 40 / 29 / 24 ms at TP 1 / 2 / 4 / 8, TPOT 9 / 5 / 4 / 3.6 ms); since
+  vLLM's eager steps wait for its per-layer host dispatch (`dse.serving.presets.VLLM_EAGER_LAYER_HOST_S`)
+  the TP8 excess at 1,024 tokens is 8-12 ms and TP1's unchanged (its GPU time is longer than the host's).
   Candidates, not tested: gpt-oss's attention with sinks on a slower attention backend in prefill, or
   control tokens of its harmony reply format that clients do not count as the first token;
 - rows no engine default explains: gpt-oss-120b vLLM at concurrency 512 (TTFT ~20 s with a TPOT of
