@@ -16,7 +16,8 @@ sglang (0.4-0.5):
     output reserved at admission (init_new_token_ratio); prefill first: a step runs prompt chunks only
     whenever any can be scheduled, else the decodes (`enable_mixed_chunk` off); CUDA graphs up to
     cuda_graph_max_bs, padded; greedy sampling; KV in the activation dtype; memory by its automatic
-    mem_fraction_static.
+    mem_fraction_static; prompt steps and decode steps above cuda_graph_max_bs run eagerly, at least 0.8 ms
+    of host dispatch per layer (below).
 trtllm (1.x, PyTorch backend):
     max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
     reserved at admission (GUARANTEED_NO_EVICT); no CUDA-graph padding; greedy sampling; fp8 KV cache
@@ -48,8 +49,12 @@ Per-layer host time of eager steps (`eager_layer_host_s`): a step the engine run
 dispatches every layer's kernels from Python (module calls, custom-op wrappers, attention metadata,
 launches). The launches run ahead of the GPU, so the step takes max(GPU time, layers x that cost) and the GPU
 idles at idle power while the host is behind: short prompts on fast or many GPUs (1,024 tokens at TP 8) wait
-for the host, long prompts do not. vLLM only, the one engine with a published figure; SGLang's extend
-batches and TensorRT-LLM's C++ runtime keep 0.
+for the host, long prompts do not. Decode-only steps of more sequences than the largest graph run eagerly
+too (ML.ENERGY's B200 runs slow down past vLLM's 512-token graphs: Qwen3-30B-A3B's median ITL goes from 38 ms
+at 512 sequences to 87 ms at 768, its throughput falls). vLLM (the published figure) and SGLang, whose model
+forward is the same Python-dispatched PyTorch (its prompt batches never run in graphs; checked on
+aiconfigurator's Llama-3.1-8B SGLang rows at 240-512 clients, a flat ~30 ms per step at TP 2-8: TPOT 46 ->
+24%); TensorRT-LLM's runtime keeps 0.
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ VLLM_LARGE_GPU_BYTES = 70 * GIB
 # rows (0.12 and unversioned) about even: TP1 TPOT 11.1 -> 12.0%, TP1-8 24.2 -> 24.1%.
 VLLM_SYNC_HOST_STEP_S = 0.7e-3
 # NOTE(dse): vLLM's CPU time per decoder layer in a step that runs without CUDA graphs (more tokens than
-# its largest captured graph: prompts of more than ~500 tokens). Source: aiconfigurator 0.12.0
+# its largest captured graph: a long prompt chunk, or more decodes than that graph; SGLang's presets take
+# it too, module docstring). Source: aiconfigurator 0.12.0
 # (`VLLMBackend._prefill_dispatch_overhead_ms`, "~0.8ms/layer against the full silicon corpus across
 # hardware platforms and model families", there added to every prefill). Here the launches are asynchronous:
 # the step takes max(GPU time, layers x this), the GPU idle while the host is behind (module docstring).
@@ -199,6 +205,7 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
             fp8_kv_with_fp8_weights=False,
             gpu_memory_utilization=None,
             mixed_prefill=False,
+            eager_layer_host_s=VLLM_EAGER_LAYER_HOST_S,
         )
     if name == "trtllm":
         return EnginePreset(

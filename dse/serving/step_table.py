@@ -90,8 +90,10 @@ class StepTable:
         self.comm_s: dict[Cell, float] = {}  # communication in each cell's latency
         self.evaluations = 0
         # An uncaptured step lasts at least its layers' host dispatch (the launches run ahead of the GPU
-        # and it waits only when they fall behind); each pipeline stage's host drives its own layers.
-        self.eager_floor_s = preset.eager_layer_host_s * math.ceil(arch.num_layers / par.pp)
+        # and it waits only when they fall behind). Every layer counts under pipeline parallelism too: a
+        # step's latency here runs the stages in series (`combine_step`), and a stage's host dispatches its
+        # layers only once the previous stage has handed over.
+        self.eager_floor_s = preset.eager_layer_host_s * arch.num_layers
         self.idle_w = run_idle_power_w(gpu, point or OperatingPoint()) if self.eager_floor_s else 0.0
 
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:

@@ -10,19 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dse.hardware.catalog import load_gpu
+from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadRequest, StepTable, predict_load, resolve_preset
 from dse.serving.presets import VLLM_EAGER_LAYER_HOST_S, engine_preset
 from dse.serving.step_table import run_idle_power_w
 from dse.workload.models import load_model_config
+from dse.workload.sharding import SINGLE, Parallelism
 
 ARCH = load_model_config("llama-3.1-8b")
 H100 = load_gpu("h100-sxm")
 
 
-def table_for(preset) -> StepTable:  # type: ignore[no-untyped-def]
+def table_for(preset, par=SINGLE, max_decodes=64, context=(1024, 1100)) -> StepTable:  # type: ignore[no-untyped-def]
     return StepTable(
-        ARCH, H100, None, None, None, precision="bf16", preset=preset, kv_dtype=None, mean_input=1024,
-        max_decodes=64, max_prompt_tokens=8192, context_range=(1024, 1100),
+        ARCH, H100, OperatingPoint(), None, None, precision="bf16", preset=preset, kv_dtype=None,
+        mean_input=1024, max_decodes=max_decodes, max_prompt_tokens=8192, context_range=context, par=par,
     )  # fmt: skip
 
 
@@ -59,16 +61,10 @@ def test_an_eager_step_lasts_at_least_its_layers_host_time_and_idles_meanwhile()
     assert gpu_s < floor_s
     t_s, e_j = table(0, 1024, 1, 0.0)
     assert t_s == pytest.approx(floor_s)
-    assert e_j == pytest.approx(gpu_j + (floor_s - gpu_s) * run_idle_power_w(H100, _default_point()))
+    assert e_j == pytest.approx(gpu_j + (floor_s - gpu_s) * run_idle_power_w(H100, OperatingPoint()))
     # captured steps are untouched
     assert table(32, 0, 0, 1050.0) == no_host(32, 0, 0, 1050.0)
     assert table(12, 500, 1, 0.0) == no_host(12, 500, 1, 0.0)
-
-
-def _default_point():  # type: ignore[no-untyped-def]
-    from dse.perf.types import OperatingPoint
-
-    return OperatingPoint()
 
 
 @settings(max_examples=25, deadline=None)
@@ -87,10 +83,10 @@ def test_a_faster_host_never_slows_a_step_and_the_gpu_time_is_a_floor(
     slow = table_for(dataclasses.replace(preset, eager_layer_host_s=host_us * 1e-6))
     fast = table_for(dataclasses.replace(preset, eager_layer_host_s=host_us * 0.5e-6))
     args = (decodes, prompt, 1 if prompt else 0, 1050.0)
-    assert gpu(*args)[0] <= fast(*args)[0] <= slow(*args)[0]
-    assert slow(*args)[0] >= (
-        ARCH.num_layers * host_us * 1e-6 if preset.launch_mode(decodes, prompt) == "eager" else 0
-    )
+    (g_s, g_j), (f_s, f_j), (s_s, s_j) = gpu(*args), fast(*args), slow(*args)
+    assert g_s <= f_s <= s_s and g_j <= f_j <= s_j  # the waits draw idle power
+    eager = preset.launch_mode(decodes, prompt) == "eager"
+    assert s_s == pytest.approx(max(g_s, ARCH.num_layers * host_us * 1e-6) if eager else g_s)
 
 
 def test_a_lone_vllm_prompt_waits_for_the_host_where_the_gpu_is_fast() -> None:
@@ -101,3 +97,46 @@ def test_a_lone_vllm_prompt_waits_for_the_host_where_the_gpu_is_fast() -> None:
     bare = predict_load(ARCH, H100, dataclasses.replace(req, engine="none", sampling="none")).metrics()
     assert vllm["ttft_s"] >= ARCH.num_layers * VLLM_EAGER_LAYER_HOST_S
     assert bare["ttft_s"] < ARCH.num_layers * VLLM_EAGER_LAYER_HOST_S
+
+
+def test_every_layer_counts_under_pipeline_parallelism() -> None:
+    # the stages run in series in a step's latency, each host dispatching its layers after the hand-off:
+    # a host-bound prompt is not faster on two pipeline stages than on one GPU
+    req = LoadRequest(mode="concurrency", concurrency=1, input_tokens=1024, output_tokens=16, num_requests=3)
+    b200 = load_gpu("b200")
+    one = predict_load(ARCH, b200, req).metrics()
+    two = predict_load(ARCH, b200, dataclasses.replace(req, pp=2)).metrics()
+    assert one["ttft_s"] >= ARCH.num_layers * VLLM_EAGER_LAYER_HOST_S
+    assert two["ttft_s"] >= one["ttft_s"]
+
+
+def test_decodes_beyond_the_largest_graph_run_eagerly() -> None:
+    # 600 decodes: more than vLLM's 512-token graphs; a 3 ms host per layer puts the floor above the GPU time
+    preset = dataclasses.replace(engine_preset("vllm", H100), eager_layer_host_s=3e-3)
+    table = table_for(preset, max_decodes=1024, context=(64, 128))
+    no_host = table_for(
+        dataclasses.replace(preset, eager_layer_host_s=0.0), max_decodes=1024, context=(64, 128)
+    )
+    assert no_host(600, 0, 0, 100.0)[0] < ARCH.num_layers * 3e-3
+    assert table(600, 0, 0, 100.0)[0] == pytest.approx(ARCH.num_layers * 3e-3)
+    assert table(500, 0, 0, 100.0) == no_host(500, 0, 0, 100.0)  # captured
+
+
+def test_sglang_prompt_steps_wait_for_the_host_and_its_graphs_do_not() -> None:
+    preset = engine_preset("sglang", H100)
+    table = table_for(preset)
+    no_host = table_for(dataclasses.replace(preset, eager_layer_host_s=0.0))
+    assert table(0, 16, 1, 0.0)[0] == pytest.approx(ARCH.num_layers * preset.eager_layer_host_s)
+    assert preset.eager_layer_host_s > 0 and table(32, 0, 0, 1050.0) == no_host(32, 0, 0, 1050.0)
+
+
+def test_each_gpu_of_a_tensor_parallel_step_idles_through_the_wait() -> None:
+    # energies are per GPU: TP2's eager step adds the wait at one GPU's idle power to each GPU's energy
+    preset = engine_preset("vllm", H100)
+    tp2 = Parallelism(tp=2)
+    table = table_for(preset, par=tp2)
+    no_host = table_for(dataclasses.replace(preset, eager_layer_host_s=0.0), par=tp2)
+    gpu_s, gpu_j = no_host(0, 1024, 1, 0.0)
+    t_s, e_j = table(0, 1024, 1, 0.0)
+    assert gpu_s < t_s == pytest.approx(ARCH.num_layers * VLLM_EAGER_LAYER_HOST_S)
+    assert e_j == pytest.approx(gpu_j + (t_s - gpu_s) * run_idle_power_w(H100, OperatingPoint()))
