@@ -231,6 +231,8 @@ def load_title(est: Any) -> str:
         f" ({r.length_dist} lengths)" if r.length_dist != "fixed" else ""
     )
     host = f", {e.host_step_s * 1e6:g} us host/step" if e.host_step_s else ""
+    if e.eager_layer_host_s:
+        host += f", {e.eager_layer_host_s * 1e6:g} us host/layer without CUDA graphs"
     n = est.values.get("num_requests")
     requests = f", {int(n)} request{'s' if int(n) != 1 else ''}" if n else ""
     return (

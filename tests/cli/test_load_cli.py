@@ -63,6 +63,9 @@ def test_load_mode_text_says_mode_and_engine() -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "concurrency 8 (closed loop)" in text and "sglang engine" in text and "TTFT p90" in text
+    assert "800 us host/layer without CUDA graphs" in text  # the eager steps' host floor (presets)
+    trt = runner.invoke(app, [*BASE, "--concurrency", "8", "--num-requests", "40", "--engine", "trtllm"])
+    assert "host/layer" not in " ".join(trt.stdout.split())
     static = runner.invoke(app, [*BASE, "--batch", "4"])
     assert "static batch of 4" in " ".join(static.stdout.split())
 
