@@ -51,6 +51,15 @@ HostStepOpt = Annotated[
         "0.10-0.12 without async scheduling; 0 for sglang, trtllm, none and vLLM with async scheduling).",
     ),
 ]
+LayerHostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--layer-host-us",
+        help="Load: the engine's CPU time per model layer of a step without CUDA graphs (long prompt chunks, "
+        "decodes past its largest graph); the step lasts at least layers x this (default: vllm and sglang "
+        "800, trtllm and none 0).",
+    ),
+]
 NumRequestsOpt = Annotated[
     int | None,
     typer.Option(
@@ -100,6 +109,7 @@ class LoadArgs:
     max_batched_tokens: MaxTokensOpt = None
     gpu_memory_utilization: MemFracOpt = None
     host_step_us: HostStepOpt = None
+    layer_host_us: LayerHostOpt = None
     num_requests: NumRequestsOpt = None
     seed: RequestSeedOpt = 0
     length_dist: LengthDistOpt = "fixed"
@@ -134,6 +144,7 @@ class LoadArgs:
             "--max-batched-tokens": self.max_batched_tokens,
             "--gpu-memory-utilization": self.gpu_memory_utilization,
             "--host-step-us": self.host_step_us,
+            "--layer-host-us": self.layer_host_us,
             "--num-requests": self.num_requests,
         }
         extra = [k for k, v in knobs.items() if v is not None]
@@ -150,12 +161,11 @@ class LoadArgs:
 
     def host_step_s(self) -> float | None:
         """`--host-step-us` in seconds (None: the engine's); DseError outside [0, 1e6] us."""
-        host = self.host_step_us
-        if host is None:
-            return None
-        if not (math.isfinite(host) and 0 <= host <= 1e6):
-            raise DseError(f"--host-step-us is microseconds of CPU time per step in [0, 1e6] (got {host})")
-        return host * 1e-6 + 0.0  # + 0.0: a -0 given prints as 0
+        return _micro_s("--host-step-us", "step", self.host_step_us, 1e6)
+
+    def layer_host_s(self) -> float | None:
+        """`--layer-host-us` in seconds (None: the engine's); DseError outside [0, 1e5] us."""
+        return _micro_s("--layer-host-us", "layer", self.layer_host_us, 1e5)
 
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
@@ -183,6 +193,7 @@ class LoadArgs:
             max_batched_tokens=self.max_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
             host_step_s=self.host_step_s(),
+            layer_host_s=self.layer_host_s(),
             tp=self.tp,
             pp=self.pp,
             ep=self.ep,
@@ -216,6 +227,15 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("memory_bytes", "memory needed per GPU (GiB)", 2**-30, ".2f"),
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
 )
+
+
+def _micro_s(flag: str, per: str, value: float | None, most: float) -> float | None:
+    """A microseconds option in seconds (None stays None); DseError outside [0, most] us."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and 0 <= value <= most):
+        raise DseError(f"{flag} is microseconds of CPU time per {per} in [0, {most:g}] (got {value})")
+    return value * 1e-6 + 0.0  # + 0.0: a -0 given prints as 0
 
 
 def load_title(est: Any) -> str:

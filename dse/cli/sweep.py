@@ -83,7 +83,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
         length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
         max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
-        host_step_s=load.host_step_s(),
+        host_step_s=load.host_step_s(), layer_host_s=load.layer_host_s(),
         tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp, **options,
     )  # fmt: skip
     from dse.search.checks import workload_value_problem

@@ -96,6 +96,7 @@ LOAD_KNOBS: tuple[str, ...] = (
     "max_batched_tokens",
     "gpu_memory_utilization",
     "host_step_s",
+    "layer_host_s",
 )
 # The knob each load mode needs (the other modes take none of them).
 MODE_KNOB: dict[str, str] = {"concurrency": "concurrency", "request_rate": "request_rate_per_s"}
@@ -143,6 +144,7 @@ class EvalContext:
     max_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     host_step_s: float | None = None
+    layer_host_s: float | None = None
     tp: int = 1
     pp: int = 1
     ep: int = 1

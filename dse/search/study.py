@@ -33,8 +33,8 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
     request_rate_per_s  mode request_rate: Poisson arrivals (required there)
     num_requests, length_dist (fixed | lognormal | exponential), length_sigma (lognormal only),
     request_seed        (the seed of the request lengths and arrivals, not the sampler's search.seed),
-    max_num_seqs, max_batched_tokens, gpu_memory_utilization, host_step_s (seconds of engine CPU time
-                        per step; 0 for vLLM with async scheduling)
+    max_num_seqs, max_batched_tokens, gpu_memory_utilization, host_step_s, layer_host_s (engine CPU
+                        seconds per step, and per layer of a step without CUDA graphs; dse.serving.presets)
                         the load modes (dse.serving.load; None: the engine preset's value)
     tp, pp, ep, dp      the load modes: GPUs per replica and replicas (dse.workload.sharding; default 1
                         each, GPUs tp x dp x pp); each value must fit the model in some layout of the
@@ -268,8 +268,7 @@ class WorkloadConfig(_Strict):
     precision: Precision = "bf16"
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
-    # A serving engine's kernel fusions (none: one kernel per graph operator) and, under load, its
-    # scheduler; None: the mode's default (static none, load vllm).
+    # The engine's kernel fusions and, under load, its scheduler; None: static none, load vllm.
     engine: Engine | None = None
     sampling: Sampling | None = None  # the sampler after each LM head; None: none / the engine's own
     # The load modes (dse.serving.load.LoadRequest); None: the engine preset's or the mode's default.
@@ -282,8 +281,9 @@ class WorkloadConfig(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    # engine CPU seconds per step; strict: `true` or "0.7" is not a time
+    # engine CPU seconds per step and per layer of an eager step; strict: `true` or "0.7" is not a time
     host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, strict=True)
+    layer_host_s: float | None = Field(default=None, ge=0, le=0.1, allow_inf_nan=False, strict=True)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
     num_gpus: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)  # context-parallel ranks (LLMs)

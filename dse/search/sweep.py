@@ -44,6 +44,7 @@ SWEEP_WORKLOAD_KEYS: dict[str, tuple[str, ...] | None] = {
     "max_batched_tokens": ("concurrency", "request_rate", "max_throughput"),
     "gpu_memory_utilization": ("concurrency", "request_rate", "max_throughput"),
     "host_step_s": ("concurrency", "request_rate", "max_throughput"),
+    "layer_host_s": ("concurrency", "request_rate", "max_throughput"),
 }
 INT_KEYS: frozenset[str] = frozenset(
     {"batch", "concurrency", "input_tokens", "output_tokens", "num_requests", "max_num_seqs",

@@ -97,6 +97,7 @@ class LoadRequest:
     gpu_memory_utilization: float | None = None
     chunked_prefill: bool | None = None
     host_step_s: float | None = None  # CPU time per engine step the GPU waits for (presets' docstring)
+    layer_host_s: float | None = None  # CPU time per layer of a step without CUDA graphs (presets)
     tp: int = 1
     pp: int = 1
     ep: int = 1
@@ -139,10 +140,11 @@ class LoadRequest:
             raise ConfigError(f"length_sigma must be in (0, 3], got {self.length_sigma}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise ConfigError(f"seed must be an integer in [0, 2^32), got {self.seed!r}")
-        host = self.host_step_s
-        number = isinstance(host, int | float) and not isinstance(host, bool)
-        if host is not None and not (number and math.isfinite(host) and 0 <= host <= 1):
-            raise ConfigError(f"host_step_s must be a number of seconds in [0, 1], got {host!r}")
+        for name, most in (("host_step_s", 1.0), ("layer_host_s", 0.1)):
+            host = getattr(self, name)
+            number = isinstance(host, int | float) and not isinstance(host, bool)
+            if host is not None and not (number and math.isfinite(host) and 0 <= host <= most):
+                raise ConfigError(f"{name} must be a number of seconds in [0, {most:g}], got {host!r}")
         frac = self.gpu_memory_utilization
         if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {frac}")
@@ -211,6 +213,7 @@ class LoadEstimate:
             "chunked_prefill": self.engine.chunked_prefill,
             "kv_block_tokens": self.engine.block_size_tokens,
             "host_step_s": self.engine.host_step_s,
+            "layer_host_s": self.engine.eager_layer_host_s,
             "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),
             **({"bound_by": self.bound_by} if self.bound_by else {}),
@@ -226,6 +229,8 @@ def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:
             updates[name] = getattr(load, name)
     if load.chunked_prefill is not None:
         updates["chunked_prefill"] = load.chunked_prefill
+    if load.layer_host_s is not None:
+        updates["eager_layer_host_s"] = load.layer_host_s
     return dataclasses.replace(preset, **updates).with_graph_limit()
 
 

@@ -83,6 +83,13 @@ def test_engine_knobs_reach_the_simulation() -> None:
     assert overlapped["host_step_s"] == 0.0 and overlapped["tpot_s"] < full["tpot_s"]
     negative_zero = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--host-step-us", "-0")
     assert json.dumps(negative_zero["host_step_s"]) == "0.0"
+    # one client, 1,024-token prompts: vLLM's eager prompt steps wait for 32 layers x the per-layer host time
+    lone = [*BASE, "--concurrency", "1", "--num-requests", "3", "--host-step-us", "0",
+            "--input-tokens", "1024"]  # fmt: skip
+    slow = run_json(*lone, "--layer-host-us", "2000")
+    default, bare = run_json(*lone), run_json(*lone, "--layer-host-us", "0")
+    assert (slow["layer_host_s"], default["layer_host_s"], bare["layer_host_s"]) == (2e-3, 8e-4, 0.0)
+    assert slow["ttft_s"] >= 32 * 2e-3 * (1 - 1e-9) and slow["ttft_s"] > default["ttft_s"] >= bare["ttft_s"]
 
 
 @pytest.mark.parametrize(
@@ -122,6 +129,9 @@ def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> No
         (["--host-step-us", "500"], "--host-step-us applies to a load mode"),
         (["--concurrency", "4", "--host-step-us", "nan"], "--host-step-us"),
         (["--concurrency", "4", "--host-step-us", "-5"], "--host-step-us"),
+        (["--layer-host-us", "500"], "--layer-host-us applies to a load mode"),
+        (["--concurrency", "4", "--layer-host-us", "inf"], "--layer-host-us"),
+        (["--concurrency", "4", "--layer-host-us", "-1"], "--layer-host-us"),
     ],
 )
 def test_bad_load_options_are_one_line_errors(flags: list[str], needle: str) -> None:

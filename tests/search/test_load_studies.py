@@ -99,6 +99,7 @@ def test_load_knobs_reach_predict_load() -> None:
         "max_batched_tokens": 1024,
         "gpu_memory_utilization": 0.8,
         "host_step_s": 2e-4,
+        "layer_host_s": 5e-4,
         "engine": "trtllm",
         "precision": "fp8",
         "sm_clock_mhz": 1500,
@@ -108,7 +109,7 @@ def test_load_knobs_reach_predict_load() -> None:
     assert inputs["load"] == LoadRequest(
         mode="request_rate", request_rate_per_s=5.0, input_tokens=256, output_tokens=32, num_requests=40,
         length_dist="lognormal", length_sigma=0.3, seed=7, max_num_seqs=8, max_batched_tokens=1024,
-        gpu_memory_utilization=0.8, host_step_s=2e-4, engine="trtllm", precision="fp8",
+        gpu_memory_utilization=0.8, host_step_s=2e-4, layer_host_s=5e-4, engine="trtllm", precision="fp8",
     )  # fmt: skip
     m = evaluate_point(params, ctx)
     direct = predict_load(inputs["arch"], inputs["gpu"], inputs["load"], inputs["point"]).metrics()
@@ -302,6 +303,12 @@ MALFORMED = [
         GOOD_LOAD.replace("  concurrency:", "  host_step_s: {values: [0.0, -0.001]}\n  concurrency:"),
         5,
         ["space.host_step_s.values.1", "[0, 1]"],
+    ),
+    (
+        "layer-host-time-too-long",
+        GOOD_LOAD.replace("  concurrency:", "  layer_host_s: {values: [0.0, 0.5]}\n  concurrency:"),
+        5,
+        ["space.layer_host_s.values.1", "[0, 0.1]"],
     ),
     (
         "request-seed-negative",
