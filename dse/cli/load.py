@@ -56,8 +56,8 @@ LayerHostOpt = Annotated[
     typer.Option(
         "--layer-host-us",
         help="Load: the engine's CPU time per model layer of a step without CUDA graphs (long prompt chunks, "
-        "decodes past its largest graph); the step lasts at least layers x this (default: vllm and sglang "
-        "800, trtllm and none 0).",
+        "decodes past its largest graph; trtllm and none model no graphs, so every step); the step lasts at "
+        "least layers x this (default: vllm and sglang 800, trtllm and none 0).",
     ),
 ]
 NumRequestsOpt = Annotated[
@@ -161,11 +161,11 @@ class LoadArgs:
 
     def host_step_s(self) -> float | None:
         """`--host-step-us` in seconds (None: the engine's); DseError outside [0, 1e6] us."""
-        return _micro_s("--host-step-us", "step", self.host_step_us, 1e6)
+        return _micro_s("--host-step-us", "step", self.host_step_us, 6)
 
     def layer_host_s(self) -> float | None:
         """`--layer-host-us` in seconds (None: the engine's); DseError outside [0, 1e5] us."""
-        return _micro_s("--layer-host-us", "layer", self.layer_host_us, 1e5)
+        return _micro_s("--layer-host-us", "layer", self.layer_host_us, 5)
 
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
@@ -229,13 +229,13 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-def _micro_s(flag: str, per: str, value: float | None, most: float) -> float | None:
-    """A microseconds option in seconds (None stays None); DseError outside [0, most] us."""
+def _micro_s(flag: str, per: str, value: float | None, most_exp: int) -> float | None:
+    """A microseconds option in seconds (None stays None); DseError outside [0, 10^most_exp] us."""
     if value is None:
         return None
-    if not (math.isfinite(value) and 0 <= value <= most):
-        raise DseError(f"{flag} is microseconds of CPU time per {per} in [0, {most:g}] (got {value})")
-    return value * 1e-6 + 0.0  # + 0.0: a -0 given prints as 0
+    if not (math.isfinite(value) and 0 <= value <= 10.0**most_exp):
+        raise DseError(f"{flag} is microseconds of CPU time per {per} in [0, 1e{most_exp}] (got {value})")
+    return value / 1e6 + 0.0  # / 1e6: 800 us is 0.0008 s exactly as printed; + 0.0: a -0 given prints as 0
 
 
 def load_title(est: Any) -> str:

@@ -89,6 +89,7 @@ def test_engine_knobs_reach_the_simulation() -> None:
     slow = run_json(*lone, "--layer-host-us", "2000")
     default, bare = run_json(*lone), run_json(*lone, "--layer-host-us", "0")
     assert (slow["layer_host_s"], default["layer_host_s"], bare["layer_host_s"]) == (2e-3, 8e-4, 0.0)
+    assert run_json(*lone, "--layer-host-us", "800")["layer_host_s"] == 8e-4  # as the default, exactly
     assert slow["ttft_s"] >= 32 * 2e-3 * (1 - 1e-9) and slow["ttft_s"] > default["ttft_s"] >= bare["ttft_s"]
 
 
@@ -128,10 +129,13 @@ def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> No
         (["--concurrency", "4", "--attention", "eager"], "static batch"),
         (["--host-step-us", "500"], "--host-step-us applies to a load mode"),
         (["--concurrency", "4", "--host-step-us", "nan"], "--host-step-us"),
-        (["--concurrency", "4", "--host-step-us", "-5"], "--host-step-us"),
+        (
+            ["--concurrency", "4", "--host-step-us", "-5"],
+            "--host-step-us is microseconds of CPU time per step in [0, 1e6]",
+        ),
         (["--layer-host-us", "500"], "--layer-host-us applies to a load mode"),
         (["--concurrency", "4", "--layer-host-us", "inf"], "--layer-host-us"),
-        (["--concurrency", "4", "--layer-host-us", "-1"], "--layer-host-us"),
+        (["--concurrency", "4", "--layer-host-us", "-1"], "CPU time per layer in [0, 1e5] (got -1.0)"),
     ],
 )
 def test_bad_load_options_are_one_line_errors(flags: list[str], needle: str) -> None:
