@@ -378,7 +378,7 @@ def predict_load(
         context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
         par=par,
     )  # fmt: skip
-    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=run_idle_power_w(gpu, point))
+    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=table.idle_w)
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     pool_tokens = kv_blocks * preset.block_size_tokens  # the engine's pool: whole blocks, as vLLM logs it
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)

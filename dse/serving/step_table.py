@@ -94,7 +94,7 @@ class StepTable:
         # step's latency here runs the stages in series (`combine_step`), and a stage's host dispatches its
         # layers only once the previous stage has handed over.
         self.eager_floor_s = preset.eager_layer_host_s * arch.num_layers
-        self.idle_w = run_idle_power_w(gpu, point or OperatingPoint()) if self.eager_floor_s else 0.0
+        self.idle_w = run_idle_power_w(gpu, point or OperatingPoint())  # host waits and comm gaps draw it
 
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:
         d, p_tokens = int(self.d_grid[a]), int(self.p_grid[b])
@@ -133,9 +133,8 @@ class StepTable:
             self.arch, self.gpu, self.par, tokens=tokens, engine=self.preset.name,
             precision=self.precision, decode_only=decode_only, sm_clock_hz=clock_hz,
         )  # fmt: skip
-        idle_w = run_idle_power_w(self.gpu, self.point)
         self.comm_s = {key: float(t) for key, t in zip(keys, comm.total_s, strict=True)}
-        return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=idle_w)
+        return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=self.idle_w)
 
     def comm_fraction(self, decodes: float) -> float:
         """Share of a decode step's time (`decodes` running, mid context) spent communicating."""
