@@ -9,6 +9,7 @@ than silently ignored. The layout (--tp, --pp, --ep, --dp) applies to every serv
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ import typer
 
 from dse.cli.common import ServingBatchOpt
 from dse.errors import DseError
-from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT
+from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT, engine_settings
 
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", help="Load: closed loop, this many requests always in flight.")
@@ -250,13 +251,20 @@ def load_title(est: Any) -> str:
     lengths = f"{r.input_tokens} in / {r.output_tokens} out" + (
         f" ({r.length_dist} lengths)" if r.length_dist != "fixed" else ""
     )
-    host = f", {e.host_step_s * 1e6:g} us host/step" if e.host_step_s else ""
-    if e.eager_layer_host_s:
-        host += f", {e.eager_layer_host_s * 1e6:g} us host/layer without CUDA graphs"
     n = est.values.get("num_requests")
     requests = f", {int(n)} request{'s' if int(n) != 1 else ''}" if n else ""
     return (
-        f"{est.model} on {est.gpu}: {load} ({MODE_TEXT[r.mode]}), {e.name} engine "
-        f"(max {e.max_num_seqs} seqs, {e.max_batched_tokens} tokens/step{host}), {lengths}, "
-        f"{r.precision}{requests}"
+        f"{est.model} on {est.gpu}: {load} ({MODE_TEXT[r.mode]}), {engine_text(engine_settings(e, r))}, "
+        f"{lengths}, {r.precision}{requests}"
+    )
+
+
+def engine_text(settings: Mapping[str, Any]) -> str:
+    """The engine settings of `dse.serving.load.engine_settings` in a few words."""
+    host = f", {settings['host_step_s'] * 1e6:g} us host/step" if settings["host_step_s"] else ""
+    if settings["layer_host_s"]:
+        host += f", {settings['layer_host_s'] * 1e6:g} us host/layer without CUDA graphs"
+    return (
+        f"{settings['engine']} engine (max {settings['max_num_seqs']} seqs, "
+        f"{settings['max_batched_tokens']} tokens/step{host})"
     )

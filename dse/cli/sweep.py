@@ -273,10 +273,23 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
         table.add_row(label, *(_cell(r, key, scale, fmt) for r in rows))
     table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
     console.print(table)
+    _print_engines(rows)
     for row in rows:
         if row["reason"] is not None:
             reason = escape(str(row["reason"]))
             console.print(f"{row['params']['gpu']}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+
+
+def _print_engines(rows: list[dict[str, Any]]) -> None:
+    """Under load: the engine settings each GPU ran with, on one line when they agree."""
+    from dse.cli.load import engine_text
+
+    texts = {str(r["params"]["gpu"]): engine_text(r["engine"]) for r in rows if "engine" in r}
+    if len(set(texts.values())) == 1:
+        console.print(next(iter(texts.values())), highlight=False)
+        return
+    for gpu, text in texts.items():
+        console.print(f"{gpu}: {text}", highlight=False)
 
 
 @friendly

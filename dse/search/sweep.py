@@ -26,8 +26,10 @@ from typing import Any
 
 from dse.errors import ConfigError
 from dse.search.objective import (
+    LOAD_MODES,
     OPERATING_POINT_KEYS,
     EvalContext,
+    build_inputs,
     evaluate_chunk,
     evaluate_point,
 )
@@ -232,9 +234,20 @@ def compare_gpus(
         raise ConfigError("compare: give at least two GPUs")
     rows = []
     for name in gpus:
-        result = evaluate_chunk([dict(params or {})], dataclasses.replace(ctx, gpu=name), evaluate_point)[0]
-        rows.append(_row({"gpu": name}, result))
+        gpu_ctx = dataclasses.replace(ctx, gpu=name)
+        row = _row({"gpu": name}, evaluate_chunk([dict(params or {})], gpu_ctx, evaluate_point)[0])
+        if row["status"] != "failed" and ctx.mode in LOAD_MODES:
+            row["engine"] = _engine_settings(dict(params or {}), gpu_ctx)
+        rows.append(row)
     return rows
+
+
+def _engine_settings(params: dict[str, Any], ctx: EvalContext) -> dict[str, Any]:
+    """The engine settings a load-mode point ran with on its GPU (engine presets depend on the GPU)."""
+    from dse.serving.load import engine_settings, resolve_preset
+
+    inputs = build_inputs(params, ctx)
+    return engine_settings(resolve_preset(inputs["load"], inputs["gpu"]), inputs["load"])
 
 
 __all__ = [

@@ -189,8 +189,7 @@ class LoadEstimate:
     @property
     def kv_dtype(self) -> str:
         """The KV cache's dtype as run: the request's, else the engine's default for the precision."""
-        r = self.request
-        return self.engine.kv_dtype(r.precision, r.kv_dtype) or activation_dtype(r.precision)
+        return str(engine_settings(self.engine, self.request)["kv_dtype"])
 
     def metrics(self) -> dict[str, float | bool | str | None]:
         """Flat metrics; the numbers are None when the workload cannot run (see infeasible_reason)."""
@@ -204,20 +203,28 @@ class LoadEstimate:
             "model": self.model,
             "gpu": self.gpu,
             **dataclasses.asdict(self.request),
-            "engine": self.engine.name,
-            "kv_dtype": self.kv_dtype,
-            "sampling": self.engine.sampling,
-            "gpu_memory_utilization": self.engine.gpu_memory_utilization,
-            "max_num_seqs": self.engine.max_num_seqs,
-            "max_batched_tokens": self.engine.max_batched_tokens,
-            "chunked_prefill": self.engine.chunked_prefill,
-            "kv_block_tokens": self.engine.block_size_tokens,
-            "host_step_s": self.engine.host_step_s,
-            "layer_host_s": self.engine.eager_layer_host_s,
+            **engine_settings(self.engine, self.request),
             "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),
             **({"bound_by": self.bound_by} if self.bound_by else {}),
         }
+
+
+def engine_settings(engine: EnginePreset, load: LoadRequest) -> dict[str, Any]:
+    """The engine settings a simulation ran with (the preset after the request's overrides), as the JSON
+    outputs name them; `kv_dtype` is the cache's dtype as run."""
+    return {
+        "engine": engine.name,
+        "kv_dtype": engine.kv_dtype(load.precision, load.kv_dtype) or activation_dtype(load.precision),
+        "sampling": engine.sampling,
+        "gpu_memory_utilization": engine.gpu_memory_utilization,
+        "max_num_seqs": engine.max_num_seqs,
+        "max_batched_tokens": engine.max_batched_tokens,
+        "chunked_prefill": engine.chunked_prefill,
+        "kv_block_tokens": engine.block_size_tokens,
+        "host_step_s": engine.host_step_s,
+        "layer_host_s": engine.eager_layer_host_s,
+    }
 
 
 def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:

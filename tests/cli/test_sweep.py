@@ -195,3 +195,20 @@ def test_a_swept_length_needs_no_flag_of_its_own() -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert [row["params"]["input_tokens"] for row in json.loads(result.stdout)] == [256, 512]
+
+
+def test_compare_under_load_names_each_gpus_engine_settings() -> None:
+    """The settings each GPU's simulation ran with: vLLM's default token budget depends on the GPU's
+    memory (8192 tokens per step on an 80 GB H100, 2048 on a 24 GB L4: `dse.serving.presets`), and a
+    --layer-host-us given applies to both; a static batch runs no engine scheduler and lists none."""
+    load = [*WORKLOAD, "--concurrency", "4", "--num-requests", "8", "--layer-host-us", "100"]
+    data = run_json("compare", "h100-sxm", "l4", *load)
+    engines = {g["params"]["gpu"]: g["engine"] for g in data["gpus"]}  # type: ignore[index]
+    assert engines["h100-sxm"]["max_batched_tokens"] == 8192 and engines["l4"]["max_batched_tokens"] == 2048
+    assert {e["layer_host_s"] for e in engines.values()} == {0.0001}
+    assert {e["engine"] for e in engines.values()} == {"vllm"}
+    text = runner.invoke(app, ["compare", "h100-sxm", "l4", *load])
+    assert text.exit_code == 0, text.output
+    assert "h100-sxm: vllm engine (max" in text.stdout and "l4: vllm engine (max" in text.stdout
+    static = run_json("compare", "h100-sxm", "l4", *WORKLOAD, "--batch", "2")
+    assert all("engine" not in g for g in static["gpus"])  # type: ignore[index]
