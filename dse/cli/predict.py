@@ -142,7 +142,7 @@ def _serving(
     from dse.serving.load_bounds import with_bounds
 
     est = predict_load(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
-    return with_bounds(est, arch, gpu, point)
+    return with_bounds(est, arch, gpu, point, latency, power)
 
 
 def _no_serving_flags_in_training(

@@ -238,7 +238,8 @@ def predict_graph(
         graph: the ops in execution order (each with its repeat count).
         gpu: the GPU (catalog entry plus any overrides).
         point: requested SM clock (default: boost) and power cap (default: TDP).
-        coeffs: latency coefficients for the kernel model (None: its default).
+        coeffs: latency coefficients for the kernel model (None: none, the uncorrected analytical model;
+            `dse.perf.coeffs.load_default_coeffs(gpu)` is the shipped set every prediction uses).
         power_coeffs: energy coefficients (None: the shipped set for the GPU's architecture).
         launch: eager, graphs or engine: the asynchronous host queue of `dse.perf.host`; None: GPU time
             only. Either way the latency groups whose coefficients carry host time lose it

@@ -62,9 +62,11 @@ def _load_breakdown(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[str, Any]]:
     """One row per kernel of `graph`: its work (FLOP, minimum DRAM bytes) and its predicted time."""
+    from dse.perf.coeffs import load_default_coeffs
     from dse.perf.predict import predict_graph
 
-    pred = predict_graph(graph, gpu, point, cap_rule="kernel")  # a serving phase, as `predict_serving`
+    # a serving phase as `predict_serving` prices it: shipped corrections, each kernel under the cap
+    pred = predict_graph(graph, gpu, point, load_default_coeffs(gpu), cap_rule="kernel")
     ops = {op.name: op for op in graph.ops}
     rows = []
     for k in pred.kernels:

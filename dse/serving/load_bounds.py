@@ -14,15 +14,18 @@ from typing import Any
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
+from dse.perf.coeffs import load_default_coeffs
 from dse.perf.predict import WorkloadPrediction, predict_graph
 from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadEstimate
 from dse.serving.step_table import step_graph
 from dse.workload.llm import LlmArch
 
+Coeffs = tuple[Any, Any]  # (latency, energy) coefficient sets; None: the shipped one
+
 
 def _step(
-    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, **step: int
+    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, coeffs: Coeffs, **step: int
 ) -> WorkloadPrediction:
     r = est.request
     kv_dtype = est.engine.kv_dtype(r.precision, r.kv_dtype)
@@ -30,27 +33,32 @@ def _step(
         arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
         est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
     )  # fmt: skip
-    return predict_graph(graph, gpu, point, cap_rule="kernel")  # as the load model's steps (`step_table`)
+    # as the load model's steps (`step_table`): the shipped latency corrections unless others are given
+    latency = load_default_coeffs(gpu) if coeffs[0] is None else coeffs[0]
+    return predict_graph(graph, gpu, point, latency, coeffs[1], cap_rule="kernel")
 
 
 def _decode_step(
-    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint
+    arch: LlmArch, gpu: GpuSpec, est: LoadEstimate, point: OperatingPoint, coeffs: Coeffs
 ) -> tuple[WorkloadPrediction, int]:
     """The representative decode step (one GPU of a replica) and the sequences it decodes."""
     v, r = est.values, est.request
     decodes = max(1, round(float(v.get("avg_batch_size") or 1.0)))  # avg_batch_size is per replica
     context = int(r.input_tokens + r.output_tokens // 2)
-    return _step(arch, gpu, est, point, decodes=decodes, prefills=0, each=0, context_len=context), decodes
+    step = _step(arch, gpu, est, point, coeffs, decodes=decodes, prefills=0, each=0, context_len=context)
+    return step, decodes
 
 
 def decode_step_breakdown(
-    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None
-) -> dict[str, dict[str, float]]:
+    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None,
+    coeffs: Any = None, power_coeffs: Any = None,
+) -> dict[str, dict[str, float]]:  # fmt: skip
     """Energy per output token of the representative decode step, by hardware module and by operator, over
-    the GPUs of a replica (kernels only: a step's communication waits are not in it); {} when infeasible."""
+    the GPUs of a replica (kernels only: a step's communication waits are not in it); {} when infeasible.
+    `coeffs` and `power_coeffs` as `predict_load` takes them (None: the shipped sets)."""
     if not est.feasible:
         return {}
-    step, decodes = _decode_step(arch, gpu, est, point or OperatingPoint())
+    step, decodes = _decode_step(arch, gpu, est, point or OperatingPoint(), (coeffs, power_coeffs))
     par = est.request.parallelism
     per_token = par.tp * par.pp / decodes  # every GPU of the replica runs its share of each step
     return {
@@ -60,21 +68,23 @@ def decode_step_breakdown(
 
 
 def with_bounds(
-    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None
-) -> LoadEstimate:
+    est: LoadEstimate, arch: LlmArch, gpu: GpuSpec, point: OperatingPoint | None = None,
+    coeffs: Any = None, power_coeffs: Any = None,
+) -> LoadEstimate:  # fmt: skip
     """`est` with `bound_by` filled: {"decode": {"bound_by", "shares"}, "prefill": {...}} (module docstring);
-    an infeasible estimate is returned as it is."""
+    an infeasible estimate is returned as it is. `coeffs` and `power_coeffs` as `predict_load` takes them
+    (None: the shipped sets)."""
     if not est.feasible:
         return est
-    point = point or OperatingPoint()
+    point, sets = point or OperatingPoint(), (coeffs, power_coeffs)
     v, r = est.values, est.request
-    decode = _decode_step(arch, gpu, est, point)[0].bound_by_shares()
+    decode = _decode_step(arch, gpu, est, point, sets)[0].bound_by_shares()
     comm = float(v.get("comm_time_fraction") or 0.0)
     if comm > 0:  # the step's time: its kernels' shares, and communication beside them
         decode = combine([(decode, 1.0 - comm), ({"communication": 1.0}, comm)])
     each = int(r.input_tokens)  # a prompt's own tokens are its context
     prefill = _step(
-        arch, gpu, est, point, decodes=0, prefills=1, each=each, context_len=each
+        arch, gpu, est, point, sets, decodes=0, prefills=1, each=each, context_len=each
     ).bound_by_shares()
     bound_by: dict[str, Any] = {"decode": summarize(decode), "prefill": summarize(prefill)}
     return dataclasses.replace(est, bound_by=bound_by)

@@ -46,3 +46,26 @@ def test_cli_reports_bounds_under_load() -> None:
     assert out["bound_by"]["decode"]["bound_by"] == "dram"
     text = CliRunner().invoke(app, ["whatif", "h100-sxm", "--set", "gpu.sm.tensor_factor=2", *args])
     assert text.exit_code == 0 and text.output.count("bound by decode: dram") == 2
+
+
+def test_decode_breakdown_prices_the_step_as_the_load_model_does() -> None:
+    """The representative decode step (bounds and the report's energy breakdown) runs the kernel model with
+    the corrections the load simulation's steps use (the shipped set): its energy equals the load model's
+    own step predictor's (`dse.serving.steps.predict_step`) for the same step. Before, it ran the
+    uncorrected analytical model, and Llama-3.1-8B's decode at 64 sequences read as power-capped under load
+    while the same step of a static batch was DRAM-bound. At 64 sequences each step streams all 16 GB of
+    weights for ~1 TFLOP of work, far under an H100's ~295 FLOP/byte ridge: DRAM-bound."""
+    from dse.serving.load_bounds import decode_step_breakdown
+    from dse.serving.steps import predict_step
+
+    arch = load_model_config("llama-3.1-8b")
+    request = LoadRequest(
+        mode="concurrency", concurrency=64, input_tokens=1024, output_tokens=256, num_requests=128,
+        sampling="greedy",
+    )  # fmt: skip
+    est = predict_load(arch, H100, request)
+    decodes = round(float(est.values["avg_batch_size"]))  # type: ignore[arg-type]
+    per_token_j = sum(decode_step_breakdown(est, arch, H100)["by_module"].values())
+    key = ("llama-3.1-8b", "h100-sxm", "bf16", "vllm", "greedy", "bf16", 0, 1024 + 128, decodes, 0)
+    assert per_token_j * decodes == pytest.approx(predict_step(key, None, None, None)[1], rel=1e-9)
+    assert with_bounds(est, arch, H100).bound_by["decode"]["bound_by"] == "dram"
