@@ -156,6 +156,12 @@ class _Run:
         self.t0 = time.perf_counter()
         self.space_size = self._space_size()
 
+    def _target(self) -> int:
+        """Points the run will reach: n_points, or the whole space when it holds fewer (a grid study's bar
+        then ends full instead of stopping at 120 of 1,000)."""
+        n = self.cfg.search.n_points
+        return n if self.space_size is None else min(n, self.space_size)
+
     def _space_size(self) -> int | None:
         if not self.space.is_finite or self.space.grid_size_bound() > _EXACT_SIZE_LIMIT:
             return None
@@ -237,7 +243,7 @@ class _Run:
         self.progress(
             ProgressState(
                 n_points=len(self.known),
-                n_target=self.cfg.search.n_points,
+                n_target=self._target(),
                 n_feasible=self.n_feasible,
                 n_failed=self.n_failed,
                 n_cached=self.n_cached,

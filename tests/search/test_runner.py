@@ -160,9 +160,12 @@ search: {sampler: grid, n_points: 1000, executor: serial}
 def test_failed_and_infeasible_points_are_logged_with_reasons(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(SCHAFFER)
-    s = run_study(path, out=tmp_path, evaluator=schaffer_ok2)
+    states: list[ProgressState] = []
+    s = run_study(path, out=tmp_path, evaluator=schaffer_ok2, progress=states.append)
     log = {(r["params"]["x"], r["params"]["mode"]): r for r in read_log(s.run_dir)}
     assert len(log) == 17 * 4 and s.stop_reason.startswith("search space exhausted")
+    # the progress bar's total is the grid's 68 points, not n_points (1,000): it ends full
+    assert {st.n_target for st in states} == {17 * 4} and states[-1].n_points == 17 * 4
     boom = log[(1.0, "boom")]
     assert boom["error"] == "ValueError: boom at x=1" and boom["reason"] == "error" and not boom["feasible"]
     tight = log[(1.0, "tight")]
