@@ -27,7 +27,8 @@ _LADDERS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     ("_s", ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))),
     ("_j", ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ"))),
     ("_w", ((1.0, "W"),)),
-    ("_bytes", ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))),
+    # memory sizes in binary units, as the CLI prints them (an H100 holds 80 GiB)
+    ("_bytes", ((2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "B"))),
     ("_hz", ((1e6, "MHz"),)),
     ("_v", ((1.0, "V"),)),
     ("_frac", ((0.01, "%"),)),

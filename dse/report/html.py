@@ -188,13 +188,15 @@ def _serving_line(run: RunData) -> str:
             if knob in workload and (knob == "batch") == (mode == "static"):
                 how += f", {knob} {workload[knob]}"
     engine = workload.get("engine") or ("none" if mode == "static" else "vllm")
+    # `none` is no serving engine: one kernel per operator, no scheduler
+    engine_text = "no serving engine (one kernel per operator)" if engine == "none" else f"{engine} engine"
     lengths = f"{workload.get('input_tokens', '?')} in / {workload.get('output_tokens', '?')} out"
     if workload.get("length_dist", "fixed") != "fixed":
         lengths += f" ({workload['length_dist']})"
     slo = [
         str(c) for c in study.get("constraints") or [] if any(m in str(c) for m in ("ttft", "tpot", "e2e"))
     ]
-    text = f"serving {study.get('model', '')}: {how}; {engine} engine; {lengths}"
+    text = f"serving {study.get('model', '')}: {how}; {engine_text}; {lengths}"
     return text + (f"; SLO: {', '.join(slo)}" if slo else "")
 
 
@@ -328,7 +330,7 @@ def _breakdown_rows(
                 )
             )  # fmt: skip
     if rows:
-        source = "the model (breakdown_fn)" if breakdown_fn is not None else "breakdowns.json"
+        source = "the model, recomputed for this report" if breakdown_fn is not None else "breakdowns.json"
         note = f"Energy of selected front points, from {source}."
         note += "".join(f" ({n})" for n in dict.fromkeys(notes))
     elif breakdown_fn is None and not run.breakdowns:

@@ -16,7 +16,8 @@ from dse.report.markup import esc as _esc
 from dse.report.markup import kv_table as _kv_table
 from dse.report.table import fmt_value as _fmt
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A number standing on its own: not the digits of a name such as `ttft_p90_s` or `h100-sxm`.
+_NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w|\.\d)")
 
 
 def _counts_table(title: str, series: pd.Series, limit: int = 10) -> str:

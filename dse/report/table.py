@@ -111,6 +111,7 @@ def _columns(info: ParetoInfo) -> tuple[list[str], str]:
         for m in info.metrics
         if m not in obj_cols and m not in info.constant_metrics and m.split(".", 1)[-1] not in searched
     ]
+    metric_cols = _without_repeats(info, metric_cols)
     head = ['<th class="text">point</th>', '<th class="text">selected</th>']
     for p in info.varying_params:
         title = _esc(info.param_units[p.column].title)
@@ -119,6 +120,41 @@ def _columns(info: ParetoInfo) -> tuple[list[str], str]:
         )
     head += [f'<th data-type="num">{_esc(info.metric_units[m].title)}</th>' for m in metric_cols]
     return metric_cols, "".join(head)
+
+
+def _without_repeats(info: ParetoInfo, metric_cols: list[str]) -> list[str]:
+    """`metric_cols` less the metrics that repeat, in the same display unit, a parameter or an earlier column
+    on every front row: a static batch's p50/p90/p99 (its requests all see the mean), the point's clock
+    beside the searched sm_clock_mhz. Objectives always stay."""
+    rows = info.points.loc[list(info.front_order)]
+    if rows.empty:
+        return metric_cols
+    kept: list[tuple[str, np.ndarray]] = [
+        (
+            info.param_units[p.column].title.rsplit("(", 1)[-1],
+            _shown(info.param_units[p.column], rows[p.column]),
+        )
+        for p in info.varying_params
+        if not p.is_categorical
+    ]
+    objectives = {o.column for o in info.objectives}
+    out = []
+    for m in metric_cols:
+        unit = info.metric_units[m]
+        values, key = _shown(unit, rows[m]), unit.title.rsplit("(", 1)[-1]
+        if m not in objectives and any(
+            k == key and np.array_equal(v, values, equal_nan=True) for k, v in kept
+        ):
+            continue
+        kept.append((key, values))
+        out.append(m)
+    return out
+
+
+def _shown(unit: Any, column: Any) -> np.ndarray:
+    """A column's values as the table shows them (display unit, 4 significant digits)."""
+    values = np.array([unit.convert_one(v) for v in column], dtype=float)
+    return np.array([float(f"{v:.4g}") if np.isfinite(v) else v for v in values])
 
 
 def _body(info: ParetoInfo, metric_cols: list[str]) -> tuple[list[str], int, int]:
@@ -158,8 +194,8 @@ def front_table(info: ParetoInfo) -> str:
         more += f'<p class="note">Same for every point: {_esc(same)}.</p>'
     tools = (
         '<div class="table-tools"><a id="front-csv" href="#" download="front.csv">Download CSV</a>'
-        f" · parameters, then metrics; first sorted by {_esc(info.x.unit.label)}; click a header to sort "
-        "(again to reverse)</div>"
+        " · parameters, then metrics (one that repeats another column on every row shows once); first "
+        f"sorted by {_esc(info.x.unit.label)}; click a header to sort (again to reverse)</div>"
     )
     return (
         f'<section id="front"><h2>The front ({n_front} points)</h2>{tools}'

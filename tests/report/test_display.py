@@ -19,6 +19,9 @@ from dse.report.display import display_unit
         ("metric.gco2_per_output_token", [3e-5], "CO2 per output token (µg)", 30.0),
         ("metric.energy_cost_fraction", [0.13], "energy share of cost (%)", 13.0),
         ("param.gpu.memory.bus_width_bits", [512.0], "gpu.memory.bus_width_bits", 512.0),
+        # memory in binary units, as the CLI prints it: an H100's 80 GiB, not "85.9 GB"
+        ("metric.memory_capacity_bytes", [80 * 2.0**30], "memory capacity (GiB)", 80.0),
+        ("metric.memory_bw_bytes_per_s", [3.35e12], "memory bw (TB/s)", 3.35),
     ],
 )
 def test_display_units(column: str, values: list[float], title: str, shown: float) -> None:

@@ -204,3 +204,42 @@ def test_a_training_studys_report_says_what_it_trains_and_shows_each_metric_once
     table = page[page.index('<table id="front-table">') :]
     titles = [cell.rsplit(">", 1)[1] for cell in table[: table.index("</thead>")].split("</th>")[:-1]]
     assert titles.count("effective clock (MHz)") == 1 and len(titles) == len(set(titles))
+
+
+def test_reason_counts_pool_numbers_but_keep_names() -> None:
+    """Reasons that differ only in their numbers pool into one row; digits inside names (ttft_p90_s,
+    h100-sxm) are part of the name, not numbers (they were shown as ttft_p#_s)."""
+    import pandas as pd
+
+    from dse.report.settings import _counts_table
+
+    reasons = pd.Series(
+        ["ttft_p90_s 0.41 violates <= 0.3", "ttft_p90_s 0.52 violates <= 0.3", "h100-sxm: no fit at 2 GPUs"]
+    )
+    html = _counts_table("infeasible", reasons)
+    assert "ttft_p90_s # violates &lt;= #" in html and "<td>2</td>" in html
+    assert "h100-sxm: no fit at # GPUs" in html and "p#" not in html
+
+
+def test_front_table_shows_a_repeated_column_once(small_run: Path) -> None:
+    """The logged `sm_clock_hz` repeats the searched `sm_clock_mhz` (same MHz on every row): one column.
+    The effective clock (2% lower in these runs) is different data and stays."""
+    page = write_html_report(small_run).read_text(encoding="utf-8")
+    table = page[page.index('<table id="front-table">') : page.index("</thead>", page.index("front-table"))]
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", table)
+    assert "sm_clock_mhz (MHz)" in heads and "sm clock (MHz)" not in heads
+    assert "effective clock (MHz)" in heads
+    assert "one that repeats another column on every row shows once" in page
+
+
+def test_a_static_studys_header_names_no_engine_as_such() -> None:
+    """A static batch without an engine runs one kernel per operator; the header said "none engine"."""
+    from types import SimpleNamespace
+
+    from dse.report.html import _serving_line
+
+    study = {"model": "llama-3.1-8b", "workload": {"batch": 32, "input_tokens": 1024, "output_tokens": 256}}
+    line = _serving_line(SimpleNamespace(study=study))  # type: ignore[arg-type]
+    assert "no serving engine (one kernel per operator)" in line and "none engine" not in line
+    vllm = {**study, "workload": {**study["workload"], "engine": "vllm"}}
+    assert "; vllm engine;" in _serving_line(SimpleNamespace(study=vllm))  # type: ignore[arg-type]

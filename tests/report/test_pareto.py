@@ -78,7 +78,7 @@ def test_plot_pareto_smoke(small_run: Path) -> None:
         "workload.seq_len",
     ):
         assert path in front.hovertemplate
-    assert "avg power (W)" in front.hovertemplate and "memory (GB)" in front.hovertemplate
+    assert "avg power (W)" in front.hovertemplate and "memory (GiB)" in front.hovertemplate
     assert "infeasible:" in fig.data[1].hovertemplate
     assert fig.data[2].line.shape == "hv"
 
