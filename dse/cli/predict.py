@@ -32,6 +32,7 @@ from dse.cli.common import (
     SetOpt,
     build_workload,
     console,
+    err_console,
     friendly,
     gpu_from_options,
     operating_point,
@@ -236,6 +237,7 @@ def predict_cmd(
     load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
+    shape_given = phase is not None or seq_len is not None
     phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
@@ -272,6 +274,14 @@ def predict_cmd(
         raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
+    if model is not None and not vision and not shape_given and not as_json:
+        # `--batch` alone reads like a serving batch: say what runs instead (stderr: the table stays clean)
+        err_console.print(
+            f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
+            "(--phase, --seq-len); give both for LLM serving",
+            highlight=False,
+            soft_wrap=True,
+        )
     graph = build_workload(
         model, phase, batch, seq_len, precision, attention, kernels,
         image_size=train.image_size, memory_format=train.memory_format, gpu=spec,

@@ -53,13 +53,18 @@ def compare_table(
     titles: tuple[str, str],
     title: str | None = None,
 ) -> Table:
-    """Side by side with the relative change (the `dse whatif` view); rows missing a number are skipped."""
+    """Side by side with the change (the `dse whatif` view): relative, or in percentage points for a row
+    shown in % (a share going from 14.7% to 17.7% is +3.0 points, not +20%); rows missing a number are
+    skipped."""
     table = Table("metric", titles[0], titles[1], "change", title=title)
     for key, label, scale, fmt in rows:
         if not isinstance(base.get(key), int | float) or not isinstance(other.get(key), int | float):
             continue
         a, b = base[key], other[key]
-        change = f"{(b - a) / a:+.1%}" if isinstance(a, int | float) and a else ""
+        if "%" in label or fmt.endswith("%"):  # a share: "(%)" rows are scaled to %, "%" formats from 1
+            change = f"{(b - a) * scale * (100.0 if fmt.endswith('%') else 1.0):+.1f} points"
+        else:
+            change = f"{(b - a) / a:+.1%}" if a else ""
         table.add_row(label, format(a * scale, fmt), format(b * scale, fmt), change)
     return table
 

@@ -284,3 +284,13 @@ def test_address_with_an_executor_that_is_not_ray_is_refused() -> None:
         app, ["run", "studies/llm_serving.yaml", "--executor", "serial", "--address", "x:1"]
     )
     assert result.exit_code == 2 and "--executor serial does not use one" in result.stderr
+
+
+def test_predict_without_token_counts_says_it_runs_one_pass() -> None:
+    """`--batch 8` alone reads like a serving batch; the model runs one prefill pass of --seq-len tokens:
+    a note on stderr says so (not with --phase / --seq-len given, nor in --json)."""
+    bare = runner.invoke(app, ["predict", "--model", "llama-3.1-8b", "--batch", "8"])
+    assert bare.exit_code == 0 and "one prefill pass of 1024 tokens" in bare.stderr
+    assert "note:" not in bare.stdout
+    asked = runner.invoke(app, ["predict", "--model", "llama-3.1-8b", "--batch", "8", "--phase", "prefill"])
+    assert asked.exit_code == 0 and "note:" not in asked.stderr

@@ -212,3 +212,17 @@ def test_compare_under_load_names_each_gpus_engine_settings() -> None:
     assert "h100-sxm: vllm engine (max" in text.stdout and "l4: vllm engine (max" in text.stdout
     static = run_json("compare", "h100-sxm", "l4", *WORKLOAD, "--batch", "2")
     assert all("engine" not in g for g in static["gpus"])  # type: ignore[index]
+
+
+def test_whatif_shows_a_share_s_change_in_points() -> None:
+    """A share going from 14.7% to 17.7% changed by 3.0 points; as a relative change it read "+20.5%"."""
+    from dse.cli.render import compare_table
+
+    rows = (("energy_cost_fraction", "energy share of cost (%)", 100.0, ".1f"),
+            ("kv_cache_utilization", "KV cache in use (mean share)", 1.0, ".1%"),
+            ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"))  # fmt: skip
+    base = {"energy_cost_fraction": 0.147, "kv_cache_utilization": 0.05, "output_tokens_per_s": 1000.0}
+    new = {"energy_cost_fraction": 0.177, "kv_cache_utilization": 0.2, "output_tokens_per_s": 800.0}
+    table = compare_table(base, new, rows, ("a", "b"))
+    changes = list(table.columns[3].cells)
+    assert changes == ["+3.0 points", "+15.0 points", "-20.0%"]
