@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-slow lint fuzz report-screens clean-venv
 
 $(STAMP): pyproject.toml
+	@echo "installing dse and its dependencies into $(VENV) (first use: 1-2 minutes)"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,lint]'
