@@ -87,9 +87,11 @@ def gpu_show_cmd(
     if as_json:
         print_json({**gpu.summary(), "spec": gpu.model_dump()})
         return
-    table = Table("field", "value", title=gpu.display_name)
+    from dse.units import human
+
+    table = Table("field", "value (SI)", "readable", title=gpu.display_name)
     for key, value in gpu.summary().items():
-        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value), human(key, value))
     console.print(table)
 
 

@@ -294,3 +294,16 @@ def test_predict_without_token_counts_says_it_runs_one_pass() -> None:
     assert "note:" not in bare.stdout
     asked = runner.invoke(app, ["predict", "--model", "llama-3.1-8b", "--batch", "8", "--phase", "prefill"])
     assert asked.exit_code == 0 and "note:" not in asked.stderr
+
+
+def test_gpu_show_writes_readable_units_beside_si() -> None:
+    """The GDDR7 H100 of the README: 512 bits x 32 Gb/s = 2.048 TB/s, 16 x 2 GiB devices = 32 GiB; an H100's
+    50 MiB L2 reads in MiB."""
+    from dse.units import human
+
+    args = ["gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512"]
+    args += ["--data-rate-gbps", "32"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0 and "2.048 TB/s" in out.stdout and "32 GiB" in out.stdout
+    assert human("l2_bytes", 50 * 2**20) == "50 MiB" and human("sm_clock_max_hz", 1.98e9) == "1980 MHz"
+    assert human("num_sms", 132) == "" and human("name", "h100") == ""
