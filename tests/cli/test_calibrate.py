@@ -190,3 +190,38 @@ def test_measure_dry_run_then_calibrate_and_validate(tmp_path: Path) -> None:
     assert set(gemm) == {"1410 MHz", "1980 MHz", "all"}
     assert gemm["all"]["n"] == gemm["1410 MHz"]["n"] + gemm["1980 MHz"]["n"]
     assert gemm["all"]["latency_fitted"] < gemm["all"]["latency_uncorrected"]
+
+
+def test_calibration_without_power_writes_a_file_predict_can_read(tmp_path: Path) -> None:
+    """Samples with no measured power: no energy coefficients, and the MAPE over no rows is null, not NaN
+    (JSON has no NaN; `--coeffs` refused the file this command had just written). A fuzzer's finding."""
+    import pandas as pd
+
+    samples = tmp_path / "dry.csv"
+    measured = runner.invoke(
+        app, ["measure", "kernels", "--suite", "all", "--dry-run", "--out", str(samples)]
+    )
+    assert measured.exit_code == 0, measured.output
+    df = pd.read_csv(samples)
+    power = [c for c in ("avg_power_w", "energy_j", "trace_energy_j", "power_w", "idle_power_w") if c in df]
+    df[power] = float("nan")
+    df.to_csv(samples, index=False)
+    out = tmp_path / "c.json"
+    args = ["calibrate", str(samples), "--gpu", "h100-sxm", "--families", "gemm", "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "NaN" not in text and json.loads(text)["calibration"]["power_train_mape"] is None
+    args = [
+        "predict",
+        "--model",
+        "gpt2",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "8",
+        "--coeffs",
+        str(out),
+    ]
+    predicted = runner.invoke(app, args)
+    assert predicted.exit_code == 0, predicted.output

@@ -52,6 +52,7 @@ from dse.calibrate.fit.sample_set import (
     load_sample_set,
     split_mask,
 )
+from dse.config.jsonio import with_nulls
 from dse.errors import CalibrationError, ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf import attention, elementwise, gemm, reduction
@@ -232,7 +233,10 @@ class Calibration:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1, default=float) + "\n")
+        # A number with no value (no power rows to take a MAPE over) is null: JSON has no NaN, and
+        # `--coeffs` refuses a file with one. The round trip turns numpy scalars into floats first.
+        plain = with_nulls(json.loads(json.dumps(self.to_dict(), default=float)))
+        path.write_text(json.dumps(plain, indent=1, allow_nan=False) + "\n")
         return path
 
 
