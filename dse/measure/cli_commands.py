@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,8 +76,17 @@ def _snap_clocks(gpu: Any, clocks: list[float | None] | None) -> list[float | No
 
 
 def _check_new(path: Path) -> None:
+    """--out must be new and its folder writable, checked before measuring: a measurement that cannot be
+    written is lost (a read-only disk found only at the end cost the whole run)."""
     if path.exists():
         raise ConfigError(f"{path} exists; measurements are never overwritten: choose a new --out")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dse-write-test-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--out {path}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
 def _cuda_index(gpu_index: int) -> int:

@@ -238,3 +238,15 @@ def test_commands_with_a_gpu_but_without_torch_say_so(tmp_path, monkeypatch):
     ):
         measure_kernels_command("gemm", None, tmp_path / "k.parquet")
     fake_gpu.close.assert_called_once()
+
+
+def test_an_unwritable_out_is_refused_before_measuring(tmp_path):
+    """--out whose folder cannot be written (here: under a file; a read-only disk alike) is one error before
+    anything runs; it was found only when writing, after the whole measurement (a fuzzer's finding)."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="cannot write in"):
+        measure_kernels_command("smoke", None, blocker / "k.csv", dry_run=True)
+    with pytest.raises(ConfigError, match="cannot write in"):
+        measure_model_command("gpt2", 1, 64, blocker / "run", dry_run=True)
+    assert list(tmp_path.iterdir()) == [blocker]  # no test file left behind
