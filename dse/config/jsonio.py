@@ -41,7 +41,8 @@ def with_nulls(obj: Any) -> Any:
 def loads_finite(text: str | bytes) -> tuple[Any, int]:
     """One JSON document (a log line) with NaN and +-Infinity (not JSON, but Python's parser takes them) and
     numbers past the float range (1e999) read as null; returns (value, how many were replaced) so that the
-    caller can say where. Raises json.JSONDecodeError as json.loads does."""
+    caller can say where. Raises json.JSONDecodeError as json.loads does, and for bytes that are not UTF-8
+    and nesting too deep to parse."""
     replaced = 0
 
     def null(_name: str) -> None:
@@ -55,7 +56,12 @@ def loads_finite(text: str | bytes) -> tuple[Any, int]:
         null(literal)
         return None
 
-    return json.loads(text, parse_constant=null, parse_float=number), replaced
+    try:
+        return json.loads(text, parse_constant=null, parse_float=number), replaced
+    except UnicodeDecodeError as exc:  # bytes that are not UTF-8: as damaged as any other non-JSON line
+        raise json.JSONDecodeError(f"not UTF-8 text ({exc.reason})", "", exc.start) from None
+    except RecursionError:  # nesting deeper than the parser's recursion (a hostile line)
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
 
 
 def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -> Any:

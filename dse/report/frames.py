@@ -118,13 +118,16 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
     """
     rows: list[dict[str, Any]] = []
     bad = 0
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is one damaged line, not the whole log
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 rec, nonfinite = loads_finite(line)
             except json.JSONDecodeError:
+                bad += 1
+                continue
+            if not isinstance(rec, dict):
                 bad += 1
                 continue
             if nonfinite:  # not JSON and never written by dse: a hand edit; the value counts as missing

@@ -326,6 +326,24 @@ def test_a_damaged_log_is_one_error_naming_the_line(tmp_path: Path, line: str, m
         PointLog(path)
 
 
+@pytest.mark.parametrize("junk", [b"\xe9\xe9", b"[" * 100_000 + b"]" * 100_000], ids=["latin1", "deep"])
+def test_hostile_lines_in_the_log_are_damaged_lines(tmp_path: Path, junk: bytes) -> None:
+    """Bytes that are not UTF-8 and nesting too deep to parse are damaged lines like any other: dropped as
+    a torn last line, one error naming the line elsewhere (they were a UnicodeDecodeError or RecursionError
+    traceback, in `--resume` and in `dse report` alike; a fuzzer's finding)."""
+    from dse.report.frames import read_points_jsonl
+
+    good = json.dumps({"point_id": "a", "params": {"x": 1}, "metrics": {"f1": 1.0}}).encode()
+    path = tmp_path / "points.jsonl"
+    path.write_bytes(good + b"\n" + junk + b"\n")
+    assert list(PointLog(path).records) == ["a"]  # the last line: torn, dropped
+    assert path.read_bytes() == good + b"\n"
+    path.write_bytes(good + b"\n" + junk + b"\n" + good + b"\n")
+    with pytest.raises(SearchError, match="points.jsonl:2: not JSON"):
+        PointLog(path)
+    assert list(read_points_jsonl(path)["point_id"]) == ["a"]  # the report skips it (and the duplicate)
+
+
 def test_sigkill_and_resume_loses_nothing_and_reevaluates_nothing(tmp_path: Path) -> None:
     """Kill a run (SIGKILL) mid-way, resume it, and compare with an uninterrupted run of the same seed."""
     n = 160
