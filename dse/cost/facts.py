@@ -93,11 +93,23 @@ def _base_facts() -> CostFacts:
     return CostFacts(_flatten(parse_yaml_value(text, "cost_facts.yaml")))
 
 
-def _number(path: str, value: Any) -> float:
+# An override may reach this many times the top of the fact's published range: far past any real value
+# (a typo or a fuzz past it overflowed the ledger into inf, 1e308 wafers).
+MAX_OVERRIDE_FACTOR = 1000.0
+# Facts the ledger divides by: a density, a bit-cell area, the yield model's clustering, the wafer size.
+_POSITIVE = ("density_mtr_per_mm2", "sram_mm2_per_bit", "clustering_alpha", "wafer_diameter_mm")
+
+
+def _number(path: str, value: Any, fact: Fact | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"override 'cost.{path}': expected a finite number, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"override 'cost.{path}': must be >= 0, got {value!r}")
+    if value < 0 or (value == 0 and path.endswith(_POSITIVE)):
+        raise ConfigError(f"override 'cost.{path}': must be {'> 0' if value == 0 else '>= 0'}, got {value!r}")
+    if fact is not None and value > (most := MAX_OVERRIDE_FACTOR * max(fact.high, fact.value)):
+        raise ConfigError(
+            f"override 'cost.{path}': {value:g} is over {MAX_OVERRIDE_FACTOR:g} x the top of its range "
+            f"({most:g}{'' if fact.unit == '1' else ' ' + fact.unit})"
+        )
     return float(value)
 
 
@@ -129,7 +141,7 @@ def load_cost_facts(scenario: str = "mid", overrides: Mapping[str, Any] | None =
             near = sorted(p for p in entries if p.split(".")[0] == head or p.endswith("." + tail))[:8]
             hint = f"; e.g. {', '.join(near)}" if near else "; see `dse cost facts`"
             raise ConfigError(f"override 'cost.{path}': no such cost fact{hint}")
-        entries[path] = replace(entries[path], value=_number(path, value))
+        entries[path] = replace(entries[path], value=_number(path, value, entries[path]))
     return CostFacts(entries, scenario, tuple(sorted(str(p).removeprefix("cost.") for p in overrides)))
 
 
@@ -149,11 +161,12 @@ def grid_gco2_per_kwh(facts: CostFacts, grid: str | float | None) -> float:
     """A grid intensity from a number or a preset name (`grid_presets` in the facts); None -> the default."""
     if grid is None:
         return facts.value("operation.grid_gco2_per_kwh")
+    fact = facts.entries["operation.grid_gco2_per_kwh"]
     if isinstance(grid, int | float) and not isinstance(grid, bool):
-        return _number("operation.grid_gco2_per_kwh", grid)
+        return _number("operation.grid_gco2_per_kwh", grid, fact)
     text = str(grid).strip().lower()
     try:
-        return _number("operation.grid_gco2_per_kwh", float(text))
+        return _number("operation.grid_gco2_per_kwh", float(text), fact)
     except ValueError:
         pass
     if not facts.has(f"grid_presets.{text}"):

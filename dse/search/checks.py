@@ -311,6 +311,8 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             msg = _value_problem(path, value, allowed, under_load=under_load) or _point_problem(
                 cfg, gpu, path, value, clocks_vary, power_varies
             )
+            if msg is None and path.startswith("cost."):
+                msg = _cost_path_problem(path, value)
             if msg is not None:
                 raise located_error(smap, where, msg)
         if path in _INT_KEYS and isinstance(spec, FloatParam):
@@ -354,11 +356,16 @@ def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None
                 raise located_error(smap, loc, f"{key} {value} fits no layout of this study: {msg}")
 
 
-def _cost_path_problem(path: str) -> str | None:
+def _cost_path_problem(path: str, value: Any = None) -> str | None:
+    """Why `path` is no cost fact, or `value` (default: the fact's own) no value for it (`--set`'s rules)."""
     from dse.cost.facts import load_cost_facts
 
+    if value is None:
+        facts = load_cost_facts("mid")
+        key = path.removeprefix("cost.")
+        value = facts.entries[key].value if facts.has(key) else 0.0
     try:
-        load_cost_facts("mid", {path: 0.0})
+        load_cost_facts("mid", {path: value})
     except ConfigError as exc:
         return str(exc)
     return None

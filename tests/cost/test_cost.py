@@ -222,3 +222,35 @@ def test_absurd_prices_are_refused_not_overflowed(options: dict, flag: str) -> N
     """1e308 $/kWh gave 'internal error: a non-finite number' (exit 1): a range error names the flag."""
     with pytest.raises(ConfigError, match=flag):
         cost_outputs(load_gpu("h100-sxm"), LOAD, CostOptions(**options))
+
+
+def test_every_fact_override_in_range_gives_a_finite_ledger() -> None:
+    """Each fact at 0 (where allowed) and at the largest override allowed (1,000 x the top of its range)
+    prices every catalog GPU without a traceback or a non-finite number (a die grown past the wafer is a
+    clean refusal); past that, or 0 where the ledger
+    divides by the fact (densities, bit-cell areas, the yield model's clustering), one error naming the
+    path. A fuzzer found 1e308 wafers overflowing into inf and alpha 0 dividing by zero."""
+    base = load_cost_facts()
+    load = Throughput(
+        num_gpus=1, avg_power_w=500.0, output_tokens_per_s=3000.0, energy_per_output_token_j=0.2
+    )
+    gpus = [load_gpu(n) for n in ("h100-sxm", "l4", "b200", "v100-sxm2")]
+    for path, fact in base.entries.items():
+        top = 1000.0 * max(fact.high, fact.value)
+        for value in (0.0, top):
+            try:
+                options = CostOptions(overrides={path: value})
+                options.facts()
+            except ConfigError as exc:  # refused with one message: 0 where the ledger divides, or a
+                # value past an operating bound (--lifetime-years in (0, 100], ...)
+                assert ("must be > 0" in str(exc) and path in str(exc)) or "must be in" in str(exc), exc
+                continue
+            for gpu in gpus:
+                try:
+                    out = cost_outputs(gpu, load, options)
+                except ConfigError as exc:  # a clean refusal: "a 257708 mm2 die does not fit on a wafer"
+                    assert "does not fit" in str(exc), (path, value, exc)
+                    continue
+                assert all(math.isfinite(v) for v in out.values() if isinstance(v, float)), (path, value)
+        with pytest.raises(ConfigError, match=f"cost.{path}.*over 1000 x the top of its range"):
+            load_cost_facts(overrides={path: top * 1.01})

@@ -68,6 +68,9 @@ def test_study_runs_with_cost_objectives(tmp_path: Path) -> None:
         ({"cost": {"grid_gco2_per_kwh": "mars"}}, "neither a number nor a region"),
         ({"space": {"cost.nodes.tsmc-4n.wafer_usdd": {"values": [1.0]}}}, "no such cost fact"),
         ({"cost": {"pue": 0.5}}, "pue"),
+        # values the ledger cannot take are refused at load, not as points dying of ZeroDivisionError
+        ({"space": {"cost.yield.clustering_alpha": {"values": [0, 3]}}}, "clustering_alpha.*must be > 0"),
+        ({"space": {"cost.area.scale": {"values": [1.0, 1e308]}}}, "over 1000 x the top of its range"),
     ],
 )
 def test_cost_section_errors_name_the_field(change: dict, message: str) -> None:
