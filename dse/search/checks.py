@@ -204,8 +204,11 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
         return f"the load modes need output_tokens >= 2, a TPOT (got {value!r})"
     if path == "request_seed" and not (isinstance(value, int) and number and 0 <= value < 2**32):
         return f"request_seed must be an integer in [0, 2^32) (got {value!r})"
-    if path == "request_rate_per_s" and not (number and math.isfinite(value) and value > 0):
-        return f"request_rate_per_s must be a finite number > 0 (got {value!r})"
+    if path == "request_rate_per_s":
+        from dse.serving.load import MIN_REQUEST_RATE_PER_S  # lazy: no model stack at import
+
+        if not (number and math.isfinite(value) and MIN_REQUEST_RATE_PER_S <= value <= 1e9):
+            return f"request_rate_per_s must be a number in [{MIN_REQUEST_RATE_PER_S:g}, 1e9] (got {value!r})"
     if path == "gpu_memory_utilization" and not (number and 0 < value <= 1):
         return f"gpu_memory_utilization is a share of GPU memory in (0, 1] (got {value!r})"
     if path == "host_step_s" and not (number and math.isfinite(value) and 0 <= value <= 1):

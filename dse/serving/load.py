@@ -67,6 +67,9 @@ LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
 # gigabytes (10,000 clients x 10 requests each simulate in ~10 s), so they are refused rather than run.
 MAX_CONCURRENCY = 10_000
 MAX_REQUESTS = 200_000
+# Slower arrivals (one request a month) leave the server idle between requests: the run spans
+# more seconds than its float sums keep apart (1e-307 requests/s gave NaN power), and no server runs so.
+MIN_REQUEST_RATE_PER_S = 1e-6
 MAX_STEPS = 500_000  # engine steps of one simulation (~0.25 ms each: about 2 minutes)
 DEFAULT_LENGTH_SIGMA = 0.5
 # Requests per run when not given: enough waves for a steady state between ramp-up and drain.
@@ -118,8 +121,13 @@ class LoadRequest:
             _positive_int("concurrency", self.concurrency)
             _at_most("concurrency", self.concurrency, self.dp, MAX_CONCURRENCY)
         rate = self.request_rate_per_s
-        if rate is not None and not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
-            raise ConfigError(f"request_rate_per_s must be a finite number > 0, got {rate!r}")
+        if rate is not None and not (
+            isinstance(rate, int | float) and math.isfinite(rate) and MIN_REQUEST_RATE_PER_S <= rate <= 1e9
+        ):
+            raise ConfigError(
+                f"request_rate_per_s must be a number in [{MIN_REQUEST_RATE_PER_S:g}, 1e9] requests/s, "
+                f"got {rate!r}"
+            )
         for name in ("num_requests", "max_num_seqs", "max_batched_tokens"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))

@@ -284,7 +284,7 @@ MALFORMED = [
             "concurrency: {values: [8, 64]}", "request_rate_per_s: {values: [4, 0]}"
         ),
         5,
-        ["space.request_rate_per_s.values.1", "finite number > 0"],
+        ["space.request_rate_per_s.values.1", "number in [1e-06, 1e9]"],
     ),
     (
         "memory-share-above-1",

@@ -69,3 +69,16 @@ def test_decode_breakdown_prices_the_step_as_the_load_model_does() -> None:
     key = ("llama-3.1-8b", "h100-sxm", "bf16", "vllm", "greedy", "bf16", 0, 1024 + 128, decodes, 0)
     assert per_token_j * decodes == pytest.approx(predict_step(key, None, None, None)[1], rel=1e-9)
     assert with_bounds(est, arch, H100).bound_by["decode"]["bound_by"] == "dram"
+
+
+@pytest.mark.parametrize("rate", [1e-307, 5e-324, 1e-7, 2e9])
+def test_request_rates_no_server_sees_are_refused(rate: float) -> None:
+    """Arrivals months apart span more seconds than the run's float sums keep apart: 1e-307 requests/s
+    printed NaN power (and `--json` an internal error); now one error with the range (a fuzzer's finding)."""
+    from dse.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"request_rate_per_s must be a number in \[1e-06, 1e9\]"):
+        LoadRequest(mode="request_rate", request_rate_per_s=rate, input_tokens=100, output_tokens=100)
+    args = ["predict", "--model", "llama-3.1-8b", "--input-tokens", "100", "--output-tokens", "100"]
+    result = CliRunner().invoke(app, [*args, "--request-rate", str(rate), "--num-requests", "10"])
+    assert result.exit_code == 2 and "1e-06" in result.stderr and "nan" not in result.stdout
