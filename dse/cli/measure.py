@@ -15,11 +15,12 @@ def _clock_list(text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        return [float(part) for part in text.split(",") if part.strip()]
+        clocks = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise DseError(
-            f"--clocks-mhz '{text}': expected a comma-separated list of MHz, e.g. 1410,1980"
-        ) from None
+        clocks = []
+    if not clocks:  # ",," read as no list at all measured at the default clock without a word
+        raise DseError(f"--clocks-mhz '{text}': expected a comma-separated list of MHz, e.g. 1410,1980")
+    return clocks
 
 
 NoLockOpt = Annotated[bool, typer.Option("--no-lock", help="Do not lock clocks; observe and record them.")]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 DRY_RUN_GPU = "h100-sxm"
 
 
+MAX_CLOCK_MHZ = 10_000.0  # past any GPU's SM clock: a typo (a real GPU snaps the rest to its supported set)
+
+
 def _resolve_clocks(clocks_mhz: Sequence[float] | None, no_lock: bool) -> list[float | None] | None:
     """Requested clocks in Hz; [None] for --no-lock; None for "the highest supported" (resolved later)."""
     if no_lock:
@@ -50,8 +54,8 @@ def _resolve_clocks(clocks_mhz: Sequence[float] | None, no_lock: bool) -> list[f
         return [None]
     if not clocks_mhz:
         return None
-    if any(c <= 0 for c in clocks_mhz):
-        raise ConfigError(f"--clocks-mhz must be positive, got {list(clocks_mhz)}")
+    if not all(math.isfinite(c) and 1 <= c <= MAX_CLOCK_MHZ for c in clocks_mhz):  # NaN / inf were samples
+        raise ConfigError(f"--clocks-mhz must be MHz in [1, {MAX_CLOCK_MHZ:g}], got {list(clocks_mhz)}")
     return [float(c) * MHZ for c in clocks_mhz]
 
 

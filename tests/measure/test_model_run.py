@@ -250,3 +250,17 @@ def test_an_unwritable_out_is_refused_before_measuring(tmp_path):
     with pytest.raises(ConfigError, match="cannot write in"):
         measure_model_command("gpt2", 1, 64, blocker / "run", dry_run=True)
     assert list(tmp_path.iterdir()) == [blocker]  # no test file left behind
+
+
+@pytest.mark.parametrize("clocks", ["nan", "inf", "1e308", "0.0001", ",,", "1410,x"])
+def test_bad_clock_lists_are_one_error(tmp_path, clocks):
+    """NaN was a traceback, inf and 1e308 wrote samples with sm_clock_hz=inf, ',,' measured at the
+    default clock without a word (a fuzzer's findings): each is one error naming --clocks-mhz."""
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    args = ["measure", "kernels", "--dry-run", "--suite", "smoke", "--out", str(tmp_path / "k.csv")]
+    result = CliRunner().invoke(app, [*args, "--clocks-mhz", clocks])
+    assert result.exit_code == 2 and "--clocks-mhz" in result.stderr, result.output
+    assert not (tmp_path / "k.csv").exists()
