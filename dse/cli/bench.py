@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from dse.cli.common import JsonOpt, console, friendly, print_json
+from dse.errors import DseError
 
 
 @friendly
@@ -27,6 +28,8 @@ def bench_cmd(
         bench_training_step,
     )
 
+    if not 1 <= repeats <= 10_000:  # a median of nothing was a StatisticsError traceback
+        raise DseError(f"--repeats must be in [1, 10000], got {repeats}")
     results = [bench_serving_predict(repeats=repeats), bench_search_point(repeats=repeats)]
     results.append(bench_cost_of_point(repeats=repeats))
     results += bench_serving_load(repeats=max(1, min(repeats, 5)))
