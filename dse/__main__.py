@@ -1,5 +1,5 @@
 """`python -m dse` runs the CLI."""
 
-from dse.cli import app
+from dse.entry import main
 
-app()
+main()

@@ -103,6 +103,9 @@ def friendly(fn: F) -> F:
                 f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True, emoji=False
             )
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code, not a traceback or silence
+            err_console.print("interrupted (Ctrl-C)", highlight=False)
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -78,6 +78,7 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("gco2_per_output_token", "gCO2 per output token", 1.0, ".3g"),
 )
 AXIS_SYNTAX = "PATH=START:STOP:STEPS, e.g. sm_clock_mhz=1000:1980:5"
+MAX_SWEEP_POINTS = 10_000  # a sweep prints when it is done: past this it is a study's job
 _AXIS_RE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([^:]+):([^:]+):([^:]+)\s*$")
 
 
@@ -187,6 +188,14 @@ def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = Non
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise ConfigError(f"sweep: each parameter once (got {', '.join(paths)})")
+    total = 1
+    for a in axes:
+        total *= len(a.values)
+    if total > MAX_SWEEP_POINTS:  # two 1,000-step axes ran hours with no output
+        raise ConfigError(
+            f"sweep: {total:,} points is over {MAX_SWEEP_POINTS:,}; use fewer STEPS, or a study with a grid "
+            "sampler (`dse run`, which logs its points and resumes)"
+        )
     return [
         {**(base or {}), **dict(zip(paths, combo, strict=True))}
         for combo in itertools.product(*(a.values for a in axes))

@@ -307,3 +307,24 @@ def test_gpu_show_writes_readable_units_beside_si() -> None:
     assert out.exit_code == 0 and "2.048 TB/s" in out.stdout and "32 GiB" in out.stdout
     assert human("l2_bytes", 50 * 2**20) == "50 MiB" and human("sm_clock_max_hz", 1.98e9) == "1980 MHz"
     assert human("num_sms", 132) == "" and human("name", "h100") == ""
+
+
+def test_ctrl_c_is_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Ctrl-C in any command (or while the CLI imports its libraries) prints one line and exits 130; it
+    was a bare traceback at start-up and silence mid-command (a fuzzer's findings)."""
+    import dse.cli
+    import dse.workload.models as models
+    from dse.entry import main
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models, "list_models", interrupted)
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 130 and "interrupted (Ctrl-C)" in result.stderr
+    monkeypatch.setattr(dse.cli, "app", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 130 and "interrupted (Ctrl-C)" in capsys.readouterr().err

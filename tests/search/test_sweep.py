@@ -97,3 +97,11 @@ def test_compare_gpus() -> None:
     assert rows[0]["metrics"]["tpot_s"] < rows[1]["metrics"]["tpot_s"]
     with pytest.raises(ConfigError):
         compare_gpus(["h100-sxm"], CTX)
+
+
+def test_a_sweep_past_ten_thousand_points_is_refused() -> None:
+    """Two 1,000-step axes made a million points that ran for hours with no output (a fuzzer's finding)."""
+    axes = [parse_axis("sm_clock_mhz=1000:1980:1000", CTX), parse_axis("power_cap_w=200:700:1000", CTX)]
+    with pytest.raises(ConfigError, match="1,000,000 points is over 10,000"):
+        sweep_points(axes)
+    assert len(sweep_points(axes[:1])) == 1000
