@@ -105,3 +105,10 @@ def test_a_sweep_past_ten_thousand_points_is_refused() -> None:
     with pytest.raises(ConfigError, match="1,000,000 points is over 10,000"):
         sweep_points(axes)
     assert len(sweep_points(axes[:1])) == 1000
+
+
+def test_compare_reports_the_cap_in_force_on_each_gpu() -> None:
+    """A 600 W cap does not bind on a 150 W A10: its row says 150 W, not 600 (a fuzzer's finding)."""
+    rows = compare_gpus(["h100-sxm", "a10"], CTX, {"power_cap_w": 600.0})
+    caps = {r["params"]["gpu"]: r["metrics"]["power_cap_w"] for r in rows}
+    assert caps == {"h100-sxm": 600.0, "a10": 150.0}
