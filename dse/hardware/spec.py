@@ -109,6 +109,18 @@ class MemorySpec(_Frozen):
     energy_j_per_bit: float = Field(gt=0, description="DRAM access + I/O energy per bit moved")
     num_devices: int = Field(gt=0, description="HBM stacks or GDDR devices")
 
+    @field_validator("technology")
+    @classmethod
+    def _known_technology(cls, value: str) -> str:
+        # the cost ledger prices memory by technology and the area model sizes its PHYs by it: an unknown
+        # one loaded, then failed every prediction with an error naming neither the file nor the field
+        from dse.hardware.memory import list_memory_technologies  # lazy: memory.py builds on this module
+
+        known = list_memory_technologies()
+        if value not in known:
+            raise ValueError(f"unknown memory technology '{value}'; known: {', '.join(known)}")
+        return value
+
     @property
     def bw_bytes_per_s(self) -> float:
         return self.bus_width_bits * self.data_rate_bit_per_s / 8.0

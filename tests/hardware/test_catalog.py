@@ -375,3 +375,14 @@ def test_a_gpu_file_error_names_its_line(tmp_path) -> None:  # noqa: ANN001
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"mine\.yaml:{row + 1}: num_sms: Input should be greater than 0"):
         load_gpu(path)
+
+
+def test_an_unknown_memory_technology_is_refused_at_load(tmp_path: Path) -> None:
+    """`hbm99` loaded, then every prediction failed with "no $/GB for memory 'hbm99'", naming neither the
+    file nor the field (a fuzzer's finding); `--set gpu.memory.technology=...` is checked the same way."""
+    path = tmp_path / "tech.yaml"
+    path.write_text(H100_YAML.read_text().replace("technology: hbm3", "technology: hbm99"))
+    with pytest.raises(ConfigError, match=r"tech\.yaml:\d+: memory\.technology: unknown memory technology"):
+        load_gpu(path)
+    with pytest.raises(ConfigError, match="unknown memory technology 'hbm99'"):
+        load_gpu("h100-sxm", {"memory.technology": "hbm99"})
