@@ -41,24 +41,23 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
                         space, and a point whose combination does not (ep not dividing tp x dp) is
                         infeasible
 
-`engine` and `sampling` left out take the mode's default, as in `dse predict`: static "none" / "none",
-under load vllm and the engine's own sampler. The load modes simulate a server step by step
+`engine` and `sampling` left out take the mode's default, as in `dse predict`: static "none" / "none", under
+load vllm and the engine's own sampler. The load modes simulate a server step by step
 (dse.serving.load.predict_load, 0.1-1 s of CPU a point, growing with the concurrency and num_requests) and
-report per-request percentiles (ttft_p90_s, tpot_p99_s, e2e_latency_p50_s, ...), which work as objectives
-and constraints like any metric. A study whose modes (workload.mode, or the values of a `mode` parameter)
-include a load mode must say how requests arrive: concurrency mode needs `concurrency`, request_rate mode
-`request_rate_per_s`, in `workload:` or as a parameter. Knobs that no mode of the study uses (a load knob
-in a static study, `batch` in a load-only one) are errors, as in `dse predict`.
+report per-request percentiles (ttft_p90_s, tpot_p99_s, e2e_latency_p50_s, ...), which work as objectives and
+constraints like any metric. A study whose modes (workload.mode, or the values of a `mode` parameter) include
+a load mode must say how requests arrive: concurrency mode needs `concurrency`, request_rate mode
+`request_rate_per_s`, in `workload:` or as a parameter. Knobs that no mode of the study uses (a load knob in a
+static study, `batch` in a load-only one) are errors, as in `dse predict`.
 
-SLOs and goodput: the constraints on a per-request latency metric with a number on the right side and
-`<=` or `<` (`ttft_p90_s <= 0.5`, `tpot_p90_s <= 0.05`, `e2e_latency_p99_s < 20`) are the study's SLO.
-Every point gets the metric `goodput_requests_per_s`: its `requests_per_s` when all of the SLO holds,
-else 0. A percentile bound sets the attainment (p90: at least 90% of the requests meet that bound), so
-this is DistServe's goodput at that load; maximizing it finds the most requests/s served within the SLO,
-and `energy_per_output_token_j: minimize` with the same constraints the fewest joules per token within it.
-An objective or constraint on goodput_requests_per_s needs at least one SLO constraint. Metrics are
-checked against the study's modes: only those every mode reports are allowed (effective_clock_hz is static
-only; window_s, num_requests, steps are load only).
+SLOs and goodput: the constraints on a per-request latency metric with a number on the right side and `<=` or
+`<` (`ttft_p90_s <= 0.5`, `e2e_latency_p99_s < 20`) are the study's SLO. Every point gets the metric
+`goodput_requests_per_s`: its `requests_per_s` when all of the SLO holds, else 0. A percentile bound sets the
+attainment (p90: at least 90% of the requests meet it), so this is DistServe's goodput at that load: maximize
+it for the most requests/s within the SLO, or minimize `energy_per_output_token_j` under the same constraints.
+An objective or constraint on goodput_requests_per_s needs an SLO constraint. Metrics are checked against the
+study's modes: only those every mode reports are allowed (effective_clock_hz is static only; window_s,
+num_requests, steps are load only).
 
 Unknown keys are errors. Every error names the file, the line, the field and what is allowed, e.g.
 `studies/x.yaml:14: space.gpu.num_sms.hihg: unknown key 'hihg' (allowed: path, when, type, low, high, ...)`.
@@ -116,8 +115,7 @@ KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPE
 Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
 Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.workload.engine.SAMPLINGS
 ExecutorKind = Literal["ray", "process", "serial"]
-# dse.search.objective.MODES, and a training step (dse.search.training_point)
-Mode = Literal["static", "concurrency", "request_rate", "max_throughput", "training"]
+Mode = Literal["static", "concurrency", "request_rate", "max_throughput", "training"]  # MODES + training
 LengthDist = Literal["fixed", "lognormal", "exponential"]  # dse.serving.load.LENGTH_DISTS
 
 
@@ -258,13 +256,16 @@ class SearchConfig(_Strict):
         return getattr(self.sampler, "population", 64)
 
 
+MAX_INT = 2**31 - 1  # counts past it are typos or hostile input: refused at load, not at every point
+
+
 class WorkloadConfig(_Strict):
     """Serving workload defaults (module docstring); space parameters with the same names override them."""
 
     mode: Mode = "static"
-    batch: int = Field(default=1, ge=1)  # static only
-    input_tokens: int = Field(default=1024, ge=1)
-    output_tokens: int = Field(default=256, ge=1)
+    batch: int = Field(default=1, ge=1, le=MAX_INT)  # static only
+    input_tokens: int = Field(default=1024, ge=1, le=MAX_INT)
+    output_tokens: int = Field(default=256, ge=1, le=MAX_INT)
     precision: Precision = "bf16"
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
@@ -272,43 +273,43 @@ class WorkloadConfig(_Strict):
     engine: Engine | None = None
     sampling: Sampling | None = None  # the sampler after each LM head; None: none / the engine's own
     # The load modes (dse.serving.load.LoadRequest); None: the engine preset's or the mode's default.
-    concurrency: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_INT)
     request_rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    num_requests: int | None = Field(default=None, ge=1)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_INT)
     length_dist: LengthDist = "fixed"
     length_sigma: float = Field(default=0.5, gt=0, le=3)
     request_seed: int = Field(default=0, ge=0, lt=2**32)  # lengths and arrivals (not search.seed)
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_batched_tokens: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_INT)
+    max_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_INT)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     # engine CPU seconds per step and per layer of an eager step; strict: `true` or "0.7" is not a time
     host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, strict=True)
     layer_host_s: float | None = Field(default=None, ge=0, le=0.1, allow_inf_nan=False, strict=True)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
-    num_gpus: int = Field(default=1, ge=1)
-    cp: int = Field(default=1, ge=1)  # context-parallel ranks (LLMs)
-    vp: int = Field(default=1, ge=1)  # virtual-pipeline chunks per rank (interleaved 1F1B; needs pp > 1)
+    num_gpus: int = Field(default=1, ge=1, le=MAX_INT)
+    cp: int = Field(default=1, ge=1, le=MAX_INT)  # context-parallel ranks (LLMs)
+    vp: int = Field(default=1, ge=1, le=MAX_INT)  # virtual-pipeline chunks per rank (1F1B, pp > 1)
     fsdp: bool = False
     distributed_optimizer: bool = False  # Megatron's (ZeRO-1): optimizer states sharded over dp x cp
     tp_comm_overlap: bool = True  # TP collectives overlapped with the GEMMs (Megatron / NeMo); false: exposed
-    micro_batch: int = Field(default=1, ge=1)
-    global_batch: int | None = Field(default=None, ge=1)  # None: micro_batch x dp
-    seq_len: int = Field(default=2048, ge=1)
-    image_size: int = Field(default=224, ge=8)
+    micro_batch: int = Field(default=1, ge=1, le=MAX_INT)
+    global_batch: int | None = Field(default=None, ge=1, le=MAX_INT)  # None: micro_batch x dp
+    seq_len: int = Field(default=2048, ge=1, le=MAX_INT)
+    image_size: int = Field(default=224, ge=8, le=MAX_INT)
     recompute: Literal["none", "selective", "full"] = "none"
     optimizer: Literal["adamw", "sgd"] = "adamw"
     memory_format: Literal["nchw", "nhwc"] = "nchw"  # vision models' layout
     objective: Literal["pretrain", "finetune"] = "pretrain"  # encoders' heads
     attention_kernel: Literal["fa2", "fa3", "triton"] = "fa2"  # LLMs (dse.training.step.ATTENTION_KERNELS)
-    lora_rank: int = Field(default=0, ge=0)  # LLMs: 0 trains every weight, r > 0 rank-r LoRA adapters only
-    packed_sample_len: int = Field(default=0, ge=0)  # LLMs: samples of L tokens packed per sequence (0: one)
+    lora_rank: int = Field(default=0, ge=0, le=MAX_INT)  # LLMs: 0 every weight, r > 0 rank-r LoRA only
+    packed_sample_len: int = Field(default=0, ge=0, le=MAX_INT)  # LLMs: L-token samples per sequence
     eager_ops: bool = (
         False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
     )
-    tp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    ep: int = Field(default=1, ge=1)
-    dp: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1, le=MAX_INT)
+    pp: int = Field(default=1, ge=1, le=MAX_INT)
+    ep: int = Field(default=1, ge=1, le=MAX_INT)
+    dp: int = Field(default=1, ge=1, le=MAX_INT)
 
 
 class CostConfig(_Strict):

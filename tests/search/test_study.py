@@ -262,6 +262,12 @@ MALFORMED = [
         ["space.gpu.memory.data_rate_frac.high", "[0, 1]"],
     ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
+    (  # every point failed "batch must be an integer in [1, 2147483647]" and the run exited 1
+        "huge-batch",
+        GOOD.replace("gpu: h100-sxm", "gpu: h100-sxm\nworkload: {batch: 1000000000000000000000000000000}"),
+        3,
+        ["workload.batch", "less than or equal to 2147483647"],
+    ),
     (
         "unknown-executor",
         GOOD.replace("executor: serial", "executor: dask"),
