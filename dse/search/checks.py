@@ -106,6 +106,12 @@ def _check_metrics(
         for metric in c.metrics():
             if metric not in names:
                 raise located_error(smap, ("constraints", i), f"in '{c.text}': {problem(metric)}")
+    for metric, ref in (cfg.reference_point or {}).items():
+        # every metric a point reports is >= 0: a bound at or under 0 on one to minimize is dominated by
+        # no point, and the hypervolume stays 0 whatever the run finds
+        if cfg.objectives.get(metric) == "minimize" and ref <= 0:
+            msg = f"{ref:g} for a metric to minimize: no point is below it (all are >= 0); hypervolume 0"
+            raise located_error(smap, ("reference_point", metric), msg)
 
 
 def _check_goodput(cfg: StudyConfig, smap: SourceMap) -> None:

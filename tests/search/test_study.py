@@ -262,6 +262,14 @@ MALFORMED = [
         ["space.gpu.memory.data_rate_frac.high", "[0, 1]"],
     ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
+    (  # accepted, and the hypervolume stayed 0 whatever the run found (a fuzzer's finding)
+        "reference-below-every-point",
+        GOOD.replace(
+            "constraints:", "reference_point: {e2e_latency_s: -1, energy_per_output_token_j: 5}\nconstraints:"
+        ),
+        10,
+        ["reference_point.e2e_latency_s", "no point is below it"],
+    ),
     (  # every point failed "batch must be an integer in [1, 2147483647]" and the run exited 1
         "huge-batch",
         GOOD.replace("gpu: h100-sxm", "gpu: h100-sxm\nworkload: {batch: 1000000000000000000000000000000}"),
