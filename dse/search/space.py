@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 Scalar = bool | int | float | str
 Point = dict[str, Any]
@@ -140,6 +140,15 @@ class ChoiceParam(_ParamBase):
 
     TAG: ClassVar[str] = "choice"
     values: list[Scalar] = Field(min_length=1)
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _finite(cls, values: Any) -> Any:
+        # said here: the union's own error named its first branch ("values.0.bool: ... (got nan)")
+        for i, v in enumerate(values if isinstance(values, list) else []):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"value {i} is {v}: values are finite numbers or names")
+        return values
 
     @model_validator(mode="after")
     def _check(self) -> ChoiceParam:

@@ -262,6 +262,12 @@ MALFORMED = [
         ["space.gpu.memory.data_rate_frac.high", "[0, 1]"],
     ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
+    (  # the union's first branch spoke: "values.0.bool: Input should be a valid boolean (got nan)"
+        "nan-in-values",
+        GOOD.replace("sm_clock_mhz: {values: [1410, 1755, 1980]}", "sm_clock_mhz: {values: [.nan, 1755]}"),
+        5,
+        ["space.sm_clock_mhz.values", "value 0 is nan", "finite numbers or names"],
+    ),
     (  # accepted, and the hypervolume stayed 0 whatever the run found (a fuzzer's finding)
         "reference-below-every-point",
         GOOD.replace(
