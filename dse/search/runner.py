@@ -22,8 +22,8 @@ import contextlib
 import dataclasses
 import logging
 import math
+import shutil
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.errors import ConfigError, RunFailed
+from dse.errors import ConfigError, DseError, RunFailed
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
 from dse.search.interrupts import ignore_interrupts
 from dse.search.objective import Evaluator, evaluate_point, finite
@@ -539,6 +539,7 @@ def run_study(
     overrides: dict[str, Any] = {"n_points": n_points, "executor": executor, "seed": seed, "workers": workers}
     overrides["time_budget_s"] = time_budget_s
     cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
+    created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")
@@ -549,11 +550,17 @@ def run_study(
 
     callback, owned = progress_callback(progress, cfg.name)
     run = _Run(cfg, run_dir, evaluator, callback, address)
+    from dse.search.samplers import quiet_optuna  # lazy, as the samplers (optuna loads on use)
+
     try:
-        with _quiet_optuna():
+        with quiet_optuna():
             reason = run.run(log)
     except BaseException as exc:
         run.restore_signals()  # no summary follows: Ctrl-C works again
+        if created and not log.records and isinstance(exc, DseError):
+            # refused before any point (an unreachable Ray cluster): leave no empty run behind
+            log.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
         if not isinstance(exc, OSError):
             raise
         # the log could not be appended: what it holds stays valid
@@ -575,28 +582,3 @@ def run_study(
         ) from None
     finally:
         run.restore_signals()
-
-
-class _quiet_optuna:  # noqa: N801 - a context manager used like a function
-    """Optuna logs every trial at INFO and warns about experimental features; keep the run's output clean."""
-
-    def __enter__(self) -> None:
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        self._level: int | None = None
-        try:
-            import optuna
-
-            self._level = optuna.logging.get_verbosity()
-            optuna.logging.set_verbosity(optuna.logging.WARNING)
-            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        except ImportError:
-            pass
-        warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._level is not None:
-            import optuna
-
-            optuna.logging.set_verbosity(self._level)
-        self._warnings.__exit__(None, None, None)

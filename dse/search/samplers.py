@@ -261,3 +261,28 @@ def build_sampler(study: StudyConfig) -> PointSampler:
     if cfg.kind == "grid":
         return GridSampler(study.search_space(), shuffle=cfg.shuffle, seed=study.search.seed)
     return OptunaSampler(study, build_optuna_sampler(study, study.search.seed))
+
+
+class quiet_optuna:  # noqa: N801 - a context manager used like a function
+    """Optuna logs every trial at INFO and warns about experimental features; keep the run's output clean."""
+
+    def __enter__(self) -> None:
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        self._level: int | None = None
+        try:
+            import optuna
+
+            self._level = optuna.logging.get_verbosity()
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        except ImportError:
+            pass
+        warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._level is not None:
+            import optuna
+
+            optuna.logging.set_verbosity(self._level)
+        self._warnings.__exit__(None, None, None)

@@ -85,3 +85,20 @@ def test_an_unreachable_ray_address_fails_at_once() -> None:
         server.listen()
         _check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}")
     _check_reachable("auto")
+
+
+def test_a_run_refused_before_any_point_leaves_no_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unreachable Ray cluster (here: an executor that cannot start) fails the run before any point: the
+    run directory it had just made (study, env, an empty log) is removed, not left as an empty run that
+    `dse run` would later continue (a fuzzer's finding). A resumed run's directory is kept."""
+    from dse.search import executors
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise SearchError("could not reach the Ray cluster at 1.2.3.4:1")
+
+    monkeypatch.setattr(executors, "make_executor", unreachable)
+    with pytest.raises(SearchError, match="could not reach"):
+        run_study(zdt_study(tmp_path, 16), out=tmp_path / "res", evaluator=zdt1)
+    assert not list((tmp_path / "res").glob("zdt/*"))
