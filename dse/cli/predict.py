@@ -263,15 +263,7 @@ def predict_cmd(
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         _show_serving(est, serving_cost(spec, est, costs), breakdown, as_json)
         return
-    layout = [flag for flag in PARALLEL_FLAGS if getattr(load, flag) != 1]
-    serving_only = any(v is not None for v in (kv_dtype, engine, sampling))
-    if serving_only or layout or load.mode() != "static":
-        flags = "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to"
-        if vision:  # adding --input-tokens would only be refused next
-            raise DseError(
-                f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
-            )
-        raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
+    _no_serving_flags_in_a_pass(model, vision, load, kv_dtype, engine, sampling)
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
     if model is not None and not vision and not shape_given and not as_json:
@@ -288,6 +280,26 @@ def predict_cmd(
     )  # fmt: skip
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
+
+
+def _no_serving_flags_in_a_pass(
+    model: str | None,
+    vision: bool,
+    load: LoadArgs,
+    kv_dtype: str | None,
+    engine: str | None,
+    sampling: str | None,
+) -> None:
+    """One forward pass (no --input-tokens/--output-tokens) takes no serving flag: an error naming them."""
+    layout = [flag for flag in PARALLEL_FLAGS if getattr(load, flag) != 1]
+    serving_only = any(v is not None for v in (kv_dtype, engine, sampling))
+    if serving_only or layout or load.mode() != "static":
+        flags = "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to"
+        if vision:  # adding --input-tokens would only be refused next
+            raise DseError(
+                f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
+            )
+        raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
 
 
 def _no_host_gap(host_gap_us: float | None) -> None:
