@@ -98,6 +98,11 @@ def _base_facts() -> CostFacts:
 MAX_OVERRIDE_FACTOR = 1000.0
 # Facts the ledger divides by: a density, a bit-cell area, the yield model's clustering, the wafer size.
 _POSITIVE = ("density_mtr_per_mm2", "sram_mm2_per_bit", "clustering_alpha", "wafer_diameter_mm")
+# Facts with a flag of their own, whose ranges `dse.cost.operation` checks and names by the flag
+# (--electricity-usd-per-kwh takes up to 1000 $/kWh, more than 1,000 x the fact's 0.127).
+FLAG_RANGED = frozenset(
+    f"operation.{name}" for name in ("lifetime_years", "utilization", "pue", "electricity_usd_per_kwh")
+)
 
 
 def _number(path: str, value: Any, fact: Fact | None = None) -> float:
@@ -141,7 +146,8 @@ def load_cost_facts(scenario: str = "mid", overrides: Mapping[str, Any] | None =
             near = sorted(p for p in entries if p.split(".")[0] == head or p.endswith("." + tail))[:8]
             hint = f"; e.g. {', '.join(near)}" if near else "; see `dse cost facts`"
             raise ConfigError(f"override 'cost.{path}': no such cost fact{hint}")
-        entries[path] = replace(entries[path], value=_number(path, value, entries[path]))
+        bounded = None if path in FLAG_RANGED else entries[path]
+        entries[path] = replace(entries[path], value=_number(path, value, bounded))
     return CostFacts(entries, scenario, tuple(sorted(str(p).removeprefix("cost.") for p in overrides)))
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dse.cost.area import modelled_area
 from dse.cost.build import build_cost, gross_dies_per_wafer, sellable_yield
-from dse.cost.facts import grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
+from dse.cost.facts import FLAG_RANGED, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import J_PER_KWH, CostOptions, Throughput, cost_outputs
 from dse.errors import ConfigError
 from dse.hardware.catalog import list_gpus, load_gpu
@@ -252,5 +252,19 @@ def test_every_fact_override_in_range_gives_a_finite_ledger() -> None:
                     assert "does not fit" in str(exc), (path, value, exc)
                     continue
                 assert all(math.isfinite(v) for v in out.values() if isinstance(v, float)), (path, value)
+        if path in FLAG_RANGED:  # ranged by their flags' bounds (next test)
+            continue
         with pytest.raises(ConfigError, match=f"cost.{path}.*over 1000 x the top of its range"):
             load_cost_facts(overrides={path: top * 1.01})
+
+
+def test_flagged_facts_keep_their_flags_ranges() -> None:
+    """--electricity-usd-per-kwh takes [0, 1000]; the generic bound (1,000 x 0.127 = 127) refused 500 and
+    named the fact instead of the flag (a reviewer's finding). The same through --set and a study."""
+    for options in (CostOptions(electricity_usd_per_kwh=500.0),
+                    CostOptions(overrides={"operation.electricity_usd_per_kwh": 500.0})):  # fmt: skip
+        assert options.facts().value("operation.electricity_usd_per_kwh") == 500.0
+    for options in (CostOptions(electricity_usd_per_kwh=5000.0),
+                    CostOptions(overrides={"operation.electricity_usd_per_kwh": 5000.0})):  # fmt: skip
+        with pytest.raises(ConfigError, match=r"--electricity-usd-per-kwh must be in \[0, 1000\]"):
+            options.facts()
