@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,16 @@ def _header(run: RunData, info: ParetoInfo) -> str:
         '<a href="#bottleneck">bottlenecks</a>'
         '<a href="#dvfs">DVFS</a><a href="#settings">settings</a></nav>'
     )
+
+
+def _constraint_metrics(run: RunData) -> set[str]:
+    """The names the study's constraints mention (metrics, or numbers that are not): its front table keeps
+    them even where they repeat another column."""
+    names: set[str] = set()
+    for c in (run.study or {}).get("constraints") or []:
+        text = " ".join(str(v) for v in c.values()) if isinstance(c, dict) else str(c)
+        names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return names
 
 
 def _serving_line(run: RunData) -> str:
@@ -425,7 +436,7 @@ def build_report_html(
         [
             _header(run, info),
             _pareto_section(info),
-            front_table(info),
+            front_table(info, keep=_constraint_metrics(run)),
             _parcoords_section(info),
             _breakdown_section(*breakdown),
             _bottleneck_section(breakdown[0]),

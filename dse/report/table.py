@@ -11,6 +11,8 @@ data, and every cell text is escaped.
 from __future__ import annotations
 
 import html
+import re
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -101,7 +103,7 @@ def _num_cell(value: float, digits: int = 4) -> str:
     return f'<td data-v="{shown!r}">{fmt_value(shown, digits)}</td>'
 
 
-def _columns(info: ParetoInfo) -> tuple[list[str], str]:
+def _columns(info: ParetoInfo, keep: Collection[str] = ()) -> tuple[list[str], str]:
     """The metric columns (objectives first), and the header row: point, selected, parameters, metrics."""
     obj_cols = [o.column for o in info.objectives]
     # a metric repeating a searched parameter (training points report tp, ep, lora_rank ...) shows once
@@ -111,7 +113,7 @@ def _columns(info: ParetoInfo) -> tuple[list[str], str]:
         for m in info.metrics
         if m not in obj_cols and m not in info.constant_metrics and m.split(".", 1)[-1] not in searched
     ]
-    metric_cols = _without_repeats(info, metric_cols)
+    metric_cols = _without_repeats(info, metric_cols, keep)
     head = ['<th class="text">point</th>', '<th class="text">selected</th>']
     for p in info.varying_params:
         title = _esc(info.param_units[p.column].title)
@@ -122,31 +124,30 @@ def _columns(info: ParetoInfo) -> tuple[list[str], str]:
     return metric_cols, "".join(head)
 
 
-def _without_repeats(info: ParetoInfo, metric_cols: list[str]) -> list[str]:
-    """`metric_cols` less the metrics that repeat, in the same display unit, a parameter or an earlier column
-    on every front row: a static batch's p50/p90/p99 (its requests all see the mean), the point's clock
-    beside the searched sm_clock_mhz. Objectives always stay."""
+def _twin(column: str) -> str | None:
+    """The column a metric may merely repeat: a percentile's mean (`metric.ttft_p90_s` -> `metric.ttft_s`;
+    a static batch's requests all see the mean) and the logged clock's searched parameter."""
+    if column == "metric.sm_clock_hz":
+        return "param.sm_clock_mhz"
+    match = re.fullmatch(r"(metric\..+)_p(?:50|90|99)_s", column)
+    return f"{match.group(1)}_s" if match else None
+
+
+def _without_repeats(info: ParetoInfo, metric_cols: list[str], keep: Collection[str]) -> list[str]:
+    """`metric_cols` less the metrics that repeat their twin (`_twin`), shown too, on every front row.
+    Objectives and the study's constraint metrics (`keep`) always stay."""
     rows = info.points.loc[list(info.front_order)]
-    if rows.empty:
-        return metric_cols
-    kept: list[tuple[str, np.ndarray]] = [
-        (
-            info.param_units[p.column].title.rsplit("(", 1)[-1],
-            _shown(info.param_units[p.column], rows[p.column]),
-        )
-        for p in info.varying_params
-        if not p.is_categorical
-    ]
-    objectives = {o.column for o in info.objectives}
+    shown = set(metric_cols) | {p.column for p in info.varying_params if not p.is_categorical}
+    keep = {o.column for o in info.objectives} | {f"metric.{k}" for k in keep}
     out = []
     for m in metric_cols:
-        unit = info.metric_units[m]
-        values, key = _shown(unit, rows[m]), unit.title.rsplit("(", 1)[-1]
-        if m not in objectives and any(
-            k == key and np.array_equal(v, values, equal_nan=True) for k, v in kept
-        ):
-            continue
-        kept.append((key, values))
+        twin = _twin(m)
+        if twin in shown and m not in keep and not rows.empty:
+            units = (info.param_units if twin.startswith("param.") else info.metric_units)[twin]
+            if np.array_equal(
+                _shown(info.metric_units[m], rows[m]), _shown(units, rows[twin]), equal_nan=True
+            ):
+                continue
         out.append(m)
     return out
 
@@ -179,9 +180,9 @@ def _body(info: ParetoInfo, metric_cols: list[str]) -> tuple[list[str], int, int
     return body, len(shown), len(rows)
 
 
-def front_table(info: ParetoInfo) -> str:
+def front_table(info: ParetoInfo, keep: Collection[str] = ()) -> str:
     """The `#front` section: the sortable table of front points and its CSV link."""
-    metric_cols, head = _columns(info)
+    metric_cols, head = _columns(info, keep)
     body, n_shown, n_front = _body(info, metric_cols)
     more = ""
     if n_front > n_shown:
@@ -194,7 +195,8 @@ def front_table(info: ParetoInfo) -> str:
         more += f'<p class="note">Same for every point: {_esc(same)}.</p>'
     tools = (
         '<div class="table-tools"><a id="front-csv" href="#" download="front.csv">Download CSV</a>'
-        " · parameters, then metrics (one that repeats another column on every row shows once); first "
+        " · parameters, then metrics (a percentile equal to its mean on every row, or the logged clock "
+        "equal to sm_clock_mhz, shows once; pareto.csv has every column); first "
         f"sorted by {_esc(info.x.unit.label)}; click a header to sort (again to reverse)</div>"
     )
     return (
