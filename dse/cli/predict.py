@@ -266,18 +266,12 @@ def predict_cmd(
     _no_serving_flags_in_a_pass(model, vision, load, kv_dtype, engine, sampling)
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
-    if model is not None and not vision and not shape_given and not as_json:
-        # `--batch` alone reads like a serving batch: say what runs instead (stderr: the table stays clean)
-        err_console.print(
-            f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
-            "(--phase, --seq-len); give both for LLM serving",
-            highlight=False,
-            soft_wrap=True,
-        )
     graph = build_workload(
         model, phase, batch, seq_len, precision, attention, kernels,
         image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
     )  # fmt: skip
+    if model is not None and not vision and not shape_given and not as_json:
+        _note_one_pass(model, phase, seq_len)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
 
@@ -300,6 +294,21 @@ def _no_serving_flags_in_a_pass(
                 f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
             )
         raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
+
+
+def _note_one_pass(model: str, phase: str, seq_len: int) -> None:
+    """`--batch` alone reads like a serving batch: say what ran instead, for a decoder that serves (stderr:
+    the table stays clean; an encoder has no serving to point to)."""
+    from dse.workload.models import load_model_config
+
+    if load_model_config(model).family == "encoder":
+        return
+    err_console.print(
+        f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
+        "(--phase, --seq-len); give both for LLM serving",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _no_host_gap(host_gap_us: float | None) -> None:

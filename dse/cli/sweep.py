@@ -285,7 +285,7 @@ def _print_engines(rows: list[dict[str, Any]]) -> None:
     from dse.cli.load import engine_text
 
     texts = {str(r["params"]["gpu"]): engine_text(r["engine"]) for r in rows if "engine" in r}
-    if len(set(texts.values())) == 1:
+    if len(texts) == len(rows) and len(set(texts.values())) == 1:  # every GPU ran, with the same settings
         console.print(next(iter(texts.values())), highlight=False)
         return
     for gpu, text in texts.items():

@@ -328,3 +328,10 @@ def test_ctrl_c_is_one_line_and_exit_130(
     with pytest.raises(SystemExit) as stop:
         main()
     assert stop.value.code == 130 and "interrupted (Ctrl-C)" in capsys.readouterr().err
+
+
+def test_the_one_pass_note_is_for_passes_that_ran() -> None:
+    """A pass that fails prints its error alone: the note came first, then "seq_len 1024 exceeds
+    bert-large's 512" (a reviewer's finding)."""
+    failed = runner.invoke(app, ["predict", "--model", "bert-large", "--batch", "8"])
+    assert failed.exit_code == 2 and "note:" not in failed.stderr and "exceeds" in failed.stderr

@@ -210,6 +210,11 @@ def test_compare_under_load_names_each_gpus_engine_settings() -> None:
     text = runner.invoke(app, ["compare", "h100-sxm", "l4", *load])
     assert text.exit_code == 0, text.output
     assert "h100-sxm: vllm engine (max" in text.stdout and "l4: vllm engine (max" in text.stdout
+    # one line when every GPU ran with the same settings; named per GPU when one failed (V100: no bf16)
+    same = runner.invoke(app, ["compare", "h100-sxm", "h200-sxm", *load])
+    assert same.exit_code == 0 and "\nvllm engine (max" in same.stdout, same.output
+    failed = runner.invoke(app, ["compare", "h100-sxm", "v100-sxm2", *load])
+    assert "h100-sxm: vllm engine (max" in failed.stdout, failed.output
     static = run_json("compare", "h100-sxm", "l4", *WORKLOAD, "--batch", "2")
     assert all("engine" not in g for g in static["gpus"])  # type: ignore[index]
 
