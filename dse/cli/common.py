@@ -29,7 +29,10 @@ console = Console(width=_PIPE_WIDTH)
 err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object with SI-unit keys.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON document (an object, or a list of rows) with SI-unit keys."),
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -103,8 +106,8 @@ def friendly(fn: F) -> F:
                 f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True, emoji=False
             )
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code, not a traceback or silence
-            err_console.print("interrupted (Ctrl-C)", highlight=False)
+        except KeyboardInterrupt:  # Ctrl-C (or `dse run`'s SIGTERM): one line and the shell's code
+            err_console.print("interrupted", highlight=False)
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]

@@ -561,6 +561,8 @@ def run_study(
             # refused before any point (an unreachable Ray cluster): leave no empty run behind
             log.close()
             shutil.rmtree(run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the study's folder too, if this run was all it held
+                run_dir.parent.rmdir()
         if not isinstance(exc, OSError):
             raise
         # the log could not be appended: what it holds stays valid

@@ -98,7 +98,11 @@ def test_a_run_refused_before_any_point_leaves_no_run_directory(
     def unreachable(*args: object, **kwargs: object) -> None:
         raise SearchError("could not reach the Ray cluster at 1.2.3.4:1")
 
+    first = run_study(zdt_study(tmp_path, 16), out=tmp_path / "kept", evaluator=zdt1)
     monkeypatch.setattr(executors, "make_executor", unreachable)
     with pytest.raises(SearchError, match="could not reach"):
         run_study(zdt_study(tmp_path, 16), out=tmp_path / "res", evaluator=zdt1)
-    assert not list((tmp_path / "res").glob("zdt/*"))
+    assert not (tmp_path / "res" / "zdt").exists()  # nor the study's folder it held alone
+    with pytest.raises(SearchError, match="could not reach"):  # a later refusal keeps the earlier run
+        run_study(zdt_study(tmp_path, 16), out=tmp_path / "kept", evaluator=zdt1, fresh=True)
+    assert [p.name for p in (tmp_path / "kept" / "zdt").iterdir()] == [first.run_dir.name]

@@ -134,7 +134,8 @@ def _mlperf_predictions() -> tuple[pd.DataFrame, Counter[str]]:
         spec = _MLPERF_MODELS.get(str(row["benchmark"]))
         if str(row["benchmark"]) in _MLPERF_LORA:  # one prediction per configuration (ten runs each)
             keys = ("benchmark", "num_gpus", "tp", "pp", "cp", "micro_batch_size", "global_batch_size")
-            m = _mlperf_lora(*(str(row[k]) for k in keys), int(row["seq_len_tokens"]), bool(row["fp8"]))
+            fp8 = str(row["fp8"]).strip().lower() == "true"  # a missing flag (NaN) is not fp8
+            m = _mlperf_lora(*(str(row[k]) for k in keys), int(row["seq_len_tokens"]), fp8)
         elif spec is None:
             skipped[f"{row['benchmark']}: model not shipped"] += 1
             continue
@@ -176,7 +177,7 @@ def _mlperf_lora(
     arch = arch.model_copy(update={"max_position_embeddings": max(arch.max_position_embeddings, seq_len)})
     layout = ParallelLayout(num_gpus=int(gpus), tp=int(float(tp)), pp=int(float(pp)), cp=int(float(cp)))
     req = TrainingRequest(
-        micro_batch=int(float(micro)), global_batch=int(batch), seq_len=seq_len,
+        micro_batch=int(float(micro)), global_batch=int(float(batch)), seq_len=seq_len,
         precision="fp8" if fp8 else "bf16", lora_rank=MLPERF_LORA_RANK, layout=layout,
     )  # fmt: skip
     return predict_llm_training(arch, load_gpu("h100-sxm"), req, train_coeffs=TUNED_SOFTWARE).metrics()
