@@ -152,13 +152,15 @@ def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
     return format(value * scale, fmt)
 
 
-def _check_html(path: Path | None) -> None:
+def _check_html(path: Path | None, command: str = "sweep") -> None:
     """Refuse an --html path that cannot be written before the sweep runs (a directory, a read-only or
-    missing parent that cannot be made), not after it."""
+    missing parent that cannot be made), not after it; `command` names the file suggested for a directory."""
     if path is None:
         return
     if path.is_dir():
-        raise DseError(f"--html {path}: is a directory; give a file name such as {path / 'sweep.html'}")
+        raise DseError(
+            f"--html {path}: is a directory; give a file name such as {path / (command + '.html')}"
+        )
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -317,7 +319,7 @@ def compare_cmd(
 
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
-    _check_html(html)
+    _check_html(html, "compare")
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", **options)

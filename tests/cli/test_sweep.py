@@ -158,6 +158,8 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
         # an --html path that cannot be written is refused before the sweep runs, not after
         (["sweep", "batch=1:8:2", "--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8",
           "--html", "/"], "is a directory"),
+        # ... and compare suggests its own file name, not sweep.html (a fuzzer's finding)
+        (["compare", "h100-sxm", "a10", *WORKLOAD, "--html", "/"], "such as /compare.html"),
         # a vision model is named before the lengths it does not take, by the command given
         (["compare", "h100-sxm", "a100-sxm-80gb", "--model", "resnet-50", "--batch", "64"],
          "dse compare is of an LLM serving workload; resnet-50 is a vision model"),
