@@ -67,7 +67,7 @@ LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
 # gigabytes (10,000 clients x 10 requests each simulate in ~10 s), so they are refused rather than run.
 MAX_CONCURRENCY = 10_000
 MAX_REQUESTS = 200_000
-# Slower arrivals (one request a month) leave the server idle between requests: the run spans
+# Slower arrivals (under one request in 12 days) leave the server idle between requests: the run spans
 # more seconds than its float sums keep apart (1e-307 requests/s gave NaN power), and no server runs so.
 MIN_REQUEST_RATE_PER_S = 1e-6
 MAX_STEPS = 500_000  # engine steps of one simulation (~0.25 ms each: about 2 minutes)
