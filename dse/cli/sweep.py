@@ -227,7 +227,7 @@ def sweep_cmd(
 ) -> None:
     """Vary one or two parameters (PATH=START:STOP:STEPS, STEPS points each) for one serving workload: a
     table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible)."""
-    from dse.search.sweep import parse_axis, run_sweep
+    from dse.search.sweep import SweepInterrupted, parse_axis, run_sweep
 
     if not 1 <= len(params) <= 2:
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
@@ -250,7 +250,12 @@ def sweep_cmd(
                     operating_point(clock, None, {gpu: spec})
                 except DseError as exc:
                     raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
-    rows = run_sweep(axes, ctx, base)
+    try:
+        rows, stopped = run_sweep(axes, ctx, base), None
+    except SweepInterrupted as stop:  # show what was done, then exit as an interrupt
+        rows, stopped = stop.rows, stop
+        if not rows:
+            raise
     paths = [a.path for a in axes]
     title = f"{ctx.model} on {spec.name}: {_workload_text(ctx, paths)}"
     _show_sweep(rows, paths, title, as_json)
@@ -258,6 +263,9 @@ def sweep_cmd(
         from dse.report.figures.sweep import plot_sweep
 
         _write_html(html, plot_sweep(rows, paths, title), f"dse sweep: {title}")
+    if stopped is not None:
+        err_console.print(f"{stopped}: the rows above are the points done", highlight=False)
+        raise typer.Exit(130)
 
 
 def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: str) -> None:

@@ -229,9 +229,22 @@ def run_sweep(
 ) -> list[dict[str, Any]]:
     """One row per grid point (see the module docstring); `params` holds the swept values only."""
     points = sweep_points(axes, base)
-    results = evaluate_chunk(points, ctx, evaluate_point)
     paths = [a.path for a in axes]
-    return [_row({p: point[p] for p in paths}, r) for point, r in zip(points, results, strict=True)]
+    rows: list[dict[str, Any]] = []
+    try:
+        for point in points:  # one by one: a Ctrl-C keeps the rows done (SweepInterrupted)
+            rows.append(_row({p: point[p] for p in paths}, evaluate_chunk([point], ctx, evaluate_point)[0]))
+    except KeyboardInterrupt:
+        raise SweepInterrupted(rows, len(points)) from None
+    return rows
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep, with the rows done so far (`rows`) of `total`."""
+
+    def __init__(self, rows: list[dict[str, Any]], total: int) -> None:
+        super().__init__(f"interrupted after {len(rows)} of {total} points")
+        self.rows, self.total = rows, total
 
 
 def compare_gpus(
@@ -263,6 +276,7 @@ __all__ = [
     "COMPARE_METRICS",
     "SWEEP_METRICS",
     "SweepAxis",
+    "SweepInterrupted",
     "compare_gpus",
     "linspace_values",
     "parse_axis",

@@ -233,3 +233,26 @@ def test_whatif_shows_a_share_s_change_in_points() -> None:
     table = compare_table(base, new, rows, ("a", "b"))
     changes = list(table.columns[3].cells)
     assert changes == ["+3.0 points", "+15.0 points", "-20.0%"]
+
+
+def test_an_interrupted_sweep_shows_the_points_done(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Ctrl-C in a sweep printed nothing and wrote no --html (a fuzzer's finding): the rows done are shown
+    and charted, one line says how many of how many, and the exit code is 130."""
+    import dse.search.sweep as sweep
+
+    calls = {"n": 0}
+    real = sweep.evaluate_point
+
+    def stop_at_third(params: object, ctx: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(params, ctx)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweep, "evaluate_point", stop_at_third)
+    out = tmp_path / "part.html"
+    args = ["sweep", "batch=1:8:4", *WORKLOAD, "--json", "--html", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 130, result.output
+    assert [r["params"]["batch"] for r in json.loads(result.stdout)] == [1, 3]
+    assert "interrupted after 2 of 4 points" in result.stderr and out.exists()
