@@ -458,12 +458,14 @@ def report_objectives(run: RunData, objectives: Sequence[tuple[str, str]]) -> li
     """Objectives the user picked for the report's axes and front (any logged metric, e.g. cost or
     carbon); ConfigError naming the metrics a run has."""
     have = sorted(c.removeprefix("metric.") for c in run.trials.columns if c.startswith("metric."))
-    chosen = []
+    chosen: list[Objective] = []
     for name, direction in objectives:
         if f"metric.{name}" not in run.trials.columns:
             raise ConfigError(f"--objective {name}: the run logged no such metric; it has {', '.join(have)}")
         if direction not in ("minimize", "maximize"):
             raise ConfigError(f"--objective {name}:{direction}: the direction is minimize or maximize")
+        if any(o.column == f"metric.{name}" for o in chosen):  # a front of one metric against itself
+            raise ConfigError(f"--objective {name}: given twice; pick two different metrics")
         chosen.append(Objective(f"metric.{name}", direction))  # type: ignore[arg-type]
     return chosen
 

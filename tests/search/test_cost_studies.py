@@ -59,6 +59,9 @@ def test_study_runs_with_cost_objectives(tmp_path: Path) -> None:
     assert "gco2_per_output_token (minimize)" in page
     with pytest.raises(ConfigError, match="no such metric"):
         write_html_report(summary.run_dir, objectives=[("usd_per_mill", "minimize"), ("ttft_s", "minimize")])
+    twice = [("gco2_per_output_token", "minimize"), ("gco2_per_output_token", "maximize")]
+    with pytest.raises(ConfigError, match="given twice"):  # a fuzzer's finding: accepted before
+        write_html_report(summary.run_dir, objectives=twice)
 
 
 @pytest.mark.parametrize(
