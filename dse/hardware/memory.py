@@ -96,12 +96,12 @@ def build_memory(
     )
     if width <= 0 or width % tech.device_width_bits:
         raise ConfigError(
-            f"{tech.name}: bus width {width} bits is not a positive multiple of the "
+            f"{tech.name}: bus width {width:g} bits is not a positive multiple of the "
             f"{tech.device_width_bits}-bit device/stack interface"
         )
     if width > tech.max_bus_width_bits:
-        raise ConfigError(
-            f"{tech.name}: bus width {width} bits exceeds the {tech.max_bus_width_bits}-bit maximum "
+        raise ConfigError(  # :g: a 1e308 override is not 309 digits on screen
+            f"{tech.name}: bus width {width:g} bits exceeds the {tech.max_bus_width_bits}-bit maximum "
             "considered "
             "buildable (die perimeter for PHYs)"
         )

@@ -104,6 +104,8 @@ def test_h100_with_hbm3e_at_typical_settings() -> None:
         ("hbm3", {"bus_width_bits": 1536}, "not a positive multiple of the 1024-bit"),
         ("gddr6", {"capacity_per_device_bytes": 64 * GIB}, "per device"),
         ("hbm9", {}, "unknown memory technology 'hbm9'"),
+        # a 1e308 override printed as a 309-digit integer (a fuzzer's finding)
+        ("hbm3", {"bus_width_bits": 1e308}, r"bus width 1e\+308 bits exceeds"),
     ],
 )
 def test_impossible_memory_is_rejected_with_the_reason(technology: str, kwargs: dict, reason: str) -> None:
