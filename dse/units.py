@@ -79,31 +79,6 @@ def normalize_unit_keys(data: Any) -> Any:
     return data
 
 
-# SI key suffix -> (divisor, unit) for display, longest suffixes first (`_bytes_per_s` before `_bytes`).
-_HUMAN: tuple[tuple[str, float, str], ...] = (
-    ("_flop_per_s", 1e12, "TFLOP/s"),
-    ("_bytes_per_s", TB, "TB/s"),
-    ("_bit_per_s", 1e9, "Gb/s"),
-    ("_j_per_bit", PICO, "pJ/bit"),
-    ("_bytes", GIB, "GiB"),
-    ("_hz", MHZ, "MHz"),
-    ("_w", 1.0, "W"),
-)
-
-
-def human(key: str, value: Any) -> str:
-    """A SI value written in the unit people read it in, from its key's suffix (`memory_capacity_bytes`
-    34359738368 -> "32 GiB"); "" for keys without a known unit or values that are not numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return ""
-    for suffix, divisor, unit in _HUMAN:
-        if key.endswith(suffix):
-            if unit == "GiB" and abs(value) < GIB:  # an L2's 50 MiB, not 0.04883 GiB
-                divisor, unit = (MIB, "MiB") if abs(value) >= MIB else (KIB, "KiB")
-            return f"{value / divisor:.4g} {unit}"
-    return ""
-
-
 def mw_to_w(value_mw: float) -> float:
     """NVML reports milliwatts."""
     return value_mw * MILLI

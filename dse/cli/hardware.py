@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich import box
 from rich.table import Table
@@ -87,12 +88,21 @@ def gpu_show_cmd(
     if as_json:
         print_json({**gpu.summary(), "spec": gpu.model_dump()})
         return
-    from dse.units import human
-
     table = Table("field", "value (SI)", "readable", title=gpu.display_name)
     for key, value in gpu.summary().items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value), human(key, value))
     console.print(table)
+
+
+def human(key: str, value: Any) -> str:
+    """A SI value in the unit people read it in, by the report's display ladders (`dse.report.display`):
+    `memory_capacity_bytes` 34359738368 -> "32 GiB"; "" for keys without a unit or values not numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return ""
+    from dse.report.display import display_unit
+
+    unit = display_unit(f"metric.{key}", np.array([float(value)]))
+    return f"{unit.convert_one(value):.4g} {unit.unit}" if unit.unit else ""
 
 
 @friendly

@@ -299,7 +299,7 @@ def test_predict_without_token_counts_says_it_runs_one_pass() -> None:
 def test_gpu_show_writes_readable_units_beside_si() -> None:
     """The GDDR7 H100 of the README: 512 bits x 32 Gb/s = 2.048 TB/s, 16 x 2 GiB devices = 32 GiB; an H100's
     50 MiB L2 reads in MiB."""
-    from dse.units import human
+    from dse.cli.hardware import human
 
     args = ["gpu", "show", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512"]
     args += ["--data-rate-gbps", "32"]
