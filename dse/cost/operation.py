@@ -17,7 +17,7 @@ ML.ENERGY and zeus measure it, so the two identities stay exact and separate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,28 +68,23 @@ class CostOptions:
             "operation.electricity_usd_per_kwh": self.electricity_usd_per_kwh,
             "operation.pue": self.pue,
         }
-        flags = {k: v for k, v in given.items() if v is not None}
-        _check_operation(flags.get)  # the flags' own ranges first: their errors name the flag
-        facts = load_cost_facts(self.scenario, {**self.overrides, **flags})
-        _check_operation(facts.value)
+        overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
+        facts = load_cost_facts(self.scenario, overrides)
+        _check_operation(facts)
         _check_prices(self)
         return facts
 
 
-def _check_operation(value: Callable[[str], Any]) -> None:
-    """The operating facts' ranges (`value(path)`, None: not given); upper bounds far past any real value:
-    past them a price is a typo and its products overflow."""
-    bounds = (
-        ("operation.lifetime_years", "--lifetime-years must be in (0, 100]", lambda v: 0 < v <= 100),
-        ("operation.utilization", "--utilization must be in (0, 1]", lambda v: 0 < v <= 1),
-        ("operation.pue", "--pue must be in [1, 10] (facility power over IT power)", lambda v: 1 <= v <= 10),
-        ("operation.electricity_usd_per_kwh", "--electricity-usd-per-kwh must be in [0, 1000]",
-         lambda v: 0 <= v <= 1e3),
-    )  # fmt: skip
-    for path, message, ok in bounds:
-        v = value(path)
-        if v is not None and not (isinstance(v, int | float) and not isinstance(v, bool) and ok(v)):
-            raise ConfigError(message)
+def _check_operation(facts: CostFacts) -> None:
+    # upper bounds far past any real value: past them a price is a typo and its products overflow
+    if not 0 < facts.value("operation.lifetime_years") <= 100:
+        raise ConfigError("--lifetime-years must be in (0, 100]")
+    if not 0 < facts.value("operation.utilization") <= 1:
+        raise ConfigError("--utilization must be in (0, 1]")
+    if not 1 <= facts.value("operation.pue") <= 10:
+        raise ConfigError("--pue must be in [1, 10] (facility power over IT power)")
+    if not 0 <= facts.value("operation.electricity_usd_per_kwh") <= 1e3:
+        raise ConfigError("--electricity-usd-per-kwh must be in [0, 1000]")
 
 
 def _check_prices(options: CostOptions) -> None:
