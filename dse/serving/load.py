@@ -194,11 +194,6 @@ class LoadEstimate:
     # What bounds the decode and prefill steps (`dse.serving.load_bounds.with_bounds`; empty unless asked).
     bound_by: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
-    @property
-    def kv_dtype(self) -> str:
-        """The KV cache's dtype as run: the request's, else the engine's default for the precision."""
-        return str(engine_settings(self.engine, self.request)["kv_dtype"])
-
     def metrics(self) -> dict[str, float | bool | str | None]:
         """Flat metrics; the numbers are None when the workload cannot run (see infeasible_reason)."""
         out: dict[str, float | bool | str | None] = dict(self.values)

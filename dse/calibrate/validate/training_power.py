@@ -133,9 +133,9 @@ def _mlperf_predictions() -> tuple[pd.DataFrame, Counter[str]]:
     for _, row in load_mlperf_power().iterrows():
         spec = _MLPERF_MODELS.get(str(row["benchmark"]))
         if str(row["benchmark"]) in _MLPERF_LORA:  # one prediction per configuration (ten runs each)
-            keys = ("benchmark", "num_gpus", "tp", "pp", "cp", "micro_batch_size", "global_batch_size")
+            sizes = ("num_gpus", "tp", "pp", "cp", "micro_batch_size", "global_batch_size", "seq_len_tokens")
             fp8 = str(row["fp8"]).strip().lower() == "true"  # a missing flag (NaN) is not fp8
-            m = _mlperf_lora(*(str(row[k]) for k in keys), int(row["seq_len_tokens"]), fp8)
+            m = _mlperf_lora(str(row["benchmark"]), *(int(float(row[k])) for k in sizes), fp8)
         elif spec is None:
             skipped[f"{row['benchmark']}: model not shipped"] += 1
             continue
@@ -164,7 +164,7 @@ def _mlperf_predictions() -> tuple[pd.DataFrame, Counter[str]]:
 
 @cache
 def _mlperf_lora(
-    benchmark: str, gpus: str, tp: str, pp: str, cp: str, micro: str, batch: str, seq_len: int, fp8: bool
+    benchmark: str, gpus: int, tp: int, pp: int, cp: int, micro: int, batch: int, seq_len: int, fp8: bool
 ) -> dict[str, Any]:
     """A Llama-2-70B LoRA run's metrics on H100 (module docstring): the run's layout, micro-batch and
     sequence length, fp8, rank-MLPERF_LORA_RANK adapters, tuned software. The model's config lists 4,096
@@ -175,9 +175,9 @@ def _mlperf_lora(
 
     arch = load_model_config(_MLPERF_LORA[benchmark])
     arch = arch.model_copy(update={"max_position_embeddings": max(arch.max_position_embeddings, seq_len)})
-    layout = ParallelLayout(num_gpus=int(gpus), tp=int(float(tp)), pp=int(float(pp)), cp=int(float(cp)))
+    layout = ParallelLayout(num_gpus=gpus, tp=tp, pp=pp, cp=cp)
     req = TrainingRequest(
-        micro_batch=int(float(micro)), global_batch=int(float(batch)), seq_len=seq_len,
+        micro_batch=micro, global_batch=batch, seq_len=seq_len,
         precision="fp8" if fp8 else "bf16", lora_rank=MLPERF_LORA_RANK, layout=layout,
     )  # fmt: skip
     return predict_llm_training(arch, load_gpu("h100-sxm"), req, train_coeffs=TUNED_SOFTWARE).metrics()
