@@ -329,9 +329,9 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     gpu, point = inputs["gpu"], inputs["point"]
     metrics.setdefault(GOODPUT_METRIC, goodput(metrics, ctx.slo))
     metrics.setdefault("tdp_w", gpu.power.tdp_w)
-    # the cap in force: one above the TDP (a compare or sweep across GPUs) does not bind (`dvfs.power_cap_w`)
-    cap_w = gpu.power.tdp_w if point.power_cap_w is None else min(point.power_cap_w, gpu.power.tdp_w)
-    metrics.setdefault("power_cap_w", cap_w)
+    from dse.perf.dvfs import power_cap_w  # the cap in force: one above the TDP does not bind
+
+    metrics.setdefault("power_cap_w", power_cap_w(gpu, point))
     metrics.setdefault("sm_clock_hz", point.sm_clock_hz or gpu.clocks.boost_clock_hz)
     metrics.setdefault("memory_bw_bytes_per_s", gpu.memory.bw_bytes_per_s)
     metrics.update(cost_of_point(params, ctx, inputs, metrics))
