@@ -35,7 +35,7 @@ from dse.report.figures.roofline import plot_roofline
 from dse.report.frames import REPORT_FILE, Objective, RunData, load_run, point_params
 from dse.report.markup import esc as _esc
 from dse.report.markup import kv_table as _kv_table
-from dse.report.settings import settings_section
+from dse.report.settings import constraint_text, settings_section
 from dse.report.table import TABLE_CSS, front_table
 from dse.serving.load import MODE_TEXT
 
@@ -174,8 +174,7 @@ def _constraint_metrics(run: RunData) -> set[str]:
     them even where they repeat another column."""
     names: set[str] = set()
     for c in (run.study or {}).get("constraints") or []:
-        text = " ".join(str(v) for v in c.values()) if isinstance(c, dict) else str(c)
-        names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", constraint_text(c)))
     return names
 
 

@@ -41,7 +41,8 @@ def _counts_table(title: str, series: pd.Series, limit: int = 10) -> str:
     return f"<h3>{_esc(title)}</h3><table>{rows}</table>{more}"
 
 
-def _constraint_text(c: Any) -> str:
+def constraint_text(c: Any) -> str:
+    """A study constraint as text, from its string or its {metric, op, value} form."""
     if isinstance(c, Mapping):
         if c.get("text"):
             return str(c["text"])
@@ -151,7 +152,7 @@ def settings_section(run: RunData, info: ParetoInfo) -> str:
     parts.append('<div class="grid"><div><h3>Run</h3>' + _kv_table(run_pairs) + "</div>")
     parts.append("<div><h3>Results</h3>" + _kv_table(res_pairs) + "</div>")
     obj_pairs: list[tuple[str, Any]] = [("objectives", objs)]
-    obj_pairs += [("constraint", _constraint_text(c)) for c in cons]
+    obj_pairs += [("constraint", constraint_text(c)) for c in cons]
     parts.append("<div><h3>Objectives and constraints</h3>" + _kv_table(obj_pairs) + "</div></div>")
     parts.append(_param_rows(run, info))
     pts = info.points

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -188,9 +189,7 @@ def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = Non
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise ConfigError(f"sweep: each parameter once (got {', '.join(paths)})")
-    total = 1
-    for a in axes:
-        total *= len(a.values)
+    total = math.prod(len(a.values) for a in axes)
     if total > MAX_SWEEP_POINTS:  # two 1,000-step axes ran hours with no output
         raise ConfigError(
             f"sweep: {total:,} points is over {MAX_SWEEP_POINTS:,}; use fewer STEPS, or a study with a grid "
