@@ -18,7 +18,12 @@ CATALOG = [
     "deepseek-v3",
     "deepseek-v3.2",
     "gemma-3-12b",
+    "gemma-3-1b",
     "gemma-3-27b",
+    "gemma-3-4b",
+    "glm-4.5",
+    "glm-4.5-air",
+    "glm-4.6",
     "glm-5",
     "gpt-oss-120b",
     "gpt-oss-20b",
@@ -31,16 +36,23 @@ CATALOG = [
     "llama-3.1-405b",
     "llama-3.1-70b",
     "llama-3.1-8b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
     "llama-3.3-70b",
     "llama-4-maverick",
     "llama-4-scout",
     "kimi-k2.5",
     "minimax-m2.5",
     "mistral-7b",
+    "mistral-small-24b",
     "mixtral-8x7b",
     "opt-1.3b",
     "qwen2-1.5b",
     "qwen2.5-7b",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-next-80b-a3b",
     "qwen3-14b",
     "qwen3-235b-a22b",
     "qwen3-30b-a3b",
@@ -71,9 +83,24 @@ PUBLISHED_PARAMS = {
     "gpt3-175b": 175.0e9,  # Brown et al. 2020 (arXiv:2005.14165), Table 2.1: 175.0B
     "nemotron-4-15b": 15.7e9,  # arXiv:2402.16819, Table 1: 3.2B embedding + 12.5B non-embedding
     "nemotron-4-340b": 341.0e9,  # arXiv:2406.11704, Table 1: 9.4B embedding + 331.6B non-embedding
+    "qwen3-0.6b": 0.6e9,  # Qwen/Qwen3-0.6B card: "Number of Parameters: 0.6B" (0.596B here)
+    "llama-3.2-1b": 1.24e9,  # HF meta-llama/Llama-3.2-1B, "1.24B params"
+    "llama-3.2-3b": 3.21e9,  # HF meta-llama/Llama-3.2-3B, "3.21B params"
+    "mistral-small-24b": 23.6e9,  # HF mistralai/Mistral-Small-24B-Instruct-2501, "23.6B params"
+    "glm-4.5-air": 106e9,  # zai-org/GLM-4.5-Air card: 106B total parameters, 12B active
+    "qwen3-next-80b-a3b": 80e9,  # Qwen/Qwen3-Next-80B-A3B-Instruct card: 80B total, 3B activated
 }
+# GLM-4.5 / 4.6 (card: 355B total, 32B active) and gemma-3-4b (card: 4.3B with its ~0.4B SigLIP vision
+# tower, which the catalog leaves out) are checked in `test_published_totals_with_known_differences`.
 # Qwen model cards also publish non-embedding counts (everything but the embedding table and LM head).
-PUBLISHED_NON_EMBEDDING = {"qwen2.5-7b": 6.53e9, "qwen2-1.5b": 1.31e9}
+# Qwen3 cards: 0.44B / 1.4B / 3.6B non-embedding for 0.6B / 1.7B / 4B.
+PUBLISHED_NON_EMBEDDING = {
+    "qwen2.5-7b": 6.53e9,
+    "qwen2-1.5b": 1.31e9,
+    "qwen3-0.6b": 0.44e9,
+    "qwen3-1.7b": 1.4e9,
+    "qwen3-4b": 3.6e9,
+}
 
 
 def _catalog_json(name: str) -> dict[str, object]:
@@ -315,6 +342,13 @@ def test_arch_from_mapping_and_strictness() -> None:
         ("zai-org/GLM-5.1", "glm-5"),  # the same dimensions in its published config
         ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # the repository's first name
         ("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5-35b-a3b"),
+        ("zai-org/GLM-4.5-Air-FP8", "glm-4.5-air"),  # not GLM-4.5: "air" is part of the name
+        ("zai-org/GLM-4.6-FP8", "glm-4.6"),
+        ("meta-llama/Llama-3.2-3B-Instruct", "llama-3.2-3b"),
+        ("Qwen/Qwen3-4B-Thinking-2507-FP8", "qwen3-4b"),
+        ("google/gemma-3-1b-it", "gemma-3-1b"),
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
+        ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
     ],
 )
 def test_fine_tuned_and_requantized_checkpoints_resolve_to_their_architecture(hub_id: str, name: str) -> None:

@@ -66,8 +66,21 @@ DENSE_CARDS: dict[str, tuple[float, float]] = {
     "gemma-3-27b": (27.4e9 - 0.42e9, 0.01),
     # huggingface.co/google/gemma-3-12b-it: 12.2B with the vision tower
     "gemma-3-12b": (12.2e9 - 0.42e9, 0.01),
+    # huggingface.co/google/gemma-3-4b-it: 4.3B with the vision tower
+    "gemma-3-4b": (4.3e9 - 0.42e9, 0.01),
+    # huggingface.co/google/gemma-3-1b-it: "1B" (a text-only model; 1.00B here)
+    "gemma-3-1b": (1.0e9, 0.01),
 }
-ISSUE_NAMES = [*CARDS, *GPT_OSS, *DENSE_CARDS]
+# Cards that count active parameters without the embedding table and the LM head: (total, active, rel).
+# huggingface.co/zai-org/GLM-4.5: "355 billion total parameters and 32 billion active parameters"; GLM-4.6
+# the same architecture; GLM-4.5-Air "106 billion total parameters and 12 billion active parameters". The
+# totals here leave out the multi-token-prediction layer (speculative decoding).
+CARDS_WITHOUT_EMBEDDINGS: dict[str, tuple[float, float, float]] = {
+    "glm-4.5": (355e9, 32e9, 0.02),
+    "glm-4.6": (355e9, 32e9, 0.02),
+    "glm-4.5-air": (106e9, 12e9, 0.02),
+}
+ISSUE_NAMES = [*CARDS, *GPT_OSS, *DENSE_CARDS, *CARDS_WITHOUT_EMBEDDINGS]
 
 
 def test_catalog_lists_the_new_models() -> None:
@@ -89,6 +102,27 @@ def test_gpt_oss_params_match_card(name: str) -> None:
     assert arch.num_params == pytest.approx(total, rel=0.001)
     without_embedding = arch.num_active_params - arch.param_counts()["embedding"]
     assert without_embedding == pytest.approx(active, rel=0.005)
+
+
+@pytest.mark.parametrize("name", sorted(CARDS_WITHOUT_EMBEDDINGS))
+def test_glm4_moe_params_match_cards(name: str) -> None:
+    total, active, rel = CARDS_WITHOUT_EMBEDDINGS[name]
+    arch = load_model_config(name)
+    counts = arch.param_counts()
+    assert arch.model_type == "glm4_moe" and arch.qkv_bias and arch.num_experts_per_tok == 8
+    assert arch.num_params == pytest.approx(total, rel=rel)
+    assert arch.num_active_params - counts["embedding"] - counts["lm_head"] == pytest.approx(active, rel=rel)
+
+
+def test_qwen3_next_params_match_card() -> None:
+    """Qwen/Qwen3-Next-80B-A3B-Instruct card: 80B total, 79B without embeddings, "3B activated" (rounded:
+    3.25B here, embeddings aside); Gated DeltaNet on three of every four of its 48 layers."""
+    arch = load_model_config("qwen3-next-80b-a3b")
+    counts = arch.param_counts()
+    assert arch.num_params == pytest.approx(80e9, rel=0.01)
+    assert arch.num_params - counts["embedding"] - counts["lm_head"] == pytest.approx(79e9, rel=0.01)
+    assert 3.0e9 <= arch.num_active_params - counts["embedding"] - counts["lm_head"] < 3.5e9
+    assert len(arch.linear_layers) == 36 and arch.num_experts == 512 and arch.num_experts_per_tok == 10
 
 
 def test_minimax_params_match_card() -> None:
