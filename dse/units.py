@@ -23,6 +23,9 @@ TB = 1e12
 PICO = 1e-12
 MILLI = 1e-3
 MICRO = 1e-6
+# The largest count (tokens, requests, layers, GPUs, a config dimension) an input may give: past it a number
+# is a typo or hostile input, refused where it is read rather than overflowing a computation later.
+MAX_COUNT = 2**31 - 1
 
 # Human-unit key suffix -> (SI suffix, factor). Longest suffixes first so `_gb_per_s` wins over `_gb`.
 UNIT_SUFFIXES: tuple[tuple[str, str, float], ...] = (

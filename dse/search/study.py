@@ -107,6 +107,7 @@ from dse.search.space import (
     _ParamBase,
 )
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
+from dse.units import MAX_COUNT as MAX_INT  # larger counts are refused at load, not at every point
 
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
@@ -254,9 +255,6 @@ class SearchConfig(_Strict):
         if self.batch_size is not None:
             return self.batch_size
         return getattr(self.sampler, "population", 64)
-
-
-MAX_INT = 2**31 - 1  # counts past it are typos or hostile input: refused at load, not at every point
 
 
 class WorkloadConfig(_Strict):

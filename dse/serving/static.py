@@ -58,6 +58,7 @@ from dse.perf.rates import check_serving_precision
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import USABLE_MEMORY_FRAC
 from dse.serving.parallel import StepComm, combine_step, step_comm
+from dse.units import MAX_COUNT
 from dse.workload.engine import apply_engine, check_engine_options, kv_bytes_per_token, with_kv_dtype
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import (
@@ -73,7 +74,7 @@ from dse.workload.sharding import Parallelism, check_parallelism, shard_arch, sh
 
 # A batch or a length past this is a typo (studies refuse what does not fit 64 bits; 2^31 keeps every
 # product of them finite and far from float rounding).
-MAX_REQUEST_INT = 2**31 - 1
+MAX_REQUEST_INT = MAX_COUNT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

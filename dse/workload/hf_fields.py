@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dse.errors import ConfigError
+from dse.units import MAX_COUNT
 
 MISSING = object()
 
@@ -29,7 +30,7 @@ ACTIVATIONS: dict[str, str] = {
     "relu2": "relu",
 }
 
-MAX_CONFIG_INT = 2**31 - 1  # a config dimension past 2^31 - 1 is a typo or a hostile file, not a model
+MAX_CONFIG_INT = MAX_COUNT  # a config dimension past it is a typo or a hostile file, not a model
 
 
 class Fields:
