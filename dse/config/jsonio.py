@@ -5,7 +5,8 @@
 One ConfigError naming the file for each way such a file can be hostile or wrong, never a traceback or a
 hang: a missing file or a directory, more than MAX_JSON_BYTES (a device such as /dev/zero is read no
 further), text that is not UTF-8, invalid JSON, nesting deeper than Python's parser recursion allows, NaN or
-Infinity (not JSON; Python's parser takes them), and a top level of the wrong kind.
+Infinity (not JSON; Python's parser takes them), a key given twice in one object (parsers keep the last
+silently), and a top level of the wrong kind.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ MAX_JSON_BYTES = 64 * 1024 * 1024  # a kernel list or sample file is at most a f
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refusing a key given twice: JSON parsers keep the last silently, so a config
+    edited by appending a key would run with whichever copy came last."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key[:100]!r} appears twice in one object; keep one")
+        out[key] = value
+    return out
 
 
 def with_nulls(obj: Any) -> Any:
@@ -85,10 +97,10 @@ def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{label}: not UTF-8 text (byte offset {exc.start})") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{label}: not valid JSON ({exc})") from None
-    except ValueError as exc:  # NaN / Infinity
+    except ValueError as exc:  # NaN / Infinity, a duplicated key
         raise ConfigError(f"{label}: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{label}: nested too deeply to be a {what}") from None

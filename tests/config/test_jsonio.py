@@ -27,6 +27,8 @@ SHIPPED = Path(__file__).resolve().parents[2] / "dse" / "perf" / "data" / "coeff
         (b"null", "expected a JSON object at the top level, got NoneType"),
         (b"[1, 2]", "expected a JSON object at the top level, got list"),
         (b"{", "not valid JSON"),
+        (b'{"a": 1, "a": 2}', "key 'a' appears twice"),  # parsers would keep the last silently
+        (b'{"x": [{"b": 1, "b": 1}]}', "key 'b' appears twice"),  # nested objects too
     ],
 )
 def test_hostile_or_wrong_files_are_one_error(tmp_path: Path, content: bytes, message: str) -> None:
@@ -44,6 +46,15 @@ def test_missing_files_directories_and_devices(tmp_path: Path) -> None:
     if Path("/dev/zero").exists():  # read no further than the size cap
         with pytest.raises(ConfigError, match="more than"):
             read_json_file("/dev/zero", "coefficient file")
+
+
+def test_a_model_config_with_a_key_twice_is_refused(tmp_path: Path) -> None:
+    """A config.json whose hidden_size was appended again: refused by name, not run with the last copy."""
+    text = (Path(__file__).resolve().parents[2] / "dse/workload/data/models/llama-3.1-8b.json").read_text()
+    path = tmp_path / "config.json"
+    path.write_text(text.replace('"hidden_size": 4096,', '"hidden_size": 4096,\n  "hidden_size": 8192,'))
+    with pytest.raises(ConfigError, match="model config .*config.json: key 'hidden_size' appears twice"):
+        load_model_config(path)
 
 
 def test_every_json_input_uses_it(tmp_path: Path) -> None:
