@@ -21,7 +21,7 @@ import dataclasses
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,15 +224,21 @@ def _row(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]
 
 
 def run_sweep(
-    axes: Sequence[SweepAxis], ctx: EvalContext, base: Mapping[str, Any] | None = None
+    axes: Sequence[SweepAxis],
+    ctx: EvalContext,
+    base: Mapping[str, Any] | None = None,
+    on_point: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per grid point (see the module docstring); `params` holds the swept values only."""
+    """One row per grid point (see the module docstring); `params` holds the swept values only.
+    `on_point(done, total)` is called after each point (a progress bar)."""
     points = sweep_points(axes, base)
     paths = [a.path for a in axes]
     rows: list[dict[str, Any]] = []
     try:
         for point in points:  # one by one: a Ctrl-C keeps the rows done (SweepInterrupted)
             rows.append(_row({p: point[p] for p in paths}, evaluate_chunk([point], ctx, evaluate_point)[0]))
+            if on_point is not None:
+                on_point(len(rows), len(points))
     except KeyboardInterrupt:
         raise SweepInterrupted(rows, len(points)) from None
     return rows

@@ -256,3 +256,20 @@ def test_an_interrupted_sweep_shows_the_points_done(monkeypatch: pytest.MonkeyPa
     assert result.exit_code == 130, result.output
     assert [r["params"]["batch"] for r in json.loads(result.stdout)] == [1, 3]
     assert "interrupted after 2 of 4 points" in result.stderr and out.exists()
+
+
+def test_a_long_sweep_draws_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep of thousands of points ran for minutes with no sign of life: on a terminal's stderr a bar
+    counts the points (and is gone at the end); stdout keeps only the table or JSON."""
+    import io
+
+    from rich.console import Console
+
+    import dse.cli.sweep as cli_sweep
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli_sweep, "err_console", Console(file=screen, force_terminal=True, width=100))
+    points = cli_sweep.SWEEP_PROGRESS_MIN_POINTS
+    rows = run_json("sweep", f"batch=1:{points}:{points}", *WORKLOAD)
+    assert isinstance(rows, list) and len(rows) == points
+    assert f"{points}/{points}" in screen.getvalue()

@@ -64,6 +64,15 @@ def test_grid_is_the_product_on_top_of_the_base() -> None:
         sweep_points([axes[0], axes[0]])
 
 
+def test_each_point_reports_its_progress() -> None:
+    ctx = EvalContext(batch=1, input_tokens=128, output_tokens=8)
+    seen: list[tuple[int, int]] = []
+    rows = run_sweep(
+        [parse_axis("batch=1:4:3", ctx)], ctx, on_point=lambda done, total: seen.append((done, total))
+    )
+    assert seen == [(1, 3), (2, 3), (3, 3)] and len(rows) == 3
+
+
 def test_memory_data_rate_sweep_raises_throughput() -> None:
     rows = run_sweep([parse_axis("gpu.memory.data_rate_gbit_per_s=3.2:6.4:3", CTX)], CTX)
     assert [r["status"] for r in rows] == ["feasible"] * 3
