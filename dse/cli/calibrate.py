@@ -15,6 +15,7 @@ from dse.cli.common import (
     SamplesArg,
     SeedOpt,
     check_holdout_frac,
+    check_output_file,
     console,
     friendly,
     parse_families,
@@ -22,6 +23,7 @@ from dse.cli.common import (
     print_json,
 )
 from dse.config.jsonio import with_nulls
+from dse.errors import DseError
 
 
 @friendly
@@ -39,6 +41,7 @@ def calibrate_cmd(
     from dse.calibrate.fit.samples import calibrate
 
     frac = check_holdout_frac(holdout_frac)
+    check_output_file(out, "--out", "coeffs.json")  # before the fit, not after it
     cal = calibrate(
         samples,
         gpu,
@@ -47,7 +50,10 @@ def calibrate_cmd(
         families=parse_families(families),
         progress=None if as_json else console.print,
     )
-    path = cal.save(out)
+    try:
+        path = cal.save(out)
+    except OSError as exc:  # a disk that filled or went read-only during the fit
+        raise DseError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     if as_json:
         print_json(
             with_nulls({"path": str(path), "calibration": cal.info, "fit_error": cal.coeffs.fit_error})

@@ -128,6 +128,20 @@ def _counts_as_ints(obj: Any) -> Any:
     return obj
 
 
+def check_output_file(path: Path, flag: str, suggested_name: str) -> None:
+    """Refuse an output file that cannot be written before the work that fills it runs, not after it: a
+    directory (suggesting `suggested_name` in it), a parent that is a file, or no permission to write."""
+    if path.is_dir():
+        raise DseError(f"{flag} {path}: is a directory; give a file name such as {path / suggested_name}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise DseError(f"{flag} {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise DseError(f"{flag} {path}: cannot write there (permission denied)")
+
+
 def print_json(obj: Any) -> None:
     """Strict JSON on stdout: a NaN or infinity is a bug that fails loudly, never `NaN` in the output;
     counts (COUNT_KEYS) as integers."""
@@ -186,7 +200,15 @@ def build_workload(
         from dse.workload.energaizer import as_precision, load_kernel_list
 
         # The lists are bf16 traces; fp32 runs of the same model re-type them (as the artifact's report does).
-        return as_precision(load_kernel_list(kernels), precision)
+        graph = as_precision(load_kernel_list(kernels), precision)
+        if gpu is not None:  # a bf16 trace on a V100 (fp16 Tensor Cores only): refused, as serving refuses it
+            from dse.perf.rates import check_tensor_dtype
+            from dse.workload.ops import GemmOp
+
+            # (an fp32 run's TF32 convolutions are cuDNN's choice where the GPU has TF32, not a refusal)
+            for dtype in sorted({op.dtype for op in graph.ops if isinstance(op, GemmOp)} - {"tf32"}):
+                check_tensor_dtype(gpu, dtype)
+        return graph
     from dse.workload import vision
 
     if vision.is_vision_model(str(model)):

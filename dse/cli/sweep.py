@@ -7,7 +7,6 @@ page (`dse.report.figures.sweep`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from dse.cli.common import (
     PrecisionOpt,
     SamplingOpt,
     SetOpt,
+    check_output_file,
     console,
     err_console,
     friendly,
@@ -77,6 +77,10 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+    if mode != "static":  # the load flags checked once, as `dse predict` does, not failing every point
+        load.request(input_tokens=input_tokens, output_tokens=output_tokens, precision=options["precision"],
+                     kv_dtype=options["kv_dtype"], engine=options["engine"] or "vllm",
+                     sampling=options["sampling"])  # fmt: skip
     ctx = EvalContext(
         gpu=gpu, model=model, mode=mode, batch=1 if load.batch is None else load.batch,
         input_tokens=input_tokens, output_tokens=output_tokens, concurrency=load.concurrency,
@@ -153,21 +157,10 @@ def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
 
 
 def _check_html(path: Path | None, command: str = "sweep") -> None:
-    """Refuse an --html path that cannot be written before the sweep runs (a directory, a read-only or
-    missing parent that cannot be made), not after it; `command` names the file suggested for a directory."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise DseError(
-            f"--html {path}: is a directory; give a file name such as {path / (command + '.html')}"
-        )
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise DseError(f"--html {path}: {parent} is a file, not a directory")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise DseError(f"--html {path}: cannot write there (permission denied)")
+    """Refuse an --html path that cannot be written before the sweep runs, not after it; `command` names
+    the file suggested for a directory."""
+    if path is not None:
+        check_output_file(path, "--html", f"{command}.html")
 
 
 def _write_html(path: Path, fig: Any, title: str) -> None:

@@ -76,11 +76,12 @@ class CostOptions:
 
 
 def _check_operation(facts: CostFacts) -> None:
-    # upper bounds far past any real value: past them a price is a typo and its products overflow
-    if not 0 < facts.value("operation.lifetime_years") <= 100:
-        raise ConfigError("--lifetime-years must be in (0, 100]")
-    if not 0 < facts.value("operation.utilization") <= 1:
-        raise ConfigError("--utilization must be in (0, 1]")
+    # bounds far past any real value: past them a number is a typo, and the hardware cost amortized over a
+    # vanishing lifetime or utilization (1e-308 years) divides to infinity
+    if not 0.01 <= facts.value("operation.lifetime_years") <= 100:
+        raise ConfigError("--lifetime-years must be in [0.01, 100] (0.01 years is about 4 days)")
+    if not 1e-3 <= facts.value("operation.utilization") <= 1:
+        raise ConfigError("--utilization must be in [0.001, 1]")
     if not 1 <= facts.value("operation.pue") <= 10:
         raise ConfigError("--pue must be in [1, 10] (facility power over IT power)")
     if not 0 <= facts.value("operation.electricity_usd_per_kwh") <= 1e3:

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.memory import load_memory_tech, with_memory
-from dse.hardware.spec import GpuSpec, MemorySpec
+from dse.hardware.spec import GpuSpec, MemorySpec, SmSpec
 from dse.units import UNIT_SUFFIXES, si_key
 
 # Memory keys that define the memory system and so go through `with_memory` (which recomputes the rest).
@@ -180,16 +180,26 @@ def _with_factors(gpu: GpuSpec, knobs: dict[str, Any]) -> GpuSpec:
     if energy_factor is not None:
         if not energy_factor > 0:
             raise ConfigError(f"gpu.memory.energy_factor must be positive, got {energy_factor}")
-        memory = gpu.memory.model_copy(
-            update={"energy_j_per_bit": gpu.memory.energy_j_per_bit * energy_factor}
-        )
+        fields = {"energy_j_per_bit": gpu.memory.energy_j_per_bit * energy_factor}
+        memory = _validated(MemorySpec, gpu.memory, fields, f"gpu.memory.energy_factor {energy_factor:g}")
         gpu = gpu.model_copy(update={"memory": memory})
     if tensor_factor is not None:
         if not tensor_factor > 0:
             raise ConfigError(f"gpu.sm.tensor_factor must be positive, got {tensor_factor}")
         rates = {k: v * tensor_factor for k, v in gpu.sm.tensor_flop_per_clk.items()}
-        gpu = gpu.model_copy(update={"sm": gpu.sm.model_copy(update={"tensor_flop_per_clk": rates})})
+        sm = _validated(
+            SmSpec, gpu.sm, {"tensor_flop_per_clk": rates}, f"gpu.sm.tensor_factor {tensor_factor:g}"
+        )
+        gpu = gpu.model_copy(update={"sm": sm})
     return gpu
+
+
+def _validated(kind: Any, part: Any, fields: dict[str, Any], knob: str) -> Any:
+    """`part` with `fields` replaced, checked as `kind` is (a scale knob must not leave its field's range)."""
+    try:
+        return kind.model_validate({**part.model_dump(), **fields})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, knob)) from exc
 
 
 def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:

@@ -20,6 +20,14 @@ class _Frozen(BaseModel):
     # allow_inf_nan=False: `.inf` / `.nan` in a GPU file or an override is a field error, not a silent NaN.
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: object) -> object:
+        # YAML's true/false would pass as 1/0 (`--set num_sms=true` gave 1 SM); no field here is a flag
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not true/false")
+        return value
+
 
 class DvfsTable(_Frozen):
     """A quantity tabulated against SM clock, linearly interpolated and clamped at the ends."""
@@ -48,11 +56,13 @@ class DvfsTable(_Frozen):
 class ClockSpec(_Frozen):
     """SM clocks. Tensor peaks are quoted at `sm_clock_tensor_spec_hz`, often below the maximum."""
 
-    sm_clock_min_hz: float = Field(gt=0)
-    sm_clock_max_hz: float = Field(gt=0)
-    sm_clock_tensor_spec_hz: float = Field(gt=0)
-    sm_clock_default_hz: float | None = Field(default=None, gt=0)
-    sm_clock_step_hz: float = Field(default=15e6, gt=0)
+    # Bounds here and below are ~1000x past any GPU: past them a value is a typo, and the model's arithmetic
+    # (peak rates, link times, energies) would overflow to inf or nan.
+    sm_clock_min_hz: float = Field(ge=1e6, le=1e11)
+    sm_clock_max_hz: float = Field(ge=1e6, le=1e11)
+    sm_clock_tensor_spec_hz: float = Field(ge=1e6, le=1e11)
+    sm_clock_default_hz: float | None = Field(default=None, ge=1e6, le=1e11)
+    sm_clock_step_hz: float = Field(default=15e6, gt=0, le=1e11)
 
     @model_validator(mode="after")
     def _check(self) -> ClockSpec:
@@ -60,6 +70,9 @@ class ClockSpec(_Frozen):
             raise ValueError("sm_clock_min must not exceed sm_clock_max")
         if not self.sm_clock_min_hz <= self.sm_clock_tensor_spec_hz <= self.sm_clock_max_hz:
             raise ValueError("sm_clock_tensor_spec must lie between sm_clock_min and sm_clock_max")
+        default = self.sm_clock_default_hz
+        if default is not None and not self.sm_clock_min_hz <= default <= self.sm_clock_max_hz:
+            raise ValueError("sm_clock_default must lie between sm_clock_min and sm_clock_max")
         return self
 
     @property
@@ -74,16 +87,20 @@ class SmSpec(_Frozen):
     tensor_flop_per_clk: dict[TensorDtype, float] = Field(
         description="dense Tensor Core FLOP per clock per SM, by input dtype (tf32 = fp32 on tensor cores)"
     )
-    fp32_flop_per_clk: float = Field(gt=0, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)")
-    fp64_flop_per_clk: float = Field(
-        default=0.0, ge=0, description="FP64 FLOP per clock per SM (FMA = 2); sizes the SM's area (dse.cost)"
+    fp32_flop_per_clk: float = Field(
+        gt=0, le=1e6, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)"
     )
-    sfu_op_per_clk: float = Field(gt=0, description="special-function (exp, rsqrt) ops per clock per SM")
-    smem_bytes_per_clk: float = Field(gt=0, description="shared-memory bandwidth per SM")
-    smem_bytes: float = Field(gt=0, description="max shared memory per SM usable by threadblocks")
-    registers: int = Field(gt=0, description="32-bit registers per SM")
-    max_threads: int = Field(gt=0)
-    max_threadblocks: int = Field(gt=0)
+    fp64_flop_per_clk: float = Field(
+        default=0.0, ge=0, le=1e6, description="FP64 FLOP per clock per SM (FMA = 2); sizes the SM's area"
+    )
+    sfu_op_per_clk: float = Field(
+        gt=0, le=1e5, description="special-function (exp, rsqrt) ops per clock per SM"
+    )
+    smem_bytes_per_clk: float = Field(gt=0, le=1e6, description="shared-memory bandwidth per SM")
+    smem_bytes: float = Field(gt=0, le=1e9, description="max shared memory per SM usable by threadblocks")
+    registers: int = Field(gt=0, le=2**31 - 1, description="32-bit registers per SM")
+    max_threads: int = Field(gt=0, le=2**31 - 1)
+    max_threadblocks: int = Field(gt=0, le=2**20)
 
     @field_validator("tensor_flop_per_clk")
     @classmethod
@@ -91,23 +108,26 @@ class SmSpec(_Frozen):
         bad = [k for k, v in rates.items() if not v > 0]
         if bad:
             raise ValueError(f"tensor rates must be positive (leave a dtype out if unsupported): {bad}")
+        huge = [k for k, v in rates.items() if v > 1e7]
+        if huge:
+            raise ValueError(f"tensor rates are FLOP per clock per SM, at most 1e7 (B200 fp4: 32768): {huge}")
         return rates
 
 
 class L2Spec(_Frozen):
-    l2_bytes: float = Field(gt=0)
-    l2_bytes_per_clk: float = Field(gt=0, description="whole-chip L2 bandwidth per SM clock")
+    l2_bytes: float = Field(gt=0, le=1e12)
+    l2_bytes_per_clk: float = Field(gt=0, le=1e8, description="whole-chip L2 bandwidth per SM clock")
 
 
 class MemorySpec(_Frozen):
     """Off-chip DRAM. Bandwidth is derived: bus width x per-pin data rate / 8."""
 
     technology: str
-    bus_width_bits: int = Field(gt=0)
-    data_rate_bit_per_s: float = Field(gt=0, description="per-pin data rate")
-    capacity_bytes: float = Field(gt=0)
-    energy_j_per_bit: float = Field(gt=0, description="DRAM access + I/O energy per bit moved")
-    num_devices: int = Field(gt=0, description="HBM stacks or GDDR devices")
+    bus_width_bits: int = Field(gt=0, le=10**6)
+    data_rate_bit_per_s: float = Field(gt=0, le=1e13, description="per-pin data rate")
+    capacity_bytes: float = Field(gt=0, le=1e16)
+    energy_j_per_bit: float = Field(gt=0, le=1e-9, description="DRAM access + I/O energy per bit moved")
+    num_devices: int = Field(gt=0, le=10**4, description="HBM stacks or GDDR devices")
 
     @field_validator("technology")
     @classmethod
@@ -144,6 +164,8 @@ class PowerSpec(_Frozen):
 
 
 Topology = Literal["nvswitch", "ring", "pcie"]
+# NVIDIA GPU generations the model knows (coefficient sets and fallbacks in `dse.perf.coeffs`).
+ARCHITECTURES = ("volta", "turing", "ampere", "ada", "lovelace", "hopper", "blackwell")
 
 
 class InterconnectSpec(_Frozen):
@@ -156,9 +178,13 @@ class InterconnectSpec(_Frozen):
     """
 
     topology: Topology
-    link_bw_bytes_per_s: float = Field(gt=0, description="per GPU, per direction, all links together")
-    latency_s: float = Field(gt=0, description="one GPU-to-GPU message, small payload")
-    energy_j_per_bit: float = Field(gt=0, description="link energy per bit on the wire (SerDes, both ends)")
+    link_bw_bytes_per_s: float = Field(
+        ge=1e6, le=1e16, description="per GPU, per direction, all links together"
+    )
+    latency_s: float = Field(gt=0, le=1.0, description="one GPU-to-GPU message, small payload")
+    energy_j_per_bit: float = Field(
+        gt=0, le=1e-9, description="link energy per bit on the wire (SerDes, both ends)"
+    )
 
 
 class DieSpec(_Frozen):
@@ -190,8 +216,8 @@ class GpuSpec(_Frozen):
     name: str
     display_name: str
     architecture: str
-    compute_capability: str
-    num_sms: int = Field(gt=0)
+    compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")
+    num_sms: int = Field(gt=0, le=10**6)
     clocks: ClockSpec
     sm: SmSpec
     l2: L2Spec
@@ -202,6 +228,18 @@ class GpuSpec(_Frozen):
         default=None, description="GPU-to-GPU link; needed for multi-GPU collectives"
     )
     notes: str = ""
+
+    @field_validator("architecture")
+    @classmethod
+    def _known_architecture(cls, value: str) -> str:
+        # the coefficient sets are chosen by architecture: a typo ("hoper") fell back to the neutral set
+        # without a word, moving every prediction
+        if value.lower() not in ARCHITECTURES:
+            raise ValueError(
+                f"unknown architecture '{value}'; known: {', '.join(ARCHITECTURES)} (a new GPU takes the "
+                "nearest generation's, whose coefficient sets it borrows)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:

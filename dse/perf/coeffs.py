@@ -201,6 +201,21 @@ ARCH_FALLBACK: dict[str, str] = {"ada": "ampere", "lovelace": "ampere", "blackwe
 LATENCY_FALLBACK: dict[str, str] = {"blackwell": "hopper"}
 
 
+# Upper bounds of the power coefficients, ~1e4-1e5x past the fitted sets (l2 1.4e-11 J/B, tensor 1e-12 J/FLOP,
+# cuda 7.5e-12 J/FLOP, dram_scale 1.3, active 8.5e-10 J per SM cycle): a larger value in a coefficient file
+# is damage or a typo, and gave a 86 MW GPU or a clock search that found no clock.
+POWER_COEFF_MAX: dict[str, float] = {
+    "l2_j_per_byte": 1e-6,
+    "smem_j_per_byte": 1e-6,
+    "tensor_j_per_flop": 1e-7,
+    "cuda_j_per_flop": 1e-7,
+    "sfu_j_per_op": 1e-7,
+    "dram_scale": 1e3,
+    "active_j_per_sm_cycle": 1e-5,
+    "gap_j_per_sm_cycle": 1e-5,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PowerCoeffs:
     """Fitted energy coefficients of one GPU architecture, at V_REF (see the module docstring).
@@ -224,9 +239,10 @@ class PowerCoeffs:
     def __post_init__(self) -> None:
         for name in self.coeff_names():
             value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0.0):
+            if not (np.isfinite(value) and 0.0 <= value <= POWER_COEFF_MAX[name]):
                 raise ConfigError(
-                    f"PowerCoeffs({self.architecture}): {name} must be finite and >= 0, got {value}"
+                    f"PowerCoeffs({self.architecture}): {name} must be in [0, {POWER_COEFF_MAX[name]:g}], "
+                    f"got {value}"
                 )
 
     @staticmethod

@@ -66,12 +66,23 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int, int]] = {
 }
 
 
+# The largest dimension of an op: 2^53, the last integer a float holds exactly. Kernel lists (user files)
+# give element counts past 2^31 (a batch of attention scores), but a larger one is a typo or hostile input
+# whose FLOPs and bytes would overflow the float arithmetic of the kernel model.
+MAX_OP_DIM = 2**53
+
+
 def _check_positive(op: object, *fields: str) -> None:
     for field in fields:
         value = getattr(op, field)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_OP_DIM:
             where = f"{type(op).__name__} '{getattr(op, 'name', '')}'"
-            raise ValueError(f"{where}: {field} must be a positive integer, got {value!r}")
+            shown = (
+                value
+                if not isinstance(value, int) or value.bit_length() < 64
+                else f"about 2^{value.bit_length()}"
+            )
+            raise ValueError(f"{where}: {field} must be a positive integer up to 2^53, got {shown!r}")
 
 
 def _check_dtype(op: object, *fields: str) -> None:

@@ -216,10 +216,12 @@ def test_a_point_that_does_not_run_has_no_energy_share() -> None:
     ("options", "flag"),
     [({"electricity_usd_per_kwh": 1e308}, "--electricity-usd-per-kwh"), ({"gpu_usd_per_hour": 1e308},
      "--gpu-usd-per-hour"), ({"gpu_price_usd": 1e308}, "--gpu-price-usd"), ({"pue": 1e9}, "--pue"),
-     ({"lifetime_years": 1e9}, "--lifetime-years")],
+     ({"lifetime_years": 1e9}, "--lifetime-years"), ({"lifetime_years": 1e-308}, "--lifetime-years"),
+     ({"utilization": 1e-320}, "--utilization")],
 )  # fmt: skip
 def test_absurd_prices_are_refused_not_overflowed(options: dict, flag: str) -> None:
-    """1e308 $/kWh gave 'internal error: a non-finite number' (exit 1): a range error names the flag."""
+    """1e308 $/kWh gave 'internal error: a non-finite number' (exit 1), as did a lifetime of 1e-308 years
+    (the GPU's price amortized over it): a range error names the flag."""
     with pytest.raises(ConfigError, match=flag):
         cost_outputs(load_gpu("h100-sxm"), LOAD, CostOptions(**options))
 
@@ -242,7 +244,7 @@ def test_every_fact_override_in_range_gives_a_finite_ledger() -> None:
                 options = CostOptions(overrides={path: value})
                 options.facts()
             except ConfigError as exc:  # refused with one message: 0 where the ledger divides, or a
-                # value past an operating bound (--lifetime-years in (0, 100], ...)
+                # value past an operating bound (--lifetime-years in [0.01, 100], ...)
                 assert ("must be > 0" in str(exc) and path in str(exc)) or "must be in" in str(exc), exc
                 continue
             for gpu in gpus:

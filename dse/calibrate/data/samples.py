@@ -279,11 +279,15 @@ def _cell(name: str, value: Any) -> Any:
             return None
         return math.nan
     if name in _INT_FIELDS:
-        return int(value)
+        number = float(value)  # "1.5" or 1.5 is no count: refused, not truncated to 1
+        if not number.is_integer():
+            raise ValueError(f"not an integer: {value!r}")
+        return int(value) if not isinstance(value, str) else int(number)
     if name in _BOOL_FIELDS:
-        if isinstance(value, str):
-            return value.strip().lower() in ("true", "1")
-        return bool(value)
+        text = str(value).strip().lower()
+        if text not in ("true", "false", "1", "0", "1.0", "0.0"):
+            raise ValueError(f"not true or false: {value!r}")
+        return text in ("true", "1", "1.0")
     if name in _STR_FIELDS:
         return str(value)
     return float(value)
@@ -299,12 +303,17 @@ def read_samples(path: str | Path) -> list[KernelSample]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such samples file")
-    if path.suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    elif path.suffix == ".csv":
-        frame = pd.read_csv(path, keep_default_na=True)
-    else:
+    if path.suffix not in (".parquet", ".csv"):
         raise ConfigError(f"{path}: samples are read from .parquet or .csv")
+    try:
+        frame = (
+            pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=True)
+        )
+    except Exception as exc:  # pyarrow / pandas parse errors, an empty file: the file is not ours
+        kind = type(exc).__name__
+        raise ConfigError(
+            f"{path}: not a samples file (.parquet or .csv written by `dse measure kernels`): {kind}"
+        ) from None
     if "avg_power_w" not in frame and "power_w" in frame:
         frame["avg_power_w"] = frame["power_w"]
     missing = [c for c in ("gpu", "kind", "latency_s", "avg_power_w", "energy_j") if c not in frame]
@@ -312,6 +321,12 @@ def read_samples(path: str | Path) -> list[KernelSample]:
         raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}")
     columns = [c for c in FIELD_NAMES if c in frame]
     out = []
-    for record in frame[columns].to_dict(orient="records"):
-        out.append(KernelSample(**{name: _cell(name, value) for name, value in record.items()}))
+    for row, record in enumerate(frame[columns].to_dict(orient="records")):
+        cells: dict[str, Any] = {}
+        for name, value in record.items():
+            try:
+                cells[name] = _cell(name, value)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ConfigError(f"{path}: row {row + 1}, column {name}: {exc}") from None
+        out.append(KernelSample(**cells))
     return out

@@ -169,6 +169,7 @@ def load_sample_set(
         raise ConfigError(
             f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
         )
+    _check_power(frame, spec)
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
@@ -179,6 +180,46 @@ def load_sample_set(
     frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
     frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
     return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
+
+
+# A mean power above this multiple of the board's power limit, or an energy that disagrees with power x
+# latency by more than ENERGY_SLACK, is a damaged or hand-edited row. NVML's averages overshoot the limit by
+# a few % on short kernels; the slack is wide because model-generated files (locked clocks, no cap) may
+# run above the limit, as the test suite's synthetic samples do (up to 2.2x). The two energies (counter,
+# power x time) agree within ~20% on our measurements.
+POWER_LIMIT_SLACK = 3.0
+ENERGY_SLACK = 2.0
+
+
+def _check_power(frame: pd.DataFrame, spec: GpuSpec) -> None:
+    """ConfigError for the first row whose measured power cannot be: negative, far above the GPU's power
+    limit, or not the energy over the latency (NaN power means none was measured and is allowed)."""
+    power = frame["avg_power_w"].to_numpy(float)
+    limit = (
+        frame["power_limit_w"].to_numpy(float) if "power_limit_w" in frame else np.full(len(frame), np.nan)
+    )
+    limit = np.where(np.isfinite(limit) & (limit > 0), limit, spec.power.tdp_w)
+    energy = frame["energy_j"].to_numpy(float)
+    implied = power * frame["latency_s"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = energy / implied
+    checks = (
+        (power < 0, "a negative avg_power_w"),
+        (power > POWER_LIMIT_SLACK * limit, f"avg_power_w over {POWER_LIMIT_SLACK:g} x the power limit"),
+        (
+            np.isfinite(ratio)
+            & (energy > 0)
+            & ((ratio > POWER_LIMIT_SLACK) | (ratio < 1 / POWER_LIMIT_SLACK)),
+            "energy_j that is not avg_power_w x latency_s (within 2x)",
+        ),
+    )
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConfigError(
+                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {what}: avg_power_w "
+                f"{power[i]:.4g}, latency_s {frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
+            )
 
 
 def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED) -> np.ndarray:

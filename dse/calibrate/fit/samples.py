@@ -303,6 +303,9 @@ def calibrate(
         CalibrationError: a fit that does not converge.
     """
     raw = load_sample_set(paths, gpu, families)
+    if raw.skipped and progress:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(raw.skipped.items()))
+        progress(f"left out: rows of kinds outside the families fitted ({kinds})")
     default = load_default_coeffs(raw.gpu)
     default_power = default_power_coeffs(raw.gpu)
     is_test = split_mask(raw.frame, holdout_frac, seed)

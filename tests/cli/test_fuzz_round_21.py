@@ -1,0 +1,159 @@
+"""A CLI fuzzer's findings (session 21): each was a traceback, an inf or nan in the output, a silent
+coercion, an exit code 0 for bad input, or a limit that went unreported. Each now gives one clear line
+naming the field or flag and exit code 2 (or, for the power cap, says so)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dse.calibrate.data.samples import KernelSample, write_samples
+from dse.cli import app
+
+runner = CliRunner()
+SERVE = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
+GEMM = {"batch": 1, "dimM": 4096, "dimN": 4096, "dimK": 4096, "precM": "bf16", "useTensorCore": True}
+
+
+def refused(args: list[str], *needles: str) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    for needle in needles:
+        assert needle in result.output, result.output
+    return result.output
+
+
+def kernel_list(tmp_path: Path, **fields: object) -> str:
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps([[{**GEMM, **fields}, ["gemm"]]]))
+    return str(path)
+
+
+@pytest.mark.parametrize("dim", [10**400, 10**30])
+def test_a_kernel_list_dimension_past_2_53_is_refused(tmp_path: Path, dim: int) -> None:
+    """10**400 was an OverflowError traceback; three 10**120 dims an 'internal error' (inf FLOPs)."""
+    path = kernel_list(tmp_path, dimM=dim)
+    refused(["predict", "--kernels", path], "entry 0", "up to 2^53")
+    refused(["workload", "show", "--kernels", path, "--json"], "up to 2^53")
+
+
+def test_a_bf16_kernel_list_on_a_gpu_without_bf16_tensor_cores_is_refused(tmp_path: Path) -> None:
+    """A V100 predicted 120 TFLOP/s for bf16 GEMMs that serving refuses there."""
+    path = kernel_list(tmp_path)
+    refused(["predict", "--kernels", path, "--gpu", "v100-sxm2"], "no bf16 tensor cores")
+    ok = runner.invoke(app, ["predict", "--kernels", path, "--gpu", "v100-sxm2", "--precision", "fp32"])
+    assert ok.exit_code == 0, ok.output
+
+
+def _samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
+    sample = KernelSample(gpu="h100-sxm", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
+                          latency_s=1e-4, avg_power_w=500.0, energy_j=0.05, power_limit_w=700.0)  # fmt: skip
+    path = write_samples(tmp_path / name, [sample] * 3)
+    if fields:  # edit the written CSV as a user would
+        lines = path.read_text().splitlines()
+        header = lines[0].split(",")
+        rows = [line.split(",") for line in lines[1:]]
+        for key, value in fields.items():
+            rows[0][header.index(key)] = str(value)
+        path.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"m": "1.5"}, "row 1, column m: not an integer"),  # was truncated to 1
+        ({"m": "abc"}, "row 1, column m"),  # was "...: ValueError"
+        ({"b_shared": "maybe"}, "column b_shared: not true or false"),  # was False
+        ({"avg_power_w": "1e9", "power_w": "1e9"}, "over 3 x the power limit"),  # was fitted: an 86 MW GPU
+        ({"avg_power_w": "-5", "power_w": "-5"}, "negative avg_power_w"),  # was "no power measured"
+        ({"energy_j": "50"}, "energy_j that is not avg_power_w x latency_s"),
+    ],
+)
+def test_impossible_sample_cells_are_refused_by_row_and_column(
+    tmp_path: Path, fields: dict, needle: str
+) -> None:
+    path = _samples(tmp_path, **fields)
+    refused(["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")], needle)
+
+
+@pytest.mark.parametrize("content", ["", "gpu,kind,m\nh100-sxm,gemm,abc\n"])
+def test_a_bad_replay_file_is_one_error(tmp_path: Path, content: str) -> None:
+    """`measure kernels --dry-run --replay` on an empty or foreign CSV was a pandas traceback."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    out = tmp_path / "out.csv"
+    refused(["measure", "kernels", "--out", str(out), "--suite", "smoke", "--dry-run", "--replay", str(bad)],
+            "bad.csv")  # fmt: skip
+
+
+def test_calibrate_refuses_a_directory_as_output_before_fitting(tmp_path: Path) -> None:
+    """-o DIR was an IsADirectoryError traceback after the whole fit had run."""
+    path = _samples(tmp_path)
+    refused(
+        ["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path)], "is a directory", "coeffs.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("interconnect.link_bw_bytes_per_s=1e-300", "link_bw_bytes_per_s"),  # TTFT inf, power nan
+        ("interconnect.energy_j_per_bit=1e300", "energy_j_per_bit"),  # power inf
+        ("sm.tensor_factor=1e300", "gpu.sm.tensor_factor"),  # a 300-digit die area
+        ("gpu.memory.energy_factor=1e300", "gpu.memory.energy_factor"),
+        ("num_sms=true", "num_sms"),  # was 1 SM
+        ("architecture=hoper", "unknown architecture"),  # was the neutral coefficient set, silently
+        ("compute_capability=abc", "compute_capability"),
+        ("clocks.sm_clock_default_mhz=100", "sm_clock_default"),  # below the 345 MHz minimum
+    ],
+)
+def test_gpu_overrides_out_of_any_range_are_refused(override: str, needle: str) -> None:
+    refused(["predict", *SERVE, "--tp", "2", "--set", override, "--json"], needle)
+
+
+@pytest.mark.parametrize("flag", [["--lifetime-years", "1e-308"], ["--utilization", "1e-320"]])
+def test_a_vanishing_lifetime_or_utilization_is_refused(flag: list[str]) -> None:
+    """The GPU's price amortized over 1e-308 years was inf $/GPU-hour (and an internal error in JSON)."""
+    refused(["predict", *SERVE, *flag, "--json"], flag[0])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "h100-sxm", "b200", *SERVE, "--request-rate", "1e-9", "--num-requests", "5"],
+        ["compare", "h100-sxm", "b200", *SERVE, "--length-dist", "weird", "--concurrency", "2"],
+        ["sweep", "concurrency=1:2:2", *SERVE, "--length-dist", "lognormal", "--length-sigma", "-1"],
+    ],
+)
+def test_compare_and_sweep_check_load_flags_once(args: list[str]) -> None:
+    """They failed every GPU or point alike and exited 0; `dse predict` exits 2 for the same flags."""
+    refused(args)
+
+
+@pytest.mark.parametrize(
+    ("layout", "needle"),
+    [
+        (["--model", "gpt2", "--pp", "100", "--num-gpus", "100"], "--pp 100 exceeds gpt2's 12 layers"),
+        (["--model", "gpt2", "--pp", "8", "--vp", "2", "--num-gpus", "8", "--global-batch", "64"], "--vp 2"),
+        (["--model", "qwen2-1.5b", "--tp", "3", "--num-gpus", "3"], "--tp 3 must divide"),
+    ],
+)
+def test_training_layouts_serving_refuses_are_refused(layout: list[str], needle: str) -> None:
+    refused(["predict", "--training", *layout], needle)
+
+
+def test_a_cap_that_cannot_be_held_is_said() -> None:
+    """50x the memory energy drew 1573 W under a 700 W cap with nothing but `bound_by: power_cap`."""
+    result = runner.invoke(app, ["predict", *SERVE, "--set", "gpu.memory.energy_factor=50", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["cap_exceeded"] and out["avg_power_w"] > out["power_cap_w"] == 700.0
+    normal = json.loads(runner.invoke(app, ["predict", *SERVE, "--json"]).stdout)
+    assert not normal["cap_exceeded"] and normal["avg_power_w"] <= normal["power_cap_w"]
+    text = runner.invoke(app, ["predict", *SERVE, "--set", "gpu.memory.energy_factor=50"]).output
+    assert "700 W cap is not held" in text
