@@ -427,7 +427,15 @@ FamiliesOpt = Annotated[
 
 
 def parse_families(text: str | None) -> list[str] | None:
-    return None if text is None else [f.strip() for f in text.split(",") if f.strip()]
+    """`--families a,b` as a list (None: every family); an empty list (",") is an error naming the flag."""
+    if text is None:
+        return None
+    families = [f.strip() for f in text.split(",") if f.strip()]
+    if not families:
+        from dse.calibrate.fit.sample_set import FAMILIES
+
+        raise DseError(f"--families {text!r} names no family; give some of {', '.join(FAMILIES)}")
+    return families
 
 
 def check_holdout_frac(value: float | None) -> float | None:

@@ -157,3 +157,11 @@ def test_a_cap_that_cannot_be_held_is_said() -> None:
     assert not normal["cap_exceeded"] and normal["avg_power_w"] <= normal["power_cap_w"]
     text = runner.invoke(app, ["predict", *SERVE, "--set", "gpu.memory.energy_factor=50"]).output
     assert "700 W cap is not held" in text
+
+
+@pytest.mark.parametrize("families", [",", " , "])
+def test_an_empty_families_list_names_the_flag(tmp_path: Path, families: str) -> None:
+    """`--families ,` said 'no kernel rows of the families  in ...' (an empty list in the message)."""
+    path = _samples(tmp_path)
+    refused(["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json"), "--families", families],
+            "names no family", "gemm")  # fmt: skip
