@@ -163,5 +163,9 @@ def test_a_cap_that_cannot_be_held_is_said() -> None:
 def test_an_empty_families_list_names_the_flag(tmp_path: Path, families: str) -> None:
     """`--families ,` said 'no kernel rows of the families  in ...' (an empty list in the message)."""
     path = _samples(tmp_path)
-    refused(["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json"), "--families", families],
-            "names no family", "gemm")  # fmt: skip
+    out = str(tmp_path / "c.json")
+    refused(
+        ["calibrate", str(path), "--gpu", "h100-sxm", "-o", out, "--families", families],
+        "names no family",
+        "gemm",
+    )
