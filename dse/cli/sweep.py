@@ -226,12 +226,18 @@ def sweep_cmd(
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
     _check_html(html)
     swept = tuple(p.partition("=")[0].strip() for p in params)
+    given = {"batch": load.batch, "concurrency": load.concurrency, "request_rate_per_s": load.request_rate,
+             "input_tokens": input_tokens, "output_tokens": output_tokens}  # fmt: skip
+    for path in swept:  # the flag's value would be replaced at every point without a word
+        if given.get(path) is not None:
+            raise DseError(f"sweep: {path} is swept and also given as a flag; drop the flag")
     load = _implied_mode(load, swept)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    # a swept length needs no flag of its own: every point sets it (1 only stands in for the base)
-    tokens = tuple(1 if v is None and k in swept else v for k, v in
-                   (("input_tokens", input_tokens), ("output_tokens", output_tokens)))  # fmt: skip
+    # a swept length needs no flag of its own: every point sets it (the smallest valid lengths, 1 in and
+    # 2 out under load, only stand in for the base)
+    tokens = tuple(low if v is None and k in swept else v for k, v, low in
+                   (("input_tokens", input_tokens, 1), ("output_tokens", output_tokens, 2)))  # fmt: skip
     ctx = _context(gpu, model, load, (tokens[0], tokens[1]), "sweep", **options)
     spec = gpu_from_options(gpu, None, None, None, sets)
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)

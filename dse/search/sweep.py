@@ -34,6 +34,7 @@ from dse.search.objective import (
     evaluate_chunk,
     evaluate_point,
 )
+from dse.units import si_key
 
 # Numeric workload keys a sweep may vary, and the modes each applies to (None: every mode).
 SWEEP_WORKLOAD_KEYS: dict[str, tuple[str, ...] | None] = {
@@ -187,8 +188,17 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
 def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The grid of the axes (the first varies slowest), each point on top of the fixed `base` params."""
     paths = [a.path for a in axes]
-    if len(set(paths)) != len(paths):
+    # one quantity under two unit spellings (sm_clock_max_mhz, sm_clock_max_hz) is one parameter: the
+    # first axis had no effect, its rows repeated
+    quantities = [si_key(path)[0] for path in paths]
+    if len(set(quantities)) != len(quantities):
         raise ConfigError(f"sweep: each parameter once (got {', '.join(paths)})")
+    fixed = {si_key(key)[0]: key for key in base or {}}
+    for path, quantity in zip(paths, quantities, strict=True):
+        if quantity in fixed:  # a --set or --clock-mhz the sweep would override point by point
+            key = fixed[quantity]
+            flag = {"sm_clock_mhz": "--clock-mhz", "power_cap_w": "--power-cap-w"}.get(key, f"--set {key}")
+            raise ConfigError(f"sweep: {path} is swept and also fixed by {flag}; drop one")
     total = math.prod(len(a.values) for a in axes)
     if total > MAX_SWEEP_POINTS:  # two 1,000-step axes ran hours with no output
         raise ConfigError(

@@ -118,7 +118,8 @@ def test_compare_and_sweep_under_load(flags: list[str], mode: str) -> None:
     data = run_json("compare", "h100-sxm", "a100-sxm-80gb", *load)
     assert data["mode"] == mode  # type: ignore[index]
     assert all(g["feasible"] for g in data["gpus"])  # type: ignore[index]
-    result = runner.invoke(app, ["sweep", "output_tokens=8:16:2", *load])
+    swept = [a for a in load if a not in ("--output-tokens", "16")]  # a swept length takes no flag
+    result = runner.invoke(app, ["sweep", "output_tokens=8:16:2", *swept])
     assert result.exit_code == 0, result.output
     assert "16" in result.stdout
 
@@ -131,6 +132,15 @@ def test_compare_and_sweep_under_load(flags: list[str], mode: str) -> None:
         ["sweep", "gpu.nums=1:2:3", *WORKLOAD],
         ["sweep", "batch=1:x:3", *WORKLOAD],
         ["sweep", "batch=1:8:2", *WORKLOAD, "--concurrency", "4"],
+        ["sweep", "batch=1:8:2", *WORKLOAD, "--batch", "64"],  # the flag was replaced at every point
+        ["sweep", "output_tokens=8:16:2", *WORKLOAD],  # --output-tokens 16 likewise
+        ["sweep", "sm_clock_mhz=1000:1500:2", *WORKLOAD, "--clock-mhz", "500"],
+        [
+            "sweep",
+            "gpu.clocks.sm_clock_max_mhz=1500:1980:2",
+            "gpu.clocks.sm_clock_max_hz=1.5e9:1.98e9:2",
+            *WORKLOAD,
+        ],
         ["sweep", "a=1:2:2", "b=1:2:2", "c=1:2:2", *WORKLOAD],
         ["sweep", "sm_clock_mhz=100:1980:3", *WORKLOAD],
         ["sweep", "batch=1:4:2", "--model", "llama-3.1-8b"],
