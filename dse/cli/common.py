@@ -207,7 +207,11 @@ def build_workload(
 
             # (an fp32 run's TF32 convolutions are cuDNN's choice where the GPU has TF32, not a refusal)
             for dtype in sorted({op.dtype for op in graph.ops if isinstance(op, GemmOp)} - {"tf32"}):
-                check_tensor_dtype(gpu, dtype)
+                try:
+                    check_tensor_dtype(gpu, dtype)
+                except DseError as exc:  # the lists re-type to fp32 only: say so, not "another precision"
+                    what = str(exc).split(": choose", 1)[0]
+                    raise DseError(f"{what}: a {dtype} kernel list runs there as --precision fp32") from None
         return graph
     from dse.workload import vision
 

@@ -347,7 +347,7 @@ def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool
     power = est.metrics().get("avg_power_w")
     # The cap is held by lowering the SM clock; work whose power does not fall with it (DRAM traffic of a
     # GPU with 50x the memory energy) stays over the cap even at the lowest clock: said, not hidden.
-    over = power is not None and power > cap_w * (1.0 + CAP_TOLERANCE)
+    over = power is not None and cap_not_held(float(power), cap_w)
     if as_json:
         print_json({**est.to_dict(), "power_cap_w": cap_w, "cap_exceeded": over, **cost})
         return
@@ -359,6 +359,11 @@ def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool
 
 # Average power above the cap by more than this share means the cap cannot be held (rounding aside).
 CAP_TOLERANCE = 1e-3
+
+
+def cap_not_held(power_w: float, cap_w: float) -> bool:
+    """Whether a run's average power per GPU stays over the cap in force."""
+    return power_w > cap_w * (1.0 + CAP_TOLERANCE)
 
 
 def cap_note(cap_w: float, power_w: float, what: str) -> str:
@@ -426,7 +431,7 @@ def _show_graph(
     from dse.cli.render import GRAPH_ROWS, breakdown_table, metrics_table
 
     cap, power = float(payload.get("power_cap_w", "inf")), float(payload.get("avg_power_w", 0.0))
-    over = power > cap * (1.0 + CAP_TOLERANCE)
+    over = cap_not_held(power, cap)
     if as_json:
         print_json({**payload, "cap_exceeded": over})
         return

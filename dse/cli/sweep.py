@@ -100,6 +100,24 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     return ctx
 
 
+def _no_flag_for_swept(swept: tuple[str, ...], load: LoadArgs, input_tokens: int | None,
+                       output_tokens: int | None) -> None:  # fmt: skip
+    """DseError for a swept workload key also given as a flag: the flag would be replaced at every point
+    without a word (each key of `dse.search.sweep.SWEEP_WORKLOAD_KEYS`, in any unit spelling)."""
+    from dse.units import si_key
+
+    given = {
+        "batch": load.batch, "concurrency": load.concurrency, "request_rate_per_s": load.request_rate,
+        "input_tokens": input_tokens, "output_tokens": output_tokens, "num_requests": load.num_requests,
+        "max_num_seqs": load.max_num_seqs, "max_batched_tokens": load.max_batched_tokens,
+        "gpu_memory_utilization": load.gpu_memory_utilization, "host_step_s": load.host_step_us,
+        "layer_host_s": load.layer_host_us,
+    }  # fmt: skip
+    for path in swept:
+        if given.get(si_key(path)[0]) is not None:
+            raise DseError(f"sweep: {path} is swept and also given as a flag; drop the flag")
+
+
 def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
     """A swept `concurrency` or `request_rate_per_s` with no mode given implies that load mode (the
     placeholder knob set here is replaced by each point's value)."""
@@ -226,11 +244,7 @@ def sweep_cmd(
         raise DseError(f"give one or two PATH=START:STOP:STEPS parameters, not {len(params)}")
     _check_html(html)
     swept = tuple(p.partition("=")[0].strip() for p in params)
-    given = {"batch": load.batch, "concurrency": load.concurrency, "request_rate_per_s": load.request_rate,
-             "input_tokens": input_tokens, "output_tokens": output_tokens}  # fmt: skip
-    for path in swept:  # the flag's value would be replaced at every point without a word
-        if given.get(path) is not None:
-            raise DseError(f"sweep: {path} is swept and also given as a flag; drop the flag")
+    _no_flag_for_swept(swept, load, input_tokens, output_tokens)
     load = _implied_mode(load, swept)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}

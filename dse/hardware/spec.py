@@ -126,7 +126,7 @@ class MemorySpec(_Frozen):
     bus_width_bits: int = Field(gt=0, le=10**6)
     data_rate_bit_per_s: float = Field(gt=0, le=1e13, description="per-pin data rate")
     capacity_bytes: float = Field(gt=0, le=1e16)
-    energy_j_per_bit: float = Field(gt=0, le=1e-9, description="DRAM access + I/O energy per bit moved")
+    energy_j_per_bit: float = Field(gt=0, le=1e-8, description="DRAM access + I/O energy per bit moved")
     num_devices: int = Field(gt=0, le=10**4, description="HBM stacks or GDDR devices")
 
     @field_validator("technology")
@@ -164,8 +164,11 @@ class PowerSpec(_Frozen):
 
 
 Topology = Literal["nvswitch", "ring", "pcie"]
-# NVIDIA GPU generations the model knows (coefficient sets and fallbacks in `dse.perf.coeffs`).
-ARCHITECTURES = ("volta", "turing", "ampere", "ada", "lovelace", "hopper", "blackwell")
+# NVIDIA GPU generations a spec may name. `dse.perf.coeffs` gives each its fitted sets or the nearest
+# generation's; Pascal, Volta and Turing run the neutral analytical model. A name outside the list is a typo
+# ("hoper" ran the neutral model without a word); a future GPU names the generation whose kernels, sets and
+# network it should borrow (a Rubin what-if: blackwell).
+ARCHITECTURES = ("pascal", "volta", "turing", "ampere", "ada", "lovelace", "hopper", "blackwell")
 
 
 class InterconnectSpec(_Frozen):
@@ -183,7 +186,7 @@ class InterconnectSpec(_Frozen):
     )
     latency_s: float = Field(gt=0, le=1.0, description="one GPU-to-GPU message, small payload")
     energy_j_per_bit: float = Field(
-        gt=0, le=1e-9, description="link energy per bit on the wire (SerDes, both ends)"
+        gt=0, le=1e-8, description="link energy per bit on the wire (SerDes, both ends)"
     )
 
 
@@ -216,7 +219,7 @@ class GpuSpec(_Frozen):
     name: str
     display_name: str
     architecture: str
-    compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")
+    compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}[a-z]?$")  # 9.0, 10.0a
     num_sms: int = Field(gt=0, le=10**6)
     clocks: ClockSpec
     sm: SmSpec
@@ -236,8 +239,8 @@ class GpuSpec(_Frozen):
         # without a word, moving every prediction
         if value.lower() not in ARCHITECTURES:
             raise ValueError(
-                f"unknown architecture '{value}'; known: {', '.join(ARCHITECTURES)} (a new GPU takes the "
-                "nearest generation's, whose coefficient sets it borrows)"
+                f"unknown architecture '{value}'; known: {', '.join(ARCHITECTURES)} (a future GPU names the "
+                "nearest generation, whose kernels and coefficient sets it borrows)"
             )
         return value
 

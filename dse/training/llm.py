@@ -69,7 +69,7 @@ from dse.workload.ops import (
     SoftmaxOp,
     weight_gemm_ops,
 )
-from dse.workload.sharding import shard_experts
+from dse.workload.sharding import check_kv_heads, shard_experts
 
 __all__ = ["MLM_MASKED_FRACTION", "llm_step_parts", "predict_llm_training", "training_arch"]
 
@@ -238,17 +238,12 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
             f"--lora-rank {req.lora_rank} exceeds {arch.name}'s hidden size {arch.hidden_size} (an adapter "
             "of that rank is no low-rank adapter)"
         )
-    kv, tp = arch.num_kv_heads, lay.tp
-    if not arch.is_mla and kv % tp and tp % kv:  # as serving (`dse.workload.sharding.check_parallelism`)
-        raise ConfigError(
-            f"--tp {tp} must divide {arch.name}'s {kv} KV heads or be a multiple of them (replicated heads)"
-        )
+    check_kv_heads(arch, lay.tp)  # as serving
     if lay.pp > arch.num_layers:
         raise ConfigError(
             f"--pp {lay.pp} exceeds {arch.name}'s {arch.num_layers} layers (a stage holds one or more)"
         )
-    layers_per_stage = math.ceil(arch.num_layers / lay.pp)
-    if lay.vp > layers_per_stage or lay.pp * lay.vp > arch.num_layers:
+    if lay.pp * lay.vp > arch.num_layers:
         raise ConfigError(
             f"--vp {lay.vp}: a virtual-pipeline chunk holds at least one layer, and {arch.name}'s "
             f"{arch.num_layers} layers make fewer than pp x vp = {lay.pp * lay.vp} chunks"

@@ -90,6 +90,16 @@ SINGLE = Parallelism()
 GPUS_PER_NODE = 8
 
 
+def check_kv_heads(arch: LlmArch, tp: int) -> None:
+    """ConfigError unless `tp` divides the KV heads or is a multiple of them (replicated heads; vLLM's rule,
+    which training layouts follow too). Latent attention (MLA) has one shared latent: any tp."""
+    kv = arch.num_kv_heads
+    if not arch.is_mla and kv % tp and tp % kv:
+        raise ConfigError(
+            f"--tp {tp} must divide {arch.name}'s {kv} KV heads or be a multiple of them (replicated heads)"
+        )
+
+
 def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
     """ConfigError naming the flag unless `arch` can be split as `par` says.
 
@@ -97,13 +107,10 @@ def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
     `verify_with_parallel_config`): heads divisible by tp; KV heads divisible by tp, or tp by KV heads
     (replicas); layers at least pp; experts divisible by ep, and ep dividing the tp x dp GPUs of a stage.
     """
-    h, kv, tp = arch.num_heads, arch.num_kv_heads, par.tp
+    h, tp = arch.num_heads, par.tp
     if h % tp:
         raise ConfigError(f"--tp {tp} must divide {arch.name}'s {h} attention heads")
-    if not arch.is_mla and kv % tp and tp % kv:
-        raise ConfigError(
-            f"--tp {tp} must divide {arch.name}'s {kv} KV heads or be a multiple of them (replicated heads)"
-        )
+    check_kv_heads(arch, tp)
     if arch.linear_layers and arch.linear_num_key_heads % tp:
         raise ConfigError(
             f"--tp {tp} must divide {arch.name}'s {arch.linear_num_key_heads} linear-attention key heads"
@@ -220,6 +227,7 @@ __all__ = [
     "PARALLEL_FLAGS",
     "SINGLE",
     "Parallelism",
+    "check_kv_heads",
     "check_parallelism",
     "shard_arch",
     "shard_experts",

@@ -44,7 +44,7 @@ def test_a_kernel_list_dimension_past_2_53_is_refused(tmp_path: Path, dim: int) 
 def test_a_bf16_kernel_list_on_a_gpu_without_bf16_tensor_cores_is_refused(tmp_path: Path) -> None:
     """A V100 predicted 120 TFLOP/s for bf16 GEMMs that serving refuses there."""
     path = kernel_list(tmp_path)
-    refused(["predict", "--kernels", path, "--gpu", "v100-sxm2"], "no bf16 tensor cores")
+    refused(["predict", "--kernels", path, "--gpu", "v100-sxm2"], "no bf16 tensor cores", "--precision fp32")
     ok = runner.invoke(app, ["predict", "--kernels", path, "--gpu", "v100-sxm2", "--precision", "fp32"])
     assert ok.exit_code == 0, ok.output
 
@@ -72,6 +72,8 @@ def _samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
         ({"avg_power_w": "1e9", "power_w": "1e9"}, "over 3 x the power limit"),  # was fitted: an 86 MW GPU
         ({"avg_power_w": "-5", "power_w": "-5"}, "negative avg_power_w"),  # was "no power measured"
         ({"energy_j": "50"}, "energy_j that is not avg_power_w x latency_s"),
+        ({"energy_j": "0.125"}, "within 2x"),  # 2.5x power x latency: over the 2x the message states
+        ({"energy_j": "-0.05"}, "a negative energy_j"),
     ],
 )
 def test_impossible_sample_cells_are_refused_by_row_and_column(

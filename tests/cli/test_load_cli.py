@@ -97,13 +97,13 @@ def test_engine_knobs_reach_the_simulation() -> None:
     "args",
     [
         ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
-         "16", "--concurrency", "4", "--host-step-us=-3", "concurrency=4:8:2"],
+         "16", "--host-step-us=-3", "concurrency=4:8:2"],  # a swept concurrency takes no flag of its own
         ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
          "16", "--concurrency", "4", "host_step_s=-0.001:0.001:2"],
         ["compare", "h100-sxm", "a100-sxm-80gb", "--model", "llama-3.1-8b", "--input-tokens", "256",
          "--output-tokens", "16", "--concurrency", "4", "--host-step-us", "nan"],
         ["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens",
-         "16", "--concurrency", "4", "--gpu-memory-utilization", "2", "concurrency=4:8:2"],
+         "16", "--gpu-memory-utilization", "2", "concurrency=4:8:2"],
     ],
 )  # fmt: skip
 def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> None:

@@ -135,6 +135,8 @@ def test_compare_and_sweep_under_load(flags: list[str], mode: str) -> None:
         ["sweep", "batch=1:8:2", *WORKLOAD, "--batch", "64"],  # the flag was replaced at every point
         ["sweep", "output_tokens=8:16:2", *WORKLOAD],  # --output-tokens 16 likewise
         ["sweep", "sm_clock_mhz=1000:1500:2", *WORKLOAD, "--clock-mhz", "500"],
+        ["sweep", "max_num_seqs=8:64:2", *WORKLOAD, "--concurrency", "64", "--max-num-seqs", "32"],
+        ["sweep", "host_step_s=0.0001:0.001:2", *WORKLOAD, "--concurrency", "8", "--host-step-us", "300"],
         [
             "sweep",
             "gpu.clocks.sm_clock_max_mhz=1500:1980:2",

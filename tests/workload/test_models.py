@@ -347,7 +347,7 @@ def test_arch_from_mapping_and_strictness() -> None:
         ("meta-llama/Llama-3.2-3B-Instruct", "llama-3.2-3b"),
         ("Qwen/Qwen3-4B-Thinking-2507-FP8", "qwen3-4b"),
         ("google/gemma-3-1b-it", "gemma-3-1b"),
-        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
+        ("mistralai/Mistral-Small-24B-Instruct-2501", "mistral-small-24b"),
         ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
     ],
 )

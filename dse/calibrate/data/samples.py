@@ -310,9 +310,9 @@ def read_samples(path: str | Path) -> list[KernelSample]:
             pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=True)
         )
     except Exception as exc:  # pyarrow / pandas parse errors, an empty file: the file is not ours
-        kind = type(exc).__name__
+        detail = f"{type(exc).__name__}: {str(exc)[:200]}".rstrip(": ")
         raise ConfigError(
-            f"{path}: not a samples file (.parquet or .csv written by `dse measure kernels`): {kind}"
+            f"{path}: not a samples file (.parquet or .csv written by `dse measure kernels`): {detail}"
         ) from None
     if "avg_power_w" not in frame and "power_w" in frame:
         frame["avg_power_w"] = frame["power_w"]
