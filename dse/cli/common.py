@@ -170,6 +170,18 @@ def gpu_from_options(
     if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):
         raise DseError("--bus-width-bits and --data-rate-gbps need --memory TECH")
     if memory is not None:
+        from dse.units import si_key
+
+        # a flag and a --set of the same field: one silently replaced the other
+        flags = {
+            "--memory": ("memory.technology", memory),
+            "--bus-width-bits": ("memory.bus_width_bits", bus_width_bits),
+            "--data-rate-gbps": ("memory.data_rate_bit_per_s", data_rate_gbps),
+        }
+        for flag, (field, value) in flags.items():
+            given = [k for k in overrides if si_key(k.removeprefix("gpu."))[0] == field]
+            if given and value is not None:
+                raise DseError(f"{flag} and --set {given[0]} set the same field; give one")
         overrides["memory.technology"] = memory
         if bus_width_bits is not None:
             overrides["memory.bus_width_bits"] = bus_width_bits

@@ -299,10 +299,15 @@ def override_fields(gpu: GpuSpec) -> list[OverrideField]:
 def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     """Turn CLI `--set PATH=VALUE` strings into an overrides mapping; values parsed as YAML scalars."""
     out: dict[str, Any] = {}
+    seen: dict[str, str] = {}  # one quantity, whatever its unit spelling or gpu. prefix: the last one won
     for item in items or []:
         path, sep, text = item.partition("=")
         if not sep or not path.strip():
             raise ConfigError(f"--set '{item}': expected PATH=VALUE, e.g. gpu.num_sms=144")
+        quantity = si_key(path.strip().removeprefix("gpu."))[0]
+        if quantity in seen:
+            raise ConfigError(f"--set {path.strip()} is also given as --set {seen[quantity]}; give it once")
+        seen[quantity] = path.strip()
         try:
             value = parse_yaml_value(text, f"--set {path.strip()}")
         except ConfigError as exc:

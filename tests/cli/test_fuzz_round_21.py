@@ -171,3 +171,25 @@ def test_an_empty_families_list_names_the_flag(tmp_path: Path, families: str) ->
         "names no family",
         "gemm",
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", *SERVE, "--set", "num_sms=100", "--set", "gpu.num_sms=120"],  # the last one won
+        ["predict", *SERVE, "--set", "clocks.sm_clock_max_mhz=1500", "--set", "clocks.sm_clock_max_hz=1.6e9"],
+        ["whatif", "h100-sxm", "--memory", "gddr7", "--set", "memory.technology=hbm3"],  # --memory won
+        [
+            "whatif",
+            "h100-sxm",
+            "--memory",
+            "gddr7",
+            "--bus-width-bits",
+            "512",
+            "--set",
+            "memory.bus_width_bits=384",
+        ],
+    ],
+)
+def test_one_field_set_twice_is_refused(args: list[str]) -> None:
+    refused(args, "give it once" if args[0] == "predict" else "give one")
