@@ -170,7 +170,7 @@ def gpu_from_options(
     if memory is None and (bus_width_bits is not None or data_rate_gbps is not None):
         raise DseError("--bus-width-bits and --data-rate-gbps need --memory TECH")
     if memory is not None:
-        from dse.units import si_key
+        from dse.hardware.overrides import field_key
 
         # a flag and a --set of the same field: one silently replaced the other
         flags = {
@@ -179,7 +179,7 @@ def gpu_from_options(
             "--data-rate-gbps": ("memory.data_rate_bit_per_s", data_rate_gbps),
         }
         for flag, (field, value) in flags.items():
-            given = [k for k in overrides if si_key(k.removeprefix("gpu."))[0] == field]
+            given = [k for k in overrides if field_key(k) == field]
             if given and value is not None:
                 raise DseError(f"{flag} and --set {given[0]} set the same field; give one")
         overrides["memory.technology"] = memory
@@ -219,11 +219,8 @@ def build_workload(
 
             # (an fp32 run's TF32 convolutions are cuDNN's choice where the GPU has TF32, not a refusal)
             for dtype in sorted({op.dtype for op in graph.ops if isinstance(op, GemmOp)} - {"tf32"}):
-                try:
-                    check_tensor_dtype(gpu, dtype)
-                except DseError as exc:  # the lists re-type to fp32 only: say so, not "another precision"
-                    what = str(exc).split(": choose", 1)[0]
-                    raise DseError(f"{what}: a {dtype} kernel list runs there as --precision fp32") from None
+                # the lists re-type to fp32 only (`as_precision`): that is the remedy to name
+                check_tensor_dtype(gpu, dtype, f"a {dtype} kernel list runs there as --precision fp32")
         return graph
     from dse.workload import vision
 

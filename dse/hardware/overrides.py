@@ -296,6 +296,12 @@ def override_fields(gpu: GpuSpec) -> list[OverrideField]:
     return out
 
 
+def field_key(path: str) -> str:
+    """The GPU field a `--set` path sets, whatever its unit spelling or `gpu.` prefix
+    (`gpu.clocks.sm_clock_max_mhz` and `clocks.sm_clock_max_hz` are one field)."""
+    return si_key(path.strip().removeprefix("gpu."))[0]
+
+
 def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     """Turn CLI `--set PATH=VALUE` strings into an overrides mapping; values parsed as YAML scalars."""
     out: dict[str, Any] = {}
@@ -304,7 +310,7 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
         path, sep, text = item.partition("=")
         if not sep or not path.strip():
             raise ConfigError(f"--set '{item}': expected PATH=VALUE, e.g. gpu.num_sms=144")
-        quantity = si_key(path.strip().removeprefix("gpu."))[0]
+        quantity = field_key(path)
         if quantity in seen:
             raise ConfigError(f"--set {path.strip()} is also given as --set {seen[quantity]}; give it once")
         seen[quantity] = path.strip()

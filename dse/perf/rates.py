@@ -73,14 +73,14 @@ def tensor_flop_per_clk(gpu: GpuSpec, dtype: str) -> float:
     return 0.0
 
 
-def check_tensor_dtype(gpu: GpuSpec, dtype: str) -> None:
+def check_tensor_dtype(gpu: GpuSpec, dtype: str, remedy: str = "choose another --precision") -> None:
     """ConfigError unless `gpu` has Tensor Cores for `dtype` (or it is fp32, on CUDA cores): a vision
-    graph's convolutions and a training step's GEMMs have no weight-only fallback (Volta: fp16 only)."""
+    graph's convolutions and a training step's GEMMs have no weight-only fallback (Volta: fp16 only).
+    `remedy` ends the message."""
     rates = gpu.sm.tensor_flop_per_clk
     if dtype not in ("fp32", *rates):
         raise ConfigError(
-            f"{gpu.name} has no {dtype} tensor cores (has {', '.join(sorted(rates))}): "
-            "choose another --precision"
+            f"{gpu.name} has no {dtype} tensor cores (has {', '.join(sorted(rates))}): {remedy}"
         )
 
 

@@ -107,7 +107,7 @@ from dse.search.space import (
     _ParamBase,
 )
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
-from dse.units import MAX_COUNT as MAX_INT  # larger counts are refused at load, not at every point
+from dse.units import MAX_COUNT  # larger counts are refused at load, not at every point
 
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
@@ -261,9 +261,9 @@ class WorkloadConfig(_Strict):
     """Serving workload defaults (module docstring); space parameters with the same names override them."""
 
     mode: Mode = "static"
-    batch: int = Field(default=1, ge=1, le=MAX_INT)  # static only
-    input_tokens: int = Field(default=1024, ge=1, le=MAX_INT)
-    output_tokens: int = Field(default=256, ge=1, le=MAX_INT)
+    batch: int = Field(default=1, ge=1, le=MAX_COUNT)  # static only
+    input_tokens: int = Field(default=1024, ge=1, le=MAX_COUNT)
+    output_tokens: int = Field(default=256, ge=1, le=MAX_COUNT)
     precision: Precision = "bf16"
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
@@ -271,43 +271,43 @@ class WorkloadConfig(_Strict):
     engine: Engine | None = None
     sampling: Sampling | None = None  # the sampler after each LM head; None: none / the engine's own
     # The load modes (dse.serving.load.LoadRequest); None: the engine preset's or the mode's default.
-    concurrency: int | None = Field(default=None, ge=1, le=MAX_INT)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     request_rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    num_requests: int | None = Field(default=None, ge=1, le=MAX_INT)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     length_dist: LengthDist = "fixed"
     length_sigma: float = Field(default=0.5, gt=0, le=3)
     request_seed: int = Field(default=0, ge=0, lt=2**32)  # lengths and arrivals (not search.seed)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_INT)
-    max_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_INT)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    max_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     # engine CPU seconds per step and per layer of an eager step; strict: `true` or "0.7" is not a time
     host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, strict=True)
     layer_host_s: float | None = Field(default=None, ge=0, le=0.1, allow_inf_nan=False, strict=True)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
-    num_gpus: int = Field(default=1, ge=1, le=MAX_INT)
-    cp: int = Field(default=1, ge=1, le=MAX_INT)  # context-parallel ranks (LLMs)
-    vp: int = Field(default=1, ge=1, le=MAX_INT)  # virtual-pipeline chunks per rank (1F1B, pp > 1)
+    num_gpus: int = Field(default=1, ge=1, le=MAX_COUNT)
+    cp: int = Field(default=1, ge=1, le=MAX_COUNT)  # context-parallel ranks (LLMs)
+    vp: int = Field(default=1, ge=1, le=MAX_COUNT)  # virtual-pipeline chunks per rank (1F1B, pp > 1)
     fsdp: bool = False
     distributed_optimizer: bool = False  # Megatron's (ZeRO-1): optimizer states sharded over dp x cp
     tp_comm_overlap: bool = True  # TP collectives overlapped with the GEMMs (Megatron / NeMo); false: exposed
-    micro_batch: int = Field(default=1, ge=1, le=MAX_INT)
-    global_batch: int | None = Field(default=None, ge=1, le=MAX_INT)  # None: micro_batch x dp
-    seq_len: int = Field(default=2048, ge=1, le=MAX_INT)
-    image_size: int = Field(default=224, ge=8, le=MAX_INT)
+    micro_batch: int = Field(default=1, ge=1, le=MAX_COUNT)
+    global_batch: int | None = Field(default=None, ge=1, le=MAX_COUNT)  # None: micro_batch x dp
+    seq_len: int = Field(default=2048, ge=1, le=MAX_COUNT)
+    image_size: int = Field(default=224, ge=8, le=MAX_COUNT)
     recompute: Literal["none", "selective", "full"] = "none"
     optimizer: Literal["adamw", "sgd"] = "adamw"
     memory_format: Literal["nchw", "nhwc"] = "nchw"  # vision models' layout
     objective: Literal["pretrain", "finetune"] = "pretrain"  # encoders' heads
     attention_kernel: Literal["fa2", "fa3", "triton"] = "fa2"  # LLMs (dse.training.step.ATTENTION_KERNELS)
-    lora_rank: int = Field(default=0, ge=0, le=MAX_INT)  # LLMs: 0 every weight, r > 0 rank-r LoRA only
-    packed_sample_len: int = Field(default=0, ge=0, le=MAX_INT)  # LLMs: L-token samples per sequence
+    lora_rank: int = Field(default=0, ge=0, le=MAX_COUNT)  # LLMs: 0 every weight, r > 0 rank-r LoRA only
+    packed_sample_len: int = Field(default=0, ge=0, le=MAX_COUNT)  # LLMs: L-token samples per sequence
     eager_ops: bool = (
         False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
     )
-    tp: int = Field(default=1, ge=1, le=MAX_INT)
-    pp: int = Field(default=1, ge=1, le=MAX_INT)
-    ep: int = Field(default=1, ge=1, le=MAX_INT)
-    dp: int = Field(default=1, ge=1, le=MAX_INT)
+    tp: int = Field(default=1, ge=1, le=MAX_COUNT)
+    pp: int = Field(default=1, ge=1, le=MAX_COUNT)
+    ep: int = Field(default=1, ge=1, le=MAX_COUNT)
+    dp: int = Field(default=1, ge=1, le=MAX_COUNT)
 
 
 class CostConfig(_Strict):
