@@ -9,8 +9,11 @@ the gaps' energy, over its wall time) fits the cap. A loop of one kernel (a kern
 one kernel, for which this is the per-kernel rule of `dse.perf.dvfs.capped_rows` (tested equal).
 
 Where it applies: whole graphs (`dse predict --kernels`, `--model --phase`; `predict_graph`), each its own
-pass; a training step (its microbatches and optimizer update as one pass, `dse.training.step`). Serving keeps
-the per-kernel rule (`rule="kernel"`, `dse.serving.step_table` says why).
+pass; a training step (its microbatches and optimizer update as one pass, `dse.training.step`); a static
+serving batch's prefill and its decode steps, one pass each (`dse.serving.static`); each engine step of
+the serving load model, as its own pass (`dse.serving.step_table.capped_steps` computes the same rule from
+two clocks instead of searching). `rule="kernel"` puts each kernel under the cap on its own (a kernel timed
+in a loop; kept for comparisons).
 
 Evidence: our H100 eager whole models whose GEMMs alone would draw over 700 W ran at 1980 MHz averaging
 600-690 W (the per-kernel rule throttled those GEMMs: predicted power 15.3% off, 10.0% with this rule),
@@ -77,7 +80,7 @@ def pass_capped_rows(
     `members[p]` are the indices into `ops` of pass p's kernels (an op may belong to several passes, which
     may run at different clocks); `pass_energy` gives a pass's energy and wall time from its members' rows
     (the caller's repeat counts, host queue and gap power). `rule="kernel"`: each kernel on its own
-    (`dse.perf.dvfs.capped_rows`; the serving load model's rule, `dse.serving.step_table` says why)."""
+    (`dse.perf.dvfs.capped_rows`)."""
     if rule == "kernel":
         each = capped_rows(ops, gpu, point, coeffs, power_coeffs, terms, rows_fn)
         return PassRows(

@@ -5,7 +5,7 @@
 1. every op is estimated by the kernel model at the requested clock; a graph (a pass: a forward pass; a
    training step's graphs together) whose mean power, gaps included, exceeds the cap runs at the highest
    clock where it fits (`dse.perf.pass_cap`: the GPU's controller averages power over about a second);
-   serving steps keep each kernel's own clock under the cap (`cap_rule="kernel"`, `dse.serving.step_table`);
+   each engine step of a serving run is a pass of its own (`dse.serving.step_table.capped_steps`);
 2. each kernel's power comes from `dse.perf.power` (idle + active + DRAM + on-chip modules);
 3. with a launch mode (`launch`: eager, graphs, engine) the host enqueues the kernels asynchronously
    (`dse.perf.host`): the GPU waits only when the host falls behind, drawing gap power (idle + the
@@ -248,7 +248,7 @@ def predict_graph(
         estimator: the kernel model as a `KernelEstimate` estimator (default: the registry's families,
             through `dse.perf.multiclock.op_rows`); tests inject stand-ins.
         cap_rule: "pass" (the graph's mean power under the cap, `dse.perf.pass_cap`) or "kernel" (each
-            kernel on its own: serving steps, `dse.serving.step_table`).
+            kernel on its own: a kernel in a loop).
 
     Raises:
         ConfigError: an unknown launch mode or a power cap below the GPU's minimum.
@@ -277,8 +277,8 @@ def predict_graphs(
     all of them: a kernel's rows depend on that kernel and its clock alone, and each graph is its own pass
     under the cap, so each result equals the graph predicted on its own, and the fixed cost of a
     kernel-model call is paid once. `passes` and `runs` group graphs that run as one pass under the cap,
-    as in `predict_graph_totals`; `cap_rule="kernel"`: each kernel on its own (static serving, as the
-    serving load model, `dse.serving.step_table`)."""
+    as in `predict_graph_totals` (a static serving batch: its prefill and its decode steps); `cap_rule`
+    as in `predict_graph`."""
     mode = None if launch is None else check_launch(launch)
     coeffs = gpu_only_coeffs(coeffs)  # host time is the launch queue's, or not predicted
     point = point or OperatingPoint()
@@ -314,7 +314,7 @@ def predict_graphs(
                 energy_j, wall_s = energy_j + weight[i] * e, wall_s + weight[i] * t
         return energy_j, wall_s
 
-    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
+    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by check_finite
         rows_fn = row_estimator(estimator)
         out = pass_capped_rows(
             ops, members, gpu, point, coeffs, pc, terms, pass_energy, rows_fn, rule=cap_rule
@@ -326,7 +326,7 @@ def predict_graphs(
             if not g.ops:
                 results[i] = _empty(g, gpu, point, mode or "none")
                 continue
-            _check_finite(g.ops, rows["latency_s"], parts["total"], gpu)
+            check_finite(g.ops, rows["latency_s"], parts["total"], gpu)
             results[i] = _assemble(
                 g, gpu, rows, parts, out.exceeded[p][sl], out, pc, terms, mode, host, plans[i]
             )
@@ -426,7 +426,7 @@ def predict_graph_totals(
     The power cap holds the mean power of a pass (`dse.perf.pass_cap`): by default each graph is its own
     pass; `passes` groups graphs (indices, each graph in one group) that run as one, `runs[i]` times graph i
     per run of its pass (default 1), e.g. a training step's microbatches and its optimizer step.
-    `cap_rule="kernel"`: each kernel on its own instead (the serving load model, `dse.serving.step_table`).
+    `cap_rule="kernel"`: each kernel on its own instead (a kernel in a loop).
     `idle_share`: seconds each pass idles per second of its kernels (a pipeline's bubble), at idle power,
     counted in its mean (the returned totals are the kernels' alone)."""
     point = point or OperatingPoint()
@@ -455,13 +455,13 @@ def predict_graph_totals(
         idle_j = idle_share * busy_s * float(terms.idle_power_w(np.asarray(rows["sm_clock_hz"].max())))
         return float(np.dot(per_run[p], lat * parts["total"])) + idle_j, busy_s * (1.0 + idle_share)
 
-    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by _check_finite
+    with np.errstate(divide="ignore", invalid="ignore"):  # an impossible kernel: reported by check_finite
         out = pass_capped_rows(distinct, members, gpu, point, coeffs, pc, terms, pass_energy, rule=cap_rule)
     latency_s, energy_j, clock_hz_s = np.zeros(len(graphs)), np.zeros(len(graphs)), np.zeros(len(graphs))
     for p, group in enumerate(groups):
         lat, power_w = out.rows[p]["latency_s"], out.power[p]["total"]
         clock_hz = out.rows[p]["sm_clock_hz"]
-        _check_finite([distinct[j] for j in members[p].tolist()], lat, power_w, gpu)
+        check_finite([distinct[j] for j in members[p].tolist()], lat, power_w, gpu)
         pos = np.searchsorted(members[p], np.concatenate([where[i] for i in group]))
         row_s = np.concatenate([counts[i] for i in group]) * lat[pos]
         graph_of = np.repeat(group, [where[i].size for i in group])
@@ -471,7 +471,7 @@ def predict_graph_totals(
     return GraphTotals(latency_s, energy_j, clock_hz_s)
 
 
-def _check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:
+def check_finite(ops: Sequence[Any], latency_s: np.ndarray, power_w: np.ndarray, gpu: GpuSpec) -> None:
     """ConfigError naming the first kernel the GPU cannot run (a non-finite latency or power), so that no
     NaN or infinity leaves the model: e.g. an SM overridden to hold fewer threads than one thread block."""
     bad = ~(np.isfinite(latency_s) & np.isfinite(power_w))

@@ -65,8 +65,8 @@ def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[st
     from dse.perf.coeffs import load_default_coeffs
     from dse.perf.predict import predict_graph
 
-    # a serving phase as `predict_serving` prices it: shipped corrections, each kernel under the cap
-    pred = predict_graph(graph, gpu, point, load_default_coeffs(gpu), cap_rule="kernel")
+    # a serving phase as `predict_serving` prices it: shipped corrections, the phase's mean under the cap
+    pred = predict_graph(graph, gpu, point, load_default_coeffs(gpu))
     ops = {op.name: op for op in graph.ops}
     rows = []
     for k in pred.kernels:

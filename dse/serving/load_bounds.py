@@ -33,9 +33,10 @@ def _step(
         arch, step["decodes"], step["prefills"], step["each"], step["context_len"], r.precision,
         est.engine.name, est.engine.sampling, kv_dtype, r.parallelism,
     )  # fmt: skip
-    # as the load model's steps (`step_table`): the shipped latency corrections unless others are given
+    # as the load model's steps (`step_table`): the shipped latency corrections unless others are given, the
+    # step's mean power under the cap (the exact search of the rule `step_table` computes)
     latency = load_default_coeffs(gpu) if coeffs[0] is None else coeffs[0]
-    return predict_graph(graph, gpu, point, latency, coeffs[1], cap_rule="kernel")
+    return predict_graph(graph, gpu, point, latency, coeffs[1])
 
 
 def _decode_step(

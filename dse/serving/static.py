@@ -468,11 +468,12 @@ def predict_serving(
     check_layout(arch, request)
     memory = _memory_fields(arch, gpu, request)
     b, o, num_steps = request.batch, request.output_tokens, request.output_tokens - 1
-    # One kernel-model pass over prefill and decode, each kernel under the cap on its own, as in the load
-    # model (`dse.serving.step_table` says why).
-    prefill, *decode = predict_graphs(
-        _graphs(arch, request), gpu, point, coeffs, power_coeffs, cap_rule="kernel"
-    )
+    # One kernel-model pass over prefill and decode. The power cap holds each phase's mean (the GPU's
+    # limiter averages over about a second, `dse.perf.pass_cap`): the prefill as one pass, every decode
+    # step together as another (its step-independent ops run once per step).
+    graphs = _graphs(arch, request)
+    passes, runs = ([[0], [1, 2]], [1.0, float(num_steps), 1.0]) if len(graphs) == 3 else ([[0]], [1.0])
+    prefill, *decode = predict_graphs(graphs, gpu, point, coeffs, power_coeffs, passes=passes, runs=runs)
     phases = {
         name: _with_comm(phase, arch, gpu, request, point, decode=name == "decode")
         for name, phase in _kernel_phases(prefill, decode, num_steps).items()

@@ -122,9 +122,8 @@ def steady_state(
                 sampling=sampling,
                 kv_dtype=kv_dtype,
             )
-            p = predict_graph(
-                g, gpu, point, latency_coeffs, power_coeffs, cap_rule="kernel"
-            )  # as `step_table`
+            # the step's mean power under the cap: the exact search of the rule `step_table` computes
+            p = predict_graph(g, gpu, point, latency_coeffs, power_coeffs)
             step_cache[k] = (p.latency_s, p.energy_j)
         return step_cache[k]
 

@@ -48,8 +48,8 @@ def predict_step(
         precision=precision, engine=ENGINES[engine], sampling=sampling, kv_dtype=kv_dtype,
     )  # fmt: skip
     coeffs = load_default_coeffs(gpu) if coeffs is None else coeffs
-    # each kernel under the cap on its own, as every serving step (`dse.serving.step_table`)
-    p = predict_graph(g, gpu, point or OperatingPoint(), coeffs, power_coeffs, cap_rule="kernel")
+    # the step's mean power under the cap: the exact search of the rule `dse.serving.step_table` computes
+    p = predict_graph(g, gpu, point or OperatingPoint(), coeffs, power_coeffs)
     return p.latency_s, p.energy_j
 
 

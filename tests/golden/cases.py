@@ -248,9 +248,7 @@ def continuous() -> Values:
             arch, decodes=decodes, prefills=prefills, input_tokens=max(1, prompt_tokens // max(prefills, 1)),
             context_len=1024 + 64, engine=ENGINES["vllm"],
         )  # fmt: skip
-        return predict_graph(
-            graph, h100, OperatingPoint(), coeffs, cap_rule="kernel"
-        ).latency_s  # a serving step
+        return predict_graph(graph, h100, OperatingPoint(), coeffs).latency_s  # a serving step: its own pass
 
     for chunked in (True, False):
         res = simulate_closed_loop(

@@ -41,19 +41,23 @@ def test_metric_definitions(llama8b, h100) -> None:
     assert est.energy_per_request_j == pytest.approx(est.energy_j / 8)
     assert est.avg_power_w == pytest.approx(est.energy_j / est.e2e_latency_s)
     assert est.energy_j == pytest.approx(est.prefill_energy_j + est.decode_energy_j)
-    assert est.avg_power_w <= est.peak_power_w <= h100.power.tdp_w * (1 + 1e-9)
+    # the cap holds each phase's mean; a kernel's own power may exceed it for its milliseconds
+    assert est.avg_power_w <= min(est.peak_power_w, h100.power.tdp_w * (1 + 1e-9))
 
 
 def test_vectorized_decode_equals_step_by_step(llama8b, h100) -> None:
-    """The shortcut (fixed ops x steps + all attention at once) against predicting every step's graph, each
-    kernel under the cap on its own as serving predicts them (`dse.serving.step_table`)."""
+    """The shortcut (fixed ops x steps + all attention at once) against predicting every step's graph, the
+    prefill one pass under the cap and the decode steps together another."""
     req = ServingRequest(batch=4, input_tokens=300, output_tokens=6)
     est = predict_serving(llama8b, h100, req)
     coeffs = load_default_coeffs(h100)  # what predict_serving uses by default
     graphs = [build_prefill_graph(llama8b, batch=4, seq_len=300)] + [
         build_decode_graph(llama8b, batch=4, context_len=300 + j) for j in range(req.output_tokens - 1)
     ]
-    prefill, *steps = predict_graphs(graphs, h100, OperatingPoint(), coeffs, cap_rule="kernel")
+    n = len(graphs)
+    prefill, *steps = predict_graphs(
+        graphs, h100, OperatingPoint(), coeffs, passes=[[0], list(range(1, n))], runs=[1.0] * n
+    )
     assert est.ttft_s == pytest.approx(prefill.latency_s, rel=1e-12)
     assert est.decode_energy_j == pytest.approx(sum(s.energy_j for s in steps), rel=1e-9)
     assert est.tpot_s == pytest.approx(sum(s.latency_s for s in steps) / len(steps), rel=1e-9)
@@ -268,8 +272,13 @@ def test_engine_and_sampler_shape_the_steps(llama8b, h100) -> None:
     # fused add+norm and q/k-norm+rope: fewer launch-bound kernels per decode step
     assert b.tpot_s < a.tpot_s
     assert not any("residual_add" in name for name in b.energy_j_by_name)
-    sampled = predict_serving(llama8b, h100, dataclasses.replace(vllm, sampling="top_k_top_p"))
-    assert sampled.tpot_s > b.tpot_s and sampled.ttft_s > b.ttft_s  # the sampler runs after every LM head
+    # The sampler runs after every LM head. At a clock where the cap does not bind: under it the prefill's
+    # clock is the highest grid clock (15 MHz steps) where its mean fits, and a cool kernel added to it may
+    # lift it a step, which outweighs a short kernel's time.
+    cool = OperatingPoint(sm_clock_hz=1.2e9)
+    b = predict_serving(llama8b, h100, vllm, cool)
+    sampled = predict_serving(llama8b, h100, dataclasses.replace(vllm, sampling="top_k_top_p"), cool)
+    assert sampled.tpot_s > b.tpot_s and sampled.ttft_s > b.ttft_s
     assert any("/sampler/" in name for name in sampled.energy_j_by_name)
     assert sum(sampled.energy_j_by_module.values()) == pytest.approx(sampled.energy_j, rel=1e-9)
     with pytest.raises(ConfigError, match="engine 'tgi' is not one of"):

@@ -11,9 +11,10 @@ with W_k the power one unit of energy k adds. The load model (`dse.serving.load.
 any coefficient set; W_k is read off by doubling one energy at a time (a finite difference) and the rest,
 P - sum_k W_k c_k, is the run's idle part. Columns are then moved to the shared N7 energies by the
 generation's node scale (`power_joint.generation_scale`). Linear only while the clocks stay put: at a
-doubled energy the per-kernel power cap binds on some steps of the larger runs (fewer tokens per second),
-so a slope can differ from the +1% one by up to ~25% on a 256-sequence row. What the fit needs holds: rows
-linearized at the previous set predict the load model at the refitted set within 0.1-2 W (<= 0.4%).
+doubled energy the power cap (each step's mean, `dse.serving.step_table`; each kernel's own when the shipped
+energies were fitted) binds on more steps of the larger runs (fewer tokens per second), so a slope can
+differ from the +1% one by up to ~25% on a 256-sequence row. What the fit needs holds: rows linearized at
+the previous set predicted the load model at the refitted set within 0.1-2 W (<= 0.4%).
 
 Each row costs one load simulation per energy (9 per row): about 10 s for the 30 ML.ENERGY rows' smaller
 runs and up to a minute for the 512-sequence ones; fit scripts compute them once.
