@@ -405,3 +405,14 @@ def test_ctrl_c_writes_outputs_and_the_run_resumes(tmp_path: Path) -> None:
     assert 0 < stopped.n_points < 96
     done = run_study(resume=stopped.run_dir, evaluator=zdt1)
     assert done.n_points == 96 and done.n_cached == stopped.n_points
+
+
+def test_resume_refuses_the_flags_of_a_new_run(tmp_path: Path) -> None:
+    """--fresh and --out say where a new run goes; with --resume they were ignored without a word."""
+    done = run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1)
+    with pytest.raises(ConfigError, match="--fresh is for a new run; --resume continues"):
+        run_study(resume=done.run_dir, evaluator=zdt1, fresh=True)
+    with pytest.raises(ConfigError, match="--out .* is for a new run"):
+        run_study(resume=done.run_dir, evaluator=zdt1, out=tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
+    assert run_study(resume=done.run_dir, evaluator=zdt1).n_cached == done.n_points
