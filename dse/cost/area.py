@@ -139,19 +139,9 @@ def _catalog_base(name: str) -> GpuSpec | None:
     return load_gpu(name) if name in list_gpus() else None
 
 
-@cache
-def _catalog() -> tuple[GpuSpec, ...]:
-    return tuple(load_gpu(name) for name in list_gpus())
-
-
 def catalog_base(gpu: GpuSpec) -> GpuSpec | None:
-    """The unmodified catalog GPU a spec was derived from: the catalog entry of its name, else one it equals
-    in every field but the name (a user's unmodified copy of a catalog file, named after the file); None
-    for other GPUs."""
-    base = _catalog_base(gpu.name)  # cached: a search asks once per point, the catalog does not change
-    if base is not None:
-        return base
-    return next((c for c in _catalog() if gpu.model_copy(update={"name": c.name}) == c), None)
+    """The unmodified catalog GPU a spec was derived from (same name), or None for other GPUs."""
+    return _catalog_base(gpu.name)  # cached: a search asks once per point, the catalog does not change
 
 
 def die_area_mm2(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool]:

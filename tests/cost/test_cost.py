@@ -150,19 +150,6 @@ def test_a_what_if_moves_the_published_area_by_the_modelled_delta() -> None:
     assert build_cost(more, facts).die_area_mm2 == pytest.approx(814 + delta)
 
 
-def test_an_unmodified_copy_of_a_catalog_file_is_priced_as_the_catalog_gpu() -> None:
-    # `--gpu my_h100.yaml`, a copy of the catalog file: named after the file, it was priced from its build
-    # cost x markup (28.1k$) instead of H100 SXM's published price (27.5k$); a changed copy still is.
-    facts = load_cost_facts()
-    catalog = load_gpu("h100-sxm")
-    copy = build_cost(catalog.model_copy(update={"name": "my_h100"}), facts)
-    assert copy.gpu_price_usd == build_cost(catalog, facts).gpu_price_usd == 27500
-    assert copy.die_area_mm2 == pytest.approx(814) and copy.die_area_published
-    changed = build_cost(load_gpu("h100-sxm", {"num_sms": 120}).model_copy(update={"name": "my_h100"}), facts)
-    parts = changed.die_cost_usd + changed.memory_cost_usd + changed.package_cost_usd + changed.board_cost_usd
-    assert changed.gpu_price_usd == pytest.approx(parts * facts.value("default_markup"))
-
-
 def test_scenarios_move_prices_only() -> None:
     low, mid, high = (load_cost_facts(s) for s in ("low", "mid", "high"))
     for path, fact in mid.entries.items():
