@@ -466,9 +466,10 @@ def _prepare(
             raise ConfigError(
                 f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
             )
-        if fresh or out is not None:  # both place a new run; a resumed one stays where it is
-            flag = "--fresh" if fresh else f"--out {out}"
-            raise ConfigError(f"{flag} is for a new run; --resume continues {run_dir} where it is: drop one")
+        elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
+        if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
+            flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
+            raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
         cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
         seed = overrides.pop("seed", None)
         if seed is not None and seed != cfg.search.seed:

@@ -410,9 +410,13 @@ def test_ctrl_c_writes_outputs_and_the_run_resumes(tmp_path: Path) -> None:
 def test_resume_refuses_the_flags_of_a_new_run(tmp_path: Path) -> None:
     """--fresh and --out say where a new run goes; with --resume they were ignored without a word."""
     done = run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1)
-    with pytest.raises(ConfigError, match="--fresh is for a new run; --resume continues"):
+    with pytest.raises(ConfigError, match="--fresh: for a new run; --resume continues"):
         run_study(resume=done.run_dir, evaluator=zdt1, fresh=True)
-    with pytest.raises(ConfigError, match="--out .* is for a new run"):
+    with pytest.raises(ConfigError, match="--fresh and --out .*: for a new run"):
+        run_study(resume=done.run_dir, evaluator=zdt1, fresh=True, out=tmp_path / "elsewhere")
+    with pytest.raises(ConfigError, match="--out .*: for a new run"):
         run_study(resume=done.run_dir, evaluator=zdt1, out=tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
+    # the root the run is in is where it stays: a script that always passes --out still resumes
+    assert run_study(resume=done.run_dir, evaluator=zdt1, out=tmp_path).n_cached == done.n_points
     assert run_study(resume=done.run_dir, evaluator=zdt1).n_cached == done.n_points
