@@ -89,9 +89,11 @@ def _sm_mm2(gpu: GpuSpec, facts: CostFacts, mm2_per_tr: float, logic: float, sra
         + gpu.sm.fp64_flop_per_clk / 2 * facts.value(a + "fp64_lane_transistors")
         + INT32_LANES_PER_SM * facts.value(a + "int32_lane_transistors")
     )
-    tensor_fma = (
-        max(gpu.sm.tensor_flop_per_clk.get("bf16", 0.0), gpu.sm.tensor_flop_per_clk.get("fp16", 0.0)) / 2
-    )
+    # The die's 16-bit tensor FMAs per clock. GeForce parts quote bf16/fp16 (fp32 accumulate) at half the
+    # rate of their data-centre twins on the same die (RTX 4090 and L40S: AD102) but keep the die's int8
+    # rate, twice the 16-bit one; so the larger of the two reads counts the silicon.
+    tc = gpu.sm.tensor_flop_per_clk
+    tensor_fma = max(tc.get("bf16", 0.0), tc.get("fp16", 0.0), tc.get("int8", 0.0) / 2) / 2
     transistors = facts.value(a + "sm_control_transistors") + lanes
     transistors += tensor_fma * facts.value(a + "tensor_fma_transistors")
     sram_mm2 = gpu.sm.registers * 4 / KIB * facts.value(a + "register_file_mm2_per_kib")
@@ -140,8 +142,10 @@ def _catalog_base(name: str) -> GpuSpec | None:
 
 
 def catalog_base(gpu: GpuSpec) -> GpuSpec | None:
-    """The unmodified catalog GPU a spec was derived from (same name), or None for other GPUs."""
-    return _catalog_base(gpu.name)  # cached: a search asks once per point, the catalog does not change
+    """The unmodified catalog GPU a spec was derived from (its `based_on`, set for a user's copy of a
+    catalog file, else its own name), or None for other GPUs."""
+    # cached: a search asks once per point, the catalog does not change
+    return _catalog_base(gpu.based_on or gpu.name)
 
 
 def die_area_mm2(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool]:

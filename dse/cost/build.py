@@ -149,11 +149,11 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     dearer wafer) moves the price with the build cost, as a changed design does.
     """
     base = catalog_base(gpu)
-    if base is None or not facts.has(f"gpu_price_usd.{gpu.name}"):
+    if base is None or not facts.has(f"gpu_price_usd.{base.name}"):
         return build_usd * facts.value("default_markup")
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
     base_build = sum(_parts(base, shipped)[3:])
-    return facts.value(f"gpu_price_usd.{gpu.name}") * build_usd / base_build
+    return facts.value(f"gpu_price_usd.{base.name}") * build_usd / base_build
 
 
 def build_cost(gpu: GpuSpec, facts: CostFacts, price_usd: float | None = None) -> BuildCost:

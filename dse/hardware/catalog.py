@@ -13,6 +13,7 @@ knobs such as `sm.tensor_factor`), shared by `--set`, `--memory` and study space
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Mapping
 from functools import cache, lru_cache
@@ -22,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dse.config.yamlio import SourceMap, format_errors, load_yaml, parse_yaml_value
+from dse.config.yamlio import MAX_YAML_BYTES, SourceMap, format_errors, load_yaml, parse_yaml_value
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
@@ -117,9 +118,61 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
         except TypeError:  # an unhashable override value (a list): not cached
             gpu = apply_generic(_catalog_gpu(name, ()), split.generic, f"{name}.yaml")
     else:
-        raw, source, smap = _raw_gpu(name_or_path)
-        gpu = apply_generic(_validated(raw, source, smap), split.generic, source)
+        gpu = apply_generic(_user_file_gpu(name_or_path), split.generic, str(name_or_path))
     return apply_memory_and_knobs(gpu, split)
+
+
+def _user_file_gpu(name_or_path: str | Path) -> GpuSpec:
+    """A user's GPU file, validated; cached by its content (a study loads it for every point, and parsing
+    and validating the YAML costs more than the point's prediction; the bytes are cheap to read)."""
+    path = Path(name_or_path)
+    try:
+        small_file = path.is_file() and path.stat().st_size <= MAX_YAML_BYTES  # never read /dev/zero whole
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if small_file else ""
+    except OSError:
+        digest = ""
+    if not digest:  # missing, unreadable, not a file or too large: the uncached path gives the message
+        return _read_user_file_gpu(str(name_or_path))
+    return _cached_user_file_gpu(str(name_or_path), digest)
+
+
+@lru_cache(maxsize=64)
+def _cached_user_file_gpu(path: str, digest: str) -> GpuSpec:
+    return _read_user_file_gpu(path)
+
+
+def _read_user_file_gpu(path: str) -> GpuSpec:
+    raw, source, smap = _raw_gpu(path)
+    return _with_catalog_base(_validated(raw, source, smap), source)
+
+
+# What a user's copy of a catalog file may change and still be that GPU: its names and notes.
+_IDENTITY_FIELDS: dict[str, Any] = {"name": "", "display_name": "", "notes": "", "based_on": None}
+
+
+@cache
+def _catalog_entries() -> tuple[GpuSpec, ...]:
+    return tuple(_catalog_gpu(name, ()).model_copy(update=_IDENTITY_FIELDS) for name in list_gpus())
+
+
+def _with_catalog_base(gpu: GpuSpec, source: str) -> GpuSpec:
+    """A user's GPU file with its `based_on` checked (a catalog name), or set to the catalog entry the file
+    copies unchanged: a study over the copy and its what-ifs is then priced and sized from that GPU's
+    published price and area, as the catalog GPU's own what-ifs are (`dse.cost.area.catalog_base`)."""
+    if gpu.based_on is not None:
+        base = _canonical(gpu.based_on)
+        if base not in list_gpus():
+            raise ConfigError(
+                f"{source}: based_on '{_shorten(gpu.based_on)}' is not a catalog GPU"
+                f"{did_you_mean(gpu.based_on, list_gpus(), _canonical)}; known: {', '.join(list_gpus())}"
+            )
+        return gpu.model_copy(update={"based_on": base})
+    bare = gpu.model_copy(update=_IDENTITY_FIELDS)
+    names = list_gpus()
+    for name, entry in zip(names, _catalog_entries(), strict=True):
+        if entry == bare:
+            return gpu.model_copy(update={"based_on": name})
+    return gpu
 
 
 # NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).

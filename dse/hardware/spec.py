@@ -218,6 +218,12 @@ class GpuSpec(_Frozen):
 
     name: str
     display_name: str
+    based_on: str | None = Field(
+        default=None,
+        description="the catalog GPU this one is a variant of (a user's file): priced and sized from that "
+        "GPU's published price and die area, moved by the modelled difference; found at load time for an "
+        "unmodified copy of a catalog file",
+    )
     architecture: str
     compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}[a-z]?$")  # 9.0, 10.0a
     num_sms: int = Field(gt=0, le=10**6)

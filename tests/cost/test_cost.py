@@ -4,6 +4,7 @@ of cost-facts.md 3.4, and the monotonic properties of area and cost."""
 from __future__ import annotations
 
 import math
+from importlib import resources
 
 import pytest
 from hypothesis import given, settings
@@ -148,6 +149,48 @@ def test_a_what_if_moves_the_published_area_by_the_modelled_delta() -> None:
     base, more = load_gpu("h100-sxm"), load_gpu("h100-sxm", {"l2.l2_mib": 120})
     delta = modelled_area(more, facts).total_mm2 - modelled_area(base, facts).total_mm2
     assert build_cost(more, facts).die_area_mm2 == pytest.approx(814 + delta)
+
+
+def _h100_file(tmp_path, name: str, edit=lambda text: text):
+    text = (resources.files("dse.hardware") / "data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(edit(text), encoding="utf-8")
+    return path
+
+
+GDDR7 = {"memory.technology": "gddr7", "memory.bus_width_bits": 512, "memory.data_rate_gbit_per_s": 32}
+
+
+@pytest.mark.parametrize("overrides", [None, GDDR7])
+def test_a_copy_of_a_catalog_file_is_priced_and_sized_as_the_catalog_gpu(tmp_path, overrides) -> None:
+    # `--gpu my_h100.yaml`, a copy of the catalog file named after the file (and retitled): it and every
+    # what-if of it are the H100 SXM's, so they cost what the catalog GPU and its what-ifs cost (the copy
+    # alone was priced from build cost x markup, 28.1k$ against the published 27.5k$)
+    path = _h100_file(tmp_path, "my_h100", lambda t: t.replace("NVIDIA H100 SXM5 80GB", "our H100"))
+    facts = load_cost_facts()
+    copy = load_gpu(path, overrides)
+    assert copy.name == "my_h100" and copy.based_on == "h100-sxm"
+    mine, catalog = build_cost(copy, facts), build_cost(load_gpu("h100-sxm", overrides), facts)
+    assert mine.gpu_price_usd == pytest.approx(catalog.gpu_price_usd)
+    assert mine.die_area_mm2 == pytest.approx(catalog.die_area_mm2)
+    if overrides is None:
+        assert mine.gpu_price_usd == facts.value("gpu_price_usd.h100-sxm")
+
+
+def test_based_on_names_the_catalog_gpu_a_changed_file_varies(tmp_path) -> None:
+    facts = load_cost_facts()
+    more_sms = lambda t: t.replace("num_sms: 132 ", "num_sms: 140 ")  # noqa: E731
+    changed = load_gpu(_h100_file(tmp_path, "mine", more_sms))
+    assert changed.num_sms == 140 and changed.based_on is None  # changed and not declared: its own GPU
+    parts = build_cost(changed, facts)
+    build = parts.die_cost_usd + parts.memory_cost_usd + parts.package_cost_usd + parts.board_cost_usd
+    assert parts.gpu_price_usd == pytest.approx(build * facts.value("default_markup"))
+    declared = load_gpu(_h100_file(tmp_path, "mine2", lambda t: "based_on: H100_SXM\n" + more_sms(t)))
+    assert declared.based_on == "h100-sxm"
+    as_what_if = build_cost(load_gpu("h100-sxm", {"num_sms": 140}), facts)
+    assert build_cost(declared, facts).gpu_price_usd == pytest.approx(as_what_if.gpu_price_usd)
+    with pytest.raises(ConfigError, match=r"mine3\.yaml: based_on 'h100-sxn' is not a catalog GPU.*h100-sxm"):
+        load_gpu(_h100_file(tmp_path, "mine3", lambda t: "based_on: h100-sxn\n" + t))
 
 
 def test_scenarios_move_prices_only() -> None:

@@ -327,6 +327,19 @@ def test_load_from_yaml_path(tmp_path: Path) -> None:
     assert load_gpu(str(path), {"num_sms": 120}).num_sms == 120
 
 
+def test_a_gpu_file_edited_between_loads_is_read_again(tmp_path: Path) -> None:
+    # a study loads its GPU file for every point, so the parsed file is cached: by content, so an edit within
+    # the file system's timestamp granularity (same size, same mtime) is still seen
+    path = tmp_path / "mine.yaml"
+    path.write_text(H100_YAML.read_text().replace("num_sms: 132", "num_sms: 114"))
+    assert load_gpu(path).num_sms == 114
+    path.write_text(H100_YAML.read_text().replace("num_sms: 132", "num_sms: 115"))
+    assert load_gpu(path).num_sms == 115
+    path.write_text("num_sms: [")
+    with pytest.raises(ConfigError, match="mine.yaml"):
+        load_gpu(path)
+
+
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_gpu(tmp_path / "nope.yaml")
