@@ -13,7 +13,6 @@ knobs such as `sm.tensor_factor`), shared by `--set`, `--memory` and study space
 from __future__ import annotations
 
 import copy
-import hashlib
 import re
 from collections.abc import Mapping
 from functools import cache, lru_cache
@@ -23,7 +22,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dse.config.yamlio import MAX_YAML_BYTES, SourceMap, format_errors, load_yaml, parse_yaml_value
+from dse.config.yamlio import (
+    MAX_YAML_BYTES,
+    SourceMap,
+    decode_yaml_bytes,
+    format_errors,
+    load_yaml,
+    located_error,
+    parse_yaml,
+    parse_yaml_value,
+)
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
@@ -65,16 +73,22 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _raw_gpu(name_or_path: str | Path) -> tuple[dict[str, Any], str, SourceMap | None]:
-    """(raw GPU fields in SI, source for messages, the YAML line map of a user's file)."""
+def _raw_gpu(
+    name_or_path: str | Path, data: bytes | None = None
+) -> tuple[dict[str, Any], str, SourceMap | None]:
+    """(raw GPU fields in SI, source for messages, the YAML line map of a user's file); `data`: the
+    file's bytes, already read."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
             raise ConfigError(f"GPU file '{_shorten(str(path))}' does not exist (or is not a file)")
-        raw, smap = load_yaml(path)  # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
-        data = _normalized(raw, str(path))
-        data.setdefault("name", path.stem)
-        return data, str(path), smap
+        # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
+        raw, smap = (
+            load_yaml(path) if data is None else parse_yaml(decode_yaml_bytes(data, str(path)), str(path))
+        )
+        fields = _normalized(raw, str(path))
+        fields.setdefault("name", path.stem)
+        return fields, str(path), smap
     name = _canonical(str(name_or_path))
     if name not in list_gpus():
         raise ConfigError(
@@ -124,26 +138,28 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
 
 def _user_file_gpu(name_or_path: str | Path) -> GpuSpec:
     """A user's GPU file, validated; cached by its content (a study loads it for every point, and parsing
-    and validating the YAML costs more than the point's prediction; the bytes are cheap to read)."""
+    and validating the YAML costs more than the point's prediction). The bytes hashed are the bytes parsed,
+    so an edit during a run cannot file one content's spec under another's hash."""
     path = Path(name_or_path)
+    if not _is_file(path):  # missing or not a regular file (never read /dev/zero): `_raw_gpu` says which
+        return _file_gpu_from(str(name_or_path), None)
     try:
-        small_file = path.is_file() and path.stat().st_size <= MAX_YAML_BYTES  # never read /dev/zero whole
-        digest = hashlib.sha256(path.read_bytes()).hexdigest() if small_file else ""
-    except OSError:
-        digest = ""
-    if not digest:  # missing, unreadable, not a file or too large: the uncached path gives the message
-        return _read_user_file_gpu(str(name_or_path))
-    return _cached_user_file_gpu(str(name_or_path), digest)
+        with path.open("rb") as fh:
+            data = fh.read(MAX_YAML_BYTES + 1)  # one past the limit: the loader names an oversized file
+    except OSError as exc:
+        raise ConfigError(f"GPU file '{_shorten(str(path))}': cannot read: {exc.strerror or exc}") from None
+    return _cached_file_gpu(str(name_or_path), data)
 
 
 @lru_cache(maxsize=64)
-def _cached_user_file_gpu(path: str, digest: str) -> GpuSpec:
-    return _read_user_file_gpu(path)
+def _cached_file_gpu(path: str, data: bytes) -> GpuSpec:
+    return _file_gpu_from(path, data)
 
 
-def _read_user_file_gpu(path: str) -> GpuSpec:
-    raw, source, smap = _raw_gpu(path)
-    return _with_catalog_base(_validated(raw, source, smap), source)
+def _file_gpu_from(path: str, data: bytes | None) -> GpuSpec:
+    raw, source, smap = _raw_gpu(path, data)
+    gpu = _validated(raw, source, smap)
+    return _with_catalog_base(gpu, source, smap)
 
 
 # What a user's copy of a catalog file may change and still be that GPU: its names and notes.
@@ -155,17 +171,20 @@ def _catalog_entries() -> tuple[GpuSpec, ...]:
     return tuple(_catalog_gpu(name, ()).model_copy(update=_IDENTITY_FIELDS) for name in list_gpus())
 
 
-def _with_catalog_base(gpu: GpuSpec, source: str) -> GpuSpec:
+def _with_catalog_base(gpu: GpuSpec, source: str, smap: SourceMap | None = None) -> GpuSpec:
     """A user's GPU file with its `based_on` checked (a catalog name), or set to the catalog entry the file
     copies unchanged: a study over the copy and its what-ifs is then priced and sized from that GPU's
     published price and area, as the catalog GPU's own what-ifs are (`dse.cost.area.catalog_base`)."""
     if gpu.based_on is not None:
         base = _canonical(gpu.based_on)
         if base not in list_gpus():
-            raise ConfigError(
-                f"{source}: based_on '{_shorten(gpu.based_on)}' is not a catalog GPU"
+            message = (
+                f"{_shorten(gpu.based_on, 60)!r} is not a catalog GPU"
                 f"{did_you_mean(gpu.based_on, list_gpus(), _canonical)}; known: {', '.join(list_gpus())}"
             )
+            if smap is not None:
+                raise located_error(smap, ("based_on",), message)
+            raise ConfigError(f"{_shorten(source)}: based_on: {message}")
         return gpu.model_copy(update={"based_on": base})
     bare = gpu.model_copy(update=_IDENTITY_FIELDS)
     names = list_gpus()

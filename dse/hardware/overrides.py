@@ -68,6 +68,14 @@ def _number(path: str, value: Any) -> float:
     return value
 
 
+# Fields that say which GPU a spec is, not what it has: the cost ledger prices a spec by them (a catalog
+# GPU's published price and area), so `--set name=a100-sxm-80gb` would price an H100 as an A100.
+IDENTITY_PATHS: dict[str, str] = {
+    "name": "the GPU's name (pass another --gpu, or a GPU file)",
+    "based_on": "the catalog GPU a GPU file varies (write it in the file)",
+}
+
+
 def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
     """Sort `overrides` (path -> value) into generic fields, memory system, memory fields and knobs."""
     generic: list[tuple[str, Any]] = []
@@ -76,6 +84,10 @@ def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
     knobs: list[tuple[str, Any]] = []
     for raw_path, value in (overrides or {}).items():
         path = str(raw_path).strip().removeprefix("gpu.")
+        if path in IDENTITY_PATHS:
+            raise ConfigError(
+                f"override '{path}': {IDENTITY_PATHS[path]}, not a hardware field; it cannot be overridden"
+            )
         if path in DERIVED_KNOBS:
             knobs.append((path, _number(path, value)))
         elif path.startswith("memory.") and path.count(".") == 1:
@@ -269,6 +281,8 @@ def override_fields(gpu: GpuSpec) -> list[OverrideField]:
     def walk(node: Any, prefix: str) -> None:
         for key, value in node.items():
             path = f"{prefix}{key}"
+            if path in IDENTITY_PATHS:
+                continue
             if isinstance(value, dict) and key != "tensor_flop_per_clk" and "clock_hz" not in value:
                 walk(value, path + ".")
                 continue

@@ -106,8 +106,11 @@ def _number(text: str, what: str, spec: str) -> float:
 def _gpu_field(gpu: Any, path: str) -> tuple[bool, bool]:
     """(numeric, integer) of a valid gpu.* override path: derived knobs and memory-system keys are floats
     unless the GPU's value says otherwise; a human-unit spelling (`_mhz`, `_kib`) is never an integer."""
+    from dse.hardware.overrides import IDENTITY_PATHS
     from dse.units import si_key
 
+    if path.removeprefix("gpu.") in IDENTITY_PATHS:
+        return False, False  # a name (None on a catalog GPU's `based_on`), never a numeric axis
     node: Any = gpu.model_dump()
     parts = path.removeprefix("gpu.").split(".")
     for i, part in enumerate(parts):

@@ -189,8 +189,21 @@ def test_based_on_names_the_catalog_gpu_a_changed_file_varies(tmp_path) -> None:
     assert declared.based_on == "h100-sxm"
     as_what_if = build_cost(load_gpu("h100-sxm", {"num_sms": 140}), facts)
     assert build_cost(declared, facts).gpu_price_usd == pytest.approx(as_what_if.gpu_price_usd)
-    with pytest.raises(ConfigError, match=r"mine3\.yaml: based_on 'h100-sxn' is not a catalog GPU.*h100-sxm"):
+    with pytest.raises(
+        ConfigError, match=r"mine3\.yaml:1: based_on: 'h100-sxn' is not a catalog GPU.*h100-sxm"
+    ):
         load_gpu(_h100_file(tmp_path, "mine3", lambda t: "based_on: h100-sxn\n" + t))
+    hostile = _h100_file(tmp_path, "mine4", lambda t: 'based_on: "h100\\nsxm\\u001b[31mRED"\n' + t)
+    with pytest.raises(ConfigError) as err:
+        load_gpu(hostile)
+    assert "\x1b" not in str(err.value) and "\n" not in str(err.value)  # shown escaped, on one line
+
+
+@pytest.mark.parametrize("path", ["name", "based_on", "gpu.based_on"])
+def test_which_gpu_a_spec_is_cannot_be_overridden(path: str) -> None:
+    # `--set name=a100-sxm-80gb` priced the H100 as an A100 (and `based_on` likewise): they name the GPU
+    with pytest.raises(ConfigError, match="cannot be overridden"):
+        load_gpu("h100-sxm", {path: "a100-sxm-80gb"})
 
 
 def test_scenarios_move_prices_only() -> None:
