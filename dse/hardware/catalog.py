@@ -167,8 +167,9 @@ _IDENTITY_FIELDS: dict[str, Any] = {"name": "", "display_name": "", "notes": "",
 
 
 @cache
-def _catalog_entries() -> tuple[GpuSpec, ...]:
-    return tuple(_catalog_gpu(name, ()).model_copy(update=_IDENTITY_FIELDS) for name in list_gpus())
+def _catalog_entries() -> dict[str, GpuSpec]:
+    """Each catalog GPU by name, its identity fields blanked (what a copy of its file is compared with)."""
+    return {name: _catalog_gpu(name, ()).model_copy(update=_IDENTITY_FIELDS) for name in list_gpus()}
 
 
 def _with_catalog_base(gpu: GpuSpec, source: str, smap: SourceMap | None = None) -> GpuSpec:
@@ -187,11 +188,8 @@ def _with_catalog_base(gpu: GpuSpec, source: str, smap: SourceMap | None = None)
             raise ConfigError(f"{_shorten(source)}: based_on: {message}")
         return gpu.model_copy(update={"based_on": base})
     bare = gpu.model_copy(update=_IDENTITY_FIELDS)
-    names = list_gpus()
-    for name, entry in zip(names, _catalog_entries(), strict=True):
-        if entry == bare:
-            return gpu.model_copy(update={"based_on": name})
-    return gpu
+    copied = next((name for name, entry in _catalog_entries().items() if entry == bare), None)
+    return gpu if copied is None else gpu.model_copy(update={"based_on": copied})
 
 
 # NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).
