@@ -15,8 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from dse.cli.common import ServingBatchOpt
+from dse.cli.common import ServingBatchOpt, err_console
 from dse.errors import DseError
+from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT, engine_settings
 
 ConcurrencyOpt = Annotated[
@@ -228,6 +229,26 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("memory_bytes", "memory needed per GPU (GiB)", 2**-30, ".2f"),
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
 )
+
+
+def serving_lengths(input_tokens: int | None, output_tokens: int | None) -> tuple[int, int]:
+    """A serving command's --input-tokens / --output-tokens, a missing one DEFAULT_INPUT_TOKENS /
+    DEFAULT_OUTPUT_TOKENS (what `dse whatif` and a study's workload default to; `note_lengths` says so)."""
+    return (
+        DEFAULT_INPUT_TOKENS if input_tokens is None else input_tokens,
+        DEFAULT_OUTPUT_TOKENS if output_tokens is None else output_tokens,
+    )
+
+
+def note_lengths(input_tokens: int | None, output_tokens: int | None) -> None:
+    """Say on stderr which lengths `serving_lengths` filled in (once the command's input is checked, so that
+    an error stays one line)."""
+    filled = serving_lengths(input_tokens, output_tokens)
+    given = (input_tokens, output_tokens)
+    flags = ("--input-tokens", "--output-tokens")
+    missing = [f"{flag} {n}" for flag, n, v in zip(flags, filled, given, strict=True) if v is None]
+    if missing:
+        err_console.print(f"[dim]note: serving lengths not given: {' '.join(missing)}[/]", soft_wrap=True)
 
 
 def _micro_s(flag: str, per: str, value: float | None, most_exp: int) -> float | None:

@@ -51,6 +51,8 @@ from dse.cli.load import (
     LOAD_ROWS,
     LoadArgs,
     load_title,
+    note_lengths,
+    serving_lengths,
 )
 from dse.cli.training import (
     TrainingArgs,
@@ -58,6 +60,7 @@ from dse.cli.training import (
     run_training,
 )
 from dse.errors import DseError
+from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
 from dse.workload.vision import is_vision_model
@@ -233,11 +236,17 @@ def predict_cmd(
     train: TrainingArgs,
 ) -> None:
     """Predict latency, energy and power: a workload (--kernels, or --model with --phase), LLM serving
-    (--model with --input-tokens and --output-tokens) as one static batch (--batch, the default) or under
-    load (--concurrency, --request-rate or --max-throughput), or a training step (--training)."""
+    (--model with --input-tokens and --output-tokens, 1024 and 256 when a load mode, layout or engine
+    option is given without them) as one static batch (--batch, the default) or under load (--concurrency,
+    --request-rate or --max-throughput), or a training step (--training)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     shape_given = phase is not None or seq_len is not None
+    given_tokens = (input_tokens, output_tokens)
+    if model is not None and kernels is None and not training and not is_vision_model(model):
+        input_tokens, output_tokens = _implied_lengths(
+            load, input_tokens, output_tokens, kv_dtype, engine, sampling
+        )
     phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
@@ -261,6 +270,7 @@ def predict_cmd(
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
+        note_lengths(*given_tokens)
         from dse.perf.dvfs import power_cap_w as cap_in_force  # `power_cap_w` is the option here
 
         _show_serving(est, serving_cost(spec, est, costs), breakdown, as_json, cap_in_force(spec, point))
@@ -276,6 +286,28 @@ def predict_cmd(
         _note_one_pass(model, phase, seq_len)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
+
+
+def _implied_lengths(
+    load: LoadArgs,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    kv_dtype: str | None,
+    engine: str | None,
+    sampling: str | None,
+) -> tuple[int | None, int | None]:
+    """An LLM's --input-tokens / --output-tokens, the missing ones filled in (`serving_lengths`) when the
+    command is a serving prediction: one length given, a load mode, a layout (--tp, --pp, --ep, --dp) or an
+    engine option. Neither length and none of those: (None, None), one forward pass."""
+    layout = any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS)
+    engine_given = any(v is not None for v in (kv_dtype, engine, sampling))
+    if (
+        input_tokens is None
+        and output_tokens is None
+        and not (layout or engine_given or load.mode() != "static")
+    ):
+        return None, None
+    return serving_lengths(input_tokens, output_tokens)
 
 
 def _no_serving_flags_in_a_pass(
@@ -454,8 +486,8 @@ def _show_graph(
 def whatif_cmd(
     gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
     model: ModelOpt = "llama-3.1-8b",
-    input_tokens: Annotated[int, typer.Option("--input-tokens")] = 1024,
-    output_tokens: Annotated[int, typer.Option("--output-tokens")] = 256,
+    input_tokens: Annotated[int, typer.Option("--input-tokens")] = DEFAULT_INPUT_TOKENS,
+    output_tokens: Annotated[int, typer.Option("--output-tokens")] = DEFAULT_OUTPUT_TOKENS,
     precision: PrecisionOpt = "bf16",
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,

@@ -37,6 +37,8 @@ from dse.cli.common import (
 )
 from dse.cli.load import (
     LoadArgs,
+    note_lengths,
+    serving_lengths,
 )
 from dse.config.jsonio import with_nulls
 from dse.errors import DseError
@@ -70,10 +72,9 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
             raise DseError(f"{what}; {model} is a vision model (use dse predict)")
         if load_model_config(str(model)).family == "encoder":
             raise DseError(f"{what}; {model} is an encoder (use dse predict)")
-    missing = [flag for flag, v in (("--model", model), ("--input-tokens", input_tokens),
-                                    ("--output-tokens", output_tokens)) if v is None]  # fmt: skip
-    if missing or model is None or input_tokens is None or output_tokens is None:
-        raise DseError(f"{what}: give {', '.join(missing)}")
+    if model is None:
+        raise DseError(f"{what}: give --model")
+    given_tokens, (input_tokens, output_tokens) = tokens, serving_lengths(*tokens)
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
@@ -97,6 +98,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         problem = None if value is None else workload_value_problem(key, value, under_load=mode != "static")
         if problem is not None:  # every point would fail with it
             raise DseError(f"--{key.replace('_', '-')}: {problem}")
+    note_lengths(*given_tokens)
     return ctx
 
 

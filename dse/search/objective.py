@@ -42,6 +42,7 @@ from typing import Any, TypeGuard
 
 from dse.errors import ConfigError
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
+from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.units import MHZ
 
 # Metric keys of ServingEstimate.metrics() (dse.serving), and the context the evaluation adds.
@@ -127,8 +128,8 @@ class EvalContext:
     model: str = "llama-3.1-8b"
     mode: str = "static"
     batch: int = 1
-    input_tokens: int = 1024
-    output_tokens: int = 256
+    input_tokens: int = DEFAULT_INPUT_TOKENS
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
     precision: str = "bf16"
     attention: str = "flash"
     kv_dtype: str | None = None

@@ -107,6 +107,7 @@ from dse.search.space import (
     _ParamBase,
 )
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
+from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.units import MAX_COUNT  # larger counts are refused at load, not at every point
 
 Direction = Literal["minimize", "maximize"]
@@ -262,8 +263,8 @@ class WorkloadConfig(_Strict):
 
     mode: Mode = "static"
     batch: int = Field(default=1, ge=1, le=MAX_COUNT)  # static only
-    input_tokens: int = Field(default=1024, ge=1, le=MAX_COUNT)
-    output_tokens: int = Field(default=256, ge=1, le=MAX_COUNT)
+    input_tokens: int = Field(default=DEFAULT_INPUT_TOKENS, ge=1, le=MAX_COUNT)
+    output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1, le=MAX_COUNT)
     precision: Precision = "bf16"
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)

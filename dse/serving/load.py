@@ -48,6 +48,7 @@ from dse.serving.metrics import Window, request_metrics, steady_window, system_m
 from dse.serving.parallel import combine_uneven, scale_metrics
 from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
+from dse.serving.static import check_decoder
 from dse.serving.step_table import StepTable, run_idle_power_w
 from dse.workload.engine import check_engine_options, kv_bytes_per_token
 from dse.workload.linear_attention import state_bytes
@@ -339,6 +340,7 @@ def predict_load(
     as one of its GPUs (`dse.serving.parallel`) with its share of the clients, rate and requests
     (ConfigError when the model cannot be split so).
     """
+    check_decoder(arch)
     point = point or OperatingPoint()
     check_serving_precision(gpu, load.precision)
     request, par = load, load.parallelism

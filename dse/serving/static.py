@@ -77,6 +77,12 @@ from dse.workload.sharding import Parallelism, check_parallelism, shard_arch, sh
 MAX_REQUEST_INT = MAX_COUNT
 
 
+def check_decoder(arch: LlmArch) -> None:
+    """ConfigError for a model that cannot serve (an encoder has no decode)."""
+    if arch.family != "decoder":
+        raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingRequest:
     """A static batch of identical requests."""
@@ -456,8 +462,7 @@ def predict_serving(
     collectives and stage hand-offs in series with its kernels (`dse.serving.parallel`); power and memory
     are per GPU, energy and rates count every GPU (ConfigError when the model cannot be split so).
     """
-    if arch.family != "decoder":
-        raise ConfigError(f"{arch.name} is an encoder: serving (prefill + decode) needs a decoder model")
+    check_decoder(arch)
     point = point or OperatingPoint()
     # The fitted latency corrections of the GPU's generation (None in dse.perf = uncorrected).
     if coeffs is None:

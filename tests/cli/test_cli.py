@@ -217,10 +217,12 @@ def test_predict_coeffs_file_replaces_the_shipped_corrections(tmp_path: Path) ->
     assert_one_line_error([*a100, "--coeffs", str(shipped)], "hopper", "a100-sxm-80gb", "ampere")
 
 
-def test_engine_options_without_a_serving_workload_are_an_error() -> None:
+def test_engine_options_with_a_one_pass_shape_are_an_error() -> None:
+    """An engine option makes the command a serving prediction, which has no --phase to read."""
     args = ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "8"]
     for option, value in (("--engine", "vllm"), ("--kv-dtype", "fp8"), ("--sampling", "greedy")):
-        assert_one_line_error([*args, option, value], "serving predictions", "--input-tokens")
+        assert_one_line_error([*args, option, value], "--phase", "--input-tokens/--output-tokens")
+    assert_one_line_error(["predict", "--kernels", "k.json", "--engine", "vllm"], "serving predictions")
 
 
 @pytest.mark.skipif(not ENERGAIZER.is_dir(), reason="../shared/data not beside the repo")

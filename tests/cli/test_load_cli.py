@@ -52,6 +52,46 @@ def test_every_mode_prints_every_key(flags: list[str], mode: str) -> None:
     assert data["num_gpus"] == 1 and data["total_power_w"] == data["avg_power_w"]
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--concurrency", "4", "--num-requests", "8"],
+        ["--tp", "2"],
+        ["--engine", "vllm", "--batch", "2"],
+        ["--output-tokens", "256"],
+    ],
+)
+def test_a_serving_command_without_lengths_takes_the_default_ones(flags: list[str]) -> None:
+    """A load mode, a layout, an engine option or one length makes `predict --model` a serving prediction:
+    the missing lengths are `dse whatif`'s and a study's defaults, said on stderr, the numbers exactly those
+    of the lengths written out (the blind multi-GPU check's command names no lengths)."""
+    from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+
+    base = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *flags, "--json"]
+    implied = runner.invoke(app, base)
+    assert implied.exit_code == 0, implied.output
+    assert "serving lengths not given" in implied.stderr and "--input-tokens 1024" in implied.stderr
+    lengths = ["--input-tokens", str(DEFAULT_INPUT_TOKENS)]
+    lengths += [] if "--output-tokens" in flags else ["--output-tokens", str(DEFAULT_OUTPUT_TOKENS)]
+    written = runner.invoke(app, [*base, *lengths])
+    assert written.exit_code == 0 and "serving lengths" not in written.stderr, written.output
+    assert json.loads(implied.stdout) == json.loads(written.stdout)
+    assert json.loads(implied.stdout)["num_gpus"] == (2 if "--tp" in flags else 1)
+
+
+def test_the_model_alone_is_still_one_forward_pass() -> None:
+    result = runner.invoke(app, ["predict", "--model", "llama-3.1-8b", "--json"])
+    assert result.exit_code == 0 and "serving lengths" not in result.stderr, result.output
+    assert "ttft_s" not in json.loads(result.stdout) and "latency_s" in json.loads(result.stdout)
+
+
+def test_an_encoder_under_load_is_refused_as_an_encoder() -> None:
+    """Not by the context check of the default lengths, which the user never wrote."""
+    result = runner.invoke(app, ["predict", "--model", "bert-large", "--concurrency", "4"])
+    assert result.exit_code == 2 and "is an encoder" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_the_kv_dtype_shown_is_the_one_run() -> None:
     fp8 = ["--precision", "fp8", "--concurrency", "4", "--num-requests", "20"]
     assert run_json(*BASE, *fp8, "--engine", "trtllm")["kv_dtype"] == "fp8"  # fp8 checkpoints: fp8 cache

@@ -145,7 +145,7 @@ def test_compare_and_sweep_under_load(flags: list[str], mode: str) -> None:
         ],
         ["sweep", "a=1:2:2", "b=1:2:2", "c=1:2:2", *WORKLOAD],
         ["sweep", "sm_clock_mhz=100:1980:3", *WORKLOAD],
-        ["sweep", "batch=1:4:2", "--model", "llama-3.1-8b"],
+        ["sweep", "batch=1:4:2", "--input-tokens", "64"],  # no --model (the lengths have defaults)
         ["compare", "h100-sxm", *WORKLOAD],
         ["compare", "h100-sxm", "no-such-gpu", *WORKLOAD],
     ],
@@ -161,8 +161,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["sweep", "gpu.num_sms=100:132:3", "--model", "llama-3.1-8b", "--batch", "8"],
-         "give --input-tokens"),
+        (["sweep", "gpu.num_sms=100:132:3", "--batch", "8"], "give --model"),
         (["sweep", "gpu.num_sms=100:132:3", "--model", "resnet-50", "--input-tokens", "8", "--output-tokens",
           "8"], "resnet-50 is a vision model"),
         (["sweep", "gpu.num_sms=60:80:2", "--model", "bert-large", "--input-tokens", "8", "--output-tokens",
@@ -285,3 +284,13 @@ def test_a_long_sweep_draws_a_progress_bar_on_a_terminal(monkeypatch: pytest.Mon
     rows = run_json("sweep", f"batch=1:{points}:{points}", *WORKLOAD)
     assert isinstance(rows, list) and len(rows) == points
     assert f"{points}/{points}" in screen.getvalue()
+
+
+def test_compare_without_lengths_takes_the_default_ones() -> None:
+    """As `dse predict` and `dse whatif`: the missing lengths are the serving defaults, said on stderr."""
+    base = ["compare", "h100-sxm", "a100-sxm-80gb", "--model", "llama-3.1-8b", "--json"]
+    implied = runner.invoke(app, base)
+    written = runner.invoke(app, [*base, "--input-tokens", "1024", "--output-tokens", "256"])
+    assert implied.exit_code == 0 and written.exit_code == 0, implied.output + written.output
+    assert "serving lengths not given" in implied.stderr and "serving lengths" not in written.stderr
+    assert json.loads(implied.stdout) == json.loads(written.stdout)

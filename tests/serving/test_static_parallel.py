@@ -137,8 +137,13 @@ def test_cli_static_batch_takes_the_layout() -> None:
 
 
 def test_cli_graph_prediction_still_rejects_the_layout() -> None:
-    result = CliRunner().invoke(app, ["predict", "--model", "llama-3.1-8b", "--tp", "2"])
-    assert result.exit_code != 0 and "--tp" in result.output
+    """One pass (--phase) or a kernel list has no layout; `--model --tp 2` alone is a serving prediction."""
+    one_pass = CliRunner().invoke(
+        app, ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--tp", "2"]
+    )
+    assert one_pass.exit_code == 2 and "--phase: does not apply" in one_pass.output
+    kernels = CliRunner().invoke(app, ["predict", "--kernels", "k.json", "--tp", "2"])
+    assert kernels.exit_code == 2 and "--tp" in kernels.output
 
 
 def test_search_points_take_the_layout() -> None:
