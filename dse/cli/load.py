@@ -231,13 +231,27 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-def serving_lengths(input_tokens: int | None, output_tokens: int | None) -> tuple[int, int]:
+def serving_lengths(
+    input_tokens: int | None, output_tokens: int | None, *, context_tokens: int | None = None
+) -> tuple[int, int]:
     """A serving command's --input-tokens / --output-tokens, a missing one DEFAULT_INPUT_TOKENS /
-    DEFAULT_OUTPUT_TOKENS (what `dse whatif` and a study's workload default to; `note_lengths` says so)."""
-    return (
+    DEFAULT_OUTPUT_TOKENS (what `dse whatif` and a study's workload default to; `note_lengths` says so).
+    DseError when a default makes the request longer than the model's `context_tokens`: the user is told
+    which lengths to give rather than shown numbers they never wrote."""
+    filled = (
         DEFAULT_INPUT_TOKENS if input_tokens is None else input_tokens,
         DEFAULT_OUTPUT_TOKENS if output_tokens is None else output_tokens,
     )
+    defaulted = input_tokens is None or output_tokens is None
+    if defaulted and context_tokens is not None and sum(filled) > context_tokens:
+        given = (input_tokens, output_tokens)
+        shown = [f"{n} {what}" + (" (default)" if v is None else "")
+                 for n, what, v in zip(filled, ("in", "out"), given, strict=True)]  # fmt: skip
+        raise DseError(
+            f"serving lengths {' + '.join(shown)} exceed the model's context of {context_tokens} tokens: "
+            "give --input-tokens and --output-tokens"
+        )
+    return filled
 
 
 def note_lengths(input_tokens: int | None, output_tokens: int | None) -> None:

@@ -121,8 +121,10 @@ def _serving(
             f"{model} is a vision model and this is an LLM serving prediction: "
             f"use dse predict --model {model} --gpu GPU --batch B (or --training)"
         )
-    if model is None or input_tokens is None or output_tokens is None:
-        raise DseError("serving predictions need --model, --input-tokens and --output-tokens")
+    if model is None:
+        raise DseError("serving predictions need --model (an LLM; `dse models` lists them)")
+    if input_tokens is None or output_tokens is None:  # only beside --kernels: a model's are filled in
+        raise DseError("--input-tokens / --output-tokens: a serving prediction of --model, not of --kernels")
     latency, power = _coefficients(coeffs, gpu)
     arch = load_model_config(model)
     engine, sampling = options.pop("engine"), options.pop("sampling")
@@ -243,9 +245,15 @@ def predict_cmd(
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     shape_given = phase is not None or seq_len is not None
     given_tokens = (input_tokens, output_tokens)
-    if model is not None and kernels is None and not training and not is_vision_model(model):
+    if (
+        model is not None
+        and kernels is None
+        and not training
+        and not shape_given
+        and not is_vision_model(model)
+    ):
         input_tokens, output_tokens = _implied_lengths(
-            load, input_tokens, output_tokens, kv_dtype, engine, sampling
+            model, load, input_tokens, output_tokens, kv_dtype, engine, sampling
         )
     phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
@@ -270,10 +278,11 @@ def predict_cmd(
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
-        note_lengths(*given_tokens)
         from dse.perf.dvfs import power_cap_w as cap_in_force  # `power_cap_w` is the option here
 
-        _show_serving(est, serving_cost(spec, est, costs), breakdown, as_json, cap_in_force(spec, point))
+        cost_values = serving_cost(spec, est, costs)
+        note_lengths(*given_tokens)  # the input checked: an error stays one line
+        _show_serving(est, cost_values, breakdown, as_json, cap_in_force(spec, point))
         return
     _no_serving_flags_in_a_pass(model, vision, load, kv_dtype, engine, sampling)
     _no_host_gap(host_gap_us)
@@ -289,6 +298,7 @@ def predict_cmd(
 
 
 def _implied_lengths(
+    model: str,
     load: LoadArgs,
     input_tokens: int | None,
     output_tokens: int | None,
@@ -298,7 +308,8 @@ def _implied_lengths(
 ) -> tuple[int | None, int | None]:
     """An LLM's --input-tokens / --output-tokens, the missing ones filled in (`serving_lengths`) when the
     command is a serving prediction: one length given, a load mode, a layout (--tp, --pp, --ep, --dp) or an
-    engine option. Neither length and none of those: (None, None), one forward pass."""
+    engine option. Neither length and none of those: (None, None), one forward pass. (Not called with
+    --phase / --seq-len, which ask for one pass: a serving flag beside them is refused.)"""
     layout = any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS)
     engine_given = any(v is not None for v in (kv_dtype, engine, sampling))
     if (
@@ -307,7 +318,12 @@ def _implied_lengths(
         and not (layout or engine_given or load.mode() != "static")
     ):
         return None, None
-    return serving_lengths(input_tokens, output_tokens)
+    from dse.serving.static import check_decoder
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config(model)
+    check_decoder(arch)  # an encoder is refused as one, not by the default lengths' context check
+    return serving_lengths(input_tokens, output_tokens, context_tokens=arch.max_position_embeddings)
 
 
 def _no_serving_flags_in_a_pass(
@@ -327,7 +343,10 @@ def _no_serving_flags_in_a_pass(
             raise DseError(
                 f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
             )
-        raise DseError(f"{flags} serving predictions: give --input-tokens and --output-tokens (with --model)")
+        raise DseError(
+            f"{flags} serving predictions (--model with --input-tokens / --output-tokens, not --phase, "
+            "--seq-len or --kernels)"
+        )
 
 
 def _note_one_pass(model: str, phase: str, seq_len: int) -> None:
@@ -339,7 +358,7 @@ def _note_one_pass(model: str, phase: str, seq_len: int) -> None:
         return
     err_console.print(
         f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
-        "(--phase, --seq-len); give both for LLM serving",
+        "(--phase, --seq-len); give --input-tokens / --output-tokens or a load mode for LLM serving",
         highlight=False,
         soft_wrap=True,
     )

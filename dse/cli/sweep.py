@@ -62,19 +62,18 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     """The EvalContext of the serving options (`command`: the command named in errors)."""
     from dse.search.objective import EvalContext
 
-    input_tokens, output_tokens = tokens
     what = f"dse {command} is of an LLM serving workload"
-    if model is not None:
-        from dse.workload.models import load_model_config
-        from dse.workload.vision import is_vision_model
-
-        if is_vision_model(str(model)):
-            raise DseError(f"{what}; {model} is a vision model (use dse predict)")
-        if load_model_config(str(model)).family == "encoder":
-            raise DseError(f"{what}; {model} is an encoder (use dse predict)")
     if model is None:
         raise DseError(f"{what}: give --model")
-    given_tokens, (input_tokens, output_tokens) = tokens, serving_lengths(*tokens)
+    from dse.workload.models import load_model_config
+    from dse.workload.vision import is_vision_model
+
+    if is_vision_model(str(model)):
+        raise DseError(f"{what}; {model} is a vision model (use dse predict)")
+    arch = load_model_config(str(model))
+    if arch.family == "encoder":
+        raise DseError(f"{what}; {model} is an encoder (use dse predict)")
+    input_tokens, output_tokens = serving_lengths(*tokens, context_tokens=arch.max_position_embeddings)
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
@@ -98,7 +97,6 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         problem = None if value is None else workload_value_problem(key, value, under_load=mode != "static")
         if problem is not None:  # every point would fail with it
             raise DseError(f"--{key.replace('_', '-')}: {problem}")
-    note_lengths(*given_tokens)
     return ctx
 
 
@@ -265,6 +263,7 @@ def sweep_cmd(
                     operating_point(clock, None, {gpu: spec})
                 except DseError as exc:
                     raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
+    note_lengths(*tokens)  # the input checked: an error stays one line
     try:
         rows, stopped = _run_with_progress(axes, ctx, base), None
     except SweepInterrupted as stop:  # show what was done, then exit as an interrupt
@@ -377,6 +376,7 @@ def compare_cmd(
     specs = {name: gpu_from_options(name, None, None, None, None) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)
+    note_lengths(input_tokens, output_tokens)
     rows = compare_gpus(gpus, ctx, base)
     title = f"{ctx.model}: {_workload_text(ctx)}"
     _show_compare(rows, title, as_json, ctx.mode)

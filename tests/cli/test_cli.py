@@ -218,10 +218,11 @@ def test_predict_coeffs_file_replaces_the_shipped_corrections(tmp_path: Path) ->
 
 
 def test_engine_options_with_a_one_pass_shape_are_an_error() -> None:
-    """An engine option makes the command a serving prediction, which has no --phase to read."""
+    """--phase asks for one pass, which takes no engine option (without it, the option would make the
+    command a serving prediction with the default lengths)."""
     args = ["predict", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "8"]
     for option, value in (("--engine", "vllm"), ("--kv-dtype", "fp8"), ("--sampling", "greedy")):
-        assert_one_line_error([*args, option, value], "--phase", "--input-tokens/--output-tokens")
+        assert_one_line_error([*args, option, value], "serving predictions", "not --phase")
     assert_one_line_error(["predict", "--kernels", "k.json", "--engine", "vllm"], "serving predictions")
 
 

@@ -59,6 +59,7 @@ def test_every_mode_prints_every_key(flags: list[str], mode: str) -> None:
         ["--tp", "2"],
         ["--engine", "vllm", "--batch", "2"],
         ["--output-tokens", "256"],
+        ["--input-tokens", "512", "--concurrency", "2", "--num-requests", "4"],
     ],
 )
 def test_a_serving_command_without_lengths_takes_the_default_ones(flags: list[str]) -> None:
@@ -70,9 +71,10 @@ def test_a_serving_command_without_lengths_takes_the_default_ones(flags: list[st
     base = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *flags, "--json"]
     implied = runner.invoke(app, base)
     assert implied.exit_code == 0, implied.output
-    assert "serving lengths not given" in implied.stderr and "--input-tokens 1024" in implied.stderr
-    lengths = ["--input-tokens", str(DEFAULT_INPUT_TOKENS)]
+    assert "serving lengths not given" in implied.stderr
+    lengths = [] if "--input-tokens" in flags else ["--input-tokens", str(DEFAULT_INPUT_TOKENS)]
     lengths += [] if "--output-tokens" in flags else ["--output-tokens", str(DEFAULT_OUTPUT_TOKENS)]
+    assert all(f"{flag} {n}" in implied.stderr for flag, n in zip(lengths[::2], lengths[1::2], strict=True))
     written = runner.invoke(app, [*base, *lengths])
     assert written.exit_code == 0 and "serving lengths" not in written.stderr, written.output
     assert json.loads(implied.stdout) == json.loads(written.stdout)
@@ -83,6 +85,26 @@ def test_the_model_alone_is_still_one_forward_pass() -> None:
     result = runner.invoke(app, ["predict", "--model", "llama-3.1-8b", "--json"])
     assert result.exit_code == 0 and "serving lengths" not in result.stderr, result.output
     assert "ttft_s" not in json.loads(result.stdout) and "latency_s" in json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        # the defaults do not fit gpt2's 1,024 positions: the error says they are the defaults
+        (["predict", "--model", "gpt2", "--concurrency", "4"], "1024 in (default) + 256 out (default)"),
+        (["predict", "--model", "gpt2", "--input-tokens", "900"], "900 in + 256 out (default)"),
+        (["compare", "h100-sxm", "a10", "--model", "gpt2"], "(default)"),
+        # input checked after the lengths are filled in: the note is not printed before the error
+        (["compare", "h100-sxm", "no-such-gpu", "--model", "llama-3.1-8b"], "no-such-gpu"),
+        (["sweep", "nosuch=1:4:2", "--model", "llama-3.1-8b"], "nosuch"),
+        (["sweep", "batch=1:4:2", "--model", "llama-3.1-8b", "--clock-mhz", "99999"], "99999"),
+        (["predict", "--model", "llama-3.1-8b", "--tp", "2", "--clock-mhz", "99999"], "99999"),
+    ],
+)
+def test_default_lengths_keep_errors_to_one_line(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and needle in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_an_encoder_under_load_is_refused_as_an_encoder() -> None:
