@@ -14,6 +14,11 @@ class ConfigError(DseError):
     """A bad input file, name or value (unknown GPU, malformed YAML, impossible shape)."""
 
 
+class ShapeError(ConfigError, ValueError):
+    """An operator dimension out of range (a batch or length so large that its element counts pass 2^53):
+    bad input for the CLI, and a ValueError for the code that validates kernel lists entry by entry."""
+
+
 class MeasurementError(DseError):
     """No GPU, no permission, or an NVML call that failed."""
 

@@ -93,6 +93,12 @@ def with_options(**groups: type) -> Callable[[Callable[..., Any]], Callable[...,
     return decorate
 
 
+def on_command_line(ctx: typer.Context, *params: str) -> list[str]:
+    """Which of the command's parameters were written on its command line (not defaulted): a flag given at
+    its default value (`--tp 1`) still says what the user asked for."""
+    return [p for p in params if getattr(ctx.get_parameter_source(p), "name", None) == "COMMANDLINE"]
+
+
 def friendly(fn: F) -> F:
     """Turn DseError (and bad values) into one line on stderr and its exit code (2: bad input)."""
 

@@ -35,6 +35,7 @@ from dse.cli.common import (
     err_console,
     friendly,
     gpu_from_options,
+    on_command_line,
     operating_point,
     print_json,
     shape_flags,
@@ -206,6 +207,7 @@ def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> No
 @friendly
 @with_options(load=LoadArgs, cost=CostArgs, train=TrainingArgs)
 def predict_cmd(
+    ctx: typer.Context,
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
     model: ModelOpt = None,
     kernels: KernelsOpt = None,
@@ -252,8 +254,9 @@ def predict_cmd(
         and not shape_given
         and not is_vision_model(model)
     ):
+        layout_given = on_command_line(ctx, *PARALLEL_FLAGS)
         input_tokens, output_tokens = _implied_lengths(
-            model, load, input_tokens, output_tokens, kv_dtype, engine, sampling
+            model, load, layout_given, input_tokens, output_tokens, kv_dtype, engine, sampling
         )
     phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
@@ -300,6 +303,7 @@ def predict_cmd(
 def _implied_lengths(
     model: str,
     load: LoadArgs,
+    layout_given: list[str],
     input_tokens: int | None,
     output_tokens: int | None,
     kv_dtype: str | None,
@@ -307,10 +311,11 @@ def _implied_lengths(
     sampling: str | None,
 ) -> tuple[int | None, int | None]:
     """An LLM's --input-tokens / --output-tokens, the missing ones filled in (`serving_lengths`) when the
-    command is a serving prediction: one length given, a load mode, a layout (--tp, --pp, --ep, --dp) or an
-    engine option. Neither length and none of those: (None, None), one forward pass. (Not called with
-    --phase / --seq-len, which ask for one pass: a serving flag beside them is refused.)"""
-    layout = any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS)
+    command is a serving prediction: one length given, a load mode, a layout (--tp, --pp, --ep, --dp; any
+    of them written, `layout_given`, even at 1) or an engine option. Neither length and none of those:
+    (None, None), one forward pass. (Not called with --phase / --seq-len, which ask for one pass: a
+    serving flag beside them is refused.)"""
+    layout = any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS) or bool(layout_given)
     engine_given = any(v is not None for v in (kv_dtype, engine, sampling))
     if (
         input_tokens is None

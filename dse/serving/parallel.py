@@ -167,7 +167,7 @@ def scale_metrics(values: dict[str, float | None], par: Parallelism) -> None:
 
 # Per-request latencies: a mean over requests, so replicas weigh by the requests they serve.
 _REQUEST_MEANS = ("ttft_s", "tpot_s", "e2e_latency_s")
-_RUN_TOTALS = ("energy_j", "duration_s", "window_s", "num_requests", "steps", "preemptions")
+_RUN_TOTALS = ("energy_j", "duration_s", "window_s", "steps")
 
 
 def combine_uneven(
@@ -177,7 +177,8 @@ def combine_uneven(
     dp): `hi_share` of them with one client more. `hi` and `lo` are the deployment metrics with every
     replica at the larger and the smaller count (`lo` None: the smaller count is 0, idle replicas at
     `idle_w` per GPU). Rates and per-GPU power mix by replica share, mean latencies by requests served,
-    J per token is all power over all tokens; the totals of one run (`_RUN_TOTALS`) are None; percentiles,
+    J per token is all power over all tokens, requests and preemptions add up by replica share; the other
+    totals of one run (`_RUN_TOTALS`) are None; percentiles,
     memory and the rest are the busier replicas' (a conservative tail: the mixture's quantiles lie between
     the two)."""
     out = dict(hi)
@@ -204,6 +205,8 @@ def combine_uneven(
     out["energy_per_request_j"] = total_w / max(float(out["requests_per_s"] or 0.0), 1e-30)
     for key in _RUN_TOTALS:  # totals of one simulated run: two runs were mixed, so none is this one's
         out[key] = None
+    for key in _RUN_SUMS:  # each run served its share of the requests: the mix adds up to the deployment's
+        out[key] = float(round(mix(key)))
     return out
 
 

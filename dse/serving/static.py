@@ -177,9 +177,10 @@ class ServingEstimate:
     def num_gpus(self) -> int:
         return self.request.parallelism.num_gpus
 
-    def metrics(self) -> dict[str, float | bool | str]:
-        """Flat scalar metrics (what the search logs and `--json` prints at its top level)."""
-        out: dict[str, float | bool | str] = {}
+    def metrics(self) -> dict[str, float | bool | str | None]:
+        """Flat scalar metrics (what the search logs and `--json` prints at its top level; None: no value,
+        as under load)."""
+        out: dict[str, float | bool | str | None] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool | str | float | int) and f.name not in ("model", "gpu"):
@@ -188,20 +189,23 @@ class ServingEstimate:
         out |= self._load_view()
         return out
 
-    def _load_view(self) -> dict[str, float]:
+    def _load_view(self) -> dict[str, float | None]:
         """The keys every serving mode reports (`dse.serving.load`), for this batch: its requests are
         identical and start together, so every percentile is the mean and the batch is the running batch."""
-        out: dict[str, float] = {"num_gpus": float(self.num_gpus)}
+        out: dict[str, float | None] = {"num_gpus": float(self.num_gpus)}
         for q in (50, 90, 99):
             out[f"ttft_p{q}_s"] = self.ttft_s
             out[f"tpot_p{q}_s"] = self.tpot_s
             out[f"e2e_latency_p{q}_s"] = self.e2e_latency_s
         batch = self.request.batch
         out["requests_per_s"] = batch / self.e2e_latency_s if self.e2e_latency_s > 0 else 0.0
-        out["avg_batch_size"] = float(batch)
+        # one engine replica's running sequences, as under load (`dse.serving.metrics`)
+        out["avg_batch_size"] = float(self.request.replica_batch)
         out["total_power_w"] = self.avg_power_w * self.num_gpus
         pool = USABLE_MEMORY_FRAC * self.memory_capacity_bytes - self.weight_bytes - self.activation_bytes
-        out["kv_cache_utilization"] = self.kv_cache_bytes / pool if pool > 0 else 0.0
+        # the cache's share of the memory left for it; above 1 the batch does not fit (`feasible` false), and
+        # with no memory left at all there is no share to give (null)
+        out["kv_cache_utilization"] = self.kv_cache_bytes / pool if pool > 0 else None
         out["preemptions"] = 0.0
         return out
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from dse.errors import ShapeError
+
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 AttentionBackend = Literal["flash", "eager", "decode"]
@@ -82,7 +84,10 @@ def _check_positive(op: object, *fields: str) -> None:
                 if not isinstance(value, int) or value.bit_length() < 64
                 else f"about 2^{value.bit_length()}"
             )
-            raise ValueError(f"{where}: {field} must be a positive integer up to 2^53, got {shown!r}")
+            raise ShapeError(
+                f"{where}: {field} must be a positive integer up to 2^53, got {shown!r} (a batch, length or "
+                "model dimension too large)"
+            )
 
 
 def _check_dtype(op: object, *fields: str) -> None:
