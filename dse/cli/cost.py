@@ -3,7 +3,6 @@ and `dse validate area`."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -63,15 +62,14 @@ class CostArgs:
 
     def options(self, sets: list[str] | None) -> CostOptions:
         """The options with the `cost.` paths of `--set`, checked now, not mid-run."""
+        from dse.cost.operation import check_operation_value
         from dse.hardware.overrides import parse_set_options
 
-        for flag, value in (
-            ("--lifetime-years", self.lifetime_years), ("--utilization", self.utilization),
-            ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh), ("--pue", self.pue),
-            ("--gpu-usd-per-hour", self.gpu_usd_per_hour), ("--gpu-price-usd", self.gpu_price_usd),
-        ):  # fmt: skip
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise DseError(f"{flag} must be a finite number >= 0, got {value}")
+        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "gpu_usd_per_hour",
+                    "gpu_price_usd"):  # fmt: skip
+            value = getattr(self, key)
+            if value is not None:  # the flag's own range, before the facts are built from it
+                check_operation_value(key, value)
         owner_only = [
             flag for flag, value in (("--gpu-price-usd", self.gpu_price_usd),
                                      ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh))

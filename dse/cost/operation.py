@@ -75,24 +75,37 @@ class CostOptions:
         return facts
 
 
+# The range of each operating assumption and of each price given as a flag, with what the bound means: past
+# them a number is a typo, and the hardware cost amortized over a vanishing lifetime or utilization (1e-308
+# years) divides to infinity. The CLI checks its flags against the same table before building the facts.
+OPERATION_RANGES: dict[str, tuple[float, float, str]] = {
+    "lifetime_years": (0.01, 100.0, " (0.01 years is about 4 days)"),
+    "utilization": (1e-3, 1.0, ""),
+    "pue": (1.0, 10.0, " (facility power over IT power)"),
+    "electricity_usd_per_kwh": (0.0, 1e3, ""),
+    "gpu_usd_per_hour": (0.0, 1e6, ""),
+    "gpu_price_usd": (0.0, 1e10, ""),
+}
+
+
+def check_operation_value(key: str, value: float) -> None:
+    """ConfigError naming the flag (`--` + key) unless `value` is in OPERATION_RANGES[key] (NaN is not)."""
+    low, high, note = OPERATION_RANGES[key]
+    if not low <= value <= high:
+        flag = "--" + key.replace("_", "-")
+        raise ConfigError(f"{flag} must be in [{low:g}, {high:g}]{note}, got {value:g}")
+
+
 def _check_operation(facts: CostFacts) -> None:
-    # bounds far past any real value: past them a number is a typo, and the hardware cost amortized over a
-    # vanishing lifetime or utilization (1e-308 years) divides to infinity
-    if not 0.01 <= facts.value("operation.lifetime_years") <= 100:
-        raise ConfigError("--lifetime-years must be in [0.01, 100] (0.01 years is about 4 days)")
-    if not 1e-3 <= facts.value("operation.utilization") <= 1:
-        raise ConfigError("--utilization must be in [0.001, 1]")
-    if not 1 <= facts.value("operation.pue") <= 10:
-        raise ConfigError("--pue must be in [1, 10] (facility power over IT power)")
-    if not 0 <= facts.value("operation.electricity_usd_per_kwh") <= 1e3:
-        raise ConfigError("--electricity-usd-per-kwh must be in [0, 1000]")
+    for key in ("lifetime_years", "utilization", "pue", "electricity_usd_per_kwh"):
+        check_operation_value(key, facts.value(f"operation.{key}"))
 
 
 def _check_prices(options: CostOptions) -> None:
-    if options.gpu_usd_per_hour is not None and not 0 <= options.gpu_usd_per_hour <= 1e6:
-        raise ConfigError("--gpu-usd-per-hour must be in [0, 1e6]")
-    if options.gpu_price_usd is not None and not 0 <= options.gpu_price_usd <= 1e10:
-        raise ConfigError("--gpu-price-usd must be in [0, 1e10]")
+    for key in ("gpu_usd_per_hour", "gpu_price_usd"):
+        value = getattr(options, key)
+        if value is not None:
+            check_operation_value(key, value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,3 +129,20 @@ def test_demo_prices_the_gddr7_what_if() -> None:
         "llama-3.1-8b",
     ):
         assert text in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "allowed"),
+    [
+        ("--utilization", "-1", "[0.001, 1]"),
+        ("--utilization", "0", "[0.001, 1]"),  # was first "must be >= 0", then 0 refused by another rule
+        ("--pue", "-1", "[1, 10]"),
+        ("--pue", "0.5", "[1, 10]"),
+        ("--lifetime-years", "nan", "[0.01, 100]"),
+        ("--electricity-usd-per-kwh", "-1", "[0, 1000]"),
+    ],
+)
+def test_an_operating_flag_out_of_range_names_its_one_range(flag: str, value: str, allowed: str) -> None:
+    result = runner.invoke(app, [*BASE, flag, value])
+    assert result.exit_code == 2 and f"{flag} must be in {allowed}" in result.stderr, result.output
+    assert ">= 0" not in result.stderr
