@@ -67,7 +67,8 @@ def _scale(value: Any, factor: float) -> Any:
 def normalize_unit_keys(data: Any) -> Any:
     """Recursively rename human-unit keys to SI keys and scale their values.
 
-    Raises ValueError when a mapping gives the same quantity twice (e.g. `l2_mib` and `l2_bytes`).
+    Raises ValueError when a mapping gives the same quantity twice (e.g. `l2_mib` and `l2_bytes`), or a
+    unit key's value is text (a quoted number would be validated unscaled, in the SI field's unit).
     """
     if isinstance(data, Mapping):
         out: dict[str, Any] = {}
@@ -75,6 +76,10 @@ def normalize_unit_keys(data: Any) -> Any:
             name, factor = si_key(str(key))
             if name in out:
                 raise ValueError(f"'{key}' gives '{name}' a second time")
+            if factor != 1.0 and isinstance(value, str):  # "1980" would reach `name` unscaled, as 1980 Hz
+                raise ValueError(
+                    f"'{key}' must be a number in the unit its name says, not the text {value!r}"
+                )
             out[name] = normalize_unit_keys(_scale(value, factor)) if factor == 1.0 else _scale(value, factor)
         return out
     if isinstance(data, list):

@@ -399,3 +399,16 @@ def test_an_unknown_memory_technology_is_refused_at_load(tmp_path: Path) -> None
         load_gpu(path)
     with pytest.raises(ConfigError, match="unknown memory technology 'hbm99'"):
         load_gpu("h100-sxm", {"memory.technology": "hbm99"})
+
+
+def test_a_quoted_number_in_a_unit_key_is_refused_by_its_own_name(tmp_path: Path) -> None:
+    """`sm_clock_max_mhz: "1980"` used to reach the Hz field unscaled and fail as 1980 Hz, under a key the
+    file does not contain."""
+    catalog = Path(__file__).parents[2] / "dse" / "hardware" / "data" / "gpus" / "h100-sxm.yaml"
+    text = catalog.read_text(encoding="utf-8")
+    assert "sm_clock_max_mhz: 1980" in text
+    path = tmp_path / "quoted.yaml"
+    path.write_text(text.replace("sm_clock_max_mhz: 1980", 'sm_clock_max_mhz: "1980"'), encoding="utf-8")
+    with pytest.raises(ConfigError, match="'sm_clock_max_mhz' must be a number") as err:
+        load_gpu(str(path))
+    assert "_hz" not in str(err.value)
