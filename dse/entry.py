@@ -1,19 +1,53 @@
 """The `dse` console script (and `python -m dse`): the CLI, with a Ctrl-C during start-up (importing the
-CLI's libraries takes a second or two) answered like one during a command, not with a traceback."""
+CLI's libraries takes a second or two) answered like one during a command, not with a traceback, and a
+command line the parser refuses (`--tp 2.5`, an unknown option) answered in one `error:` line, as every
+other bad input is (README, "Errors and exit codes")."""
 
 from __future__ import annotations
 
 import sys
+
+USAGE_EXIT_CODE = 2
+
+
+def usage_error_line(exc: BaseException) -> str | None:
+    """The one-line message of a command-line usage error, or None for anything else.
+
+    Typer's parser raises usage errors (a bad option value, an unknown option, a missing argument) as its
+    vendored click's `UsageError`, which carries the command's context; recognized by that shape rather than
+    by a private import. `NoArgsIsHelpError` (a bare `dse gpu`) is not an error to shorten: it shows help."""
+    if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "ctx"):
+        return None
+    format_message = getattr(exc, "format_message", None)
+    if not callable(format_message):
+        return None
+    ctx = exc.ctx
+    command = getattr(ctx, "command_path", None) or "dse"
+    return f"{' '.join(str(format_message()).split())} (see `{command} --help`)"
 
 
 def main() -> None:
     try:
         from dse.cli import app
 
-        app()
+        rc = app(standalone_mode=False)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # the parser's end of input (EOF at a prompt)
+            sys.stderr.write("aborted\n")
+            sys.exit(1)
+        line = usage_error_line(exc)
+        if line is None:
+            show = getattr(exc, "show", None)
+            if not callable(show) or not hasattr(exc, "exit_code"):  # not the parser's: a real error
+                raise
+            show()  # help for a bare group, or the parser's other messages
+            sys.exit(int(exc.exit_code))
+        sys.stderr.write(f"error: {line}\n")
+        sys.exit(USAGE_EXIT_CODE)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
-__all__ = ["main"]
+__all__ = ["main", "usage_error_line"]

@@ -180,6 +180,40 @@ def test_python_dash_m_entry_point() -> None:
     assert "gpus" in out.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "needle", "code"),
+    [
+        (["predict", "--tp", "2.5"], "Invalid value for '--tp'", 2),  # a rich box of 5 lines before
+        (["predict", "--nosuch"], "No such option: --nosuch", 2),
+        (["gpu", "show"], "Missing argument", 2),
+        (["predict", "--gpu", "nosuch", "--model", "llama-3.1-8b"], "unknown GPU 'nosuch'", 2),
+    ],
+)
+def test_the_console_script_answers_a_refused_command_line_in_one_line(
+    args: list[str], needle: str, code: int
+) -> None:
+    """The parser's errors read like every other bad input: one `error:` line, exit 2 (`dse.entry`)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dse", *args], capture_output=True, text=True, check=False)
+    assert out.returncode == code and out.stdout == "", out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
+
+
+def test_the_console_script_keeps_help_and_exit_codes() -> None:
+    import subprocess
+    import sys
+
+    bare = subprocess.run([sys.executable, "-m", "dse", "gpu"], capture_output=True, text=True, check=False)
+    assert "show" in bare.stdout and "error" not in bare.stderr  # a bare group still shows its help
+    ok = subprocess.run(
+        [sys.executable, "-m", "dse", "predict", "--model", "gpt2", "--json"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout)["latency_s"] > 0
+
+
 def test_predict_serving_engine_options_reach_the_request() -> None:
     base = run_json(*SERVE)
     fp8 = run_json(*SERVE, "--kv-dtype", "fp8", "--engine", "vllm", "--sampling", "greedy")
