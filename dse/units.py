@@ -76,9 +76,10 @@ def normalize_unit_keys(data: Any) -> Any:
             name, factor = si_key(str(key))
             if name in out:
                 raise ValueError(f"'{key}' gives '{name}' a second time")
-            if factor != 1.0 and isinstance(value, str):  # "1980" would reach `name` unscaled, as 1980 Hz
+            texts = [v for v in (value if isinstance(value, list | tuple) else [value]) if isinstance(v, str)]
+            if factor != 1.0 and texts:  # "1980" would reach `name` unscaled, as 1980 Hz
                 raise ValueError(
-                    f"'{key}' must be a number in the unit its name says, not the text {value!r}"
+                    f"'{key}' must be numbers in the unit its name says, not the text {texts[0]!r}"
                 )
             out[name] = normalize_unit_keys(_scale(value, factor)) if factor == 1.0 else _scale(value, factor)
         return out

@@ -378,10 +378,10 @@ def predict_load(
     # the KV cache bounds the running batch too: a sequence holds its prompt and, on average, half its output
     held_tokens = float(inp.mean() + out.mean() / 2) + state * preset.block_size_tokens
     running = max(1, min(running_cap, int(kv_blocks * preset.block_size_tokens / held_tokens)))
-    steps = float(out.sum()) / running  # at least this many decode steps
+    steps = float(out.sum()) / running  # about this many decode steps (more with preemptions)
     if steps > MAX_STEPS:
         raise ConfigError(
-            f"{n} requests of ~{float(out.mean()):.0f} output tokens, at most {running} at a time, would "
+            f"{n} requests of ~{float(out.mean()):.0f} output tokens, about {running} at a time, would "
             f"take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower --num-requests or "
             "--output-tokens"
         )

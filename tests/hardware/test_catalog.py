@@ -409,6 +409,12 @@ def test_a_quoted_number_in_a_unit_key_is_refused_by_its_own_name(tmp_path: Path
     assert "sm_clock_max_mhz: 1980" in text
     path = tmp_path / "quoted.yaml"
     path.write_text(text.replace("sm_clock_max_mhz: 1980", 'sm_clock_max_mhz: "1980"'), encoding="utf-8")
-    with pytest.raises(ConfigError, match="'sm_clock_max_mhz' must be a number") as err:
+    with pytest.raises(ConfigError, match="'sm_clock_max_mhz' must be numbers") as err:
         load_gpu(str(path))
     assert "_hz" not in str(err.value)
+    # a text inside a list under a unit key (the V-f table's clocks) likewise
+    listed = tmp_path / "listed.yaml"
+    assert "clock_mhz: [345, 1140" in text
+    listed.write_text(text.replace("clock_mhz: [345, 1140", 'clock_mhz: ["345", 1140'), encoding="utf-8")
+    with pytest.raises(ConfigError, match="'clock_mhz' must be numbers"):
+        load_gpu(str(listed))
