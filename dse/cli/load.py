@@ -19,6 +19,7 @@ from dse.cli.common import ServingBatchOpt, err_console
 from dse.errors import DseError
 from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT, engine_settings
+from dse.workload.sharding import PARALLEL_FLAGS
 
 ConcurrencyOpt = Annotated[
     int | None, typer.Option("--concurrency", help="Load: closed loop, this many requests always in flight.")
@@ -252,6 +253,37 @@ def serving_lengths(
             "give --input-tokens and --output-tokens"
         )
     return filled
+
+
+def implied_lengths(
+    model: str | None,
+    load: LoadArgs,
+    given: tuple[int | None, int | None],
+    *,
+    one_pass: bool,
+    layout_given: bool,
+    engine_given: bool,
+) -> tuple[int | None, int | None]:
+    """`dse predict`'s --input-tokens / --output-tokens (`given`), the missing ones filled in
+    (`serving_lengths`) when the command is an LLM serving prediction: one length given, a load mode, a
+    layout (--tp, --pp, --ep, --dp other than 1, or written at all: `layout_given`) or an engine option
+    (`engine_given`). `given` as it is otherwise: no model, a vision model, or a command that asks for one
+    pass (`one_pass`: --kernels, --training, --phase or --seq-len; a serving flag beside them is refused)."""
+    from dse.workload.vision import is_vision_model
+
+    input_tokens, output_tokens = given
+    if model is None or one_pass or is_vision_model(model):
+        return given
+    layout = layout_given or any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS)
+    asked = input_tokens is not None or output_tokens is not None or layout or engine_given
+    if not asked and load.mode() == "static":
+        return None, None
+    from dse.serving.static import check_decoder
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config(model)
+    check_decoder(arch)  # an encoder is refused as one, not by the default lengths' context check
+    return serving_lengths(input_tokens, output_tokens, context_tokens=arch.max_position_embeddings)
 
 
 def note_lengths(input_tokens: int | None, output_tokens: int | None) -> None:

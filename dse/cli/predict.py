@@ -51,9 +51,9 @@ from dse.cli.cost import (
 from dse.cli.load import (
     LOAD_ROWS,
     LoadArgs,
+    implied_lengths,
     load_title,
     note_lengths,
-    serving_lengths,
 )
 from dse.cli.training import (
     TrainingArgs,
@@ -152,6 +152,19 @@ def _serving(
     return with_bounds(est, arch, gpu, point, latency, power)
 
 
+def _report_serving(
+    est: Any, spec: Any, point: Any, costs: Any, given_tokens: tuple[int | None, int | None], breakdown: bool,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Show a serving estimate with its cost ledger, after noting the lengths filled in (`note_lengths`:
+    once everything that can fail has run, so an error stays one line)."""
+    from dse.perf.dvfs import power_cap_w as cap_in_force
+
+    cost_values = serving_cost(spec, est, costs)
+    note_lengths(*given_tokens)
+    _show_serving(est, cost_values, breakdown, as_json, cap_in_force(spec, point))
+
+
 def _no_serving_flags_in_training(
     load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object,
     coeffs: Path | None = None, launch: str | None = None,
@@ -247,17 +260,11 @@ def predict_cmd(
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     shape_given = phase is not None or seq_len is not None
     given_tokens = (input_tokens, output_tokens)
-    if (
-        model is not None
-        and kernels is None
-        and not training
-        and not shape_given
-        and not is_vision_model(model)
-    ):
-        layout_given = on_command_line(ctx, *PARALLEL_FLAGS)
-        input_tokens, output_tokens = _implied_lengths(
-            model, load, layout_given, input_tokens, output_tokens, kv_dtype, engine, sampling
-        )
+    input_tokens, output_tokens = implied_lengths(
+        model, load, given_tokens, one_pass=kernels is not None or training or shape_given,
+        layout_given=bool(on_command_line(ctx, *PARALLEL_FLAGS)),
+        engine_given=any(v is not None for v in (kv_dtype, engine, sampling)),
+    )  # fmt: skip
     phase, seq_len, attention = shape_flags(
         model, kernels, training, input_tokens, output_tokens, phase, seq_len, attention, load.batch
     )
@@ -266,10 +273,8 @@ def predict_cmd(
         _no_serving_flags_in_training(
             load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
-        opts = {
-            "precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp, "pp": load.pp,
-            "ep": load.ep,
-        }  # fmt: skip
+        opts = {"precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp,
+                "pp": load.pp, "ep": load.ep}  # fmt: skip
         run_training(model, spec, point, breakdown, as_json, cost.options(sets), **opts, **asdict(train))
         return
     vision = model is not None and is_vision_model(model)
@@ -277,15 +282,10 @@ def predict_cmd(
     _no_training_flags(train, VISION_FLAGS if vision else ())
     if input_tokens is not None or output_tokens is not None:
         _check_serving_flags(model, vision, launch)
-        costs = cost.options(sets)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
-        from dse.perf.dvfs import power_cap_w as cap_in_force  # `power_cap_w` is the option here
-
-        cost_values = serving_cost(spec, est, costs)
-        note_lengths(*given_tokens)  # the input checked: an error stays one line
-        _show_serving(est, cost_values, breakdown, as_json, cap_in_force(spec, point))
+        _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
     _no_serving_flags_in_a_pass(model, vision, load, kv_dtype, engine, sampling)
     _no_host_gap(host_gap_us)
@@ -298,37 +298,6 @@ def predict_cmd(
         _note_one_pass(model, phase, seq_len)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
-
-
-def _implied_lengths(
-    model: str,
-    load: LoadArgs,
-    layout_given: list[str],
-    input_tokens: int | None,
-    output_tokens: int | None,
-    kv_dtype: str | None,
-    engine: str | None,
-    sampling: str | None,
-) -> tuple[int | None, int | None]:
-    """An LLM's --input-tokens / --output-tokens, the missing ones filled in (`serving_lengths`) when the
-    command is a serving prediction: one length given, a load mode, a layout (--tp, --pp, --ep, --dp; any
-    of them written, `layout_given`, even at 1) or an engine option. Neither length and none of those:
-    (None, None), one forward pass. (Not called with --phase / --seq-len, which ask for one pass: a
-    serving flag beside them is refused.)"""
-    layout = any(getattr(load, flag) != 1 for flag in PARALLEL_FLAGS) or bool(layout_given)
-    engine_given = any(v is not None for v in (kv_dtype, engine, sampling))
-    if (
-        input_tokens is None
-        and output_tokens is None
-        and not (layout or engine_given or load.mode() != "static")
-    ):
-        return None, None
-    from dse.serving.static import check_decoder
-    from dse.workload.models import load_model_config
-
-    arch = load_model_config(model)
-    check_decoder(arch)  # an encoder is refused as one, not by the default lengths' context check
-    return serving_lengths(input_tokens, output_tokens, context_tokens=arch.max_position_embeddings)
 
 
 def _no_serving_flags_in_a_pass(

@@ -368,23 +368,15 @@ def predict_load(
         reserve_output_frac=preset.reserve_output_frac, host_step_s=preset.host_step_s,
         mixed_prefill=preset.mixed_prefill, state_blocks=state,
     )  # fmt: skip
+    pool_tokens = kv_blocks * preset.block_size_tokens  # the engine's pool: whole blocks, as vLLM logs it
+    state_tokens = state * preset.block_size_tokens
     longest = int((inp + out).max())
-    if longest + state * preset.block_size_tokens > kv_blocks * preset.block_size_tokens:
-        pool = kv_blocks * preset.block_size_tokens
+    if longest + state_tokens > pool_tokens:
         held = f" with its linear-attention state ({state} blocks)" if state else ""
-        reason = f"a request of {longest} tokens{held} does not fit the KV cache ({pool} tokens)"
+        reason = f"a request of {longest} tokens{held} does not fit the KV cache ({pool_tokens} tokens)"
         return _infeasible(arch, gpu, request, preset, reason)
     running_cap = min(preset.max_num_seqs, n, load.concurrency or n)
-    # the KV cache bounds the running batch too: a sequence holds its prompt and, on average, half its output
-    held_tokens = float(inp.mean() + out.mean() / 2) + state * preset.block_size_tokens
-    running = max(1, min(running_cap, int(kv_blocks * preset.block_size_tokens / held_tokens)))
-    steps = float(out.sum()) / running  # about this many decode steps (more with preemptions)
-    if steps > MAX_STEPS:
-        raise ConfigError(
-            f"{n} requests of ~{float(out.mean()):.0f} output tokens, about {running} at a time, would "
-            f"take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower --num-requests or "
-            "--output-tokens"
-        )
+    _check_steps(inp, out, running_cap, pool_tokens=pool_tokens, state_tokens=state_tokens)
 
     table = StepTable(
         arch, gpu, point, coeffs, power_coeffs, precision=load.precision, preset=preset, kv_dtype=kv_dtype,
@@ -395,7 +387,6 @@ def predict_load(
     )  # fmt: skip
     sim = simulate(_requests(load, inp, out), config, table, idle_power_w=table.idle_w)
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
-    pool_tokens = kv_blocks * preset.block_size_tokens  # the engine's pool: whole blocks, as vLLM logs it
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0
     if not par.is_single:
@@ -406,6 +397,22 @@ def predict_load(
         model=arch.name, gpu=gpu.name, request=load, engine=preset,
         values=values, feasible=True, infeasible_reason="",
     )  # fmt: skip
+
+
+def _check_steps(
+    inp: np.ndarray, out: np.ndarray, running_cap: int, pool_tokens: int, state_tokens: int
+) -> None:
+    """ConfigError when the simulation would run more than MAX_STEPS engine steps. The KV pool bounds the
+    running batch as well as `running_cap`: a sequence holds its prompt and, on average, half its output."""
+    held_tokens = float(inp.mean() + out.mean() / 2) + state_tokens
+    running = max(1, min(running_cap, int(pool_tokens / held_tokens)))
+    steps = float(out.sum()) / running  # about this many decode steps (more with preemptions)
+    if steps > MAX_STEPS:
+        raise ConfigError(
+            f"{len(out)} requests of ~{float(out.mean()):.0f} output tokens, about {running} at a time, "
+            f"would take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower "
+            "--num-requests or --output-tokens"
+        )
 
 
 def _uneven_replicas(

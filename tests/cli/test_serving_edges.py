@@ -3,21 +3,14 @@ replicas without clients, a layout flag at its default, and a static batch with 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
 from dse.cli import app
+from tests.cli.test_load_cli import run_json
 
 runner = CliRunner()
 SERVE = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]
-
-
-def run_json(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 @pytest.mark.parametrize(
