@@ -39,6 +39,12 @@ Between events (a completion, an arrival that could be admitted, a block boundar
 steps are pure decode steps of one composition, so they are taken together: the cost of a simulation grows
 with the number of requests, not steps. Their step cost is taken at the mean context of the stretch.
 When nothing runs and nothing waits, the GPU idles at `idle_power_w` until the next arrival.
+
+A closed loop's schedule does not depend on its steps' times: a client sends its next request when the last
+one finishes, whenever that is. So where the step cost can cost many steps at once (`BatchStepCost`), the
+run is scheduled first and its steps costed after it in one call (for the step table, one kernel-model pass
+over only the grid cells the run visits), with the same arithmetic as step by step. Open loops, whose
+admissions depend on the time of each arrival, cost each step as they schedule it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -54,6 +61,17 @@ from dse.errors import ConfigError
 
 # (decodes, prompt tokens, prompts, mean KV context of the decodes) -> (latency_s, energy_j)
 StepCost = Callable[[int, int, int, float], tuple[float, float]]
+
+
+class BatchStepCost(Protocol):
+    """A step cost that can also cost many steps at once (`dse.serving.step_table.StepTable`):
+    `costs(steps)` equals `[self(*step) for step in steps]`, at less cost than one call per step."""
+
+    def __call__(
+        self, decodes: int, prompt_tokens: int, prompts: int, context_len: float, /
+    ) -> tuple[float, float]: ...
+
+    def costs(self, steps: list[tuple[int, int, int, float]], /) -> list[tuple[float, float]]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,8 +162,20 @@ class _Log:
 class _Engine:
     """The simulation's state; `run` drives it (module docstring)."""
 
-    def __init__(self, req: Requests, cfg: SchedulerConfig, step_cost: StepCost, idle_power_w: float) -> None:
+    def __init__(
+        self,
+        req: Requests,
+        cfg: SchedulerConfig,
+        step_cost: StepCost,
+        idle_power_w: float,
+        deferred: bool = False,
+    ) -> None:
         self.req, self.cfg, self.step_cost, self.idle_power_w = req, cfg, step_cost, idle_power_w
+        # Deferred costs (module docstring): the steps are scheduled first and costed after the run, and
+        # until then `t` is the index of the last step row (-1: none yet) rather than a time.
+        self.deferred = deferred
+        self.pending: list[tuple[int, int, int, float]] = []  # deferred: each row's step
+        self.row_steps: list[int] = []  # deferred: the engine steps of each row
         n = len(req.input_tokens)
         self.n = n
         self.in_len = [int(x) for x in req.input_tokens]
@@ -167,7 +197,7 @@ class _Engine:
         self.order = np.argsort(self.arrival, kind="stable") if req.arrival_s is not None else None
         self.sent = 0  # closed loop: requests sent
         self.done = 0
-        self.t = 0.0
+        self.t = -1.0 if deferred else 0.0
         self.steps = 0
         self.preemptions = 0
         self.peak_blocks = 0
@@ -318,8 +348,8 @@ class _Engine:
                 "a request cannot be scheduled: its prompt needs more KV-cache blocks than the pool holds"
             )
         d, p = len(decodes), sum(take for _, take in chunks)
-        ctx = sum(self.kv[r] for r in decodes) / d + 1.0 if d else 0.0
-        latency_s, energy_j = self.step_cost(d, p, len(chunks), ctx)
+        ctx = sum(map(self.kv.__getitem__, decodes)) / d + 1.0 if d else 0.0
+        latency_s, energy_j = self._cost(d, p, len(chunks), ctx, 1)
         self._advance(latency_s, energy_j, 1, len(self.running))
         emitted = 0
         kv, generated, out_len = self.kv, self.generated, self.out_len
@@ -352,10 +382,18 @@ class _Engine:
                 self._send(self.sent)  # the client sends its next request
         return 1
 
+    def _cost(self, d: int, p: int, prompts: int, ctx: float, steps: int) -> tuple[float, float]:
+        """One step's (latency, energy); deferred, NaN until `_costed` (the step is noted for it)."""
+        if not self.deferred:
+            return self.step_cost(d, p, prompts, ctx)
+        self.pending.append((d, p, prompts, ctx))
+        self.row_steps.append(steps)
+        return math.nan, math.nan
+
     def _advance(self, latency_s: float, energy_j: float, steps: int, running: int) -> None:
         host_s = self.cfg.host_step_s * steps
         start = self.t
-        self.t += latency_s + host_s
+        self.t = float(len(self.log.start)) if self.deferred else self.t + (latency_s + host_s)
         self.log.start.append(start)
         self.log.end.append(self.t)
         self.log.energy.append(energy_j + host_s * self.idle_power_w)
@@ -368,7 +406,8 @@ class _Engine:
 
     def _stretch(self) -> int:
         """How many pure decode steps can be taken together now (0: take the next step alone)."""
-        if not self.running or any(self.computed[r] < self.prompt_len[r] for r in self.running):
+        # newest first: a prompt still in flight is usually among the last admitted
+        if not self.running or any(self.computed[r] < self.prompt_len[r] for r in reversed(self.running)):
             return 0
         d = len(self.running)
         # Prompt tokens a step can take: what the decodes leave of the budget, or all of it prefill-first.
@@ -417,8 +456,8 @@ class _Engine:
     def take_stretch(self, k: int) -> None:
         """`k` decode steps of the running requests at once, costed at the stretch's mean context."""
         d = len(self.running)
-        ctx = sum(self.kv[r] for r in self.running) / d + 1.0 + (k - 1) / 2.0
-        latency_s, energy_j = self.step_cost(d, 0, 0, ctx)
+        ctx = sum(map(self.kv.__getitem__, self.running)) / d + 1.0 + (k - 1) / 2.0
+        latency_s, energy_j = self._cost(d, 0, 0, ctx, k)
         held_before = self.cfg.kv_blocks - self.free_blocks
         for r in self.running:
             if not self._grow(r, self.kv[r] + k):
@@ -457,15 +496,18 @@ class _Engine:
                 self.step()
             self.arrive()
         log = self.log
+        start, end, energy = np.asarray(log.start), np.asarray(log.end), np.asarray(log.energy)
+        if self.deferred:
+            start, end, energy = self._costed()
         return SimResult(
             arrival_s=self.arrival,
             first_token_s=self.first,
             finish_s=self.finish,
             input_tokens=np.asarray(self.in_len),
             output_tokens=np.asarray(self.out_len),
-            step_start_s=np.asarray(log.start),
-            step_end_s=np.asarray(log.end),
-            step_energy_j=np.asarray(log.energy),
+            step_start_s=start,
+            step_end_s=end,
+            step_energy_j=energy,
             step_tokens=np.asarray(log.tokens),
             step_running=np.asarray(log.running),
             step_blocks=np.asarray(log.blocks),
@@ -474,6 +516,21 @@ class _Engine:
             kv_blocks=self.cfg.kv_blocks,
             peak_blocks=self.peak_blocks,
         )
+
+    def _costed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Deferred: the rows' start, end and energy from their steps' costs, in one `costs` call, and the
+        requests' times from the rows they were noted at (the same arithmetic as step by step)."""
+        batch = cast(BatchStepCost, self.step_cost)  # `simulate` defers only such costs
+        costs = np.array(batch.costs(self.pending), dtype=np.float64).reshape(-1, 2)
+        steps = np.array(self.row_steps, float)
+        host_s = self.cfg.host_step_s * steps
+        end = np.cumsum(steps * costs[:, 0] + host_s)  # sequential sums, as `t += ...` each row
+        start = np.concatenate(([0.0], end[:-1]))
+        energy = steps * costs[:, 1] + host_s * self.idle_power_w
+        for times in (self.arrival, self.first, self.finish):
+            row = np.nan_to_num(times, nan=-1.0).astype(int)
+            times[:] = np.where(np.isnan(times), np.nan, np.where(row >= 0, end[row], 0.0))
+        return start, end, energy
 
 
 def simulate(
@@ -486,4 +543,7 @@ def simulate(
             f"a request of {worst} tokens needs more than the KV cache's "
             f"{config.kv_blocks * config.block_size_tokens} tokens"
         )
-    return _Engine(requests, config, step_cost, idle_power_w).run()
+    # A closed loop's schedule does not depend on the steps' times (clients send on completion): its steps
+    # can be costed after it, together, where the step cost allows (`BatchStepCost`).
+    deferred = requests.arrival_s is None and callable(getattr(step_cost, "costs", None))
+    return _Engine(requests, config, step_cost, idle_power_w, deferred).run()

@@ -1,8 +1,10 @@
 """The step table of the load model: an engine step's latency and energy over a grid of steps.
 
-Each cell (decode tokens, prompt tokens, KV context) is one step graph (`step_graph`), all predicted in one
-vectorized pass of the kernel and power model (`dse.perf.graph_parts.predict_graph_parts`); a step between
-cells is interpolated (`StepTable.__call__`).
+Each cell (decode tokens, prompt tokens, KV context) is one step graph (`step_graph`), predicted in one
+vectorized pass of the kernel and power model (`dse.perf.graph_parts.predict_graph_parts`): every cell of
+the grid on the first call of `StepTable.__call__`, or only the cells a batch of steps needs
+(`StepTable.costs`, a closed loop's run; a cell's numbers are the same either way). A step between cells is
+interpolated.
 
 Power cap (`capped_steps`): each step runs at the highest grid clock at or below the requested one where its
 kernels' mean power fits the cap, as a pass of `dse.perf.pass_cap` does: the limiter averages a step's hot
@@ -105,7 +107,8 @@ class StepTable:
         self._grids = (self.d_grid.tolist(), self.p_grid.tolist(), self.c_grid.tolist())  # for `_bracket`
         self.cells: dict[Cell, tuple[float, float]] = {}
         self.comm_s: dict[Cell, float] = {}  # communication in each cell's latency
-        self.evaluations = 0
+        self.evaluations = 0  # cells evaluated so far
+        self._complete = False  # every cell of the grid evaluated (`_evaluate_all`)
         # An uncaptured step lasts at least its layers' host dispatch (the launches run ahead of the GPU
         # and it waits only when they fall behind). Every layer counts under pipeline parallelism too: a
         # step's latency here runs the stages in series (`combine_step`), and a stage's host dispatches its
@@ -122,20 +125,34 @@ class StepTable:
         )  # fmt: skip
 
     def _evaluate_all(self) -> None:
-        """Every cell of the grid in one vectorized pass of the kernel model (`capped_steps`)."""
+        """Every cell of the grid in one vectorized pass of the kernel model (`capped_steps`): what a
+        simulation that needs its steps' costs as it goes (an open loop's arrivals) evaluates first."""
+        self._evaluate(
+            [
+                (a, b, c)
+                for a in range(len(self.d_grid))
+                for b in range(len(self.p_grid))
+                for c in range(len(self.c_grid))
+            ]
+        )
+        self._complete = True
+
+    def _evaluate(self, keys: list[Cell]) -> None:
+        """The cells of `keys` not evaluated yet, in one pass. A cell's numbers are its own (each step is
+        costed and capped alone), so they do not depend on which cells share the pass."""
         keys = [
-            (a, b, c)
-            for a in range(len(self.d_grid))
-            for b in range(len(self.p_grid))
-            for c in range(len(self.c_grid))
-            if self.d_grid[a] or self.p_grid[b]
+            k for k in dict.fromkeys(keys) if k not in self.cells and (self.d_grid[k[0]] or self.p_grid[k[1]])
         ]
+        if not keys:
+            return
         graphs = [self._graph(*key) for key in keys]
         latency_s, energy_j = capped_steps(graphs, self.gpu, self.point, self.coeffs, self.power_coeffs)
         if not self.par.is_single:
             latency_s, energy_j = self._with_comm(keys, np.asarray(latency_s), np.asarray(energy_j))
-        self.cells = {key: (float(t), float(e)) for key, t, e in zip(keys, latency_s, energy_j, strict=True)}
-        self.evaluations = len(keys)
+        self.cells.update(
+            (key, (float(t), float(e))) for key, t, e in zip(keys, latency_s, energy_j, strict=True)
+        )
+        self.evaluations += len(keys)
 
     def _with_comm(
         self, keys: list[tuple[int, int, int]], kernel_s: np.ndarray, kernel_j: np.ndarray
@@ -148,41 +165,64 @@ class StepTable:
             self.arch, self.gpu, self.par, tokens=tokens, engine=self.preset.name,
             precision=self.precision, decode_only=decode_only, sm_clock_hz=clock_hz,
         )  # fmt: skip
-        self.comm_s = {key: float(t) for key, t in zip(keys, comm.total_s, strict=True)}
+        self.comm_s.update((key, float(t)) for key, t in zip(keys, comm.total_s, strict=True))
         return combine_step(kernel_s, kernel_j, comm, self.par, idle_power_w=self.idle_w)
 
     def comm_fraction(self, decodes: float) -> float:
         """Share of a decode step's time (`decodes` running, mid context) spent communicating."""
-        if not self.cells:
-            self._evaluate_all()
         c_mid = float(self.c_grid[len(self.c_grid) // 2])
+        corners = [
+            (a, wa, c, wc)
+            for a, wa in _bracket(self._grids[0], max(1.0, decodes))
+            for c, wc in _bracket(self._grids[2], c_mid)
+        ]
+        self._evaluate([(a, 0, c) for a, _, c, _ in corners])
         total = comm = 0.0
-        for a, wa in _bracket(self._grids[0], max(1.0, decodes)):
-            for c, wc in _bracket(self._grids[2], c_mid):
-                total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
-                comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
+        for a, wa, c, wc in corners:
+            total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
+            comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
         return float(comm / total) if total > 0 else 0.0
-
-    def _cell(self, a: int, b: int, c: int) -> tuple[float, float]:
-        if not self.cells:
-            self._evaluate_all()
-        return self.cells.get((a, b, c), (0.0, 0.0))  # (0, 0): a step of nothing
 
     def __call__(
         self, decodes: int, prompt_tokens: int, prompts: int, context_len: float
     ) -> tuple[float, float]:
         del prompts  # costed as the fewest equal prompts of the mean length (`prompts_of`)
+        if not self._complete:
+            self._evaluate_all()
+        decodes, corners = self._corners(decodes, prompt_tokens, context_len)
+        return self._interpolate(decodes, prompt_tokens, corners)
+
+    def costs(self, steps: list[tuple[int, int, int, float]]) -> list[tuple[float, float]]:
+        """`self(*step)` of each step, evaluating only the cells these steps need, in one pass: a run whose
+        steps do not depend on their times (a closed loop) costs them after it is scheduled."""
+        prepared = [self._corners(d, p, ctx) for d, p, _, ctx in steps]
+        self._evaluate([key for _, corners in prepared for key, _ in corners])
+        return [
+            self._interpolate(d, step[1], corners) for (d, corners), step in zip(prepared, steps, strict=True)
+        ]
+
+    def _corners(
+        self, decodes: int, prompt_tokens: int, context_len: float
+    ) -> tuple[int, list[tuple[Cell, float]]]:
+        """(decodes as the engine runs them, the cells around the step with their nonzero weights)."""
         if prompt_tokens == 0:
             decodes = self.preset.padded_decodes(decodes)
+        corners = [
+            ((a, b, c), wa * wb * wc)
+            for a, wa in _bracket(self._grids[0], decodes)
+            for b, wb in _bracket(self._grids[1], prompt_tokens)
+            for c, wc in _bracket(self._grids[2], context_len)
+        ]
+        return decodes, [(key, w) for key, w in corners if w]
+
+    def _interpolate(
+        self, decodes: int, prompt_tokens: int, corners: list[tuple[Cell, float]]
+    ) -> tuple[float, float]:
         lat = en = 0.0
-        for a, wa in _bracket(self._grids[0], decodes):
-            for b, wb in _bracket(self._grids[1], prompt_tokens):
-                for c, wc in _bracket(self._grids[2], context_len):
-                    w = wa * wb * wc
-                    if w:
-                        cell_lat, cell_en = self._cell(a, b, c)
-                        lat += w * cell_lat
-                        en += w * cell_en
+        for key, w in corners:
+            cell_lat, cell_en = self.cells.get(key, (0.0, 0.0))  # (0, 0): a step of nothing
+            lat += w * cell_lat
+            en += w * cell_en
         if lat < self.eager_floor_s and self.preset.launch_mode(decodes, prompt_tokens) == "eager":
             en += (self.eager_floor_s - lat) * self.idle_w
             lat = self.eager_floor_s

@@ -238,3 +238,37 @@ def test_an_overloaded_open_loop_reports_the_servers_throughput(length_dist: str
     assert m["energy_per_output_token_j"] == pytest.approx(offline["energy_per_output_token_j"], rel=0.2)
     if length_dist == "fixed":
         assert m["requests_per_s"] == pytest.approx(m["output_tokens_per_s"] / 64, rel=1e-9)
+
+
+def _table(**kw) -> StepTable:
+    load = LoadRequest(mode="concurrency", concurrency=32, input_tokens=512, output_tokens=64)
+    preset = resolve_preset(load, H100)
+    return StepTable(
+        ARCH, H100, None, None, None, precision="bf16", preset=preset, kv_dtype=None, mean_input=512,
+        max_decodes=32, max_prompt_tokens=8192, context_range=(400, 700), **kw,
+    )  # fmt: skip
+
+
+def test_a_closed_loop_costed_after_scheduling_equals_one_costed_step_by_step() -> None:
+    # The same run through a table (its steps costed together after the schedule, only the cells they need)
+    # and through a plain function around another table (each step costed as it is scheduled): every time,
+    # energy and count must agree exactly, and the batched table must have evaluated fewer cells.
+    from dse.serving.scheduler import Requests, SchedulerConfig, simulate
+
+    rng = np.random.default_rng(3)
+    requests = Requests(input_tokens=rng.integers(400, 600, 120), output_tokens=rng.integers(20, 100, 120),
+                        concurrency=24)  # fmt: skip
+    config = SchedulerConfig(max_num_seqs=32, max_batched_tokens=2048, kv_blocks=2_000, block_size_tokens=16,
+                             host_step_s=1e-4)  # fmt: skip
+    batched, stepwise = _table(), _table()
+    a = simulate(requests, config, batched, idle_power_w=90.0)
+    b = simulate(requests, config, lambda *step: stepwise(*step), idle_power_w=90.0)
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        assert np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y, field.name
+    assert 0 < batched.evaluations < stepwise.evaluations
+
+
+def test_costs_of_many_steps_equal_their_costs_one_by_one() -> None:
+    table, steps = _table(), [(0, 300, 1, 0.0), (5, 0, 0, 450.5), (17, 900, 2, 610.0), (32, 0, 0, 700.0)]
+    assert table.costs(steps) == [_table()(*step) for step in steps]
