@@ -192,6 +192,7 @@ class _Engine:
         self.blocks = [0] * n
         self.free_blocks = cfg.kv_blocks
         self.running: list[int] = []
+        self.prefilling = 0  # running requests whose prompt is not computed yet
         self.waiting: deque[int] = deque()
         self.next_arrival = 0  # open loop: the next request not yet arrived (arrival order)
         self.order = np.argsort(self.arrival, kind="stable") if req.arrival_s is not None else None
@@ -249,6 +250,7 @@ class _Engine:
     def _preempt_last(self) -> int:
         """vLLM's recompute preemption of the most recently admitted running request."""
         r = self.running.pop()
+        self.prefilling -= self.computed[r] < self.prompt_len[r]
         self._release(r)
         self.prompt_len[r] = self.in_len[r] + self.generated[r]
         self.computed[r] = 0
@@ -278,7 +280,9 @@ class _Engine:
     def _decodes(self) -> list[int]:
         """Running requests that decode this step, with a block for their next token (preempting if not)."""
         computed, prompt_len, kv, blocks = self.computed, self.prompt_len, self.kv, self.blocks
-        decodes = [r for r in self.running if computed[r] >= prompt_len[r]]
+        decodes = (
+            [r for r in self.running if computed[r] >= prompt_len[r]] if self.prefilling else self.running[:]
+        )
         bs, state = self.cfg.block_size_tokens, self.cfg.state_blocks
         preempted: set[int] = set()  # a set, not `r in self.running`: that is O(batch) per request
         # Only a request whose next token starts a new block can fail to grow (or change the pool); the
@@ -306,7 +310,10 @@ class _Engine:
         """(request, chunk tokens) of this step: running prompts first, then (if `admit`) admissions."""
         chunks: list[tuple[int, int]] = []
         used = 0
-        for r in [r for r in self.running if self.computed[r] < self.prompt_len[r]]:
+        in_flight = (
+            [r for r in self.running if self.computed[r] < self.prompt_len[r]] if self.prefilling else []
+        )
+        for r in in_flight:
             take = self._chunk(r, budget - used, used)
             if take <= 0 or not self._grow(r, self.computed[r] + take):
                 break
@@ -319,6 +326,7 @@ class _Engine:
                 break
             self.waiting.popleft()
             self.running.append(r)
+            self.prefilling += 1  # computed 0 of a prompt of >= 1 token
             chunks.append((r, take))
             used += take
         return chunks
@@ -362,6 +370,7 @@ class _Engine:
                 emitted += self._emit(r)
         for r, take in chunks:
             self.computed[r] += take
+            self.prefilling -= self.computed[r] >= self.prompt_len[r]
             self.kv[r] = self.computed[r]
             if self.computed[r] >= self.prompt_len[r]:
                 emitted += self._emit(r)
@@ -406,28 +415,34 @@ class _Engine:
 
     def _stretch(self) -> int:
         """How many pure decode steps can be taken together now (0: take the next step alone)."""
-        # newest first: a prompt still in flight is usually among the last admitted
-        if not self.running or any(self.computed[r] < self.prompt_len[r] for r in reversed(self.running)):
+        running = self.running
+        if not running or self.prefilling:
             return 0
-        d = len(self.running)
+        d = len(running)
         # Prompt tokens a step can take: what the decodes leave of the budget, or all of it prefill-first.
         room = self.cfg.max_batched_tokens - (d if self.cfg.mixed_prefill else 0)
         can_admit_later = len(self.running) < self.cfg.max_num_seqs and room > 0
         if self.waiting and can_admit_later and self._head_fits(room):
             return 0  # the head of the queue may be admitted by the next step
-        k = min(self._left(r) for r in self.running) - 1
+        out_len, generated = self.out_len, self.generated
+        k = min([out_len[r] - generated[r] for r in running]) - 1  # as `_left`
         if 0.0 < self.cfg.reserve_output_frac < 1.0:
             k = min(k, self.cfg.block_size_tokens)  # the reservation moves as outputs grow: re-check
         if k < 2:
             return 0
-        kv = np.array([self.kv[r] for r in self.running])
-        held = np.array([self.blocks[r] for r in self.running])
+        kv = np.array([self.kv[r] for r in running])
+        held = np.array([self.blocks[r] for r in running])
         bs = self.cfg.block_size_tokens
-        lo, hi = 0, k  # the most steps whose new blocks the pool covers
+
+        def covered(steps: int) -> bool:  # the pool holds the blocks `steps` more tokens each need
+            return bool(
+                np.maximum(-(-(kv + steps) // bs) + self.cfg.state_blocks - held, 0).sum() <= self.free_blocks
+            )
+
+        lo, hi = (k, k) if covered(k) else (0, k)  # the most steps whose new blocks the pool covers
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            extra = np.maximum(-(-(kv + mid) // bs) + self.cfg.state_blocks - held, 0).sum()
-            lo, hi = (mid, hi) if extra <= self.free_blocks else (lo, mid - 1)
+            lo, hi = (mid, hi) if covered(mid) else (lo, mid - 1)
         k = lo
         ta = self.next_arrival_s()
         if math.isfinite(ta) and can_admit_later and k >= 2:
@@ -459,11 +474,18 @@ class _Engine:
         ctx = sum(map(self.kv.__getitem__, self.running)) / d + 1.0 + (k - 1) / 2.0
         latency_s, energy_j = self._cost(d, 0, 0, ctx, k)
         held_before = self.cfg.kv_blocks - self.free_blocks
-        for r in self.running:
-            if not self._grow(r, self.kv[r] + k):
-                raise RuntimeError("internal error: a decode stretch outgrew the free KV blocks")
-            self.kv[r] += k
-            self.generated[r] += k
+        kv, blocks, generated = self.kv, self.blocks, self.generated
+        bs, state = self.cfg.block_size_tokens, self.cfg.state_blocks
+        for r in self.running:  # `_grow` inlined: this loop runs once per request and stretch
+            tokens = kv[r] + k
+            extra = -(-tokens // bs) + state - blocks[r]
+            if extra > 0:
+                if extra > self.free_blocks:
+                    raise RuntimeError("internal error: a decode stretch outgrew the free KV blocks")
+                self.free_blocks -= extra
+                blocks[r] += extra
+            kv[r] = tokens
+            generated[r] += k
         self._advance(k * latency_s, k * energy_j, k, d)
         self.log.tokens[-1] = d * k
         # the blocks grow through the stretch: log their mean, not the end value, for the utilization

@@ -8,6 +8,8 @@ running-sequence limit, and energy per token falls.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -357,6 +359,7 @@ def test_prompts_in_flight_holding_the_pool_preempt_the_latest_admitted() -> Non
     engine.arrive()
     engine.waiting.clear()
     engine.running = [0, 1]  # both mid-prompt, 10 blocks each: the pool is full
+    engine.prefilling = 2  # the engine's count of running prompts in flight, kept with `running`
     for r in (0, 1):
         engine.computed[r] = engine.kv[r] = engine.blocks[r] = 10
     engine.free_blocks = 0
@@ -389,3 +392,60 @@ def test_decode_tokens_take_blocks_beside_the_state(monkeypatch: pytest.MonkeyPa
         cfg = config(kv_blocks=1000, block_size_tokens=16, state_blocks=state)
         reqs = Requests(input_tokens=np.array([16]), output_tokens=np.array([60]), concurrency=1)
         assert simulate(reqs, cfg, cost, idle_power_w=IDLE_W).peak_blocks == peak
+
+
+class _CheckedEngine(scheduler_module._Engine):
+    """The engine with its count of running prompts in flight checked against a recount after each step."""
+
+    def _check(self) -> None:
+        assert self.prefilling == sum(self.computed[r] < self.prompt_len[r] for r in self.running)
+
+    def step(self) -> None:
+        super().step()
+        self._check()
+
+    def take_stretch(self, k: int) -> None:
+        super().take_stretch(k)
+        self._check()
+
+
+class _Batched:
+    """`cost` with a `costs` method: a closed loop through it is costed after scheduling."""
+
+    def __call__(self, *step: float) -> tuple[float, float]:
+        return cost(*step)  # type: ignore[arg-type]
+
+    def costs(self, steps: list[tuple[int, int, int, float]]) -> list[tuple[float, float]]:
+        return [cost(*step) for step in steps]
+
+
+@given(
+    n=st.integers(1, 40),
+    concurrency=st.integers(1, 12),
+    max_seqs=st.integers(1, 10),
+    budget=st.integers(16, 400),
+    blocks=st.integers(8, 200),
+    block=st.sampled_from([1, 16]),
+    chunked=st.booleans(),
+    reserve=st.sampled_from([0.0, 0.7, 1.0]),
+    seed=st.integers(0, 2**16),
+    mixed=st.booleans(),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_closed_loop_costed_after_scheduling_is_the_run_costed_as_it_goes(
+    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, seed, mixed
+) -> None:
+    # Deferred costing (a step cost with `costs`) gives every time and energy exactly as step by step, and
+    # the engine's count of prompts in flight stays equal to a recount (preemptions included: small pools).
+    inp, out = lengths(n, seed, mean_in=48, mean_out=24)
+    blocks = max(blocks, -(-int((inp + out).max()) // block))
+    cfg = SchedulerConfig(max_num_seqs=max_seqs, max_batched_tokens=budget, kv_blocks=blocks,
+                          block_size_tokens=block, chunked_prefill=chunked, reserve_output_frac=reserve,
+                          mixed_prefill=mixed, host_step_s=2e-5)  # fmt: skip
+    req = Requests(input_tokens=inp, output_tokens=out, concurrency=concurrency)
+    deferred = _CheckedEngine(req, cfg, _Batched(), IDLE_W, deferred=True).run()
+    as_it_goes = _CheckedEngine(req, cfg, cost, IDLE_W).run()
+    for field in dataclasses.fields(deferred):
+        x, y = getattr(deferred, field.name), getattr(as_it_goes, field.name)
+        assert np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y, field.name
+    assert simulate(req, cfg, _Batched(), idle_power_w=IDLE_W).steps == as_it_goes.steps
