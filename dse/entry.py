@@ -26,6 +26,15 @@ def usage_error_line(exc: BaseException) -> str | None:
     return f"{' '.join(str(format_message()).split())} (see `{command} --help`)"
 
 
+def _show_help(exc: BaseException) -> None:
+    """Help for a bare `dse` or group on stdout, as `--help` prints it. Rich help prints itself while the
+    message is built and leaves it empty: the parser's `show()` then wrote a stray blank line on stderr."""
+    format_message = getattr(exc, "format_message", None)
+    text = str(format_message()) if callable(format_message) else ""
+    if text.strip():
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
 def main() -> None:
     try:
         from dse.cli import app
@@ -43,8 +52,11 @@ def main() -> None:
             show = getattr(exc, "show", None)
             if not callable(show) or not hasattr(exc, "exit_code"):  # not the parser's: a real error
                 raise
-            show()  # help for a bare group, or the parser's other messages
-            sys.exit(int(exc.exit_code))
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                _show_help(exc)
+            else:
+                show()  # the parser's other messages
+            sys.exit(int(exc.exit_code))  # a bare group keeps the parser's 2: no command ran
         sys.stderr.write(f"error: {line}\n")
         sys.exit(USAGE_EXIT_CODE)
     sys.exit(rc if isinstance(rc, int) else 0)

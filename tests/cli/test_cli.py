@@ -214,6 +214,21 @@ def test_the_console_script_keeps_help_and_exit_codes() -> None:
     assert ok.returncode == 0 and json.loads(ok.stdout)["latency_s"] > 0
 
 
+@pytest.mark.parametrize("rich", ["1", "0"])
+@pytest.mark.parametrize("group", [[], ["gpu"]])
+def test_a_bare_group_prints_its_help_on_stdout_only(group: list[str], rich: str) -> None:
+    """Help for a bare `dse` or `dse gpu` on stdout and nothing on stderr (a blank line before, or the
+    whole help without rich); exit 2 as the parser has it: no command ran."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TYPER_USE_RICH": rich}
+    out = subprocess.run([sys.executable, "-m", "dse", *group], capture_output=True, text=True, env=env)
+    assert (out.returncode, out.stderr) == (2, ""), out.stderr
+    assert "Usage:" in out.stdout and "--help" in out.stdout
+
+
 def test_predict_serving_engine_options_reach_the_request() -> None:
     base = run_json(*SERVE)
     fp8 = run_json(*SERVE, "--kv-dtype", "fp8", "--engine", "vllm", "--sampling", "greedy")
