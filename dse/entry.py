@@ -21,9 +21,20 @@ def usage_error_line(exc: BaseException) -> str | None:
     format_message = getattr(exc, "format_message", None)
     if not callable(format_message):
         return None
-    ctx = exc.ctx
-    command = getattr(ctx, "command_path", None) or "dse"
+    command = getattr(exc.ctx, "command_path", None) or _innermost_command_path(exc) or "dse"
     return f"{' '.join(str(format_message()).split())} (see `{command} --help`)"
+
+
+def _innermost_command_path(exc: BaseException) -> str | None:
+    """The path of the command whose parsing raised `exc` (`dse predict`), read from the `ctx` of the
+    innermost frame that has one: the parser raises an option missing its value without a context, and
+    the hint then named `dse --help` for `dse predict --tp`."""
+    path = None
+    tb = exc.__traceback__
+    while tb is not None:
+        path = getattr(tb.tb_frame.f_locals.get("ctx"), "command_path", None) or path
+        tb = tb.tb_next
+    return path if isinstance(path, str) else None
 
 
 def _show_help(exc: BaseException) -> None:

@@ -202,6 +202,34 @@ def test_the_console_script_answers_a_refused_command_line_in_one_line(
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp"], "dse predict"),
+        (["gpu", "show", "h100-sxm", "--set"], "dse gpu show"),
+        (["cost", "facts", "--json=x"], "dse cost facts"),
+        (["whatif", "h100-sxm", "--set"], "dse whatif"),
+        (["cost", "facts", "--bogus"], "dse cost facts"),
+        (["gpu", "--bogus"], "dse gpu"),
+    ],
+)
+def test_a_refused_command_line_points_to_its_subcommands_help(
+    args: list[str], command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option missing its value or given one it does not take (the parser raises these without a
+    context) named `dse --help`. In-process the program name is pytest's: only the end is compared."""
+    import sys
+
+    from dse.entry import main
+
+    monkeypatch.setattr(sys, "argv", ["dse", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and err.rstrip().endswith(f"{command} --help`)"), err
+
+
 def test_the_console_script_keeps_help_and_exit_codes() -> None:
     import subprocess
     import sys
