@@ -68,9 +68,9 @@ class CostOptions:
             "operation.electricity_usd_per_kwh": self.electricity_usd_per_kwh,
             "operation.pue": self.pue,
         }
-        overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
-        facts = load_cost_facts(self.scenario, overrides)
-        _check_operation(facts)
+        flags = {k: v for k, v in given.items() if v is not None}
+        facts = load_cost_facts(self.scenario, {**self.overrides, **flags})
+        _check_operation(facts, flags)
         _check_prices(self)
         return facts
 
@@ -88,17 +88,20 @@ OPERATION_RANGES: dict[str, tuple[float, float, str]] = {
 }
 
 
-def check_operation_value(key: str, value: float) -> None:
-    """ConfigError naming the flag (`--` + key) unless `value` is in OPERATION_RANGES[key] (NaN is not)."""
+def check_operation_value(key: str, value: float, override: bool = False) -> None:
+    """ConfigError unless `value` is in OPERATION_RANGES[key] (NaN is not), naming what the user gave: the
+    flag (`--` + key), or with `override` the fact's path (`--set cost.operation.pue=20`, a study's facts)."""
     low, high, note = OPERATION_RANGES[key]
     if not low <= value <= high:
-        flag = "--" + key.replace("_", "-")
-        raise ConfigError(f"{flag} must be in [{low:g}, {high:g}]{note}, got {value:g}")
+        given = f"override 'cost.operation.{key}':" if override else "--" + key.replace("_", "-")
+        raise ConfigError(f"{given} must be in [{low:g}, {high:g}]{note}, got {value:g}")
 
 
-def _check_operation(facts: CostFacts) -> None:
+def _check_operation(facts: CostFacts, flags: Mapping[str, Any]) -> None:
+    """`flags`: the `operation.*` values given as flags; the others are overrides or in-range defaults."""
     for key in ("lifetime_years", "utilization", "pue", "electricity_usd_per_kwh"):
-        check_operation_value(key, facts.value(f"operation.{key}"))
+        path = f"operation.{key}"
+        check_operation_value(key, facts.value(path), override=path not in flags)
 
 
 def _check_prices(options: CostOptions) -> None:

@@ -84,6 +84,26 @@ def test_cost_errors_are_one_line(flags: list[str], message: str) -> None:
     assert message in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("command", "assignment"),
+    [
+        (["whatif", "h100-sxm"], "operation.pue=20"),
+        (BASE, "operation.pue=0.5"),
+        (BASE, "operation.lifetime_years=0"),
+        (BASE, "operation.lifetime_years=1000"),
+        (BASE, "operation.utilization=2"),
+        (BASE, "operation.electricity_usd_per_kwh=1e5"),
+    ],
+)
+def test_an_operation_fact_out_of_range_names_the_set_path(command: list[str], assignment: str) -> None:
+    """`--set cost.operation.pue=20` said `--pue must be in [1, 10]`: a flag the user never typed."""
+    result = runner.invoke(app, [*command, "--set", f"cost.{assignment}"])
+    path = "cost." + assignment.split("=")[0]
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: override '{path}': must be in ["), result.stderr
+    assert "--" not in result.stderr, result.stderr
+
+
 def test_whatif_gddr7_shows_cost_deltas_in_one_table() -> None:
     args = ["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"]
     result = runner.invoke(app, [*args, "--batch", "8", "--input-tokens", "256", "--output-tokens", "32"])
