@@ -82,6 +82,10 @@ class CostArgs:
                 + ", ".join(owner_only)
             )
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
+        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue"):
+            if getattr(self, key) is not None and f"operation.{key}" in cost_sets:  # the flag won, unsaid
+                flag = "--" + key.replace("_", "-")
+                raise DseError(f"{flag} and --set cost.operation.{key} set the same fact; give one")
         options = CostOptions(
             self.cost_scenario, cost_sets, self.lifetime_years, self.utilization,
             self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour,

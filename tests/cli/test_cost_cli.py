@@ -104,6 +104,17 @@ def test_an_operation_fact_out_of_range_names_the_set_path(command: list[str], a
     assert "--" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flag", "key", "value"), [("--pue", "pue", "2"), ("--utilization", "utilization", "0")]
+)
+def test_a_flag_and_a_set_of_the_same_operation_fact_are_refused(flag: str, key: str, value: str) -> None:
+    """The flag won without a word (and an out-of-range `--set` value beside it was never checked)."""
+    result = runner.invoke(app, [*BASE, flag, "0.5" if key == "utilization" else "1.5", "--set",
+                                 f"cost.operation.{key}={value}"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"{flag} and --set cost.operation.{key} set the same fact" in result.stderr, result.stderr
+
+
 def test_whatif_gddr7_shows_cost_deltas_in_one_table() -> None:
     args = ["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"]
     result = runner.invoke(app, [*args, "--batch", "8", "--input-tokens", "256", "--output-tokens", "32"])
