@@ -54,6 +54,41 @@ def si_key(key: str) -> tuple[str, float]:
     return key, 1.0
 
 
+# How messages name the unit of each human-unit suffix (a value is shown in the unit its key was written in).
+UNIT_NAMES: dict[str, str] = {
+    "_tflop_per_s": "TFLOP/s", "_gbit_per_s": "Gbit/s", "_gb_per_s": "GB/s", "_tb_per_s": "TB/s",
+    "_pj_per_bit": "pJ/bit", "_mhz": "MHz", "_ghz": "GHz", "_kib": "KiB", "_mib": "MiB", "_gib": "GiB",
+    "_gb": "GB", "_mv": "mV", "_ms": "ms", "_us": "us",
+}  # fmt: skip
+
+
+def unit_name(key: str) -> str | None:
+    """The unit a human-unit key is written in (`sm_clock_max_mhz` -> MHz), None for an SI key."""
+    return next((UNIT_NAMES[suffix] for suffix, _, _ in UNIT_SUFFIXES if key.endswith(suffix)), None)
+
+
+def written_key(si_name: str, present: Any) -> tuple[str, float] | None:
+    """The human-unit key among `present` (a mapping's keys as written) that became `si_name`, and its
+    factor; None when `si_name` was written as it is (or not at all)."""
+    if si_name in present:
+        return None
+    for key in present:
+        name, factor = si_key(str(key))
+        if name == si_name and factor != 1.0:
+            return str(key), factor
+    return None
+
+
+class UnitKeyError(ValueError):
+    """A unit key `normalize_unit_keys` cannot convert. `path` locates it in the input as written (keys and
+    list indexes), so a loader that kept the YAML's lines can name the line."""
+
+    def __init__(self, path: tuple[str | int, ...], problem: str) -> None:
+        super().__init__(f"{'.'.join(str(p) for p in path)}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
 def _scale(value: Any, factor: float) -> Any:
     if factor == 1.0 or value is None or isinstance(value, bool):
         return value
@@ -64,27 +99,34 @@ def _scale(value: Any, factor: float) -> Any:
     return value  # strings and the like: let validation complain with the field name
 
 
-def normalize_unit_keys(data: Any) -> Any:
+def normalize_unit_keys(data: Any, path: tuple[str | int, ...] = ()) -> Any:
     """Recursively rename human-unit keys to SI keys and scale their values.
 
-    Raises ValueError when a mapping gives the same quantity twice (e.g. `l2_mib` and `l2_bytes`), or a
+    Raises UnitKeyError when a mapping gives the same quantity twice (e.g. `l2_mib` and `l2_bytes`), or a
     unit key's value is text (a quoted number would be validated unscaled, in the SI field's unit).
     """
     if isinstance(data, Mapping):
         out: dict[str, Any] = {}
+        written: dict[str, str] = {}  # SI name -> the key that gave it
         for key, value in data.items():
             name, factor = si_key(str(key))
             if name in out:
-                raise ValueError(f"'{key}' gives '{name}' a second time")
-            texts = [v for v in (value if isinstance(value, list | tuple) else [value]) if isinstance(v, str)]
-            if factor != 1.0 and texts:  # "1980" would reach `name` unscaled, as 1980 Hz
-                raise ValueError(
-                    f"'{key}' must be numbers in the unit its name says, not the text {texts[0]!r}"
+                raise UnitKeyError(
+                    (*path, key), f"gives '{name}' a second time (also given as '{written[name]}')"
                 )
-            out[name] = normalize_unit_keys(_scale(value, factor)) if factor == 1.0 else _scale(value, factor)
+            written[name] = str(key)
+            listed = isinstance(value, list | tuple)
+            texts = [(i, v) for i, v in enumerate(value if listed else [value]) if isinstance(v, str)]
+            if factor != 1.0 and texts:  # "1980" would reach `name` unscaled, as 1980 Hz
+                where = (*path, key, texts[0][0]) if listed else (*path, key)
+                raise UnitKeyError(
+                    where, f"must be numbers in {unit_name(str(key))} (the unit its name says), not the text "
+                    f"{texts[0][1]!r}"
+                )  # fmt: skip
+            out[name] = normalize_unit_keys(value, (*path, key)) if factor == 1.0 else _scale(value, factor)
         return out
     if isinstance(data, list):
-        return [normalize_unit_keys(v) for v in data]
+        return [normalize_unit_keys(v, (*path, i)) for i, v in enumerate(data)]
     return data
 
 

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import ConfigError
+from dse.units import unit_name, written_key
 
 Loc = tuple[str | int, ...]
 
@@ -78,6 +79,10 @@ class SourceMap:
             elif not _is_tag(seg):
                 out.append(seg)
         return tuple(out)
+
+    def keys_at(self, path: Loc) -> list[str | int]:
+        """The keys (or list indexes) written directly under `path`."""
+        return [p[-1] for p in self.lines if len(p) == len(path) + 1 and p[:-1] == path]
 
     def nested(self, prefix: Loc, other: SourceMap) -> SourceMap:
         """A map where `prefix + path` resolves through `other` (an included file) first."""
@@ -332,12 +337,16 @@ def _message(err: Mapping[str, Any], root: type[BaseModel], loc: Loc) -> str:
     )
 
 
-def format_errors(exc: ValidationError, root: type[BaseModel], smap: SourceMap, prefix: Loc = ()) -> str:
-    """One `file:line: field: message` line per problem of a ValidationError."""
+def format_errors(
+    exc: ValidationError, root: type[BaseModel], smap: SourceMap, prefix: Loc = (), unit_keys: bool = False
+) -> str:
+    """One `file:line: field: message` line per problem of a ValidationError; `unit_keys`: the document went
+    through `normalize_unit_keys`, and errors on its SI fields are said in the keys and units it wrote."""
     out = []
     seen = set()
-    for err in exc.errors():
-        loc: Loc = (*prefix, *err.get("loc", ()))
+    for raw in exc.errors():
+        loc: Loc = (*prefix, *raw.get("loc", ()))
+        err, loc = _as_written(raw, loc, smap) if unit_keys else (raw, loc)
         path = smap.yaml_path(loc)
         field_name = ".".join(str(p) for p in path) or "(top level)"
         line = f"{smap.where(loc)}: {field_name}: {_message(err, root, loc)}"
@@ -345,6 +354,54 @@ def format_errors(exc: ValidationError, root: type[BaseModel], smap: SourceMap, 
             seen.add(line)
             out.append(line)
     return "\n".join(out)
+
+
+# pydantic's bound errors: the ctx key of the bound and how its message says it
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+
+
+def _as_written(err: Mapping[str, Any], loc: Loc, smap: SourceMap) -> tuple[Mapping[str, Any], Loc]:
+    """An error on an SI field that the file wrote in a human unit (`clocks.sm_clock_max_hz` from
+    `sm_clock_max_mhz`, `dse.units.normalize_unit_keys`) in the file's terms: that key, and so its line, and
+    the value and bound in its unit (9e+09 MHz, not 9e+15 Hz, under a key the file does not contain)."""
+    path: Loc = ()
+    for i, seg in enumerate(loc):
+        if (*path, seg) in smap.lines:
+            path = (*path, seg)
+            continue
+        twin = written_key(seg, smap.keys_at(path)) if isinstance(seg, str) else None
+        if twin is not None:
+            return _in_unit(err, *twin), (*loc[:i], twin[0], *loc[i + 1 :])
+    return err, loc
+
+
+def _in_unit(err: Mapping[str, Any], key: str, factor: float) -> Mapping[str, Any]:
+    out = dict(err)
+    value, unit = err.get("input"), unit_name(key) or ""
+    bound = _BOUNDS.get(str(err.get("type")))
+    limit = (err.get("ctx") or {}).get(bound[0]) if bound else None
+    if bound and isinstance(value, int | float) and isinstance(limit, int | float):
+        del out["input"]  # said in the message, in the unit (`_message` would add the SI value)
+        out["msg"] = f"Input should be {bound[1]} {limit / factor:g} {unit} (got {value / factor:g} {unit})"
+    elif "input" in err:
+        out["input"] = _unscaled(value, factor)
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _unscaled(value: Any, factor: float) -> Any:
+    """A value (or list of values) scaled by `normalize_unit_keys`, back in the unit it was written in."""
+    if isinstance(value, list | tuple):
+        return [_unscaled(v, factor) for v in value]
+    return float(f"{value / factor:.12g}") if _is_number(value) else value  # 1e-3, not 1.0000000000000002e-3
 
 
 def located_error(smap: SourceMap, loc: Sequence[str | int], message: str) -> ConfigError:

@@ -35,7 +35,7 @@ from dse.config.yamlio import (
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
-from dse.units import normalize_unit_keys
+from dse.units import UnitKeyError, normalize_unit_keys
 
 
 def _canonical(name: str) -> str:
@@ -57,12 +57,14 @@ def _raw_catalog_entry(name: str) -> dict[str, Any]:
     return _normalized(parse_yaml_value(text, f"{name}.yaml"), f"{name}.yaml")
 
 
-def _normalized(raw: Any, source: str) -> dict[str, Any]:
+def _normalized(raw: Any, source: str, smap: SourceMap | None = None) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: expected a mapping of GPU fields at the top level")
     try:
         return normalize_unit_keys(raw)
-    except ValueError as exc:
+    except UnitKeyError as exc:
+        if smap is not None:  # a user's file: `file:line: field: message`, as its validation errors read
+            raise located_error(smap, exc.path, exc.problem) from None
         raise ConfigError(f"{source}: {exc}") from exc
 
 
@@ -86,7 +88,7 @@ def _raw_gpu(
         raw, smap = (
             load_yaml(path) if data is None else parse_yaml(decode_yaml_bytes(data, str(path)), str(path))
         )
-        fields = _normalized(raw, str(path))
+        fields = _normalized(raw, str(path), smap)
         fields.setdefault("name", path.stem)
         return fields, str(path), smap
     name = _canonical(str(name_or_path))
@@ -107,8 +109,8 @@ def _validated(raw: dict[str, Any], source: str, smap: SourceMap | None = None) 
     try:
         return GpuSpec.model_validate(raw)
     except ValidationError as exc:
-        if smap is not None:  # a user's file: `file:line: field: message` (a unit-converted key: its section)
-            raise ConfigError(format_errors(exc, GpuSpec, smap)) from None
+        if smap is not None:  # a user's file: `file:line: field: message` (a unit key: its line and unit)
+            raise ConfigError(format_errors(exc, GpuSpec, smap, unit_keys=True)) from None
         raise ConfigError(format_validation_error(exc, source)) from exc
 
 

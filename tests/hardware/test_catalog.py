@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -401,20 +402,52 @@ def test_an_unknown_memory_technology_is_refused_at_load(tmp_path: Path) -> None
         load_gpu("h100-sxm", {"memory.technology": "hbm99"})
 
 
+def _edited_h100(tmp_path: Path, name: str, old: str, new: str) -> tuple[Path, int]:
+    """The catalog H100 file with `old` replaced by `new` once, and the 1-based line of the edit."""
+    text = H100_YAML.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path = tmp_path / name
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return path, text[: text.index(old)].count("\n") + 1
+
+
 def test_a_quoted_number_in_a_unit_key_is_refused_by_its_own_name(tmp_path: Path) -> None:
     """`sm_clock_max_mhz: "1980"` used to reach the Hz field unscaled and fail as 1980 Hz, under a key the
-    file does not contain."""
-    catalog = Path(__file__).parents[2] / "dse" / "hardware" / "data" / "gpus" / "h100-sxm.yaml"
-    text = catalog.read_text(encoding="utf-8")
-    assert "sm_clock_max_mhz: 1980" in text
-    path = tmp_path / "quoted.yaml"
-    path.write_text(text.replace("sm_clock_max_mhz: 1980", 'sm_clock_max_mhz: "1980"'), encoding="utf-8")
-    with pytest.raises(ConfigError, match="'sm_clock_max_mhz' must be numbers") as err:
+    file does not contain; it is named with its file and line, as the file's other errors are."""
+    path, line = _edited_h100(tmp_path, "quoted.yaml", "sm_clock_max_mhz: 1980", 'sm_clock_max_mhz: "1980"')
+    message = rf"quoted\.yaml:{line}: clocks\.sm_clock_max_mhz: must be numbers in MHz .*not the text '1980'"
+    with pytest.raises(ConfigError, match=message) as err:
         load_gpu(str(path))
     assert "_hz" not in str(err.value)
-    # a text inside a list under a unit key (the V-f table's clocks) likewise
-    listed = tmp_path / "listed.yaml"
-    assert "clock_mhz: [345, 1140" in text
-    listed.write_text(text.replace("clock_mhz: [345, 1140", 'clock_mhz: ["345", 1140'), encoding="utf-8")
-    with pytest.raises(ConfigError, match="'clock_mhz' must be numbers"):
+    # a text inside a list under a unit key (the V-f table's clocks) likewise, at the line of the entry
+    listed, line = _edited_h100(tmp_path, "listed.yaml", "clock_mhz: [345, 1140", 'clock_mhz: ["345", 1140')
+    with pytest.raises(
+        ConfigError, match=rf"listed\.yaml:{line}: power\.core_v\.clock_mhz\.0: must be numbers"
+    ):
         load_gpu(str(listed))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # it was 9e15 Hz against 1e11 Hz, under `clocks.sm_clock_max_hz` at the line of `clocks:`
+        ("sm_clock_max_mhz: 1980 ", "sm_clock_max_mhz: 9e9 ",
+         r"clocks\.sm_clock_max_mhz: Input should be less than or equal to 100000 MHz \(got 9e\+09 MHz\)$"),
+        ("latency_us: 10 ", "latency_us: -3 ",
+         r"interconnect\.latency_us: Input should be greater than 0 us \(got -3 us\)$"),
+        ("sm_clock_max_mhz: 1980 ", "sm_clock_max_mhz: [1980]",
+         r"clocks\.sm_clock_max_mhz: Input should be a valid number \(got \[1980\.0\]\)$"),
+        ("l2_mib: 50 ", "l2_mib: 50\n  l2_bytes: 5",  # the second spelling, on the next line
+         r"l2\.l2_bytes: gives 'l2_bytes' a second time \(also given as 'l2_mib'\)$"),
+    ],
+)  # fmt: skip
+def test_a_unit_key_error_names_its_line_and_its_unit(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    """An error on a field the file wrote in a human unit names that key, its line and the value in its unit
+    (it named `clocks.sm_clock_max_hz` at the line of `clocks:`, in Hz, or the file without a line)."""
+    path, line = _edited_h100(tmp_path, "unit.yaml", old, new)
+    line += new.count("\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:{line}: {message}") as err:
+        load_gpu(str(path))
+    assert "_hz" not in str(err.value)
