@@ -166,21 +166,20 @@ def _report_serving(
 
 
 def _no_serving_flags_in_training(
-    load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object,
+    ctx: typer.Context, load: LoadArgs, input_tokens: int | None, output_tokens: int | None, *serving: object,
     coeffs: Path | None = None, launch: str | None = None,
 ) -> None:  # fmt: skip
     """A training step takes its layout from --num-gpus, --tp, --pp, --cp, --vp, --ep and --fsdp: serving,
-    load and --dp flags
-    would be ignored, so they are an error (as training flags are in a serving prediction). So are
-    --coeffs and --launch: a step runs the kernel model with the training ratios fitted on it (README),
-    GPU time only."""
+    load and --dp flags (--dp written at any value, 1 too) would be ignored, so they are an error (as
+    training flags are in a serving prediction). So are --coeffs and --launch: a step runs the kernel model
+    with the training ratios fitted on it (README), GPU time only."""
     graph = [flag for flag, value in (("--coeffs", coeffs), ("--launch", launch)) if value is not None]
     if graph:
         raise DseError(
             f"{', '.join(graph)}: not for --training (a step runs the kernel model with the training ratios "
             "fitted on it, without a host launch model)"
         )
-    given = ["--dp"] if load.dp != 1 else []
+    given = ["--dp"] if load.dp != 1 or on_command_line(ctx, "dp") else []
     if load.mode() != "static" or load.batch is not None:
         given.append("the load mode (--batch, --concurrency, --request-rate, --max-throughput)")
     if input_tokens is not None or output_tokens is not None:
@@ -271,7 +270,7 @@ def predict_cmd(
     if training:  # dse.cli.training: one training step
         serving = (kv_dtype, engine, sampling, kernels)
         _no_serving_flags_in_training(
-            load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
+            ctx, load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
         opts = {"precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp,
                 "pp": load.pp, "ep": load.ep}  # fmt: skip
@@ -287,7 +286,7 @@ def predict_cmd(
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
-    _no_serving_flags_in_a_pass(model, vision, load, kv_dtype, engine, sampling)
+    _no_serving_flags_in_a_pass(ctx, model, vision, load, kv_dtype, engine, sampling)
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
     graph = build_workload(
@@ -301,6 +300,7 @@ def predict_cmd(
 
 
 def _no_serving_flags_in_a_pass(
+    ctx: typer.Context,
     model: str | None,
     vision: bool,
     load: LoadArgs,
@@ -308,18 +308,25 @@ def _no_serving_flags_in_a_pass(
     engine: str | None,
     sampling: str | None,
 ) -> None:
-    """One forward pass (no --input-tokens/--output-tokens) takes no serving flag: an error naming them."""
-    layout = [flag for flag in PARALLEL_FLAGS if getattr(load, flag) != 1]
-    serving_only = any(v is not None for v in (kv_dtype, engine, sampling))
-    if serving_only or layout or load.mode() != "static":
-        flags = "--kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes apply to"
+    """One forward pass (no --input-tokens/--output-tokens) takes no serving flag: an error naming them. A
+    layout flag counts when written at any value: `--tp 1` beside --phase, or for a vision model, was
+    silently dropped (the pass runs on one GPU)."""
+    typed = on_command_line(ctx, *PARALLEL_FLAGS)
+    given = [f"--{flag}" for flag in PARALLEL_FLAGS if getattr(load, flag) != 1 or flag in typed]
+    given += [flag for flag, value in (("--kv-dtype", kv_dtype), ("--engine", engine),
+                                       ("--sampling", sampling)) if value is not None]  # fmt: skip
+    given += ["the load mode"] if load.mode() != "static" else []
+    if given:
+        flags = (
+            f"{', '.join(given)}: --kv-dtype, --engine, --sampling, --tp, --pp, --ep, --dp and the load modes"
+        )
         if vision:  # adding --input-tokens would only be refused next
             raise DseError(
-                f"{model} is a vision model: {flags} LLM serving (training: --training --num-gpus)"
+                f"{flags} apply to LLM serving; {model} is a vision model (training: --training --num-gpus)"
             )
         raise DseError(
-            f"{flags} serving predictions (--model with --input-tokens / --output-tokens, not --phase, "
-            "--seq-len or --kernels)"
+            f"{flags} apply to serving predictions (--model with --input-tokens / --output-tokens, not "
+            "--phase, --seq-len or --kernels)"
         )
 
 

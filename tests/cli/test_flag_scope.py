@@ -189,6 +189,9 @@ def test_models_lists_the_vision_models_with_their_parameter_counts():
     assert "efficientnet-b0" in vision and "vit-b-16" in vision
 
 
+LLAMA = ["--model", "llama-3.1-8b"]
+
+
 @pytest.mark.parametrize(
     ("args", "named", "why"),
     [
@@ -326,3 +329,33 @@ def test_a_vision_forward_pass_reports_its_memory_and_whether_it_fits():
     assert not huge["memory_fits"] and huge["memory_bytes"] > 100_000 * 3 * 224 * 224 * 4
     text = run("100000")
     assert text.exit_code == 0 and "does not fit" in text.output
+
+
+LLAMA = ["--model", "llama-3.1-8b"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "why"),
+    [
+        ([*LLAMA, "--tp", "1", "--phase", "prefill", "--seq-len", "128"], "--tp", "not --phase"),
+        ([*LLAMA, "--seq-len", "128", "--pp", "1"], "--pp", "not --phase"),
+        ([*LLAMA, "--phase", "decode", "--ep", "1", "--dp", "1"], "--ep, --dp", "not --phase"),
+        (["--kernels", "k.json", "--dp", "1"], "--dp", "--kernels"),
+        (["--model", "resnet-50", "--tp", "1"], "--tp", "resnet-50 is a vision model"),
+        (["--model", "resnet-50", "--batch", "8", "--dp", "1"], "--dp", "resnet-50 is a vision model"),
+        ([*LLAMA, "--training", "--dp", "1"], "--dp", "not for --training"),
+    ],
+)  # fmt: skip
+def test_a_layout_flag_nothing_reads_is_refused_even_at_1(args, named, why):
+    """One forward pass (--phase, --seq-len, --kernels or a vision model) runs on one GPU and a training
+    step takes dp from --num-gpus: `--tp 1` there ran without a word, while `--tp 2` was refused."""
+    result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {named}: ") and why in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_layout_at_1_still_makes_a_serving_prediction():
+    """`--model --tp 1` with no shape is the one-GPU serving prediction (README), not a refused pass."""
+    result = CliRunner().invoke(app, ["predict", "--model", "llama-3.1-8b", "--tp", "1", "--json"])
+    assert result.exit_code == 0 and '"ttft_s"' in result.stdout, result.output
