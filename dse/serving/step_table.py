@@ -170,18 +170,21 @@ class StepTable:
 
     def comm_fraction(self, decodes: float) -> float:
         """Share of a decode step's time (`decodes` running, mid context) spent communicating."""
-        c_mid = float(self.c_grid[len(self.c_grid) // 2])
         corners = [
-            (a, wa, c, wc)
+            (a, wa * wc, c)
             for a, wa in _bracket(self._grids[0], max(1.0, decodes))
-            for c, wc in _bracket(self._grids[2], c_mid)
+            for c, wc in self._mid_context()
+            if wa * wc  # a zero weight adds nothing: its cell need not be evaluated
         ]
-        self._evaluate([(a, 0, c) for a, _, c, _ in corners])
+        self._evaluate([(a, 0, c) for a, _, c in corners])
         total = comm = 0.0
-        for a, wa, c, wc in corners:
-            total += wa * wc * self.cells.get((a, 0, c), (0.0, 0.0))[0]
-            comm += wa * wc * self.comm_s.get((a, 0, c), 0.0)
+        for a, w, c in corners:
+            total += w * self.cells.get((a, 0, c), (0.0, 0.0))[0]  # (0, 0): the empty step
+            comm += w * self.comm_s.get((a, 0, c), 0.0)
         return float(comm / total) if total > 0 else 0.0
+
+    def _mid_context(self) -> tuple[tuple[int, float], ...]:
+        return _bracket(self._grids[2], float(self.c_grid[len(self.c_grid) // 2]))
 
     def __call__(
         self, decodes: int, prompt_tokens: int, prompts: int, context_len: float
@@ -196,7 +199,10 @@ class StepTable:
         """`self(*step)` of each step, evaluating only the cells these steps need, in one pass: a run whose
         steps do not depend on their times (a closed loop) costs them after it is scheduled."""
         prepared = [self._corners(d, p, ctx) for d, p, _, ctx in steps]
-        self._evaluate([key for _, corners in prepared for key, _ in corners])
+        keys = [key for _, corners in prepared for key, _ in corners]
+        if not self.par.is_single:  # and the decode steps `comm_fraction` reads, in the same pass
+            keys += [(a, 0, c) for a in range(len(self.d_grid)) for c, w in self._mid_context() if w]
+        self._evaluate(keys)
         return [
             self._interpolate(d, step[1], corners) for (d, corners), step in zip(prepared, steps, strict=True)
         ]

@@ -272,3 +272,23 @@ def test_a_closed_loop_costed_after_scheduling_equals_one_costed_step_by_step() 
 def test_costs_of_many_steps_equal_their_costs_one_by_one() -> None:
     table, steps = _table(), [(0, 300, 1, 0.0), (5, 0, 0, 450.5), (17, 900, 2, 610.0), (32, 0, 0, 700.0)]
     assert table.costs(steps) == [_table()(*step) for step in steps]
+
+
+def test_a_multi_gpu_closed_loop_costs_its_steps_and_its_communication_share_in_one_pass(monkeypatch) -> None:
+    # The cells `comm_fraction` reads are evaluated with the run's own: one kernel-model pass, not a second
+    # one for the communication share after the run (whose fixed cost is most of a small table's).
+    import dse.serving.step_table as step_table
+
+    passes = []
+    real = step_table.capped_steps
+
+    def counted(graphs, *args, **kwargs):
+        passes.append(len(graphs))
+        return real(graphs, *args, **kwargs)
+
+    monkeypatch.setattr(step_table, "capped_steps", counted)
+    req = LoadRequest(
+        mode="concurrency", concurrency=8, input_tokens=256, output_tokens=16, num_requests=24, tp=2
+    )
+    m = predict_load(ARCH, H100, req).metrics()
+    assert len(passes) == 1 and 0.0 < m["comm_time_fraction"] < 1.0
