@@ -43,8 +43,9 @@ When nothing runs and nothing waits, the GPU idles at `idle_power_w` until the n
 A closed loop's schedule does not depend on its steps' times: a client sends its next request when the last
 one finishes, whenever that is. So where the step cost can cost many steps at once (`BatchStepCost`), the
 run is scheduled first and its steps costed after it in one call (for the step table, one kernel-model pass
-over only the grid cells the run visits), with the same arithmetic as step by step. Open loops, whose
-admissions depend on the time of each arrival, cost each step as they schedule it.
+over only the grid cells the run visits), with the same arithmetic as step by step. So is an offline run
+(every request arriving at t = 0). Open loops, whose admissions depend on the time of each arrival, cost
+each step as they schedule it.
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ class _Engine:
     ) -> None:
         self.req, self.cfg, self.step_cost, self.idle_power_w = req, cfg, step_cost, idle_power_w
         # Deferred costs (module docstring): the steps are scheduled first and costed after the run, and
-        # until then `t` is the index of the last step row (-1: none yet) rather than a time.
+        # until then `t` is the index of the last step row (-1: none yet) rather than a time. Only a run
+        # whose schedule never reads a time can be: a closed loop, or every request arriving at t = 0.
+        if deferred and not time_free(req):
+            raise ValueError("deferred step costs need a closed loop or every arrival at t = 0")
         self.deferred = deferred
         self.pending: list[tuple[int, int, int, float]] = []  # deferred: each row's step
         self.row_steps: list[int] = []  # deferred: the engine steps of each row
@@ -212,7 +216,9 @@ class _Engine:
             while self.sent < min(self.req.concurrency or 0, self.n):
                 self._send(self.sent)
             return
-        while self.next_arrival < self.n and self.arrival[self.order[self.next_arrival]] <= self.t:
+        # deferred, every arrival is at t = 0 (`time_free`) while `t` counts rows from -1
+        now = math.inf if self.deferred else self.t
+        while self.next_arrival < self.n and self.arrival[self.order[self.next_arrival]] <= now:
             self.waiting.append(int(self.order[self.next_arrival]))
             self.next_arrival += 1
 
@@ -280,6 +286,7 @@ class _Engine:
     def _decodes(self) -> list[int]:
         """Running requests that decode this step, with a block for their next token (preempting if not)."""
         computed, prompt_len, kv, blocks = self.computed, self.prompt_len, self.kv, self.blocks
+        # a copy either way: `step` walks the decodes while `_emit` removes finished requests from `running`
         decodes = (
             [r for r in self.running if computed[r] >= prompt_len[r]] if self.prefilling else self.running[:]
         )
@@ -421,7 +428,7 @@ class _Engine:
         d = len(running)
         # Prompt tokens a step can take: what the decodes leave of the budget, or all of it prefill-first.
         room = self.cfg.max_batched_tokens - (d if self.cfg.mixed_prefill else 0)
-        can_admit_later = len(self.running) < self.cfg.max_num_seqs and room > 0
+        can_admit_later = d < self.cfg.max_num_seqs and room > 0
         if self.waiting and can_admit_later and self._head_fits(room):
             return 0  # the head of the queue may be admitted by the next step
         out_len, generated = self.out_len, self.generated
@@ -549,7 +556,8 @@ class _Engine:
         end = np.cumsum(steps * costs[:, 0] + host_s)  # sequential sums, as `t += ...` each row
         start = np.concatenate(([0.0], end[:-1]))
         energy = steps * costs[:, 1] + host_s * self.idle_power_w
-        for times in (self.arrival, self.first, self.finish):
+        noted = (self.arrival, self.first, self.finish) if self.order is None else (self.first, self.finish)
+        for times in noted:  # from the rows they were noted at (offline arrivals keep their given zeros)
             row = np.nan_to_num(times, nan=-1.0).astype(int)
             times[:] = np.where(np.isnan(times), np.nan, np.where(row >= 0, end[row], 0.0))
         return start, end, energy
@@ -565,7 +573,13 @@ def simulate(
             f"a request of {worst} tokens needs more than the KV cache's "
             f"{config.kv_blocks * config.block_size_tokens} tokens"
         )
-    # A closed loop's schedule does not depend on the steps' times (clients send on completion): its steps
-    # can be costed after it, together, where the step cost allows (`BatchStepCost`).
-    deferred = requests.arrival_s is None and callable(getattr(step_cost, "costs", None))
+    # A closed loop's schedule does not depend on the steps' times (clients send on completion), nor does an
+    # offline run's: their steps can be costed after them, together, where the step cost allows.
+    deferred = time_free(requests) and callable(getattr(step_cost, "costs", None))
     return _Engine(requests, config, step_cost, idle_power_w, deferred).run()
+
+
+def time_free(requests: Requests) -> bool:
+    """Whether the schedule of `requests` never reads a step's time: a closed loop (a client sends its next
+    request when the last one finishes, whenever that is), or every request arriving at t = 0 (offline)."""
+    return requests.arrival_s is None or not np.any(np.asarray(requests.arrival_s) != 0.0)

@@ -73,8 +73,8 @@ def step_graph(
 
 
 class StepTable:
-    """Latency and energy of an engine step, interpolated over a grid evaluated on first use (module
-    docstring)."""
+    """Latency and energy of an engine step, interpolated over a grid of cells evaluated when first needed:
+    all of them on the first call, or those a batch of steps needs (`costs`) (module docstring)."""
 
     def __init__(
         self,
@@ -107,7 +107,7 @@ class StepTable:
         self._grids = (self.d_grid.tolist(), self.p_grid.tolist(), self.c_grid.tolist())  # for `_bracket`
         self.cells: dict[Cell, tuple[float, float]] = {}
         self.comm_s: dict[Cell, float] = {}  # communication in each cell's latency
-        self.evaluations = 0  # cells evaluated so far
+        self.evaluations = 0  # cells evaluated so far, over every pass
         self._complete = False  # every cell of the grid evaluated (`_evaluate_all`)
         # An uncaptured step lasts at least its layers' host dispatch (the launches run ahead of the GPU
         # and it waits only when they fall behind). Every layer counts under pipeline parallelism too: a
@@ -196,8 +196,9 @@ class StepTable:
         return self._interpolate(decodes, prompt_tokens, corners)
 
     def costs(self, steps: list[tuple[int, int, int, float]]) -> list[tuple[float, float]]:
-        """`self(*step)` of each step, evaluating only the cells these steps need, in one pass: a run whose
-        steps do not depend on their times (a closed loop) costs them after it is scheduled."""
+        """`self(*step)` of each step, evaluating only the cells these steps need (on several GPUs also the
+        decode cells `comm_fraction` reads), in one pass: a run whose steps do not depend on their times (a
+        closed loop, an offline run) costs them after it is scheduled."""
         prepared = [self._corners(d, p, ctx) for d, p, _, ctx in steps]
         keys = [key for _, corners in prepared for key, _ in corners]
         if not self.par.is_single:  # and the decode steps `comm_fraction` reads, in the same pass

@@ -430,10 +430,11 @@ class _Batched:
     reserve=st.sampled_from([0.0, 0.7, 1.0]),
     seed=st.integers(0, 2**16),
     mixed=st.booleans(),
+    offline=st.booleans(),
 )
 @settings(max_examples=60, deadline=None)
 def test_a_closed_loop_costed_after_scheduling_is_the_run_costed_as_it_goes(
-    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, seed, mixed
+    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, seed, mixed, offline
 ) -> None:
     # Deferred costing (a step cost with `costs`) gives every time and energy exactly as step by step, and
     # the engine's count of prompts in flight stays equal to a recount (preemptions included: small pools).
@@ -442,10 +443,23 @@ def test_a_closed_loop_costed_after_scheduling_is_the_run_costed_as_it_goes(
     cfg = SchedulerConfig(max_num_seqs=max_seqs, max_batched_tokens=budget, kv_blocks=blocks,
                           block_size_tokens=block, chunked_prefill=chunked, reserve_output_frac=reserve,
                           mixed_prefill=mixed, host_step_s=2e-5)  # fmt: skip
-    req = Requests(input_tokens=inp, output_tokens=out, concurrency=concurrency)
+    if offline:  # every request at t = 0: no time read either
+        req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(n))
+    else:
+        req = Requests(input_tokens=inp, output_tokens=out, concurrency=concurrency)
     deferred = _CheckedEngine(req, cfg, _Batched(), IDLE_W, deferred=True).run()
     as_it_goes = _CheckedEngine(req, cfg, cost, IDLE_W).run()
     for field in dataclasses.fields(deferred):
         x, y = getattr(deferred, field.name), getattr(as_it_goes, field.name)
         assert np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y, field.name
     assert simulate(req, cfg, _Batched(), idle_power_w=IDLE_W).steps == as_it_goes.steps
+
+
+def test_an_open_loop_cannot_be_costed_after_scheduling() -> None:
+    # Its admissions read each arrival's time, which a deferred run does not have until the end.
+    req = Requests(input_tokens=np.array([100, 100]), output_tokens=np.array([20, 20]),
+                   arrival_s=np.array([0.0, 0.05]))  # fmt: skip
+    with pytest.raises(ValueError, match="closed loop"):
+        scheduler_module._Engine(req, config(), _Batched(), IDLE_W, deferred=True)
+    assert not scheduler_module.time_free(req)
+    assert scheduler_module.time_free(dataclasses.replace(req, arrival_s=np.zeros(2)))
