@@ -277,15 +277,20 @@ def default_num_requests(load: LoadRequest, preset: EnginePreset) -> int:
     return max(1000, 4 * preset.max_num_seqs)
 
 
-def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray) -> Requests:
+def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray, dp: int = 1) -> Requests:
+    """The simulated replica's requests (`load` is its share, `_replica_load`). At a rate, the deployment's
+    Poisson stream is dealt round-robin: a replica of dp gets every dp-th arrival, so its gaps are sums of dp
+    exponential gaps at the whole rate (Erlang), less bursty than a Poisson stream at rate / dp."""
     n = len(inp)
     if load.mode == "concurrency":
         return Requests(input_tokens=inp, output_tokens=out, concurrency=load.concurrency)
     if load.mode == "max_throughput":
         return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(n))
     rng = np.random.default_rng([load.seed, 1])  # arrivals independent of the lengths' stream
-    gaps = rng.exponential(1.0 / float(load.request_rate_per_s or 1.0), n)
-    return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps) - gaps[0])
+    rate = float(load.request_rate_per_s or 1.0) * dp  # the deployment's
+    gaps = rng.exponential(1.0 / rate, n * dp)
+    arrival_s = np.cumsum(gaps) - gaps[0]
+    return Requests(input_tokens=inp, output_tokens=out, arrival_s=arrival_s[::dp])
 
 
 def _infeasible(
@@ -385,7 +390,7 @@ def predict_load(
         context_range=(int(inp.min()), longest - 1),  # the last token's KV is never read
         par=par,
     )  # fmt: skip
-    sim = simulate(_requests(load, inp, out), config, table, idle_power_w=table.idle_w)
+    sim = simulate(_requests(load, inp, out, par.dp), config, table, idle_power_w=table.idle_w)
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -112,3 +113,18 @@ def test_dp_replicas_serve_at_least_the_requests_asked_for(asked: int, dp: int, 
     # Each replica simulates ceil(asked / dp) requests; the reported total is what all of them served.
     m = _metrics(concurrency=dp, dp=dp, num_requests=asked)
     assert m["num_requests"] == served
+
+
+def test_a_rate_is_dealt_round_robin_so_a_replica_sees_erlang_gaps() -> None:
+    # One of dp replicas gets every dp-th arrival of the deployment's Poisson stream: its gaps have the mean
+    # dp / rate and the coefficient of variation 1 / sqrt(dp) of an Erlang-dp gap (Poisson's is 1).
+    from dse.serving.load import _replica_load, _requests
+
+    for dp in (1, 2, 4):
+        load = LoadRequest(mode="request_rate", request_rate_per_s=20.0, input_tokens=64, output_tokens=8,
+                           num_requests=4000 * dp, dp=dp)  # fmt: skip
+        share = _replica_load(load, load.parallelism)
+        ones = np.ones(int(share.num_requests or 0), dtype=int)
+        gaps = np.diff(_requests(share, ones, ones, dp).arrival_s)
+        assert gaps.mean() == pytest.approx(dp / 20.0, rel=0.05)
+        assert gaps.std() / gaps.mean() == pytest.approx(1.0 / np.sqrt(dp), rel=0.06)
