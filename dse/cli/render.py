@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 # (metric key, label, scale, format) for serving estimates.
 SERVING_ROWS: tuple[tuple[str, str, float, str], ...] = (
@@ -38,12 +40,16 @@ GRAPH_ROWS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-def metrics_table(values: dict[str, Any], rows: tuple[tuple[str, str, float, str], ...], title: str) -> Table:
-    table = Table("metric", "value", title=title)
+def metrics_table(
+    values: dict[str, Any], rows: tuple[tuple[str, str, float, str], ...], title: str
+) -> RenderableType:
+    """A two-column table of `rows` under `title`. The title is a paragraph of its own at the console's width:
+    as the table's title it wrapped to the narrow table in short centred lines."""
+    table = Table("metric", "value")
     for key, label, scale, fmt in rows:
         if isinstance(values.get(key), int | float):
             table.add_row(label, format(values[key] * scale, fmt))
-    return table
+    return Group(Text(title), table)
 
 
 def compare_table(
