@@ -55,6 +55,9 @@ Cell = tuple[int, int, int]
 # only where the cap lies below the one before (module docstring): H100 GEMMs in a loop settle at the 700 W
 # cap at ~1400 of 1980 MHz (0.7), about as deep as a step's mean needs at a GPU's own limit.
 CAP_PROBE_FRACTIONS = (0.7, 0.45, 0.0)
+# Steps `StepTable.costs` brackets at a time: a chunk's cell corners take ~1 KB per step in Python objects,
+# and a run's first few thousand steps visit nearly every cell it will (later chunks add few passes).
+COSTS_CHUNK = 16_384
 
 
 @functools.lru_cache(maxsize=4096)
@@ -198,15 +201,19 @@ class StepTable:
     def costs(self, steps: list[tuple[int, int, int, float]]) -> list[tuple[float, float]]:
         """`self(*step)` of each step, evaluating only the cells these steps need (on several GPUs also the
         decode cells `comm_fraction` reads), in one pass: a run whose steps do not depend on their times (a
-        closed loop, an offline run) costs them after it is scheduled."""
-        prepared = [self._corners(d, p, ctx) for d, p, _, ctx in steps]
-        keys = [key for _, corners in prepared for key, _ in corners]
-        if not self.par.is_single:  # and the decode steps `comm_fraction` reads, in the same pass
-            keys += [(a, 0, c) for a in range(len(self.d_grid)) for c, w in self._mid_context() if w]
-        self._evaluate(keys)
-        return [
-            self._interpolate(d, step[1], corners) for (d, corners), step in zip(prepared, steps, strict=True)
-        ]
+        closed loop, an offline run) costs them after it is scheduled. Steps are taken COSTS_CHUNK at a time
+        to bound the memory of their corners; a later chunk evaluates only cells no earlier one needed."""
+        out: list[tuple[float, float]] = []
+        keys: list[Cell] = []
+        if not self.par.is_single:  # the decode steps `comm_fraction` reads, in the first pass
+            keys = [(a, 0, c) for a in range(len(self.d_grid)) for c, w in self._mid_context() if w]
+        for start in range(0, len(steps), COSTS_CHUNK):
+            chunk = steps[start : start + COSTS_CHUNK]
+            prepared = [self._corners(d, p, ctx) for d, p, _, ctx in chunk]
+            self._evaluate(keys + [key for _, corners in prepared for key, _ in corners])
+            keys = []
+            out += [self._interpolate(d, step[1], c) for (d, c), step in zip(prepared, chunk, strict=True)]
+        return out
 
     def _corners(
         self, decodes: int, prompt_tokens: int, context_len: float

@@ -292,3 +292,16 @@ def test_a_multi_gpu_closed_loop_costs_its_steps_and_its_communication_share_in_
     )
     m = predict_load(ARCH, H100, req).metrics()
     assert len(passes) == 1 and 0.0 < m["comm_time_fraction"] < 1.0
+
+
+def test_costs_taken_a_few_steps_at_a_time_equal_them_all_at_once(monkeypatch) -> None:
+    # Chunks bound the corners' memory on long runs; a later chunk evaluates only the cells it adds.
+    import dse.serving.step_table as step_table
+
+    steps = [(0, 300, 1, 0.0), (5, 0, 0, 450.5), (17, 900, 2, 610.0), (32, 0, 0, 700.0), (3, 64, 1, 500.0)]
+    whole = _table().costs(steps)
+    monkeypatch.setattr(step_table, "COSTS_CHUNK", 2)
+    chunked = _table()
+    assert chunked.costs(steps) == whole == [_table()(*step) for step in steps]
+    grid = len(chunked.d_grid) * len(chunked.p_grid) * len(chunked.c_grid)
+    assert chunked.evaluations == len(chunked.cells) < grid  # no cell evaluated twice, not the whole grid
