@@ -3,6 +3,9 @@ input (the default), 1 for a run that failed although its input was fine (a full
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 class DseError(Exception):
     """Base class: a problem the user can fix, with a message that says how."""
@@ -38,13 +41,17 @@ class RunFailed(DseError):
     exit_code = 1
 
 
-def format_validation_error(exc: object, source: str = "") -> str:
-    """One readable line per problem of a pydantic ValidationError: `source: field.path: message`."""
+def format_validation_error(
+    exc: object, source: str = "", rewrite: Callable[[Any], Any] | None = None
+) -> str:
+    """One readable line per problem of a pydantic ValidationError: `source: field.path: message`;
+    `rewrite` maps each error dict first (an override path says the field as the user wrote it)."""
     errors = getattr(exc, "errors", None)
     if errors is None:
         return f"{source}: {exc}" if source else str(exc)
     lines = []
-    for err in errors():
+    for raw in errors():
+        err = rewrite(raw) if rewrite is not None else raw
         loc = ".".join(str(p) for p in err.get("loc", ()))
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":

@@ -376,11 +376,13 @@ def _as_written(err: Mapping[str, Any], loc: Loc, smap: SourceMap) -> tuple[Mapp
             continue
         twin = written_key(seg, smap.keys_at(path)) if isinstance(seg, str) else None
         if twin is not None:
-            return _in_unit(err, *twin), (*loc[:i], twin[0], *loc[i + 1 :])
+            return error_in_unit(err, *twin), (*loc[:i], twin[0], *loc[i + 1 :])
     return err, loc
 
 
-def _in_unit(err: Mapping[str, Any], key: str, factor: float) -> Mapping[str, Any]:
+def error_in_unit(err: Mapping[str, Any], key: str, factor: float) -> dict[str, Any]:
+    """A pydantic error on an SI field said in the unit of `key`, the human-unit key that gave the value
+    (`factor`: its conversion to SI); `dse.hardware.overrides` says `--set` errors with it too."""
     out = dict(err)
     value, unit = err.get("input"), unit_name(key) or ""
     bound = _BOUNDS.get(str(err.get("type")))

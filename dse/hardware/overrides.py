@@ -25,13 +25,13 @@ then the memory system, then other memory fields, then the derived knobs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from dse.config.yamlio import parse_yaml_value
+from dse.config.yamlio import error_in_unit, parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.memory import load_memory_tech, with_memory
 from dse.hardware.spec import GpuSpec, MemorySpec, SmSpec
@@ -60,6 +60,29 @@ class SplitOverrides:
     memory_system: tuple[tuple[str, Any], ...]
     memory_fields: tuple[tuple[str, Any], ...]
     knobs: tuple[tuple[str, Any], ...]
+    spelled: tuple[tuple[str, str], ...] = ()  # SI path -> the human-unit path written (`_as_written`)
+
+
+def _si_path(path: str) -> str:
+    """`clocks.sm_clock_max_mhz` -> `clocks.sm_clock_max_hz`: the leaf key in SI."""
+    head, dot, leaf = path.rpartition(".")
+    return head + dot + si_key(leaf)[0]
+
+
+def _as_written(spelled: Mapping[str, str], prefix: str = "") -> Callable[[Any], Any]:
+    """A `format_validation_error` rewrite: an error on a field set through a human-unit path named by that
+    path, its bound and value in that unit (`clocks.sm_clock_max_mhz: ... <= 100000 MHz (got 9e+09 MHz)`),
+    as a GPU file's are; the SI twin (`sm_clock_max_hz ... <= 100000000000`) is a key the user never wrote.
+    `prefix`: the section the validated model sits in (`memory.`)."""
+
+    def rewrite(err: Any) -> Any:
+        path = spelled.get(prefix + ".".join(str(p) for p in err.get("loc", ())))
+        if path is None:
+            return err
+        key = path.rpartition(".")[2]
+        return {**error_in_unit(err, key, si_key(key)[1]), "loc": (path,)}
+
+    return rewrite
 
 
 def _number(path: str, value: Any) -> float:
@@ -82,6 +105,7 @@ def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
     system: list[tuple[str, Any]] = []
     fields: list[tuple[str, Any]] = []
     knobs: list[tuple[str, Any]] = []
+    spelled: list[tuple[str, str]] = []
     for raw_path, value in (overrides or {}).items():
         path = str(raw_path).strip().removeprefix("gpu.")
         if path in IDENTITY_PATHS:
@@ -97,9 +121,10 @@ def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
             if key == "bus_width_bits" and value != int(value):
                 raise ConfigError(f"override '{path}': expected a whole number of bits, got {value!r}")
             (system if key in MEMORY_SYSTEM_KEYS else fields).append((key, value))
+            spelled += [(f"memory.{key}", path)] if factor != 1.0 else []
         else:
             generic.append((path, value))
-    return SplitOverrides(tuple(generic), tuple(system), tuple(fields), tuple(knobs))
+    return SplitOverrides(tuple(generic), tuple(system), tuple(fields), tuple(knobs), tuple(spelled))
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -134,12 +159,14 @@ def apply_generic(gpu: GpuSpec, generic: tuple[tuple[str, Any], ...], source: st
     data = gpu.model_dump()
     for path, value in generic:
         _set_path(data, path, value)
-    si_paths = {path.rpartition(".")[0] + "." + si_key(path.rpartition(".")[2])[0] for path, _ in generic}
-    _follow_clock_range(data, si_paths)
+    si_paths = {_si_path(path): path for path, _ in generic}
+    _follow_clock_range(data, set(si_paths))
+    spelled = {si: path for si, path in si_paths.items() if si != path}
     try:
         return GpuSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, f"{source} with overrides")) from exc
+        message = format_validation_error(exc, f"{source} with overrides", _as_written(spelled))
+        raise ConfigError(message) from exc
 
 
 def _follow_clock_range(data: dict[str, Any], overridden: set[str]) -> None:
@@ -172,17 +199,19 @@ def _memory_system(gpu: GpuSpec, system: dict[str, Any], knobs: dict[str, Any]) 
     return {**system, "data_rate_bit_per_s": lo + float(frac) * (hi - lo)}
 
 
-def _with_memory_fields(gpu: GpuSpec, fields: dict[str, Any]) -> GpuSpec:
+def _with_memory_fields(gpu: GpuSpec, fields: dict[str, Any], spelled: Mapping[str, str]) -> GpuSpec:
     unknown = sorted(set(fields) - set(MemorySpec.model_fields))
     if unknown:
+        path = spelled.get(f"memory.{unknown[0]}", f"memory.{unknown[0]}")
         raise ConfigError(
-            f"override 'memory.{unknown[0]}': unknown field; fields: "
+            f"override '{path}': unknown field; fields: "
             f"{', '.join(sorted([*MemorySpec.model_fields, *MEMORY_SYSTEM_KEYS[3:]]))}"
         )
     try:
         memory = MemorySpec.model_validate({**gpu.memory.model_dump(), **fields})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, f"{gpu.name} memory with overrides")) from exc
+        source = f"{gpu.name} memory with overrides"
+        raise ConfigError(format_validation_error(exc, source, _as_written(spelled, "memory."))) from exc
     return gpu.model_copy(update={"memory": memory})  # GpuSpec's own checks do not involve the memory
 
 
@@ -222,7 +251,7 @@ def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:
         technology = str(system.pop("technology", gpu.memory.technology))
         gpu = with_memory(gpu, technology, **system)
     if split.memory_fields:
-        gpu = _with_memory_fields(gpu, dict(split.memory_fields))
+        gpu = _with_memory_fields(gpu, dict(split.memory_fields), dict(split.spelled))
     return _with_factors(gpu, knobs)
 
 

@@ -104,6 +104,15 @@ def test_gpu_show_table_renders() -> None:
             ["--clock-mhz 1950", "the changed h100-sxm", "345-1900 MHz"],
         ),  # fmt: skip
         ([*SERVE, "--power-cap-w", "10"], ["power cap 10 W", "200 W"]),
+        # a --set field in a human unit: that key and unit, not `sm_clock_max_hz ... <= 100000000000`
+        (
+            [*SERVE, "--set", "clocks.sm_clock_max_mhz=9e9"],
+            ["clocks.sm_clock_max_mhz: ", "100000 MHz (got 9e+09"],
+        ),
+        (
+            ["whatif", "h100-sxm", "--set", "gpu.memory.energy_pj_per_bit=0"],
+            ["memory.energy_pj_per_bit: ", "0 pJ/bit"],
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(args: list[str], needles: list[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,6 +97,31 @@ def test_human_and_si_units_are_the_same_override() -> None:
 )
 def test_bad_overrides_are_one_config_error_naming_the_path(overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
+        load_gpu("h100-sxm", overrides)
+
+
+LE, GE, GT = (
+    "Input should be less than or equal to",
+    "Input should be greater than or equal to",
+    "Input should be greater than",
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"clocks.sm_clock_max_mhz": 9e9}, f"clocks.sm_clock_max_mhz: {LE} 100000 MHz (got 9e+09 MHz)"),
+        ({"gpu.clocks.sm_clock_max_ghz": -1}, f"clocks.sm_clock_max_ghz: {GE} 0.001 GHz (got -1 GHz)"),
+        ({"l2.l2_mib": -1}, f"l2.l2_mib: {GT} 0 MiB (got -1 MiB)"),
+        ({"memory.energy_pj_per_bit": -1}, f"memory.energy_pj_per_bit: {GT} 0 pJ/bit (got -1 pJ/bit)"),
+        ({"memory.bw_gb_per_s": 1}, "override 'memory.bw_gb_per_s': unknown field"),
+        ({"clocks.sm_clock_max_hz": 9e15}, f"clocks.sm_clock_max_hz: {LE} 100000000000"),  # SI stays SI
+    ],
+)
+def test_an_override_error_says_the_path_and_unit_written(overrides: dict, message: str) -> None:
+    """`--set clocks.sm_clock_max_mhz=9e9` was refused as `clocks.sm_clock_max_hz: ... <= 100000000000`: a
+    key the user never wrote, in Hz; it is said as a GPU file's error is, in the key and unit written."""
+    with pytest.raises(ConfigError, match=re.escape(message) + "($|;)"):
         load_gpu("h100-sxm", overrides)
 
 
