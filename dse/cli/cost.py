@@ -3,13 +3,13 @@ and `dse validate area`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from dse.cli.common import JsonOpt, console, friendly, print_json
+from dse.cli.common import JsonOpt, console, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, load_cost_facts, split_cost_overrides
 from dse.cost.operation import CostOptions, Throughput, cost_outputs
@@ -93,6 +93,27 @@ class CostArgs:
         )  # fmt: skip
         options.facts()  # validates scenario, paths and ranges
         return options
+
+    def refuse(self, ctx: typer.Context | None, sets: list[str] | None, what: str) -> None:
+        """Cost options where nothing is priced (`what` runs instead) are an error, as the other flags a
+        mode does not read are: `--pue 20` beside --phase was accepted, never checked, and ignored. A flag
+        counts when written at any value (`--cost-scenario mid`), so does a `--set cost.*` path."""
+        written = set(on_command_line(ctx, *(f.name for f in fields(self)))) if ctx is not None else set()
+        given = [f"--{f.name.replace('_', '-')}" for f in fields(self)
+                 if f.name in written or getattr(self, f.name) != f.default]  # fmt: skip
+        given += [f"--set cost.{path}" for path in cost_set_paths(sets)]
+        if given:
+            raise DseError(
+                f"{', '.join(given)}: {what} is not priced; cost options apply to serving predictions, "
+                "what-ifs and training steps"
+            )
+
+
+def cost_set_paths(sets: list[str] | None) -> list[str]:
+    """The cost facts `--set cost.PATH=VALUE` names (without `cost.`)."""
+    from dse.hardware.overrides import parse_set_options
+
+    return list(split_cost_overrides(parse_set_options(sets))[1])
 
 
 def throughput_of(est: Any) -> Throughput:

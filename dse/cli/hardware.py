@@ -84,6 +84,9 @@ def gpu_show_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one GPU, optionally with its memory swapped or fields overridden."""
+    from dse.cli.cost import CostArgs
+
+    CostArgs().refuse(None, sets, "`dse gpu show`")  # a `--set cost.*` fact would be dropped unsaid
     gpu = gpu_from_options(name, memory, bus_width_bits, data_rate_gbps, sets)
     if as_json:
         print_json({**gpu.summary(), "spec": gpu.model_dump()})

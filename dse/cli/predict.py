@@ -286,7 +286,7 @@ def predict_cmd(
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
-    _no_serving_flags_in_a_pass(ctx, model, vision, load, kv_dtype, engine, sampling)
+    _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
     graph = build_workload(
@@ -299,18 +299,19 @@ def predict_cmd(
     _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
 
 
-def _no_serving_flags_in_a_pass(
+def _no_flags_a_pass_ignores(
     ctx: typer.Context,
     model: str | None,
     vision: bool,
     load: LoadArgs,
-    kv_dtype: str | None,
-    engine: str | None,
-    sampling: str | None,
+    engine_options: tuple[str | None, str | None, str | None],
+    cost: CostArgs,
+    sets: list[str] | None,
 ) -> None:
     """One forward pass (no --input-tokens/--output-tokens) takes no serving flag: an error naming them. A
     layout flag counts when written at any value: `--tp 1` beside --phase, or for a vision model, was
-    silently dropped (the pass runs on one GPU)."""
+    silently dropped (the pass runs on one GPU). Nor is a pass priced: a cost option is refused too."""
+    kv_dtype, engine, sampling = engine_options
     typed = on_command_line(ctx, *PARALLEL_FLAGS)
     given = [f"--{flag}" for flag in PARALLEL_FLAGS if getattr(load, flag) != 1 or flag in typed]
     given += [flag for flag, value in (("--kv-dtype", kv_dtype), ("--engine", engine),
@@ -328,6 +329,9 @@ def _no_serving_flags_in_a_pass(
             f"{flags} apply to serving predictions (--model with --input-tokens / --output-tokens, not "
             "--phase, --seq-len or --kernels)"
         )
+    cost.refuse(
+        ctx, sets, f"a forward pass of {model}" if vision else "one pass (--phase, --seq-len, --kernels)"
+    )
 
 
 def _note_one_pass(model: str, phase: str, seq_len: int) -> None:

@@ -359,3 +359,37 @@ def test_a_layout_at_1_still_makes_a_serving_prediction():
     """`--model --tp 1` with no shape is the one-GPU serving prediction (README), not a refused pass."""
     result = CliRunner().invoke(app, ["predict", "--model", "llama-3.1-8b", "--tp", "1", "--json"])
     assert result.exit_code == 0 and '"ttft_s"' in result.stdout, result.output
+
+
+PASS = [*LLAMA, "--phase", "prefill", "--seq-len", "128"]  # one pass; --cost-scenario counts at its default
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "what"),
+    [
+        ([*PASS, "--pue", "20"], "--pue", "one pass"),  # out of range too: it was never checked
+        ([*PASS, "--gpu-price-usd", "-5"], "--gpu-price-usd", "one pass"),
+        ([*PASS, "--set", "cost.operation.pue=0.5"], "--set cost.operation.pue", "one pass"),
+        ([*PASS, "--cost-scenario", "mid", "--pue", "1.2"], "--cost-scenario, --pue", "one pass"),
+        (["--kernels", "k.json", "--lifetime-years", "3"], "--lifetime-years", "one pass"),
+        (["--model", "resnet-50", "--batch", "8", "--utilization", "0.5"], "--utilization", "resnet-50"),
+    ],
+)  # fmt: skip
+def test_cost_options_where_nothing_is_priced_are_refused(args, named, what):
+    """One forward pass reports no cost: `--pue 20` (out of range, too) there ran without a word, as layout
+    flags it does not read once did."""
+    result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *args, "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {named}: ") and what in result.stderr, result.stderr
+    assert "is not priced" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_gpu_show_refuses_a_cost_fact():
+    """`gpu show` prices nothing: a `--set cost.*` fact beside it was dropped unsaid."""
+    result = CliRunner().invoke(app, ["gpu", "show", "h100-sxm", "--set", "cost.operation.pue=1.2"])
+    assert result.exit_code == 2 and "--set cost.operation.pue: `dse gpu show` is not priced" in result.stderr
+
+
+def test_a_pass_without_cost_options_still_runs():
+    result = CliRunner().invoke(app, ["predict", "--gpu", "h100-sxm", *PASS, "--json"])
+    assert result.exit_code == 0 and '"latency_s"' in result.stdout, result.output
