@@ -134,11 +134,18 @@ def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
 
 def _base_params(spec: Any, gpu: str, sets: list[str] | None, clock_mhz: float | None,
                  power_cap_w: float | None) -> dict[str, Any]:  # fmt: skip
-    """The fixed point params: `--set` overrides (gpu.*) and the operating point, checked on `spec`."""
+    """The fixed point params: `--set` overrides (gpu.* and cost.*) and the operating point, checked on
+    `spec`. A cost fact goes to every point as its `cost.<path>` (it became `gpu.cost...`: every point
+    failed, exit 0)."""
+    from dse.cli.cost import CostArgs
+    from dse.cost.facts import split_cost_overrides
     from dse.hardware.overrides import parse_set_options
 
     operating_point(clock_mhz, power_cap_w, {gpu: spec})
-    base = {"gpu." + k.removeprefix("gpu."): v for k, v in parse_set_options(sets).items()}
+    CostArgs().options(sets)  # the cost facts checked once, as `dse predict` checks them
+    gpu_sets, cost_sets = split_cost_overrides(parse_set_options(sets))
+    base = {"gpu." + k.removeprefix("gpu."): v for k, v in gpu_sets.items()}
+    base |= {f"cost.{k}": v for k, v in cost_sets.items()}
     if clock_mhz is not None:
         base["sm_clock_mhz"] = clock_mhz
     if power_cap_w is not None:

@@ -294,3 +294,21 @@ def test_compare_without_lengths_takes_the_default_ones() -> None:
     assert implied.exit_code == 0 and written.exit_code == 0, implied.output + written.output
     assert "serving lengths not given" in implied.stderr and "serving lengths" not in written.stderr
     assert json.loads(implied.stdout) == json.loads(written.stdout)
+
+
+def test_a_cost_fact_set_for_a_sweep_prices_every_point() -> None:
+    """`--set cost.operation.pue=2` became the GPU path `gpu.cost.operation.pue`: every point failed ("'cost'
+    is not a section of the GPU") and the sweep exited 0. It is the points' cost fact, checked up front."""
+    base = ["sweep", "batch=1:4:2", "--model", "llama-3.1-8b", "--input-tokens", "64", "--output-tokens", "8"]
+    plain = run_json(*base)
+    dear = run_json(*base, "--set", "cost.operation.pue=2")
+    for a, b in zip(plain, dear, strict=True):  # type: ignore[call-overload]
+        assert b["status"] == "feasible", b
+        ratio = b["metrics"]["gco2_per_output_token"] / a["metrics"]["gco2_per_output_token"]
+        assert ratio == pytest.approx(2 / 1.3)  # the default PUE is 1.3
+    result = runner.invoke(app, [*base, "--set", "cost.operation.pue=20"])
+    assert result.exit_code == 2 and "override 'cost.operation.pue': must be in [1, 10]" in result.stderr
+    result = runner.invoke(
+        app, [*base[:1], "cost.operation.pue=1:2:2", *base[2:], "--set", "cost.operation.pue=1.5"]
+    )
+    assert result.exit_code == 2 and "also fixed by --set cost.operation.pue" in result.stderr, result.output
