@@ -88,13 +88,20 @@ OPERATION_RANGES: dict[str, tuple[float, float, str]] = {
 }
 
 
-def check_operation_value(key: str, value: float, override: bool = False) -> None:
-    """ConfigError unless `value` is in OPERATION_RANGES[key] (NaN is not), naming what the user gave: the
-    flag (`--` + key), or with `override` the fact's path (`--set cost.operation.pue=20`, a study's facts)."""
+def operation_value_problem(key: str, value: float) -> str | None:
+    """What is wrong with `value` for OPERATION_RANGES[key] (NaN is out of every range), None if nothing:
+    the caller names what the user gave (a flag, a `--set` path, a study's `cost.<key>`)."""
     low, high, note = OPERATION_RANGES[key]
-    if not low <= value <= high:
+    return None if low <= value <= high else f"must be in [{low:g}, {high:g}]{note}, got {value:g}"
+
+
+def check_operation_value(key: str, value: float, override: bool = False) -> None:
+    """ConfigError unless `value` is in OPERATION_RANGES[key], naming what the user gave: the flag (`--` +
+    key), or with `override` the fact's path (`--set cost.operation.pue=20`, a study's facts)."""
+    problem = operation_value_problem(key, value)
+    if problem is not None:
         given = f"override 'cost.operation.{key}':" if override else "--" + key.replace("_", "-")
-        raise ConfigError(f"{given} must be in [{low:g}, {high:g}]{note}, got {value:g}")
+        raise ConfigError(f"{given} {problem}")
 
 
 def _check_operation(facts: CostFacts, flags: Mapping[str, Any]) -> None:

@@ -3,6 +3,7 @@ its errors, and the shipped memory-cost study."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,61 @@ def test_study_runs_with_cost_objectives(tmp_path: Path) -> None:
 def test_cost_section_errors_name_the_field(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         study_from_dict({**STUDY, **change})
+
+
+PUE_SEARCHED = {"space": {"cost.operation.pue": {"values": [1.1, 1.2]}, "batch": {"values": [8]}}}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # a field and a fact of the same quantity: the field won, the fact (30: never checked) was ignored
+        ({"facts": {"operation.pue": 30}, "pue": 1.5},
+         "cost.facts.operation.pue: cost.pue and cost.facts.operation.pue set the same fact; give one"),
+        ({"facts": {"cost.operation.utilization": 0.5}, "utilization": 0.9},
+         "cost.facts.cost.operation.utilization: cost.utilization and cost.facts.cost.operation.utilization"),
+        ({"facts": {"operation.pue": 30}}, "cost.facts.operation.pue: must be in [1, 10]"),
+        # a study field is named as the study writes it, not as the flag `--pue`
+        ({"pue": 20}, "cost.pue: must be in [1, 10] (facility power over IT power), got 20"),
+        ({"lifetime_years": 1000}, "cost.lifetime_years: must be in [0.01, 100]"),
+        ({"gpu_usd_per_hour": 2, "gpu_price_usd": 1000}, "cost.gpu_usd_per_hour: the renter's rate replaces"),
+    ],
+)  # fmt: skip
+def test_a_cost_field_error_names_the_study_field(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_from_dict({**STUDY, "cost": change})
+
+
+@pytest.mark.parametrize(
+    ("cost", "message"),
+    [
+        ({"pue": 1.5}, "space.cost.operation.pue: cost.operation.pue is searched here and fixed by cost.pue"),
+        (
+            {"facts": {"operation.pue": 1.5}},
+            "is searched here and fixed by cost.facts.operation.pue; give one",
+        ),
+    ],
+)
+def test_a_searched_cost_fact_that_is_also_fixed_is_refused(cost: dict, message: str) -> None:
+    """The fixed `cost.pue` won over every searched value (a fixed fact lost to them): one was ignored."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_from_dict({**STUDY, **PUE_SEARCHED, "cost": cost})
+    study_from_dict({**STUDY, **PUE_SEARCHED, "cost": {}})  # searched alone it is a parameter
+
+
+def test_a_searched_operation_fact_is_checked_against_its_range() -> None:
+    space = {"space": {"cost.operation.pue": {"values": [1.1, 20]}, "batch": {"values": [8]}}}
+    with pytest.raises(ConfigError, match=re.escape("space.cost.operation.pue.values.1: must be in [1, 10]")):
+        study_from_dict({**STUDY, **space, "cost": {}})
+
+
+def test_a_training_study_checks_its_cost_section(tmp_path: Path) -> None:
+    """A training step is priced too; its study's `cost: pue: 20` was accepted unchecked."""
+    text = (REPO / "studies" / "training.yaml").read_text() + "cost:\n  pue: 20\n"
+    (tmp_path / "t.yaml").write_text(text)
+    line = len(text.splitlines())
+    with pytest.raises(ConfigError, match=re.escape(f"t.yaml:{line}: cost.pue: must be in [1, 10]")):
+        load_study(tmp_path / "t.yaml")
 
 
 def test_the_memory_cost_study_loads() -> None:
