@@ -178,11 +178,15 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
         raise ConfigError(f"sweep '{spec}': STEPS is the number of points, an integer 1-1000")
     integer = _check_path(path, ctx, spec)
     values = linspace_values(start, stop, int(steps), integer=integer)
-    if path in SWEEP_WORKLOAD_KEYS:  # a value no point can take fails here, not at every point
-        from dse.search.checks import workload_value_problem
+    if path in SWEEP_WORKLOAD_KEYS or path.startswith("cost."):  # a value no point takes fails here, once
+        from dse.search.checks import cost_fact_problem, workload_value_problem
 
         for value in values:
-            problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
+            if path.startswith("cost."):  # a PUE of 20 failed at every point
+                problem = cost_fact_problem(path, value)
+                problem = problem and f"{path}={value:g}: {problem}"
+            else:
+                problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
             if problem is not None:
                 raise ConfigError(f"sweep '{spec}': {problem}")
     return SweepAxis(path, values)

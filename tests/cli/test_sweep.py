@@ -176,6 +176,8 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
          "dse compare is of an LLM serving workload; resnet-50 is a vision model"),
         (["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32",
           "--model", "resnet-50", "--batch", "64"], "resnet-50 is a vision model"),
+        # an operating fact's range, checked once (a PUE of 0.5 failed at every point, exit 0)
+        (["sweep", "cost.operation.pue=0.5:2:2", *WORKLOAD], "cost.operation.pue=0.5: must be in [1, 10]"),
         # a clock axis off the GPU's range names the axis, not a --clock-mhz flag nobody typed
         (["sweep", "sm_clock_mhz=100:1980:3", *WORKLOAD], "sweep sm_clock_mhz=100 is outside"),
         # not a sweep: an LLM phase graph refuses a precision the GPU cannot serve, as serving does
