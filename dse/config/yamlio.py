@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import ConfigError
-from dse.units import unit_name, written_key
+from dse.units import si_key, unit_name, written_key
 
 Loc = tuple[str | int, ...]
 
@@ -347,6 +347,7 @@ def format_errors(
     for raw in exc.errors():
         loc: Loc = (*prefix, *raw.get("loc", ()))
         err, loc = _as_written(raw, loc, smap) if unit_keys else (raw, loc)
+        err = _names_as_written(err, loc, smap) if unit_keys else err
         path = smap.yaml_path(loc)
         field_name = ".".join(str(p) for p in path) or "(top level)"
         line = f"{smap.where(loc)}: {field_name}: {_message(err, root, loc)}"
@@ -378,6 +379,23 @@ def _as_written(err: Mapping[str, Any], loc: Loc, smap: SourceMap) -> tuple[Mapp
         if twin is not None:
             return error_in_unit(err, *twin), (*loc[:i], twin[0], *loc[i + 1 :])
     return err, loc
+
+
+def _names_as_written(err: Mapping[str, Any], loc: Loc, smap: SourceMap) -> Mapping[str, Any]:
+    """A model check's message names the SI fields of the mapping it checks (`clock_hz must be strictly
+    increasing`, a V-f table's): where the file wrote one in a human unit (`clock_mhz`), say that key."""
+    if err.get("type") not in ("value_error", "assertion_error"):
+        return err
+    path: Loc = ()
+    for seg in loc:
+        if (*path, seg) not in smap.lines:
+            break
+        path = (*path, seg)
+    written = {si_key(key)[0]: key for key in map(str, smap.keys_at(path)) if si_key(key)[1] != 1.0}
+    if not written:
+        return err
+    pattern = r"\b(" + "|".join(map(re.escape, written)) + r")\b"
+    return {**err, "msg": re.sub(pattern, lambda m: written[m.group(1)], str(err.get("msg", "")))}
 
 
 def error_in_unit(err: Mapping[str, Any], key: str, factor: float) -> dict[str, Any]:

@@ -451,3 +451,25 @@ def test_a_unit_key_error_names_its_line_and_its_unit(
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:{line}: {message}") as err:
         load_gpu(str(path))
     assert "_hz" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("clock_mhz: [345, 1140, 1875, 1980]", "clock_mhz: [345, 1140, 1140, 1980]",
+         r"power\.core_v: clock_mhz must be strictly increasing$"),
+        ("clock_mhz: [345, 1140, 1875, 1980]", "clock_mhz: [345, 1140, 1980]",
+         r"power\.core_v: clock_mhz has 3 entries but value has 4$"),
+        # a table written in SI keeps its key
+        ("clock_mhz: [345, 1140, 1875, 1980]", "clock_hz: [345e6, 1140e6, 1140e6, 1980e6]",
+         r"power\.core_v: clock_hz must be strictly increasing$"),
+    ],
+)  # fmt: skip
+def test_a_table_check_names_the_clock_key_the_file_wrote(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    """A V-f table with `clock_mhz: [...]` out of order was refused as `clock_hz must be strictly increasing`,
+    a key the file does not contain."""
+    path, _ = _edited_h100(tmp_path, "table.yaml", old, new)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:\d+: {message}"):
+        load_gpu(str(path))
