@@ -338,10 +338,17 @@ def _message(err: Mapping[str, Any], root: type[BaseModel], loc: Loc) -> str:
 
 
 def format_errors(
-    exc: ValidationError, root: type[BaseModel], smap: SourceMap, prefix: Loc = (), unit_keys: bool = False
+    exc: ValidationError,
+    root: type[BaseModel],
+    smap: SourceMap,
+    prefix: Loc = (),
+    unit_keys: bool = False,
+    spellings: Mapping[Loc, str] | None = None,
 ) -> str:
     """One `file:line: field: message` line per problem of a ValidationError; `unit_keys`: the document went
-    through `normalize_unit_keys`, and errors on its SI fields are said in the keys and units it wrote."""
+    through `normalize_unit_keys`, and errors on its SI fields are said in the keys and units it wrote.
+    `spellings`: SI field path -> the human-unit key such documents write for it, to name a missing field as
+    `clocks.sm_clock_max_mhz (or sm_clock_max_hz)` (either is accepted; the SI name alone misled)."""
     out = []
     seen = set()
     for raw in exc.errors():
@@ -350,6 +357,9 @@ def format_errors(
         err = _names_as_written(err, loc, smap) if unit_keys else err
         path = smap.yaml_path(loc)
         field_name = ".".join(str(p) for p in path) or "(top level)"
+        human = (spellings or {}).get(tuple(map(str, path))) if err.get("type") == "missing" else None
+        if human is not None:
+            field_name = ".".join((*map(str, path[:-1]), human)) + f" (or {path[-1]})"
         line = f"{smap.where(loc)}: {field_name}: {_message(err, root, loc)}"
         if line not in seen:
             seen.add(line)

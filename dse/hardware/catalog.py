@@ -35,7 +35,7 @@ from dse.config.yamlio import (
 from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
-from dse.units import UnitKeyError, normalize_unit_keys
+from dse.units import UnitKeyError, normalize_unit_keys, si_key
 
 
 def _canonical(name: str) -> str:
@@ -110,8 +110,27 @@ def _validated(raw: dict[str, Any], source: str, smap: SourceMap | None = None) 
         return GpuSpec.model_validate(raw)
     except ValidationError as exc:
         if smap is not None:  # a user's file: `file:line: field: message` (a unit key: its line and unit)
-            raise ConfigError(format_errors(exc, GpuSpec, smap, unit_keys=True)) from None
+            message = format_errors(exc, GpuSpec, smap, unit_keys=True, spellings=_catalog_spellings())
+            raise ConfigError(message) from None
         raise ConfigError(format_validation_error(exc, source)) from exc
+
+
+@cache
+def _catalog_spellings() -> dict[tuple[str | int, ...], str]:
+    """SI field path -> the human-unit key the catalog files write for it (`("clocks", "sm_clock_max_hz")` ->
+    `sm_clock_max_mhz`): a field a user's file lacks is named in the spelling GPU files use."""
+    out: dict[tuple[str | int, ...], str] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        for key, value in node.items() if isinstance(node, Mapping) else ():
+            name, factor = si_key(str(key))
+            if factor != 1.0:
+                out.setdefault((*path, name), str(key))
+            walk(value, (*path, name))
+
+    for name in list_gpus():
+        walk(parse_yaml_value(_gpu_dir().joinpath(f"{name}.yaml").read_text(encoding="utf-8"), name), ())
+    return out
 
 
 @lru_cache(maxsize=1024)

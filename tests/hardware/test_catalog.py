@@ -473,3 +473,23 @@ def test_a_table_check_names_the_clock_key_the_file_wrote(
     path, _ = _edited_h100(tmp_path, "table.yaml", old, new)
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:\d+: {message}"):
         load_gpu(str(path))
+
+
+@pytest.mark.parametrize(
+    ("old", "message"),
+    [
+        ("  sm_clock_max_mhz: 1980 ", r"clocks\.sm_clock_max_mhz \(or sm_clock_max_hz\): "),
+        ("    clock_mhz: [345, 1140", r"power\.core_v\.clock_mhz \(or clock_hz\): "),
+        ("  l2_mib: 50 ", r"l2\.l2_mib \(or l2_bytes\): "),
+        ("  tdp_w: 700 ", r"power\.tdp_w: "),  # no unit in its name: as it is
+    ],
+)  # fmt: skip
+def test_a_missing_unit_key_is_named_as_gpu_files_write_it(tmp_path: Path, old: str, message: str) -> None:
+    """A file without `sm_clock_max_mhz` was told `clocks.sm_clock_max_hz: required key is missing`: the
+    spelling GPU files use comes first, the SI one beside it (either is accepted), on one line."""
+    text = H100_YAML.read_text(encoding="utf-8")
+    line = next(i for i in text.splitlines() if i.startswith(old))
+    path = tmp_path / "missing.yaml"
+    path.write_text(text.replace(line + "\n", ""), encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:\d+: {message}required key is missing$"):
+        load_gpu(str(path))
