@@ -11,7 +11,7 @@ from rich.table import Table
 
 from dse.cli.common import JsonOpt, console, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
-from dse.cost.facts import SCENARIOS, load_cost_facts, split_cost_overrides
+from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import CostOptions, Throughput, cost_outputs
 from dse.errors import DseError
 
@@ -82,7 +82,7 @@ class CostArgs:
                 + ", ".join(owner_only)
             )
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
-        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue"):
+        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh"):
             if getattr(self, key) is not None and f"operation.{key}" in cost_sets:  # the flag won, unsaid
                 flag = "--" + key.replace("_", "-")
                 raise DseError(f"{flag} and --set cost.operation.{key} set the same fact; give one")
@@ -91,7 +91,7 @@ class CostArgs:
             self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour,
             self.gpu_price_usd,
         )  # fmt: skip
-        options.facts()  # validates scenario, paths and ranges
+        grid_gco2_per_kwh(options.facts(), options.grid)  # validates scenario, paths, ranges and the grid
         return options
 
     def refuse(self, ctx: typer.Context | None, sets: list[str] | None, what: str) -> None:

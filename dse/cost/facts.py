@@ -105,16 +105,22 @@ FLAG_RANGED = frozenset(
 )
 
 
-def _number(path: str, value: Any, fact: Fact | None = None) -> float:
+def _number_problem(path: str, value: Any, fact: Fact | None = None) -> str | None:
+    """What is wrong with `value` for the fact at `path` (None if nothing); the caller names the value."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"override 'cost.{path}': expected a finite number, got {value!r}")
+        return f"expected a finite number, got {value!r}"
     if value < 0 or (value == 0 and path.endswith(_POSITIVE)):
-        raise ConfigError(f"override 'cost.{path}': must be {'> 0' if value == 0 else '>= 0'}, got {value!r}")
+        return f"must be {'> 0' if value == 0 else '>= 0'}, got {value!r}"
     if fact is not None and value > (most := MAX_OVERRIDE_FACTOR * max(fact.high, fact.value)):
-        raise ConfigError(
-            f"override 'cost.{path}': {value:g} is over {MAX_OVERRIDE_FACTOR:g} x the top of its range "
-            f"({most:g}{'' if fact.unit == '1' else ' ' + fact.unit})"
-        )
+        unit = "" if fact.unit == "1" else " " + fact.unit
+        return f"{value:g} is over {MAX_OVERRIDE_FACTOR:g} x the top of its range ({most:g}{unit})"
+    return None
+
+
+def _number(path: str, value: Any, fact: Fact | None = None) -> float:
+    problem = _number_problem(path, value, fact)
+    if problem is not None:
+        raise ConfigError(f"override 'cost.{path}': {problem}")
     return float(value)
 
 
@@ -163,21 +169,29 @@ def split_cost_overrides(overrides: Mapping[str, Any] | None) -> tuple[dict[str,
     return gpu, cost
 
 
-def grid_gco2_per_kwh(facts: CostFacts, grid: str | float | None) -> float:
-    """A grid intensity from a number or a preset name (`grid_presets` in the facts); None -> the default."""
+def grid_gco2_per_kwh(
+    facts: CostFacts, grid: str | float | None, given: str = "--grid-gco2-per-kwh"
+) -> float:
+    """A grid intensity from a number or a preset name (`grid_presets` in the facts); None -> the default.
+    `given` names the value in errors: the flag, or nothing where the caller names it (a study's field);
+    `--grid-gco2-per-kwh -5` was reported as `override 'cost.operation.grid_gco2_per_kwh'`."""
     if grid is None:
         return facts.value("operation.grid_gco2_per_kwh")
-    fact = facts.entries["operation.grid_gco2_per_kwh"]
-    if isinstance(grid, int | float) and not isinstance(grid, bool):
-        return _number("operation.grid_gco2_per_kwh", grid, fact)
     text = str(grid).strip().lower()
     try:
-        return _number("operation.grid_gco2_per_kwh", float(text), fact)
+        value = grid if isinstance(grid, int | float) and not isinstance(grid, bool) else float(text)
     except ValueError:
-        pass
+        value = None
+    if value is not None:
+        problem = _number_problem(
+            "operation.grid_gco2_per_kwh", value, facts.entries["operation.grid_gco2_per_kwh"]
+        )
+        if problem is not None:
+            raise ConfigError(f"{given}: {problem}" if given else problem)
+        return float(value)
     if not facts.has(f"grid_presets.{text}"):
         raise ConfigError(
-            f"--grid-gco2-per-kwh '{grid}' is neither a number nor a region; regions: "
+            f"{given + ' ' if given else ''}'{grid}' is neither a number nor a region; regions: "
             f"{', '.join(facts.names('grid_presets'))}"
         )
     return facts.value(f"grid_presets.{text}")

@@ -430,7 +430,7 @@ def _check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     except ConfigError as exc:
         raise located_error(smap, ("cost",), str(exc)) from None
     try:
-        grid_gco2_per_kwh(facts, options.grid)
+        grid_gco2_per_kwh(facts, options.grid, given="")  # named by the field, not by the flag
     except ConfigError as exc:
         raise located_error(smap, ("cost", "grid_gco2_per_kwh"), str(exc)) from None
 

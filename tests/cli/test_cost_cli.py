@@ -115,6 +115,22 @@ def test_a_flag_and_a_set_of_the_same_operation_fact_are_refused(flag: str, key:
     assert f"{flag} and --set cost.operation.{key} set the same fact" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        # it said `override 'cost.operation.grid_gco2_per_kwh'`, a path the user never typed
+        (["--grid-gco2-per-kwh", "-5"], "error: --grid-gco2-per-kwh: must be >= 0, got -5"),
+        (["--grid-gco2-per-kwh", "nan"], "error: --grid-gco2-per-kwh: expected a finite number"),
+        # the flag won over the fact without a word
+        (["--grid-gco2-per-kwh", "france", "--set", "cost.operation.grid_gco2_per_kwh=100"],
+         "error: --grid-gco2-per-kwh and --set cost.operation.grid_gco2_per_kwh set the same fact; give one"),
+    ],
+)  # fmt: skip
+def test_a_grid_flag_error_names_the_flag(flags: list[str], message: str) -> None:
+    result = runner.invoke(app, [*BASE, *flags, "--json"])
+    assert result.exit_code == 2 and result.stderr.startswith(message), result.output
+
+
 def test_whatif_gddr7_shows_cost_deltas_in_one_table() -> None:
     args = ["whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "32"]
     result = runner.invoke(app, [*args, "--batch", "8", "--input-tokens", "256", "--output-tokens", "32"])

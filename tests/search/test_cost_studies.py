@@ -98,6 +98,8 @@ PUE_SEARCHED = {"space": {"cost.operation.pue": {"values": [1.1, 1.2]}, "batch":
         ({"pue": 20}, "cost.pue: must be in [1, 10] (facility power over IT power), got 20"),
         ({"lifetime_years": 1000}, "cost.lifetime_years: must be in [0.01, 100]"),
         ({"gpu_usd_per_hour": 2, "gpu_price_usd": 1000}, "cost.gpu_usd_per_hour: the renter's rate replaces"),
+        ({"grid_gco2_per_kwh": "mars"}, "cost.grid_gco2_per_kwh: 'mars' is neither a number nor a region"),
+        ({"grid_gco2_per_kwh": -5}, "cost.grid_gco2_per_kwh: must be >= 0, got -5"),
     ],
 )  # fmt: skip
 def test_a_cost_field_error_names_the_study_field(change: dict, message: str) -> None:
