@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dse.config.yamlio import error_in_unit, parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
@@ -281,6 +281,34 @@ def check_override_path(gpu: GpuSpec, path: str) -> str | None:
         node = node[key]
     if isinstance(node, dict):
         return f"gpu.{path} is a section, not a field (allowed: {', '.join(sorted(node))})"
+    return None
+
+
+def field_value_problem(path: str, value: Any) -> str | None:
+    """What is wrong with `value` by the own bounds of the GPU field at `path` (`clocks.sm_clock_max_mhz`),
+    said in the path's unit, or None: a study refuses at load a value no point can take (9e9 MHz failed at
+    every point). Checks across fields (min <= max), the memory-system keys and the knobs depend on the
+    point and are left to it, as is a value that is no number (its point names it)."""
+    parts = path.strip().removeprefix("gpu.").split(".")
+    model: Any = GpuSpec
+    for part in parts[:-1]:
+        info = model.model_fields.get(part)
+        sections = (info.annotation, *get_args(info.annotation)) if info is not None else ()
+        model = next((t for t in sections if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if model is None:  # `sm.tensor_flop_per_clk.bf16`, a knob: not a field with bounds of its own
+            return None
+    key, factor = si_key(parts[-1])
+    info = model.model_fields.get(key)
+    if info is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    bounded: Any = Annotated[info.annotation, info]  # the field's type with its Field(gt=, le=, ...)
+    try:
+        TypeAdapter(bounded).validate_python(value * factor)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if factor != 1.0:
+            return str(error_in_unit(err, parts[-1], factor)["msg"])
+        return f"{err['msg']} (got {value!r})"
     return None
 
 

@@ -273,7 +273,7 @@ def _point_problem(
 def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes: Sequence[str]) -> None:
     from dse.hardware.catalog import load_gpu
     from dse.hardware.memory import list_memory_technologies
-    from dse.hardware.overrides import check_override_path
+    from dse.hardware.overrides import check_override_path, field_value_problem
 
     try:
         gpu = load_gpu(cfg.gpu)
@@ -322,6 +322,8 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             )
             if msg is None and path.startswith("cost."):
                 msg = cost_fact_problem(path, value)
+            elif msg is None and path.startswith("gpu."):
+                msg = field_value_problem(path, value)
             if msg is not None:
                 raise located_error(smap, where, msg)
         if path in _INT_KEYS and isinstance(spec, FloatParam):
@@ -483,7 +485,7 @@ def _check_workload_values(cfg: StudyConfig, smap: SourceMap, name: str, path: s
 def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """A training study: one mode, training paths only, training metrics (dse.search.training_point)."""
     from dse.hardware.catalog import load_gpu
-    from dse.hardware.overrides import check_override_path
+    from dse.hardware.overrides import check_override_path, field_value_problem
 
     if study_modes(cfg, space) != (TRAINING_MODE,):
         loc = (_sources(cfg, space, "mode") or [("workload", "mode")])[-1]
@@ -502,6 +504,9 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
             msg = check_override_path(gpu, path)
             if msg is not None:
                 raise located_error(smap, loc, msg)
+            for where, value in param_values_with_locs(name, cfg.space[name]):
+                if (msg := field_value_problem(path, value)) is not None:  # as a serving study's
+                    raise located_error(smap, where, msg)
         elif path not in OPERATING_POINT_KEYS and path not in _TRAINING_PATHS:
             raise located_error(smap, loc, f"'{path}' is not a training parameter (allowed: {allowed})")
         elif path in OPERATING_POINT_KEYS:  # as a serving study checks them (and `dse predict --training`)

@@ -261,6 +261,21 @@ MALFORMED = [
         4,
         ["space.gpu.memory.data_rate_frac.high", "[0, 1]"],
     ),
+    (  # every 9e9 MHz point failed, each with `clocks.sm_clock_max_hz: ... <= 100000000000`
+        "gpu-field-out-of-its-range",
+        GOOD.replace(
+            "gpu.num_sms: {type: int, low: 96, high: 132, step: 4}",
+            "gpu.clocks.sm_clock_max_mhz: {values: [1500, 9.0e9]}",
+        ),
+        4,
+        ["space.gpu.clocks.sm_clock_max_mhz.values.1", "less than or equal to 100000 MHz (got 9e+09 MHz)"],
+    ),
+    (
+        "gpu-count-out-of-its-range",
+        GOOD.replace("low: 96", "low: 0"),
+        4,
+        ["space.gpu.num_sms.low", "greater than 0 (got 0)"],
+    ),
     ("unknown-gpu", GOOD.replace("gpu: h100-sxm", "gpu: h900"), 2, ["gpu", "unknown GPU 'h900'"]),
     (  # the union's first branch spoke: "values.0.bool: Input should be a valid boolean (got nan)"
         "nan-in-values",

@@ -57,8 +57,11 @@ def test_training_study_runs(tmp_path: Path) -> None:
         ({"space": {"concurrency": {"values": [4]}}}, "not a training parameter"),
         ({"objectives": {"ttft_s": "minimize"}}, "unknown metric 'ttft_s'"),
         ({"workload": {"mode": "training", "recompute": "most"}}, "recompute"),
+        # a GPU field past its own bounds, at load and in the unit written (it failed at every point)
+        ({"space": {"gpu.clocks.sm_clock_max_mhz": {"values": [1500, 9e9]}}},
+         r"space\.gpu\.clocks\.sm_clock_max_mhz\.values\.1: .* 100000 MHz \(got 9e\+09 MHz\)"),
     ],
-)
+)  # fmt: skip
 def test_training_study_errors_name_the_field(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         study_from_dict({**STUDY, **change})
