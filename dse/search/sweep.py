@@ -165,6 +165,23 @@ def linspace_values(start: float, stop: float, steps: int, *, integer: bool) -> 
     return tuple(dict.fromkeys(values))
 
 
+def _axis_value_problem(path: str, value: float, ctx: EvalContext) -> str | None:
+    """What is wrong with one value of an axis that no point could take: a workload key's range, a cost
+    fact's (a PUE of 0.5), a GPU field's own bounds (9e9 MHz); None also where the point decides."""
+    from dse.hardware.overrides import field_value_problem
+    from dse.search.checks import cost_fact_problem, workload_value_problem
+
+    if path in SWEEP_WORKLOAD_KEYS:
+        return workload_value_problem(path, value, under_load=ctx.mode != "static")
+    if path.startswith("cost."):
+        problem = cost_fact_problem(path, value)
+    elif path.startswith("gpu."):
+        problem = field_value_problem(path, value)
+    else:
+        return None
+    return None if problem is None else f"{path}={value:g}: {problem}"
+
+
 def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
     """`PATH=START:STOP:STEPS` as a SweepAxis; ConfigError (one line) for bad syntax or an unknown path."""
     m = _AXIS_RE.match(spec)
@@ -178,17 +195,10 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
         raise ConfigError(f"sweep '{spec}': STEPS is the number of points, an integer 1-1000")
     integer = _check_path(path, ctx, spec)
     values = linspace_values(start, stop, int(steps), integer=integer)
-    if path in SWEEP_WORKLOAD_KEYS or path.startswith("cost."):  # a value no point takes fails here, once
-        from dse.search.checks import cost_fact_problem, workload_value_problem
-
-        for value in values:
-            if path.startswith("cost."):  # a PUE of 20 failed at every point
-                problem = cost_fact_problem(path, value)
-                problem = problem and f"{path}={value:g}: {problem}"
-            else:
-                problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
-            if problem is not None:
-                raise ConfigError(f"sweep '{spec}': {problem}")
+    for value in values:  # a value no point can take fails here, once, not at every point
+        problem = _axis_value_problem(path, value, ctx)
+        if problem is not None:
+            raise ConfigError(f"sweep '{spec}': {problem}")
     return SweepAxis(path, values)
 
 

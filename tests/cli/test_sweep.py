@@ -178,6 +178,9 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
           "--model", "resnet-50", "--batch", "64"], "resnet-50 is a vision model"),
         # an operating fact's range, checked once (a PUE of 0.5 failed at every point, exit 0)
         (["sweep", "cost.operation.pue=0.5:2:2", *WORKLOAD], "cost.operation.pue=0.5: must be in [1, 10]"),
+        # a GPU field's own bounds likewise, in the unit of the axis (9e9 MHz failed as its point)
+        (["sweep", "gpu.clocks.sm_clock_max_mhz=1500:9e9:2", *WORKLOAD],
+         "gpu.clocks.sm_clock_max_mhz=9e+09: Input should be less than or equal to 100000 MHz (got 9e+09"),
         # a clock axis off the GPU's range names the axis, not a --clock-mhz flag nobody typed
         (["sweep", "sm_clock_mhz=100:1980:3", *WORKLOAD], "sweep sm_clock_mhz=100 is outside"),
         # not a sweep: an LLM phase graph refuses a precision the GPU cannot serve, as serving does
