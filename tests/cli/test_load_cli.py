@@ -249,10 +249,8 @@ def test_whatif_says_when_the_engine_defaults_follow_the_gpu() -> None:
 
 def test_the_text_title_is_a_paragraph_at_the_console_width_not_wrapped_to_the_table() -> None:
     # As the table's own title it was wrapped to the two-column table's width (~48 characters) and centred,
-    # five short lines for a load run's description; now its lines fill the console's width.
-    result = runner.invoke(
-        app, [*BASE, "--concurrency", "8", "--num-requests", "40"], env={"COLUMNS": "160"}, terminal_width=160
-    )
+    # five short lines for a load run's description; now its lines fill the console's width (80 or more).
+    result = runner.invoke(app, [*BASE, "--concurrency", "8", "--num-requests", "40"])
     assert result.exit_code == 0, result.output
     first = next(line for line in result.stdout.splitlines() if "closed loop" in line)
-    assert "concurrency 8 (closed loop), vllm engine (max" in first and len(first) > 100
+    assert "concurrency 8 (closed loop), vllm engine" in first and len(first.strip()) > 60
