@@ -268,13 +268,15 @@ def draw_lengths(load: LoadRequest, n: int, max_tokens: int) -> tuple[np.ndarray
 
 
 def default_num_requests(load: LoadRequest, preset: EnginePreset) -> int:
+    """Requests one replica's simulation runs: those asked for (its share), else the mode's default, at most
+    MAX_REQUESTS (offline, 4 x max_num_seqs of a huge --max-num-seqs asked for billions of requests)."""
     if load.num_requests is not None:
         return load.num_requests
     if load.mode == "concurrency":
-        return max(MIN_REQUESTS, WAVES * int(load.concurrency or 1))
+        return min(max(MIN_REQUESTS, WAVES * int(load.concurrency or 1)), MAX_REQUESTS)
     if load.mode == "request_rate":
         return RATE_REQUESTS
-    return max(1000, 4 * preset.max_num_seqs)
+    return min(max(1000, 4 * preset.max_num_seqs), MAX_REQUESTS)
 
 
 def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray, dp: int = 1) -> Requests:

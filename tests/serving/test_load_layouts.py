@@ -128,3 +128,13 @@ def test_a_rate_is_dealt_round_robin_so_a_replica_sees_erlang_gaps() -> None:
         gaps = np.diff(_requests(share, ones, ones, dp).arrival_s)
         assert gaps.mean() == pytest.approx(dp / 20.0, rel=0.05)
         assert gaps.std() / gaps.mean() == pytest.approx(1.0 / np.sqrt(dp), rel=0.06)
+
+
+def test_a_default_request_count_stays_within_what_one_simulation_handles() -> None:
+    # Offline, 4 x a --max-num-seqs of 1e9 asked draw_lengths for 4e9 requests: a MemoryError traceback.
+    from dse.serving.load import default_num_requests, resolve_preset
+
+    load = LoadRequest(mode="max_throughput", input_tokens=64, output_tokens=8, max_num_seqs=10**9)
+    assert default_num_requests(load, resolve_preset(load, load_gpu("h100-sxm"))) == MAX_REQUESTS
+    many = LoadRequest(mode="concurrency", concurrency=10_000, input_tokens=64, output_tokens=8)
+    assert default_num_requests(many, resolve_preset(many, load_gpu("h100-sxm"))) <= MAX_REQUESTS
