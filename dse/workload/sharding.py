@@ -124,16 +124,18 @@ def check_parallelism(arch: LlmArch, par: Parallelism) -> None:
     if (par.tp * par.dp) % par.ep:
         raise ConfigError(f"--ep {par.ep} must divide --tp x --dp = {par.tp * par.dp} (the GPUs of a stage)")
     # Collectives are modelled inside one NVLink/NVSwitch node (`dse.perf.collectives`): a tensor-parallel
-    # group, or an expert-parallel group (its all-to-all spans tp x dp), across nodes is refused rather
-    # than priced as if it were one node. Independent dp replicas and pipeline stages may span nodes.
+    # group, or the group of a MoE model's expert layers (tp x dp GPUs: the dp replicas share them, split
+    # by expert or by width), across nodes is refused rather than priced as if it were one node.
+    # Independent dp replicas of a dense model and pipeline stages may span nodes.
     if par.tp > GPUS_PER_NODE:
         raise ConfigError(
             f"--tp {par.tp}: tensor parallelism beyond one node ({GPUS_PER_NODE} GPUs) is not modelled"
         )
-    if par.ep > 1 and par.tp * par.dp > GPUS_PER_NODE:
+    if arch.is_moe and (par.ep > 1 or par.dp > 1) and par.tp * par.dp > GPUS_PER_NODE:
+        flag = f"--ep {par.ep} with --tp x --dp" if par.ep > 1 else "--tp x --dp"
         raise ConfigError(
-            f"--ep {par.ep} with --tp x --dp = {par.tp * par.dp}: an expert-parallel group beyond one node "
-            f"({GPUS_PER_NODE} GPUs) is not modelled"
+            f"{flag} = {par.tp * par.dp}: the expert layers' group (the dp replicas share them) beyond one "
+            f"node ({GPUS_PER_NODE} GPUs) is not modelled"
         )
 
 

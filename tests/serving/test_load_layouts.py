@@ -105,7 +105,13 @@ def test_groups_beyond_one_node_are_refused_and_replicas_are_not():
         check_parallelism(moe, Parallelism(tp=2 * GPUS_PER_NODE))
     with pytest.raises(ConfigError, match="beyond one node"):
         check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=2, ep=2 * GPUS_PER_NODE))
-    check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=4))  # independent replicas: any number
+    # A MoE model's dp replicas share its expert layers (each expert split tp x dp / ep ways): their group
+    # spans tp x dp GPUs with --ep 1 too (a fuzz run found 16 GPUs priced as one node).
+    with pytest.raises(ConfigError, match="beyond one node"):
+        check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE, dp=4))
+    check_parallelism(moe, Parallelism(tp=GPUS_PER_NODE // 2, dp=2))  # one node
+    dense = load_model_config("llama-3.1-70b")
+    check_parallelism(dense, Parallelism(tp=GPUS_PER_NODE, dp=4))  # independent replicas: any number
 
 
 @pytest.mark.parametrize(("asked", "dp", "served"), [(16, 4, 16), (10, 4, 12), (6, 4, 8), (17, 2, 18)])
