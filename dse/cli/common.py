@@ -361,10 +361,21 @@ KvDtypeOpt = Annotated[
         "--kv-dtype", help="Serving: KV-cache dtype bf16, fp16, fp8 or fp32 (default: the activations')."
     ),
 ]
+
+
+def _named(value: str | None) -> str | None:
+    """An option naming a choice given as an empty string (`--engine ""`) is an error: it used to mean the
+    default, silently."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("an empty name; give one of the names its help lists")
+    return value
+
+
 EngineOpt = Annotated[
     str | None,
     typer.Option(
         "--engine",
+        callback=_named,
         help="Serving: vllm, sglang, trtllm or none (one kernel per operator): kernel fusions and, under "
         "load, the scheduler's defaults. Default: none for a static batch, vllm under load.",
     ),
@@ -373,6 +384,7 @@ SamplingOpt = Annotated[
     str | None,
     typer.Option(
         "--sampling",
+        callback=_named,
         help="Serving: sampler after the LM head: none, greedy or top_k_top_p (default: none for a static "
         "batch, the engine's under load).",
     ),

@@ -8,15 +8,16 @@ than silently ignored. The layout (--tp, --pp, --ep, --dp) applies to every serv
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
 from dse.cli.common import ServingBatchOpt, err_console
-from dse.errors import DseError
+from dse.errors import ConfigError, DseError
 from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.serving.load import DEFAULT_LENGTH_SIGMA, MODE_TEXT, engine_settings
 from dse.workload.sharding import PARALLEL_FLAGS
@@ -172,11 +173,16 @@ class LoadArgs:
 
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
-        """The LoadRequest of a load mode."""
-        from dse.serving.load import LoadRequest
-
+        """The LoadRequest of a load mode (its checks name the flags)."""
         if self.length_sigma != DEFAULT_LENGTH_SIGMA and self.length_dist != "lognormal":
             raise DseError(f"--length-sigma applies to --length-dist lognormal only (got {self.length_dist})")
+
+        with named_as_flags():
+            return self._request(input_tokens, output_tokens, precision, kv_dtype, engine, sampling)
+
+    def _request(self, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
+                 engine: str, sampling: str | None) -> Any:  # fmt: skip
+        from dse.serving.load import LoadRequest
 
         return LoadRequest(
             mode=self.mode(),
@@ -295,6 +301,30 @@ def note_lengths(input_tokens: int | None, output_tokens: int | None) -> None:
     missing = [f"{flag} {n}" for flag, n, v in zip(flags, filled, given, strict=True) if v is None]
     if missing:
         err_console.print(f"[dim]note: serving lengths not given: {' '.join(missing)}[/]", soft_wrap=True)
+
+
+# A serving request's fields and the flags that set them: a check inside the model names the field it
+# validates (`request_rate_per_s must be ...`), which the command line writes as a flag.
+REQUEST_FLAGS: dict[str, str] = {
+    "request_rate_per_s": "--request-rate", "num_requests": "--num-requests",
+    "max_num_seqs": "--max-num-seqs", "max_batched_tokens": "--max-batched-tokens",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "length_dist": "--length-dist", "length_sigma": "--length-sigma", "seed": "--seed",
+    "input_tokens": "--input-tokens", "output_tokens": "--output-tokens", "concurrency": "--concurrency",
+    "batch": "--batch", "kv_dtype": "--kv-dtype", "engine": "--engine", "sampling": "--sampling",
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def named_as_flags() -> Iterator[None]:
+    """A ConfigError that opens with a request field (REQUEST_FLAGS) is raised again opening with its flag."""
+    try:
+        yield
+    except ConfigError as exc:
+        field, _, rest = str(exc).partition(" ")
+        if field not in REQUEST_FLAGS:
+            raise
+        raise ConfigError(f"{REQUEST_FLAGS[field]} {rest}") from exc
 
 
 def _micro_s(flag: str, per: str, value: float | None, most_exp: int) -> float | None:

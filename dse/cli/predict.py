@@ -53,6 +53,7 @@ from dse.cli.load import (
     LoadArgs,
     implied_lengths,
     load_title,
+    named_as_flags,
     note_lengths,
 )
 from dse.cli.training import (
@@ -132,11 +133,12 @@ def _serving(
     if load.mode() == "static":
         from dse.serving.static import ServingRequest, predict_serving
 
-        request = ServingRequest(
-            batch=1 if load.batch is None else load.batch, input_tokens=input_tokens,
-            output_tokens=output_tokens, engine=engine or "none", sampling=sampling or "none", **options,
-            tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp,
-        )  # fmt: skip
+        with named_as_flags():
+            request = ServingRequest(
+                batch=1 if load.batch is None else load.batch, input_tokens=input_tokens,
+                output_tokens=output_tokens, engine=engine or "none", sampling=sampling or "none", **options,
+                tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp,
+            )  # fmt: skip
         return predict_serving(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
     from dse.serving.load import predict_load
 

@@ -83,9 +83,9 @@ def test_gpu_show_table_renders() -> None:
         (["workload", "show", "--model", "gpt2", "--precision", "fp64"], ["fp64"]),
         (["workload", "show", "--kernels", "/nonexistent/file.json"], ["/nonexistent/file.json"]),
         (["workload", "show"], ["--model", "--kernels"]),
-        ([*SERVE, "--engine", "tgi"], ["engine 'tgi'", "vllm", "trtllm", "sglang"]),
-        ([*SERVE, "--kv-dtype", "int4"], ["kv_dtype 'int4'", "fp8"]),
-        ([*SERVE, "--sampling", "beam"], ["sampling 'beam'", "top_k_top_p"]),
+        ([*SERVE, "--engine", "tgi"], ["--engine 'tgi'", "vllm", "trtllm", "sglang"]),
+        ([*SERVE, "--kv-dtype", "int4"], ["--kv-dtype 'int4'", "fp8"]),
+        ([*SERVE, "--sampling", "beam"], ["--sampling 'beam'", "top_k_top_p"]),
         (
             [*SERVE, "--gpu", "h100-sxm", "--clock-mhz", "5000"],
             ["--clock-mhz 5000", "h100-sxm", "345-1980 MHz"],
