@@ -84,11 +84,13 @@ def check_tensor_dtype(gpu: GpuSpec, dtype: str, remedy: str = "choose another -
         )
 
 
-def check_serving_precision(gpu: GpuSpec, precision: str) -> None:
+def check_serving_precision(gpu: GpuSpec, precision: str, kv_dtype: str | None = None) -> None:
     """ConfigError unless an LLM served at `precision` runs on `gpu`: bf16 needs bf16 Tensor Cores, and so
     do fp8 and MXFP4 checkpoints where the GPU has no such math (their weight-only kernels, Marlin on
     Ampere, dequantize to bf16; compute capability 8.0 and later). A Volta GPU serves fp16 or fp32, as
-    vLLM refuses bf16 there."""
+    vLLM refuses bf16 there, and so keeps no bf16 KV cache either (`kv_dtype`)."""
+    if kv_dtype == "bf16" and "bf16" not in gpu.sm.tensor_flop_per_clk:
+        raise ConfigError(f"{gpu.name} has no bf16 support: --kv-dtype bf16 cannot run there; use fp16")
     if precision in ("fp16", "fp32", "tf32") or "bf16" in gpu.sm.tensor_flop_per_clk:
         return
     raise ConfigError(

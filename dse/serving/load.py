@@ -349,7 +349,7 @@ def predict_load(
     """
     check_decoder(arch)
     point = point or OperatingPoint()
-    check_serving_precision(gpu, load.precision)
+    check_serving_precision(gpu, load.precision, load.kv_dtype)
     request, par = load, load.parallelism
     if not par.is_single:
         check_parallelism(arch, par)

@@ -472,7 +472,7 @@ def predict_serving(
     if coeffs is None:
         coeffs = load_default_coeffs(gpu)
     _check_context(arch, request)
-    check_serving_precision(gpu, request.precision)
+    check_serving_precision(gpu, request.precision, request.kv_dtype)
     par = request.parallelism
     check_layout(arch, request)
     memory = _memory_fields(arch, gpu, request)

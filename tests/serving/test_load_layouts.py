@@ -144,3 +144,13 @@ def test_a_default_request_count_stays_within_what_one_simulation_handles() -> N
     assert default_num_requests(load, resolve_preset(load, load_gpu("h100-sxm"))) == MAX_REQUESTS
     many = LoadRequest(mode="concurrency", concurrency=10_000, input_tokens=64, output_tokens=8)
     assert default_num_requests(many, resolve_preset(many, load_gpu("h100-sxm"))) <= MAX_REQUESTS
+
+
+def test_a_gpu_without_bf16_keeps_no_bf16_kv_cache() -> None:
+    # A V100 serving fp16 weights took --kv-dtype bf16 and priced it (a fuzz run); vLLM refuses bf16 there.
+    v100, arch = load_gpu("v100-sxm2"), ARCH
+    load = LoadRequest(mode="concurrency", concurrency=4, input_tokens=64, output_tokens=8, precision="fp16",
+                       kv_dtype="bf16", num_requests=8)  # fmt: skip
+    with pytest.raises(ConfigError, match="no bf16"):
+        predict_load(arch, v100, load)
+    assert predict_load(arch, v100, dataclasses.replace(load, kv_dtype="fp16")).feasible
