@@ -242,7 +242,14 @@ def resolve_preset(load: LoadRequest, gpu: GpuSpec) -> EnginePreset:
         updates["chunked_prefill"] = load.chunked_prefill
     if load.layer_host_s is not None:
         updates["eager_layer_host_s"] = load.layer_host_s
-    return dataclasses.replace(preset, **updates).with_graph_limit()
+    preset = dataclasses.replace(preset, **updates)
+    if preset.name == "vllm" and preset.max_batched_tokens < preset.max_num_seqs:
+        # vLLM's SchedulerConfig refuses it: every running sequence must fit one step's token budget
+        raise ConfigError(
+            f"max_batched_tokens {preset.max_batched_tokens} (--max-batched-tokens) is below max_num_seqs "
+            f"{preset.max_num_seqs} (--max-num-seqs): vLLM refuses a step budget smaller than its batch"
+        )
+    return preset.with_graph_limit()
 
 
 def draw_lengths(load: LoadRequest, n: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -188,6 +188,7 @@ def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> No
         (["--request-rate", "-2"], "--request-rate must be a number"),
         (["--concurrency", "4", "--engine", "tgi"], "engine 'tgi'"),
         (["--concurrency", "4", "--engine", ""], "'--engine': an empty name"),  # it ran vllm, silently
+        (["--concurrency", "4", "--max-batched-tokens", "8"], "vLLM refuses a step budget smaller"),
         (["--concurrency", "4", "--sampling", " "], "'--sampling': an empty name"),
         (["--concurrency", "4", "--length-dist", "zipf"], "--length-dist 'zipf'"),
         (["--concurrency", "4", "--gpu-memory-utilization", "2"], "--gpu-memory-utilization must be"),

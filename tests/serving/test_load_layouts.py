@@ -140,7 +140,8 @@ def test_a_default_request_count_stays_within_what_one_simulation_handles() -> N
     # Offline, 4 x a --max-num-seqs of 1e9 asked draw_lengths for 4e9 requests: a MemoryError traceback.
     from dse.serving.load import default_num_requests, resolve_preset
 
-    load = LoadRequest(mode="max_throughput", input_tokens=64, output_tokens=8, max_num_seqs=10**9)
+    load = LoadRequest(mode="max_throughput", input_tokens=64, output_tokens=8, max_num_seqs=10**9,
+                       max_batched_tokens=10**9)  # fmt: skip
     assert default_num_requests(load, resolve_preset(load, load_gpu("h100-sxm"))) == MAX_REQUESTS
     many = LoadRequest(mode="concurrency", concurrency=10_000, input_tokens=64, output_tokens=8)
     assert default_num_requests(many, resolve_preset(many, load_gpu("h100-sxm"))) <= MAX_REQUESTS
