@@ -207,6 +207,8 @@ class LoadEstimate:
             "model": self.model,
             "gpu": self.gpu,
             **dataclasses.asdict(self.request),
+            # the sigma shapes lognormal lengths only: null beside fixed or exponential ones
+            "length_sigma": self.request.length_sigma if self.request.length_dist == "lognormal" else None,
             **engine_settings(self.engine, self.request),
             "num_gpus": self.request.parallelism.num_gpus,
             **self.metrics(),

@@ -259,3 +259,11 @@ def test_the_text_title_is_a_paragraph_at_the_console_width_not_wrapped_to_the_t
     assert result.exit_code == 0, result.output
     first = next(line for line in result.stdout.splitlines() if "closed loop" in line)
     assert "concurrency 8 (closed loop), vllm engine" in first and len(first.strip()) > 60
+
+
+def test_json_says_length_sigma_only_where_it_shapes_the_lengths() -> None:
+    # It read 0.5 beside fixed and exponential lengths, which it does not shape (a fuzz run).
+    fixed = run_json(*BASE, "--concurrency", "4", "--num-requests", "20")
+    lognormal = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--length-dist", "lognormal")
+    assert fixed["length_sigma"] is None and fixed["length_dist"] == "fixed"
+    assert lognormal["length_sigma"] == 0.5
