@@ -60,19 +60,26 @@ def compare_table(
     title: str | None = None,
 ) -> Table:
     """Side by side with the change (the `dse whatif` view): relative, or in percentage points for a row
-    shown in % (a share going from 14.7% to 17.7% is +3.0 points, not +20%); rows missing a number are
-    skipped."""
+    shown in % (a share going from 14.7% to 17.7% is +3.0 points, not +20%). A row with a number on one
+    side only (the other cannot run) shows it beside "-"; a row with none is skipped."""
     table = Table("metric", titles[0], titles[1], "change", title=title)
     for key, label, scale, fmt in rows:
-        if not isinstance(base.get(key), int | float) or not isinstance(other.get(key), int | float):
+        a, b = _number(base.get(key)), _number(other.get(key))
+        if a is None or b is None:
+            if a is not None or b is not None:
+                shown = ["-" if v is None else format(v * scale, fmt) for v in (a, b)]
+                table.add_row(label, *shown, "")
             continue
-        a, b = base[key], other[key]
         if "%" in label or fmt.endswith("%"):  # a share: "(%)" rows are scaled to %, "%" formats from 1
             change = f"{(b - a) * scale * (100.0 if fmt.endswith('%') else 1.0):+.1f} points"
         else:
             change = f"{(b - a) / a:+.1%}" if a else ""
         table.add_row(label, format(a * scale, fmt), format(b * scale, fmt), change)
     return table
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def breakdown_table(

@@ -251,6 +251,18 @@ def test_whatif_shows_a_share_s_change_in_points() -> None:
     assert changes == ["+3.0 points", "+15.0 points", "-20.0%"]
 
 
+def test_whatif_keeps_the_side_that_runs_when_the_other_cannot() -> None:
+    """A changed GPU that cannot run (no memory for a KV cache) hid the baseline's latency and energy rows
+    too (a fuzz run): a row with one number shows it beside "-"; a row with none is left out."""
+    from dse.cli.render import compare_table
+
+    rows = (("ttft_s", "TTFT (ms)", 1e3, ".1f"), ("tpot_s", "TPOT (ms)", 1e3, ".1f"),
+            ("num_gpus", "GPUs", 1.0, ".0f"))  # fmt: skip
+    table = compare_table({"ttft_s": 0.17, "num_gpus": 1}, {"ttft_s": None, "num_gpus": 1}, rows, ("a", "b"))
+    assert list(table.columns[0].cells) == ["TTFT (ms)", "GPUs"]
+    assert list(table.columns[1].cells) == ["170.0", "1"] and list(table.columns[2].cells) == ["-", "1"]
+
+
 def test_an_interrupted_sweep_shows_the_points_done(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Ctrl-C in a sweep printed nothing and wrote no --html (a fuzzer's finding): the rows done are shown
     and charted, one line says how many of how many, and the exit code is 130."""
