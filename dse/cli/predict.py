@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from dse.cli.common import (
     AttentionOpt,
@@ -559,7 +560,9 @@ def _show_whatif(
         return
     bandwidth = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"),)
     rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS) + LEDGER_ROWS[:3] + COST_ROWS
-    label = f"{new_gpu.memory.technology} {new_gpu.memory.bus_width_bits}-bit"
+    memory = (new_gpu.memory.technology, new_gpu.memory.bus_width_bits)
+    same_memory = memory == (base_gpu.memory.technology, base_gpu.memory.bus_width_bits)
+    label = "changed" if same_memory else f"{memory[0]} {memory[1]}-bit"  # name the memory only if it moved
     note = ""
     if under_load:
         title = load_title(runs[0])
@@ -574,7 +577,8 @@ def _show_whatif(
     else:
         r = runs[0].request
         title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out"
-    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label), title=title))
+    console.print(Text(title))  # a paragraph at the console's width, not wrapped to the table
+    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
     if note:
         console.print(note, highlight=False)
     for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):

@@ -267,3 +267,13 @@ def test_json_says_length_sigma_only_where_it_shapes_the_lengths() -> None:
     lognormal = run_json(*BASE, "--concurrency", "4", "--num-requests", "20", "--length-dist", "lognormal")
     assert fixed["length_sigma"] is None and fixed["length_dist"] == "fixed"
     assert lognormal["length_sigma"] == 0.5
+
+
+def test_whatif_names_the_memory_in_its_column_only_when_the_memory_changed() -> None:
+    # `--set gpu.num_sms=66` was headed "hbm3 5120-bit", as if the memory had changed (a fuzz run).
+    sms = runner.invoke(app, ["whatif", "h100-sxm", "--set", "gpu.num_sms=66", "--model", "llama-3.1-8b"])
+    assert sms.exit_code == 0, sms.output
+    assert "changed" in sms.stdout and "5120-bit" not in sms.stdout
+    mem = runner.invoke(app, ["whatif", "h100-sxm", "--memory", "gddr7", "--model", "llama-3.1-8b"])
+    assert mem.exit_code == 0, mem.output
+    assert "gddr7" in mem.stdout
