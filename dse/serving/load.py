@@ -299,9 +299,13 @@ def _requests(load: LoadRequest, inp: np.ndarray, out: np.ndarray, dp: int = 1) 
         return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(n))
     rng = np.random.default_rng([load.seed, 1])  # arrivals independent of the lengths' stream
     rate = float(load.request_rate_per_s or 1.0) * dp  # the deployment's
-    gaps = rng.exponential(1.0 / rate, n * dp)
-    arrival_s = np.cumsum(gaps) - gaps[0]
-    return Requests(input_tokens=inp, output_tokens=out, arrival_s=arrival_s[::dp])
+    if dp == 1:
+        gaps = rng.exponential(1.0 / rate, n)
+        return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps) - gaps[0])
+    # the deployment's stream starts at t = 0 with this replica's first request; a sum of dp exponential gaps
+    # is a gamma (Erlang) gap, drawn as one so that memory stays per request whatever dp is
+    gaps = rng.gamma(dp, 1.0 / rate, n - 1)
+    return Requests(input_tokens=inp, output_tokens=out, arrival_s=np.concatenate(([0.0], np.cumsum(gaps))))
 
 
 def _infeasible(
@@ -472,6 +476,11 @@ def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
         share["concurrency"] = load.concurrency // par.dp
     if load.request_rate_per_s is not None:
         share["request_rate_per_s"] = load.request_rate_per_s / par.dp
+        if share["request_rate_per_s"] < MIN_REQUEST_RATE_PER_S:
+            raise ConfigError(
+                f"--request-rate {load.request_rate_per_s:g} over --dp {par.dp} replicas is below "
+                f"{MIN_REQUEST_RATE_PER_S:g} requests/s per replica"
+            )
     if load.num_requests is not None:
         share["num_requests"] = -(-load.num_requests // par.dp)  # rounded up: at least those asked for
     return dataclasses.replace(load, **share)

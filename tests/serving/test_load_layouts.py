@@ -155,3 +155,16 @@ def test_a_gpu_without_bf16_keeps_no_bf16_kv_cache() -> None:
     with pytest.raises(ConfigError, match="no bf16"):
         predict_load(arch, v100, load)
     assert predict_load(arch, v100, dataclasses.replace(load, kv_dtype="fp16")).feasible
+
+
+def test_a_replica_of_very_many_draws_its_own_arrivals_only() -> None:
+    # Dealing the deployment's stream drew n x dp gaps: --dp 1e6 at 1 request/s took 8 GB and 12 s. The
+    # replica's Erlang gaps are drawn as one gamma gap each, so memory is per simulated request.
+    from dse.serving.load import _requests
+
+    load = LoadRequest(mode="request_rate", request_rate_per_s=1e-3, input_tokens=8, output_tokens=2)
+    ones = np.ones(10, dtype=int)
+    arrivals = _requests(load, ones, ones, dp=10**9).arrival_s
+    assert len(arrivals) == 10 and arrivals[0] == 0.0 and np.all(np.diff(arrivals) > 0)
+    with pytest.raises(ConfigError, match="--request-rate 1 over --dp"):
+        predict_load(ARCH, load_gpu("h100-sxm"), dataclasses.replace(load, request_rate_per_s=1.0, dp=10**8))
