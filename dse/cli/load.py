@@ -224,6 +224,8 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
     ("requests_per_s", "requests/s", 1.0, ".2f"),
     ("avg_batch_size", "running sequences (mean)", 1.0, ".1f"),
+    ("input_tokens_mean", "input tokens (mean drawn)", 1.0, ".0f"),
+    ("output_tokens_mean", "output tokens (mean drawn)", 1.0, ".0f"),
     ("num_gpus", "GPUs", 1.0, ".0f"),
     ("avg_power_w", "average power per GPU (W)", 1.0, ".0f"),
     ("total_power_w", "power, all GPUs (W)", 1.0, ".0f"),

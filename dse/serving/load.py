@@ -340,7 +340,7 @@ LOAD_KEYS: tuple[str, ...] = (
     "energy_per_output_token_j", "energy_per_request_j", "kv_cache_utilization", "preemptions",
     "energy_j", "duration_s", "window_s", "num_requests", "steps", "kv_capacity_tokens",
     "weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "memory_capacity_bytes",
-    "comm_time_fraction",
+    "comm_time_fraction", "input_tokens_mean", "output_tokens_mean",
 )  # fmt: skip
 
 
@@ -409,6 +409,8 @@ def predict_load(
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0
+    # the lengths as drawn: a distribution's tail is clipped to the model's context (`draw_lengths`)
+    values["input_tokens_mean"], values["output_tokens_mean"] = float(inp.mean()), float(out.mean())
     if not par.is_single:
         scale_metrics(values, par)
         values["comm_time_fraction"] = table.comm_fraction(float(values["avg_batch_size"] or 1.0))

@@ -277,3 +277,14 @@ def test_whatif_names_the_memory_in_its_column_only_when_the_memory_changed() ->
     mem = runner.invoke(app, ["whatif", "h100-sxm", "--memory", "gddr7", "--model", "llama-3.1-8b"])
     assert mem.exit_code == 0, mem.output
     assert "gddr7" in mem.stdout
+
+
+def test_the_lengths_drawn_are_reported_and_show_a_clipped_tail() -> None:
+    # Lognormal lengths are clipped to the model's context; the JSON said only the means asked (a fuzz run).
+    long = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "4",
+                    "--num-requests", "8", "--input-tokens", "100000", "--output-tokens", "30000",
+                    "--length-dist", "lognormal")  # fmt: skip
+    assert long["output_tokens"] == 30000 and long["output_tokens_mean"] < 0.9 * 30000
+    fixed = run_json(*BASE, "--concurrency", "4", "--num-requests", "8")
+    assert fixed["input_tokens_mean"] == fixed["input_tokens"]
+    assert fixed["output_tokens_mean"] == fixed["output_tokens"]
