@@ -57,12 +57,11 @@ def compare_table(
     other: dict[str, Any],
     rows: tuple[tuple[str, str, float, str], ...],
     titles: tuple[str, str],
-    title: str | None = None,
 ) -> Table:
     """Side by side with the change (the `dse whatif` view): relative, or in percentage points for a row
     shown in % (a share going from 14.7% to 17.7% is +3.0 points, not +20%). A row with a number on one
     side only (the other cannot run) shows it beside "-"; a row with none is skipped."""
-    table = Table("metric", titles[0], titles[1], "change", title=title)
+    table = Table("metric", titles[0], titles[1], "change")  # its caller prints the title above it
     for key, label, scale, fmt in rows:
         a, b = _number(base.get(key)), _number(other.get(key))
         if a is None or b is None:
