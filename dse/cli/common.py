@@ -332,13 +332,44 @@ SeqOpt = Annotated[
     int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
 ]
 PrecisionOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--precision",
         help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, "
-        "Kimi-K2.5's int4).",
+        "Kimi-K2.5's int4). Default: an LLM checkpoint's own quantization (its config's "
+        "quantization_config: fp8 for DeepSeek-V3, mxfp4 for gpt-oss), else bf16.",
+        show_default=False,
     ),
 ]
+
+
+def resolve_precision(precision: str | None, model: str | None) -> tuple[str, str | None]:
+    """(the precision to run, a note for stderr or None): --precision as written; else the checkpoint's
+    quantization of the LLM `model` (`LlmArch.checkpoint_precision`, as vLLM, SGLang and TensorRT-LLM serve
+    it) with a note saying so; else bf16. `model` is None where no checkpoint applies (a kernel list, a
+    vision model, a training step: bf16)."""
+    from dse.workload.vision import is_vision_model
+
+    if precision is not None or model is None or is_vision_model(model):  # the caller refuses a vision model
+        return precision or "bf16", None
+    from dse.workload.models import load_model_config
+
+    arch = load_model_config(model)
+    if arch.checkpoint_precision is None:
+        return "bf16", None
+    note = (
+        f"note: --precision not given: {arch.checkpoint_precision}, {arch.name}'s checkpoint (its config's "
+        "quantization_config); --precision bf16 prices 16-bit weights"
+    )
+    return arch.checkpoint_precision, note
+
+
+def print_note(note: str | None) -> None:
+    """A dim line on stderr (once the command's input is checked, so that an error stays one line)."""
+    if note:
+        err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+
+
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]
 # `dse predict`'s forms: None when not written, so a flag written where nothing reads it is refused.
 PredictPhaseOpt = Annotated[

@@ -27,6 +27,8 @@ from dse.cli.common import (
     friendly,
     gpu_from_options,
     print_json,
+    print_note,
+    resolve_precision,
     shape_flags,
 )
 from dse.cli.training import ImageSizeOpt, MemoryFormatOpt
@@ -202,7 +204,7 @@ def workload_show_cmd(
     phase: PredictPhaseOpt = None,
     batch: ShowBatchOpt = None,
     seq_len: PredictSeqOpt = None,
-    precision: PrecisionOpt = "bf16",
+    precision: PrecisionOpt = None,
     attention: PredictAttentionOpt = None,
     image_size: ImageSizeOpt = None,
     memory_format: MemoryFormatOpt = None,
@@ -213,10 +215,13 @@ def workload_show_cmd(
     phase_, seq, attn = shape_flags(model, kernels, False, None, None, phase, seq_len, attention, batch)
     if (image_size is not None or memory_format is not None) and not (model and is_vision_model(model)):
         raise DseError("--image-size / --memory-format: only for a vision model (see `dse models`)")
+    vision = model is not None and is_vision_model(model)
+    precision, precision_note = resolve_precision(precision, None if vision or kernels else model)
     graph = build_workload(
         model, phase_, 1 if batch is None else batch, seq, precision, attn, kernels,
         image_size=image_size, memory_format=memory_format,
     )  # fmt: skip
+    print_note(precision_note)
     rows = graph.rows()
     totals = {
         "total_flop": graph.total_flop(),

@@ -39,6 +39,8 @@ from dse.cli.common import (
     on_command_line,
     operating_point,
     print_json,
+    print_note,
+    resolve_precision,
     shape_flags,
     with_options,
 )
@@ -230,7 +232,7 @@ def predict_cmd(
     seq_len: PredictSeqOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    precision: PrecisionOpt = "bf16",
+    precision: PrecisionOpt = None,
     attention: PredictAttentionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
@@ -275,7 +277,7 @@ def predict_cmd(
         _no_serving_flags_in_training(
             ctx, load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
-        opts = {"precision": precision, "attention": attention, "seq_len": seq_len, "tp": load.tp,
+        opts = {"precision": precision or "bf16", "attention": attention, "seq_len": seq_len, "tp": load.tp,
                 "pp": load.pp, "ep": load.ep}  # fmt: skip
         run_training(model, spec, point, breakdown, as_json, cost.options(sets), **opts, **asdict(train))
         return
@@ -284,18 +286,22 @@ def predict_cmd(
     _no_training_flags(train, VISION_FLAGS if vision else ())
     if input_tokens is not None or output_tokens is not None:
         _check_serving_flags(model, vision, launch)
+        precision, precision_note = resolve_precision(precision, model)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
+        print_note(precision_note)
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
     _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
+    precision, precision_note = resolve_precision(precision, None if vision or kernels else model)
     graph = build_workload(
         model, phase, batch, seq_len, precision, attention, kernels,
         image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
     )  # fmt: skip
+    print_note(precision_note)
     if model is not None and not vision and not shape_given and not as_json:
         _note_one_pass(model, phase, seq_len)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
@@ -495,7 +501,7 @@ def whatif_cmd(
     model: ModelOpt = "llama-3.1-8b",
     input_tokens: Annotated[int, typer.Option("--input-tokens")] = DEFAULT_INPUT_TOKENS,
     output_tokens: Annotated[int, typer.Option("--output-tokens")] = DEFAULT_OUTPUT_TOKENS,
-    precision: PrecisionOpt = "bf16",
+    precision: PrecisionOpt = None,
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
@@ -525,6 +531,7 @@ def whatif_cmd(
     )
     if load.mode() == "static" and load.batch is None:
         load = replace(load, batch=32)
+    precision, precision_note = resolve_precision(precision, model)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     runs = [
@@ -533,6 +540,7 @@ def whatif_cmd(
     ]
     costs = cost.options(sets)
     priced = [serving_cost(g, est, costs) for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    print_note(precision_note)
     _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
 
 

@@ -33,6 +33,8 @@ from dse.cli.common import (
     gpu_from_options,
     operating_point,
     print_json,
+    print_note,
+    resolve_precision,
     with_options,
 )
 from dse.cli.load import (
@@ -75,6 +77,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     if arch.family == "encoder":
         raise DseError(f"{what}; {model} is an encoder (use dse predict)")
     input_tokens, output_tokens = serving_lengths(*tokens, context_tokens=arch.max_position_embeddings)
+    options["precision"] = resolve_precision(options["precision"], str(model))[0]
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
@@ -231,7 +234,7 @@ def sweep_cmd(
     model: ModelOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    precision: PrecisionOpt = "bf16",
+    precision: PrecisionOpt = None,
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
@@ -272,6 +275,7 @@ def sweep_cmd(
                 except DseError as exc:
                     raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
     note_lengths(*tokens)  # the input checked: an error stays one line
+    print_note(resolve_precision(precision, model)[1])
     try:
         rows, stopped = _run_with_progress(axes, ctx, base), None
     except SweepInterrupted as stop:  # show what was done, then exit as an interrupt
@@ -359,7 +363,7 @@ def compare_cmd(
     model: ModelOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    precision: PrecisionOpt = "bf16",
+    precision: PrecisionOpt = None,
     attention: AttentionOpt = "flash",
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
@@ -385,6 +389,7 @@ def compare_cmd(
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)
     note_lengths(input_tokens, output_tokens)
+    print_note(resolve_precision(precision, model)[1])
     rows = compare_gpus(gpus, ctx, base)
     title = f"{ctx.model}: {_workload_text(ctx)}"
     _show_compare(rows, title, as_json, ctx.mode)

@@ -130,7 +130,7 @@ class EvalContext:
     batch: int = 1
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
-    precision: str = "bf16"
+    precision: str | None = None  # None: the checkpoint's quantization when serving, else bf16
     attention: str = "flash"
     kv_dtype: str | None = None
     engine: str | None = None  # None: the mode's default (static "none", load vllm)
@@ -223,13 +223,15 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
         return wl.get(key, getattr(ctx, key))
 
     mode = str(get("mode"))
-    out: dict[str, Any] = {"arch": _arch(str(get("model"))), "gpu": gpu, "point": point, "mode": mode}
+    arch = _arch(str(get("model")))
+    out: dict[str, Any] = {"arch": arch, "gpu": gpu, "point": point, "mode": mode}
+    precision = str(get("precision") or arch.checkpoint_precision or "bf16")
     if mode == "static":
         return out | {
             "batch": int(get("batch")),
             "input_tokens": int(get("input_tokens")),
             "output_tokens": int(get("output_tokens")),
-            "precision": str(get("precision")),
+            "precision": precision,
             "attention": str(get("attention")),
             "kv_dtype": get("kv_dtype"),
             "engine": str(get("engine") or "none"),
@@ -252,7 +254,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
         concurrency=get("concurrency") if wanted == "concurrency" else None,
         request_rate_per_s=get("request_rate_per_s") if wanted == "request_rate_per_s" else None,
         seed=knobs.pop("request_seed"),
-        precision=str(get("precision")),
+        precision=precision,
         kv_dtype=get("kv_dtype"),
         engine=str(get("engine") or "vllm"),
         sampling=get("sampling"),

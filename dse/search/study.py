@@ -111,7 +111,7 @@ from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.units import MAX_COUNT  # larger counts are refused at load, not at every point
 
 Direction = Literal["minimize", "maximize"]
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4"]  # mxfp4: serving only
 Attention = Literal["flash", "eager"]
 KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPES
 Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
@@ -265,7 +265,8 @@ class WorkloadConfig(_Strict):
     batch: int = Field(default=1, ge=1, le=MAX_COUNT)  # static only
     input_tokens: int = Field(default=DEFAULT_INPUT_TOKENS, ge=1, le=MAX_COUNT)
     output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1, le=MAX_COUNT)
-    precision: Precision = "bf16"
+    # None: the model checkpoint's quantization when serving (`LlmArch.checkpoint_precision`), else bf16
+    precision: Precision | None = None
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
     # The engine's kernel fusions and, under load, its scheduler; None: static none, load vllm.

@@ -113,8 +113,8 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     global_batch = int(get("global_batch") or micro * layout.dp)
     request = TrainingRequest(
         micro_batch=micro, global_batch=global_batch, seq_len=int(get("seq_len")),
-        image_size=int(get("image_size")), precision=str(get("precision")), recompute=str(get("recompute")),
-        optimizer=str(get("optimizer")), attention=str(get("attention")),
+        image_size=int(get("image_size")), precision=str(get("precision") or "bf16"),
+        recompute=str(get("recompute")), optimizer=str(get("optimizer")), attention=str(get("attention")),
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
         attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),
         packed_sample_len=int(get("packed_sample_len")), eager_ops=bool(get("eager_ops")),

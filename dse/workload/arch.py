@@ -133,6 +133,10 @@ class LlmArch(BaseModel):
     shared_expert_intermediate_size: int = Field(default=0, ge=0, description="all shared experts, summed")
     dense_layers: tuple[int, ...] = Field(default=(), description="MoE models: layers with a dense MLP")
     moe_bias: bool = Field(default=False, description="router and experts have biases (gpt-oss)")
+    # ---- the published checkpoint's weights (its `quantization_config`); None: 16-bit
+    checkpoint_precision: Literal["fp8", "mxfp4"] | None = Field(
+        default=None, description="fp8 (block-scaled GEMMs) or mxfp4 (4-bit weight-only experts)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> LlmArch:

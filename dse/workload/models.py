@@ -396,10 +396,38 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
             f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "
             f"heads {fields['num_heads']} and no head_dim is given"
         )
+    fields["checkpoint_precision"] = checkpoint_precision(raw.get("quantization_config"))
     try:
         return LlmArch(name=name, model_type=model_type, **fields)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source)) from exc
+
+
+def checkpoint_precision(quant: Any) -> str | None:
+    """The precision a checkpoint's `quantization_config` fixes, as serving engines run it: "fp8"
+    (DeepSeek-V3's and MiniMax-M2.5's 128x128 block-scaled e4m3 weights), "mxfp4" (gpt-oss's MXFP4 experts;
+    also a compressed-tensors 4-bit weight-only scheme such as Kimi-K2.5's int4 experts: groups of 32 with
+    a 16-bit scale, 4.5 bits per weight, priced as MXFP4's 4.25, its expert bytes 6% short), None for
+    16-bit weights or a scheme not modelled (costed as bf16 unless --precision says otherwise)."""
+    if not isinstance(quant, Mapping):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "fp8":
+        return "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        schemes = groups.values() if isinstance(groups, Mapping) else ()
+        for scheme in schemes:
+            weights = scheme.get("weights") if isinstance(scheme, Mapping) else None
+            if (
+                isinstance(weights, Mapping)
+                and weights.get("num_bits") == 4
+                and not scheme.get("input_activations")
+            ):
+                return "mxfp4"
+    return None
 
 
 def load_model_config(name_or_path: str | Path) -> LlmArch:

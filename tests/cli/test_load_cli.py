@@ -288,3 +288,43 @@ def test_the_lengths_drawn_are_reported_and_show_a_clipped_tail() -> None:
     fixed = run_json(*BASE, "--concurrency", "4", "--num-requests", "8")
     assert fixed["input_tokens_mean"] == fixed["input_tokens"]
     assert fixed["output_tokens_mean"] == fixed["output_tokens"]
+
+
+def test_precision_defaults_to_the_checkpoint_and_says_so() -> None:
+    """gpt-oss ships MXFP4 experts and engines serve them so: without --precision the prediction runs
+    them (a note on stderr says so); --precision bf16 prices a 16-bit copy; a bf16 checkpoint has no note."""
+    args = ["predict", "--model", "gpt-oss-20b", "--concurrency", "4", "--num-requests", "8",
+            "--input-tokens", "128", "--output-tokens", "16", "--json"]  # fmt: skip
+    implied = runner.invoke(app, args)
+    assert implied.exit_code == 0, implied.output
+    assert "--precision not given: mxfp4" in implied.stderr
+    written = runner.invoke(app, [*args, "--precision", "bf16"])
+    assert written.exit_code == 0 and "--precision" not in written.stderr
+    ckpt, bf16 = json.loads(implied.stdout), json.loads(written.stdout)
+    assert (ckpt["precision"], bf16["precision"]) == ("mxfp4", "bf16")
+    assert ckpt["weight_bytes"] < 0.4 * bf16["weight_bytes"]
+    dense = runner.invoke(app, [*args[:2], "qwen3-8b", *args[3:]])
+    assert dense.exit_code == 0 and json.loads(dense.stdout)["precision"] == "bf16"
+    assert "--precision" not in dense.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", "--model", "gpt-oss-20b", "--phase", "decode", "--seq-len", "64"],
+        ["workload", "show", "--model", "gpt-oss-20b", "--phase", "decode", "--seq-len", "64"],
+        ["compare", "h100-sxm", "h200-sxm", "--model", "gpt-oss-20b", "--input-tokens", "64",
+         "--output-tokens", "8"],
+        ["sweep", "sm_clock_mhz=1000:1500:2", "--model", "gpt-oss-20b", "--input-tokens", "64",
+         "--output-tokens", "8"],
+        ["whatif", "h100-sxm", "--memory", "hbm3e", "--model", "gpt-oss-20b", "--input-tokens", "64",
+         "--output-tokens", "8"],
+    ],
+)  # fmt: skip
+def test_every_llm_command_takes_the_checkpoint_precision(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "--precision not given: mxfp4" in result.stderr
+    written = runner.invoke(app, [*args, "--precision", "bf16"])
+    assert written.exit_code == 0 and "--precision not given" not in written.stderr
+    assert result.stdout != written.stdout  # the 4-bit experts change the figures

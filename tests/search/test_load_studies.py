@@ -380,3 +380,32 @@ def test_shipped_slo_study_runs_and_its_report_renders(tmp_path: Path) -> None:
         s.run_dir, breakdown_fn=lambda params: breakdown_for_point(params, ctx)
     ).read_text(encoding="utf-8")
     assert GOODPUT_METRIC in page and '<section id="breakdown">' in page
+
+
+def test_a_study_serves_each_model_at_its_checkpoint_precision_unless_told(tmp_path: Path) -> None:
+    """No precision in the workload: each point's model runs at its checkpoint's quantization (gpt-oss
+    MXFP4 experts, as engines serve it), others at bf16; a precision written, also a searched one, holds."""
+    study = """\
+    name: checkpoints
+    gpu: h100-sxm
+    model: gpt-oss-20b
+    workload: {mode: concurrency, concurrency: 4, input_tokens: 128, output_tokens: 16, num_requests: 8}
+    space:
+      model: {values: [gpt-oss-20b, qwen3-8b]}
+    objectives: {energy_per_output_token_j: minimize}
+    search: {sampler: grid, n_points: 4, executor: serial}
+    """
+    ctx = load_study(write(tmp_path, study)).config.eval_context()
+    assert ctx.precision is None
+    assert build_inputs({}, ctx)["load"].precision == "mxfp4"
+    assert build_inputs({"model": "qwen3-8b"}, ctx)["load"].precision == "bf16"
+    assert build_inputs({"precision": "bf16"}, ctx)["load"].precision == "bf16"
+    static = build_inputs({"mode": "static"}, ctx)
+    assert static["precision"] == "mxfp4"
+    # the 4-bit experts are what makes the checkpoint's weights ~4x smaller than a bf16 copy
+    ckpt = evaluate_point({}, ctx)
+    bf16 = evaluate_point({"precision": "bf16"}, ctx)
+    assert ckpt["weight_bytes"] < 0.4 * bf16["weight_bytes"]
+    fp8 = study.replace("num_requests: 8}", "num_requests: 8, precision: fp8}")
+    written = load_study(write(tmp_path, fp8))
+    assert build_inputs({}, written.config.eval_context())["load"].precision == "fp8"

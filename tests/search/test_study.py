@@ -40,7 +40,7 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 def test_good_study_loads_with_defaults(tmp_path: Path) -> None:
     cfg = load_study(write(tmp_path, GOOD)).config
     assert cfg.model == "llama-3.1-8b"
-    assert cfg.workload.precision == "bf16"
+    assert cfg.workload.precision is None  # the checkpoint's quantization, else bf16 (per point)
     assert cfg.search.effective_batch_size == 16
     assert cfg.constraints[0].value == "tdp_w"
     assert cfg.search_space().paths == ["gpu.num_sms", "sm_clock_mhz", "precision"]

@@ -411,3 +411,49 @@ def test_names_that_are_no_catalog_model(name: str) -> None:
     """OPT-13B is not OPT-1.3B (dots count); an empty name and one too long for a file name are errors."""
     with pytest.raises(ConfigError, match="unknown model|is empty"):
         load_model_config(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # the published configs' quantization_config: gpt-oss quant_method mxfp4; DeepSeek-V3 and MiniMax-M2.5
+        # fp8 (128x128 blocks); Kimi-K2.5 compressed-tensors 4-bit weight-only experts; the others none
+        ("gpt-oss-120b", "mxfp4"),
+        ("gpt-oss-20b", "mxfp4"),
+        ("deepseek-v3", "fp8"),
+        ("minimax-m2.5", "fp8"),
+        ("kimi-k2.5", "mxfp4"),
+        ("llama-3.1-8b", None),
+        ("qwen3-235b-a22b", None),
+    ],
+)
+def test_checkpoint_precision_of_catalog_models(name: str, expected: str | None) -> None:
+    assert load_model_config(name).checkpoint_precision == expected
+
+
+W4A16 = {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}
+W8A8 = {"weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8}}
+W4A4 = {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4}}
+
+
+@pytest.mark.parametrize(
+    ("quant", "expected"),
+    [
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+        ({"quant_method": "FP8"}, "fp8"),
+        ({"quant_method": "mxfp4"}, "mxfp4"),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A16}}, "mxfp4"),
+        # schemes the model does not price: the weights are costed as bf16
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8}}, None),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A4}}, None),
+        ({"quant_method": "compressed-tensors", "config_groups": "not a mapping"}, None),
+        ({"quant_method": "awq", "bits": 4}, None),
+        ("fp8", None),
+        (None, None),
+    ],
+)
+def test_checkpoint_precision_of_a_local_config(tmp_path: Path, quant: object, expected: str | None) -> None:
+    raw = _catalog_json("llama-3.1-8b")
+    if quant is not None:
+        raw["quantization_config"] = quant
+    assert load_model_config(_write_config(tmp_path, raw)).checkpoint_precision == expected

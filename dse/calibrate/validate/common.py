@@ -19,11 +19,9 @@ MLENERGY_TRANSFER = "mlenergy_transfer"  # ML.ENERGY rows outside the fitted map
 
 
 def checkpoint_precision(model: str) -> str | None:
-    """The precision a catalog model's published checkpoint fixes, where the rows do not say: gpt-oss ships
-    MXFP4 experts (`dse.workload.llm`) and Kimi-K2.5 int4 weight-only experts (W4A16, groups of 32 with a
-    16-bit scale: 4.5 bits per weight), priced as MXFP4's 4-bit weights dequantized into 16-bit Tensor-Core
-    math (4.25 bits: the experts' weight bytes 6% short); None for the others."""
-    return "mxfp4" if model.startswith(("gpt-oss", "kimi-k2")) else None
+    """The precision a catalog model's published checkpoint fixes, where the rows do not say: its config's
+    quantization_config (`LlmArch.checkpoint_precision`; `dse.workload.models.checkpoint_precision`)."""
+    return cached_arch(model).checkpoint_precision
 
 
 @cache
