@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -12,7 +13,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
@@ -362,6 +363,19 @@ def resolve_precision(precision: str | None, model: str | None) -> tuple[str, st
         "quantization_config); --precision bf16 prices 16-bit weights"
     )
     return arch.checkpoint_precision, note
+
+
+@contextlib.contextmanager
+def implied_precision(precision: str, note: str | None) -> Iterator[None]:
+    """An error about --precision, raised inside, says where the precision came from when the user did not
+    write it (`note` from `resolve_precision`): "--precision fp8 needs ..." alone would name a flag never
+    given."""
+    try:
+        yield
+    except DseError as exc:
+        if note is None or "--precision" not in str(exc):
+            raise
+        raise type(exc)(f"{exc} ({precision}: the model checkpoint's; --precision not given)") from None
 
 
 def print_note(note: str | None) -> None:

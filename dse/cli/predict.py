@@ -36,6 +36,7 @@ from dse.cli.common import (
     err_console,
     friendly,
     gpu_from_options,
+    implied_precision,
     on_command_line,
     operating_point,
     print_json,
@@ -289,7 +290,8 @@ def predict_cmd(
         precision, precision_note = resolve_precision(precision, model)
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
-        est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
+        with implied_precision(precision, precision_note):
+            est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         print_note(precision_note)
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
@@ -297,10 +299,11 @@ def predict_cmd(
     _no_host_gap(host_gap_us)
     batch = 1 if load.batch is None else load.batch
     precision, precision_note = resolve_precision(precision, None if vision or kernels else model)
-    graph = build_workload(
-        model, phase, batch, seq_len, precision, attention, kernels,
-        image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
-    )  # fmt: skip
+    with implied_precision(precision, precision_note):
+        graph = build_workload(
+            model, phase, batch, seq_len, precision, attention, kernels,
+            image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
+        )  # fmt: skip
     print_note(precision_note)
     if model is not None and not vision and not shape_given and not as_json:
         _note_one_pass(model, phase, seq_len)
@@ -534,10 +537,11 @@ def whatif_cmd(
     precision, precision_note = resolve_precision(precision, model)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    runs = [
-        _serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
-        for g in (base_gpu, new_gpu)
-    ]
+    with implied_precision(precision, precision_note):
+        runs = [
+            _serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
+            for g in (base_gpu, new_gpu)
+        ]
     costs = cost.options(sets)
     priced = [serving_cost(g, est, costs) for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
     print_note(precision_note)

@@ -328,3 +328,28 @@ def test_every_llm_command_takes_the_checkpoint_precision(args: list[str]) -> No
     written = runner.invoke(app, [*args, "--precision", "bf16"])
     assert written.exit_code == 0 and "--precision not given" not in written.stderr
     assert result.stdout != written.stdout  # the 4-bit experts change the figures
+
+
+def test_a_refused_checkpoint_precision_says_it_was_not_written() -> None:
+    """A V100 has no bf16 Tensor Cores for gpt-oss's MXFP4 experts: the error names --precision, so it
+    says that the precision was the checkpoint's, not the user's; written, the error is as before."""
+    implied = runner.invoke(
+        app, ["predict", "--model", "gpt-oss-20b", "--gpu", "v100-sxm2", "--concurrency", "4"]
+    )
+    assert implied.exit_code == 2
+    assert "--precision mxfp4" in implied.stderr and "checkpoint's; --precision not given" in implied.stderr
+    written = runner.invoke(
+        app,
+        [
+            "predict",
+            "--model",
+            "gpt-oss-20b",
+            "--gpu",
+            "v100-sxm2",
+            "--concurrency",
+            "4",
+            "--precision",
+            "mxfp4",
+        ],
+    )
+    assert written.exit_code == 2 and "not given" not in written.stderr
