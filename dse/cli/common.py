@@ -359,8 +359,9 @@ def resolve_precision(precision: str | None, model: str | None) -> tuple[str, st
     if arch.checkpoint_precision is None:
         return "bf16", None
     note = (
-        f"note: --precision not given: {arch.checkpoint_precision}, {arch.name}'s checkpoint (its config's "
-        "quantization_config); --precision bf16 prices 16-bit weights"
+        f"note: --precision not given: {arch.checkpoint_precision}, the quantization of {model}'s "
+        "checkpoint (its config's quantization_config, or a -FP8 / -MXFP4 Hub id); --precision bf16 prices "
+        "16-bit weights"
     )
     return arch.checkpoint_precision, note
 

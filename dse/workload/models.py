@@ -106,6 +106,26 @@ def checkpoint_base(name: str) -> str:
     return name
 
 
+# Quantization suffixes that name a scheme the model prices (`checkpoint_precision`'s quant methods).
+_SUFFIX_QUANT = {"fp8": "fp8", "mxfp4": "mxfp4"}
+# Checkpoints that share a catalog entry's architecture (`_aliases`) but not its quantization, by their
+# model cards: Kimi-K2 (Base, Instruct, Instruct-0905) ships block-fp8 weights, where K2-Thinking and K2.5
+# (the entry) ship int4 experts. Keys as `_key` makes them.
+_ALIAS_QUANT = {"kimik2": "fp8", "kimik2instruct": "fp8", "moonshotaikimik2instruct": "fp8"}
+
+
+def _suffix_quantization(name: str) -> dict[str, str] | None:
+    """The `quantization_config` a Hub id's suffix names ("nvidia/Llama-3.1-8B-Instruct-FP8",
+    "RedHatAI/...-FP8-dynamic": fp8 weights), for a checkpoint resolved to a catalog entry by its base
+    name; None when no suffix names a priced scheme."""
+    while match := _VARIANT_SUFFIX.search(name):
+        method = _SUFFIX_QUANT.get(match.group(1).lower())
+        if method is not None:
+            return {"quant_method": method}
+        name = name[: match.start()]
+    return None
+
+
 def _read_json(path: Any, source: str) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -139,9 +159,15 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
             path = path / "config.json"
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return read_json_file(path, "model config", expect=dict), str(path), name
-    known = _lookup(str(name_or_path))
+    matched, quant = str(name_or_path), None
+    known = _lookup(matched)
     if known is None:  # a fine-tune or re-quantized checkpoint of a catalog architecture
-        known = _lookup(checkpoint_base(str(name_or_path).rsplit("/", 1)[-1]))
+        stem = matched.rsplit("/", 1)[-1]
+        matched, quant = checkpoint_base(stem), _suffix_quantization(stem)
+        known = _lookup(matched)
+    alias_quant = _ALIAS_QUANT.get(_key(matched)) or _ALIAS_QUANT.get(_key(matched.rsplit("/", 1)[-1]))
+    if quant is None and alias_quant is not None:
+        quant = {"quant_method": alias_quant}
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 
@@ -152,7 +178,13 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
             f"config.json); vision models: {', '.join(VISION_MODELS)} (`dse models` lists both)"
         )
     name = known
-    return _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json"), f"{name}.json", name
+    raw = _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json")
+    if quant is not None:  # the checkpoint's own config says so, not the catalog entry's
+        text = raw.get("text_config")
+        if isinstance(text, dict):
+            raw = {**raw, "text_config": {k: v for k, v in text.items() if k != "quantization_config"}}
+        raw = {**raw, "quantization_config": quant}
+    return raw, f"{name}.json", name
 
 
 def _gpt2(f: Fields, model_type: str) -> dict[str, Any]:
@@ -379,6 +411,7 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
     """
     source = source or name
     model_type = raw.get("model_type")
+    outer_quant = raw.get("quantization_config")  # a multimodal wrapper may carry it outside text_config
     if model_type in _WRAPPERS:
         text = raw.get("text_config")
         if not isinstance(text, dict):
@@ -396,7 +429,11 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
             f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "
             f"heads {fields['num_heads']} and no head_dim is given"
         )
-    fields["checkpoint_precision"] = checkpoint_precision(raw.get("quantization_config"))
+    precision = checkpoint_precision(raw.get("quantization_config", outer_quant))
+    # 4-bit weight-only schemes are priced on MoE experts only (`--precision mxfp4`); a dense model's
+    # 4-bit weights are a scheme not modelled
+    moe = bool(fields.get("num_experts"))
+    fields["checkpoint_precision"] = None if precision == "mxfp4" and not moe else precision
     try:
         return LlmArch(name=name, model_type=model_type, **fields)
     except ValidationError as exc:

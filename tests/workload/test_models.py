@@ -453,7 +453,43 @@ W4A4 = {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_
     ],
 )
 def test_checkpoint_precision_of_a_local_config(tmp_path: Path, quant: object, expected: str | None) -> None:
-    raw = _catalog_json("llama-3.1-8b")
+    raw = _catalog_json("qwen3-30b-a3b")  # an MoE model: 4-bit weight-only experts are priced
     if quant is not None:
         raw["quantization_config"] = quant
     assert load_model_config(_write_config(tmp_path, raw)).checkpoint_precision == expected
+
+
+@pytest.mark.parametrize(
+    ("hub_id", "name", "expected"),
+    [
+        # a -FP8 Hub id is the FP8 re-quantization of the catalog architecture (NVIDIA ModelOpt, Red Hat
+        # llm-compressor, Qwen's and Z.ai's own releases); -AWQ and instruction tunes change nothing priced
+        ("nvidia/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8"),
+        ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "llama-3.3-70b", "fp8"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b", "fp8"),
+        ("zai-org/GLM-5-FP8", "glm-5", "fp8"),
+        ("Qwen/Qwen3-8B-AWQ", "qwen3-8b", None),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
+        # Kimi-K2 (Instruct, 0905) ships block-fp8 weights; K2-Thinking, like K2.5, int4 experts
+        ("moonshotai/Kimi-K2-Instruct", "kimi-k2.5", "fp8"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2.5", "fp8"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi-k2.5", "mxfp4"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-v3", "fp8"),
+    ],
+)
+def test_a_hub_checkpoint_brings_its_quantization(hub_id: str, name: str, expected: str | None) -> None:
+    arch = load_model_config(hub_id)
+    assert (arch.name, arch.checkpoint_precision) == (name, expected)
+
+
+def test_checkpoint_precision_of_wrappers_and_dense_4_bit(tmp_path: Path) -> None:
+    """A multimodal wrapper's quantization_config may sit outside its text_config (Llama-4's FP8 release);
+    4-bit weight-only weights are priced on MoE experts only, so a dense model's are costed as bf16."""
+    wrapper = _catalog_json("llama-4-scout")
+    wrapper["quantization_config"] = {"quant_method": "fp8"}
+    (tmp_path / "scout").mkdir()
+    assert load_model_config(_write_config(tmp_path / "scout", wrapper)).checkpoint_precision == "fp8"
+    dense = _catalog_json("llama-3.1-8b")
+    dense["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"g": W4A16}}
+    (tmp_path / "dense").mkdir()
+    assert load_model_config(_write_config(tmp_path / "dense", dense)).checkpoint_precision is None
