@@ -367,3 +367,18 @@ def engine_text(settings: Mapping[str, Any]) -> str:
         f"{settings['engine']} engine (max {settings['max_num_seqs']} seqs, "
         f"{settings['max_batched_tokens']} tokens/step{host})"
     )
+
+
+def note_one_pass(model: str, phase: str, seq_len: int) -> None:
+    """`--batch` alone reads like a serving batch: say what ran instead, for a decoder that serves (stderr:
+    the table stays clean; an encoder has no serving to point to)."""
+    from dse.workload.models import load_model_config
+
+    if load_model_config(model).family == "encoder":
+        return
+    err_console.print(
+        f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
+        "(--phase, --seq-len); give --input-tokens / --output-tokens or a load mode for LLM serving",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,7 +34,6 @@ from dse.cli.common import (
     SetOpt,
     build_workload,
     console,
-    err_console,
     friendly,
     gpu_from_options,
     implied_precision,
@@ -59,6 +59,7 @@ from dse.cli.load import (
     load_title,
     named_as_flags,
     note_lengths,
+    note_one_pass,
 )
 from dse.cli.training import (
     TrainingArgs,
@@ -304,11 +305,14 @@ def predict_cmd(
             model, phase, batch, seq_len, precision, attention, kernels,
             image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
         )  # fmt: skip
-    print_note(precision_note)
-    if model is not None and not vision and not shape_given and not as_json:
-        _note_one_pass(model, phase, seq_len)
+
+    def notes() -> None:  # once the prediction ran: an error stays one line
+        print_note(precision_note)
+        if model is not None and not vision and not shape_given and not as_json:
+            note_one_pass(model, phase, seq_len)
+
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
-    _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json)
+    _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json, notes)
 
 
 def _no_flags_a_pass_ignores(
@@ -346,21 +350,6 @@ def _no_flags_a_pass_ignores(
     )
 
 
-def _note_one_pass(model: str, phase: str, seq_len: int) -> None:
-    """`--batch` alone reads like a serving batch: say what ran instead, for a decoder that serves (stderr:
-    the table stays clean; an encoder has no serving to point to)."""
-    from dse.workload.models import load_model_config
-
-    if load_model_config(model).family == "encoder":
-        return
-    err_console.print(
-        f"note: no --input-tokens/--output-tokens, so this is one {phase} pass of {seq_len} tokens "
-        "(--phase, --seq-len); give --input-tokens / --output-tokens or a load mode for LLM serving",
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
 def _no_host_gap(host_gap_us: float | None) -> None:
     if host_gap_us is not None:
         raise DseError(
@@ -370,12 +359,15 @@ def _no_host_gap(host_gap_us: float | None) -> None:
 
 
 def _predict_graph(
-    graph: Any, spec: Any, point: Any, coeffs: Path | None, launch: str | None, breakdown: bool, as_json: bool
-) -> None:
+    graph: Any, spec: Any, point: Any, coeffs: Path | None, launch: str | None, breakdown: bool,
+    as_json: bool, notes: Callable[[], None],
+) -> None:  # fmt: skip
+    """Predict one pass and show it, after `notes` (stderr) once nothing can fail any more."""
     from dse.perf.predict import predict_command_payload, predict_graph
 
     latency, power = _coefficients(coeffs, spec)
     pred = predict_graph(graph, spec, point, latency, power, launch=launch)
+    notes()
     # the settings the graph was built with, in the text title (precision, attention or memory format)
     shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if k in graph.meta]
     title = f"{pred.name} on {pred.gpu}" + (f" ({', '.join(shown)})" if shown else "")

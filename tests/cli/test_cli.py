@@ -424,3 +424,14 @@ def test_the_one_pass_note_is_for_passes_that_ran() -> None:
     bert-large's 512" (a reviewer's finding)."""
     failed = runner.invoke(app, ["predict", "--model", "bert-large", "--batch", "8"])
     assert failed.exit_code == 2 and "note:" not in failed.stderr and "exceeds" in failed.stderr
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-oss-20b"])
+def test_a_one_pass_error_stays_one_line(model: str) -> None:
+    """The notes of a one-pass prediction (what ran, the checkpoint's precision) come once it ran: an
+    error (a power cap below the GPU's range) is the only line on stderr."""
+    result = runner.invoke(app, ["predict", "--model", model, "--gpu", "h100-sxm", "--batch", "4",
+                                 "--power-cap-w", "50"])  # fmt: skip
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: power cap 50 W"), result.stderr
