@@ -337,8 +337,9 @@ PrecisionOpt = Annotated[
     typer.Option(
         "--precision",
         help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, "
-        "Kimi-K2.5's int4). Default: an LLM checkpoint's own quantization (its config's "
-        "quantization_config: fp8 for DeepSeek-V3, mxfp4 for gpt-oss), else bf16.",
+        "Kimi-K2.5's int4). Default: an LLM checkpoint's own weights as published (its config's "
+        "quantization_config or Hub-id suffix: fp8 for DeepSeek-V3 and *-FP8, mxfp4 for gpt-oss), else "
+        "bf16; bf16 for --training.",
         show_default=False,
     ),
 ]
@@ -351,32 +352,42 @@ def resolve_precision(precision: str | None, model: str | None) -> tuple[str, st
     vision model, a training step: bf16)."""
     from dse.workload.vision import is_vision_model
 
-    if precision is not None or model is None or is_vision_model(model):  # the caller refuses a vision model
-        return precision or "bf16", None
+    if precision is not None:  # as written ("" too: the precision check names it)
+        return precision, None
+    if model is None or is_vision_model(model):  # the caller refuses a vision model where it must
+        return "bf16", None
     from dse.workload.models import load_model_config
 
     arch = load_model_config(model)
     if arch.checkpoint_precision is None:
         return "bf16", None
     note = (
-        f"note: --precision not given: {arch.checkpoint_precision}, the quantization of {model}'s "
-        "checkpoint (its config's quantization_config, or a -FP8 / -MXFP4 Hub id); --precision bf16 prices "
+        f"note: --precision not given: {arch.checkpoint_precision}, the weights of {model}'s checkpoint as "
+        "published (its quantization_config, Hub-id suffix or model card); --precision bf16 prices "
         "16-bit weights"
     )
     return arch.checkpoint_precision, note
 
 
+def explain_implied(message: str, precision: str, note: str | None) -> str:
+    """`message` (an error or a failed row's reason) with where the precision came from when the user did
+    not write it (`note` from `resolve_precision`): "--precision fp8 needs ..." alone names a flag never
+    given."""
+    if note is None or "--precision" not in message:
+        return message
+    return f"{message} ({precision}: the model checkpoint's; --precision not given)"
+
+
 @contextlib.contextmanager
 def implied_precision(precision: str, note: str | None) -> Iterator[None]:
-    """An error about --precision, raised inside, says where the precision came from when the user did not
-    write it (`note` from `resolve_precision`): "--precision fp8 needs ..." alone would name a flag never
-    given."""
+    """An error raised inside says where an implied precision came from (`explain_implied`)."""
     try:
         yield
     except DseError as exc:
-        if note is None or "--precision" not in str(exc):
+        explained = explain_implied(str(exc), precision, note)
+        if explained == str(exc):
             raise
-        raise type(exc)(f"{exc} ({precision}: the model checkpoint's; --precision not given)") from None
+        raise type(exc)(explained) from None
 
 
 def print_note(note: str | None) -> None:

@@ -235,7 +235,8 @@ def workload_show_cmd(
     if as_json:
         print_json({"name": graph.name, **totals, "meta": graph.meta, "ops": rows})
         return
-    table = Table(title=graph.name)
+    shown = ", ".join(str(graph.meta[k]) for k in ("precision", "memory_format") if graph.meta.get(k))
+    table = Table(title=f"{graph.name} ({shown})" if shown else graph.name)
     table.add_column("op", overflow="fold")
     for header in ("kind", "count", "GFLOP", "MB"):
         table.add_column(header, justify="right" if header != "kind" else "left")

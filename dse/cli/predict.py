@@ -279,8 +279,8 @@ def predict_cmd(
         _no_serving_flags_in_training(
             ctx, load, input_tokens, output_tokens, *serving, coeffs=coeffs, launch=launch
         )
-        opts = {"precision": precision or "bf16", "attention": attention, "seq_len": seq_len, "tp": load.tp,
-                "pp": load.pp, "ep": load.ep}  # fmt: skip
+        opts = {"precision": "bf16" if precision is None else precision, "attention": attention,
+                "seq_len": seq_len, "tp": load.tp, "pp": load.pp, "ep": load.ep}  # fmt: skip
         run_training(model, spec, point, breakdown, as_json, cost.options(sets), **opts, **asdict(train))
         return
     vision = model is not None and is_vision_model(model)
@@ -369,9 +369,11 @@ def _predict_graph(
     pred = predict_graph(graph, spec, point, latency, power, launch=launch)
     notes()
     # the settings the graph was built with, in the text title (precision, attention or memory format)
-    shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if k in graph.meta]
+    shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if graph.meta.get(k) is not None]
     title = f"{pred.name} on {pred.gpu}" + (f" ({', '.join(shown)})" if shown else "")
     payload = predict_command_payload(pred, kernels=True)
+    if graph.meta.get("precision") is not None:  # it may be the checkpoint's, not a flag's
+        payload["precision"] = graph.meta["precision"]
     if "image_size" in graph.meta:  # a vision forward pass: does it fit in the GPU's memory?
         from dse.workload.vision import inference_memory_bytes
 
@@ -580,7 +582,8 @@ def _show_whatif(
             )
     else:
         r = runs[0].request
-        title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out"
+        title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
+        title += r.precision
     console.print(Text(title))  # a paragraph at the console's width, not wrapped to the table
     console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
     if note:

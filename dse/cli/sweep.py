@@ -29,6 +29,7 @@ from dse.cli.common import (
     check_output_file,
     console,
     err_console,
+    explain_implied,
     friendly,
     gpu_from_options,
     operating_point,
@@ -77,7 +78,6 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
     if arch.family == "encoder":
         raise DseError(f"{what}; {model} is an encoder (use dse predict)")
     input_tokens, output_tokens = serving_lengths(*tokens, context_tokens=arch.max_position_embeddings)
-    options["precision"] = resolve_precision(options["precision"], str(model))[0]
     mode = load.mode()
     if mode != "static" and options["attention"] != "flash":
         raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
@@ -203,6 +203,16 @@ def _write_html(path: Path, fig: Any, title: str) -> None:
     err_console.print(f"wrote {path}", highlight=False)
 
 
+def _with_precision(rows: list[dict[str, Any]], precision: str, note: str | None) -> list[dict[str, Any]]:
+    """Each row with the precision it ran at (JSON readers see it; it may be the checkpoint's), and a
+    failure about --precision saying where an implied one came from (`explain_implied`)."""
+    return [
+        {**r, "precision": precision}
+        | ({} if r["reason"] is None else {"reason": explain_implied(str(r["reason"]), precision, note)})
+        for r in rows
+    ]
+
+
 def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_json: bool) -> None:
     from rich.table import Table
 
@@ -257,6 +267,7 @@ def sweep_cmd(
     swept = tuple(p.partition("=")[0].strip() for p in params)
     _no_flag_for_swept(swept, load, input_tokens, output_tokens)
     load = _implied_mode(load, swept)
+    precision, note = resolve_precision(precision, model)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     # a swept length needs no flag of its own: every point sets it (the smallest valid lengths, 1 in and
@@ -275,13 +286,14 @@ def sweep_cmd(
                 except DseError as exc:
                     raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
     note_lengths(*tokens)  # the input checked: an error stays one line
-    print_note(resolve_precision(precision, model)[1])
+    print_note(note)
     try:
         rows, stopped = _run_with_progress(axes, ctx, base), None
     except SweepInterrupted as stop:  # show what was done, then exit as an interrupt
         rows, stopped = stop.rows, stop
         if not rows:
             raise
+    rows = _with_precision(rows, precision, note)
     paths = [a.path for a in axes]
     title = f"{ctx.model} on {spec.name}: {_workload_text(ctx, paths)}"
     _show_sweep(rows, paths, title, as_json)
@@ -382,6 +394,7 @@ def compare_cmd(
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
     _check_html(html, "compare")
+    precision, note = resolve_precision(precision, model)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", **options)
@@ -389,8 +402,8 @@ def compare_cmd(
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)
     note_lengths(input_tokens, output_tokens)
-    print_note(resolve_precision(precision, model)[1])
-    rows = compare_gpus(gpus, ctx, base)
+    print_note(note)
+    rows = _with_precision(compare_gpus(gpus, ctx, base), precision, note)
     title = f"{ctx.model}: {_workload_text(ctx)}"
     _show_compare(rows, title, as_json, ctx.mode)
     if html is not None:

@@ -206,8 +206,35 @@ def _serving_line(run: RunData) -> str:
     slo = [
         str(c) for c in study.get("constraints") or [] if any(m in str(c) for m in ("ttft", "tpot", "e2e"))
     ]
-    text = f"serving {study.get('model', '')}: {how}; {engine_text}; {lengths}"
+    precision = _precision_text(study, workload)
+    text = f"serving {study.get('model', '')}: {how}; {engine_text}; {lengths}; {precision}"
     return text + (f"; SLO: {', '.join(slo)}" if slo else "")
+
+
+def _searched(study: Mapping[str, Any]) -> set[str]:
+    """The keys a study searches: each parameter's name, and the workload key it sets (`path:`)."""
+    space = study.get("space")
+    space = space if isinstance(space, Mapping) else {}
+    return set(space) | {str(p["path"]) for p in space.values() if isinstance(p, Mapping) and "path" in p}
+
+
+def _precision_text(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str:
+    """The precision the points served at: as written, searched, or (none written) the checkpoint's weights
+    of the model, which the evaluator resolves per point (`LlmArch.checkpoint_precision`)."""
+    from dse.workload.models import load_model_config
+
+    searched = _searched(study)
+    if "precision" in searched:
+        return "precision searched"
+    if workload.get("precision") is not None:
+        return str(workload["precision"])
+    if "model" in searched:
+        return "each model at its checkpoint's precision"
+    try:
+        precision = load_model_config(str(study.get("model", ""))).checkpoint_precision
+    except ConfigError:  # the study ran, so its model loaded then: a config file since moved or changed
+        return "the checkpoint's precision"
+    return f"{precision} (the checkpoint's weights)" if precision else "bf16"
 
 
 def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str:
@@ -216,10 +243,7 @@ def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str
     from dse.workload.vision import is_vision_model
 
     model = str(study.get("model", ""))
-    space = study.get("space")
-    space = space if isinstance(space, Mapping) else {}
-    # a parameter's name, or the workload key it sets (`path:`)
-    searched = set(space) | {str(p["path"]) for p in space.values() if isinstance(p, Mapping) and "path" in p}
+    searched = _searched(study)
     size, unit = ("image_size", "px") if is_vision_model(model) else ("seq_len", "tokens")
     labels = {
         "num_gpus": "GPUs", "tp": "tp", "pp": "pp", size: unit, "micro_batch": "micro batch",
@@ -229,6 +253,8 @@ def _training_line(study: Mapping[str, Any], workload: Mapping[str, Any]) -> str
     parts = []
     for key, label in labels.items():
         value, default = workload.get(key), defaults.get(key)
+        if key == "precision" and value is None:  # a training step's default (not a checkpoint's)
+            value = "bf16"
         if key in searched:
             parts.append(f"{key.replace('_', ' ')} searched")
         elif value is None or value == default:

@@ -225,7 +225,8 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     mode = str(get("mode"))
     arch = _arch(str(get("model")))
     out: dict[str, Any] = {"arch": arch, "gpu": gpu, "point": point, "mode": mode}
-    precision = str(get("precision") or arch.checkpoint_precision or "bf16")
+    written = get("precision")  # None: the checkpoint's weights (`LlmArch.checkpoint_precision`), else bf16
+    precision = str(arch.checkpoint_precision or "bf16") if written is None else str(written)
     if mode == "static":
         return out | {
             "batch": int(get("batch")),

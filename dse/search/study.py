@@ -27,6 +27,7 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
 
     mode                static (default) | concurrency | request_rate | max_throughput
     input_tokens, output_tokens, precision, kv_dtype, engine, sampling       every mode
+    precision           left out: each point's model at its checkpoint's weights; training: bf16
     batch, attention    the static batch: `batch` identical requests started together
                         (dse.serving.static; attention eager or flash)
     concurrency         mode concurrency: closed loop, this many requests in flight (required there)
@@ -265,8 +266,7 @@ class WorkloadConfig(_Strict):
     batch: int = Field(default=1, ge=1, le=MAX_COUNT)  # static only
     input_tokens: int = Field(default=DEFAULT_INPUT_TOKENS, ge=1, le=MAX_COUNT)
     output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1, le=MAX_COUNT)
-    # None: the model checkpoint's quantization when serving (`LlmArch.checkpoint_precision`), else bf16
-    precision: Precision | None = None
+    precision: Precision | None = None  # None: serving, the checkpoint's weights (LlmArch); training, bf16
     attention: Attention = "flash"  # static only (the engines run flash attention)
     kv_dtype: KvDtype | None = None  # None: the activation dtype of `precision` (trtllm: fp8 with fp8)
     # The engine's kernel fusions and, under load, its scheduler; None: static none, load vllm.

@@ -113,7 +113,8 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     global_batch = int(get("global_batch") or micro * layout.dp)
     request = TrainingRequest(
         micro_batch=micro, global_batch=global_batch, seq_len=int(get("seq_len")),
-        image_size=int(get("image_size")), precision=str(get("precision") or "bf16"),
+        image_size=int(get("image_size")),
+        precision="bf16" if get("precision") is None else str(get("precision")),
         recompute=str(get("recompute")), optimizer=str(get("optimizer")), attention=str(get("attention")),
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
         attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),

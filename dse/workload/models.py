@@ -42,6 +42,7 @@ from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload import hf_moe
 from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
+from dse.workload.quantization import checkpoint_precision, name_quantization
 
 
 def _models_dir() -> Any:
@@ -90,7 +91,8 @@ def _catalog_index() -> dict[str, str]:
 
 # Suffixes of Hub checkpoints that keep their base model's architecture: instruction and reasoning
 # fine-tunes, re-quantized weights, release dates (Qwen3-30B-A3B-Instruct-2507, Llama-3.1-8B-Instruct,
-# Qwen3-235B-A22B-FP8, Kimi-K2-Instruct-0905). The precision is still the user's `--precision`.
+# Qwen3-235B-A22B-FP8, Kimi-K2-Instruct-0905); a quantization suffix names the checkpoint's weights
+# (`dse.workload.quantization`).
 _VARIANT_SUFFIX = re.compile(
     r"[-_.](instruct|it|chat|thinking|base|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|bf16|"
     r"fp16|dynamic|\d{4})$",
@@ -104,26 +106,6 @@ def checkpoint_base(name: str) -> str:
     while (shorter := _VARIANT_SUFFIX.sub("", name)) != name:
         name = shorter
     return name
-
-
-# Quantization suffixes that name a scheme the model prices (`checkpoint_precision`'s quant methods).
-_SUFFIX_QUANT = {"fp8": "fp8", "mxfp4": "mxfp4"}
-# Checkpoints that share a catalog entry's architecture (`_aliases`) but not its quantization, by their
-# model cards: Kimi-K2 (Base, Instruct, Instruct-0905) ships block-fp8 weights, where K2-Thinking and K2.5
-# (the entry) ship int4 experts. Keys as `_key` makes them.
-_ALIAS_QUANT = {"kimik2": "fp8", "kimik2instruct": "fp8", "moonshotaikimik2instruct": "fp8"}
-
-
-def _suffix_quantization(name: str) -> dict[str, str] | None:
-    """The `quantization_config` a Hub id's suffix names ("nvidia/Llama-3.1-8B-Instruct-FP8",
-    "RedHatAI/...-FP8-dynamic": fp8 weights), for a checkpoint resolved to a catalog entry by its base
-    name; None when no suffix names a priced scheme."""
-    while match := _VARIANT_SUFFIX.search(name):
-        method = _SUFFIX_QUANT.get(match.group(1).lower())
-        if method is not None:
-            return {"quant_method": method}
-        name = name[: match.start()]
-    return None
 
 
 def _read_json(path: Any, source: str) -> dict[str, Any]:
@@ -159,15 +141,13 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
             path = path / "config.json"
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return read_json_file(path, "model config", expect=dict), str(path), name
-    matched, quant = str(name_or_path), None
-    known = _lookup(matched)
+    matched = stem = str(name_or_path).rsplit("/", 1)[-1]
+    known = _lookup(str(name_or_path))
     if known is None:  # a fine-tune or re-quantized checkpoint of a catalog architecture
-        stem = matched.rsplit("/", 1)[-1]
-        matched, quant = checkpoint_base(stem), _suffix_quantization(stem)
+        matched = checkpoint_base(stem)
         known = _lookup(matched)
-    alias_quant = _ALIAS_QUANT.get(_key(matched)) or _ALIAS_QUANT.get(_key(matched.rsplit("/", 1)[-1]))
-    if quant is None and alias_quant is not None:
-        quant = {"quant_method": alias_quant}
+    keys = (_key(str(name_or_path)), _key(matched))
+    named, quant = name_quantization(stem, keys, _VARIANT_SUFFIX)
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 
@@ -179,11 +159,12 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
         )
     name = known
     raw = _read_json(_models_dir().joinpath(f"{name}.json"), f"{name}.json")
-    if quant is not None:  # the checkpoint's own config says so, not the catalog entry's
+    if named:  # the name says how this checkpoint's weights are stored, not the catalog entry's config
         text = raw.get("text_config")
         if isinstance(text, dict):
             raw = {**raw, "text_config": {k: v for k, v in text.items() if k != "quantization_config"}}
-        raw = {**raw, "quantization_config": quant}
+        raw = {k: v for k, v in raw.items() if k != "quantization_config"}
+        raw |= {"quantization_config": quant} if quant is not None else {}
     return raw, f"{name}.json", name
 
 
@@ -438,33 +419,6 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
         return LlmArch(name=name, model_type=model_type, **fields)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source)) from exc
-
-
-def checkpoint_precision(quant: Any) -> str | None:
-    """The precision a checkpoint's `quantization_config` fixes, as serving engines run it: "fp8"
-    (DeepSeek-V3's and MiniMax-M2.5's 128x128 block-scaled e4m3 weights), "mxfp4" (gpt-oss's MXFP4 experts;
-    also a compressed-tensors 4-bit weight-only scheme such as Kimi-K2.5's int4 experts: groups of 32 with
-    a 16-bit scale, 4.5 bits per weight, priced as MXFP4's 4.25, its expert bytes 6% short), None for
-    16-bit weights or a scheme not modelled (costed as bf16 unless --precision says otherwise)."""
-    if not isinstance(quant, Mapping):
-        return None
-    method = str(quant.get("quant_method", "")).lower()
-    if method == "fp8":
-        return "fp8"
-    if method == "mxfp4":
-        return "mxfp4"
-    if method == "compressed-tensors":
-        groups = quant.get("config_groups")
-        schemes = groups.values() if isinstance(groups, Mapping) else ()
-        for scheme in schemes:
-            weights = scheme.get("weights") if isinstance(scheme, Mapping) else None
-            if (
-                isinstance(weights, Mapping)
-                and weights.get("num_bits") == 4
-                and not scheme.get("input_activations")
-            ):
-                return "mxfp4"
-    return None
 
 
 def load_model_config(name_or_path: str | Path) -> LlmArch:

@@ -353,3 +353,32 @@ def test_a_refused_checkpoint_precision_says_it_was_not_written() -> None:
         ],
     )
     assert written.exit_code == 2 and "not given" not in written.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", "--model", "gpt-oss-20b", "--concurrency", "4"],
+        ["predict", "--model", "gpt-oss-20b", "--training", "--micro-batch", "1", "--seq-len", "256"],
+        ["workload", "show", "--model", "gpt-oss-20b"],
+    ],
+)
+def test_an_empty_precision_is_refused_not_a_default(args: list[str]) -> None:
+    """`--precision "$P"` with P unset: an error naming the value, not bf16 or the checkpoint's."""
+    result = runner.invoke(app, [*args, "--precision", ""])
+    assert result.exit_code == 2 and "precision ''" in result.stderr, result.output
+
+
+def test_compare_and_sweep_rows_say_the_precision_they_ran_at() -> None:
+    """Rows carry the precision (it may be the checkpoint's), and a V100 row refusing gpt-oss's MXFP4
+    experts says that precision was not written."""
+    compare = run_json("compare", "v100-sxm2", "h100-sxm", "--model", "gpt-oss-20b", "--batch", "2",
+                       "--input-tokens", "64", "--output-tokens", "8")  # fmt: skip
+    v100, h100 = compare["gpus"]
+    assert v100["precision"] == h100["precision"] == "mxfp4"
+    assert "checkpoint's; --precision not given" in v100["reason"] and h100["reason"] is None
+    sweep = run_json("sweep", "batch=1:2:2", "--gpu", "v100-sxm2", "--model", "gpt-oss-20b", "--precision",
+                     "mxfp4", "--input-tokens", "64", "--output-tokens", "8")  # fmt: skip
+    assert all(r["precision"] == "mxfp4" and "not given" not in r["reason"] for r in sweep)
+    one_pass = run_json("predict", "--model", "gpt-oss-20b", "--phase", "decode", "--seq-len", "64")
+    assert one_pass["precision"] == "mxfp4"

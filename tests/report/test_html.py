@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from dse.report.html import write_html_report
 
@@ -270,3 +271,40 @@ def test_a_percentile_equal_to_its_mean_shows_once_unless_a_constraint_names_it(
     study["constraints"] = ["avg_power_w <= 700", "tpot_p90_s <= 5.0"]
     (run_dir / "study.resolved.yaml").write_text(yaml.safe_dump(study))
     assert "tpot p90 (ms)" in heads()
+
+
+@pytest.mark.parametrize(
+    ("model", "workload", "space", "expected"),
+    [
+        ("gpt-oss-20b", {}, {}, "; mxfp4 (the checkpoint's weights)"),  # no precision: what the points ran at
+        ("llama-3.1-8b", {}, {}, "; bf16"),
+        ("gpt-oss-20b", {"precision": "bf16"}, {}, "; bf16"),
+        ("gpt-oss-20b", {}, {"precision": {"values": ["bf16", "mxfp4"]}}, "; precision searched"),
+        (
+            "gpt-oss-20b",
+            {},
+            {"model": {"values": ["gpt-oss-20b", "qwen3-8b"]}},
+            "each model at its checkpoint",
+        ),
+    ],
+)
+def test_a_serving_studys_header_says_the_precision_its_points_ran_at(
+    model: str, workload: dict, space: dict, expected: str
+) -> None:
+    """A study that writes no precision serves each model at its checkpoint's weights (gpt-oss: MXFP4): the
+    report says so, where points.jsonl and the resolved study record no precision."""
+    from types import SimpleNamespace
+
+    from dse.report.html import _serving_line
+
+    study = {"model": model, "space": space, "workload": {"input_tokens": 8, "output_tokens": 8, **workload}}
+    assert expected in _serving_line(SimpleNamespace(study=study))  # type: ignore[arg-type]
+
+
+def test_a_training_studys_header_names_its_default_precision() -> None:
+    from types import SimpleNamespace
+
+    from dse.report.html import _serving_line
+
+    study = {"model": "gpt-oss-20b", "space": {}, "workload": {"mode": "training", "num_gpus": 8}}
+    assert _serving_line(SimpleNamespace(study=study)).endswith(", bf16")  # type: ignore[arg-type]

@@ -57,6 +57,8 @@ def test_training_study_runs(tmp_path: Path) -> None:
         ({"space": {"concurrency": {"values": [4]}}}, "not a training parameter"),
         ({"objectives": {"ttft_s": "minimize"}}, "unknown metric 'ttft_s'"),
         ({"workload": {"mode": "training", "recompute": "most"}}, "recompute"),
+        ({"workload": {**STUDY["workload"], "precision": "mxfp4"}},
+         r"workload\.precision: mxfp4 is a serving"),
         # a GPU field past its own bounds, at load and in the unit written (it failed at every point)
         ({"space": {"gpu.clocks.sm_clock_max_mhz": {"values": [1500, 9e9]}}},
          r"space\.gpu\.clocks\.sm_clock_max_mhz\.values\.1: .* 100000 MHz \(got 9e\+09 MHz\)"),
@@ -120,6 +122,8 @@ def test_megatron_layout_keys_are_study_keys() -> None:
         ({"sm_clock_mhz": {"values": [1200, 5000]}}, r"space\.sm_clock_mhz.*outside h100-sxm's SM clock"),
         ({"power_cap_w": {"values": [400, "abc"]}}, r"space\.power_cap_w.*finite number"),
         ({"power_cap_w": {"values": [50]}}, r"space\.power_cap_w"),
+        # mxfp4 (a serving checkpoint's MoE experts, accepted in serving studies) failed every training point
+        ({"precision": {"values": ["bf16", "mxfp4"]}}, r"space\.precision\.values\.1: mxfp4 is a serving"),
     ],
 )
 def test_space_values_a_workload_key_cannot_take_are_refused_at_load(space: dict, message: str) -> None:

@@ -434,6 +434,7 @@ def test_checkpoint_precision_of_catalog_models(name: str, expected: str | None)
 W4A16 = {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}
 W8A8 = {"weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8}}
 W4A4 = {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4}}
+W8A8_INT = {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}
 
 
 @pytest.mark.parametrize(
@@ -443,8 +444,13 @@ W4A4 = {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_
         ({"quant_method": "FP8"}, "fp8"),
         ({"quant_method": "mxfp4"}, "mxfp4"),
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A16}}, "mxfp4"),
+        # fp8 as Meta (Llama-3.1-405B-FP8), NVIDIA ModelOpt and llm-compressor (W8A8 float) store it
+        ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}, "fp8"),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8}}, "fp8"),
         # schemes the model does not price: the weights are costed as bf16
-        ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8}}, None),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, None),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8_INT}}, None),
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A4}}, None),
         ({"quant_method": "compressed-tensors", "config_groups": "not a mapping"}, None),
         ({"quant_method": "awq", "bits": 4}, None),
@@ -470,6 +476,12 @@ def test_checkpoint_precision_of_a_local_config(tmp_path: Path, quant: object, e
         ("zai-org/GLM-5-FP8", "glm-5", "fp8"),
         ("Qwen/Qwen3-8B-AWQ", "qwen3-8b", None),
         ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
+        # a suffix names this upload's weights, over the entry's own scheme: 16-bit, or not priced (bf16)
+        ("unsloth/gpt-oss-20b-BF16", "gpt-oss-20b", None),
+        ("opensourcerelease/DeepSeek-V3-bf16", "deepseek-v3", None),
+        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3", None),
+        ("cognitivecomputations/DeepSeek-V3-AWQ", "deepseek-v3", None),
+        ("unsloth/Kimi-K2-Instruct-BF16", "kimi-k2.5", None),
         # Kimi-K2 (Instruct, 0905) ships block-fp8 weights; K2-Thinking, like K2.5, int4 experts
         ("moonshotai/Kimi-K2-Instruct", "kimi-k2.5", "fp8"),
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2.5", "fp8"),

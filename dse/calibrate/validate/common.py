@@ -18,12 +18,6 @@ SILICON = "aiconfigurator_silicon"
 MLENERGY_TRANSFER = "mlenergy_transfer"  # ML.ENERGY rows outside the fitted mapping (`mlenergy_transfer`)
 
 
-def checkpoint_precision(model: str) -> str | None:
-    """The precision a catalog model's published checkpoint fixes, where the rows do not say: its config's
-    quantization_config (`LlmArch.checkpoint_precision`; `dse.workload.models.checkpoint_precision`)."""
-    return cached_arch(model).checkpoint_precision
-
-
 @cache
 def cached_arch(name: str) -> LlmArch:
     return load_model_config(name)

@@ -151,7 +151,6 @@ from dse.calibrate.validate.common import (
     SILICON,
     cached_arch,
     cached_gpu,
-    checkpoint_precision,
     load_metrics,
 )
 from dse.calibrate.validate.silicon import silicon_frame, silicon_load_frame
@@ -324,7 +323,7 @@ def mlenergy_load_requests(
             model, load = mlenergy_load_request(r, frac)
         else:
             model = str(r[model_column])
-            precision = checkpoint_precision(model) or "bf16"
+            precision = cached_arch(model).checkpoint_precision or "bf16"  # the checkpoint's weights
             _, load = mlenergy_load_request(r, frac, model=model, precision=precision)
         out.append((r, model, load))
     return out

@@ -52,7 +52,7 @@ from typing import Any
 import pandas as pd
 
 from dse.calibrate.data.aiconfigurator import read_data_csv
-from dse.calibrate.validate.common import cached_arch, checkpoint_precision, load_metrics
+from dse.calibrate.validate.common import cached_arch, load_metrics
 from dse.calibrate.validate.silicon import (
     SILICON_GPUS,
     SILICON_SAMPLING,
@@ -96,7 +96,7 @@ def _size(row: pd.Series, column: str) -> int:
 
 def _precision(row: pd.Series, model: str) -> str:
     quant = f"{row.get('gemm_quant_mode')} {row.get('moe_quant_mode')} {row.get('precision')}".lower()
-    return checkpoint_precision(model) or ("fp8" if "fp8" in quant else "bf16")
+    return cached_arch(model).checkpoint_precision or ("fp8" if "fp8" in quant else "bf16")
 
 
 def multigpu_rows() -> pd.DataFrame:
