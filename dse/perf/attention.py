@@ -42,7 +42,9 @@ from dse.perf.pipeline import (
     build_estimates,
     correct,
     empty_busy,
+    float_rows,
     machine_rates,
+    select,
     streaming_timeline,
     sum_timelines,
     vmax,
@@ -84,7 +86,7 @@ _SPLIT_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 def _head_dim_class(d: np.ndarray) -> np.ndarray:
-    return np.select([d <= 64, d <= 128, d <= 192, d <= 256], [0, 1, 2, 3], 4)
+    return select([d <= 64, d <= 128, d <= 192, d <= 256], [0, 1, 2, 3], 4)
 
 
 def _occupancy(rates: Rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.ndarray) -> np.ndarray:
@@ -101,7 +103,7 @@ def _common(
 ) -> AttentionInputs:
     """Shared inputs: broadcast arrays, rates, tiles, compute rate."""
     num = np.asarray(batch).shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    bc = lambda x: float_rows(x, num)  # noqa: E731
     b_, sq_, skv_, h_, hkv_, d_, kv_b_, act_b_, f_ = (
         bc(v) for v in (batch, sq, skv, heads, kv_heads, d, kv_b, act_b, f)
     )

@@ -14,6 +14,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf import elementwise, gemm, reduction
+from dse.perf.pipeline import float_rows
 from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import CoeffTable
 
@@ -33,7 +34,7 @@ def eager_arrays(
 ) -> dict[str, Any]:
     """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed."""
     num = np.asarray(batch).shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    bc = lambda x: float_rows(x, num)  # noqa: E731
     b, sq, skv, h, hkv, d, f = (
         bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
     )

@@ -16,7 +16,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.batchnorm import launch_arrays
-from dse.perf.pipeline import build_estimates, correct, machine_rates, streaming_timeline
+from dse.perf.pipeline import build_estimates, correct, float_rows, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import ELEMENTWISE_KINDS, ElementwiseOp
@@ -51,7 +51,7 @@ def elementwise_arrays(
     configuration (`dse.perf.batchnorm`)."""
     kind = np.asarray(kind, dtype=int)
     num = kind.shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    bc = lambda x: float_rows(x, num)  # noqa: E731
     n_el, in_b, out_b, f = bc(num_elements), bc(in_bytes), bc(out_bytes), bc(sm_clock_hz)
     table = np.array([ELEMENTWISE_KINDS[k] for k in KINDS], dtype=float)  # flop, sfu, inputs, outputs
     flop_el, sfu_el, n_in, n_out = table[kind, 0], table[kind, 1], table[kind, 2], table[kind, 3]

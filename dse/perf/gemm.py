@@ -44,7 +44,7 @@ from dse.perf.arrays import (
     TileGeometry,
 )
 from dse.perf.gemm_quant import activation_quant
-from dse.perf.gemm_rows import choice_rows, row_inputs
+from dse.perf.gemm_rows import ChoiceProblems, choice_rows, row_inputs
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -52,6 +52,7 @@ from dse.perf.pipeline import (
     build_estimates,
     correct,
     empty_busy,
+    float_rows,
     merge_timelines,
     scale_timeline,
     vmax,
@@ -102,6 +103,9 @@ _SK_FIX_TILES = 1.0
 # As CUDA-core work it is those cycles times the SM's fp32 FLOP per clock: 7 FLOP on Hopper (256 per
 # clock), 3.5 on the A100 (128).
 DEQUANT_SM_CYCLES_PER_WEIGHT = 1.5 / 64.0 + 0.5 / 128.0
+
+# Problem key (`gemm_rows.distinct_rows`) -> chosen candidate index, for calls on one GPU and coefficients.
+ChoiceMemo = dict[tuple[float, ...], int] | None
 
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
@@ -293,6 +297,8 @@ def _full_result(r: GemmRows, p: CandidatePlan, t: PhaseTimes, rates: Rates, sim
     shape = np.broadcast_shapes(*(np.shape(x) for x in (t.t_pro_s, t.t_epi_s, t.load_s, t.steps)))
 
     def flat(x: np.ndarray | float) -> np.ndarray:
+        if isinstance(x, np.ndarray) and x.shape == shape:  # most are: skip broadcast_to's fixed cost
+            return x.ravel()
         return np.broadcast_to(x, shape).ravel()
 
     busy = empty_busy(flat(t.t_pro_s).shape[0])
@@ -397,27 +403,35 @@ def _scores(
     return pred, p.geo.valid
 
 
+def _problem_choices(
+    library: str, cands: GemmCandidates, rates: Rates, table: np.ndarray,
+    problems: ChoiceProblems, own: np.ndarray, memo: ChoiceMemo,
+) -> np.ndarray:  # fmt: skip
+    """For each problem `own[j]` of `problems` (all run by `library`), the index of its chosen candidate
+    among `cands`: `_best_candidate`'s (at the problem's choice clock), scored only for the problems not
+    in `memo` yet (then added to it), as each row's choice is its own."""
+    keys = [problems.keys[j] for j in own.tolist()]
+    todo = own if memo is None else own[np.array([key not in memo for key in keys], dtype=bool)]
+    best = np.zeros(0, dtype=np.intp)
+    if todo.size:
+        group = problems.dcls[todo, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
+        simt, persistent = library == "simt", library == "hopper_tc"
+        col, factor = problems.rows.column(todo), problems.math_factor[todo]
+        best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor)
+    if memo is None:
+        return best
+    memo.update(zip([problems.keys[j] for j in todo.tolist()], best.tolist(), strict=True))
+    return np.array([memo[key] for key in keys], dtype=np.intp)
+
+
 def _library_rows(
-    library: str,
-    col: GemmRows,
-    dcls: np.ndarray,
-    aq: np.ndarray,
-    rates: Rates,
-    table: np.ndarray,
-    pick: tuple[GemmRows, np.ndarray, np.ndarray, np.ndarray],
+    library: str, col: GemmRows, dcls: np.ndarray, aq: np.ndarray, rates: Rates, chosen: GemmCandidates
 ) -> GemmChoice:
-    """Rows `col` (all run by `library`'s kernels) at their chosen candidates: `_full_result` plus
-    tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation quantization. `pick` holds the
-    distinct rows at their choice clock (`gemm_arrays`' `choice_clock_hz`), their dtype classes and, per
-    row of `col`, its distinct row (the choice is made there, once per shape and choice clock), and the
-    distinct rows' math-time factors."""
+    """Rows `col` (all run by `library`'s kernels) at their chosen candidates `chosen` [N, 1]:
+    `_full_result` plus tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation
+    quantization."""
     simt = library == "simt"
     persistent = library == "hopper_tc"
-    cands = gemm_candidates(library, rates)
-    pick_col, pick_dcls, pick_of, pick_factor = pick
-    pick_group = pick_dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
-    best = _best_candidate(pick_col, cands, pick_group, rates, table, simt, persistent, pick_factor)[pick_of]
-    chosen = cands.chosen(best)
     ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
         quant, quant_b = activation_quant(col, rates, aq.size)
@@ -437,13 +451,14 @@ def _library_rows(
 
 def _by_library(
     rows: GemmRows, lib: np.ndarray, dcls: np.ndarray, aq: np.ndarray, rates: Rates, table: np.ndarray,
-    choice: tuple[np.ndarray, np.ndarray, GemmRows, np.ndarray],
+    problems: ChoiceProblems, memo: ChoiceMemo,
 ) -> tuple[dict[str, np.ndarray], Timeline, np.ndarray]:  # fmt: skip
     """Every row at its library's chosen candidate (`_library_rows`): traffic, grid, tile and split arrays,
-    the merged timeline and the coefficient groups. `choice` is `gemm_rows.choice_rows`' output and every
-    row's math-time factor."""
+    the merged timeline and the coefficient groups. `problems` is `gemm_rows.choice_rows`' output (the
+    choice is made there, once per distinct problem: shape and choice clock); `memo` as `gemm_arrays`'
+    `choice_memo`."""
     num = lib.size
-    first, problem, pick_rows, math_factor = choice
+    first, problem = problems.first, problems.problem
     keys = ("dram_bytes", "l2_bytes", "smem_bytes", "grid", "tile_idx", "split")
     res = {key: np.zeros(num) for key in keys}
     parts = []
@@ -453,8 +468,10 @@ def _by_library(
         own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
         slot = np.empty(first.size, dtype=np.int64)
         slot[own] = np.arange(own.size)
-        pick = (pick_rows.column(own), dcls[first[own]], slot[problem[sel]], math_factor[first[own]])
-        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, table, pick)
+        cands = gemm_candidates(LIBRARIES[li], rates)
+        best = _problem_choices(LIBRARIES[li], cands, rates, table, problems, own, memo)
+        chosen = cands.chosen(best[slot[problem[sel]]])
+        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, chosen)
         ev = ch.result
         vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
         for key, val in zip(keys, vals, strict=True):
@@ -480,13 +497,16 @@ def gemm_arrays(
     b_dtype: list[str | None] | tuple[str | None, ...] | None = None,
     grouped: np.ndarray | None = None,
     choice_clock_hz: np.ndarray | float | None = None,
+    choice_memo: ChoiceMemo = None,
 ) -> dict[str, Any]:
     """Vectorized GEMM model over N shapes (and per-row SM clocks).
 
     `choice_clock_hz` (per row, default each row's own clock): the clock at which the kernel (tile,
     split) is chosen; it then runs at `sm_clock_hz`. The power-cap search passes the requested clock, so
     a kernel throttled under the cap keeps the kernel chosen for the clock asked for (a library does not
-    re-choose as the clock falls) and its power falls monotonically with the clock.
+    re-choose as the clock falls) and its power falls monotonically with the clock. `choice_memo` (a dict,
+    empty at first) keeps the choices for later calls with the same `gpu` and `coeffs` (the power-cap
+    search's, whose rows keep their shapes and choice clock as their run clock changes).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
     per-tensor quantization of the activation (`gemm_quant.activation_quant`), as the aiconfigurator fp8
@@ -499,7 +519,7 @@ def gemm_arrays(
     """
     m = np.asarray(m, dtype=float)
     num = m.shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    bc = lambda x: float_rows(x, num)  # noqa: E731
     n, k, batch = bc(n), bc(k), bc(batch)
     f = bc(sm_clock_hz)
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
@@ -525,7 +545,7 @@ def gemm_arrays(
         math_factor, expert_s = moe.grouped_factors(np.asarray(grouped, dtype=bool), dcls, wo, mc)
     choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz, math_factor)
     aq = (quantized & (dcls == f8)).astype(float)
-    res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, (*choice, math_factor))
+    res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, choice, choice_memo)
     if is_grouped:
         latency_s, util = moe.correct_grouped(timeline, table[group], batch, math_factor, expert_s)
     else:

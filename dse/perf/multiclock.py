@@ -24,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.pipeline import float_rows
 from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import MODULES, KernelEstimate, OperatingPoint
 from dse.workload.ops import AttentionOp, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
@@ -68,12 +69,21 @@ def estimator_rows(estimator: Estimator) -> RowEstimator:
 
 def _clamp(gpu: GpuSpec, f: np.ndarray) -> np.ndarray:
     """As `rates.effective_sm_clock_hz`: clocks outside the GPU's range are clamped."""
-    return np.clip(f, gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
+    return f.clip(gpu.clocks.sm_clock_min_hz, gpu.clocks.sm_clock_max_hz)
+
+
+# The family of an op of exactly these types (a lookup: `op_rows` asks once per op).
+_FAMILY_OF_TYPE: dict[type, str] = {
+    GemmOp: "gemm", SoftmaxOp: "reduction", NormOp: "reduction", ElementwiseOp: "elementwise"
+}  # fmt: skip
 
 
 def family_of(op: Any) -> str:
     """The kernel family (and `*_arrays` function) that estimates `op`: gemm, attention_flash,
     attention_decode, attention_eager, reduction or elementwise."""
+    key = _FAMILY_OF_TYPE.get(type(op))
+    if key is not None:
+        return key
     if isinstance(op, GemmOp):
         return "gemm"
     if isinstance(op, AttentionOp):
@@ -86,8 +96,9 @@ def family_of(op: Any) -> str:
 
 
 def _gemm_family(
-    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any, choice_clock_hz: Any = None
-) -> dict[str, Any]:
+    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any, choice_clock_hz: Any = None,
+    choice_memo: dict | None = None,
+) -> dict[str, Any]:  # fmt: skip
     from dse.perf import gemm
 
     def flags(field: str) -> np.ndarray:
@@ -108,6 +119,7 @@ def _gemm_family(
         b_dtype=[o.b_dtype for o in ops],
         grouped=flags("grouped"),
         choice_clock_hz=choice_clock_hz,
+        choice_memo=choice_memo,
     )
 
 
@@ -120,13 +132,15 @@ def family_arrays(
     *,
     cache_write: bool = False,
     choice_clock_hz: Any = None,
+    choice_memo: dict | None = None,
 ) -> dict[str, Any]:
     """The full output of family `key`'s vectorized model (latency_s, util [M, N], dram_bytes, group,
     timeline, ...) for `ops` (all of that family) at `sm_clock_hz` (one per op, already clamped).
 
     `cache_write`: flash attention ops include vLLM's KV-cache write (`attention.flash_arrays`), as the
     measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off.
-    `choice_clock_hz` (per op, default its own clock): where GEMM kernels are chosen (`gemm.gemm_arrays`)."""
+    `choice_clock_hz` (per op, default its own clock): where GEMM kernels are chosen, `choice_memo`: the
+    choices kept for later calls on the same GPU and coefficients (both `gemm.gemm_arrays`)."""
     from dse.perf import attention, attention_eager, elementwise, reduction
 
     def arr(values: list[float]) -> np.ndarray:
@@ -134,7 +148,7 @@ def family_arrays(
 
     sub, fs = ops, sm_clock_hz
     if key == "gemm":
-        return _gemm_family(sub, gpu, fs, coeffs, choice_clock_hz)
+        return _gemm_family(sub, gpu, fs, coeffs, choice_clock_hz, choice_memo)
     if key == "reduction":
         kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
         return reduction.reduction_arrays(
@@ -191,15 +205,16 @@ def op_rows(
     *,
     cache_write: bool = False,
     choice_clock_hz: float | None = None,
+    choice_memo: dict | None = None,
 ) -> dict[str, np.ndarray]:
     """The kernel model for `ops[i]` at `sm_clock_hz[i]`, one vectorized call per kernel family
-    (`cache_write`, `choice_clock_hz`: see `family_arrays`; one choice clock for every op).
+    (`cache_write`, `choice_clock_hz`, `choice_memo`: see `family_arrays`; one choice clock for every op).
 
     Returns util [N, len(MODULES)], tensor_flop [N], latency_s [N], dram_bytes [N], sm_clock_hz [N]
     (clamped to the GPU's range, as the estimators do).
     """
     n = len(ops)
-    f = _clamp(gpu, np.broadcast_to(np.asarray(sm_clock_hz, dtype=float), (n,)).astype(float))
+    f = _clamp(gpu, float_rows(sm_clock_hz, n))
     util = np.zeros((n, _M))
     tensor_flop = np.zeros(n)
     lat = np.zeros(n)
@@ -207,11 +222,13 @@ def op_rows(
     groups: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         groups.setdefault(family_of(op), []).append(i)
-    for key, idx in groups.items():
-        sub = [ops[i] for i in idx]
+    for key, rows in groups.items():
+        sub = [ops[i] for i in rows]
+        idx = np.array(rows)  # once, not per use below
         out = family_arrays(
-            key, sub, gpu, f[idx], coeffs, cache_write=cache_write, choice_clock_hz=choice_clock_hz
-        )
+            key, sub, gpu, f[idx], coeffs,
+            cache_write=cache_write, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
+        )  # fmt: skip
         util[idx] = np.asarray(out["util"]).T
         tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
         lat[idx] = out["latency_s"]
@@ -249,9 +266,9 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
         return np.asarray(out["flop"], dtype=float)
     if key == "attention_decode":
         fp8_mma = arch_family(gpu) == "hopper"
-        return np.asarray(out["flop"]) * np.array(
-            [per_bf16("fp8") if fp8_mma and _dtype_bytes(o.cache_dtype) <= 1 else 1.0 for o in ops]
-        )
+        cache_dtypes = [o.cache_dtype for o in ops]  # hundreds of decode steps, a dtype or two
+        factor = {d: per_bf16("fp8") if fp8_mma and _dtype_bytes(d) <= 1 else 1.0 for d in set(cache_dtypes)}
+        return np.asarray(out["flop"]) * np.array([factor[d] for d in cache_dtypes])
     if key == "attention_eager":
         parts = out["parts"]
         return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([per_bf16(o.dtype) for o in ops])

@@ -93,8 +93,9 @@ def pass_capped_rows(
         )  # fmt: skip
     f_req = requested_clock_hz(gpu, point)
     cap = power_cap_w(gpu, point)
-    if rows_fn is op_rows:  # GEMMs keep the kernel chosen at the requested clock as the pass throttles
-        rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)
+    if rows_fn is op_rows:  # GEMMs keep the kernel chosen at the requested clock as the pass throttles,
+        # chosen once: the probes' GEMMs are the first call's (same GPU, coefficients and choice clock)
+        rows_fn = functools.partial(op_rows, choice_clock_hz=f_req, choice_memo={})
     rows = rows_fn(ops, gpu, np.full(len(ops), f_req), coeffs)
     parts = rows_power(rows, terms, power_coeffs)
     out_rows = [take_rows(rows, m) for m in members]

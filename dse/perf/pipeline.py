@@ -43,6 +43,23 @@ def vmax(*arrays: np.ndarray | float) -> np.ndarray:
     return out
 
 
+def float_rows(x: Any, num: int) -> np.ndarray:
+    """`x` as a new float array of `num` rows (a scalar or [1] is repeated): what
+    `np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)` gives, without broadcast_to's
+    fixed cost (tens of microseconds, many times per kernel-model call) when `x` has its rows already."""
+    a = np.asarray(x, dtype=float)
+    return a.astype(float) if a.shape == (num,) else np.broadcast_to(a, (num,)).astype(float)
+
+
+def select(conds: list[np.ndarray], values: list[float], default: float) -> np.ndarray:
+    """`np.select(conds, values, default)` (the first true condition's value) as nested `np.where`s,
+    which cost a fraction of np.select's fixed overhead on arrays of tens of rows."""
+    out = np.where(conds[-1], values[-1], default)
+    for cond, value in zip(conds[-2::-1], values[-2::-1], strict=True):
+        out = np.where(cond, value, out)
+    return out
+
+
 def cdiv(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
     """Ceiling division of positive float arrays holding integers."""
     return np.ceil(a / b)
@@ -90,8 +107,13 @@ class Timeline:
     def t_main(
         self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0
     ) -> np.ndarray:
-        dm = self.math_derate_eff(math_derate)
-        return np.sum(self.main_w * np.maximum(load_derate * self.main_load, dm * self.main_math), axis=0)
+        return self._main_sum(self.math_derate_eff(math_derate), load_derate)
+
+    def _main_sum(self, dm: np.ndarray | float, load_derate: np.ndarray | float) -> np.ndarray:
+        """The mainloop time at the effective math derate `dm` (`math_derate_eff`)."""
+        steps = self.main_w * np.maximum(load_derate * self.main_load, dm * self.main_math)
+        # One kind of step (most kernels): np.sum over one row is that row, without its fixed cost.
+        return steps[0] if steps.shape[0] == 1 else np.sum(steps, axis=0)
 
     def analytical_s(self) -> np.ndarray:
         return self.t_pro + self.t_main() + self.t_epi
@@ -181,14 +203,15 @@ def correct(tl: Timeline, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # t_main weighs the math derate by the busy-SM fraction itself (as the fit's features do): pass it raw.
     load_derate = coeffs[:, 5]
     math_derate = tl.math_derate_eff(coeffs[:, 4])
-    phase = np.stack([tl.t_pro, tl.t_main(coeffs[:, 4], load_derate), tl.t_epi])
     lam = coeffs[:, :3].T  # [3, N]
-    latency_s = np.sum(lam * phase, axis=0) + coeffs[:, 3]
+    # The phases added in order, as np.sum(axis=0) of their stack does (the same bits, less numpy overhead).
+    t_main = tl._main_sum(math_derate, load_derate)
+    latency_s = lam[0] * tl.t_pro + lam[1] * t_main + lam[2] * tl.t_epi + coeffs[:, 3]
     busy = tl.busy.copy()
     busy[1, _MATH_MODULES] *= math_derate
     busy[1, _MEMORY_MODULES] *= load_derate
     active_s = np.einsum("pn,pmn->mn", lam, busy)
-    util = np.clip(active_s / np.maximum(latency_s, 1e-30), 0.0, 1.0)
+    util = (active_s / np.maximum(latency_s, 1e-30)).clip(0.0, 1.0)  # np.clip without its wrapper's cost
     return latency_s, util
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf.pipeline import build_estimates, correct, machine_rates, streaming_timeline
+from dse.perf.pipeline import build_estimates, correct, float_rows, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import NormOp, SoftmaxOp
@@ -53,7 +53,7 @@ def reduction_arrays(
     """
     kind = np.asarray(kind, dtype=int)
     num = kind.shape[0]
-    bc = lambda x: np.broadcast_to(np.asarray(x, dtype=float), (num,)).astype(float)  # noqa: E731
+    bc = lambda x: float_rows(x, num)  # noqa: E731
     rows, cols, b, f = bc(rows), bc(cols), bc(dtype_bytes), bc(sm_clock_hz)
     rates = rates_at(gpu, f)
     sms = rates.num_sms

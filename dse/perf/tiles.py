@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.perf.arrays import GemmCandidates, GemmRows
+from dse.perf.pipeline import select
 from dse.perf.rates import Rates
 
 STREAM_K = 0  # the split value that stands for a stream-K schedule
@@ -280,11 +281,11 @@ def flash_tile_arrays(arch: str, head_dim: np.ndarray, decode: bool) -> tuple[np
     d = np.asarray(head_dim, dtype=float)
     if arch == "hopper":
         bq = np.where(d <= 64, 192.0, 128.0)
-        bkv = np.select([d <= 64, d <= 128, d <= 192, d <= 256], [128.0, 128.0, 112.0, 80.0], 64.0)
+        bkv = select([d <= 64, d <= 128, d <= 192, d <= 256], [128.0, 128.0, 112.0, 80.0], 64.0)
         threads = 384
         if decode:
             bq = np.full_like(d, 64.0)
-            bkv = np.select([d <= 128, d <= 256], [128.0, 80.0], 64.0)
+            bkv = select([d <= 128, d <= 256], [128.0, 80.0], 64.0)
             threads = 256
     else:
         bq = np.where(d <= 128, 128.0, 64.0)
