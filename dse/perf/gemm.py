@@ -44,7 +44,7 @@ from dse.perf.arrays import (
     TileGeometry,
 )
 from dse.perf.gemm_quant import activation_quant
-from dse.perf.gemm_rows import ChoiceProblems, choice_rows, row_inputs
+from dse.perf.gemm_rows import ChoiceMemo, ChoiceProblems, choice_rows, row_inputs
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -103,9 +103,6 @@ _SK_FIX_TILES = 1.0
 # As CUDA-core work it is those cycles times the SM's fp32 FLOP per clock: 7 FLOP on Hopper (256 per
 # clock), 3.5 on the A100 (128).
 DEQUANT_SM_CYCLES_PER_WEIGHT = 1.5 / 64.0 + 0.5 / 128.0
-
-# Problem key (`gemm_rows.distinct_rows`) -> chosen candidate index, for calls on one GPU and coefficients.
-ChoiceMemo = dict[tuple[float, ...], int] | None
 
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
@@ -430,8 +427,7 @@ def _library_rows(
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates `chosen` [N, 1]:
     `_full_result` plus tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation
     quantization."""
-    simt = library == "simt"
-    persistent = library == "hopper_tc"
+    simt, persistent = library == "simt", library == "hopper_tc"
     ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
     if aq.any():
         quant, quant_b = activation_quant(col, rates, aq.size)
@@ -504,9 +500,8 @@ def gemm_arrays(
     `choice_clock_hz` (per row, default each row's own clock): the clock at which the kernel (tile,
     split) is chosen; it then runs at `sm_clock_hz`. The power-cap search passes the requested clock, so
     a kernel throttled under the cap keeps the kernel chosen for the clock asked for (a library does not
-    re-choose as the clock falls) and its power falls monotonically with the clock. `choice_memo` (a dict,
-    empty at first) keeps the choices for later calls with the same `gpu` and `coeffs` (the power-cap
-    search's, whose rows keep their shapes and choice clock as their run clock changes).
+    re-choose as the clock falls) and its power falls monotonically with the clock. `choice_memo` (a
+    dict): choices kept for later calls with the same `gpu` and `coeffs` (the power-cap search's probes).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic
     per-tensor quantization of the activation (`gemm_quant.activation_quant`), as the aiconfigurator fp8
@@ -520,8 +515,7 @@ def gemm_arrays(
     m = np.asarray(m, dtype=float)
     num = m.shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
-    n, k, batch = bc(n), bc(k), bc(batch)
-    f = bc(sm_clock_hz)
+    n, k, batch, f = bc(n), bc(k), bc(batch), bc(sm_clock_hz)
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
     dtype, stored = moe.operand_dtypes(gpu, dtype, b_dtype)
     # Per distinct dtype, then per row: a call has a handful of dtypes and up to thousands of rows.

@@ -42,6 +42,10 @@ def row_inputs(
     )
 
 
+# Problem key (`distinct_rows`) -> chosen candidate index, kept by calls on one GPU and coefficients.
+ChoiceMemo = dict[tuple[float, ...], int] | None
+
+
 @dataclass(frozen=True, slots=True)
 class ChoiceProblems:
     """The distinct kernel-choice problems of a `gemm.gemm_arrays` call: rows that differ only in their
