@@ -7,7 +7,8 @@ checked. Field names carry their unit (`_bytes`, `_hz`, `_per_s`, ...); counts h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,11 @@ class AttentionInputs:
     kv_f8: np.ndarray  # fp8 KV cache
     mma_elem_bytes: np.ndarray  # element size of the matmul operands in shared memory
 
+    def take(self, idx: np.ndarray) -> AttentionInputs:
+        """Rows `idx`: what `_common` gives for those rows' inputs (each of its quantities is elementwise in
+        the rows), without computing them again."""
+        return replace(self, rates=_take(self.rates, idx), **_taken(self, idx, skip="rates"))
+
 
 @dataclass(frozen=True, slots=True)
 class FlashShape:
@@ -71,6 +77,10 @@ class DecodeEval:
     dram_bytes: np.ndarray
     l2_bytes: np.ndarray
     valid: np.ndarray  # at most one split per K/V block
+
+    def take(self, idx: np.ndarray) -> DecodeEval:
+        """Rows `idx` (a timeline's rows are independent)."""
+        return DecodeEval(self.timeline.take(idx), **_taken(self, idx, skip="timeline"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,3 +304,18 @@ class GemmChoice:
     tile_idx: np.ndarray
     split: np.ndarray
     group: np.ndarray
+
+
+def _taken(obj: Any, idx: np.ndarray, skip: str) -> dict[str, Any]:
+    """Field name -> value of dataclass `obj` with the rows `idx` of its [N] arrays (other values as they
+    are), for every field but `skip`."""
+    return {
+        f.name: v[idx] if isinstance(v := getattr(obj, f.name), np.ndarray) and v.ndim else v
+        for f in fields(obj)
+        if f.name != skip
+    }
+
+
+def _take(rates: Rates, idx: np.ndarray) -> Rates:
+    """Rates with the rows `idx` of their per-row clocks (and the rates that scale with them)."""
+    return Rates(**_taken(rates, idx, skip=""))

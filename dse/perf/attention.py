@@ -436,26 +436,23 @@ def _decode_timeline(c: AttentionInputs, splits: np.ndarray) -> DecodeEval:
     )
 
 
-def _best_splits(c: AttentionInputs, gpu: GpuSpec, table: np.ndarray, base: np.ndarray) -> np.ndarray:
+def _best_splits(
+    c: AttentionInputs, table: np.ndarray, base: np.ndarray
+) -> tuple[np.ndarray, DecodeEval, np.ndarray, np.ndarray]:
     """Per row, the split count of `_SPLIT_CANDIDATES` with the lowest corrected latency (ties and
-    near-ties within 1e-9 go to fewer splits).
+    near-ties within 1e-9 go to fewer splits), and at it: the evaluation, latency and utilization.
 
     The valid (row, candidate) pairs (at most one split per K/V block) are evaluated in one pass over the
     rows repeated once per pair (every quantity of the timeline is elementwise in the rows, so each
     row's latency is the one a pass of its own gives), which pays the fixed numpy cost of a timeline once
-    instead of once per candidate, and no work for the splits a short context cannot take."""
+    instead of once per candidate, and no work for the splits a short context cannot take; the chosen
+    pairs' rows are the result (so the chosen splits are not evaluated again)."""
     n, k = c.batch.shape[0], len(_SPLIT_CANDIDATES)
     cands = np.asarray(_SPLIT_CANDIDATES, dtype=float)
     valid = cands[:, None] <= np.maximum(np.ceil(c.seq_kv / c.block_kv), 1.0)[None, :]  # [k, n]
     cj, ri = np.nonzero(valid)  # candidate-major, as the selection below scans them
-    b, sq, skv, h, hkv, d, kv_b, act_b, f = (
-        x[ri]
-        for x in (c.batch, c.seq_q, c.seq_kv, c.heads, c.kv_heads, c.head_dim, c.kv_elem_bytes,
-                  c.act_elem_bytes, c.sm_clock_hz)
-    )  # fmt: skip
-    pairs = _common(b, sq, skv, h, hkv, d, kv_b, act_b, gpu, f, decode=True)
-    ev = _decode_timeline(pairs, cands[cj])
-    pair_lat, _ = correct(ev.timeline, table[base[ri] + (cands[cj] > 1)])
+    ev = _decode_timeline(c.take(ri), cands[cj])
+    pair_lat, pair_util = correct(ev.timeline, table[base[ri] + (cands[cj] > 1)])
     lat = np.full((k, n), np.inf)
     lat[cj, ri] = pair_lat
     best_lat = np.full(n, np.inf)
@@ -464,7 +461,10 @@ def _best_splits(c: AttentionInputs, gpu: GpuSpec, table: np.ndarray, base: np.n
         better = valid[j] & (lat[j] < best_lat * (1.0 - 1e-9))
         best_lat = np.where(better, lat[j], best_lat)
         splits = np.where(better, float(s), splits)
-    return splits
+    pair_of = np.zeros((k, n), dtype=np.intp)
+    pair_of[cj, ri] = np.arange(ri.size)
+    pick = pair_of[np.searchsorted(cands, splits), np.arange(n)]  # one split is always valid
+    return splits, ev.take(pick), pair_lat[pick], pair_util[:, pick]
 
 
 def decode_arrays(
@@ -503,11 +503,9 @@ def decode_arrays(
     r, sms = c.rates, c.rates.num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)
     base = (np.where(c.kv_f8, 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c.head_dim)) * 2
-    splits = _best_splits(c, gpu, table, base)
-    ev = _decode_timeline(c, splits)
+    splits, ev, latency_s, util = _best_splits(c, table, base)
     tl = ev.timeline
     group = base + (splits > 1)
-    latency_s, util = correct(tl, table[group])
     b, sq, skv, h, d = c.batch, c.seq_q, c.seq_kv, c.heads, c.head_dim
     pairs = sq * (skv - sq) + sq * (sq + 1.0) / 2.0
     return {

@@ -118,6 +118,18 @@ class Timeline:
     def analytical_s(self) -> np.ndarray:
         return self.t_pro + self.t_main() + self.t_epi
 
+    def take(self, idx: np.ndarray) -> Timeline:
+        """The kernels `idx`."""
+        return Timeline(
+            t_pro=self.t_pro[idx],
+            t_epi=self.t_epi[idx],
+            main_w=self.main_w[:, idx],
+            main_load=self.main_load[:, idx],
+            main_math=self.main_math[:, idx],
+            busy=self.busy[:, :, idx],
+            sm_active_frac=self.sm_active_frac[idx],
+        )
+
     def features(
         self, math_derate: np.ndarray | float = 1.0, load_derate: np.ndarray | float = 1.0
     ) -> np.ndarray:
@@ -191,8 +203,15 @@ def add_to_prologue(tl: Timeline, pre: Timeline) -> Timeline:
     )
 
 
-_MATH_MODULES = [MODULE_INDEX["tensor"], MODULE_INDEX["cuda"], MODULE_INDEX["sfu"]]
-_MEMORY_MODULES = [MODULE_INDEX["dram"], MODULE_INDEX["l2"], MODULE_INDEX["smem"]]
+def _rows_of(names: tuple[str, ...]) -> slice | list[int]:
+    """The rows of `names` in a busy array: a slice where they are contiguous (in-place scaling through a
+    slice skips fancy indexing's gather and scatter), else their indices."""
+    idx = sorted(MODULE_INDEX[name] for name in names)
+    return slice(idx[0], idx[-1] + 1) if idx == list(range(idx[0], idx[-1] + 1)) else idx
+
+
+_MATH_MODULES = _rows_of(("tensor", "cuda", "sfu"))
+_MEMORY_MODULES = _rows_of(("dram", "l2", "smem"))
 
 
 def correct(tl: Timeline, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -169,3 +169,37 @@ def test_decode_split_is_the_fastest_valid_candidate_each_scored_alone(h100, hop
         best_lat, want = np.where(better, lat, best_lat), np.where(better, float(s), want)
     np.testing.assert_array_equal(got, want)
     assert set(np.unique(got)) > {1.0, 2.0}  # the rows span several choices
+
+
+def test_decode_result_is_its_chosen_split_evaluated_alone(h100, hopper_coeffs):
+    """`decode_arrays` takes each row's result from `_best_splits`' pass over the (row, split) pairs: the
+    same bits as evaluating the rows at their chosen splits in a pass of their own."""
+    from dse.perf.pipeline import correct
+    from dse.perf.types import coeff_table
+
+    rng = np.random.default_rng(11)
+    n = 200
+    shape = dict(
+        batch=rng.choice([1.0, 8.0, 64.0], n),
+        seq_len_q=np.ones(n),
+        seq_len_kv=np.exp(rng.uniform(np.log(16.0), np.log(200_000.0), n)).round(),
+        num_heads=np.full(n, 32.0),
+        num_kv_heads=rng.choice([1.0, 8.0, 32.0], n),
+        head_dim=rng.choice([64.0, 128.0], n),
+        act_bytes=np.full(n, 2.0),
+        kv_bytes=rng.choice([1.0, 2.0], n),
+    )
+    f = rng.uniform(0.8e9, h100.clocks.boost_clock_hz, n)
+    got = attention.decode_arrays(**shape, gpu=h100, sm_clock_hz=f, coeffs=hopper_coeffs)
+    c = attention._common(
+        shape["batch"], shape["seq_len_q"], shape["seq_len_kv"], shape["num_heads"], shape["num_kv_heads"],
+        shape["head_dim"], shape["kv_bytes"], shape["act_bytes"], h100, f, decode=True,
+    )  # fmt: skip
+    ev = attention._decode_timeline(c, got["splits"])
+    table = coeff_table(hopper_coeffs).matrix(attention.DECODE_GROUPS)
+    lat, util = correct(ev.timeline, table[got["group"]])
+    np.testing.assert_array_equal(got["latency_s"], lat)
+    np.testing.assert_array_equal(got["util"], util)
+    np.testing.assert_array_equal(got["analytical_s"], ev.timeline.analytical_s())
+    for key in ("dram_bytes", "l2_bytes", "grid"):
+        np.testing.assert_array_equal(got[key], getattr(ev, key))
