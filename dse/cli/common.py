@@ -359,14 +359,20 @@ def resolve_precision(precision: str | None, model: str | None) -> tuple[str, st
     from dse.workload.models import load_model_config
 
     arch = load_model_config(model)
-    if arch.checkpoint_precision is None:
+    scheme, precision = arch.checkpoint_scheme, arch.checkpoint_precision
+    if scheme is None:
         return "bf16", None
-    note = (
-        f"note: --precision not given: {arch.checkpoint_precision}, the weights of {model}'s checkpoint as "
-        "published (its quantization_config, Hub-id suffix or model card); --precision bf16 prices "
-        "16-bit weights"
+    if precision is None:  # stored in a scheme the model does not price (`dse.workload.quantization`)
+        kind = "MoE" if arch.is_moe else "dense"
+        return "bf16", (
+            f"note: --precision not given: {model}'s checkpoint stores {scheme} weights, which dse does not "
+            f"price for a {kind} model: bf16, more weight bytes than published (--precision fp8 is nearer)"
+        )
+    priced = "" if precision == scheme else f" ({scheme} experts, priced as MXFP4's 4.25 bits)"
+    return precision, (
+        f"note: --precision not given: {precision}, the weights of {model}'s checkpoint as published{priced} "
+        "(its quantization_config, Hub-id suffix or model card); --precision bf16 prices 16-bit weights"
     )
-    return arch.checkpoint_precision, note
 
 
 def explain_implied(message: str, precision: str, note: str | None) -> str:
@@ -375,7 +381,7 @@ def explain_implied(message: str, precision: str, note: str | None) -> str:
     given."""
     if note is None or "--precision" not in message:
         return message
-    return f"{message} ({precision}: the model checkpoint's; --precision not given)"
+    return f"{message} ({precision}: --precision not given, the model checkpoint's default)"
 
 
 @contextlib.contextmanager

@@ -226,7 +226,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     arch = _arch(str(get("model")))
     out: dict[str, Any] = {"arch": arch, "gpu": gpu, "point": point, "mode": mode}
     written = get("precision")  # None: the checkpoint's weights (`LlmArch.checkpoint_precision`), else bf16
-    precision = str(arch.checkpoint_precision or "bf16") if written is None else str(written)
+    precision = arch.serving_precision if written is None else str(written)
     if mode == "static":
         return out | {
             "batch": int(get("batch")),

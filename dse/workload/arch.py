@@ -133,9 +133,12 @@ class LlmArch(BaseModel):
     shared_expert_intermediate_size: int = Field(default=0, ge=0, description="all shared experts, summed")
     dense_layers: tuple[int, ...] = Field(default=(), description="MoE models: layers with a dense MLP")
     moe_bias: bool = Field(default=False, description="router and experts have biases (gpt-oss)")
-    # ---- the published checkpoint's weights (its `quantization_config`); None: 16-bit
+    # ---- the published checkpoint's weights (`dse.workload.quantization`); None: 16-bit
+    checkpoint_scheme: Literal["fp8", "mxfp4", "4-bit", "int8"] | None = Field(
+        default=None, description="how the checkpoint stores its weights (quantization_config, Hub-id suffix)"
+    )
     checkpoint_precision: Literal["fp8", "mxfp4"] | None = Field(
-        default=None, description="fp8 (block-scaled GEMMs) or mxfp4 (4-bit weight-only experts)"
+        default=None, description="the precision that scheme is priced at (fp8 weights, 4-bit MoE experts)"
     )
 
     @model_validator(mode="after")
@@ -217,6 +220,12 @@ class LlmArch(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def serving_precision(self) -> str:
+        """What an engine serves this checkpoint at when no precision is asked for: its priced scheme, or
+        bf16 (`dse.workload.quantization`)."""
+        return self.checkpoint_precision or "bf16"
 
     @property
     def is_mla(self) -> bool:

@@ -42,7 +42,7 @@ from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload import hf_moe
 from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
-from dse.workload.quantization import checkpoint_precision, name_quantization
+from dse.workload.quantization import checkpoint_scheme, name_quantization, priced_precision
 
 
 def _models_dir() -> Any:
@@ -410,11 +410,9 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
             f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "
             f"heads {fields['num_heads']} and no head_dim is given"
         )
-    precision = checkpoint_precision(raw.get("quantization_config", outer_quant))
-    # 4-bit weight-only schemes are priced on MoE experts only (`--precision mxfp4`); a dense model's
-    # 4-bit weights are a scheme not modelled
-    moe = bool(fields.get("num_experts"))
-    fields["checkpoint_precision"] = None if precision == "mxfp4" and not moe else precision
+    scheme = checkpoint_scheme(raw.get("quantization_config", outer_quant))
+    fields["checkpoint_scheme"] = scheme
+    fields["checkpoint_precision"] = priced_precision(scheme, moe=bool(fields.get("num_experts")))
     try:
         return LlmArch(name=name, model_type=model_type, **fields)
     except ValidationError as exc:

@@ -1,71 +1,90 @@
-"""The precision a published checkpoint's weights fix: what a serving engine runs a model at by default.
+"""How a published checkpoint stores its weights, and the precision `dse` prices that at by default.
 
-    checkpoint_precision({"quant_method": "fp8", ...})    # "fp8": the config's quantization_config
-    name_quantization("Llama-3.1-8B-Instruct-FP8", ...)   # (True, {"quant_method": "fp8"}): a Hub id's suffix
+    checkpoint_scheme({"quant_method": "fp8", ...})      # "fp8": the config's quantization_config
+    name_quantization("Llama-3.1-8B-Instruct-FP8", ...)  # (True, {"quant_method": "fp8"}): a Hub id's
+    priced_precision("4-bit", moe=True)                  # "mxfp4"
 
 vLLM, SGLang and TensorRT-LLM read a checkpoint's `quantization_config` and serve its weights as stored, so
-`dse` does the same when --precision is not given (`LlmArch.checkpoint_precision`): "fp8" for fp8 weights
-(GEMMs in fp8 with quantized activations), "mxfp4" for 4-bit weight-only MoE experts, None (bf16) for 16-bit
-weights and for schemes the model does not price (int8, AWQ / GPTQ int4 of dense layers, NVFP4).
+`dse` does the same when --precision is not given (`LlmArch.checkpoint_scheme`, `.checkpoint_precision`).
+Schemes as stored: "fp8" (8-bit float weights), "mxfp4" (MXFP4 experts), "4-bit" (other 4-bit weights:
+int4 AWQ / GPTQ / compressed-tensors, NVFP4), "int8", None (16-bit). What they are priced at: fp8 as
+`--precision fp8` (GEMMs in fp8 with quantized activations), 4-bit MoE experts as `mxfp4` (4.25 bits per
+weight, dequantized into 16-bit math); 4-bit weights of a dense model and int8 are not modelled: bf16, and
+the CLI's note says so.
 
 A Hub id resolved to a catalog entry by its base name (`dse.workload.models.checkpoint_base`) may name
-another quantization than the entry's config: its suffix wins ("-FP8" fp8, "-MXFP4" mxfp4, "-BF16" 16-bit,
-"-AWQ" not priced, so bf16), then the model cards of checkpoints sharing an entry (`ALIAS_METHODS`).
+another quantization than the entry's config: its suffix wins ("-FP8", "-MXFP4", "-AWQ", "-BF16" ...), then
+the model cards of checkpoints sharing an entry (`ALIAS_METHODS`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ALIAS_METHODS", "SUFFIX_METHODS", "checkpoint_precision", "name_quantization"]
+__all__ = ["ALIAS_METHODS", "SUFFIX_METHODS", "checkpoint_scheme", "name_quantization", "priced_precision"]
 
-# Quantization suffixes of Hub ids -> the quant_method they name; None: 16-bit weights or a scheme not
-# priced (the catalog entry's own quantization does not apply to such a re-upload either).
+# Quantization suffixes of Hub ids -> the quant_method they name (`checkpoint_scheme` reads them); None:
+# 16-bit weights (the catalog entry's own quantization does not apply to such a re-upload).
 SUFFIX_METHODS: dict[str, str | None] = {
-    "fp8": "fp8", "mxfp4": "mxfp4", "bf16": None, "fp16": None, "fp4": None, "nvfp4": None, "awq": None,
-    "gptq": None, "int4": None, "int8": None, "w4a16": None, "w8a8": None,
+    "fp8": "fp8", "mxfp4": "mxfp4", "bf16": None, "fp16": None, "fp4": "4-bit", "nvfp4": "4-bit",
+    "awq": "4-bit", "gptq": "4-bit", "int4": "4-bit", "w4a16": "4-bit", "int8": "int8", "w8a8": "int8",
 }  # fmt: skip
 # Checkpoints that share a catalog entry's architecture (`_aliases`) but not its weights, by their model
 # cards: Kimi-K2 (Base, Instruct, Instruct-0905) ships block-fp8 weights, where K2-Thinking and K2.5 (the
-# entry) ship int4 experts. Keys as `dse.workload.models._key` makes them (lower case, no separators).
+# entry) ship int4 experts. Keys lower case without separators or dots.
 ALIAS_METHODS: dict[str, str] = {"kimik2": "fp8", "kimik2instruct": "fp8", "moonshotaikimik2instruct": "fp8"}
 # quant_method values of fp8 weights: DeepSeek's and Qwen's own releases ("fp8"), Meta's Llama-3.1-405B
-# FP8 ("fbgemm_fp8"); NVIDIA ModelOpt's ("modelopt") says its scheme in quant_algo.
+# FP8 ("fbgemm_fp8"); 4-bit methods; NVIDIA ModelOpt ("modelopt") names its scheme in quant_algo.
 _FP8_METHODS = ("fp8", "fbgemm_fp8")
+_FOUR_BIT_METHODS = ("awq", "gptq", "4-bit", "bitsandbytes_4bit")
 
 
-def checkpoint_precision(quant: Any) -> str | None:
-    """The precision a `quantization_config` fixes: "fp8" (DeepSeek-V3's and MiniMax-M2.5's 128x128
-    block-scaled e4m3 weights, Meta's fbgemm_fp8, ModelOpt's FP8, compressed-tensors 8-bit float weights as
-    llm-compressor's FP8 releases store them), "mxfp4" (gpt-oss's MXFP4 experts; also a compressed-tensors
-    4-bit weight-only scheme such as Kimi-K2.5's int4 experts: groups of 32 with a 16-bit scale, 4.5 bits
-    per weight, priced as MXFP4's 4.25, its expert bytes 6% short), None for anything else (bf16)."""
+def checkpoint_scheme(quant: Any) -> str | None:
+    """How a `quantization_config` stores the weights: "fp8" (DeepSeek-V3's 128x128 block-scaled e4m3,
+    Meta's fbgemm_fp8, ModelOpt FP8, compressed-tensors 8-bit float weights as llm-compressor's FP8 releases
+    store them), "mxfp4" (gpt-oss), "4-bit" (AWQ, GPTQ, ModelOpt NVFP4 / INT4_AWQ, compressed-tensors 4-bit
+    weights such as Kimi-K2.5's int4 experts), "int8", or None (16-bit, or a scheme not recognised)."""
     if not isinstance(quant, Mapping):
         return None
     method = str(quant.get("quant_method", "")).lower()
-    if method in _FP8_METHODS or method == "mxfp4":
-        return "fp8" if method in _FP8_METHODS else "mxfp4"
+    if method in _FP8_METHODS:
+        return "fp8"
+    if method in ("mxfp4", "int8"):
+        return method
+    if method in _FOUR_BIT_METHODS:
+        return "4-bit"
     if method == "modelopt":
-        return "fp8" if str(quant.get("quant_algo", "")).upper() == "FP8" else None
+        algo = str(quant.get("quant_algo", "")).upper()
+        return "fp8" if algo.startswith("FP8") else "4-bit" if ("FP4" in algo or "INT4" in algo) else None
     if method != "compressed-tensors":
         return None
     groups = quant.get("config_groups")
     for scheme in groups.values() if isinstance(groups, Mapping) else ():
         weights = scheme.get("weights") if isinstance(scheme, Mapping) else None
-        if not isinstance(weights, Mapping):
-            continue
-        if weights.get("num_bits") == 8 and weights.get("type") == "float":
-            return "fp8"
-        if weights.get("num_bits") == 4 and not scheme.get("input_activations"):
-            return "mxfp4"
+        if isinstance(weights, Mapping) and weights.get("num_bits") in (4, 8):
+            bits, kind = weights.get("num_bits"), weights.get("type")
+            return "4-bit" if bits == 4 else "fp8" if kind == "float" else "int8"
     return None
 
 
-def name_quantization(stem: str, keys: tuple[str, ...], suffix: Any) -> tuple[bool, dict[str, str] | None]:
+def priced_precision(scheme: str | None, *, moe: bool) -> str | None:
+    """The precision a stored scheme is priced at (module docstring); None: bf16. MXFP4 and other 4-bit
+    weights of MoE experts are `mxfp4` (Kimi-K2.5's int4 groups of 32 with a 16-bit scale, 4.5 bits per
+    weight, priced as MXFP4's 4.25: its expert bytes 6% short); a dense model's 4-bit weights and int8 are not
+    modelled."""
+    if scheme == "fp8":
+        return "fp8"
+    return "mxfp4" if scheme in ("mxfp4", "4-bit") and moe else None
+
+
+def name_quantization(
+    stem: str, keys: tuple[str, ...], suffix: re.Pattern[str]
+) -> tuple[bool, dict[str, str] | None]:
     """(whether the name fixes the quantization, the quantization_config it names; None: 16-bit) of a model
-    named by Hub id or alias: its last part `stem`, the `dse.workload.models._key`s of the names it matched
-    the catalog by (`keys`); `suffix` is the compiled pattern of one trailing variant suffix there."""
+    named by Hub id or alias: its last part `stem`, the lookup keys of the names it matched the catalog by
+    (`keys`); `suffix` matches one trailing variant suffix (`dse.workload.models._VARIANT_SUFFIX`)."""
     name = stem
     while match := suffix.search(name):
         tag = match.group(1).lower()
@@ -74,6 +93,6 @@ def name_quantization(stem: str, keys: tuple[str, ...], suffix: Any) -> tuple[bo
             return True, None if method is None else {"quant_method": method}
         name = name[: match.start()]
     for key in keys:
-        if key in ALIAS_METHODS:
-            return True, {"quant_method": ALIAS_METHODS[key]}
+        if (method := ALIAS_METHODS.get(key.replace(".", ""))) is not None:
+            return True, {"quant_method": method}
     return False, None

@@ -337,7 +337,8 @@ def test_a_refused_checkpoint_precision_says_it_was_not_written() -> None:
         app, ["predict", "--model", "gpt-oss-20b", "--gpu", "v100-sxm2", "--concurrency", "4"]
     )
     assert implied.exit_code == 2
-    assert "--precision mxfp4" in implied.stderr and "checkpoint's; --precision not given" in implied.stderr
+    assert "--precision mxfp4" in implied.stderr
+    assert "--precision not given, the model checkpoint's default" in implied.stderr
     written = runner.invoke(
         app,
         [
@@ -376,9 +377,32 @@ def test_compare_and_sweep_rows_say_the_precision_they_ran_at() -> None:
                        "--input-tokens", "64", "--output-tokens", "8")  # fmt: skip
     v100, h100 = compare["gpus"]
     assert v100["precision"] == h100["precision"] == "mxfp4"
-    assert "checkpoint's; --precision not given" in v100["reason"] and h100["reason"] is None
+    assert "--precision not given, the model checkpoint's" in v100["reason"] and h100["reason"] is None
     sweep = run_json("sweep", "batch=1:2:2", "--gpu", "v100-sxm2", "--model", "gpt-oss-20b", "--precision",
                      "mxfp4", "--input-tokens", "64", "--output-tokens", "8")  # fmt: skip
     assert all(r["precision"] == "mxfp4" and "not given" not in r["reason"] for r in sweep)
     one_pass = run_json("predict", "--model", "gpt-oss-20b", "--phase", "decode", "--seq-len", "64")
     assert one_pass["precision"] == "mxfp4"
+
+
+def test_a_checkpoint_scheme_not_priced_is_said_not_silent() -> None:
+    """A dense model's AWQ (4-bit) upload is priced at bf16, more bytes than it has: a note says so; a 4-bit
+    MoE upload (DeepSeek-R1 NVFP4) prices its experts as MXFP4 and fits where its bf16 copy would not."""
+    args = [
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "4",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "8",
+        "--json",
+    ]
+    awq = runner.invoke(app, ["predict", "--model", "Qwen/Qwen3-8B-AWQ", *args])
+    assert awq.exit_code == 0 and json.loads(awq.stdout)["precision"] == "bf16"
+    assert "stores 4-bit weights, which dse does not price for a dense model" in awq.stderr
+    r1_args = ["--model", "nvidia/DeepSeek-R1-0528-FP4", "--gpu", "h200-sxm", "--tp", "8", *args]
+    r1 = runner.invoke(app, ["predict", *r1_args])
+    out = json.loads(r1.stdout)
+    assert r1.exit_code == 0 and out["precision"] == "mxfp4" and out["feasible"], r1.output

@@ -448,12 +448,13 @@ W8A8_INT = {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"nu
         ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}, "fp8"),
         ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8}}, "fp8"),
-        # schemes the model does not price: the weights are costed as bf16
-        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, None),
+        # other 4-bit weights of MoE experts are priced as MXFP4's (4.25 bits per weight)
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "mxfp4"),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A4}}, "mxfp4"),
+        ({"quant_method": "awq", "bits": 4}, "mxfp4"),
+        # int8 is not priced: bf16
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8_INT}}, None),
-        ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A4}}, None),
         ({"quant_method": "compressed-tensors", "config_groups": "not a mapping"}, None),
-        ({"quant_method": "awq", "bits": 4}, None),
         ("fp8", None),
         (None, None),
     ],
@@ -479,8 +480,11 @@ def test_checkpoint_precision_of_a_local_config(tmp_path: Path, quant: object, e
         # a suffix names this upload's weights, over the entry's own scheme: 16-bit, or not priced (bf16)
         ("unsloth/gpt-oss-20b-BF16", "gpt-oss-20b", None),
         ("opensourcerelease/DeepSeek-V3-bf16", "deepseek-v3", None),
-        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3", None),
-        ("cognitivecomputations/DeepSeek-V3-AWQ", "deepseek-v3", None),
+        # 4-bit experts of an MoE model as MXFP4's; a dense model's 4-bit weights are not priced (bf16)
+        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3", "mxfp4"),
+        ("cognitivecomputations/DeepSeek-V3-AWQ", "deepseek-v3", "mxfp4"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b", None),
+        ("Kimi.K2.Instruct.0905", "kimi-k2.5", "fp8"),  # dots as separators
         ("unsloth/Kimi-K2-Instruct-BF16", "kimi-k2.5", None),
         # Kimi-K2 (Instruct, 0905) ships block-fp8 weights; K2-Thinking, like K2.5, int4 experts
         ("moonshotai/Kimi-K2-Instruct", "kimi-k2.5", "fp8"),
@@ -505,3 +509,22 @@ def test_checkpoint_precision_of_wrappers_and_dense_4_bit(tmp_path: Path) -> Non
     dense["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"g": W4A16}}
     (tmp_path / "dense").mkdir()
     assert load_model_config(_write_config(tmp_path / "dense", dense)).checkpoint_precision is None
+
+
+@pytest.mark.parametrize(
+    ("name", "scheme", "precision"),
+    [
+        ("Qwen/Qwen3-8B-AWQ", "4-bit", None),  # stored 4-bit, not priced for a dense model: bf16
+        ("x/Llama-3.1-8B-Instruct-W8A8", "int8", None),
+        ("meta-llama/Llama-3.1-8B-Instruct-MXFP4", "mxfp4", None),
+        ("kimi-k2.5", "4-bit", "mxfp4"),
+        ("gpt-oss-20b", "mxfp4", "mxfp4"),
+        ("llama-3.1-8b", None, None),
+    ],
+)
+def test_the_stored_scheme_and_the_priced_precision_are_kept_apart(
+    name: str, scheme: str | None, precision: str | None
+) -> None:
+    arch = load_model_config(name)
+    assert (arch.checkpoint_scheme, arch.checkpoint_precision) == (scheme, precision)
+    assert arch.serving_precision == (precision or "bf16")

@@ -323,7 +323,7 @@ def mlenergy_load_requests(
             model, load = mlenergy_load_request(r, frac)
         else:
             model = str(r[model_column])
-            precision = cached_arch(model).checkpoint_precision or "bf16"  # the checkpoint's weights
+            precision = cached_arch(model).serving_precision
             _, load = mlenergy_load_request(r, frac, model=model, precision=precision)
         out.append((r, model, load))
     return out
