@@ -14,6 +14,7 @@ a tell, so the proposed points are identical to the stock sampler's (tested).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import warnings
@@ -23,7 +24,7 @@ from typing import Any
 
 from dse.errors import SearchError
 from dse.search._imports import OPTUNA_HINT, try_import
-from dse.search.space import ChoiceParam, FloatParam, IntParam, Point, SearchSpace, _ParamBase
+from dse.search.space import ChoiceParam, ConstParam, FloatParam, IntParam, Point, SearchSpace, _ParamBase
 from dse.search.study import StudyConfig
 
 with try_import(OPTUNA_HINT) as _imports:
@@ -33,6 +34,8 @@ with try_import(OPTUNA_HINT) as _imports:
     # NOTE: `Study.tell` is this function plus a deep copy of the finished trial for its return value,
     # which the driver never reads (0.7 ms a point). Fall back to `Study.tell` where the private name moved.
     _tell: Any = getattr(getattr(optuna.study, "_tell", None), "_tell_with_warning", None)
+    # NOTE: `Trial.suggest_*` build a new distribution per call, then call this (see OptunaSampler).
+    _trial_suggest: Any = getattr(optuna.trial.Trial, "_suggest", None)
 
 _MAX_SHUFFLED_GRID = 5_000_000
 
@@ -97,25 +100,87 @@ class GridSampler(PointSampler):
         return out
 
 
+def _distribution(spec: _ParamBase) -> Any:
+    """The Optuna distribution `trial.suggest_*` would build for a parameter; None: a fixed float (low)."""
+    if isinstance(spec, IntParam):
+        return optuna.distributions.IntDistribution(spec.low, spec.high, log=spec.log, step=spec.step)
+    if isinstance(spec, FloatParam):
+        if spec.low == spec.high:
+            return None
+        return optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step)
+    if isinstance(spec, ChoiceParam):
+        return _choices_class()(spec.values)
+    raise TypeError(f"cannot suggest {type(spec).__name__}")  # constants never reach here
+
+
+@functools.cache
+def _choices_class() -> type:
+    class Choices(optuna.distributions.CategoricalDistribution):
+        """A categorical distribution equal to itself at once. Optuna compares a parameter's distribution
+        with the stored one two or three times per suggestion, choice by choice through an ABC isinstance
+        (a sixth of the driver's suggest time); each parameter reuses one object, so identity decides."""
+
+        def __eq__(self, other: object) -> bool:
+            return self is other or super().__eq__(other)
+
+        __hash__ = optuna.distributions.CategoricalDistribution.__hash__
+
+        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+            return self  # immutable: Optuna's deep copies of trials keep the identity
+
+    return Choices
+
+
+def _fast_suggest(trial: Any, name: str, dist: Any) -> Any:
+    """`Trial._suggest` for its common case, a new parameter that the sampler's joint (relative) sample
+    drew from this distribution: the same value, the same storage update, without the trial
+    copy and distribution comparisons that Optuna makes per parameter. Any other case: `Trial._suggest`."""
+    frozen = getattr(trial, "_cached_frozen_trial", None)
+    fixed = getattr(trial, "_fixed_params", None)
+    # Checked in Trial._suggest's order, so the relative sample is drawn when it would be drawn there.
+    if frozen is None or fixed is None or name in frozen.distributions or name in fixed or dist.single():
+        return _trial_suggest(trial, name, dist)
+    relative = trial.relative_params
+    space_dist = (trial.relative_search_space or {}).get(name)
+    # equal (Optuna's intersection space holds deep copies): stricter than the compatibility it checks
+    if name in relative and (space_dist is dist or space_dist == dist):
+        value = relative[name]
+        internal = dist.to_internal_repr(value)
+        if dist._contains(internal):
+            trial.storage.set_trial_param(trial._trial_id, name, internal, dist)
+            frozen.distributions[name] = dist
+            frozen.params[name] = value
+            return value
+    return _trial_suggest(trial, name, dist)
+
+
 class OptunaSampler(PointSampler):
-    """Ask/tell on an in-memory Optuna study; parameters suggested in dependency order (`when`)."""
+    """Ask/tell on an in-memory Optuna study; parameters suggested in dependency order (`when`).
+
+    Each parameter's distribution is built once and given to `_fast_suggest` (`Trial._suggest`, the body
+    of the `suggest_*` methods, which rebuild and compare the distribution on every call): the same values
+    and storage updates for ~20% less driver CPU per point (0.55 instead of 0.7 ms on `llm_serving`).
+    """
 
     def __init__(self, study: StudyConfig, sampler: Any) -> None:
         _imports.check()
         self._space = study.search_space()
         directions = [optuna.study.StudyDirection[d.upper()] for d in study.directions]
         self._study = optuna.create_study(directions=directions, sampler=sampler)
+        self._dists = {
+            name: _distribution(spec)
+            for name, spec in self._space.params.items()
+            if not isinstance(spec, ConstParam)
+        }
 
     def _suggest(self, trial: Any, name: str, spec: _ParamBase) -> Any:
-        if isinstance(spec, IntParam):
-            return trial.suggest_int(name, spec.low, spec.high, step=spec.step, log=spec.log)
-        if isinstance(spec, FloatParam):
-            if spec.low == spec.high:
-                return spec.low
-            return trial.suggest_float(name, spec.low, spec.high, step=spec.step, log=spec.log)
-        if isinstance(spec, ChoiceParam):
-            return trial.suggest_categorical(name, spec.values)
-        raise TypeError(f"cannot suggest {type(spec).__name__}")  # constants never reach here
+        dist = self._dists[name]
+        if dist is None:
+            return spec.low  # type: ignore[attr-defined]  # a float with low == high
+        if _trial_suggest is None:  # the private name moved: the public path (same values)
+            return _public_suggest(trial, name, spec)
+        value = _fast_suggest(trial, name, dist)
+        return int(value) if isinstance(spec, IntParam) else value  # as suggest_int returns it
 
     def ask(self, n: int) -> list[Ask]:
         out = []
@@ -143,6 +208,15 @@ class OptunaSampler(PointSampler):
             self._study.tell(trial, values, state=state)
         else:
             _tell(study=self._study, trial=trial, value_or_values=values, state=state)
+
+
+def _public_suggest(trial: Any, name: str, spec: _ParamBase) -> Any:
+    if isinstance(spec, IntParam):
+        return trial.suggest_int(name, spec.low, spec.high, step=spec.step, log=spec.log)
+    if isinstance(spec, FloatParam):
+        return trial.suggest_float(name, spec.low, spec.high, step=spec.step, log=spec.log)
+    assert isinstance(spec, ChoiceParam)
+    return trial.suggest_categorical(name, spec.values)
 
 
 class _FastGenerations:

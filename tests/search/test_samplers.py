@@ -9,7 +9,8 @@ import warnings
 import optuna
 import pytest
 
-from dse.search.samplers import Outcome, _fast_ga_classes, build_sampler
+from dse.search.samplers import OptunaSampler, Outcome, _fast_ga_classes, _public_suggest, build_sampler
+from dse.search.space import FloatParam
 from dse.search.study import study_from_dict
 
 from .toy import zdt1
@@ -131,3 +132,59 @@ def test_fast_ga_proposes_exactly_what_optuna_does(which: int) -> None:
         return hashlib.sha1(repr(trace).encode()).hexdigest()
 
     assert run(fast_cls) == run(stock_cls)
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [
+        ("random", {}),
+        ("qmc", {}),
+        ("nsga2", {"population": 8}),
+        ("nsga3", {"population": 8}),
+        ("tpe", {"n_startup_trials": 4}),
+        ("tpe", {"n_startup_trials": 4, "multivariate": True}),
+    ],
+)
+def test_prebuilt_distributions_propose_what_the_suggest_methods_do(
+    kind: str, extra: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OptunaSampler reuses one distribution per parameter and skips Trial.suggest_*: not a single point
+    may change (conditional, single-valued and fixed parameters included)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = {
+        **SPACE,
+        "m": {"values": ["p", "q"]},
+        "z": {"type": "float", "low": 0.0, "high": 1.0, "when": {"m": "q"}},
+        "one": {"values": ["only"]},
+        "flat": {"type": "float", "low": 2.0, "high": 2.0},
+    }
+
+    def run() -> list[dict]:
+        cfg = study_from_dict(
+            {
+                "name": "s",
+                "space": space,
+                "objectives": {"f1": "minimize", "f2": "minimize"},
+                "search": {"sampler": {"kind": kind, **extra}, "seed": 2},
+            },
+            evaluator=zdt1,
+        )
+        s = build_sampler(cfg)
+        points = []
+        for _ in range(5):
+            for a in s.ask(8):
+                f = zdt1({"x0": a.values["x0"], "x1": a.values["x1"]}, None)
+                s.tell(a, Outcome(values=(f["f1"], f["f2"]), constraints={"c0": a.values["n"] - 32.0}))
+                points.append(a.point)
+        return points
+
+    fast = run()
+
+    def stock(self: OptunaSampler, trial: object, name: str, spec: object) -> object:
+        if isinstance(spec, FloatParam) and spec.low == spec.high:
+            return spec.low
+        return _public_suggest(trial, name, spec)  # the suggest_* methods, a new distribution per call
+
+    monkeypatch.setattr(OptunaSampler, "_suggest", stock)
+    assert fast == run()
+    assert any("z" in p for p in fast) and any("z" not in p for p in fast)
