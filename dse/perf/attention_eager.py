@@ -31,8 +31,13 @@ def eager_arrays(
     gpu: GpuSpec,
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
+    choice_clock_hz: Any = None,
+    choice_memo: gemm.ChoiceMemo = None,
 ) -> dict[str, Any]:
-    """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed."""
+    """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed.
+
+    `choice_clock_hz` and `choice_memo` reach the two GEMMs as in `gemm.gemm_arrays`: under a power cap
+    their kernels stay those chosen at the requested clock, as every other GEMM's do."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
     b, sq, skv, h, hkv, d, f = (
@@ -44,7 +49,8 @@ def eager_arrays(
         """One GEMM per (sequence, head): the eager QK^T and PV products."""
         no_share = np.zeros(num, dtype=bool)
         return gemm.gemm_arrays(m=m, n=n, k=k, batch=b * h, dtype=dtype, out_dtype=dtype, b_shared=no_share,
-                                gpu=gpu, sm_clock_hz=f, coeffs=coeffs)  # fmt: skip
+                                gpu=gpu, sm_clock_hz=f, coeffs=coeffs, choice_clock_hz=choice_clock_hz,
+                                choice_memo=choice_memo)  # fmt: skip
 
     qk = batched_gemm(sq, skv, d)
     sm = reduction.reduction_arrays(

@@ -181,8 +181,9 @@ def family_arrays(
     }
     if key == "attention_eager":
         return attention_eager.eager_arrays(
-            **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs
-        )
+            **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs,
+            choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
+        )  # fmt: skip
     dt = {
         "act_bytes": arr([_dtype_bytes(o.dtype) for o in sub]),
         "kv_bytes": arr([_dtype_bytes(o.cache_dtype) for o in sub]),

@@ -196,3 +196,25 @@ def test_a_pipelined_training_step_holds_its_kernels_at_the_cap():
         kernel_w = sum(est.phase_energy_j[k] for k in kernels) / sum(est.phase_time_s[k] for k in kernels)
         assert 0.97 * cap_w <= kernel_w <= cap_w * (1 + 1e-6)
         assert est.avg_power_w < kernel_w
+
+
+def test_eager_attention_gemms_keep_the_kernel_chosen_at_the_requested_clock():
+    """Under a power cap a GEMM keeps the kernel chosen for the clock asked for (a library does not re-choose
+    as the clock falls; the cap search's bracket relies on it). Eager attention's two batched GEMMs re-chose
+    at every probe clock: Llama-3.1-8B's PV product at 2,048 tokens of context picks another kernel at
+    1,000 MHz than at 1,980."""
+    from dse.perf.multiclock import family_arrays, family_of
+    from dse.workload.llm import build_decode_graph
+    from dse.workload.models import load_model_config
+
+    gpu = load_gpu("h100-sxm")
+    graph = build_decode_graph(
+        load_model_config("llama-3.1-8b"), batch=1, context_len=2048, precision="bf16", attention="eager"
+    )
+    ops = [o for o in graph.ops if family_of(o) == "attention_eager"]
+    high, low = np.full(len(ops), 1.98e9), np.full(len(ops), 1.0e9)
+    chosen_high = family_arrays("attention_eager", ops, gpu, high)["parts"]["pv"]["tile_idx"]
+    chosen_low = family_arrays("attention_eager", ops, gpu, low)["parts"]["pv"]["tile_idx"]
+    assert not np.array_equal(chosen_high, chosen_low)  # the shape where the choice depends on the clock
+    kept = family_arrays("attention_eager", ops, gpu, low, choice_clock_hz=1.98e9, choice_memo={})
+    assert np.array_equal(kept["parts"]["pv"]["tile_idx"], chosen_high)
