@@ -409,3 +409,24 @@ def test_a_study_serves_each_model_at_its_checkpoint_precision_unless_told(tmp_p
     fp8 = study.replace("num_requests: 8}", "num_requests: 8, precision: fp8}")
     written = load_study(write(tmp_path, fp8))
     assert build_inputs({}, written.config.eval_context())["load"].precision == "fp8"
+
+
+def test_a_failed_point_says_an_unwritten_precision_was_the_checkpoints(tmp_path: Path) -> None:
+    """A V100 has no bf16 Tensor Cores for gpt-oss's MXFP4 experts: the point fails naming --precision, a
+    flag no study writes, so the reason says the precision was the checkpoint's default."""
+    study = """\
+    name: v100
+    gpu: v100-sxm2
+    model: gpt-oss-20b
+    workload: {mode: concurrency, concurrency: 2, input_tokens: 64, output_tokens: 8, num_requests: 4}
+    space:
+      sm_clock_mhz: {values: [1000]}
+    objectives: {energy_per_output_token_j: minimize}
+    search: {sampler: grid, n_points: 1, executor: serial}
+    """
+    ctx = load_study(write(tmp_path, study)).config.eval_context()
+    with pytest.raises(ConfigError, match=r"mxfp4: no precision written, the model checkpoint's default"):
+        evaluate_point({}, ctx)
+    with pytest.raises(ConfigError) as written:
+        evaluate_point({"precision": "mxfp4"}, ctx)
+    assert "checkpoint's default" not in str(written.value)
