@@ -450,6 +450,7 @@ def _best_splits(
     n, k = c.batch.shape[0], len(_SPLIT_CANDIDATES)
     cands = np.asarray(_SPLIT_CANDIDATES, dtype=float)
     valid = cands[:, None] <= np.maximum(np.ceil(c.seq_kv / c.block_kv), 1.0)[None, :]  # [k, n]
+    valid[0] = True  # one split always runs (a NaN context too: its row's result is NaN, not another row's)
     cj, ri = np.nonzero(valid)  # candidate-major, as the selection below scans them
     ev = _decode_timeline(c.take(ri), cands[cj])
     pair_lat, pair_util = correct(ev.timeline, table[base[ri] + (cands[cj] > 1)])
@@ -463,7 +464,7 @@ def _best_splits(
         splits = np.where(better, float(s), splits)
     pair_of = np.zeros((k, n), dtype=np.intp)
     pair_of[cj, ri] = np.arange(ri.size)
-    pick = pair_of[np.searchsorted(cands, splits), np.arange(n)]  # one split is always valid
+    pick = pair_of[np.searchsorted(cands, splits), np.arange(n)]
     return splits, ev.take(pick), pair_lat[pick], pair_util[:, pick]
 
 

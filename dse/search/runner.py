@@ -60,7 +60,8 @@ logger = logging.getLogger(__name__)
 
 _MAX_IDLE_BATCHES = 20  # batches in a row with no new point: the sampler is going round in circles
 _EXACT_SIZE_LIMIT = 200_000  # count a finite space exactly up to this many combinations
-# Aim for at least this much evaluation work per chunk: a Ray task costs ~2 ms of CPU across the driver,
+# Aim for about this much evaluation work per chunk (a ceiling once a point's cost is known; at most four
+# chunks per worker per batch set the size before that): a Ray task costs ~2 ms of CPU across the driver,
 # raylet and worker on a 2-core machine (measured), ~1% of 0.2 s; 0.05 s made chunks of 2-6 points for
 # `llm_serving` (8.4 ms each, timed at up to 25 ms on a loaded machine), up to 13% of the CPU in overhead.
 CHUNK_TARGET_S = 0.2

@@ -203,3 +203,17 @@ def test_decode_result_is_its_chosen_split_evaluated_alone(h100, hopper_coeffs):
     np.testing.assert_array_equal(got["analytical_s"], ev.timeline.analytical_s())
     for key in ("dram_bytes", "l2_bytes", "grid"):
         np.testing.assert_array_equal(got[key], getattr(ev, key))
+
+
+def test_a_nan_decode_context_gives_nan_not_another_rows_result():
+    """No split count is valid for a NaN context: its row must read NaN (a NaN from upstream stays
+    visible), not the result of the pair the selection would default to (row 0's)."""
+    from dse.hardware.catalog import load_gpu
+    from dse.perf.attention import decode_arrays
+
+    out = decode_arrays(
+        batch=np.array([8.0, 8.0]), seq_len_q=np.array([1.0, 1.0]), seq_len_kv=np.array([4096.0, np.nan]),
+        num_heads=32, num_kv_heads=8, head_dim=128, act_bytes=2.0, kv_bytes=2.0,
+        gpu=load_gpu("h100-sxm"), sm_clock_hz=1.98e9,
+    )  # fmt: skip
+    assert np.isfinite(out["latency_s"][0]) and np.isnan(out["latency_s"][1])
