@@ -79,3 +79,11 @@ def did_you_mean(name: str, known: list[str], key: object = None) -> str:
     close = close or sorted((by_key[k] for k in by_key if len(k) >= 4 and wanted.startswith(k)), key=len)[-1:]
     close = close or [by_key[k] for k in difflib.get_close_matches(wanted, list(by_key), n=3, cutoff=0.75)]
     return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def implied_precision_message(message: str, precision: str, unwritten: str) -> str:
+    """`message` saying that its precision was the model checkpoint's default, where it names --precision
+    and the user wrote none (`unwritten`: how the command says so); otherwise `message` as it is."""
+    if "--precision" not in message:
+        return message
+    return f"{message} ({precision}: {unwritten}, the model checkpoint's default)"

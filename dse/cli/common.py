@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from dse.errors import DseError
+from dse.errors import DseError, implied_precision_message
 
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
 # cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
@@ -266,6 +266,22 @@ def build_workload(
     raise DseError(f"--phase '{phase}' is not one of: prefill, decode")
 
 
+def pass_graph(
+    model: str | None, kernels: Path | None, batch: int | None, phase: str, seq_len: int,
+    precision: str | None, attention: str, train: Any, spec: Any,
+) -> tuple[Any, str | None]:  # fmt: skip
+    """One pass's workload graph (`build_workload`) at the precision asked for, else an LLM checkpoint's
+    (a kernel list and a vision model: bf16), and the note saying which (`resolve_precision`); `train`
+    holds a vision model's image size and memory format."""
+    precision, note = resolve_precision(precision, None if kernels else model)
+    with implied_precision(precision, note):
+        graph = build_workload(
+            model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels,
+            image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
+        )  # fmt: skip
+    return graph, note
+
+
 def shape_flags(
     model: str | None,
     kernels: Path | None,
@@ -379,9 +395,7 @@ def explain_implied(message: str, precision: str, note: str | None) -> str:
     """`message` (an error or a failed row's reason) with where the precision came from when the user did
     not write it (`note` from `resolve_precision`): "--precision fp8 needs ..." alone names a flag never
     given."""
-    if note is None or "--precision" not in message:
-        return message
-    return f"{message} ({precision}: --precision not given, the model checkpoint's default)"
+    return message if note is None else implied_precision_message(message, precision, "--precision not given")
 
 
 @contextlib.contextmanager

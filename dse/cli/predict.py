@@ -32,13 +32,13 @@ from dse.cli.common import (
     RateOpt,
     SamplingOpt,
     SetOpt,
-    build_workload,
     console,
     friendly,
     gpu_from_options,
     implied_precision,
     on_command_line,
     operating_point,
+    pass_graph,
     print_json,
     print_note,
     resolve_precision,
@@ -72,6 +72,9 @@ from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
 from dse.workload.vision import is_vision_model
 
+HostGapOpt = Annotated[
+    float | None, typer.Option("--host-gap-us", hidden=True, help="Removed: use --launch.")
+]
 LaunchOpt = Annotated[
     str | None,
     typer.Option(
@@ -248,9 +251,7 @@ def predict_cmd(
     sets: SetOpt = None,
     coeffs: CoeffsOpt = None,
     launch: LaunchOpt = None,
-    host_gap_us: Annotated[
-        float | None, typer.Option("--host-gap-us", hidden=True, help="Removed: use --launch.")
-    ] = None,
+    host_gap_us: HostGapOpt = None,
     breakdown: BreakdownOpt = False,
     as_json: JsonOpt = False,
     *,
@@ -298,16 +299,10 @@ def predict_cmd(
         return
     _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)
     _no_host_gap(host_gap_us)
-    batch = 1 if load.batch is None else load.batch
-    precision, precision_note = resolve_precision(precision, None if vision or kernels else model)
-    with implied_precision(precision, precision_note):
-        graph = build_workload(
-            model, phase, batch, seq_len, precision, attention, kernels,
-            image_size=train.image_size, memory_format=train.memory_format, gpu=spec,
-        )  # fmt: skip
+    graph, note = pass_graph(model, kernels, load.batch, phase, seq_len, precision, attention, train, spec)
 
     def notes() -> None:  # once the prediction ran: an error stays one line
-        print_note(precision_note)
+        print_note(note)
         if model is not None and not vision and not shape_given and not as_json:
             note_one_pass(model, phase, seq_len)
 

@@ -407,7 +407,7 @@ def _problem_choices(
     """For each problem `own[j]` of `problems` (all run by `library`), the index of its chosen candidate
     among `cands`: `_best_candidate`'s (at the problem's choice clock), scored only for the problems not
     in `memo` yet (then added to it), as each row's choice is its own."""
-    keys = [problems.keys[j] for j in own.tolist()]
+    keys = [] if memo is None else [problems.keys[j] for j in own.tolist()]
     todo = own if memo is None else own[np.array([key not in memo for key in keys], dtype=bool)]
     best = np.zeros(0, dtype=np.intp)
     if todo.size:

@@ -495,7 +495,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
     except ConfigError as exc:
         raise located_error(smap, ("gpu",), str(exc)) from None
     allowed = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
-    _check_training_precision(cfg, smap)
+    _check_training_precision(cfg, smap, space)
     _check_cost(cfg, smap, space)  # a step is priced as a serving point is
     clocks_vary, power_varies = _gpu_limits_vary(cfg, space)
     for name in cfg.space:
@@ -520,7 +520,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
     _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))
 
 
-def _check_training_precision(cfg: StudyConfig, smap: SourceMap) -> None:
+def _check_training_precision(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """mxfp4 is a checkpoint format engines serve, not one a step trains in: refused where it is written
     (every point would fail alike)."""
     from dse.training.step import TRAINING_PRECISIONS
@@ -529,7 +529,7 @@ def _check_training_precision(cfg: StudyConfig, smap: SourceMap) -> None:
     if cfg.workload.precision == "mxfp4":
         raise located_error(smap, ("workload", "precision"), problem)
     for name, param in cfg.space.items():
-        if (param.path or name) == "precision":
+        if space.path_of(name) == "precision":
             for where, value in param_values_with_locs(name, param):
                 if value == "mxfp4":
                     raise located_error(smap, where, problem)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeGuard
 
-from dse.errors import ConfigError, DseError
+from dse.errors import ConfigError, DseError, implied_precision_message
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
 from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.units import MHZ
@@ -332,10 +332,10 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     try:
         metrics = dict(predict_inputs(inputs).metrics())
     except DseError as exc:  # "--precision fp8 needs ..." of a precision the study never wrote: say whose
-        if "precision" in params or ctx.precision is not None or "--precision" not in str(exc):
-            raise
         precision = inputs["load"].precision if "load" in inputs else inputs["precision"]
-        explained = f"{exc} ({precision}: no precision written, the model checkpoint's default)"
+        explained = implied_precision_message(str(exc), precision, "no precision written")
+        if "precision" in params or ctx.precision is not None or explained == str(exc):
+            raise
         raise type(exc)(explained) from None
     gpu, point = inputs["gpu"], inputs["point"]
     metrics.setdefault(GOODPUT_METRIC, goodput(metrics, ctx.slo))
