@@ -44,6 +44,9 @@ from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
 from dse.workload.quantization import checkpoint_scheme, name_quantization, priced_precision
 
+# NVIDIA ModelOpt's quantization file beside an exported checkpoint's config.json (`_with_modelopt_quant`).
+MODELOPT_QUANT_FILE = "hf_quant_config.json"
+
 
 def _models_dir() -> Any:
     return resources.files("dse.workload").joinpath("data/models")
@@ -124,6 +127,19 @@ def _read_json(path: Any, source: str) -> dict[str, Any]:
     return raw
 
 
+def _with_modelopt_quant(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A local checkpoint's config with NVIDIA ModelOpt's scheme where its config names none: older ModelOpt
+    exports keep it in `hf_quant_config.json` beside `config.json` (`{"quantization": {"quant_algo": "FP8",
+    ...}}`), which vLLM and TensorRT-LLM read in its place."""
+    side = path.parent / MODELOPT_QUANT_FILE
+    if "quantization_config" in raw or not side.is_file():
+        return raw
+    quant = read_json_file(side, "ModelOpt quantization file", expect=dict).get("quantization")
+    if not isinstance(quant, dict) or not isinstance(quant.get("quant_algo"), str):
+        raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string")
+    return {**raw, "quantization_config": {"quant_method": "modelopt", "quant_algo": quant["quant_algo"]}}
+
+
 def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     """(raw config, source for messages, model name)."""
     if not str(name_or_path).strip():
@@ -140,7 +156,8 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
         if path.is_dir():
             path = path / "config.json"
         name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-        return read_json_file(path, "model config", expect=dict), str(path), name
+        raw = read_json_file(path, "model config", expect=dict)
+        return _with_modelopt_quant(raw, path), str(path), name
     matched = stem = str(name_or_path).rsplit("/", 1)[-1]
     known = _lookup(str(name_or_path))
     if known is None:  # a fine-tune or re-quantized checkpoint of a catalog architecture

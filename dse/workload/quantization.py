@@ -56,8 +56,7 @@ def checkpoint_scheme(quant: Any) -> str | None:
     if method in _FOUR_BIT_METHODS:
         return "4-bit"
     if method == "modelopt":
-        algo = str(quant.get("quant_algo", "")).upper()
-        return "fp8" if algo.startswith("FP8") else "4-bit" if ("FP4" in algo or "INT4" in algo) else None
+        return _modelopt_scheme(str(quant.get("quant_algo", "")).upper())
     if method != "compressed-tensors":
         return None
     groups = quant.get("config_groups")
@@ -67,6 +66,16 @@ def checkpoint_scheme(quant: Any) -> str | None:
             bits, kind = weights.get("num_bits"), weights.get("type")
             return "4-bit" if bits == 4 else "fp8" if kind == "float" else "int8"
     return None
+
+
+def _modelopt_scheme(algo: str) -> str | None:
+    """A ModelOpt quant_algo's weights: FP8 (per tensor, or FP8_PER_CHANNEL_PER_TOKEN), 4-bit (NVFP4,
+    NVFP4_AWQ, MXFP4, INT4_AWQ, W4A8_AWQ, W4A16_AWQ), int8 (INT8_SQ, W8A8_SQ_PER_CHANNEL)."""
+    if algo.startswith("FP8"):
+        return "fp8"
+    if any(tag in algo for tag in ("FP4", "INT4", "W4A")):
+        return "4-bit"
+    return "int8" if ("INT8" in algo or "W8A8" in algo) else None
 
 
 def priced_precision(scheme: str | None, *, moe: bool) -> str | None:

@@ -450,6 +450,7 @@ W8A8_INT = {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"nu
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W8A8}}, "fp8"),
         # other 4-bit weights of MoE experts are priced as MXFP4's (4.25 bits per weight)
         ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "mxfp4"),
+        ({"quant_method": "modelopt", "quant_algo": "W4A16_AWQ"}, "mxfp4"),
         ({"quant_method": "compressed-tensors", "config_groups": {"g": W4A4}}, "mxfp4"),
         ({"quant_method": "awq", "bits": 4}, "mxfp4"),
         # int8 is not priced: bf16
@@ -528,3 +529,35 @@ def test_the_stored_scheme_and_the_priced_precision_are_kept_apart(
     arch = load_model_config(name)
     assert (arch.checkpoint_scheme, arch.checkpoint_precision) == (scheme, precision)
     assert arch.serving_precision == (precision or "bf16")
+
+
+@pytest.mark.parametrize(("algo", "expected"), [("FP8", "fp8"), ("NVFP4", None), ("W4A16_AWQ", None)])
+def test_a_modelopt_export_names_its_scheme_beside_the_config(
+    tmp_path: Path, algo: str, expected: str | None
+) -> None:
+    # Older ModelOpt exports (nvidia/*-FP8 on the Hub before mid-2025) keep the scheme in
+    # hf_quant_config.json, which vLLM and TensorRT-LLM read; a dense model's 4-bit weights price as bf16.
+    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    (path.parent / "hf_quant_config.json").write_text(
+        json.dumps({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": algo}})
+    )
+    arch = load_model_config(path.parent)
+    assert arch.checkpoint_precision == expected
+    assert arch.checkpoint_scheme == ("fp8" if algo == "FP8" else "4-bit")
+
+
+def test_the_config_s_own_quantization_wins_over_the_modelopt_file(tmp_path: Path) -> None:
+    raw = _catalog_json("llama-3.1-8b") | {"quantization_config": {"quant_method": "fp8"}}
+    path = _write_config(tmp_path, raw)
+    (path.parent / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
+    assert load_model_config(path).checkpoint_scheme == "fp8"
+
+
+@pytest.mark.parametrize(
+    "content", ['{"quantization": "FP8"}', "[1]", "{", '{"quantization": {"quant_algo": 8}}']
+)
+def test_a_malformed_modelopt_file_is_named(tmp_path: Path, content: str) -> None:
+    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    (path.parent / "hf_quant_config.json").write_text(content)
+    with pytest.raises(ConfigError, match="hf_quant_config.json"):
+        load_model_config(path)
