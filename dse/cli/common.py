@@ -387,7 +387,8 @@ def resolve_precision(precision: str | None, model: str | None) -> tuple[str, st
     priced = "" if precision == scheme else f" ({scheme} experts, priced as MXFP4's 4.25 bits)"
     return precision, (
         f"note: --precision not given: {precision}, the weights of {model}'s checkpoint as published{priced} "
-        "(its quantization_config or ModelOpt file, Hub-id suffix or model card); --precision bf16 prices 16-bit weights"
+        "(its quantization_config or ModelOpt file, Hub-id suffix or model card); "
+        "--precision bf16 prices 16-bit weights"
     )
 
 
