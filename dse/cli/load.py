@@ -59,9 +59,10 @@ LayerHostOpt = Annotated[
     float | None,
     typer.Option(
         "--layer-host-us",
-        help="Load: the engine's CPU time per model layer of a step without CUDA graphs (long prompt chunks, "
-        "decodes past its largest graph; trtllm and none model no graphs, so every step); the step lasts at "
-        "least layers x this (default: vllm and sglang 800, trtllm and none 0).",
+        help="Load: the engine's CPU time per dense decoder layer (10 kernel launches) of a step without "
+        "CUDA graphs (long prompt chunks, decodes past its largest graph; trtllm and none model no graphs, "
+        "so every step); the step lasts at least layers x this, scaled by the model's launches per layer "
+        "(an MoE layer launches 14-29) (default: vllm and sglang 800, trtllm and none 0).",
     ),
 ]
 NumRequestsOpt = Annotated[

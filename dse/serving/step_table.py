@@ -43,7 +43,7 @@ from dse.perf.graph_parts import GraphParts, predict_graph_parts
 from dse.perf.power import GpuPowerTerms, gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.serving.parallel import combine_step, step_comm
-from dse.serving.presets import EnginePreset
+from dse.serving.presets import REFERENCE_LAYER_LAUNCHES, EnginePreset
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, engine_step_graph
 from dse.workload.graph import WorkloadGraph
@@ -73,6 +73,17 @@ def step_graph(
         kv_dtype=kv_dtype,
     )  # fmt: skip
     return shard_graph(graph, arch, par)
+
+
+@functools.lru_cache(maxsize=256)
+def layer_launches(arch: LlmArch, engine: str) -> int:
+    """Kernel launches of all of `arch`'s decoder layers in one eager step of `engine` (the host dispatches
+    each; `dse.serving.presets`): its graph of one 1,024-token prompt (half the context where that is
+    shorter) in 16-bit weights on one GPU, without the embedding, head and sampler, which run once per step
+    whatever the depth (a dense Llama: 10 a layer)."""
+    tokens = min(1024, arch.max_position_embeddings // 2)
+    graph = step_graph(arch, 0, 1, tokens, tokens, "bf16", engine, "greedy", None)
+    return sum(op.count for op in graph.ops if "/layer[" in op.name)
 
 
 class StepTable:
@@ -116,7 +127,11 @@ class StepTable:
         # and it waits only when they fall behind). Every layer counts under pipeline parallelism too: a
         # step's latency here runs the stages in series (`combine_step`), and a stage's host dispatches its
         # layers only once the previous stage has handed over.
-        self.eager_floor_s = preset.eager_layer_host_s * arch.num_layers
+        self.eager_floor_s = (
+            preset.eager_layer_host_s * layer_launches(arch, preset.name) / REFERENCE_LAYER_LAUNCHES
+            if preset.eager_layer_host_s
+            else 0.0
+        )
         self.idle_w = run_idle_power_w(gpu, point or OperatingPoint())  # host waits and comm gaps draw it
 
     def _graph(self, a: int, b: int, c: int) -> WorkloadGraph:

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from dse.hardware.catalog import load_gpu
 from dse.perf.types import OperatingPoint
 from dse.serving.load import LoadRequest, StepTable, predict_load, resolve_preset
-from dse.serving.presets import VLLM_EAGER_LAYER_HOST_S, engine_preset
-from dse.serving.step_table import run_idle_power_w
+from dse.serving.presets import REFERENCE_LAYER_LAUNCHES, VLLM_EAGER_LAYER_HOST_S, engine_preset
+from dse.serving.step_table import layer_launches, run_idle_power_w, step_graph
 from dse.workload.models import load_model_config
 from dse.workload.sharding import SINGLE, Parallelism
 
@@ -140,3 +140,51 @@ def test_each_gpu_of_a_tensor_parallel_step_idles_through_the_wait() -> None:
     t_s, e_j = table(0, 1024, 1, 0.0)
     assert gpu_s < t_s == pytest.approx(ARCH.num_layers * VLLM_EAGER_LAYER_HOST_S)
     assert e_j == pytest.approx(gpu_j + (t_s - gpu_s) * run_idle_power_w(H100, OperatingPoint()))
+
+
+def test_a_dense_llama_layer_is_the_reference_of_the_host_time() -> None:
+    # A dense decoder layer as vLLM runs it launches REFERENCE_LAYER_LAUNCHES kernels, these ten, so the
+    # quoted per-layer host time applies to a dense model as it is (the floor above: layers x host).
+    arch = load_model_config("llama-3.1-8b")
+    graph = step_graph(arch, 0, 1, 1024, 1024, "bf16", "vllm", "greedy", None)
+    per_layer = {op.name.rsplit("]/", 1)[1]: op.count for op in graph.ops if "/layer[" in op.name}
+    assert per_layer == dict.fromkeys(
+        (
+            "attn/norm", "attn/qkv_proj", "attn/rotary", "attn/kv_cache_write", "attn/prefill_attention",
+            "attn/o_proj", "mlp/norm", "mlp/gate_up_proj", "mlp/act", "mlp/down_proj",
+        ),
+        arch.num_layers,
+    )  # fmt: skip
+    assert len(per_layer) == REFERENCE_LAYER_LAUNCHES
+    for model in ("llama-3.1-8b", "qwen3-32b"):
+        dense = load_model_config(model)
+        assert layer_launches(dense, "vllm") == REFERENCE_LAYER_LAUNCHES * dense.num_layers
+
+
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "kimi-k2.5"])
+def test_an_moe_layer_dispatches_more_kernels_and_waits_longer_for_the_host(model: str) -> None:
+    # router, top-k and the expert GEMMs (and MLA's extra projections) are launches of their own
+    arch = load_model_config(model)
+    launches = layer_launches(arch, "vllm")
+    assert launches > REFERENCE_LAYER_LAUNCHES * arch.num_layers
+    preset = engine_preset("vllm", H100)
+    table = StepTable(
+        arch, H100, OperatingPoint(), None, None, precision=arch.serving_precision, preset=preset,
+        kv_dtype=None, mean_input=1024, max_decodes=64, max_prompt_tokens=8192, context_range=(1024, 1100),
+    )  # fmt: skip
+    floor_s = launches * VLLM_EAGER_LAYER_HOST_S / REFERENCE_LAYER_LAUNCHES
+    assert table.eager_floor_s == pytest.approx(floor_s)
+    assert table(0, 1024, 1, 0.0)[0] >= floor_s  # past the 512-token graphs, eager: at least the dispatch
+
+
+def test_an_moe_prompt_on_eight_gpus_waits_for_its_host_dispatch() -> None:
+    # Kimi-K2.5 at TP 8, one client: the GPU part of a 1,024-token prefill is short, so TTFT is at least the
+    # dispatch of its layers' launches (aiconfigurator's H200 rows: 124-149 ms at 4 clients, 61 layers)
+    arch = load_model_config("kimi-k2.5")
+    req = LoadRequest(
+        mode="concurrency", concurrency=1, input_tokens=1024, output_tokens=16, num_requests=3, tp=8,
+        precision="mxfp4",
+    )  # fmt: skip
+    ttft_s = predict_load(arch, load_gpu("h200-sxm"), req).metrics()["ttft_s"]
+    assert ttft_s >= layer_launches(arch, "vllm") * VLLM_EAGER_LAYER_HOST_S / REFERENCE_LAYER_LAUNCHES
+    assert ttft_s > arch.num_layers * VLLM_EAGER_LAYER_HOST_S * 1.5

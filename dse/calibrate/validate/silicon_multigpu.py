@@ -34,6 +34,12 @@ low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolate
   6-7 decode steps at every TP (60 / 40 / 29 / 24 ms at TP 1 / 2 / 4 / 8, TPOT 9 / 5 / 4 / 3.6 ms); since
   vLLM's eager steps wait for its per-layer host dispatch (`dse.serving.presets.VLLM_EAGER_LAYER_HOST_S`)
   the TP8 excess at 1,024 tokens is 8-12 ms and TP1's unchanged (its GPU time is longer than the host's).
+  Counting each layer's kernel launches in that dispatch (session 27; MoE layers launch 14-29 against a dense
+  layer's 10) took the MoE rows' low-concurrency excess down (vLLM MiniMax-M2.5 and Kimi-K2.5 TTFT 46 -> 37%
+  and 48 -> 33%, all vLLM and SGLang rows 41.3 -> 36.5%); the rest is still short (SGLang DeepSeek-V3, GLM-5
+  and Qwen3.5 by ~150-250 ms at 1,024 tokens), and the MoE rows' TPOT, already over, rose 1-2 points, so
+  what remains is not in the engine step: per-request work outside it (tokenization, the API server) is a
+  candidate the rows cannot separate.
   Candidates, not tested: gpt-oss's attention with sinks on a slower attention backend in prefill, or
   control tokens of its harmony reply format that clients do not count as the first token;
 - rows no engine default explains: gpt-oss-120b vLLM at concurrency 512 (TTFT ~20 s with a TPOT of
