@@ -35,8 +35,9 @@ Workload (`workload:` gives the defaults; a space parameter of the same name var
     num_requests, length_dist (fixed | lognormal | exponential), length_sigma (lognormal only),
     request_seed        (the seed of the request lengths and arrivals, not the sampler's search.seed),
     max_num_seqs, max_batched_tokens, gpu_memory_utilization, host_step_s, layer_host_s (engine CPU
-                        seconds per step, and per layer of a step without CUDA graphs; dse.serving.presets)
-                        the load modes (dse.serving.load; None: the engine preset's value)
+                        seconds per step, and per dense layer of a step without CUDA graphs;
+                        dse.serving.presets) the load modes (dse.serving.load; None: the engine
+                        preset's value)
     tp, pp, ep, dp      the load modes: GPUs per replica and replicas (dse.workload.sharding; default 1
                         each, GPUs tp x dp x pp); each value must fit the model in some layout of the
                         space, and a point whose combination does not (ep not dividing tp x dp) is
@@ -77,7 +78,6 @@ import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -97,6 +97,8 @@ from dse.search.objective import (
     Slo,
     evaluate_point,
 )
+from dse.search.search_config import SearchConfig
+from dse.search.search_config import StrictModel as _Strict
 from dse.search.space import (
     ChoiceParam,
     ConstParam,
@@ -117,13 +119,8 @@ Attention = Literal["flash", "eager"]
 KvDtype = Literal["bf16", "fp16", "fp8", "fp32"]  # dse.workload.engine.KV_DTYPES
 Engine = Literal["none", "vllm", "trtllm", "sglang"]  # dse.workload.engine.ENGINES
 Sampling = Literal["none", "greedy", "top_k_top_p"]  # dse.workload.engine.SAMPLINGS
-ExecutorKind = Literal["ray", "process", "serial"]
 Mode = Literal["static", "concurrency", "request_rate", "max_throughput", "training"]  # MODES + training
 LengthDist = Literal["fixed", "lognormal", "exponential"]  # dse.serving.load.LENGTH_DISTS
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # --- constraints -------------------------------------------------------------------------------------------
@@ -164,99 +161,6 @@ def _parse_constraint(value: Any) -> Any:
         if not re.fullmatch(_NAME, str(rhs)):
             raise ValueError(f"constraint {value!r}: right side must be a number or a metric name") from None
     return {"metric": m.group(1), "op": m.group(2), "value": rhs}
-
-
-# --- samplers ---------------------------------------------------------------------------------------------
-
-
-class GridSamplerConfig(_Strict):
-    """Every point of a finite space (our own enumerator, deduplicated); `shuffle` permutes it by seed."""
-
-    kind: Literal["grid"]
-    shuffle: bool = False
-
-
-class RandomSamplerConfig(_Strict):
-    kind: Literal["random"]
-
-
-class QmcSamplerConfig(_Strict):
-    """Scrambled Sobol (or Halton) low-discrepancy points: even coverage for sweeps and sensitivity."""
-
-    kind: Literal["qmc"]
-    qmc_type: Literal["sobol", "halton"] = "sobol"
-    scramble: bool = True
-
-
-class Nsga2SamplerConfig(_Strict):
-    kind: Literal["nsga2"]
-    population: int = Field(default=64, ge=2, strict=True)
-    mutation_prob: float | None = Field(default=None, ge=0, le=1)
-    crossover_prob: float = Field(default=0.9, ge=0, le=1)
-    swapping_prob: float = Field(default=0.5, ge=0, le=1)
-
-
-class Nsga3SamplerConfig(_Strict):
-    """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
-
-    kind: Literal["nsga3"]
-    population: int = Field(default=64, ge=2, strict=True)
-    dividing_parameter: int = Field(default=3, ge=1, strict=True)
-    mutation_prob: float | None = Field(default=None, ge=0, le=1)
-    crossover_prob: float = Field(default=0.9, ge=0, le=1)
-    swapping_prob: float = Field(default=0.5, ge=0, le=1)
-
-
-class TpeSamplerConfig(_Strict):
-    """TPE: sample-efficient but ~40 ms/point of bookkeeping; use for budgets under ~1000 points."""
-
-    kind: Literal["tpe"]
-    n_startup_trials: int = Field(default=10, ge=1, strict=True)
-    multivariate: bool = False
-    constant_liar: bool = True
-
-
-SamplerConfig = Annotated[
-    GridSamplerConfig
-    | RandomSamplerConfig
-    | QmcSamplerConfig
-    | Nsga2SamplerConfig
-    | Nsga3SamplerConfig
-    | TpeSamplerConfig,
-    Field(discriminator="kind"),
-]
-
-
-def _sampler_shorthand(value: Any) -> Any:
-    return {"kind": value} if isinstance(value, str) else value
-
-
-class SearchConfig(_Strict):
-    sampler: Annotated[SamplerConfig, BeforeValidator(_sampler_shorthand)] = Field(
-        default_factory=lambda: Nsga2SamplerConfig(kind="nsga2")
-    )
-    # strict: `true` is not a count (pydantic would read it as 1)
-    n_points: int = Field(
-        default=1000, ge=1, le=10**9, strict=True, description="budget: distinct evaluated points"
-    )
-    time_budget_s: float | None = Field(default=None, gt=0)
-    patience: int | None = Field(
-        default=None, ge=1, strict=True, description="batches without hypervolume gain"
-    )
-    min_improvement: float = Field(default=1e-6, ge=0, description="relative hypervolume gain that counts")
-    batch_size: int | None = Field(default=None, ge=1, strict=True)
-    chunk_size: int | None = Field(default=None, ge=1, strict=True)
-    executor: ExecutorKind = "ray"
-    workers: int | None = Field(default=None, ge=1, le=4096, strict=True)
-    seed: int = Field(
-        default=0, ge=0, lt=2**32, strict=True, description="the sampler's seed (numpy takes 32 bits)"
-    )
-
-    @property
-    def effective_batch_size(self) -> int:
-        if self.batch_size is not None:
-            return self.batch_size
-        return getattr(self.sampler, "population", 64)
 
 
 class WorkloadConfig(_Strict):

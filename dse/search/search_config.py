@@ -1,0 +1,109 @@
+"""The `search:` section of a study file (`dse.search.study`'s schema): the sampler and the budget.
+
+Every section of a study file is a `StrictModel`: frozen, unknown keys refused, no NaN or infinities.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+ExecutorKind = Literal["ray", "process", "serial"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# --- samplers ---------------------------------------------------------------------------------------------
+
+
+class GridSamplerConfig(StrictModel):
+    """Every point of a finite space (our own enumerator, deduplicated); `shuffle` permutes it by seed."""
+
+    kind: Literal["grid"]
+    shuffle: bool = False
+
+
+class RandomSamplerConfig(StrictModel):
+    kind: Literal["random"]
+
+
+class QmcSamplerConfig(StrictModel):
+    """Scrambled Sobol (or Halton) low-discrepancy points: even coverage for sweeps and sensitivity."""
+
+    kind: Literal["qmc"]
+    qmc_type: Literal["sobol", "halton"] = "sobol"
+    scramble: bool = True
+
+
+class Nsga2SamplerConfig(StrictModel):
+    kind: Literal["nsga2"]
+    population: int = Field(default=64, ge=2, strict=True)
+    mutation_prob: float | None = Field(default=None, ge=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    swapping_prob: float = Field(default=0.5, ge=0, le=1)
+
+
+class Nsga3SamplerConfig(StrictModel):
+    """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
+
+    kind: Literal["nsga3"]
+    population: int = Field(default=64, ge=2, strict=True)
+    dividing_parameter: int = Field(default=3, ge=1, strict=True)
+    mutation_prob: float | None = Field(default=None, ge=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    swapping_prob: float = Field(default=0.5, ge=0, le=1)
+
+
+class TpeSamplerConfig(StrictModel):
+    """TPE: sample-efficient but ~40 ms/point of bookkeeping; use for budgets under ~1000 points."""
+
+    kind: Literal["tpe"]
+    n_startup_trials: int = Field(default=10, ge=1, strict=True)
+    multivariate: bool = False
+    constant_liar: bool = True
+
+
+SamplerConfig = Annotated[
+    GridSamplerConfig
+    | RandomSamplerConfig
+    | QmcSamplerConfig
+    | Nsga2SamplerConfig
+    | Nsga3SamplerConfig
+    | TpeSamplerConfig,
+    Field(discriminator="kind"),
+]
+
+
+def _sampler_shorthand(value: Any) -> Any:
+    return {"kind": value} if isinstance(value, str) else value
+
+
+class SearchConfig(StrictModel):
+    sampler: Annotated[SamplerConfig, BeforeValidator(_sampler_shorthand)] = Field(
+        default_factory=lambda: Nsga2SamplerConfig(kind="nsga2")
+    )
+    # strict: `true` is not a count (pydantic would read it as 1)
+    n_points: int = Field(
+        default=1000, ge=1, le=10**9, strict=True, description="budget: distinct evaluated points"
+    )
+    time_budget_s: float | None = Field(default=None, gt=0)
+    patience: int | None = Field(
+        default=None, ge=1, strict=True, description="batches without hypervolume gain"
+    )
+    min_improvement: float = Field(default=1e-6, ge=0, description="relative hypervolume gain that counts")
+    batch_size: int | None = Field(default=None, ge=1, strict=True)
+    chunk_size: int | None = Field(default=None, ge=1, strict=True)
+    executor: ExecutorKind = "ray"
+    workers: int | None = Field(default=None, ge=1, le=4096, strict=True)
+    seed: int = Field(
+        default=0, ge=0, lt=2**32, strict=True, description="the sampler's seed (numpy takes 32 bits)"
+    )
+
+    @property
+    def effective_batch_size(self) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return getattr(self.sampler, "population", 64)
