@@ -59,10 +59,11 @@ LayerHostOpt = Annotated[
     float | None,
     typer.Option(
         "--layer-host-us",
-        help="Load: the engine's CPU time per dense decoder layer (10 kernel launches) of a step without "
-        "CUDA graphs (long prompt chunks, decodes past its largest graph; trtllm and none model no graphs, "
-        "so every step); the step lasts at least layers x this, scaled by the model's launches per layer "
-        "(an MoE layer launches 14-29) (default: vllm and sglang 800, trtllm and none 0).",
+        help="Load: the engine's CPU time per dense decoder layer, i.e. per 10 kernel launches (a Llama "
+        "layer as vLLM runs it), of a step without CUDA graphs (long prompt chunks, decodes past its "
+        "largest graph; trtllm and none model no graphs, so every step): the step lasts at least its "
+        "layers' launches / 10 x this (an MoE layer launches 14-29) (default: vllm and sglang 800, trtllm "
+        "and none 0).",
     ),
 ]
 NumRequestsOpt = Annotated[
@@ -170,7 +171,7 @@ class LoadArgs:
 
     def layer_host_s(self) -> float | None:
         """`--layer-host-us` in seconds (None: the engine's); DseError outside [0, 1e5] us."""
-        return _micro_s("--layer-host-us", "layer", self.layer_host_us, 5)
+        return _micro_s("--layer-host-us", "dense layer", self.layer_host_us, 5)
 
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
@@ -363,7 +364,7 @@ def engine_text(settings: Mapping[str, Any]) -> str:
     """The engine settings of `dse.serving.load.engine_settings` in a few words."""
     host = f", {settings['host_step_s'] * 1e6:g} us host/step" if settings["host_step_s"] else ""
     if settings["layer_host_s"]:
-        host += f", {settings['layer_host_s'] * 1e6:g} us host/layer without CUDA graphs"
+        host += f", {settings['layer_host_s'] * 1e6:g} us host/dense layer without CUDA graphs"
     return (
         f"{settings['engine']} engine (max {settings['max_num_seqs']} seqs, "
         f"{settings['max_batched_tokens']} tokens/step{host})"

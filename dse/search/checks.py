@@ -220,7 +220,7 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
     if path == "host_step_s" and not (number and math.isfinite(value) and 0 <= value <= 1):
         return f"host_step_s is seconds of engine CPU time per step in [0, 1] (got {value!r})"
     if path == "layer_host_s" and not (number and math.isfinite(value) and 0 <= value <= 0.1):
-        return f"layer_host_s is seconds of engine CPU time per layer in [0, 0.1] (got {value!r})"
+        return f"layer_host_s is seconds of engine CPU time per dense layer in [0, 0.1] (got {value!r})"
     if path == "length_sigma" and not (number and 0 < value <= 3):
         return f"length_sigma must lie in (0, 3] (got {value!r})"
     if path == "gpu.memory.data_rate_frac" and not (number and 0 <= value <= 1):

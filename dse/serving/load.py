@@ -101,7 +101,7 @@ class LoadRequest:
     gpu_memory_utilization: float | None = None
     chunked_prefill: bool | None = None
     host_step_s: float | None = None  # CPU time per engine step the GPU waits for (presets' docstring)
-    layer_host_s: float | None = None  # CPU time per layer of a step without CUDA graphs (presets)
+    layer_host_s: float | None = None  # CPU time per dense layer (10 launches) without CUDA graphs (presets)
     tp: int = 1
     pp: int = 1
     ep: int = 1

@@ -8,7 +8,8 @@ vllm (V1, 0.10-0.12, OpenAI server):
     activation dtype (`--kv-cache-dtype auto`); `gpu_memory_utilization` 0.9; 0.7 ms of host time per
     step (async scheduling off, below). Piecewise CUDA graphs hold any step of at most min(2 x
     max_num_seqs, 512) tokens, prompt chunks included; a larger step runs eagerly and lasts at least
-    0.8 ms of host dispatch per layer (`VLLM_EAGER_LAYER_HOST_S`, below).
+    0.8 ms of host dispatch per dense layer, more for layers of more kernels (`VLLM_EAGER_LAYER_HOST_S`,
+    below).
 sglang (0.4-0.5):
     max_running_requests 4096 (its automatic limit is far above what the KV pool holds here);
     chunked_prefill_size and cuda_graph_max_bs by GPU memory (`SGLANG_MEMORY_TIERS`: 8192 and 256 on
@@ -17,7 +18,7 @@ sglang (0.4-0.5):
     whenever any can be scheduled, else the decodes (`enable_mixed_chunk` off); CUDA graphs up to
     cuda_graph_max_bs, padded; greedy sampling; KV in the activation dtype; memory by its automatic
     mem_fraction_static; prompt steps and decode steps above cuda_graph_max_bs run eagerly, at least 0.8 ms
-    of host dispatch per layer (below).
+    of host dispatch per dense layer (below).
 trtllm (1.x, PyTorch backend):
     max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
     reserved at admission (GUARANTEED_NO_EVICT); no CUDA-graph padding; greedy sampling; fp8 KV cache
@@ -52,10 +53,12 @@ GPU idles at idle power while the host is behind: short prompts on fast or many 
 wait for the host, long prompts do not. The dispatch costs `eager_layer_host_s` per dense decoder layer of
 REFERENCE_LAYER_LAUNCHES kernel launches and grows with a model's launches (`dse.serving.step_table.
 layer_launches`): an MoE layer launches 14-29 (router, top-k, expert GEMMs, shared experts; MLA's extra
-projections), so MiniMax-M2.5 and Kimi-K2.5 layers cost 1.4x and 2.3x a Llama layer. On aiconfigurator's
-multi-GPU rows (vLLM and SGLang, 653) this took TTFT from 41.3% to 36.5% (MiniMax 46 -> 37%, Kimi 48 -> 33%,
-DeepSeek-V3 48 -> 37%; TPOT 18.4 -> 19.0%) and ML.ENERGY's H100 transfer rows' throughput from 13.9% to 12.7%
-where one cost per layer had left them. Decode-only steps of more sequences than the largest graph run eagerly
+projections), so MiniMax-M2.5 and Kimi-K2.5 layers cost 1.4x and 2.3x a Llama layer in vLLM (other dense
+layers move too: gemma-3's pre- and post-norms 1.2x, GPT-2-style layers without rotary 0.9x). On
+aiconfigurator's multi-GPU rows (vLLM and SGLang, 653) this took TTFT from 41.3% to 36.5% (MiniMax 46 -> 37%,
+Kimi 48 -> 33%, DeepSeek-V3 48 -> 37%; TPOT 18.4 -> 19.0%) and ML.ENERGY's H100 transfer rows' throughput
+from 13.9% to 12.7% (gemma-3's rows much of it) where one cost per layer had left them. Decode-only steps of
+more sequences than the largest graph run eagerly
 too (ML.ENERGY's B200 runs slow down past vLLM's 512-token graphs: Qwen3-30B-A3B's median ITL goes from 38 ms
 at 512 sequences to 87 ms at 768, its throughput falls). vLLM (the published figure) and SGLang, whose model
 forward is the same Python-dispatched PyTorch (its prompt batches never run in graphs; checked on
@@ -146,7 +149,7 @@ class EnginePreset:
     host_step_s: float = 0.0
     mixed_prefill: bool = True  # False: prefill-first steps, decodes pause (`dse.serving.scheduler`)
     graphs_hold_prompts: bool = False  # steps with prompt tokens captured too (vLLM's piecewise graphs)
-    eager_layer_host_s: float = 0.0  # CPU time per model layer of a step run without CUDA graphs
+    eager_layer_host_s: float = 0.0  # CPU time per 10 launches (a dense layer) of a step without CUDA graphs
     graph_tokens_per_seq: int = 0  # > 0: no graph above this many tokens per max_num_seqs (vLLM: 2)
 
     def launch_mode(self, decodes: int, prefill_tokens: int = 0) -> str:

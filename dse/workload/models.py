@@ -127,17 +127,40 @@ def _read_json(path: Any, source: str) -> dict[str, Any]:
     return raw
 
 
+def _narrowest_algo(algos: list[str]) -> str:
+    """The ModelOpt algorithm of a mixed-precision export that stores the fewest bits: 4-bit, else FP8, else
+    the first named ("" for none: 16-bit)."""
+    for test in (lambda a: "FP4" in a or "INT4" in a, lambda a: a.startswith("FP8"), lambda a: True):
+        found = next((a for a in algos if test(a.upper())), None)
+        if found is not None:
+            return found
+    return ""
+
+
 def _with_modelopt_quant(raw: dict[str, Any], path: Path) -> dict[str, Any]:
-    """A local checkpoint's config with NVIDIA ModelOpt's scheme where its config names none: older ModelOpt
-    exports keep it in `hf_quant_config.json` beside `config.json` (`{"quantization": {"quant_algo": "FP8",
-    ...}}`), which vLLM and TensorRT-LLM read in its place."""
+    """A checkpoint folder's config with NVIDIA ModelOpt's scheme where its config.json names none (no or a
+    null quantization_config): older ModelOpt exports keep it in `hf_quant_config.json` beside it
+    (`{"quantization": {"quant_algo": "FP8", ...}}`), which vLLM and TensorRT-LLM read in its place. A null
+    quant_algo (a KV-cache-only export) leaves 16-bit weights; MIXED_PRECISION takes the narrowest scheme
+    of its `quantized_layers` (NVFP4 experts beside FP8 attention: 4-bit). Only a file named config.json has
+    a sidecar: another JSON file may share its folder with other models' files."""
     side = path.parent / MODELOPT_QUANT_FILE
-    if "quantization_config" in raw or not side.is_file():
+    if raw.get("quantization_config") is not None or path.name != "config.json" or not side.is_file():
         return raw
     quant = read_json_file(side, "ModelOpt quantization file", expect=dict).get("quantization")
-    if not isinstance(quant, dict) or not isinstance(quant.get("quant_algo"), str):
-        raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string")
-    return {**raw, "quantization_config": {"quant_method": "modelopt", "quant_algo": quant["quant_algo"]}}
+    algo = quant.get("quant_algo") if isinstance(quant, dict) else 0
+    if algo is not None and not isinstance(algo, str):
+        raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
+    if algo is None:
+        return raw
+    if algo.upper() == "MIXED_PRECISION":
+        layers = quant.get("quantized_layers")
+        algo = _narrowest_algo(
+            [str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)]
+            if isinstance(layers, dict)
+            else []
+        )
+    return {**raw, "quantization_config": {"quant_method": "modelopt", "quant_algo": algo}}
 
 
 def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:

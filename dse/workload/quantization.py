@@ -69,13 +69,13 @@ def checkpoint_scheme(quant: Any) -> str | None:
 
 
 def _modelopt_scheme(algo: str) -> str | None:
-    """A ModelOpt quant_algo's weights: FP8 (per tensor, or FP8_PER_CHANNEL_PER_TOKEN), 4-bit (NVFP4,
-    NVFP4_AWQ, MXFP4, INT4_AWQ, W4A8_AWQ, W4A16_AWQ), int8 (INT8_SQ, W8A8_SQ_PER_CHANNEL)."""
+    """A ModelOpt quant_algo's weights: FP8 (per tensor, FP8_PER_CHANNEL_PER_TOKEN, FP8_BLOCK_SCALES), 4-bit
+    (NVFP4, NVFP4_AWQ, MXFP4, INT4_AWQ, W4A8_AWQ, W4A16_AWQ), int8 (INT8_SQ, W8A8_SQ_PER_CHANNEL, W8A16)."""
     if algo.startswith("FP8"):
         return "fp8"
     if any(tag in algo for tag in ("FP4", "INT4", "W4A")):
         return "4-bit"
-    return "int8" if ("INT8" in algo or "W8A8" in algo) else None
+    return "int8" if ("INT8" in algo or "W8A" in algo) else None
 
 
 def priced_precision(scheme: str | None, *, moe: bool) -> str | None:

@@ -125,9 +125,9 @@ def test_load_mode_text_says_mode_and_engine() -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "concurrency 8 (closed loop)" in text and "sglang engine" in text and "TTFT p90" in text
-    assert "800 us host/layer without CUDA graphs" in text  # the eager steps' host floor (presets)
+    assert "800 us host/dense layer without CUDA graphs" in text  # the eager steps' host floor (presets)
     trt = runner.invoke(app, [*BASE, "--concurrency", "8", "--num-requests", "40", "--engine", "trtllm"])
-    assert "host/layer" not in " ".join(trt.stdout.split())
+    assert "host/dense layer" not in " ".join(trt.stdout.split())
     static = runner.invoke(app, [*BASE, "--batch", "4"])
     assert "static batch of 4" in " ".join(static.stdout.split())
 
@@ -202,7 +202,7 @@ def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> No
         ),
         (["--layer-host-us", "500"], "--layer-host-us applies to a load mode"),
         (["--concurrency", "4", "--layer-host-us", "inf"], "--layer-host-us"),
-        (["--concurrency", "4", "--layer-host-us", "-1"], "CPU time per layer in [0, 1e5] (got -1.0)"),
+        (["--concurrency", "4", "--layer-host-us", "-1"], "CPU time per dense layer in [0, 1e5] (got -1.0)"),
     ],
 )
 def test_bad_load_options_are_one_line_errors(flags: list[str], needle: str) -> None:

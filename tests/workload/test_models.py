@@ -561,3 +561,33 @@ def test_a_malformed_modelopt_file_is_named(tmp_path: Path, content: str) -> Non
     (path.parent / "hf_quant_config.json").write_text(content)
     with pytest.raises(ConfigError, match="hf_quant_config.json"):
         load_model_config(path)
+
+
+def test_modelopt_files_without_weight_quantization_or_with_mixed_layers(tmp_path: Path) -> None:
+    # a KV-cache-only export (quant_algo null) keeps 16-bit weights; a mixed-precision one is priced at its
+    # narrowest layers (NVFP4 experts beside FP8 attention: the MoE experts as MXFP4's 4.25 bits)
+    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b") | {"quantization_config": None})
+    side = path.parent / "hf_quant_config.json"
+    side.write_text(json.dumps({"quantization": {"quant_algo": None, "kv_cache_quant_algo": "FP8"}}))
+    assert load_model_config(path).checkpoint_scheme is None
+    layers = {
+        "model.layers.0.mlp.experts": {"quant_algo": "NVFP4"},
+        "model.layers.0.self_attn": {"quant_algo": "FP8"},
+    }
+    side.write_text(
+        json.dumps({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}})
+    )
+    arch = load_model_config(
+        path
+    )  # a null quantization_config in config.json counts as none: the file is read
+    assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "mxfp4")
+    side.write_text(json.dumps({"quantization": {"quant_algo": "W8A16"}}))
+    assert load_model_config(path).checkpoint_scheme == "int8"
+
+
+def test_only_a_config_json_reads_the_modelopt_file_beside_it(tmp_path: Path) -> None:
+    # a folder of several models' JSON files: llama.json is not that folder's checkpoint
+    other = tmp_path / "llama.json"
+    other.write_text(json.dumps(_catalog_json("llama-3.1-8b")))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
+    assert load_model_config(other).checkpoint_scheme is None
