@@ -408,17 +408,21 @@ def _problem_choices(
     among `cands`: `_best_candidate`'s (at the problem's choice clock), scored only for the problems not
     in `memo` yet (then added to it), as each row's choice is its own."""
     keys = [] if memo is None else [problems.keys[j] for j in own.tolist()]
-    todo = own if memo is None else own[np.array([key not in memo for key in keys], dtype=bool)]
+    known = [memo.get(key, -1) for key in keys] if memo is not None else []  # one lookup per key
+    todo = own if memo is None else own[np.array([i < 0 for i in known], dtype=bool)]
     best = np.zeros(0, dtype=np.intp)
     if todo.size:
         group = problems.dcls[todo, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
         simt, persistent = library == "simt", library == "hopper_tc"
-        col, factor = problems.rows.column(todo), problems.math_factor[todo]
+        col, factor = problems.pick_rows(todo), problems.math_factor[todo]
         best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor)
     if memo is None:
         return best
-    memo.update(zip([problems.keys[j] for j in todo.tolist()], best.tolist(), strict=True))
-    return np.array([memo[key] for key in keys], dtype=np.intp)
+    if todo.size:
+        memo.update(zip([problems.keys[j] for j in todo.tolist()], best.tolist(), strict=True))
+        fresh = iter(best.tolist())  # `todo` in the order of `own`: each unknown key's new choice
+        known = [next(fresh) if i < 0 else i for i in known]
+    return np.array(known, dtype=np.intp)
 
 
 def _library_rows(

@@ -53,29 +53,45 @@ class ChoiceProblems:
 
     first: np.ndarray  # the first row of each problem
     problem: np.ndarray  # each row's problem
-    rows: GemmRows  # the problems' rows at their choice clock
     dcls: np.ndarray  # the problems' dtype classes
     math_factor: np.ndarray  # and math-time factors
     keys: list[tuple[float, ...]]  # each problem's inputs (`distinct_rows`): equal keys, equal choices
+    rows: GemmRows  # the call's rows (at their own clocks), and what `pick_rows` needs besides them
+    tc_clk: np.ndarray
+    dtypes: tuple[Any, Any, Any]
+    choice_hz: np.ndarray
+    gpu: GpuSpec
+
+    def pick_rows(self, which: np.ndarray) -> GemmRows:
+        """Problems `which` as rows at their choice clock, a column [len(which), 1]; built only for the
+        problems a memo does not hold yet (every field is elementwise in its row)."""
+        first = self.first[which]
+        f_pick_hz = self.choice_hz[first]
+        dtype, stored, out_dtype = ([d[i] for i in first.tolist()] for d in self.dtypes)
+        r = self.rows
+        shapes = (r.m[first], r.n[first], r.k[first], r.batch[first], f_pick_hz)
+        rates = rates_at(self.gpu, f_pick_hz)
+        b_shared = r.b_shared[first]
+        rows = row_inputs(first.size, shapes, dtype, stored, out_dtype, b_shared, self.tc_clk[first], rates)
+        return rows.column(np.arange(first.size))
 
 
 def choice_rows(
     rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
     dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray, math_factor: np.ndarray,
 ) -> ChoiceProblems:  # fmt: skip
-    """The distinct choice problems of `rows` and their rows at their choice clock `choice_hz`; `dtypes`
-    are the rows' (A, stored B, output) dtypes, `dcls` their dtype classes, `math_factor` the stretch of
-    their math time (a grouped MoE kernel's, `dse.perf.moe`)."""
+    """The distinct choice problems of `rows` (their rows at their choice clock `choice_hz`:
+    `ChoiceProblems.pick_rows`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype
+    classes, `math_factor` the stretch of their math time (a grouped MoE kernel's, `dse.perf.moe`)."""
     extra = np.column_stack([tc_clk, lib, dcls, choice_hz, math_factor]).astype(float)
     first, problem, keys = distinct_rows(rows, extra)
-    f_pick_hz = choice_hz[first]
-    dtype, stored, out_dtype = ([d[i] for i in first] for d in dtypes)
-    shapes = (rows.m[first], rows.n[first], rows.k[first], rows.batch[first], f_pick_hz)
-    rates = rates_at(gpu, f_pick_hz)
-    pick_rows = row_inputs(
-        first.size, shapes, dtype, stored, out_dtype, rows.b_shared[first], tc_clk[first], rates
+    return ChoiceProblems(
+        first, problem, dcls[first], math_factor[first], keys, rows, tc_clk, dtypes, choice_hz, gpu
     )
-    return ChoiceProblems(first, problem, pick_rows, dcls[first], math_factor[first], keys)
+
+
+# From this many rows `distinct_rows` sorts the keys with numpy (below, a dict of tuples is faster).
+_SORT_MIN_ROWS = 32
 
 
 def distinct_rows(
@@ -87,6 +103,8 @@ def distinct_rows(
     math-time factor)."""
     fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
     key = np.column_stack([*fields, rows.b_shared.astype(float), extra])
+    if key.shape[0] >= _SORT_MIN_ROWS and not np.isnan(key).any():
+        return _sorted_distinct(key)
     # As `np.unique(key, axis=0, return_index=True, return_inverse=True)` (rows sorted, float equality),
     # through a dict: a call has tens of rows, where np.unique's fixed cost dominates.
     key_rows = [tuple(row) for row in key.tolist()]
@@ -98,3 +116,18 @@ def distinct_rows(
     first = np.array([seen[row] for row in order], dtype=np.intp)
     inverse = np.array([slot[row] for row in key_rows], dtype=np.intp)
     return first, inverse, order
+
+
+def _sorted_distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple[float, ...]]]:
+    """`distinct_rows`' dict path by a stable lexicographic sort (hundreds of rows: eager attention's
+    decode steps): the same problems, order and first rows, for keys without NaN (where tuple order and
+    float order agree; -0.0 equals 0.0 in both, and a problem keeps its first row's key)."""
+    order = np.lexsort(key.T[::-1])  # the first column is the primary key, as in tuple order
+    ordered = key[order]
+    new = np.empty(order.size, dtype=bool)
+    new[:1] = True
+    np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
+    first = order[new]
+    inverse = np.empty(order.size, dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return first, inverse, [tuple(row) for row in key[first].tolist()]
