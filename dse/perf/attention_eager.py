@@ -27,7 +27,7 @@ def eager_arrays(
     num_heads,
     num_kv_heads,
     head_dim,
-    dtype: list[str],
+    dtype: list[str] | tuple[str, ...],
     gpu: GpuSpec,
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,

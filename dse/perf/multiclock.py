@@ -19,6 +19,7 @@ to the same interface.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -95,32 +96,60 @@ def family_of(op: Any) -> str:
     raise TypeError(f"no estimator for {type(op).__name__}")
 
 
-def _gemm_family(
-    ops: Sequence[Any], gpu: GpuSpec, sm_clock_hz: np.ndarray, coeffs: Any, choice_clock_hz: Any = None,
-    choice_memo: dict | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    from dse.perf import gemm
+def _frozen(values: Any, dtype: Any = float) -> np.ndarray:
+    """A read-only array: family inputs may be kept by `_op_table` and shared between calls."""
+    a = np.array(values, dtype=dtype)
+    a.flags.writeable = False
+    return a
+
+
+def family_inputs(key: str, ops: Sequence[Any]) -> dict[str, Any]:
+    """The GPU-independent arguments of family `key`'s `*_arrays` function for `ops` (all of that family):
+    shapes, dtypes and flags, as read-only arrays and tuples."""
+    from dse.perf import elementwise, reduction
 
     def flags(field: str) -> np.ndarray:
-        return np.array([getattr(o, field) for o in ops], dtype=bool)
+        return _frozen([getattr(o, field) for o in ops], bool)
 
-    return gemm.gemm_arrays(
-        m=np.array([o.m for o in ops], dtype=float),
-        n=np.array([o.n for o in ops], dtype=float),
-        k=np.array([o.k for o in ops], dtype=float),
-        batch=np.array([o.batch for o in ops], dtype=float),
-        dtype=[o.dtype for o in ops],
-        out_dtype=[o.c_dtype for o in ops],
-        b_shared=flags("b_shared"),
-        gpu=gpu,
-        sm_clock_hz=sm_clock_hz,
-        coeffs=coeffs,
-        act_quant=flags("act_quant"),
-        b_dtype=[o.b_dtype for o in ops],
-        grouped=flags("grouped"),
-        choice_clock_hz=choice_clock_hz,
-        choice_memo=choice_memo,
-    )
+    def arr(field: str) -> np.ndarray:
+        return _frozen([getattr(o, field) for o in ops])
+
+    def nbytes(dtypes: Sequence[str]) -> np.ndarray:
+        return _frozen([DTYPE_BYTES[d] for d in dtypes])
+
+    if key == "gemm":
+        return {
+            "m": arr("m"), "n": arr("n"), "k": arr("k"), "batch": arr("batch"),
+            "dtype": tuple(o.dtype for o in ops), "out_dtype": tuple(o.c_dtype for o in ops),
+            "b_shared": flags("b_shared"), "act_quant": flags("act_quant"),
+            "b_dtype": tuple(o.b_dtype for o in ops), "grouped": flags("grouped"),
+        }  # fmt: skip
+    if key == "reduction":
+        kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in ops]
+        return {
+            "kind": _frozen([reduction.KINDS.index(k) for k in kinds], None),
+            "rows": arr("rows"), "cols": arr("cols"), "dtype_bytes": nbytes([o.dtype for o in ops]),
+        }  # fmt: skip
+    if key == "elementwise":
+        return {
+            "kind": _frozen([elementwise.KINDS.index(o.kind) for o in ops], None),
+            "num_elements": arr("num_elements"), "in_bytes": nbytes([o.dtype for o in ops]),
+            "out_bytes": nbytes([o.out_dtype or o.dtype for o in ops]),
+            **_frozen_bn(elementwise.bn_fields(ops)),
+        }  # fmt: skip
+    shape = {f: arr(f) for f in ("batch", "seq_len_q", "seq_len_kv", "num_heads", "num_kv_heads", "head_dim")}
+    if key == "attention_eager":
+        return shape | {"dtype": tuple(o.dtype for o in ops)}
+    shape |= {"act_bytes": nbytes([o.dtype for o in ops]), "kv_bytes": nbytes([o.cache_dtype for o in ops])}
+    return shape | {"causal": flags("causal")} if key == "attention_flash" else shape
+
+
+def _frozen_bn(fields: dict[str, Any]) -> dict[str, Any]:
+    """`elementwise.bn_fields`, read-only: its layouts a tuple, its arrays not writeable."""
+    for value in fields.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return fields | ({"bn_layout": tuple(fields["bn_layout"])} if "bn_layout" in fields else {})
 
 
 def family_arrays(
@@ -141,61 +170,80 @@ def family_arrays(
     measured tables of `dse.calibrate.fit.kernels.CACHE_WRITE_TABLES` time them; graphs keep it off.
     `choice_clock_hz` (per op, default its own clock): where GEMM kernels are chosen, `choice_memo`: the
     choices kept for later calls on the same GPU and coefficients (both `gemm.gemm_arrays`)."""
-    from dse.perf import attention, attention_eager, elementwise, reduction
+    return _family_call(
+        key, family_inputs(key, ops), gpu, sm_clock_hz, coeffs,
+        cache_write=cache_write, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
+    )  # fmt: skip
 
-    def arr(values: list[float]) -> np.ndarray:
-        return np.array(values, dtype=float)
 
-    sub, fs = ops, sm_clock_hz
+def _family_call(
+    key: str, inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any, *, cache_write: bool,
+    choice_clock_hz: Any, choice_memo: dict | None,
+) -> dict[str, Any]:  # fmt: skip
+    """`family_arrays` from the family's `family_inputs`."""
+    from dse.perf import attention, attention_eager, elementwise, gemm, reduction
+
+    common = {"gpu": gpu, "sm_clock_hz": fs, "coeffs": coeffs}
     if key == "gemm":
-        return _gemm_family(sub, gpu, fs, coeffs, choice_clock_hz, choice_memo)
+        return gemm.gemm_arrays(**inputs, **common, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo)
     if key == "reduction":
-        kinds = ["softmax" if isinstance(o, SoftmaxOp) else o.kind for o in sub]
-        return reduction.reduction_arrays(
-            kind=np.array([reduction.KINDS.index(k) for k in kinds]),
-            rows=arr([o.rows for o in sub]),
-            cols=arr([o.cols for o in sub]),
-            dtype_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
-            gpu=gpu,
-            sm_clock_hz=fs,
-            coeffs=coeffs,
-        )
+        return reduction.reduction_arrays(**inputs, **common)
     if key == "elementwise":
-        return elementwise.elementwise_arrays(
-            kind=np.array([elementwise.KINDS.index(o.kind) for o in sub]),
-            num_elements=arr([o.num_elements for o in sub]),
-            in_bytes=arr([_dtype_bytes(o.dtype) for o in sub]),
-            out_bytes=arr([_dtype_bytes(o.out_dtype or o.dtype) for o in sub]),
-            gpu=gpu,
-            sm_clock_hz=fs,
-            coeffs=coeffs,
-            **elementwise.bn_fields(sub),
-        )
-    shape = {
-        "batch": arr([o.batch for o in sub]),
-        "seq_len_q": arr([o.seq_len_q for o in sub]),
-        "seq_len_kv": arr([o.seq_len_kv for o in sub]),
-        "num_heads": arr([o.num_heads for o in sub]),
-        "num_kv_heads": arr([o.num_kv_heads for o in sub]),
-        "head_dim": arr([o.head_dim for o in sub]),
-    }
+        return elementwise.elementwise_arrays(**inputs, **common)
     if key == "attention_eager":
-        return attention_eager.eager_arrays(
-            **shape, dtype=[o.dtype for o in sub], gpu=gpu, sm_clock_hz=fs, coeffs=coeffs,
-            choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
-        )  # fmt: skip
-    dt = {
-        "act_bytes": arr([_dtype_bytes(o.dtype) for o in sub]),
-        "kv_bytes": arr([_dtype_bytes(o.cache_dtype) for o in sub]),
-    }
+        choice = {"choice_clock_hz": choice_clock_hz, "choice_memo": choice_memo}
+        return attention_eager.eager_arrays(**inputs, **common, **choice)
     if key == "attention_flash":
-        causal = np.array([o.causal for o in sub], dtype=bool)
-        return attention.flash_arrays(
-            **shape, **dt, causal=causal, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs, cache_write=cache_write
-        )
+        return attention.flash_arrays(**inputs, **common, cache_write=cache_write)
     if key == "attention_decode":
-        return attention.decode_arrays(**shape, **dt, gpu=gpu, sm_clock_hz=fs, coeffs=coeffs)
+        return attention.decode_arrays(**inputs, **common)
     raise ValueError(f"unknown kernel family {key!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """The ops of one kernel family within an op list: their rows, GPU-independent inputs and the dtypes
+    `tensor_flop_bf16` reads."""
+
+    key: str
+    idx: np.ndarray
+    inputs: dict[str, Any]
+    flop_dtypes: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _OpTable:
+    ops: tuple[Any, ...]  # held, so that the ids keying `_TABLES` stay theirs
+    families: tuple[_Family, ...]
+
+
+# Op lists already split by family, by the ids of their ops: a search predicts the same cached graphs
+# (`dse.serving.static._graphs`) at thousands of GPUs and clocks. An entry holds its ops, so no other
+# object can take their ids while it lives. Bounded (least recently used out).
+_TABLES: dict[tuple[int, ...], _OpTable] = {}
+_TABLES_MAX = 128
+
+
+def _op_table(ops: Sequence[Any]) -> _OpTable:
+    key = tuple(map(id, ops))
+    table = _TABLES.pop(key, None)
+    if table is None:
+        table = _new_table(ops)
+    _TABLES[key] = table  # the most recently used last
+    while len(_TABLES) > _TABLES_MAX:
+        del _TABLES[next(iter(_TABLES))]
+    return table
+
+
+def _new_table(ops: Sequence[Any]) -> _OpTable:
+    groups: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        groups.setdefault(family_of(op), []).append(i)
+    families = []
+    for fam, rows in groups.items():
+        sub = [ops[i] for i in rows]
+        families.append(_Family(fam, _frozen(rows, None), family_inputs(fam, sub), _flop_dtypes(fam, sub)))
+    return _OpTable(tuple(ops), tuple(families))
 
 
 def op_rows(
@@ -220,18 +268,14 @@ def op_rows(
     tensor_flop = np.zeros(n)
     lat = np.zeros(n)
     dram = np.zeros(n)
-    groups: dict[str, list[int]] = {}
-    for i, op in enumerate(ops):
-        groups.setdefault(family_of(op), []).append(i)
-    for key, rows in groups.items():
-        sub = [ops[i] for i in rows]
-        idx = np.array(rows)  # once, not per use below
-        out = family_arrays(
-            key, sub, gpu, f[idx], coeffs,
+    for fam in _op_table(ops).families:
+        idx = fam.idx
+        out = _family_call(
+            fam.key, fam.inputs, gpu, f[idx], coeffs,
             cache_write=cache_write, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
         )  # fmt: skip
         util[idx] = np.asarray(out["util"]).T
-        tensor_flop[idx] = tensor_flop_bf16(key, sub, out, gpu)
+        tensor_flop[idx] = _tensor_flop(fam.key, fam.flop_dtypes, out, gpu)
         lat[idx] = out["latency_s"]
         dram[idx] = out["dram_bytes"]
     return {"util": util, "tensor_flop": tensor_flop, "latency_s": lat, "dram_bytes": dram, "sm_clock_hz": f}
@@ -249,6 +293,23 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
     prefill in 16 bit, flash-decoding in fp8 on Hopper when the KV cache is fp8 (FA3), eager attention's
     two GEMMs in the op's dtype.
     """
+    return _tensor_flop(key, _flop_dtypes(key, ops), out, gpu)
+
+
+def _flop_dtypes(key: str, ops: Sequence[Any]) -> tuple[Any, ...]:
+    """What `tensor_flop_bf16` reads of each op of family `key`: GEMMs' (A, B) dtypes, flash-decoding's
+    KV-cache dtype, eager attention's dtype (nothing for the other families)."""
+    if key == "gemm":
+        return tuple((o.dtype, o.b_dtype) for o in ops)
+    if key == "attention_decode":
+        return tuple(o.cache_dtype for o in ops)
+    if key == "attention_eager":
+        return tuple(o.dtype for o in ops)
+    return ()
+
+
+def _tensor_flop(key: str, dtypes: tuple[Any, ...], out: dict[str, Any], gpu: GpuSpec) -> np.ndarray:
+    """`tensor_flop_bf16` from the ops' `_flop_dtypes`."""
     from dse.perf.rates import arch_family, tensor_flop_per_clk
 
     bf16 = tensor_flop_per_clk(gpu, "bf16")
@@ -260,20 +321,20 @@ def tensor_flop_bf16(key: str, ops: Sequence[Any], out: dict[str, Any], gpu: Gpu
     if key == "gemm":
         from dse.perf.moe import math_dtype
 
-        pairs = [(o.dtype, o.b_dtype) for o in ops]
-        factor = {pair: per_bf16(math_dtype(gpu, *pair)) for pair in set(pairs)}  # per distinct pair
-        return np.asarray(out["flop"]) * np.array([factor[pair] for pair in pairs])
+        factor = {pair: per_bf16(math_dtype(gpu, *pair)) for pair in set(dtypes)}  # per distinct pair
+        return np.asarray(out["flop"]) * np.array([factor[pair] for pair in dtypes])
     if key == "attention_flash":
         return np.asarray(out["flop"], dtype=float)
     if key == "attention_decode":
         fp8_mma = arch_family(gpu) == "hopper"
-        cache_dtypes = [o.cache_dtype for o in ops]  # hundreds of decode steps, a dtype or two
-        factor = {d: per_bf16("fp8") if fp8_mma and _dtype_bytes(d) <= 1 else 1.0 for d in set(cache_dtypes)}
-        return np.asarray(out["flop"]) * np.array([factor[d] for d in cache_dtypes])
+        # hundreds of decode steps, a dtype or two
+        factor = {d: per_bf16("fp8") if fp8_mma and _dtype_bytes(d) <= 1 else 1.0 for d in set(dtypes)}
+        return np.asarray(out["flop"]) * np.array([factor[d] for d in dtypes])
     if key == "attention_eager":
         parts = out["parts"]
-        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([per_bf16(o.dtype) for o in ops])
-    return np.zeros(len(ops))  # reductions and elementwise kernels run on CUDA cores
+        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([per_bf16(d) for d in dtypes])
+    n = np.asarray(out["latency_s"]).shape[0]
+    return np.zeros(n)  # reductions and elementwise kernels run on CUDA cores
 
 
 def _dtype_bytes(dtype: str) -> float:
