@@ -48,7 +48,13 @@ def _gpu_dir() -> Any:
 
 def list_gpus() -> list[str]:
     """Names of the catalog GPUs."""
-    return sorted(p.name[: -len(".yaml")] for p in _gpu_dir().iterdir() if p.name.endswith(".yaml"))
+    return list(_catalog_names())
+
+
+@cache
+def _catalog_names() -> tuple[str, ...]:
+    # Read once, as the entries themselves are (`_raw_catalog_entry`): `load_gpu` asks at every search point.
+    return tuple(sorted(p.name[: -len(".yaml")] for p in _gpu_dir().iterdir() if p.name.endswith(".yaml")))
 
 
 @cache
@@ -147,7 +153,7 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
     split = split_overrides(overrides)
     name = _canonical(str(name_or_path))
     path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml") and not _is_file(path) and name in list_gpus():
+    if path.suffix not in (".yaml", ".yml") and not _is_file(path) and name in _catalog_names():
         try:
             gpu = _catalog_gpu(name, split.generic)
         except TypeError:  # an unhashable override value (a list): not cached
