@@ -35,7 +35,6 @@ from dse.perf.arrays import (
     CandidatePlan,
     GemmCandidates,
     GemmChoice,
-    GemmResult,
     GemmRows,
     OperandTraffic,
     PhaseTimes,
@@ -44,14 +43,13 @@ from dse.perf.arrays import (
     TileGeometry,
 )
 from dse.perf.gemm_quant import activation_quant
+from dse.perf.gemm_result import SK_FIX_TILES, KeptScores, ResultInputs, full_result, result_inputs
 from dse.perf.gemm_rows import ChoiceMemo, ChoiceProblems, choice_rows, row_inputs
 from dse.perf.pipeline import (
-    MODULE_INDEX,
     Timeline,
     add_to_prologue,
     build_estimates,
     correct,
-    empty_busy,
     float_rows,
     merge_timelines,
     scale_timeline,
@@ -93,8 +91,6 @@ DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
 _SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
-# Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
-_SK_FIX_TILES = 1.0
 # Weight-only GEMMs (B stored narrower than the MMA operands: MXFP4 experts on GPUs without fp4 Tensor
 # Cores) dequantize every B element a threadblock loads, on the CUDA cores, before the MMA. Marlin's
 # e2m1 -> bf16 sequence takes about three integer ops (mask, shift, merge) per bf16x2 pair and one packed
@@ -262,7 +258,7 @@ def _phase_times(
     n_st = np.where(stream_k, sc.sk_tiles, sc.rounds)  # store rounds
     act_st = g / n_st
     # stream-K only: the partial tile goes through the (L2-resident) workspace
-    e_fix = np.where(stream_k, _SK_FIX_TILES * sc.sk_cc_tile * co.fix_bytes / l2_sm, 0.0)
+    e_fix = np.where(stream_k, SK_FIX_TILES * sc.sk_cc_tile * co.fix_bytes / l2_sm, 0.0)
     w = np.where(stream_k, sc.sk_iters, sc.rounds * v.nk)
     if persistent:
         # One threadblock per slot loops over its tiles: the pipeline fills once, and the producer keeps
@@ -274,7 +270,7 @@ def _phase_times(
         ld = ld + n_st * store_shared(act_st, out_cta_b) / w
         t_epi = store_local(cc_st, out_cta_b) + e_fix + co.t_red_s
     else:
-        t_pro = np.where(stream_k, sc.sk_tiles + _SK_FIX_TILES, sc.rounds) * fill(sc.cc_tile)
+        t_pro = np.where(stream_k, sc.sk_tiles + SK_FIX_TILES, sc.rounds) * fill(sc.cc_tile)
         t_epi = (
             n_st * np.maximum(store_shared(act_st, out_cta_b), store_local(cc_st, out_cta_b))
             + e_fix
@@ -283,60 +279,11 @@ def _phase_times(
     return PhaseTimes(t_pro_s=t_pro, t_epi_s=t_epi, steps=w, load_s=ld, math_s=mm)
 
 
-def _full_result(r: GemmRows, p: CandidatePlan, t: PhaseTimes, rates: Rates, simt: bool) -> GemmResult:
-    """The `Timeline` (with module busy times) and traffic of one chosen candidate per row."""
-    sms, bw_dram = rates.num_sms, rates.dram_bw_bytes_per_s
-    l2_tot, smem_sm = r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
-    v, co = p.geo, p.costs
-    g, stream_k, units, out_dram = v.grid, v.stream_k, v.units, co.out_dram
-    red_b, red_dram_b = co.red_bytes, co.red_dram_bytes
-    dram_ab, l2_ab = p.traffic.dram_bytes, p.traffic.l2_bytes
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (t.t_pro_s, t.t_epi_s, t.load_s, t.steps)))
-
-    def flat(x: np.ndarray | float) -> np.ndarray:
-        if isinstance(x, np.ndarray) and x.shape == shape:  # most are: skip broadcast_to's fixed cost
-            return x.ravel()
-        return np.broadcast_to(x, shape).ravel()
-
-    busy = empty_busy(flat(t.t_pro_s).shape[0])
-    w_b = g * co.out_cta_bytes  # C (or split-K partials)
-    fix_total_b = np.where(stream_k, _SK_FIX_TILES * p.sched.sk_act * co.fix_bytes, 0.0)  # L2-resident
-    smem_total = units * (v.step_bytes + co.smem_rd_bytes)
-    busy[1, MODULE_INDEX["dram"]] = flat(dram_ab / bw_dram)
-    busy[1, MODULE_INDEX["l2"]] = flat(l2_ab / l2_tot)
-    busy[1, MODULE_INDEX["smem"]] = flat(smem_total / (smem_sm * sms))
-    busy[1, MODULE_INDEX["cuda" if simt else "tensor"]] = flat(
-        units * co.flop_step / (co.math_flop_per_s_per_sm * sms)
-    )
-    if not simt:  # the dequantization of weight-only B tiles (zero elsewhere)
-        busy[1, MODULE_INDEX["cuda"]] = flat(units * co.dequant_flop_step / (r.fp32_flop_per_s_per_sm * sms))
-    busy[2, MODULE_INDEX["dram"]] = flat((w_b * out_dram + red_dram_b) / bw_dram)
-    busy[2, MODULE_INDEX["l2"]] = flat((w_b + red_b + fix_total_b) / l2_tot)
-    busy[2, MODULE_INDEX["smem"]] = flat(w_b / (smem_sm * sms))
-    busy[2, MODULE_INDEX["cuda"]] = flat(g * v.mt_avg * v.nt_avg * 2.0 / (r.fp32_flop_per_s_per_sm * sms))
-    timeline = Timeline(
-        t_pro=flat(t.t_pro_s),
-        t_epi=flat(t.t_epi_s),
-        main_w=flat(t.steps)[None, :],
-        main_load=flat(t.load_s)[None, :],
-        main_math=flat(t.math_s)[None, :],
-        busy=busy,
-        sm_active_frac=flat(np.where(stream_k, 1.0, np.minimum(1.0, g / sms))),
-    )
-    return GemmResult(
-        timeline=timeline,
-        dram_bytes=flat(dram_ab + w_b * out_dram + red_dram_b),
-        l2_bytes=flat(l2_ab + w_b + red_b + fix_total_b),
-        smem_bytes=flat(smem_total + w_b),
-        grid=flat(np.where(stream_k, np.minimum(v.slots, g), g)),
-    )
-
-
 def _evaluate(
     r: GemmRows, c: GemmCandidates, rates: Rates, simt: bool, persistent: bool
 ) -> tuple[CandidatePlan, PhaseTimes]:
     """Plan and phase times of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1],
-    broadcast): what the candidate choice needs, and `_full_result` turns into a timeline."""
+    broadcast): what the candidate choice needs, and `gemm_result.full_result` turns into a timeline."""
     v = _tile_geometry(r, c, rates.num_sms)
     p = CandidatePlan(
         geo=v,
@@ -356,24 +303,32 @@ def _best_candidate(
     simt: bool,
     persistent: bool,
     math_factor: np.ndarray,
+    kept: list[KeptScores] | None = None,
 ) -> np.ndarray:
     """Per row, the index of the candidate with the lowest corrected latency (math time x `math_factor`).
 
     Large calls score only the valid (row, candidate) pairs, flattened: every value is elementwise in its
     row and candidate, so the scores, and the first lowest one per row, are those of the full grid.
+    `kept` (a list): receives the evaluation behind the scores (`gemm_result.KeptScores`).
     """
     num, num_c = col.m.shape[0], cands.tile_m.shape[-1]
     ri, ci = valid_pairs(col, cands) if num * num_c >= _PAIRS_MIN_GRID else (None, None)
     if ri is None or ci is None or ri.size > _PAIRS_MAX_FRAC * num * num_c:
-        pred, valid = _scores(col, cands, cand_group, rates, table, simt, persistent, math_factor[:, None])
-        return np.argmin(np.where(valid, pred, np.inf), axis=1)
+        pred, p, t = _scores(col, cands, cand_group, rates, table, simt, persistent, math_factor[:, None])
+        if kept is not None:
+            kept.append(KeptScores(p, t, pred.shape, None))
+        return np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
     grid = np.full((num, num_c), np.inf)
     if ri.size:
         pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
-        pred, _ = _scores(
+        pred, p, t = _scores(
             pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent, math_factor[ri]
         )
         grid[ri, ci] = pred
+        if kept is not None:
+            pos = np.full((num, num_c), -1, dtype=np.intp)
+            pos[ri, ci] = np.arange(ri.size)
+            kept.append(KeptScores(p, t, pred.shape, pos))
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
     return np.argmin(grid, axis=1)
 
@@ -387,9 +342,9 @@ def _scores(
     simt: bool,
     persistent: bool,
     math_factor: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Corrected latency of candidates `c` for rows `r` (broadcast), and which of them are valid; the math
-    time stretched by `math_factor` (broadcast like the rows)."""
+) -> tuple[np.ndarray, CandidatePlan, PhaseTimes]:
+    """Corrected latency of candidates `c` for rows `r` (broadcast), the math time stretched by
+    `math_factor` (broadcast like the rows), and the evaluation behind it (`p.geo.valid`: which are valid)."""
     p, t = _evaluate(r, c, rates, simt, persistent=persistent)
     cf = table[group]  # [..., 6]
     dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
@@ -397,42 +352,50 @@ def _scores(
     )
     t_main = t.steps * np.maximum(cf[..., 5] * t.load_s, dm * t.math_s * math_factor)
     pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
-    return pred, p.geo.valid
+    return pred, p, t
 
 
 def _problem_choices(
     library: str, cands: GemmCandidates, rates: Rates, table: np.ndarray,
     problems: ChoiceProblems, own: np.ndarray, memo: ChoiceMemo,
-) -> np.ndarray:  # fmt: skip
+) -> tuple[np.ndarray, KeptScores | None]:  # fmt: skip
     """For each problem `own[j]` of `problems` (all run by `library`), the index of its chosen candidate
     among `cands`: `_best_candidate`'s (at the problem's choice clock), scored only for the problems not
-    in `memo` yet (then added to it), as each row's choice is its own."""
+    in `memo` yet (then added to it), as each row's choice is its own. Also the evaluation behind the
+    scores when every problem of `own` was scored here (`KeptScores`, problems in `own`'s order)."""
     keys = [] if memo is None else [problems.keys[j] for j in own.tolist()]
     known = [memo.get(key, -1) for key in keys] if memo is not None else []  # one lookup per key
     todo = own if memo is None else own[np.array([i < 0 for i in known], dtype=bool)]
     best = np.zeros(0, dtype=np.intp)
+    kept: list[KeptScores] = []
     if todo.size:
         group = problems.dcls[todo, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
         simt, persistent = library == "simt", library == "hopper_tc"
         col, factor = problems.pick_rows(todo), problems.math_factor[todo]
-        best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor)
+        keep = kept if todo.size == own.size else None
+        best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor, kept=keep)
+    scored = kept[0] if kept else None
     if memo is None:
-        return best
+        return best, scored
     if todo.size:
         memo.update(zip([problems.keys[j] for j in todo.tolist()], best.tolist(), strict=True))
         fresh = iter(best.tolist())  # `todo` in the order of `own`: each unknown key's new choice
         known = [next(fresh) if i < 0 else i for i in known]
-    return np.array(known, dtype=np.intp)
+    return np.array(known, dtype=np.intp), scored
 
 
 def _library_rows(
-    library: str, col: GemmRows, dcls: np.ndarray, aq: np.ndarray, rates: Rates, chosen: GemmCandidates
-) -> GemmChoice:
+    library: str, col: GemmRows, dcls: np.ndarray, aq: np.ndarray, rates: Rates, chosen: GemmCandidates,
+    scored: ResultInputs | None = None,
+) -> GemmChoice:  # fmt: skip
     """Rows `col` (all run by `library`'s kernels) at their chosen candidates `chosen` [N, 1]:
-    `_full_result` plus tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the activation
-    quantization."""
+    `gemm_result.full_result` plus tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the
+    activation quantization. `scored`: the choice's own evaluation of those candidates, when the rows run
+    at their choice clock (the same values as evaluating them again)."""
     simt, persistent = library == "simt", library == "hopper_tc"
-    ev = _full_result(col, *_evaluate(col, chosen, rates, simt, persistent=persistent), rates, simt)
+    if scored is None:
+        scored = result_inputs(*_evaluate(col, chosen, rates, simt, persistent=persistent))
+    ev = full_result(col, scored, rates, simt)
     if aq.any():
         quant, quant_b = activation_quant(col, rates, aq.size)
         ev = replace(
@@ -469,9 +432,13 @@ def _by_library(
         slot = np.empty(first.size, dtype=np.int64)
         slot[own] = np.arange(own.size)
         cands = gemm_candidates(LIBRARIES[li], rates)
-        best = _problem_choices(LIBRARIES[li], cands, rates, table, problems, own, memo)
-        chosen = cands.chosen(best[slot[problem[sel]]])
-        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, chosen)
+        best, scored = _problem_choices(LIBRARIES[li], cands, rates, table, problems, own, memo)
+        pick = slot[problem[sel]]
+        chosen = cands.chosen(best[pick])
+        # rows at their choice clock (the cap search's first pass): the choice evaluated their candidates
+        at_choice = scored is not None and bool(np.all(rates.sm_clock_hz[sel] == problems.choice_hz[sel]))
+        x = scored.inputs(pick, best[pick]) if scored is not None and at_choice else None
+        ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, chosen, x)
         ev = ch.result
         vals = (ev.dram_bytes, ev.l2_bytes, ev.smem_bytes, ev.grid, ch.tile_idx, ch.split)
         for key, val in zip(keys, vals, strict=True):
