@@ -346,12 +346,12 @@ def _scores(
     """Corrected latency of candidates `c` for rows `r` (broadcast), the math time stretched by
     `math_factor` (broadcast like the rows), and the evaluation behind it (`p.geo.valid`: which are valid)."""
     p, t = _evaluate(r, c, rates, simt, persistent=persistent)
-    cf = table[group]  # [..., 6]
-    dm = 1.0 + (cf[..., 4] - 1.0) * np.where(
-        c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms)
-    )
-    t_main = t.steps * np.maximum(cf[..., 5] * t.load_s, dm * t.math_s * math_factor)
-    pred = cf[..., 0] * t.t_pro_s + cf[..., 1] * t_main + cf[..., 2] * t.t_epi_s + cf[..., 3]
+    # Each coefficient gathered on its own: contiguous arrays (`table[group][..., j]` reads with a stride,
+    # half the speed on eager attention's [rows, candidates] grids).
+    cf = [column[group] for column in table.T]
+    dm = 1.0 + (cf[4] - 1.0) * np.where(c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms))
+    t_main = t.steps * np.maximum(cf[5] * t.load_s, dm * t.math_s * math_factor)
+    pred = cf[0] * t.t_pro_s + cf[1] * t_main + cf[2] * t.t_epi_s + cf[3]
     return pred, p, t
 
 

@@ -332,7 +332,8 @@ def _tensor_flop(key: str, dtypes: tuple[Any, ...], out: dict[str, Any], gpu: Gp
         return np.asarray(out["flop"]) * np.array([factor[d] for d in dtypes])
     if key == "attention_eager":
         parts = out["parts"]
-        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([per_bf16(d) for d in dtypes])
+        factor = {d: per_bf16(d) for d in set(dtypes)}  # per distinct dtype (a row per decode step)
+        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([factor[d] for d in dtypes])
     n = np.asarray(out["latency_s"]).shape[0]
     return np.zeros(n)  # reductions and elementwise kernels run on CUDA cores
 
