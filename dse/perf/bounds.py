@@ -30,6 +30,7 @@ CAP_BINDS_FRAC = 0.01
 MATH_TIE = 0.05
 _MATH = [MODULES.index("tensor"), MODULES.index("cuda")]
 _MODULE_LABEL = {m: ("cuda" if m == "sfu" else m) for m in MODULES}
+_LABEL_OF_MODULE = np.array([_MODULE_LABEL[m] for m in MODULES], dtype=object)  # by module index
 
 
 def kernel_bounds(
@@ -41,7 +42,7 @@ def kernel_bounds(
     math = np.array(_MATH)[np.argmax(u[:, _MATH], axis=1)]
     near = u[np.arange(len(u)), math] >= u.max(axis=1) - MATH_TIE
     chosen = np.where(near, math, busiest)
-    labels = [_MODULE_LABEL[MODULES[int(i)]] for i in chosen]
+    labels: list[str] = _LABEL_OF_MODULE[chosen].tolist()
     capped = np.asarray(clock_hz, dtype=float) < (1.0 - CAP_BINDS_FRAC) * requested_hz
     host = np.asarray(gap_s, dtype=float) > np.asarray(latency_s, dtype=float)
     for i in np.flatnonzero(capped):

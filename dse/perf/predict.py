@@ -101,12 +101,13 @@ class KernelRows:
     the same floats in the same order as a loop over the built values would."""
 
     __slots__ = (
-        "_built", "bounds", "clock_hz", "energy", "energy_j", "exceeded", "gap_power_w", "gap_s",
+        "_built", "bounds", "clock_hz", "count", "energy", "energy_j", "exceeded", "gap_power_w", "gap_s",
         "latency_s", "ops", "power_w",
     )  # fmt: skip
 
     def __init__(self, ops: Sequence[Any], arrays: dict[str, np.ndarray], bounds: Sequence[str]) -> None:
         self.ops = ops
+        self.count = arrays["count"]  # each op's `count`, as floats
         self.latency_s = arrays["latency_s"]
         self.gap_s = arrays["gap_s"]
         self.power_w = arrays["power_w"]
@@ -121,7 +122,7 @@ class KernelRows:
     @classmethod
     def empty(cls) -> KernelRows:
         none = np.zeros(0)
-        keys = ("latency_s", "gap_s", "power_w", "gap_power_w", "clock_hz", "exceeded", "energy_j")
+        keys = ("count", "latency_s", "gap_s", "power_w", "gap_power_w", "clock_hz", "exceeded", "energy_j")
         return cls((), {**dict.fromkeys(keys, none), "energy": np.zeros((0, len(ENERGY_KEYS)))}, ())
 
     def predictions(self) -> tuple[KernelPrediction, ...]:
@@ -174,18 +175,24 @@ class WorkloadPrediction:
 
     def energy_j_by_name(self) -> dict[str, float]:
         """Energy per op name (all executions and their gaps); sums to energy_j."""
-        out: dict[str, float] = {}
-        for op, energy_j in zip(self._kernels.ops, self._kernels.energy_j.tolist(), strict=True):
-            out[op.name] = out.get(op.name, 0.0) + energy_j
-        return out
+        rows = self._kernels
+        if not isinstance(rows.ops, tuple):  # a graph's ops are a tuple (the key of `_ops_info`)
+            out: dict[str, float] = {}
+            for op, energy_j in zip(rows.ops, rows.energy_j.tolist(), strict=True):
+                out[op.name] = out.get(op.name, 0.0) + energy_j
+            return out
+        _, _, names, code = _ops_info(rows.ops)
+        # bincount adds each name's energies in op order from 0.0, as the loop above does: the same bits
+        energy_j = np.bincount(code, weights=rows.energy_j, minlength=len(names)).tolist()
+        return dict(zip(names, energy_j, strict=True))
 
     def bound_by_shares(self) -> dict[str, float]:
         """Shares of the wall time by what bounds it (`dse.perf.bounds`): kernel time by the kernel's label,
         gaps as host."""
         rows = self._kernels
-        count = [op.count for op in rows.ops]
-        parts = [(b, c * t) for b, c, t in zip(rows.bounds, count, rows.latency_s.tolist(), strict=True)]
-        parts += [("host", c * t) for c, t in zip(count, rows.gap_s.tolist(), strict=True)]
+        # count x time as numpy products: the bits of the Python products (an int count converts exactly)
+        parts = list(zip(rows.bounds, (rows.count * rows.latency_s).tolist(), strict=True))
+        parts += [("host", s) for s in (rows.count * rows.gap_s).tolist()]
         return time_shares(parts)
 
     def energy_j_by_kind(self) -> dict[str, float]:
@@ -292,7 +299,7 @@ def predict_graphs(
     spans = [np.arange(int(e) - len(g.ops), int(e)) for g, e in zip(graphs, ends, strict=True)]
     members = [np.concatenate([spans[i] for i in group]) for group in groups]
     plans = [None if mode is None else launch_plan(g.ops) for g in graphs]  # the host queue's, if any
-    counts = [np.array([op.count for op in g.ops], dtype=float) for g in graphs]
+    counts = [op_counts(g) for g in graphs]
 
     def graph_energy(
         i: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]
@@ -333,6 +340,34 @@ def predict_graphs(
     return [r for r in results if r is not None]
 
 
+# What is read of a graph's ops at every prediction, by the ids of the op tuples (an entry holds its tuple,
+# so no other object takes that id while it lives): a search predicts the same cached graphs
+# (`dse.serving.static._graphs`) at every point. Read-only arrays and tuples, shared between calls.
+_OPS_INFO: dict[int, tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]] = {}
+_OPS_INFO_MAX = 256
+
+
+def _ops_info(ops: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]:
+    """(ops, each op's count as floats, the distinct op names in order of appearance, each op's name's
+    index in them)."""
+    hit = _OPS_INFO.pop(id(ops), None)
+    if hit is None:
+        counts = np.array([op.count for op in ops], dtype=float)
+        slot: dict[str, int] = {}
+        codes = np.array([slot.setdefault(op.name, len(slot)) for op in ops], dtype=np.intp)
+        counts.flags.writeable = codes.flags.writeable = False
+        hit = (ops, counts, tuple(slot), codes)
+    _OPS_INFO[id(ops)] = hit  # the most recently used last
+    while len(_OPS_INFO) > _OPS_INFO_MAX:
+        del _OPS_INFO[next(iter(_OPS_INFO))]
+    return hit
+
+
+def op_counts(graph: WorkloadGraph) -> np.ndarray:
+    """Each op's `count` as a float array (read-only: shared between calls)."""
+    return _ops_info(graph.ops)[1]
+
+
 def _assemble(
     graph: WorkloadGraph,
     gpu: GpuSpec,
@@ -352,7 +387,7 @@ def _assemble(
     ops = graph.ops
     lat = a["latency_s"]
     f = a["sm_clock_hz"]
-    count = np.array([op.count for op in ops], dtype=float)
+    count = op_counts(graph)
     if mode is None or plan is None:
         gap, host_s = np.zeros_like(lat), 0.0
     else:
@@ -378,7 +413,7 @@ def _assemble(
         "gap_power_w": gp["total"],
         "clock_hz": f,
     }
-    arrays |= {"exceeded": exceeded, "energy": energy, "energy_j": k_energy}
+    arrays |= {"count": count, "exceeded": exceeded, "energy": energy, "energy_j": k_energy}
     kernels = KernelRows(ops, arrays, bounds)
     return WorkloadPrediction(
         name=graph.name,
