@@ -178,6 +178,10 @@ class GemmCandidates:
         """Candidate `cands[j]` for each (row, candidate) pair j, shape [P]."""
         return GemmCandidates(**{f.name: getattr(self, f.name)[0, cands] for f in fields(self)})
 
+    def at_columns(self, cols: np.ndarray) -> GemmCandidates:
+        """Candidates `cols` only, shape [1, len(cols)]."""
+        return GemmCandidates(**{f.name: getattr(self, f.name)[:, cols] for f in fields(self)})
+
     def chosen(self, best: np.ndarray) -> GemmCandidates:
         """Candidate `best[i]` for row i, shape [N, 1]."""
 

@@ -72,7 +72,7 @@ from dse.perf.tiles import (
     gemm_candidates,
     gemm_library,
     kernel_name,
-    valid_pairs,
+    valid_grid,
 )
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import GemmOp
@@ -307,28 +307,39 @@ def _best_candidate(
 ) -> np.ndarray:
     """Per row, the index of the candidate with the lowest corrected latency (math time x `math_factor`).
 
-    Large calls score only the valid (row, candidate) pairs, flattened: every value is elementwise in its
-    row and candidate, so the scores, and the first lowest one per row, are those of the full grid.
+    Only candidates valid for some row are scored (eager attention's decode GEMMs admit a third of the
+    splits, vLLM's fp8 kernels one tile per M); large calls whose valid (row, candidate) pairs are a
+    minority of that grid score the pairs alone, flattened. Every value is elementwise in its row and
+    candidate, so the scores, and the first lowest one per row, are those of the full grid.
     `kept` (a list): receives the evaluation behind the scores (`gemm_result.KeptScores`).
     """
     num, num_c = col.m.shape[0], cands.tile_m.shape[-1]
-    ri, ci = valid_pairs(col, cands) if num * num_c >= _PAIRS_MIN_GRID else (None, None)
-    if ri is None or ci is None or ri.size > _PAIRS_MAX_FRAC * num * num_c:
-        pred, p, t = _scores(col, cands, cand_group, rates, table, simt, persistent, math_factor[:, None])
+    small = num * num_c < _PAIRS_MIN_GRID  # numpy's fixed cost dominates: the whole grid, no selection
+    valid = np.ones((1, num_c), dtype=bool) if small else valid_grid(col, cands)
+    cols = np.arange(num_c) if small else np.nonzero(valid.any(axis=0))[0]
+    if not cols.size:  # nothing valid: every row takes the first candidate, as a full grid's argmin does
+        return np.zeros(num, dtype=np.intp)
+    if small or np.count_nonzero(valid) > _PAIRS_MAX_FRAC * num * cols.size:
+        some = cols.size < num_c
+        sub, sub_group = (cands.at_columns(cols), cand_group[:, cols]) if some else (cands, cand_group)
+        pred, p, t = _scores(col, sub, sub_group, rates, table, simt, persistent, math_factor[:, None])
         if kept is not None:
-            kept.append(KeptScores(p, t, pred.shape, None))
-        return np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
+            col_of = np.full(num_c, -1, dtype=np.intp)
+            col_of[cols] = np.arange(cols.size)
+            kept.append(KeptScores(p, t, pred.shape, None, col_of if some else None))
+        best = np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
+        return np.where(valid.any(axis=1), cols[best], 0) if some else best  # no valid: the first, as above
+    ri, ci = np.nonzero(valid)
     grid = np.full((num, num_c), np.inf)
-    if ri.size:
-        pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
-        pred, p, t = _scores(
-            pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent, math_factor[ri]
-        )
-        grid[ri, ci] = pred
-        if kept is not None:
-            pos = np.full((num, num_c), -1, dtype=np.intp)
-            pos[ri, ci] = np.arange(ri.size)
-            kept.append(KeptScores(p, t, pred.shape, pos))
+    pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
+    pred, p, t = _scores(
+        pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent, math_factor[ri]
+    )
+    grid[ri, ci] = pred
+    if kept is not None:
+        pos = np.full((num, num_c), -1, dtype=np.intp)
+        pos[ri, ci] = np.arange(ri.size)
+        kept.append(KeptScores(p, t, pred.shape, pos, None))
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
     return np.argmin(grid, axis=1)
 

@@ -60,24 +60,27 @@ def result_inputs(p: CandidatePlan, t: PhaseTimes) -> ResultInputs:
 
 @dataclass(frozen=True, slots=True)
 class KeptScores:
-    """The candidate choice's evaluation of problems x candidates: the full grid (`pos` None, arrays
-    broadcasting to `shape` [problems, candidates]) or the valid pairs only (arrays of `shape` [pairs],
-    `pos` [problems, candidates] each pair's position, -1 where not evaluated)."""
+    """The candidate choice's evaluation of problems x candidates: a grid (`pos` None, arrays broadcasting
+    to `shape` [problems, scored candidates]; `col_of` each candidate's column, -1 where not scored, None
+    for all of them) or the valid pairs only (arrays of `shape` [pairs], `pos` [problems, candidates]
+    each pair's position, -1 where not evaluated)."""
 
     plan: CandidatePlan
     times: PhaseTimes
     shape: tuple[int, ...]
     pos: np.ndarray | None
+    col_of: np.ndarray | None
 
     def inputs(self, problem: np.ndarray, cand: np.ndarray) -> ResultInputs | None:
         """`result_inputs` of problem `problem[i]` at candidate `cand[i]` for each row i, as columns
         [rows, 1] (the shape of a fresh evaluation's); None when one of those pairs was not evaluated."""
         at: tuple[np.ndarray, ...] = (problem, cand)
         if self.pos is not None:
-            pair = self.pos[problem, cand]
-            if (pair < 0).any():
-                return None
-            at = (pair,)
+            at = (self.pos[problem, cand],)
+        elif self.col_of is not None:
+            at = (problem, self.col_of[cand])
+        if (at[-1] < 0).any():
+            return None
 
         def take(a: np.ndarray) -> np.ndarray:
             full = (
