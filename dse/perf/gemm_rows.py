@@ -43,7 +43,10 @@ def row_inputs(
 
 
 # Problem key (`distinct_rows`) -> chosen candidate index, kept by calls on one GPU and coefficients.
-ChoiceMemo = dict[tuple[float, ...], int] | None
+# A problem's key (`distinct_rows`): the bytes of its input floats with -0.0 made 0.0, or (a NaN among a
+# call's inputs) their tuple; equal keys are equal inputs either way.
+ProblemKey = tuple[float, ...] | bytes
+ChoiceMemo = dict[ProblemKey, int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +58,7 @@ class ChoiceProblems:
     problem: np.ndarray  # each row's problem
     dcls: np.ndarray  # the problems' dtype classes
     math_factor: np.ndarray  # and math-time factors
-    keys: list[tuple[float, ...]]  # each problem's inputs (`distinct_rows`): equal keys, equal choices
+    keys: list[ProblemKey]  # each problem's inputs (`distinct_rows`): equal keys, equal choices
     rows: GemmRows  # the call's rows (at their own clocks), and what `pick_rows` needs besides them
     tc_clk: np.ndarray
     dtypes: tuple[Any, Any, Any]
@@ -94,17 +97,18 @@ def choice_rows(
 _SORT_MIN_ROWS = 32
 
 
-def distinct_rows(
-    rows: GemmRows, extra: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, list[tuple[float, ...]]]:
+def distinct_rows(rows: GemmRows, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[ProblemKey]]:
     """(first row of each distinct choice problem, index of each row's problem, each problem's key: the
     row's shape, element sizes, B sharing and `extra`), problems in the key's sorted order. `extra`
     [N, k]: the other per-row inputs of the choice (Tensor-Core rate, library, dtype class, choice clock,
-    math-time factor)."""
+    math-time factor). The keys are bytes (`ProblemKey`: cheaper to build and hash than tuples), tuples
+    for a call with a NaN input (no bytes stand for float equality there)."""
     fields = (rows.m, rows.n, rows.k, rows.batch, rows.in_elem_bytes, rows.b_elem_bytes, rows.out_elem_bytes)
     key = np.column_stack([*fields, rows.b_shared.astype(float), extra])
-    if key.shape[0] >= _SORT_MIN_ROWS and not np.isnan(key).any():
-        return _sorted_distinct(key)
+    nan = bool(np.isnan(key).any())
+    if key.shape[0] >= _SORT_MIN_ROWS and not nan:
+        first, inverse = _sorted_distinct(key)
+        return first, inverse, _byte_keys(key[first])
     # As `np.unique(key, axis=0, return_index=True, return_inverse=True)` (rows sorted, float equality),
     # through a dict: a call has tens of rows, where np.unique's fixed cost dominates.
     key_rows = [tuple(row) for row in key.tolist()]
@@ -115,19 +119,25 @@ def distinct_rows(
     slot = {row: j for j, row in enumerate(order)}
     first = np.array([seen[row] for row in order], dtype=np.intp)
     inverse = np.array([slot[row] for row in key_rows], dtype=np.intp)
-    return first, inverse, order
+    return first, inverse, list(order) if nan else _byte_keys(key[first])
 
 
-def _sorted_distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple[float, ...]]]:
+def _byte_keys(key: np.ndarray) -> list[ProblemKey]:
+    """Each row of `key` (no NaN) as bytes, -0.0 made 0.0 (the only equal floats of unequal bits)."""
+    raw = (key + 0.0).tobytes()
+    width = key.shape[1] * key.itemsize
+    return [raw[i : i + width] for i in range(0, len(raw), width)]
+
+
+def _sorted_distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`distinct_rows`' dict path by a stable lexicographic sort (hundreds of rows: eager attention's
     decode steps): the same problems, order and first rows, for keys without NaN (where tuple order and
-    float order agree; -0.0 equals 0.0 in both, and a problem keeps its first row's key)."""
+    float order agree, and -0.0 equals 0.0 in both)."""
     order = np.lexsort(key.T[::-1])  # the first column is the primary key, as in tuple order
     ordered = key[order]
     new = np.empty(order.size, dtype=bool)
     new[:1] = True
     np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
-    first = order[new]
     inverse = np.empty(order.size, dtype=np.intp)
     inverse[order] = np.cumsum(new) - 1
-    return first, inverse, [tuple(row) for row in key[first].tolist()]
+    return order[new], inverse
