@@ -152,8 +152,22 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     if base is None or not facts.has(f"gpu_price_usd.{base.name}"):
         return build_usd * facts.value("default_markup")
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
-    base_build = sum(_parts(base, shipped)[3:])
-    return facts.value(f"gpu_price_usd.{base.name}") * build_usd / base_build
+    return facts.value(f"gpu_price_usd.{base.name}") * build_usd / _base_build_usd(base, shipped)
+
+
+# The build cost of catalog GPUs under shipped facts, by the ids of both (cached objects, held by the entry
+# so that no other object takes their ids): a search prices its base GPU at every point.
+_BASE_BUILD: dict[tuple[int, int], tuple[GpuSpec, CostFacts, float]] = {}
+
+
+def _base_build_usd(base: GpuSpec, shipped: CostFacts) -> float:
+    key = (id(base), id(shipped))
+    hit = _BASE_BUILD.get(key)
+    if hit is None:
+        if len(_BASE_BUILD) >= 64:  # bounded: catalog GPUs x scenarios
+            _BASE_BUILD.clear()
+        hit = _BASE_BUILD[key] = (base, shipped, sum(_parts(base, shipped)[3:]))
+    return hit[2]
 
 
 def build_cost(gpu: GpuSpec, facts: CostFacts, price_usd: float | None = None) -> BuildCost:
