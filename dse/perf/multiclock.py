@@ -5,7 +5,8 @@ The power-cap search needs many ops at many clocks, and a call costs a few milli
 overhead whatever its size; so this module calls the kernel families' public vectorized functions
 (`gemm.gemm_arrays`, `attention.flash_arrays` / `decode_arrays`, `attention_eager.eager_arrays`,
 `reduction.reduction_arrays`, `elementwise.elementwise_arrays`), which accept a clock per row, directly:
-any set of (op, clock) pairs costs one call per family.
+any set of (op, clock) pairs costs one call per family. The families' GPU-independent inputs (shapes,
+dtypes, flags: `family_inputs`) are read from an op list once and kept for the list (`_op_table`).
 
 `op_rows(ops, gpu, clocks_hz, coeffs)` returns util [N, len(MODULES)], latency_s, dram_bytes and
 sm_clock_hz [N]; tests check it against `estimate_ops` op by op (`tests/perf/test_power_rows.py`), so a
