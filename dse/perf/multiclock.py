@@ -220,12 +220,16 @@ class _OpTable:
 
 # Op lists already split by family, by the ids of their ops: a search predicts the same cached graphs
 # (`dse.serving.static._graphs`) at thousands of GPUs and clocks. An entry holds its ops, so no other
-# object can take their ids while it lives. Bounded (least recently used out).
+# object can take their ids while it lives. Bounded (least recently used out), and only for lists of up
+# to `_TABLE_MAX_OPS` ops (a calibration fit's thousands of sampled kernels are read once).
 _TABLES: dict[tuple[int, ...], _OpTable] = {}
 _TABLES_MAX = 128
+_TABLE_MAX_OPS = 4096
 
 
 def _op_table(ops: Sequence[Any]) -> _OpTable:
+    if len(ops) > _TABLE_MAX_OPS:
+        return _new_table(ops)
     key = tuple(map(id, ops))
     table = _TABLES.pop(key, None)
     if table is None:

@@ -345,6 +345,7 @@ def predict_graphs(
 # (`dse.serving.static._graphs`) at every point. Read-only arrays and tuples, shared between calls.
 _OPS_INFO: dict[int, tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]] = {}
 _OPS_INFO_MAX = 256
+_OPS_INFO_MAX_OPS = 4096
 
 
 def _ops_info(ops: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]:
@@ -357,6 +358,8 @@ def _ops_info(ops: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.ndarray, tuple[
         codes = np.array([slot.setdefault(op.name, len(slot)) for op in ops], dtype=np.intp)
         counts.flags.writeable = codes.flags.writeable = False
         hit = (ops, counts, tuple(slot), codes)
+    if len(ops) > _OPS_INFO_MAX_OPS:  # read once (a calibration sample's graph): not kept
+        return hit
     _OPS_INFO[id(ops)] = hit  # the most recently used last
     while len(_OPS_INFO) > _OPS_INFO_MAX:
         del _OPS_INFO[next(iter(_OPS_INFO))]
