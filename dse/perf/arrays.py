@@ -132,7 +132,7 @@ class GemmRows:
         """From a column [n, 1]: row `rows[j]` for each (row, candidate) pair j, shape [P]."""
         return GemmRows(**{f.name: getattr(self, f.name)[rows, 0] for f in fields(self)})
 
-    def column(self, sel: np.ndarray) -> GemmRows:
+    def column(self, sel: np.ndarray | slice) -> GemmRows:
         """Rows `sel` as a column [len(sel), 1] (to broadcast against candidates [1, C])."""
 
         def col(v: np.ndarray) -> np.ndarray:

@@ -437,8 +437,10 @@ def _by_library(
     res = {key: np.zeros(num) for key in keys}
     parts = []
     group = np.zeros(num, dtype=int)
-    for li in np.unique(lib):
-        sel = np.nonzero(lib == li)[0]
+    libs = np.unique(lib)
+    for li in libs:
+        # one library (most calls): every row, as views rather than gathered copies
+        sel: np.ndarray | slice = slice(None) if libs.size == 1 else np.nonzero(lib == li)[0]
         own = np.nonzero(lib[first] == li)[0]  # this library's distinct problems
         slot = np.empty(first.size, dtype=np.int64)
         slot[own] = np.arange(own.size)

@@ -137,7 +137,7 @@ class Timeline:
         return np.stack([self.t_pro, self.t_main(math_derate, load_derate), self.t_epi], axis=1)
 
 
-def merge_timelines(parts: list[tuple[np.ndarray, Timeline]], n: int) -> Timeline:
+def merge_timelines(parts: list[tuple[np.ndarray | slice, Timeline]], n: int) -> Timeline:
     """One timeline of n rows from timelines of row subsets (index arrays); J is padded with zeros."""
     j = max(tl.main_w.shape[0] for _, tl in parts)
     out = Timeline(
