@@ -23,7 +23,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
@@ -60,7 +60,12 @@ class _ParamBase(BaseModel):
     path: str | None = Field(default=None, description="point path this parameter sets (default: its name)")
     when: dict[str, Scalar | list[Scalar]] | None = Field(default=None, description="activation condition")
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> Iterable[Any]:
+        """The values in grid order, built lazily (a range may hold 2^64 of them)."""
+        raise NotImplementedError
+
+    def grid_count(self) -> int:
+        """How many values `grid_values` yields, computed, not counted."""
         raise NotImplementedError
 
     @property
@@ -90,8 +95,11 @@ class IntParam(_ParamBase):
             raise ValueError(f"high - low ({self.high - self.low}) must be a multiple of step ({self.step})")
         return self
 
-    def grid_values(self) -> list[Any]:
-        return list(range(self.low, self.high + 1, self.step))
+    def grid_values(self) -> range:
+        return range(self.low, self.high + 1, self.step)
+
+    def grid_count(self) -> int:
+        return (self.high - self.low) // self.step + 1
 
 
 class FloatParam(_ParamBase):
@@ -116,6 +124,8 @@ class FloatParam(_ParamBase):
             raise ValueError("give either log: true or step, not both")
         if self.step is not None:
             k = (self.high - self.low) / self.step
+            if not math.isfinite(k):  # round(inf) below would be an OverflowError
+                raise ValueError(f"step {self.step:g} is too small to count the steps from low to high")
             if abs(k - round(k)) > 1e-9 * max(1.0, abs(k)):
                 raise ValueError(
                     f"high - low ({self.high - self.low:g}) must be a multiple of step ({self.step:g})"
@@ -126,13 +136,18 @@ class FloatParam(_ParamBase):
     def is_finite(self) -> bool:
         return self.step is not None or self.low == self.high
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> Iterator[float]:
+        n = self.grid_count()
+        if self.step is None:  # low == high
+            return iter([self.low])
+        return (float(round(self.low + i * self.step, 12)) for i in range(n))
+
+    def grid_count(self) -> int:
         if self.step is None:
             if self.low == self.high:
-                return [self.low]
+                return 1
             raise ValueError("a float parameter needs `step` to be enumerated by the grid sampler")
-        n = int(round((self.high - self.low) / self.step))
-        return [float(round(self.low + i * self.step, 12)) for i in range(n + 1)]
+        return int(round((self.high - self.low) / self.step)) + 1
 
 
 class ChoiceParam(_ParamBase):
@@ -162,6 +177,9 @@ class ChoiceParam(_ParamBase):
     def grid_values(self) -> list[Any]:
         return list(self.values)
 
+    def grid_count(self) -> int:
+        return len(self.values)
+
 
 class ConstParam(_ParamBase):
     """A fixed value (recorded with every point so that reports show it)."""
@@ -171,6 +189,9 @@ class ConstParam(_ParamBase):
 
     def grid_values(self) -> list[Any]:
         return [self.value]
+
+    def grid_count(self) -> int:
+        return 1
 
 
 def _param_kind(data: Any) -> str | None:
@@ -299,7 +320,7 @@ class SearchSpace:
 
     def grid_size_bound(self) -> int:
         """Product of the value counts (an upper bound when parameters are conditional)."""
-        return math.prod(len(p.grid_values()) for p in self.params.values())
+        return math.prod(p.grid_count() for p in self.params.values())
 
     def describe(self) -> list[dict[str, Any]]:
         """One dict per parameter for summary.json: path, name, kind and its range or values."""

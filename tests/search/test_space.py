@@ -90,3 +90,24 @@ def test_describe_for_summary() -> None:
 def test_parameters_hold_only_numbers_a_run_can_store(raw: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         TypeAdapter(ParamSpec).validate_python(raw)
+
+
+def test_huge_ranges_are_counted_and_enumerated_without_building_them() -> None:
+    # a fuzz run: {type: int, low: 1, high: 2^31 - 1} built a list of 2^31 integers to size the space
+    # (the run was killed for memory) and high 2^63 - 1 was a MemoryError traceback
+    s = space(
+        {
+            "a": {"type": "int", "low": -(2**63), "high": 2**63 - 1},
+            "b": {"type": "float", "low": 0.5, "high": 1.5, "step": 1e-12},
+        }
+    )
+    assert s.grid_size_bound() == 2**64 * (10**12 + 1)
+    first = next(s.iter_grid())
+    assert first == {"a": -(2**63), "b": 0.5}
+
+
+def test_a_float_step_too_small_to_count_is_a_validation_error() -> None:
+    # (high - low) / step overflowed to inf: an OverflowError traceback instead of a field error
+    with pytest.raises(ValidationError, match="step"):
+        TypeAdapter(ParamSpec).validate_python({"type": "float", "low": 0.5, "high": 1e300, "step": 1e-300})
+    assert list(space({"c": {"type": "float", "low": 0.25, "high": 0.25}}).iter_grid()) == [{"c": 0.25}]
