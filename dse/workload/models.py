@@ -422,6 +422,14 @@ _WRAPPERS: dict[str, str] = {
 }
 
 
+def _model_type(raw: Mapping[str, Any], source: str) -> str | None:
+    """The config's model_type; one of no string is an error (a list was a TypeError in the lookups)."""
+    model_type = raw.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"{source}: field 'model_type' must be a string, got {model_type!r}")
+    return model_type
+
+
 def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") -> LlmArch:
     """Normalize a Hugging-Face config mapping into an `LlmArch`.
 
@@ -431,14 +439,14 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
         source: where the config came from, for error messages (defaults to `name`).
     """
     source = source or name
-    model_type = raw.get("model_type")
+    model_type = _model_type(raw, source)
     outer_quant = raw.get("quantization_config")  # a multimodal wrapper may carry it outside text_config
     if model_type in _WRAPPERS:
         text = raw.get("text_config")
         if not isinstance(text, dict):
             raise ConfigError(f"{source}: model_type '{model_type}' needs a 'text_config' object")
         raw, source = {"model_type": _WRAPPERS[str(model_type)], **text}, f"{source} (text_config)"
-        model_type = raw["model_type"]
+        model_type = _model_type(raw, source)
     if model_type is None:
         raise ConfigError(f"{source}: missing required field 'model_type'; supported: {', '.join(_READERS)}")
     if model_type not in _READERS:

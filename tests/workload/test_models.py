@@ -299,12 +299,21 @@ def test_gpt2_missing_field_names_hf_key(tmp_path: Path) -> None:
         ("hidden_act", "mish", "hidden_act.*mish"),
         ("tie_word_embeddings", "no", "tie_word_embeddings.*true or false"),
         ("model_type", "mamba", "model_type 'mamba' is not supported"),
+        # a fuzz run: a list was a TypeError traceback (unhashable type) in the lookup of the readers
+        ("model_type", ["llama"], "field 'model_type' must be a string, got \\['llama'\\]"),
+        ("model_type", 7, "field 'model_type' must be a string, got 7"),
     ],
 )
 def test_bad_field_values(tmp_path: Path, field: str, value: object, message: str) -> None:
     raw = _catalog_json("llama-3.1-8b")
     raw[field] = value
     with pytest.raises(ConfigError, match=message):
+        load_model_config(_write_config(tmp_path, raw))
+
+
+def test_a_wrapped_text_config_with_a_model_type_of_no_string_is_an_error(tmp_path: Path) -> None:
+    raw = {"model_type": "gemma3", "text_config": {"model_type": {"a": 1}}}
+    with pytest.raises(ConfigError, match=r"\(text_config\): field 'model_type' must be a string"):
         load_model_config(_write_config(tmp_path, raw))
 
 
