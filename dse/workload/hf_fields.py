@@ -117,9 +117,9 @@ class Fields:
 
     def activation(self, key: str, default: str) -> str:
         value = self._get(key, default, ())
-        if value not in ACTIVATIONS:
+        if not isinstance(value, str) or value not in ACTIVATIONS:  # a list was unhashable: a TypeError
             supported = ", ".join(ACTIVATIONS)
-            raise ConfigError(f"{self.source}: field '{key}' is '{value}'; supported: {supported}")
+            raise ConfigError(f"{self.source}: field '{key}' is {value!r}; supported: {supported}")
         return ACTIVATIONS[value]
 
 

@@ -302,6 +302,8 @@ def test_gpt2_missing_field_names_hf_key(tmp_path: Path) -> None:
         # a fuzz run: a list was a TypeError traceback (unhashable type) in the lookup of the readers
         ("model_type", ["llama"], "field 'model_type' must be a string, got \\['llama'\\]"),
         ("model_type", 7, "field 'model_type' must be a string, got 7"),
+        ("hidden_act", ["silu"], "field 'hidden_act' is \\['silu'\\]; supported: silu"),  # was a TypeError
+        ("hidden_act", {"a": 1}, "field 'hidden_act' is \\{'a': 1\\}; supported: silu"),
     ],
 )
 def test_bad_field_values(tmp_path: Path, field: str, value: object, message: str) -> None:
