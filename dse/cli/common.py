@@ -361,6 +361,17 @@ PrecisionOpt = Annotated[
 ]
 
 
+def check_load_attention(attention: str) -> None:
+    """DseError unless `attention` is flash, the serving engines' (one naming an unknown value as written:
+    `--attention foo` under load was refused as if it said eager)."""
+    from dse.workload.llm import ATTENTION_IMPLS
+
+    if attention not in ATTENTION_IMPLS:
+        raise DseError(f"attention '{attention}' (--attention) is not one of {', '.join(ATTENTION_IMPLS)}")
+    if attention != "flash":
+        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+
+
 def resolve_precision(precision: str | None, model: str | None) -> tuple[str, str | None]:
     """(the precision to run, a note for stderr or None): --precision as written; else the checkpoint's
     quantization of the LLM `model` (`LlmArch.checkpoint_precision`, as vLLM, SGLang and TensorRT-LLM serve

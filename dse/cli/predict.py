@@ -32,6 +32,7 @@ from dse.cli.common import (
     RateOpt,
     SamplingOpt,
     SetOpt,
+    check_load_attention,
     console,
     friendly,
     gpu_from_options,
@@ -150,8 +151,7 @@ def _serving(
         return predict_serving(arch, gpu, request, point, coeffs=latency, power_coeffs=power)
     from dse.serving.load import predict_load
 
-    if options.pop("attention") != "flash":
-        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+    check_load_attention(options.pop("attention"))
     request = load.request(
         input_tokens=input_tokens, output_tokens=output_tokens, precision=options["precision"],
         kv_dtype=options["kv_dtype"], engine=engine or "vllm", sampling=sampling,

@@ -26,6 +26,7 @@ from dse.cli.common import (
     PrecisionOpt,
     SamplingOpt,
     SetOpt,
+    check_load_attention,
     check_output_file,
     console,
     err_console,
@@ -62,8 +63,9 @@ GpuOpt = Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YA
 
 
 def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | None, int | None],
-             command: str = "sweep", **options: Any) -> Any:  # fmt: skip
-    """The EvalContext of the serving options (`command`: the command named in errors)."""
+             command: str = "sweep", swept: tuple[str, ...] = (), **options: Any) -> Any:  # fmt: skip
+    """The EvalContext of the serving options (`command`: the command named in errors; `swept`: the paths
+    a sweep varies)."""
     from dse.search.objective import EvalContext
 
     what = f"dse {command} is of an LLM serving workload"
@@ -79,12 +81,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         raise DseError(f"{what}; {model} is an encoder (use dse predict)")
     input_tokens, output_tokens = serving_lengths(*tokens, context_tokens=arch.max_position_embeddings)
     mode = load.mode()
-    if mode != "static" and options["attention"] != "flash":
-        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
-    if mode != "static":  # the load flags checked once, as `dse predict` does, not failing every point
-        load.request(input_tokens=input_tokens, output_tokens=output_tokens, precision=options["precision"],
-                     kv_dtype=options["kv_dtype"], engine=options["engine"] or "vllm",
-                     sampling=options["sampling"])  # fmt: skip
+    _check_workload(arch, load, (input_tokens, output_tokens), swept, **options)
     ctx = EvalContext(
         gpu=gpu, model=model, mode=mode, batch=1 if load.batch is None else load.batch,
         input_tokens=input_tokens, output_tokens=output_tokens, concurrency=load.concurrency,
@@ -102,6 +99,40 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         if problem is not None:  # every point would fail with it
             raise DseError(f"--{key.replace('_', '-')}: {problem}")
     return ctx
+
+
+def _check_workload(arch: Any, load: LoadArgs, tokens: tuple[int, int], swept: tuple[str, ...],
+                    **options: Any) -> None:  # fmt: skip
+    """The workload's flags checked once, as `dse predict` checks them: one that every GPU and point
+    refuses alike (--attention foo, --batch 0, --tp 3 of 32 heads, mxfp4 on a dense model) gave a table of
+    failed rows and exit code 0. A swept batch is checked against --dp at each point, not here."""
+    from dse.cli.load import named_as_flags
+    from dse.serving.static import ServingRequest, check_layout
+    from dse.workload.llm import check_numerics
+    from dse.workload.sharding import Parallelism, check_parallelism
+
+    layout = {"tp": load.tp, "pp": load.pp, "ep": load.ep, "dp": load.dp}
+    with named_as_flags():
+        if load.mode() != "static":
+            check_load_attention(options["attention"])
+            load.request(input_tokens=tokens[0], output_tokens=tokens[1], precision=options["precision"],
+                         kv_dtype=options["kv_dtype"], engine=options["engine"] or "vllm",
+                         sampling=options["sampling"])  # fmt: skip
+            check_parallelism(arch, Parallelism(**layout))
+        else:
+            batch = 1 if load.batch is None else load.batch  # 1: a swept batch's stand-in
+            request = ServingRequest(
+                batch=batch, input_tokens=tokens[0], output_tokens=tokens[1],
+                precision=options["precision"], attention=options["attention"], kv_dtype=options["kv_dtype"],
+                engine=options["engine"] or "none", sampling=options["sampling"] or "none", **layout,
+            )  # fmt: skip
+            if "batch" in swept:
+                check_parallelism(arch, request.parallelism)
+            else:
+                check_layout(arch, request)
+        check_numerics(
+            arch, options["precision"], options["attention"] if load.mode() == "static" else "flash"
+        )
 
 
 def _no_flag_for_swept(swept: tuple[str, ...], load: LoadArgs, input_tokens: int | None,
@@ -274,7 +305,7 @@ def sweep_cmd(
     # 2 out under load, only stand in for the base)
     tokens = tuple(low if v is None and k in swept else v for k, v, low in
                    (("input_tokens", input_tokens, 1), ("output_tokens", output_tokens, 2)))  # fmt: skip
-    ctx = _context(gpu, model, load, (tokens[0], tokens[1]), "sweep", **options)
+    ctx = _context(gpu, model, load, (tokens[0], tokens[1]), "sweep", swept, **options)
     spec = gpu_from_options(gpu, None, None, None, sets)
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]
@@ -397,7 +428,7 @@ def compare_cmd(
     precision, note = resolve_precision(precision, model)
     options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling}
-    ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", **options)
+    ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", (), **options)
     specs = {name: gpu_from_options(name, None, None, None, None) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)

@@ -86,6 +86,7 @@ __all__ = [
     "activation_dtype",
     "build_decode_graph",
     "build_prefill_graph",
+    "check_numerics",
     "decode_keys_of",
     "decode_keys_rule",
     "kv_cache_bytes",
@@ -196,6 +197,13 @@ def _check_attention(value: object) -> str:
     if value not in ATTENTION_IMPLS:
         raise ConfigError(f"attention '{value}' (--attention) is not one of {', '.join(ATTENTION_IMPLS)}")
     return str(value)
+
+
+def check_numerics(arch: LlmArch, precision: object, attention: object) -> None:
+    """ConfigError unless `arch` can run at `precision` with `attention` on any GPU (what the graph
+    builders check), for callers that check a workload once before running it at many points."""
+    _check_mxfp4(arch, _check_precision(precision))
+    _check_attention(attention)
 
 
 def _check_imbalance(value: object) -> float:
