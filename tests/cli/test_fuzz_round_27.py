@@ -3,9 +3,13 @@ naming a value the user did not write. Each now gives one clear line naming the 
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
+from dse.calibrate.data.samples import KernelSample, write_samples
 from dse.cli import app
 
 runner = CliRunner()
@@ -66,3 +70,48 @@ def test_an_unknown_attention_under_load_is_named_as_written(command: list[str])
     """--attention foo under load said '--attention eager applies to a static batch'."""
     output = refused([*command, *LOAD, "--attention", "foo"], "'foo'", "flash, eager")
     assert "eager applies" not in output
+
+
+def _samples(tmp_path: Path, **fields: object) -> Path:
+    """Three GEMM samples, the first row's `fields` edited in the CSV as a user would."""
+    sample = KernelSample(gpu="h100-sxm", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
+                          latency_s=1e-4, avg_power_w=500.0, energy_j=0.05, power_limit_w=700.0)  # fmt: skip
+    path = write_samples(tmp_path / "s.csv", [sample] * 3)
+    lines = path.read_text().splitlines()
+    header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
+    for key, value in fields.items():
+        rows[0][header.index(key)] = str(value)
+    path.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        # were fitted and validated at that clock: a "-0 MHz" row at 199% MAPE, coefficients written
+        ({"sm_clock_hz": "-1"}, "sm_clock_hz"),
+        ({"sm_clock_hz": "1e30"}, "sm_clock_hz"),
+        ({"avg_sm_clock_hz": "1e30"}, "avg_sm_clock_hz"),
+        # an infinite energy or power was read as "not measured" and left out without a word
+        ({"energy_j": "inf"}, "energy_j"),
+        ({"avg_power_w": "inf", "power_w": "inf"}, "avg_power_w"),
+    ],
+)
+@pytest.mark.parametrize("command", ["calibrate", "validate"])
+def test_impossible_sample_clocks_and_infinite_readings_are_refused(
+    tmp_path: Path, command: str, fields: dict, needle: str
+) -> None:
+    path = str(_samples(tmp_path, **fields))
+    args = {
+        "calibrate": ["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")],
+        "validate": ["validate", "samples", path],
+    }[command]
+    refused(args, "s.csv", "sample 'g'", needle)
+
+
+def test_a_latency_that_overflows_power_x_latency_is_one_line(tmp_path: Path) -> None:
+    """A RuntimeWarning (overflow in multiply) with its source line was printed before the error."""
+    path = str(_samples(tmp_path, latency_s="1e308"))
+    warnings.simplefilter("error")  # pytest keeps warnings off the output: make one fail the command
+    output = refused(["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")], "s.csv")
+    assert "RuntimeWarning" not in output and len(output.strip().splitlines()) == 1, output

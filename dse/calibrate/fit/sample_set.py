@@ -170,6 +170,7 @@ def load_sample_set(
             f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
         )
     _check_power(frame, spec)
+    _check_clocks(frame)
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
@@ -189,6 +190,8 @@ def load_sample_set(
 # power x time) agree within ~20% on our measurements.
 POWER_LIMIT_SLACK = 3.0
 ENERGY_SLACK = 2.0
+# A recorded SM clock outside (0, 10 GHz] is a damaged row (`dse measure --clocks-mhz` takes at most 10,000).
+MAX_SM_CLOCK_HZ = 1e10
 
 
 def _check_power(frame: pd.DataFrame, spec: GpuSpec) -> None:
@@ -200,13 +203,14 @@ def _check_power(frame: pd.DataFrame, spec: GpuSpec) -> None:
     )
     limit = np.where(np.isfinite(limit) & (limit > 0), limit, spec.power.tdp_w)
     energy = frame["energy_j"].to_numpy(float)
-    implied = power * frame["latency_s"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # 1e308 s x W: inf, no warning
+        implied = power * frame["latency_s"].to_numpy(float)
         ratio = energy / implied
     measured = np.isfinite(ratio) & (power > 0)  # NaN power: none measured, nothing to compare
     checks = (
         (power < 0, "a negative avg_power_w"),
         (energy < 0, "a negative energy_j"),
+        (np.isinf(energy), "an infinite energy_j"),  # NaN is "not measured"; inf was taken for it
         (power > POWER_LIMIT_SLACK * limit, f"avg_power_w over {POWER_LIMIT_SLACK:g} x the power limit"),
         (
             measured & ((ratio > ENERGY_SLACK) | (ratio < 1 / ENERGY_SLACK)),
@@ -219,6 +223,20 @@ def _check_power(frame: pd.DataFrame, spec: GpuSpec) -> None:
             raise ConfigError(
                 f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {what}: avg_power_w "
                 f"{power[i]:.4g}, latency_s {frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
+            )
+
+
+def _check_clocks(frame: pd.DataFrame) -> None:
+    """ConfigError for the first row whose requested or reported SM clock is not in (0, MAX_SM_CLOCK_HZ]
+    (NaN: not locked, or not reported): a -1 Hz lock was fitted and validated as a "-0 MHz" clock."""
+    for column in ("sm_clock_hz", "avg_sm_clock_hz"):
+        clock = frame[column].to_numpy(float)
+        bad = ~np.isnan(clock) & ~((clock > 0) & (clock <= MAX_SM_CLOCK_HZ))
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConfigError(
+                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {column} {clock[i]:.4g}, "
+                f"not a clock in (0, {MAX_SM_CLOCK_HZ:.0e}] Hz"
             )
 
 
