@@ -62,7 +62,8 @@ class ClockSpec(_Frozen):
     sm_clock_max_hz: float = Field(ge=1e6, le=1e11)
     sm_clock_tensor_spec_hz: float = Field(ge=1e6, le=1e11)
     sm_clock_default_hz: float | None = Field(default=None, ge=1e6, le=1e11)
-    sm_clock_step_hz: float = Field(default=15e6, gt=0, le=1e11)
+    # >= 1 MHz (NVIDIA's tables step 7.5-15 MHz): a 1e-300 Hz step made a clock grid of 1e308 points
+    sm_clock_step_hz: float = Field(default=15e6, ge=1e6, le=1e11)
 
     @model_validator(mode="after")
     def _check(self) -> ClockSpec:
@@ -87,16 +88,17 @@ class SmSpec(_Frozen):
     tensor_flop_per_clk: dict[TensorDtype, float] = Field(
         description="dense Tensor Core FLOP per clock per SM, by input dtype (tf32 = fp32 on tensor cores)"
     )
+    # Rates per clock are >= 1 (the catalog's least is 16): 1e-300 overflowed times and energies to inf.
     fp32_flop_per_clk: float = Field(
-        gt=0, le=1e6, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)"
+        ge=1, le=1e6, description="CUDA-core FP32 FLOP per clock per SM (FMA = 2)"
     )
     fp64_flop_per_clk: float = Field(
         default=0.0, ge=0, le=1e6, description="FP64 FLOP per clock per SM (FMA = 2); sizes the SM's area"
     )
     sfu_op_per_clk: float = Field(
-        gt=0, le=1e5, description="special-function (exp, rsqrt) ops per clock per SM"
+        ge=1, le=1e5, description="special-function (exp, rsqrt) ops per clock per SM"
     )
-    smem_bytes_per_clk: float = Field(gt=0, le=1e6, description="shared-memory bandwidth per SM")
+    smem_bytes_per_clk: float = Field(ge=1, le=1e6, description="shared-memory bandwidth per SM")
     smem_bytes: float = Field(gt=0, le=1e9, description="max shared memory per SM usable by threadblocks")
     registers: int = Field(gt=0, le=2**31 - 1, description="32-bit registers per SM")
     max_threads: int = Field(gt=0, le=2**31 - 1)
@@ -105,9 +107,9 @@ class SmSpec(_Frozen):
     @field_validator("tensor_flop_per_clk")
     @classmethod
     def _positive(cls, rates: dict[str, float]) -> dict[str, float]:
-        bad = [k for k, v in rates.items() if not v > 0]
+        bad = [k for k, v in rates.items() if not v >= 1]
         if bad:
-            raise ValueError(f"tensor rates must be positive (leave a dtype out if unsupported): {bad}")
+            raise ValueError(f"tensor rates must be at least 1 (leave a dtype out if unsupported): {bad}")
         huge = [k for k, v in rates.items() if v > 1e7]
         if huge:
             raise ValueError(f"tensor rates are FLOP per clock per SM, at most 1e7 (B200 fp4: 32768): {huge}")
@@ -116,7 +118,7 @@ class SmSpec(_Frozen):
 
 class L2Spec(_Frozen):
     l2_bytes: float = Field(gt=0, le=1e12)
-    l2_bytes_per_clk: float = Field(gt=0, le=1e8, description="whole-chip L2 bandwidth per SM clock")
+    l2_bytes_per_clk: float = Field(ge=1, le=1e8, description="whole-chip L2 bandwidth per SM clock")
 
 
 class MemorySpec(_Frozen):

@@ -115,3 +115,20 @@ def test_a_latency_that_overflows_power_x_latency_is_one_line(tmp_path: Path) ->
     warnings.simplefilter("error")  # pytest keeps warnings off the output: make one fail the command
     output = refused(["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")], "s.csv")
     assert "RuntimeWarning" not in output and len(output.strip().splitlines()) == 1, output
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "sm.smem_bytes_per_clk=1e-300",  # an internal error (inf in the result) after overflow warnings
+        "l2.l2_bytes_per_clk=1e-300",  # likewise
+        "sm.tensor_flop_per_clk.bf16=1e-300",  # likewise
+        "sm.fp32_flop_per_clk=1e-300",  # overflow warnings, then a 1e295 s answer with exit code 0
+        "sm.sfu_op_per_clk=1e-300",
+        "clocks.sm_clock_step_hz=1e-300",  # a ValueError traceback (a clock grid of 1e308 points)
+        "sm.tensor_factor=1e-300",
+    ],
+)
+def test_a_vanishing_gpu_rate_or_clock_step_is_refused_by_field(override: str) -> None:
+    field = override.partition("=")[0].rpartition(".")[2]
+    refused(["predict", *SERVE, "--set", override, "--json"], field)
