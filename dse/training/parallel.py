@@ -48,6 +48,7 @@ import numpy as np
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.collectives import collective_time_s, wire_bytes
+from dse.workload.sharding import MAX_GPUS
 
 __all__ = ["GPUS_PER_NODE", "NIC_BYTES_PER_S", "ParallelLayout", "bubble_frac", "group_collective_time_s"]
 
@@ -78,6 +79,8 @@ class ParallelLayout:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 flag = name.replace("_", "-")
                 raise ConfigError(f"{name} (--{flag}) must be a positive integer, got {value!r}")
+        if self.num_gpus > MAX_GPUS:  # 10^30 GPUs ran before (1e32 W)
+            raise ConfigError(f"--num-gpus {self.num_gpus} is above the {MAX_GPUS:,} GPUs a layout may hold")
         split = self.tp * self.pp * self.cp
         if self.num_gpus % split:
             raise ConfigError(f"--num-gpus {self.num_gpus} is not a multiple of tp x pp x cp = {split}")

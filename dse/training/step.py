@@ -47,7 +47,7 @@ from dse.training.parallel import (
     link_energy_j,
     p2p_time_s,
 )
-from dse.units import MHZ
+from dse.units import MAX_COUNT, MHZ
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import PRECISIONS
 from dse.workload.ops import AttentionOp
@@ -251,10 +251,15 @@ class TrainingRequest:
                 "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "
                 "--tp / --pp); its adapters are all a rank trains"
             )
-        if self.micro_batch < 1:
-            raise ConfigError(f"micro_batch (--micro-batch) must be positive, got {self.micro_batch}")
-        if self.global_batch < 1:
-            raise ConfigError(f"global_batch (--global-batch) must be positive, got {self.global_batch}")
+        # bounded as a serving batch is: a 10^30 global batch was a 10^19 s step, 10^308 a traceback
+        if not 1 <= self.micro_batch <= MAX_COUNT:
+            raise ConfigError(
+                f"micro_batch (--micro-batch) must be in [1, {MAX_COUNT}], got {self.micro_batch}"
+            )
+        if not 1 <= self.global_batch <= MAX_COUNT:
+            raise ConfigError(
+                f"global_batch (--global-batch) must be in [1, {MAX_COUNT}], got {self.global_batch}"
+            )
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(

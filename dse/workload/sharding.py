@@ -47,6 +47,8 @@ from dse.workload.ops import ElementwiseOp, GemmOp, Op
 EXPERT_GEMMS = ("experts_gate_up", "experts_down")
 EXPERT_ROWWISE = ("experts_act", "experts_align", "experts_gate_up_quant", "experts_down_quant")
 PARALLEL_FLAGS: tuple[str, ...] = ("tp", "pp", "ep", "dp")
+# GPUs one layout may hold, past the largest clusters built: 10^30 (allowed before) gave 1e32 W, and more inf.
+MAX_GPUS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +65,13 @@ class Parallelism:
             value = getattr(self, flag)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"--{flag} must be an integer >= 1, got {value!r}")
+            if value > MAX_GPUS:
+                raise ConfigError(f"--{flag} {value} is above the {MAX_GPUS:,} GPUs a layout may hold")
+        if self.num_gpus > MAX_GPUS:
+            raise ConfigError(
+                f"--tp {self.tp} x --pp {self.pp} x --dp {self.dp} = {self.num_gpus:,} GPUs, above the "
+                f"{MAX_GPUS:,} a layout may hold"
+            )
 
     @property
     def num_gpus(self) -> int:
@@ -226,6 +235,7 @@ def shard_experts(
 __all__ = [
     "EXPERT_GEMMS",
     "EXPERT_ROWWISE",
+    "MAX_GPUS",
     "PARALLEL_FLAGS",
     "SINGLE",
     "Parallelism",

@@ -132,3 +132,22 @@ def test_a_latency_that_overflows_power_x_latency_is_one_line(tmp_path: Path) ->
 def test_a_vanishing_gpu_rate_or_clock_step_is_refused_by_field(override: str) -> None:
     field = override.partition("=")[0].rpartition(".")[2]
     refused(["predict", *SERVE, "--set", override, "--json"], field)
+
+
+HUGE = str(10**30)
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        # 10^30 GPUs ran: 1.2e32 W and 3e29 $ per million tokens, exit code 0
+        ([*SERVE, *LOAD, "--dp", HUGE], "--dp"),
+        ([*SERVE, *LOAD, "--dp", "5000", "--tp", "8", "--pp", "32", "--model", "llama-3.1-70b"], "GPUs"),
+        (["--model", "llama-3.1-8b", "--training", "--num-gpus", HUGE], "--num-gpus"),
+        # a 10^30 global batch ran (a 10^19 s step); 10^308 was a traceback after overflow warnings
+        (["--model", "llama-3.1-8b", "--training", "--global-batch", HUGE], "--global-batch"),
+        (["--model", "llama-3.1-8b", "--training", "--micro-batch", HUGE], "--micro-batch"),
+    ],
+)
+def test_absurd_gpu_counts_and_batches_are_refused(flags: list[str], needle: str) -> None:
+    refused(["predict", *flags, "--json"], needle)
