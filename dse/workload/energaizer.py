@@ -99,7 +99,8 @@ def _require_keys(desc: Mapping[str, Any], required: frozenset[str], allowed: fr
 
 
 def _dtype(value: Any, key: str) -> Dtype:
-    if value not in BYTES_PER_ELEMENT:
+    # not a string: a list was "unhashable type: 'list'" in the lookup, naming no key
+    if not isinstance(value, str) or value not in BYTES_PER_ELEMENT:
         raise _EntryError(f"{key} {value!r} is not one of {', '.join(DTYPES)}")
     return cast(Dtype, str(value))
 
@@ -145,7 +146,7 @@ def _elementwise(name: str, desc: Mapping[str, Any]) -> Op:
         return ElementwiseOp(
             name=name, kind="cast", num_elements=desc["dim"], dtype=dtype, out_dtype=out_dtype
         )
-    if src not in ELEMENTWISE_OP_KINDS:
+    if not isinstance(src, str) or src not in ELEMENTWISE_OP_KINDS:
         allowed = [*ELEMENTWISE_OP_KINDS, f"{_TYPECAST_PREFIX}<dtype>"]
         raise _EntryError(f"unknown elementwise op {src!r}; allowed: {', '.join(allowed)}")
     return ElementwiseOp(name=name, kind=ELEMENTWISE_OP_KINDS[src], num_elements=desc["dim"], dtype=dtype)

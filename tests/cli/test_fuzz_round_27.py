@@ -151,3 +151,25 @@ HUGE = str(10**30)
 )
 def test_absurd_gpu_counts_and_batches_are_refused(flags: list[str], needle: str) -> None:
     refused(["predict", *flags, "--json"], needle)
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        (
+            {"batch": 1, "dimM": 8, "dimN": 8, "dimK": 8, "precM": ["bf16"], "useTensorCore": True},
+            "precM ['bf16']",
+        ),
+        ({"batch": 8, "dim": 8, "prec": {"a": 1}}, "prec {'a': 1}"),
+        ({"dim": 8, "op": ["scalar_mul"], "prec": "bf16"}, "unknown elementwise op ['scalar_mul']"),
+    ],
+)
+def test_a_kernel_list_field_of_the_wrong_type_is_named(tmp_path: Path, entry: dict, needle: str) -> None:
+    """These read 'entry 0: unhashable type: 'list'', naming no field."""
+    import json
+
+    kind = "gemm" if "dimM" in entry else "elementwise" if "op" in entry else "softmax"
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps([[entry, [kind]]]))
+    output = refused(["predict", "--kernels", str(path)], "entry 0", needle)
+    assert "unhashable" not in output
