@@ -49,6 +49,7 @@ from dse.search.study import (
     unused_workload_keys,
 )
 from dse.search.training_point import TRAINING_KEYS, TRAINING_METRICS, TRAINING_MODE
+from dse.units import MAX_COUNT
 
 
 def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None:
@@ -206,6 +207,8 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
         and not (isinstance(value, int) and number and value >= 1)
     ):
         return f"{path} must be an integer >= 1 (got {value!r})"
+    if path in _INT_KEYS and path != "request_seed" and value > MAX_COUNT:  # as workload: refuses it
+        return f"{path} must be an integer in [1, {MAX_COUNT}] (got {value!r})"
     if path == "output_tokens" and under_load and value < 2:
         return f"the load modes need output_tokens >= 2, a TPOT (got {value!r})"
     if path == "request_seed" and not (isinstance(value, int) and number and 0 <= value < 2**32):

@@ -246,6 +246,12 @@ MALFORMED = [
         6,
         ["space.batch.values.1", "integer >= 1"],
     ),
+    (  # a fuzz run: every point failed at run time (no feasible point), as a workload.batch of it is refused
+        "batch-past-2^31",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "batch: {type: int, low: 1, high: 3000000000}"),
+        6,
+        ["space.batch.high", "integer in [1, 2147483647]", "3000000000"],
+    ),
     (
         "unknown-model-value",
         GOOD.replace("precision: {values: [bf16, fp8]}", "model: {values: [llama-9]}"),
