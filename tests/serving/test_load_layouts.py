@@ -166,5 +166,5 @@ def test_a_replica_of_very_many_draws_its_own_arrivals_only() -> None:
     ones = np.ones(10, dtype=int)
     arrivals = _requests(load, ones, ones, dp=10**9).arrival_s
     assert len(arrivals) == 10 and arrivals[0] == 0.0 and np.all(np.diff(arrivals) > 0)
-    with pytest.raises(ConfigError, match="--request-rate 1 over --dp"):
-        predict_load(ARCH, load_gpu("h100-sxm"), dataclasses.replace(load, request_rate_per_s=1.0, dp=10**8))
+    with pytest.raises(ConfigError, match="--request-rate 0.5 over --dp"):  # dp at most 10^6 GPUs
+        predict_load(ARCH, load_gpu("h100-sxm"), dataclasses.replace(load, request_rate_per_s=0.5, dp=10**6))
