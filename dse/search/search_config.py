@@ -38,23 +38,24 @@ class QmcSamplerConfig(StrictModel):
     scramble: bool = True
 
 
-class Nsga2SamplerConfig(StrictModel):
-    kind: Literal["nsga2"]
+class _GeneticSamplerConfig(StrictModel):
+    """What NSGA-II and NSGA-III share: the population (a batch) and the variation probabilities."""
+
     population: int = Field(default=64, ge=2, strict=True)
     mutation_prob: float | None = Field(default=None, ge=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
     swapping_prob: float = Field(default=0.5, ge=0, le=1)
 
 
-class Nsga3SamplerConfig(StrictModel):
+class Nsga2SamplerConfig(_GeneticSamplerConfig):
+    kind: Literal["nsga2"]
+
+
+class Nsga3SamplerConfig(_GeneticSamplerConfig):
     """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
 
     kind: Literal["nsga3"]
-    population: int = Field(default=64, ge=2, strict=True)
     dividing_parameter: int = Field(default=3, ge=1, strict=True)
-    mutation_prob: float | None = Field(default=None, ge=0, le=1)
-    crossover_prob: float = Field(default=0.9, ge=0, le=1)
-    swapping_prob: float = Field(default=0.5, ge=0, le=1)
 
 
 class TpeSamplerConfig(StrictModel):
