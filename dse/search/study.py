@@ -112,6 +112,7 @@ from dse.search.space import (
 from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE
 from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.units import MAX_COUNT  # larger counts are refused at load, not at every point
+from dse.workload.sharding import MAX_GPUS
 
 Direction = Literal["minimize", "maximize"]
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4"]  # mxfp4: serving only
@@ -190,7 +191,7 @@ class WorkloadConfig(_Strict):
     host_step_s: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, strict=True)
     layer_host_s: float | None = Field(default=None, ge=0, le=0.1, allow_inf_nan=False, strict=True)
     # A training step (mode: training; dse.search.training_point): tp and pp above are its layout too.
-    num_gpus: int = Field(default=1, ge=1, le=MAX_COUNT)
+    num_gpus: int = Field(default=1, ge=1, le=MAX_GPUS)  # as `dse predict --num-gpus` (a layout's bound)
     cp: int = Field(default=1, ge=1, le=MAX_COUNT)  # context-parallel ranks (LLMs)
     vp: int = Field(default=1, ge=1, le=MAX_COUNT)  # virtual-pipeline chunks per rank (1F1B, pp > 1)
     fsdp: bool = False

@@ -62,6 +62,9 @@ def test_training_study_runs(tmp_path: Path) -> None:
         # a GPU field past its own bounds, at load and in the unit written (it failed at every point)
         ({"space": {"gpu.clocks.sm_clock_max_mhz": {"values": [1500, 9e9]}}},
          r"space\.gpu\.clocks\.sm_clock_max_mhz\.values\.1: .* 100000 MHz \(got 9e\+09 MHz\)"),
+        # above the 1,000,000 GPUs a layout holds (`dse predict --num-gpus`): every point failed at run time
+        ({"workload": {**STUDY["workload"], "num_gpus": 2_000_000}}, r"workload\.num_gpus: .*1000000"),
+        ({"space": {"num_gpus": {"values": [8, 2_000_000]}}}, r"space\.num_gpus: workload key 'num_gpus'"),
     ],
 )  # fmt: skip
 def test_training_study_errors_name_the_field(change: dict, message: str) -> None:
