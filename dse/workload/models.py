@@ -148,9 +148,9 @@ def _with_modelopt_quant(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     if raw.get("quantization_config") is not None or path.name != "config.json" or not side.is_file():
         return raw
     quant = read_json_file(side, "ModelOpt quantization file", expect=dict).get("quantization")
-    algo = quant.get("quant_algo") if isinstance(quant, dict) else 0
-    if algo is not None and not isinstance(algo, str):
+    if not isinstance(quant, dict) or not isinstance(quant.get("quant_algo"), str | None):
         raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
+    algo = quant.get("quant_algo")
     if algo is None:
         return raw
     if algo.upper() == "MIXED_PRECISION":

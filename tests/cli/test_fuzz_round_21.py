@@ -49,7 +49,8 @@ def test_a_bf16_kernel_list_on_a_gpu_without_bf16_tensor_cores_is_refused(tmp_pa
     assert ok.exit_code == 0, ok.output
 
 
-def _samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
+def gemm_samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
+    """Three GEMM samples written as a CSV, the first row's `fields` edited in it as a user would."""
     sample = KernelSample(gpu="h100-sxm", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
                           latency_s=1e-4, avg_power_w=500.0, energy_j=0.05, power_limit_w=700.0)  # fmt: skip
     path = write_samples(tmp_path / name, [sample] * 3)
@@ -79,7 +80,7 @@ def _samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
 def test_impossible_sample_cells_are_refused_by_row_and_column(
     tmp_path: Path, fields: dict, needle: str
 ) -> None:
-    path = _samples(tmp_path, **fields)
+    path = gemm_samples(tmp_path, **fields)
     refused(["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")], needle)
 
 
@@ -95,7 +96,7 @@ def test_a_bad_replay_file_is_one_error(tmp_path: Path, content: str) -> None:
 
 def test_calibrate_refuses_a_directory_as_output_before_fitting(tmp_path: Path) -> None:
     """-o DIR was an IsADirectoryError traceback after the whole fit had run."""
-    path = _samples(tmp_path)
+    path = gemm_samples(tmp_path)
     refused(
         ["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path)], "is a directory", "coeffs.json"
     )
@@ -164,7 +165,7 @@ def test_a_cap_that_cannot_be_held_is_said() -> None:
 @pytest.mark.parametrize("families", [",", " , "])
 def test_an_empty_families_list_names_the_flag(tmp_path: Path, families: str) -> None:
     """`--families ,` said 'no kernel rows of the families  in ...' (an empty list in the message)."""
-    path = _samples(tmp_path)
+    path = gemm_samples(tmp_path)
     out = str(tmp_path / "c.json")
     refused(
         ["calibrate", str(path), "--gpu", "h100-sxm", "-o", out, "--families", families],

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dse.calibrate.data.samples import KernelSample, write_samples
 from dse.cli import app
+from tests.cli.test_fuzz_round_21 import gemm_samples
 
 runner = CliRunner()
 SERVE = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
@@ -72,19 +72,6 @@ def test_an_unknown_attention_under_load_is_named_as_written(command: list[str])
     assert "eager applies" not in output
 
 
-def _samples(tmp_path: Path, **fields: object) -> Path:
-    """Three GEMM samples, the first row's `fields` edited in the CSV as a user would."""
-    sample = KernelSample(gpu="h100-sxm", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
-                          latency_s=1e-4, avg_power_w=500.0, energy_j=0.05, power_limit_w=700.0)  # fmt: skip
-    path = write_samples(tmp_path / "s.csv", [sample] * 3)
-    lines = path.read_text().splitlines()
-    header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
-    for key, value in fields.items():
-        rows[0][header.index(key)] = str(value)
-    path.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
-    return path
-
-
 @pytest.mark.parametrize(
     ("fields", "needle"),
     [
@@ -101,7 +88,7 @@ def _samples(tmp_path: Path, **fields: object) -> Path:
 def test_impossible_sample_clocks_and_infinite_readings_are_refused(
     tmp_path: Path, command: str, fields: dict, needle: str
 ) -> None:
-    path = str(_samples(tmp_path, **fields))
+    path = str(gemm_samples(tmp_path, **fields))
     args = {
         "calibrate": ["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")],
         "validate": ["validate", "samples", path],
@@ -111,7 +98,7 @@ def test_impossible_sample_clocks_and_infinite_readings_are_refused(
 
 def test_a_latency_that_overflows_power_x_latency_is_one_line(tmp_path: Path) -> None:
     """A RuntimeWarning (overflow in multiply) with its source line was printed before the error."""
-    path = str(_samples(tmp_path, latency_s="1e308"))
+    path = str(gemm_samples(tmp_path, latency_s="1e308"))
     warnings.simplefilter("error")  # pytest keeps warnings off the output: make one fail the command
     output = refused(["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")], "s.csv")
     assert "RuntimeWarning" not in output and len(output.strip().splitlines()) == 1, output

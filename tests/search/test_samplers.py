@@ -48,16 +48,17 @@ def drive(kind: str, n_batches: int = 4, batch: int = 8, seed: int = 0, **sample
     return points
 
 
-@pytest.mark.parametrize(
-    ("kind", "extra"),
-    [
-        ("random", {}),
-        ("qmc", {}),
-        ("nsga2", {"population": 8}),
-        ("nsga3", {"population": 8}),
-        ("tpe", {"n_startup_trials": 4}),
-    ],
-)
+# Every sampler kind, with settings small enough for a few dozen points.
+SAMPLER_CASES: list[tuple[str, dict]] = [
+    ("random", {}),
+    ("qmc", {}),
+    ("nsga2", {"population": 8}),
+    ("nsga3", {"population": 8}),
+    ("tpe", {"n_startup_trials": 4}),
+]
+
+
+@pytest.mark.parametrize(("kind", "extra"), SAMPLER_CASES)
 def test_samplers_are_reproducible_and_respect_the_space(kind: str, extra: dict) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     a = drive(kind, **extra)
@@ -135,15 +136,7 @@ def test_fast_ga_proposes_exactly_what_optuna_does(which: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "extra"),
-    [
-        ("random", {}),
-        ("qmc", {}),
-        ("nsga2", {"population": 8}),
-        ("nsga3", {"population": 8}),
-        ("tpe", {"n_startup_trials": 4}),
-        ("tpe", {"n_startup_trials": 4, "multivariate": True}),
-    ],
+    ("kind", "extra"), [*SAMPLER_CASES, ("tpe", {"n_startup_trials": 4, "multivariate": True})]
 )
 def test_prebuilt_distributions_propose_what_the_suggest_methods_do(
     kind: str, extra: dict, monkeypatch: pytest.MonkeyPatch
