@@ -23,7 +23,7 @@ def _one_template(name: str) -> bool:
 
 
 MODELS = [m for m in list_models() if _one_template(m)]
-DECODERS = [m for m in MODELS if m != "bert-large"]
+DECODERS = [m for m in MODELS if not m.startswith("bert-")]  # encoders have no decode
 
 
 def _arch(name: str) -> LlmArch:

@@ -14,6 +14,7 @@ from dse.workload.llm import LlmArch
 from dse.workload.models import arch_from_hf_config, list_models, load_model_config
 
 CATALOG = [
+    "bert-base",
     "bert-large",
     "deepseek-v3",
     "deepseek-v3.2",
@@ -172,6 +173,11 @@ def test_num_params_matches_published(name: str, published: float) -> None:
 def test_bert_large_params_between_published_figures() -> None:
     # Devlin et al. 2019 quote 340M; the HF card of google-bert/bert-large-uncased 336M (BertModel + pooler).
     assert 335e6 <= load_model_config("bert-large").num_params <= 340e6
+
+
+def test_bert_base_params_match_the_published_figure() -> None:
+    # Devlin et al. 2019 quote 110M for BERT-base (BertModel with its pooler: 109.5M)
+    assert load_model_config("bert-base").num_params == pytest.approx(110e6, rel=0.01)
 
 
 @pytest.mark.parametrize(("name", "published"), sorted(PUBLISHED_NON_EMBEDDING.items()))

@@ -3,10 +3,19 @@ limits (Zeus) and whole-node power of MLPerf Training runs (Sustainable Metal Cl
 
 Zeus (`zeus_gpu_training_power.csv`): single-GPU epochs at each power limit; each row the model can express is
 predicted with the row's batch and `OperatingPoint(power_cap_w=limit)`, and compared on the GPU's average
-power and samples/s. Only ResNet-50 on ImageNet is a shipped model with a known epoch size (V100 rows; the
-A40 ResNet-50 rows are held back upstream). The trace's V100 takes limits of 100-250 W, the range of the
-250 W PCIe V100 (1380 MHz boost), so the catalog V100 SXM2 is run with that TDP, clock and floor. PyTorch
-~1.10 default precision: fp32 on Volta. Adadelta keeps two fp32 buffers per weight, as AdamW does.
+power, on samples/s where the epoch size is known, and on the slowdown under the limit (the time per sample
+over that of the same GPU, network and batch at the highest limit; it needs no epoch size). Shipped models:
+ResNet-50 on ImageNet (V100 rows; the A40 ResNet-50 rows are held back upstream) and BERT-base fine-tuned on
+SQuAD v1.1 (A40 and V100; the Sentiment140 rows state no sequence length and are skipped). The trace's V100
+takes limits of 100-250 W, the range of the 250 W PCIe V100 (1380 MHz boost), so the catalog V100 SXM2 is
+run with that TDP, clock and floor. Precision is PyTorch's default fp32: convolutions in TF32 on Ampere
+(cuDNN's default), matmuls on the CUDA cores in FP32 (PyTorch's matmul default since 1.12). Adadelta keeps
+two fp32 buffers per weight, as AdamW does. BERT runs as Hugging Face's models of the time did: 384-token
+SQuAD features (`run_qa.py`'s default, padded to the maximum) and eager attention. The trace gives no SQuAD
+epoch size; `run_qa.py` makes about 88.6 k features of its 87,599 training questions, and the epoch the
+model's time per sample implies at each GPU's highest limit is 64-71 k on the A40 and 66-80 k on the V100
+(the model is some 20-25% slow on both) with FP32 matmuls, but 93-106 k on the A40 with TF32 ones: the two
+GPUs agree only with FP32, which is why the A40's matmuls are read so.
 
 MLPerf (`mlperf_training_v4.0_smc_h100_power.csv`): ResNet-50 (1 and 8 nodes) and BERT-large (1 node) runs,
 predicted with the run's global batch over its GPUs (fp16, one micro-batch per step, DDP); compared on
@@ -58,6 +67,7 @@ __all__ = [
     "validate_zeus_power",
 ]
 
+# Zeus GPU -> (catalog GPU, spec overrides, the precision of its vision models)
 _ZEUS_GPUS: dict[str, tuple[str, tuple[tuple[str, float], ...], str]] = {
     "v100": (
         "v100-sxm2",
@@ -70,9 +80,14 @@ _ZEUS_GPUS: dict[str, tuple[str, tuple[tuple[str, float], ...], str]] = {
         ),  # fmt: skip
         "fp32",
     ),
-    "a40-48gb": ("a40", (), "tf32"),  # PyTorch < 1.12 ran fp32 matmuls and convolutions as TF32
+    "a40-48gb": ("a40", (), "tf32"),  # cuDNN's TF32 convolutions (module docstring)
 }
-_ZEUS_MODELS = {"resnet50": "resnet-50"}
+ZEUS_SQUAD_SEQ_LEN = 384  # run_qa.py's default features (module docstring)
+# Zeus network -> (catalog model, the dataset of the rows it can express, tokens per sample: 0 for vision)
+_ZEUS_MODELS = {
+    "resnet50": ("resnet-50", "imagenet", 0),
+    "bert_base_uncased": ("bert-base", "squad", ZEUS_SQUAD_SEQ_LEN),
+}
 MLPERF_BERT_TOKENS_PER_SEQUENCE = 256  # module docstring: 512 slots, over half of them padding
 TUNED_SOFTWARE = TrainingCoeffs()  # library kernels alone (module docstring)
 _MLPERF_MODELS = {
@@ -91,38 +106,67 @@ def _zeus_gpu(name: str) -> GpuSpec:
     return load_gpu(base, dict(overrides) if overrides else None)
 
 
+def _zeus_request(row: pd.Series, seq_len: int) -> TrainingRequest:
+    """One Zeus row's step: its batch, PyTorch's default precision (module docstring), AdamW's buffers."""
+    bs = int(row["batch_size"])
+    if not seq_len:
+        return TrainingRequest(
+            micro_batch=bs, global_batch=bs, image_size=224, precision=_ZEUS_GPUS[str(row["gpu"])][2],
+            optimizer="adamw", layout=ParallelLayout(num_gpus=1),
+        )  # fmt: skip
+    return TrainingRequest(
+        micro_batch=bs, global_batch=bs, seq_len=seq_len, precision="fp32", attention="eager",
+        optimizer="adamw", layout=ParallelLayout(num_gpus=1),
+    )  # fmt: skip
+
+
+def _with_slowdown(frame: pd.DataFrame) -> pd.DataFrame:
+    """`slowdown`: a row's time per sample over that of the same GPU, network and batch at its highest
+    limit, measured (epoch times) and predicted; needs no epoch size."""
+    if frame.empty:
+        return frame
+    keys = ["source", "batch"]
+    top = frame.groupby(keys)["power_limit_w"].transform("max") == frame["power_limit_w"]
+    for col, value in (("slowdown", "epoch_time_s"), ("pred_slowdown", "pred_s_per_sample")):
+        ref = frame[value].where(top).groupby([frame[k] for k in keys]).transform("max")
+        frame[col] = frame[value] / ref
+    return frame
+
+
 def validate_zeus_power() -> tuple[pd.DataFrame, Counter[str]]:
-    """Per-row predicted and measured GPU power (W) and samples/s of the Zeus rows the model can express."""
+    """Per-row predicted and measured GPU power (W), samples/s (where the epoch size is known) and slowdown
+    under the limit of the Zeus rows the model can express."""
     out: list[dict[str, Any]] = []
     skipped: Counter[str] = Counter()
     for _, row in load_zeus_power().iterrows():
-        model = _ZEUS_MODELS.get(str(row["network"]))
-        if model is None:
-            skipped[f"{row['network']}: model not shipped"] += 1
+        network = str(row["network"])
+        if network not in _ZEUS_MODELS:
+            skipped[f"{network}: model not shipped"] += 1
+            continue
+        model, dataset, seq_len = _ZEUS_MODELS[network]
+        if str(row["dataset"]) != dataset:
+            skipped[f"{network} on {row['dataset']}: no sequence length or epoch size"] += 1
             continue
         if str(row["gpu"]) not in _ZEUS_GPUS:
             skipped["GPU not in the catalog"] += 1
             continue
-        bs = int(row["batch_size"])
-        req = TrainingRequest(
-            micro_batch=bs, global_batch=bs, image_size=224, precision=_ZEUS_GPUS[str(row["gpu"])][2],
-            optimizer="adamw", layout=ParallelLayout(num_gpus=1),
-        )  # fmt: skip
         point = OperatingPoint(power_cap_w=float(row["power_limit_w"]))
         try:
+            req = _zeus_request(row, seq_len)
             m = predict_training(model, _zeus_gpu(str(row["gpu"])), req, point).metrics()
         except DseError as exc:
             skipped[f"model error: {str(exc)}"] += 1
             continue
         out.append(
             {
-                "source": f"zeus-{row['gpu']}-{row['network']}", "gpu": row["gpu"], "batch": bs,
+                "source": f"zeus-{row['gpu']}-{network}", "gpu": row["gpu"], "batch": int(row["batch_size"]),
                 "power_limit_w": float(row["power_limit_w"]), "feasible": m["feasible"],
                 "avg_gpu_power_w": float(row["avg_gpu_power_w"]), "pred_avg_gpu_power_w": m["avg_power_w"],
                 "samples_per_s": float(row["samples_per_s"]), "pred_samples_per_s": m["samples_per_s"],
+                "epoch_time_s": float(row["time_per_epoch_s"]), "pred_s_per_sample": 1.0 / m["samples_per_s"],
             }
         )  # fmt: skip
-    return pd.DataFrame(out), skipped
+    return _with_slowdown(pd.DataFrame(out)), skipped
 
 
 def _mlperf_predictions() -> tuple[pd.DataFrame, Counter[str]]:
