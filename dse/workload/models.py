@@ -42,7 +42,7 @@ from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload import hf_moe
 from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
-from dse.workload.quantization import checkpoint_scheme, name_quantization, priced_precision
+from dse.workload.quantization import checkpoint_scheme, modelopt_scheme, name_quantization, priced_precision
 
 # NVIDIA ModelOpt's quantization file beside an exported checkpoint's config.json (`_with_modelopt_quant`).
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -127,39 +127,59 @@ def _read_json(path: Any, source: str) -> dict[str, Any]:
     return raw
 
 
-def _narrowest_algo(algos: list[str]) -> str:
-    """The ModelOpt algorithm of a mixed-precision export that stores the fewest bits: 4-bit, else FP8, else
-    the first named ("" for none: 16-bit)."""
-    for test in (lambda a: "FP4" in a or "INT4" in a, lambda a: a.startswith("FP8"), lambda a: True):
-        found = next((a for a in algos if test(a.upper())), None)
-        if found is not None:
-            return found
-    return ""
+# ModelOpt weight schemes (`dse.workload.quantization.modelopt_scheme`), fewest bits first
+_SCHEME_RANK = {"4-bit": 0, "fp8": 1, "int8": 2}
+
+
+def _modelopt_algo(side: Path, quant: dict[str, Any]) -> str | None:
+    """The ModelOpt algorithm a checkpoint's `hf_quant_config.json` stores its weights in (None: 16-bit).
+
+    An explicit null quant_algo is a KV-cache-only export; MIXED_PRECISION takes the narrowest scheme of its
+    `quantized_layers` (NVFP4 experts beside FP8 attention: 4-bit). A missing quant_algo, a
+    MIXED_PRECISION file without layers or an algorithm the model does not know is an error naming the
+    file: read as 16-bit, it would price the model at twice or four times its stored bytes."""
+    if "quant_algo" not in quant or not isinstance(quant["quant_algo"], str | None):
+        raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
+    algo = quant["quant_algo"]
+    if algo is None:
+        return None
+    algos = [algo]
+    if algo.upper() == "MIXED_PRECISION":
+        layers = quant.get("quantized_layers")
+        named = (
+            [v.get("quant_algo") for v in layers.values() if isinstance(v, dict)]
+            if isinstance(layers, dict)
+            else []
+        )
+        algos = [a for a in named if isinstance(a, str) and a]
+        if not algos:
+            raise ConfigError(
+                f"{side}: MIXED_PRECISION needs a 'quantized_layers' object of layers with a 'quant_algo'"
+            )
+    unknown = [a for a in algos if modelopt_scheme(a.upper()) is None]
+    if unknown:
+        raise ConfigError(
+            f"{side}: unknown ModelOpt quant_algo '{unknown[0]}' (known: FP8*, NVFP4*, MXFP4, INT4_AWQ, "
+            "W4A8_AWQ, W4A16_AWQ, INT8_SQ, W8A8_SQ_PER_CHANNEL, W8A16, MIXED_PRECISION)"
+        )
+    return min(algos, key=lambda a: _SCHEME_RANK[str(modelopt_scheme(a.upper()))])
 
 
 def _with_modelopt_quant(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     """A checkpoint folder's config with NVIDIA ModelOpt's scheme where its config.json names none (no or a
     null quantization_config): older ModelOpt exports keep it in `hf_quant_config.json` beside it
-    (`{"quantization": {"quant_algo": "FP8", ...}}`), which vLLM and TensorRT-LLM read in its place. A null
-    quant_algo (a KV-cache-only export) leaves 16-bit weights; MIXED_PRECISION takes the narrowest scheme
-    of its `quantized_layers` (NVFP4 experts beside FP8 attention: 4-bit). Only a file named config.json has
-    a sidecar: another JSON file may share its folder with other models' files."""
+    (`{"quantization": {"quant_algo": "FP8", ...}}`), which vLLM and TensorRT-LLM read in its place
+    (`_modelopt_algo`). Only a file named config.json has a sidecar: another JSON file may share its folder
+    with other models' files."""
     side = path.parent / MODELOPT_QUANT_FILE
     if raw.get("quantization_config") is not None or path.name != "config.json" or not side.is_file():
         return raw
     quant = read_json_file(side, "ModelOpt quantization file", expect=dict).get("quantization")
-    if not isinstance(quant, dict) or not isinstance(quant.get("quant_algo"), str | None):
+    if not isinstance(quant, dict):
         raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
-    algo = quant.get("quant_algo")
+    algo = _modelopt_algo(side, quant)
     if algo is None:
         return raw
-    if algo.upper() == "MIXED_PRECISION":
-        layers = quant.get("quantized_layers")
-        algo = _narrowest_algo(
-            [str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)]
-            if isinstance(layers, dict)
-            else []
-        )
     return {**raw, "quantization_config": {"quant_method": "modelopt", "quant_algo": algo}}
 
 

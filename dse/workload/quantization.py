@@ -23,7 +23,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ALIAS_METHODS", "SUFFIX_METHODS", "checkpoint_scheme", "name_quantization", "priced_precision"]
+__all__ = [
+    "ALIAS_METHODS",
+    "SUFFIX_METHODS",
+    "checkpoint_scheme",
+    "modelopt_scheme",
+    "name_quantization",
+    "priced_precision",
+]
 
 # Quantization suffixes of Hub ids -> the quant_method they name (`checkpoint_scheme` reads them); None:
 # 16-bit weights (the catalog entry's own quantization does not apply to such a re-upload).
@@ -56,7 +63,7 @@ def checkpoint_scheme(quant: Any) -> str | None:
     if method in _FOUR_BIT_METHODS:
         return "4-bit"
     if method == "modelopt":
-        return _modelopt_scheme(str(quant.get("quant_algo", "")).upper())
+        return modelopt_scheme(str(quant.get("quant_algo", "")).upper())
     if method != "compressed-tensors":
         return None
     groups = quant.get("config_groups")
@@ -68,7 +75,7 @@ def checkpoint_scheme(quant: Any) -> str | None:
     return None
 
 
-def _modelopt_scheme(algo: str) -> str | None:
+def modelopt_scheme(algo: str) -> str | None:
     """A ModelOpt quant_algo's weights: FP8 (per tensor, FP8_PER_CHANNEL_PER_TOKEN, FP8_BLOCK_SCALES), 4-bit
     (NVFP4, NVFP4_AWQ, MXFP4, INT4_AWQ, W4A8_AWQ, W4A16_AWQ), int8 (INT8_SQ, W8A8_SQ_PER_CHANNEL, W8A16)."""
     if algo.startswith("FP8"):

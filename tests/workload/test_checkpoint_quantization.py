@@ -155,7 +155,19 @@ def test_the_config_s_own_quantization_wins_over_the_modelopt_file(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    "content", ['{"quantization": "FP8"}', "[1]", "{", '{"quantization": {"quant_algo": 8}}']
+    "content",
+    [
+        '{"quantization": "FP8"}',
+        "[1]",
+        "{",
+        '{"quantization": {"quant_algo": 8}}',
+        # read as 16-bit, these priced the weights at two to four times their stored bytes
+        '{"quantization": {}}',
+        '{"quantization": {"quant_algo": "FP6_TYPO"}}',
+        '{"quantization": {"quant_algo": "MIXED_PRECISION"}}',
+        '{"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": [1]}}',
+        '{"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"a": {"quant_algo": "X"}}}}',
+    ],
 )
 def test_a_malformed_modelopt_file_is_named(tmp_path: Path, content: str) -> None:
     path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
@@ -184,6 +196,27 @@ def test_modelopt_files_without_weight_quantization_or_with_mixed_layers(tmp_pat
     assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "mxfp4")
     side.write_text(json.dumps({"quantization": {"quant_algo": "W8A16"}}))
     assert load_model_config(path).checkpoint_scheme == "int8"
+
+
+@pytest.mark.parametrize(
+    ("experts", "attention"),
+    [("W4A16_AWQ", "FP8"), ("W4A8_AWQ", "W8A8_SQ_PER_CHANNEL"), ("INT4_AWQ", "INT8_SQ"), ("NVFP4", "FP8")],
+)
+def test_a_mixed_export_is_priced_at_its_4_bit_layers_whatever_their_name(
+    tmp_path: Path, experts: str, attention: str
+) -> None:
+    # every W4A* and *4* scheme stores 4-bit weights, whatever the other layers store: AWQ experts beside
+    # FP8 or int8 attention were read as their 8-bit layers (twice the expert bytes)
+    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b"))
+    layers = {
+        "model.layers.0.self_attn": {"quant_algo": attention},
+        "model.layers.0.mlp": {"quant_algo": experts},
+    }
+    (path.parent / "hf_quant_config.json").write_text(
+        json.dumps({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}})
+    )
+    arch = load_model_config(path)
+    assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "mxfp4")
 
 
 def test_only_a_config_json_reads_the_modelopt_file_beside_it(tmp_path: Path) -> None:
