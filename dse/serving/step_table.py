@@ -47,7 +47,7 @@ from dse.serving.presets import REFERENCE_LAYER_LAUNCHES, EnginePreset
 from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, engine_step_graph
 from dse.workload.graph import WorkloadGraph
-from dse.workload.llm import LlmArch
+from dse.workload.llm import ATTENTION_PART_SUFFIXES, LlmArch
 from dse.workload.sharding import SINGLE, Parallelism, shard_arch, shard_graph
 
 Cell = tuple[int, int, int]
@@ -80,10 +80,18 @@ def layer_launches(arch: LlmArch, engine: str) -> int:
     """Kernel launches of all of `arch`'s decoder layers in one eager step of `engine` (the host dispatches
     each; `dse.serving.presets`): its graph of one 1,024-token prompt (half the context where that is
     shorter) in 16-bit weights on one GPU, without the embedding, head and sampler, which run once per step
-    whatever the depth (a dense Llama: 10 a layer)."""
+    whatever the depth (a dense Llama: 10 a layer). A local attention the probe prices in parts (a window
+    shorter than the prompt: `ATTENTION_PART_SUFFIXES`) is one launch."""
     tokens = min(1024, arch.max_position_embeddings // 2)
     graph = step_graph(arch, 0, 1, tokens, tokens, "bf16", engine, "greedy", None)
-    return sum(op.count for op in graph.ops if "/layer[" in op.name)
+    calls: dict[str, int] = {}  # kernel call -> the layers that launch it
+    for op in graph.ops:
+        if "/layer[" in op.name:
+            name = next(
+                (op.name.removesuffix(s) for s in ATTENTION_PART_SUFFIXES if op.name.endswith(s)), op.name
+            )
+            calls[name] = max(calls.get(name, 0), op.count)
+    return sum(calls.values())
 
 
 class StepTable:

@@ -79,6 +79,7 @@ from dse.workload.ops import (
 
 __all__ = [
     "ATTENTION_IMPLS",
+    "ATTENTION_PART_SUFFIXES",
     "LOCAL_ATTENTION",
     "PRECISIONS",
     "LlmArch",
@@ -96,6 +97,8 @@ __all__ = [
 
 # Attention ops of local (sliding-window or chunked) layers are named `.../attn/local_attention*`.
 LOCAL_ATTENTION = "local_attention"
+# Name suffixes of the parts one local-attention call is priced in (`attention_ops`): one kernel launch
+ATTENTION_PART_SUFFIXES = ("_chunks", "_window", "_tail")
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4"]
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp4")
@@ -410,12 +413,12 @@ class _Builder:
         parts: list[tuple[str, int, int, int, bool]] = []  # name suffix, sequences, queries, keys, causal
         if a.attention_chunk_size is not None:
             c = a.attention_chunk_size
-            parts += [("", b, s % c, s % c, True), ("_chunks", b * (s // c), c, c, True)]
+            parts += [("", b, s % c, s % c, True), (ATTENTION_PART_SUFFIXES[0], b * (s // c), c, c, True)]
         else:
-            w = a.sliding_window or s
+            w, (_, window, tail) = a.sliding_window or s, ATTENTION_PART_SUFFIXES
             rest = max(0, s - w)
             parts.append(("", b, min(s, w), min(s, w), True))
-            parts += [("_window", b * (rest // w), w, w, False), ("_tail", b, rest % w, w, False)]
+            parts += [(window, b * (rest // w), w, w, False), (tail, b, rest % w, w, False)]
         for suffix, seqs, q, kv, causal in parts:
             if seqs and q:
                 self.ops.append(self.attention_op(pre + suffix, seqs, q, kv, count, causal=causal))

@@ -161,6 +161,19 @@ def test_a_dense_llama_layer_is_the_reference_of_the_host_time() -> None:
         assert layer_launches(dense, "vllm") == REFERENCE_LAYER_LAUNCHES * dense.num_layers
 
 
+def test_a_local_attention_priced_in_parts_is_one_launch() -> None:
+    # gemma-3-1b and -4b have the same layer (five sliding-window layers per global one); only the window
+    # differs (512 and 1,024 tokens), and the 1,024-token probe prices a 512 window in two parts (the
+    # first window and the full windows after it), one flash-attention call. gpt-oss alternates windowed
+    # and full layers of the same kernels.
+    small, large = load_model_config("gemma-3-1b"), load_model_config("gemma-3-4b")
+    assert small.sliding_window < 1024 <= large.sliding_window
+    per_layer = [layer_launches(a, "vllm") / a.num_layers for a in (small, large)]
+    assert per_layer[0] == per_layer[1]
+    oss = load_model_config("gpt-oss-20b")
+    assert layer_launches(oss, "vllm") % oss.num_layers == 0  # every layer launches the same kernels
+
+
 @pytest.mark.parametrize("model", ["qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "kimi-k2.5"])
 def test_an_moe_layer_dispatches_more_kernels_and_waits_longer_for_the_host(model: str) -> None:
     # router, top-k and the expert GEMMs (and MLA's extra projections) are launches of their own
