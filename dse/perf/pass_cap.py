@@ -22,15 +22,15 @@ runs, predicted at their requested clock under the card's 250 W cap, read 5.1% p
 
 Search, per pass over the cap at the requested clock (all passes at once, one kernel-model call per round):
 a guess from the pass's power at the requested clock as if it were compute-bound (`_guess`: dynamic power
-scales with f V^2, idle with the GPU's table) and the grid clocks on either side of it, in one call: the
-guess is often one step high, where some of the power falls slower than f V^2 (DRAM-bound time, DRAM
-energy), and probing the clock below it too closes such a bracket at once (against the guess and the clock
-above it: 13% fewer kernel-model rounds over 72 static serving predicts, 4 instead of 6 for the training
-benchmark, the same clocks); two rounds of a pair from the bracket (the mean interpolated between its
-ends); then bisection. A GEMM keeps the tile chosen at
-the requested clock (`choice_clock_hz`), so a pass's mean power is non-decreasing in its clock and the
-bracket holds the answer (tested against an exhaustive search). A pass over the cap even at the minimum
-clock runs there, flagged.
+scales with f V^2, idle with the GPU's table), the clock above it and the clocks under it, in one call: the
+guess is often a few steps high, where some of the power falls slower than f V^2 (DRAM-bound time, DRAM
+energy), and probing the clocks below it too closes such a bracket at once. How many below depends on the
+pass's size (`PROBE_ROWS`): a few rows more cost far less than another call, so a static batch's prefill
+pass probes eight (one kernel-model round instead of two or three), a decode pass of ~270 kernels one.
+Then two rounds of a pair from the bracket (the mean interpolated between its ends); then bisection. A
+GEMM keeps the tile chosen at the requested clock (`choice_clock_hz`), so a pass's mean power is
+non-decreasing in its clock and the bracket holds the answer (tested against an exhaustive search). A pass
+over the cap even at the minimum clock runs there, flagged.
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ from dse.perf.power import GpuPowerTerms
 from dse.perf.types import OperatingPoint
 
 CapRule = Literal["pass", "kernel"]
+# The first probe's clocks under the guess, per pass: up to PROBE_BELOW_MAX while the pass's members times
+# its clocks stay within PROBE_ROWS rows. A kernel-model call costs mostly its fixed numpy work (~2 ms on
+# the 2-core VM; a 15-kernel prefill pass at 12 clocks costs about what it does at 3), while a decode
+# pass's ~270 rows cost ~1 ms per clock. Over 462 searched passes of random `studies/llm_serving.yaml`
+# points the answer lay 0-1 clocks under the guess in 42%, 2-8 in 57%, 9-16 in 2%.
+PROBE_ROWS = 256
+PROBE_BELOW_MAX = 8
 
 # (pass index, rows of that pass's members, their power parts) -> (energy_j, wall_s) of one run of the pass.
 PassEnergy = Callable[[int, dict[str, np.ndarray], dict[str, np.ndarray]], tuple[float, float]]
@@ -220,16 +227,20 @@ class _PassSearch:
         self, mean_w: np.ndarray, f_req: float, terms: GpuPowerTerms, pc: PowerCoeffs, energy: PassEnergy
     ) -> None:
         """Close every bracket: the compute-bound guess from the pass's mean at the requested clock
-        (`mean_w`) and the grid clocks on either side of it (module docstring); two rounds of a pair from the
+        (`mean_w`), the clock above it and those under it (module docstring); two rounds of a pair from the
         bracket (the mean power interpolated between its ends, or the guess from its upper end); then
         bisection, which ends with lo + 1 == hi, so a pass with nothing fitting was probed (and kept) at
         index 0. `fine` is not empty."""
         self.p_hi[:] = mean_w
         self.p_req = np.array(mean_w, dtype=float)
         g = _guess(self.fine, f_req, self.cap, mean_w, terms)
-        at = np.concatenate([g - 1, g, g + 1])  # the guess and the grid clocks on either side, in one call
-        which = np.tile(np.arange(self.over.size), 3)
-        inside = (at >= 0) & (at < self.fine.size)
+        # the guess, the clock above it and `below` clocks under it per pass, in one call (module docstring)
+        sizes = np.array([m.size for m in self.members])
+        below = np.clip(PROBE_ROWS // np.maximum(sizes, 1) - 2, 1, PROBE_BELOW_MAX)
+        steps = np.arange(1, -PROBE_BELOW_MAX - 1, -1)
+        at = (g[:, None] + steps[None, :]).ravel()
+        which = np.repeat(np.arange(self.over.size), steps.size)
+        inside = (steps[None, :] >= -below[:, None]).ravel() & (at >= 0) & (at < self.fine.size)
         self._probe(which[inside], at[inside], terms, pc, energy)
         for _ in range(2):
             active = np.nonzero(self.hi - self.lo > 1)[0]

@@ -218,3 +218,31 @@ def test_eager_attention_gemms_keep_the_kernel_chosen_at_the_requested_clock():
     assert not np.array_equal(chosen_high, chosen_low)  # the shape where the choice depends on the clock
     kept = family_arrays("attention_eager", ops, gpu, low, choice_clock_hz=1.98e9, choice_memo={})
     assert np.array_equal(kept["parts"]["pv"]["tile_idx"], chosen_high)
+
+
+def test_a_small_pass_guessed_a_few_clocks_high_is_searched_in_one_call(monkeypatch):
+    """A static batch's prefill pass (15 distinct kernels) over the cap: the compute-bound guess lands
+    above the answer, as the docstring expects of a pass with DRAM-bound time, and the first probe's
+    clocks under the guess bracket the answer, so the search makes one kernel-model call after the first
+    pass (it made two while the first probe held only the guess's neighbours)."""
+    from dse.perf import pass_cap
+    from dse.serving.static import ServingRequest, predict_serving
+    from dse.workload.models import load_model_config
+
+    probes: list[np.ndarray] = []
+    searches: list[pass_cap._PassSearch] = []
+    probe = pass_cap._PassSearch._probe
+
+    def counted(self, which, fine_idx, *args):
+        probes.append(np.asarray(fine_idx))
+        searches.append(self)
+        return probe(self, which, fine_idx, *args)
+
+    monkeypatch.setattr(pass_cap._PassSearch, "_probe", counted)
+    request = ServingRequest(batch=32, input_tokens=1024, output_tokens=256)
+    predict_serving(load_model_config("llama-3.1-8b"), H100, request)
+    assert len(probes) == 1
+    search = searches[0]
+    assert search.members[0].size <= 20 and search.hi[0] == search.lo[0] + 1
+    guess = probes[0][1]  # the clock above the guess comes first
+    assert guess - search.lo[0] >= 2  # the guess's neighbours alone would not have closed the bracket
