@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
@@ -155,12 +155,11 @@ def with_memory(
         capacity_per_device_bytes=capacity_per_device_bytes,
         energy_j_per_bit=energy_j_per_bit,
     )
-    data = {**gpu.model_dump(), "memory": memory.model_dump()}
+    # Copies, not a re-validation of the whole spec (a search builds a GPU per point): `gpu` and `memory`
+    # are validated, no check of GpuSpec reads the memory, and None is a valid `memory_phy_bits`.
+    update: dict[str, Any] = {"memory": memory}
     rebuilt = memory.bus_width_bits != gpu.memory.bus_width_bits or tech.name != gpu.memory.technology
     if gpu.die is not None and rebuilt:
         # A rebuilt memory system has every PHY enabled: no spare sites of the old one (`DieSpec`).
-        data["die"] = {**data["die"], "memory_phy_bits": None}
-    try:
-        return GpuSpec.model_validate(data)
-    except ValidationError as exc:  # pragma: no cover - memory was validated above
-        raise ConfigError(str(exc)) from exc
+        update["die"] = gpu.die.model_copy(update={"memory_phy_bits": None})
+    return gpu.model_copy(update=update)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dse.errors import ConfigError
@@ -66,6 +66,30 @@ def test_with_memory_equals_the_override_path() -> None:
     direct = with_memory(load_gpu("h100-sxm"), "gddr7", bus_width_bits=512, data_rate_bit_per_s=32e9)
     assert direct == load_gpu("h100-sxm", H100_GDDR7)
     assert load_gpu("h100-sxm", {"gpu.memory.technology": "gddr7"}).memory.technology == "gddr7"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    gpu_name=st.sampled_from(["h100-sxm", "a100-sxm-80gb", "l40s", "b200", "rtx-4090"]),
+    technology=st.sampled_from(["hbm3", "hbm3e", "gddr6", "gddr7"]),
+    rate_frac=st.floats(0.0, 1.0),
+    devices=st.integers(1, 6),
+)
+def test_with_memory_is_what_validating_the_whole_spec_gives(gpu_name, technology, rate_frac, devices):
+    """`with_memory` copies the validated GPU with the new memory instead of validating the whole spec
+    again: the result must equal the spec that validation builds from its own fields (no check of the GPU
+    is skipped that could refuse it or change a value)."""
+    from dse.hardware.spec import GpuSpec
+
+    tech = load_memory_tech(technology)
+    width = min(devices * tech.device_width_bits, tech.max_bus_width_bits)
+    width -= width % tech.device_width_bits
+    lo, hi = tech.data_rate_min_bit_per_s, tech.data_rate_max_bit_per_s
+    gpu = with_memory(
+        load_gpu(gpu_name), technology, bus_width_bits=width, data_rate_bit_per_s=lo + rate_frac * (hi - lo)
+    )
+    assert gpu == GpuSpec.model_validate(gpu.model_dump())
+    assert gpu.memory.bus_width_bits == width and gpu.memory.technology == technology
 
 
 def test_swap_then_generic_override() -> None:
