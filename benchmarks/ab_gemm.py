@@ -1,13 +1,15 @@
 """In-process A/B of the GEMM candidate choice: this tree's `gemm._best_candidate` against a git revision's.
 
-    .venv/bin/python benchmarks/ab_gemm.py [--base b4a38a0~1] [--points 100]
+    .venv/bin/python benchmarks/ab_gemm.py [--base HEAD] [--points 100]
 
 The shared 2-core machine's speed drifts by 2x within minutes, so separate runs of the old and the new tree
 cannot be compared: this loads the revision's `dse/perf/gemm.py` as a second module and alternates the two
 choosers call by call in one process. It checks that both give identical arrays, then prints per-call
 ratios (new / old) for `gemm_arrays` calls shaped like eager decode attention's QK^T (m = 1, k = 128,
 kv length per row) and the mean over a mix of random points of `studies/llm_serving.yaml`. The revision's
-gemm.py must run against this tree's helper modules (true for the revision before the valid-pairs change).
+gemm.py must run against this tree's helper modules: the default, HEAD, measures uncommitted edits of
+`_best_candidate`; an older revision (round 2 compared b4a38a0~1) stops with a message once the helpers
+it calls have changed since.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def report(label: str, t_old: float, t_new: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="b4a38a0~1")
+    parser.add_argument("--base", default="HEAD")
     parser.add_argument("--points", type=int, default=100)
     args = parser.parse_args()
     base = load_revision(args.base)
@@ -80,7 +82,13 @@ def main() -> None:
             "gpu": gpu,
             "sm_clock_hz": np.full(rows, 1.5e9),
         }
-        a, b = base.gemm_arrays(**kw), gemm.gemm_arrays(**kw)
+        try:
+            a = base.gemm_arrays(**kw)
+        except (TypeError, AttributeError, ImportError) as exc:  # its helpers' signatures have moved on
+            raise SystemExit(
+                f"--base {args.base}: its gemm.py does not run against this tree: {exc}"
+            ) from None
+        b = gemm.gemm_arrays(**kw)
         assert all(np.array_equal(a[key], b[key]) for key in ("latency_s", "util", "tile_idx", "split"))
         t_old, t_new = alternate(lambda kw=kw: gemm.gemm_arrays(**kw), old, new, 60)
         report(f"gemm_arrays, {rows} QK^T rows", t_old, t_new)
