@@ -132,6 +132,16 @@ class GemmRows:
         """From a column [n, 1]: row `rows[j]` for each (row, candidate) pair j, shape [P]."""
         return GemmRows(**{f.name: getattr(self, f.name)[rows, 0] for f in fields(self)})
 
+    def uniform_collapsed(self) -> GemmRows:
+        """A column [n, 1] with each field whose n values are all equal cut to its first row [1, 1]: what
+        broadcasts against candidates [1, C] to the same values, with the candidate-only arithmetic done
+        on [1, C] instead of [n, C] (eager decode attention's rows differ in one dimension only)."""
+
+        def one(v: np.ndarray) -> np.ndarray:
+            return v[:1] if v.shape[0] > 1 and bool((v == v[0]).all()) else v
+
+        return GemmRows(**{f.name: one(getattr(self, f.name)) for f in fields(self)})
+
     def column(self, sel: np.ndarray | slice) -> GemmRows:
         """Rows `sel` as a column [len(sel), 1] (to broadcast against candidates [1, C])."""
 

@@ -322,7 +322,8 @@ def _best_candidate(
     if small or np.count_nonzero(valid) > _PAIRS_MAX_FRAC * num * cols.size:
         some = cols.size < num_c
         sub, sub_group = (cands.at_columns(cols), cand_group[:, cols]) if some else (cands, cand_group)
-        pred, p, t = _scores(col, sub, sub_group, rates, table, simt, persistent, math_factor[:, None])
+        grid_rows = col if small else col.uniform_collapsed()  # the same values broadcast, fewer operations
+        pred, p, t = _scores(grid_rows, sub, sub_group, rates, table, simt, persistent, math_factor[:, None])
         if kept is not None:
             col_of = np.full(num_c, -1, dtype=np.intp)
             col_of[cols] = np.arange(cols.size)

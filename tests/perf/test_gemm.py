@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dse.perf import gemm
 from dse.perf.rates import DRAM_LATENCY_S
@@ -151,3 +153,27 @@ def test_correction_matches_the_fit_features_for_partial_waves(h100, hopper_coef
         feats = tl.features(c.math_derate, c.load_derate)[i]
         expected = c.lambda_pro * feats[0] + c.lambda_main * feats[1] + c.lambda_epi * feats[2] + c.eps_s
         assert out["latency_s"][i] == pytest.approx(expected, rel=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    dim=st.sampled_from(["m", "n", "k"]),
+    fixed=st.tuples(st.integers(1, 8192), st.integers(1, 8192)),
+    dtype=st.sampled_from(["bf16", "fp8", "fp32"]),
+    seed=st.integers(0, 2**16),
+)
+def test_a_row_is_estimated_as_if_alone_in_a_large_call(h100, dim, fixed, dtype, seed):
+    """Each row's kernel choice and estimate are its own: 96 rows that differ in one dimension (eager
+    decode attention's shape; large enough that the choice scores a grid whose shared dimensions are
+    computed once per candidate) give, row by row, what each row alone gives."""
+    rng = np.random.default_rng(seed)
+    num = 96
+    dims = dict(zip([d for d in ("m", "n", "k") if d != dim], (float(f) for f in fixed), strict=True))
+    shape = {d: np.full(num, dims[d]) for d in dims} | {dim: rng.integers(1, 8192, num).astype(float)}
+    rows = shape | {"batch": np.full(num, 32.0), "dtype": [dtype] * num, "out_dtype": ["bf16"] * num}
+    rows |= {"b_shared": np.zeros(num, dtype=bool), "sm_clock_hz": np.full(num, 1.5e9)}
+    together = gemm.gemm_arrays(**rows, gpu=h100)
+    for i in rng.choice(num, 6, replace=False).tolist():
+        alone = gemm.gemm_arrays(**{key: v[i : i + 1] for key, v in rows.items()}, gpu=h100)
+        for key in ("latency_s", "dram_bytes", "tile_idx", "split"):
+            assert alone[key][0] == together[key][i], key
