@@ -334,6 +334,60 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
                 smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
             )
     _check_layout(cfg, smap, space)  # every serving mode takes a layout
+    _check_every_point_refuses(cfg, smap, space, modes)
+
+
+def _values_at(cfg: StudyConfig, space: SearchSpace, key: str) -> list[tuple[tuple[str | int, ...], Any]]:
+    """(where, value) of what workload key `key` takes at the points: its parameters' values, else the
+    `workload:` value (which a parameter of the key replaces)."""
+    out = [
+        item
+        for n, spec in cfg.space.items()
+        if space.path_of(n) == key
+        for item in param_values_with_locs(n, spec)
+    ]
+    return out or [(("workload", key), getattr(cfg.workload, key))]
+
+
+def _check_every_point_refuses(
+    cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes: Sequence[str]
+) -> None:
+    """Values every point would refuse at run time, refused at load: a closed loop's concurrency or a run's
+    num_requests above what one simulation handles per replica even at the study's widest dp, and a
+    precision or attention that none of the study's models can run (mxfp4 beside a dense model)."""
+    from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS
+    from dse.workload.llm import check_numerics
+    from dse.workload.models import load_model_config
+
+    dp = max(int(v) for v in possible_values(cfg, space, "dp"))
+    sizes = [("num_requests", MAX_REQUESTS)] if any(m in LOAD_MODES for m in modes) else []
+    sizes += [("concurrency", MAX_CONCURRENCY)] if "concurrency" in modes else []
+    for key, most in sizes:
+        for where, value in _values_at(cfg, space, key):
+            if isinstance(value, int) and -(-value // dp) > most:
+                per = f" ({-(-value // dp):,} per replica at dp {dp})" if dp > 1 else ""
+                msg = f"{key} {value}{per} is above the {most:,} one simulation handles"
+                raise located_error(smap, where, msg)
+    archs = [load_model_config(m) for m in _model_names(cfg, space)]
+    for where, precision in _values_at(cfg, space, "precision"):
+        problems = []
+        for arch in archs:
+            try:  # the attention values are checked on their own (literal_values)
+                check_numerics(arch, precision or arch.serving_precision, cfg.workload.attention)
+                break
+            except ConfigError as exc:
+                problems.append(str(exc))
+        else:
+            raise located_error(smap, where, problems[0])
+
+
+def _model_names(cfg: StudyConfig, space: SearchSpace) -> list[str]:
+    """Every model a point of the study may run: `model:` and the values of a `model` parameter."""
+    models = {cfg.model} | {
+        str(v) for n, spec in cfg.space.items() if space.path_of(n) == "model"
+        for _, v in param_values_with_locs(n, spec)
+    }  # fmt: skip
+    return sorted(models)
 
 
 def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
@@ -348,11 +402,7 @@ def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None
     values = {k: sorted(set(possible_values(cfg, space, k))) for k in PARALLEL_FLAGS}
     if all(v == [1] for v in values.values()):
         return
-    models = {cfg.model} | {
-        str(v) for n, spec in cfg.space.items() if space.path_of(n) == "model"
-        for _, v in param_values_with_locs(n, spec)
-    }  # fmt: skip
-    archs = [load_model_config(m) for m in sorted(models)]
+    archs = [load_model_config(m) for m in _model_names(cfg, space)]
     for key in PARALLEL_FLAGS:
         for value in values[key]:
             last: ConfigError | None = None

@@ -211,10 +211,10 @@ class WorkloadConfig(_Strict):
     eager_ops: bool = (
         False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
     )
-    tp: int = Field(default=1, ge=1, le=MAX_COUNT)
-    pp: int = Field(default=1, ge=1, le=MAX_COUNT)
-    ep: int = Field(default=1, ge=1, le=MAX_COUNT)
-    dp: int = Field(default=1, ge=1, le=MAX_COUNT)
+    tp: int = Field(default=1, ge=1, le=MAX_GPUS)  # each alone within a layout's bound, named as given
+    pp: int = Field(default=1, ge=1, le=MAX_GPUS)
+    ep: int = Field(default=1, ge=1, le=MAX_GPUS)
+    dp: int = Field(default=1, ge=1, le=MAX_GPUS)
 
 
 class CostConfig(_Strict):

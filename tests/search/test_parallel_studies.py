@@ -69,6 +69,17 @@ def test_layout_study_runs_and_counts_gpus(tmp_path: Path) -> None:
         ("ep: {values: [1, 2]}", "ep: {values: [1, 0]}", 8, ["space.ep", "integer >= 1"]),
         ("ep: {values: [1, 2]}", "ep: {values: [1, 16]}", 8, ["space.ep", "ep 16 fits no layout"]),
         ("precision: fp8}", "precision: fp8, dp: 0}", 5, ["workload.dp"]),
+        # past the 1,000,000 GPUs a layout holds: named as written (it read 'workload.tp: tp 1 fits no layout')
+        ("precision: fp8}", "precision: fp8, dp: 2000000}", 5, ["workload.dp", "1000000"]),
+        # values every point would refuse at run time (each failed with the reason, 'no feasible point')
+        ("concurrency: 8,", "concurrency: 20000,", 4, ["workload.concurrency", "above the 10,000"]),
+        (
+            "  ep: {values: [1, 2]}",
+            "  concurrency: {values: [8, 40000]}",
+            8,
+            ["space.concurrency.values.1", "40000"],
+        ),
+        ("num_requests: 16,", "num_requests: 300000,", 4, ["workload.num_requests", "200,000"]),
     ],
 )
 def test_malformed_layouts_give_file_line_field(
@@ -81,6 +92,30 @@ def test_malformed_layouts_give_file_line_field(
     assert f"{path}:{line}:" in msg, msg
     for needle in needles:
         assert needle in msg, f"{needle!r} not in {msg!r}"
+
+
+def test_sizes_are_checked_per_replica_and_a_precision_against_every_model(tmp_path: Path) -> None:
+    # 20,000 clients over 4 replicas: 5,000 per simulation, within its 10,000
+    text = LAYOUT.replace("concurrency: 8,", "concurrency: 20000,").replace("num_requests: 16,", "")
+    load_study(write(tmp_path, text.replace("precision: fp8}", "precision: fp8, dp: 4}")))
+    with pytest.raises(ConfigError, match="per replica at dp 2"):
+        load_study(
+            write(
+                tmp_path, text.replace("precision: fp8}", "precision: fp8, dp: 2}").replace("20000", "30000")
+            )
+        )
+    # mxfp4 quantizes expert weights: a dense model alone cannot run it (every point failed with the reason)
+    dense = LAYOUT.replace("model: qwen3-30b-a3b", "model: llama-3.1-8b").replace(
+        "precision: fp8", "precision: mxfp4"
+    )
+    path = write(tmp_path, dense.replace("  ep: {values: [1, 2]}\n", ""))
+    with pytest.raises(ConfigError, match=rf"{path}:5: workload.precision: .*no experts"):
+        load_study(path)
+    # mxfp4 runs on the MoE model of the two the study compares: not refused
+    mixed = LAYOUT.replace("precision: fp8", "precision: mxfp4").replace(
+        "  ep: {values: [1, 2]}", "  model: {values: [llama-3.1-8b, qwen3-30b-a3b]}"
+    )
+    load_study(write(tmp_path, mixed))
 
 
 def test_shipped_moe_study_loads_and_runs(tmp_path: Path) -> None:
