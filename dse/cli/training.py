@@ -80,7 +80,11 @@ ImageSizeOpt = Annotated[
 ]
 RecomputeOpt = Annotated[
     str | None,
-    typer.Option("--recompute", help="Training: activation recomputation none (default), selective or full."),
+    typer.Option(
+        "--recompute",
+        help="Training: activation recomputation none (default), selective (Megatron: attention), op "
+        "(torchtitan's per-op checkpointing: every second GEMM of a layer) or full.",
+    ),
 ]
 OptimizerOpt = Annotated[
     str | None, typer.Option("--optimizer", help="Training: adamw (default) or sgd (with momentum).")

@@ -201,7 +201,7 @@ class WorkloadConfig(_Strict):
     global_batch: int | None = Field(default=None, ge=1, le=MAX_COUNT)  # None: micro_batch x dp
     seq_len: int = Field(default=2048, ge=1, le=MAX_COUNT)
     image_size: int = Field(default=224, ge=8, le=MAX_COUNT)
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "op", "full"] = "none"
     optimizer: Literal["adamw", "sgd"] = "adamw"
     memory_format: Literal["nchw", "nhwc"] = "nchw"  # vision models' layout
     objective: Literal["pretrain", "finetune"] = "pretrain"  # encoders' heads

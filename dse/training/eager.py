@@ -31,12 +31,12 @@ cross-entropy is the same fp32 softmax pass. Activations the eager ops save for 
 sandwich norms included, and every SwiGLU, dense or expert): each norm's fp32 upcast (4 bytes per element;
 its normalized output in a takes the place of the input a fused norm keeps) and each silu(gate) (the gate's
 elements in a), without recomputation; a fused kernel recomputes them. `full` recomputation re-runs each
-layer's forward, eager kernels included. With `selective` they are taken as re-run for memory but free in
-time: the eager stack with `selective` is torchtitan's per-op
-checkpointing, which re-runs elementwise ops (and every second matmul), and its Llama-3.1-8B tables show
-both sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB; keeping these would add
-~30 GiB), and the compile gain is 1.157 where pricing the eager kernels once gives 1.146 and pricing their
-re-run too 1.22. The recomputation time of per-op checkpointing is not modelled.
+layer's forward, eager kernels included. With `selective` or `op` they are taken as re-run for memory but
+free in time: the eager stack with `op` is torchtitan's per-op checkpointing, which re-runs elementwise ops
+(and every second matmul, priced: `dse.workload.backward.op_checkpoint_gemms`), and its Llama-3.1-8B tables
+show both sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB; keeping these would
+add ~30 GiB), and the compile gain is 1.157 where pricing the eager kernels once gives 1.146 and pricing
+their re-run too 1.22. The elementwise re-runs of per-op checkpointing are not priced.
 """
 
 from __future__ import annotations

@@ -309,7 +309,9 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     backward = build_backward_graph(forward)
     if req.lora_rank:
         backward = freeze_weights(backward, forward)
-    recompute = build_recompute_graph(forward, req.recompute)
+    # torchtitan's modules call q, k, v and w1, w3 as separate mm's (`op` recomputation counts them apart)
+    mm_splits = {"qkv_proj": (rank.q_dim, rank.kv_dim, rank.kv_dim), "gate_up_proj": (1, 1)}
+    recompute = build_recompute_graph(forward, req.recompute, mm_splits=mm_splits)
     if req.eager_ops:
         forward, backward, recompute = (eager_graph(g) for g in (forward, backward, recompute))
     act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
@@ -317,7 +319,11 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     layers = rank.num_layers
     eager_bytes = eager_activation_bytes_per_layer(forward, rank.num_layers) if req.eager_ops else 0.0
     memory = _memory(arch, rank, req, tokens, adapters, eager_bytes)
-    passes = 4 + (2 if req.recompute == "full" else 0)  # Megatron: 2 forward + 2 backward per layer
+    # Megatron: 2 forward + 2 backward per layer, full recomputation 2 more; `op` recomputation re-runs the
+    # two all-gathers (not on its save list; the reduce-scatters are) and the experts' exchanges
+    passes = 4 + (2 if req.recompute == "full" else 0)
+    tp_passes = passes + (1 if req.recompute == "op" else 0)
+    ep_passes = passes + (2 if req.recompute == "op" else 0)
     moe_layers = len(rank.moe_layers) if lay.ep > 1 else 0
     parts = StepParts(
         name=arch.name,
@@ -333,13 +339,13 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         tokens_per_sample=req.seq_len,
         gemm_dtype=req.precision,
         tp_allreduce_bytes=tokens * arch.hidden_size * act_b,
-        num_tp_allreduces=passes * layers,
+        num_tp_allreduces=tp_passes * layers,
         pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
         # cp - 1 K/V chunks per layer forward, K/V and dK/dV backward: 3 x (cp - 1) x 2 [tokens, kv] / tp
         cp_ring_bytes=3 * (lay.cp - 1) * 2 * tokens * rank.kv_dim * act_b * layers,
         # one copy of each of this rank's tokens / tp per chosen expert, dispatched and combined
         ep_alltoall_bytes=math.ceil(tokens / lay.tp) * arch.num_experts_per_tok * arch.hidden_size * act_b,
-        num_ep_alltoalls=passes * moe_layers,
+        num_ep_alltoalls=ep_passes * moe_layers,
     )
     return parts, memory
 

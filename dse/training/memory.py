@@ -12,7 +12,9 @@ with dropout) are counted from the layer's tensors here, without the dropout mas
 not use: the two norm inputs, the q/k/v projection input and outputs, the attention output, the MLP
 input, the up/gate outputs and the activation output; eager attention adds the `a s^2` score matrix.
 Selective recomputation drops the score matrix (its only saving under flash attention, which never stores
-it); full recomputation keeps only each layer's input (`2 sbh`) plus one layer's activations while it is
+it); torchtitan's per-op checkpointing (`op`, `dse.workload.backward.op_checkpoint_gemms`) keeps each layer's
+input, the outputs of the mm's it saves (q, v, w1 and w2 of a Llama layer) and the attention output; full
+recomputation keeps only each layer's input (`2 sbh`) plus one layer's activations while it is
 recomputed. Tensor parallelism with sequence parallelism divides them by t (Korthikanti section 4.2.2).
 """
 
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
-RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "op", "full")
 
 # fp32 optimizer state per parameter besides the master weights: AdamW m and v, SGD the momentum.
 _MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}
@@ -64,6 +66,8 @@ def llm_activation_bytes_per_layer(
         width = arch.num_experts_per_tok * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
     mlp = (3 if arch.gated_mlp else 2) * width
     per_token = 3 * d + arch.q_dim + 2 * arch.kv_dim + arch.q_dim + d + mlp
+    if recompute == "op":  # the layer input, the saved mm outputs (q, v, w1, w2) and the attention output
+        per_token = d + arch.q_dim + arch.kv_dim + width + (d if arch.gated_mlp else 0) + arch.q_dim
     kept = tokens * per_token * b
     if attention == "eager" and recompute == "none":
         seq = tokens // max(batch, 1)

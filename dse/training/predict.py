@@ -82,10 +82,11 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"eager_ops (--eager-ops): {model} is a vision model, whose graph is eager PyTorch's already "
             "(its norms and activations are single ATen kernels)"
         )
-    if request.recompute == "selective" and is_vision:
+    if request.recompute in ("selective", "op") and is_vision:
         raise ConfigError(
-            f"recompute (--recompute selective): {model} is a vision model, whose step recomputes all of its "
-            "forward or nothing (full or none); selective recomputation is the transformer LLMs' attention"
+            f"recompute (--recompute {request.recompute}): {model} is a vision model, whose step "
+            "recomputes all of its forward or nothing (full or none); selective and per-op recomputation "
+            "are the transformer LLMs' (attention, every second GEMM of a layer)"
         )
     if set_("objective", "pretrain") and (is_vision or load_model_config(model).family != "encoder"):
         raise ConfigError(f"objective (--objective): {model} is not an encoder (BERT pre-training heads)")

@@ -39,6 +39,8 @@ The forward of a training step is a prefill without KV-cache writes whose LM hea
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import (
@@ -57,6 +59,7 @@ __all__ = [
     "LAYOUT_SUFFIX",
     "build_backward_graph",
     "build_recompute_graph",
+    "op_checkpoint_gemms",
     "training_forward",
 ]
 
@@ -199,9 +202,15 @@ def build_backward_graph(forward: WorkloadGraph, *, skip_first_dgrad: bool = Fal
     return WorkloadGraph(name=name, ops=tuple(ops), meta={**forward.meta, "phase": "train_backward"})
 
 
-def build_recompute_graph(forward: WorkloadGraph, mode: str, layer_marker: str = "/layer[") -> WorkloadGraph:
+def build_recompute_graph(
+    forward: WorkloadGraph,
+    mode: str,
+    layer_marker: str = "/layer[",
+    mm_splits: Mapping[str, tuple[int, ...]] | None = None,
+) -> WorkloadGraph:
     """The forward ops the backward re-runs: `full` every layer op (Megatron full recomputation: only each
-    layer's input is kept), `selective` the attention cores (Korthikanti et al. 2022), `none` nothing.
+    layer's input is kept), `selective` the attention cores (Korthikanti et al. 2022), `op` the GEMMs that
+    torchtitan's per-op checkpointing re-runs (`op_checkpoint_gemms`), `none` nothing.
     Layer ops are those whose names hold `layer_marker` ("": every op, a whole-graph checkpoint)."""
     ops: tuple[Op, ...] = ()
     if mode == "full":
@@ -210,5 +219,39 @@ def build_recompute_graph(forward: WorkloadGraph, mode: str, layer_marker: str =
         ops = tuple(
             op for op in forward.ops if isinstance(op, AttentionOp | SoftmaxOp) and layer_marker in op.name
         )
+    elif mode == "op":
+        ops = op_checkpoint_gemms(forward, layer_marker, mm_splits or {})
     name = forward.name.rsplit("/", 1)[0] + "/recompute"
     return WorkloadGraph(name=name, ops=ops, meta={**forward.meta, "phase": "train_recompute"})
+
+
+def op_checkpoint_gemms(
+    forward: WorkloadGraph, layer_marker: str, mm_splits: Mapping[str, tuple[int, ...]]
+) -> tuple[Op, ...]:
+    """The GEMMs torchtitan's per-op selective checkpointing re-runs (`selective_ac_option = "op"`, the
+    default of its Llama configs): its policy saves the outputs of matrix multiplies, attention and
+    reduce-scatters, "except every second mm" of a block, counted in call order per layer; the grouped
+    expert GEMMs (`torch._grouped_mm`, not on its save list) are re-run too. A fused GEMM of the graph is
+    the separate mm's the model calls (`mm_splits`: leaf name -> column shares, e.g. q, k, v), so a Llama
+    layer re-runs wk, wo and w3. The elementwise ops it also re-runs are not priced: under torch.compile
+    they fuse into the backward's kernels (and `dse.training.eager` says why eager steps leave them out)."""
+    ops: list[Op] = []
+    layer, count = "", 0
+    for op in forward.ops:
+        if layer_marker not in op.name or not isinstance(op, GemmOp):
+            continue
+        group = op.name.split(layer_marker, 1)[1].split("]", 1)[0]
+        if group != layer:  # a new layer (a graph groups identical layers into one op with a count)
+            layer, count = group, 0
+        if op.grouped:
+            ops.append(op)
+            continue
+        parts = mm_splits.get(op.name.rsplit("/", 1)[-1], (1,))
+        for i, part in enumerate(parts):
+            count += 1
+            if count % 2 == 0:
+                share = math.ceil(op.n * part / sum(parts))
+                ops.append(
+                    op if len(parts) == 1 else dataclasses.replace(op, name=f"{op.name}/mm{i}", n=share)
+                )
+    return tuple(ops)

@@ -123,11 +123,15 @@ def _precision(text: str) -> str:
     return "bf16"
 
 
-def _recompute(value: Any) -> str:
+def _recompute(value: Any, source: str = "") -> str:
+    """The row's recomputation: torchtitan's `selective` is its per-op checkpointing (`op`: its rows say
+    "selective (op)", or its llama3_8b.toml default, whose `selective_ac_option` is "op")."""
     text = str(value).lower()
     if text in ("true", "full"):
         return "full"
-    return "selective" if text.startswith("selective") else "none"
+    if text.startswith("selective"):
+        return "op" if source == "torchtitan-benchmarks" else "selective"
+    return "none"
 
 
 def _int(value: Any, default: int = 1) -> int:
@@ -191,7 +195,8 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
         )
         req = TrainingRequest(
             micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
-            precision=_precision(row["precision"]), recompute=_recompute(row["activation_checkpointing"]),
+            precision=_precision(row["precision"]),
+            recompute=_recompute(row["activation_checkpointing"], str(row["source"])),
             objective="finetune" if mode.startswith("finetune") else "pretrain", layout=layout,
             lora_rank=LORA_RANK if mode == "lora" else 0,
             packed_sample_len=SQUAD_SAMPLE_TOKENS if mode in ("sft", "lora") else 0,
