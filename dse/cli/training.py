@@ -68,6 +68,14 @@ NoTpOverlapOpt = Annotated[
         "with the GEMMs (Megatron / NeMo tp_comm_overlap, the default).",
     ),
 ]
+NoCpBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cp-load-balance",
+        help="Training: context-parallel chunks contiguous (plain ring attention: the last rank does the "
+        "most causal work) instead of balanced (Megatron's, the default).",
+    ),
+]
 MicroBatchOpt = Annotated[
     int | None, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass (default 1).")
 ]
@@ -141,6 +149,7 @@ class TrainingArgs:
     vp: VpOpt = None
     distributed_optimizer: DistOptOpt = False
     no_tp_comm_overlap: NoTpOverlapOpt = False
+    no_cp_load_balance: NoCpBalanceOpt = False
     lora_rank: LoraRankOpt = None
     packed_sample_len: PackedSampleLenOpt = None
     eager_ops: EagerOpsOpt = False
@@ -189,7 +198,7 @@ def run_training(
     layout = ParallelLayout(
         num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], cp=opts["cp"], vp=opts["vp"], ep=opts["ep"],
         fsdp=opts["fsdp"], distributed_optimizer=opts["distributed_optimizer"],
-        tp_comm_overlap=not opts["no_tp_comm_overlap"],
+        tp_comm_overlap=not opts["no_tp_comm_overlap"], cp_load_balance=not opts["no_cp_load_balance"],
     )  # fmt: skip
     micro, global_batch = opts["micro_batch"], opts["global_batch"]
     request = TrainingRequest(
@@ -273,6 +282,8 @@ def _layout_text(layout: Any) -> str:
         parts.append("distributed optimizer")
     if layout.tp > 1 and not layout.tp_comm_overlap:
         parts.append("TP exposed")
+    if layout.cp > 1 and not layout.cp_load_balance:
+        parts.append("CP unbalanced")
     return ", ".join(parts)
 
 

@@ -157,6 +157,7 @@ class EvalContext:
     fsdp: bool = False
     distributed_optimizer: bool = False
     tp_comm_overlap: bool = True
+    cp_load_balance: bool = True
     micro_batch: int = 1
     global_batch: int | None = None
     seq_len: int = 2048

@@ -121,15 +121,17 @@ def _rank_arch(arch: LlmArch, tp: int, pp: int, ep: int = 1) -> LlmArch:
     return arch.model_copy(update=update)
 
 
-def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int) -> WorkloadGraph:
+def _context_parallel(graph: WorkloadGraph, seq_len: int, cp: int, balanced: bool = True) -> WorkloadGraph:
     """`graph` (built over seq_len / cp tokens per sequence) with each full-sequence attention priced as one
-    context-parallel rank's share of the causal attention (module docstring). Sliding-window and chunked
-    attention (`local_attention*` ops) keep their windows over the rank's tokens: already about 1/cp of
-    their work."""
+    context-parallel rank's share of the causal attention (module docstring): balanced, seq / cp queries over
+    seq / 2 keys; unbalanced, the last rank's (cp - 1/2) blocks of (seq / cp)^2, seq / cp queries over
+    seq (2 cp - 1) / (2 cp) keys (`dse.training.parallel`). Sliding-window and chunked attention
+    (`local_attention*` ops) keep their windows over the rank's tokens: already about 1/cp of their work."""
     if cp == 1:
         return graph
+    keys = seq_len // 2 if balanced else seq_len * (2 * cp - 1) // (2 * cp)
     ops = tuple(
-        dataclasses.replace(op, seq_len_q=seq_len // cp, seq_len_kv=seq_len // 2, causal=False)
+        dataclasses.replace(op, seq_len_q=seq_len // cp, seq_len_kv=keys, causal=False)
         if isinstance(op, AttentionOp) and op.name.endswith("/attention")
         else op
         for op in graph.ops
@@ -302,7 +304,9 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     local_seq = req.seq_len // lay.cp  # one context-parallel rank's tokens of each sequence
     forward = _training_forward(rank, req, req.micro_batch, local_seq)
     forward = _expert_parallel(forward, arch, lay.ep, lay.tp)
-    forward = _sequence_parallel(_context_parallel(forward, req.seq_len, lay.cp), arch.hidden_size, lay.tp)
+    forward = _sequence_parallel(
+        _context_parallel(forward, req.seq_len, lay.cp, lay.cp_load_balance), arch.hidden_size, lay.tp
+    )
     adapters = 0.0
     if req.lora_rank:
         forward, adapters = with_adapters(forward, req.lora_rank)

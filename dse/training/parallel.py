@@ -28,6 +28,10 @@
   sequence (two load-balanced chunks, so each does 1/cp of the causal attention work); K and V chunks
   travel round the ring, cp - 1 hops per layer forward and twice that backward (dK, dV), overlapped with
   the attention kernels; the weights are replicated over cp, so gradients reduce over dp x cp ranks.
+  Without load balancing (`cp_load_balance` False: contiguous chunks, as plain ring attention splits a
+  sequence) rank r attends its causal diagonal block and the r full blocks before it, so the last rank does
+  (cp - 1/2) blocks of (seq / cp)^2 where a balanced rank does cp / 2, and sets the step (the causal
+  imbalance of ring attention: Brandon et al. 2023, "Striped Attention", section 3).
 
 Between nodes. `dse.perf.collectives` models one NVLink/PCIe node. A collective over more than
 `GPUS_PER_NODE` GPUs is bounded by the network: NCCL runs one ring per NIC, so the node's NICs together
@@ -72,6 +76,7 @@ class ParallelLayout:
     fsdp: bool = False
     distributed_optimizer: bool = False
     tp_comm_overlap: bool = True
+    cp_load_balance: bool = True
 
     def __post_init__(self) -> None:
         for name in ("num_gpus", "tp", "pp", "cp", "vp", "ep"):

@@ -348,6 +348,7 @@ class TrainingEstimate:
             "packed_sample_len": self.request.packed_sample_len,
             "eager_ops": self.request.eager_ops,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
+            "cp_load_balance": self.request.layout.cp_load_balance,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,
             "samples_per_s": self.samples_per_step / self.step_time_s,

@@ -112,6 +112,9 @@ def test_megatron_layout_keys_are_study_keys() -> None:
     assert off["step_time_s"] > on["step_time_s"] and quoted["step_time_s"] == off["step_time_s"]
     split = evaluate_point({"tp": 1, "cp": 2, "distributed_optimizer": True}, ctx)
     assert (split["cp"], split["dp"]) == (2, 4)
+    # contiguous chunks: the last context-parallel rank's extra causal work lengthens the step
+    flat = evaluate_point({"tp": 1, "cp": 2, "cp_load_balance": "false"}, ctx)
+    assert flat["step_time_s"] > evaluate_point({"tp": 1, "cp": 2}, ctx)["step_time_s"]
 
 
 @pytest.mark.parametrize(
