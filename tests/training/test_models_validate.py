@@ -146,3 +146,25 @@ def test_shipped_training_ratios_are_the_fit_of_the_shared_rows() -> None:
         kernel_scale, triton_scale = fit_training_coeffs(rows)
         assert kernel_scale == pytest.approx(TRAINING_KERNEL_SCALE[cls], abs=1e-3), cls
         assert triton_scale == pytest.approx(TRITON_ATTENTION_SCALE[cls], abs=1e-3), cls
+
+
+@needs_shared_data
+def test_torchtitan_pipeline_rows_split_the_local_batch_into_one_micro_batch_per_stage() -> None:
+    """torchtitan's 405B pipeline rows state the local batch (32 or 8 per dp rank) and the schedule only;
+    torchtitan's default splits the local batch into as many micro-batches as pipeline stages: 1F1B over 8
+    stages 8 micro-batches of 4, Interleaved 1F1B over 8 x 2 stages 16 of 2 (its 1F1B row was 31% fast with
+    32 micro-batches of 1: too small a bubble)."""
+    from dse.calibrate.data.training import load_llm_training
+    from dse.calibrate.validate.training import llm_row_request
+
+    df = load_llm_training()
+    rows = df[(df["source"] == "torchtitan-benchmarks") & (df["pp"] > 1) & (df["seq_len_tokens"] == 8192)]
+    got = {}
+    for _, row in rows.iterrows():
+        spec = llm_row_request(row)
+        assert not isinstance(spec, str)
+        req = spec[2]
+        got["interleaved" if "Interleaved" in str(row["notes"]) else "1f1b"] = (
+            req.layout.vp, req.micro_batch, req.num_microbatches,
+        )  # fmt: skip
+    assert got == {"1f1b": (1, 4, 8), "interleaved": (2, 2, 16)}

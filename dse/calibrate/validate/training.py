@@ -182,7 +182,7 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
     else:
         micro = max(1, gbs // (dp * _int(row["grad_accum_steps"])))
     if pp > 1 and gbs // (micro * dp) < pp:
-        micro = 1  # torchtitan's PP rows give the local batch: the schedule splits it into micro-batches of 1
+        vp, micro = _torchtitan_pipeline(row, pp, gbs // dp)
     sharding = str(row["sharding"])
     fsdp = "FSDP" in sharding and "Megatron" not in sharding
     # Megatron-Bridge states it; NeMo's recipes run Megatron's distributed optimizer by default
@@ -212,6 +212,15 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
     except DseError as exc:
         return f"layout: {str(exc).split(':')[0]}"
     return model, str(row["gpu"]), req, OperatingPoint(power_cap_w=_GPUS[row["gpu"]][2])
+
+
+def _torchtitan_pipeline(row: pd.Series, pp: int, local_batch: int) -> tuple[int, int]:
+    """(vp, micro-batch) of a torchtitan pipeline row, which gives the local batch and the schedule only:
+    torchtitan splits the local batch into as many micro-batches as there are pipeline stages (its
+    `pipeline_parallel_microbatches` default), pp with 1F1B and pp x 2 with Interleaved 1F1B, whose two
+    stages per rank (the fewest it allows) we assume as the rows do not state them."""
+    vp = 2 if "interleaved" in str(row["notes"]).lower() else 1
+    return vp, max(1, local_batch // (pp * vp))
 
 
 def _eager_ops(row: pd.Series) -> bool:
