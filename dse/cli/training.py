@@ -76,6 +76,14 @@ NoCpBalanceOpt = Annotated[
         "most causal work) instead of balanced (Megatron's, the default).",
     ),
 ]
+EpDispatcherOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ep-dispatcher",
+        help="Training, MoE with --ep: token exchange alltoall (Megatron's default: a copy per chosen "
+        "expert) or deepep (a copy per rank, past one node per node over InfiniBand).",
+    ),
+]
 MicroBatchOpt = Annotated[
     int | None, typer.Option("--micro-batch", help="Training: sequences (images) per GPU pass (default 1).")
 ]
@@ -150,6 +158,7 @@ class TrainingArgs:
     distributed_optimizer: DistOptOpt = False
     no_tp_comm_overlap: NoTpOverlapOpt = False
     no_cp_load_balance: NoCpBalanceOpt = False
+    ep_dispatcher: EpDispatcherOpt = None
     lora_rank: LoraRankOpt = None
     packed_sample_len: PackedSampleLenOpt = None
     eager_ops: EagerOpsOpt = False
@@ -199,6 +208,7 @@ def run_training(
         num_gpus=opts["num_gpus"], tp=opts["tp"], pp=opts["pp"], cp=opts["cp"], vp=opts["vp"], ep=opts["ep"],
         fsdp=opts["fsdp"], distributed_optimizer=opts["distributed_optimizer"],
         tp_comm_overlap=not opts["no_tp_comm_overlap"], cp_load_balance=not opts["no_cp_load_balance"],
+        ep_dispatcher=opts["ep_dispatcher"] or "alltoall",
     )  # fmt: skip
     micro, global_batch = opts["micro_batch"], opts["global_batch"]
     request = TrainingRequest(
@@ -284,6 +294,8 @@ def _layout_text(layout: Any) -> str:
         parts.append("TP exposed")
     if layout.cp > 1 and not layout.cp_load_balance:
         parts.append("CP unbalanced")
+    if layout.ep > 1 and layout.ep_dispatcher != "alltoall":
+        parts.append(f"EP {layout.ep_dispatcher}")
     return ", ".join(parts)
 
 

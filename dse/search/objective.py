@@ -158,6 +158,7 @@ class EvalContext:
     distributed_optimizer: bool = False
     tp_comm_overlap: bool = True
     cp_load_balance: bool = True
+    ep_dispatcher: str = "alltoall"
     micro_batch: int = 1
     global_batch: int | None = None
     seq_len: int = 2048

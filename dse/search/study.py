@@ -198,6 +198,7 @@ class WorkloadConfig(_Strict):
     distributed_optimizer: bool = False  # Megatron's (ZeRO-1): optimizer states sharded over dp x cp
     tp_comm_overlap: bool = True  # TP collectives overlapped with the GEMMs (Megatron / NeMo); false: exposed
     cp_load_balance: bool = True  # CP chunks balanced over the causal mask (Megatron); false: contiguous
+    ep_dispatcher: Literal["alltoall", "deepep"] = "alltoall"  # MoE token exchange (dse.training.parallel)
     micro_batch: int = Field(default=1, ge=1, le=MAX_COUNT)
     global_batch: int | None = Field(default=None, ge=1, le=MAX_COUNT)  # None: micro_batch x dp
     seq_len: int = Field(default=2048, ge=1, le=MAX_COUNT)

@@ -2,10 +2,11 @@
 `dse.training.predict_training`, the same step `dse predict --training` predicts.
 
 The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `distributed_optimizer`,
-`tp_comm_overlap`, `cp_load_balance`, `lora_rank`, `packed_sample_len`, `eager_ops`, `micro_batch`,
-`global_batch` (default: micro x dp), `seq_len`, `image_size`, `precision`, `recompute`, `optimizer`,
-`attention`, `attention_kernel` (LLMs), `memory_format` (vision) and `objective` (encoders) make the request;
-`gpu.*` paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving points.
+`tp_comm_overlap`, `cp_load_balance`, `ep_dispatcher`, `lora_rank`, `packed_sample_len`, `eager_ops`,
+`micro_batch`, `global_batch` (default: micro x dp), `seq_len`, `image_size`, `precision`, `recompute`,
+`optimizer`, `attention`, `attention_kernel` (LLMs), `memory_format` (vision) and `objective` (encoders) make
+the request; `gpu.*` paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving
+points.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TRAINING_KEYS: tuple[str, ...] = (
     "distributed_optimizer",
     "tp_comm_overlap",
     "cp_load_balance",
+    "ep_dispatcher",
     "micro_batch",
     "global_batch",
     "seq_len",
@@ -109,6 +111,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         vp=int(get("vp")), ep=int(get("ep")), fsdp=bool(get("fsdp")),
         distributed_optimizer=bool(get("distributed_optimizer")),
         tp_comm_overlap=bool(get("tp_comm_overlap")), cp_load_balance=bool(get("cp_load_balance")),
+        ep_dispatcher=str(get("ep_dispatcher")),
     )  # fmt: skip
     micro = int(get("micro_batch"))
     global_batch = int(get("global_batch") or micro * layout.dp)

@@ -53,6 +53,7 @@ from dse.training.memory import (
     llm_activation_bytes_per_layer,
     model_state_bytes_per_param,
 )
+from dse.training.parallel import ep_exchange_bytes
 from dse.training.step import StepParts, TrainingCoeffs, TrainingEstimate, TrainingRequest, estimate_step
 from dse.workload.arch import LlmArch
 from dse.workload.backward import build_backward_graph, build_recompute_graph, training_forward
@@ -329,6 +330,12 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     tp_passes = passes + (1 if req.recompute == "op" else 0)
     ep_passes = passes + (2 if req.recompute == "op" else 0)
     moe_layers = len(rank.moe_layers) if lay.ep > 1 else 0
+    ep_bytes = (0.0, 0.0)
+    if moe_layers:
+        ep_bytes = ep_exchange_bytes(
+            math.ceil(tokens / lay.tp), hidden_bytes=arch.hidden_size * act_b, num_experts=arch.num_experts,
+            topk=arch.num_experts_per_tok, ep=lay.ep, dispatcher=lay.ep_dispatcher,
+        )  # fmt: skip
     parts = StepParts(
         name=arch.name,
         kind="llm",
@@ -347,8 +354,9 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         pp_handoff_bytes=tokens * arch.hidden_size * act_b / lay.tp,
         # cp - 1 K/V chunks per layer forward, K/V and dK/dV backward: 3 x (cp - 1) x 2 [tokens, kv] / tp
         cp_ring_bytes=3 * (lay.cp - 1) * 2 * tokens * rank.kv_dim * act_b * layers,
-        # one copy of each of this rank's tokens / tp per chosen expert, dispatched and combined
-        ep_alltoall_bytes=math.ceil(tokens / lay.tp) * arch.num_experts_per_tok * arch.hidden_size * act_b,
+        # this rank's tokens / tp, dispatched and combined (`dse.training.parallel.ep_exchange_bytes`)
+        ep_alltoall_bytes=ep_bytes[0],
+        ep_network_bytes=ep_bytes[1],
         num_ep_alltoalls=ep_passes * moe_layers,
     )
     return parts, memory

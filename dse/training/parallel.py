@@ -23,7 +23,12 @@
   drawn from a stage's tp x cp x dp GPUs, each hold E / ep whole experts (expert tensor parallel 1, as
   Megatron-Bridge's MoE recipes set) and run them over the token copies all ep ranks route to them; each
   MoE layer's dispatch and combine all-to-alls (one copy per chosen expert) run forward and again
-  backward, on the critical path.
+  backward, on the critical path. With `ep_dispatcher="deepep"` (Megatron's flex dispatcher over DeepEP,
+  the kernels DeepSeek built for Hopper: DeepSeek-V3 report, section 3.2.2) a token goes once to each rank
+  holding one of its experts (not once per expert) and, past one node, once over InfiniBand to each other
+  node holding one, then on by NVLink: the NVLink part is the fitted DeepEP kernel on one node
+  (`dse.perf.collectives`), the network part the token copies to distinct remote nodes through each GPU's
+  NIC; the step waits for the slower.
 - Context parallel (Megatron's CP, ring attention): each of `cp` ranks holds seq / cp tokens of every
   sequence (two load-balanced chunks, so each does 1/cp of the causal attention work); K and V chunks
   travel round the ring, cp - 1 hops per layer forward and twice that backward (dK, dV), overlapped with
@@ -51,15 +56,25 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.collectives import collective_time_s, wire_bytes
+from dse.perf.collectives import collective_time_s, moe_exchange_bytes, wire_bytes
 from dse.workload.sharding import MAX_GPUS
 
-__all__ = ["GPUS_PER_NODE", "NIC_BYTES_PER_S", "ParallelLayout", "bubble_frac", "group_collective_time_s"]
+__all__ = [
+    "EP_DISPATCHERS",
+    "GPUS_PER_NODE",
+    "NIC_BYTES_PER_S",
+    "ParallelLayout",
+    "bubble_frac",
+    "ep_exchange_bytes",
+    "ep_exchange_time_s",
+    "group_collective_time_s",
+]
 
 GPUS_PER_NODE = 8
 NIC_BYTES_PER_S: dict[str, float] = {"hopper": 50e9, "blackwell": 50e9, "ampere": 25e9, "volta": 6.25e9}
 NET_EFF = 0.8
 _NET_LATENCY_S = 5e-6  # per ring step across the network (E: InfiniBand ~2-5 us per hop)
+EP_DISPATCHERS: tuple[str, ...] = ("alltoall", "deepep")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,8 +92,14 @@ class ParallelLayout:
     distributed_optimizer: bool = False
     tp_comm_overlap: bool = True
     cp_load_balance: bool = True
+    ep_dispatcher: str = "alltoall"
 
     def __post_init__(self) -> None:
+        if self.ep_dispatcher not in EP_DISPATCHERS:
+            raise ConfigError(
+                f"ep_dispatcher (--ep-dispatcher) '{self.ep_dispatcher}' is not one of "
+                + ", ".join(EP_DISPATCHERS)
+            )
         for name in ("num_gpus", "tp", "pp", "cp", "vp", "ep"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -160,6 +181,51 @@ def group_collective_time_s(collective: str, message_bytes: float, num_gpus: int
     wire = float(wire_bytes(collective, message_bytes, num_gpus, "nvswitch"))
     across = wire / network_bus_bytes_per_s(gpu) + steps / GPUS_PER_NODE * _NET_LATENCY_S
     return max(inside, across)
+
+
+def ep_exchange_bytes(
+    tokens: int, *, hidden_bytes: float, num_experts: int, topk: int, ep: int, dispatcher: str
+) -> tuple[float, float]:
+    """(message bytes per rank, bytes each GPU sends over its NIC) of one MoE dispatch or combine of `tokens`
+    tokens of `hidden_bytes` each (module docstring): alltoall one copy per chosen expert (the network share
+    is `group_collective_time_s`'s); deepep one per distinct rank, and over the network one per distinct
+    other node, under uniform routing."""
+    if dispatcher == "alltoall":
+        return tokens * topk * hidden_bytes, 0.0
+    message = (
+        float(
+            moe_exchange_bytes(
+                tokens, hidden_size=1, topk=topk, num_experts=num_experts, ep_size=ep, bytes_per_elem=1.0
+            )
+        )
+        * hidden_bytes
+    )
+    nodes = ep // GPUS_PER_NODE
+    if nodes <= 1 or ep % GPUS_PER_NODE or num_experts % nodes:
+        return message, 0.0
+    # distinct nodes hit, E[n] = nodes x P(a given node hit); the other nodes' share leaves through the NIC
+    hit = float(
+        moe_exchange_bytes(
+            1, hidden_size=1, topk=topk, num_experts=num_experts, ep_size=nodes, bytes_per_elem=1.0
+        )
+    )
+    return message, tokens * hit * (1.0 - 1.0 / nodes) * hidden_bytes
+
+
+def ep_exchange_time_s(
+    message_bytes: float, network_bytes: float, ep: int, dispatcher: str, gpu: GpuSpec
+) -> float:
+    """One MoE dispatch or combine over `ep` ranks (module docstring; bytes from `ep_exchange_bytes`)."""
+    if dispatcher == "alltoall":
+        return group_collective_time_s("all_to_all", message_bytes, ep, gpu)
+    inside = 0.5 * sum(
+        float(collective_time_s(name, message_bytes, min(ep, GPUS_PER_NODE), gpu, algorithm="deepep_ht"))
+        for name in ("moe_dispatch", "moe_combine")
+    )
+    if ep <= GPUS_PER_NODE:
+        return inside
+    nic = NIC_BYTES_PER_S.get(_arch(gpu), 25e9) * NET_EFF
+    return max(inside, network_bytes / nic + (ep // GPUS_PER_NODE - 1) * _NET_LATENCY_S)
 
 
 def p2p_time_s(message_bytes: float, gpu: GpuSpec, *, across_nodes: bool) -> float:

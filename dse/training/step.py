@@ -43,6 +43,7 @@ from dse.training.optimizer import build_optimizer_graph
 from dse.training.parallel import (
     GPUS_PER_NODE,
     ParallelLayout,
+    ep_exchange_time_s,
     group_collective_time_s,
     link_energy_j,
     p2p_time_s,
@@ -294,6 +295,7 @@ class StepParts:
     pp_handoff_bytes: float = 0.0
     cp_ring_bytes: float = 0.0  # per micro-batch: K/V (and dK/dV) chunks sent round the context-parallel ring
     ep_alltoall_bytes: float = 0.0  # one MoE dispatch or combine per rank (expert parallel)
+    ep_network_bytes: float = 0.0  # of which each GPU sends over its NIC (deepep past one node)
     num_ep_alltoalls: int = 0  # per micro-batch, forward and backward
 
 
@@ -349,6 +351,7 @@ class TrainingEstimate:
             "eager_ops": self.request.eager_ops,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "cp_load_balance": self.request.layout.cp_load_balance,
+            "ep_dispatcher": self.request.layout.ep_dispatcher,
             "num_microbatches": self.request.num_microbatches,
             "step_time_s": self.step_time_s,
             "samples_per_s": self.samples_per_step / self.step_time_s,
@@ -420,9 +423,9 @@ def _exposed_per_microbatch(
     kernels (`attention_s` of them attention) does not hide, and the link energy J of all of it."""
     tp_s, pp_s, cp_s, link_j = _comm_per_microbatch(parts, lay, gpu)
     ep_s = 0.0
-    if lay.ep > 1 and parts.num_ep_alltoalls:  # Megatron's alltoall dispatcher: on the critical path
-        ep_s = parts.num_ep_alltoalls * group_collective_time_s(
-            "all_to_all", parts.ep_alltoall_bytes, lay.ep, gpu
+    if lay.ep > 1 and parts.num_ep_alltoalls:  # Megatron's dispatchers: on the critical path
+        ep_s = parts.num_ep_alltoalls * ep_exchange_time_s(
+            parts.ep_alltoall_bytes, parts.ep_network_bytes, lay.ep, lay.ep_dispatcher, gpu
         )
         link_j += parts.num_ep_alltoalls * link_energy_j("all_to_all", parts.ep_alltoall_bytes, lay.ep, gpu)
     if lay.tp_comm_overlap:

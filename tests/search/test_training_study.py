@@ -117,6 +117,22 @@ def test_megatron_layout_keys_are_study_keys() -> None:
     assert flat["step_time_s"] > evaluate_point({"tp": 1, "cp": 2}, ctx)["step_time_s"]
 
 
+def test_ep_dispatcher_is_a_study_key() -> None:
+    """A MoE study's ep_dispatcher reaches the step as --ep-dispatcher does: DeepEP's per-node copies
+    shorten a two-node expert-parallel step."""
+    moe = {
+        **STUDY, "model": "qwen3-30b-a3b",
+        "workload": {
+            **STUDY["workload"], "num_gpus": 16, "micro_batch": 1, "global_batch": 32, "seq_len": 4096,
+        },
+        "space": {"ep": {"values": [16]}},
+    }  # fmt: skip
+    ctx = study_from_dict(moe).eval_context()
+    deepep = evaluate_point({"ep": 16, "distributed_optimizer": True, "ep_dispatcher": "deepep"}, ctx)
+    alltoall = evaluate_point({"ep": 16, "distributed_optimizer": True}, ctx)
+    assert deepep["step_time_s"] < alltoall["step_time_s"]
+
+
 @pytest.mark.parametrize(
     ("space", "message"),
     [
