@@ -362,3 +362,18 @@ def test_mxfp4_is_not_a_training_precision() -> None:
     4-bit expert GEMMs and 16-bit memory."""
     with pytest.raises(ConfigError, match="is not one of fp32, tf32, bf16, fp16, fp8$"):
         TrainingRequest(micro_batch=1, global_batch=8, precision="mxfp4")
+
+
+def test_sequence_parallel_collectives_are_an_all_gather_and_a_reduce_scatter() -> None:
+    """With TP the step runs sequence parallel: each all-reduce's worth of [tokens, d] is an all-gather and a
+    reduce-scatter, priced as that pair (exposed here), not as NCCL's 8-GPU all-reduce, which reduces in the
+    NVSwitch and takes 10-19% less time than the pair."""
+    from dse.perf.collectives import collective_time_s
+
+    req = _request(num_gpus=8, tp=8, tp_comm_overlap=False)
+    parts, _ = llm_step_parts(LLAMA, req)
+    est = predict_llm_training(LLAMA, GPU, req)
+    size = parts.tp_allreduce_bytes
+    pair = sum(float(collective_time_s(c, size, 8, GPU)) for c in ("all_gather", "reduce_scatter"))
+    assert est.phase_time_s["communication"] == pytest.approx(parts.num_tp_allreduces * pair, rel=1e-6)
+    assert pair > 1.05 * float(collective_time_s("all_reduce", size, 8, GPU))
