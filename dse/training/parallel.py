@@ -192,24 +192,22 @@ def ep_exchange_bytes(
     other node, under uniform routing."""
     if dispatcher == "alltoall":
         return tokens * topk * hidden_bytes, 0.0
-    message = (
-        float(
+
+    def copies(groups: int) -> float:  # bytes to the distinct groups (ranks, nodes) holding a token's experts
+        return float(
             moe_exchange_bytes(
-                tokens, hidden_size=1, topk=topk, num_experts=num_experts, ep_size=ep, bytes_per_elem=1.0
+                tokens, hidden_size=1, topk=topk, num_experts=num_experts, ep_size=groups,
+                bytes_per_elem=hidden_bytes,
             )
-        )
-        * hidden_bytes
-    )
-    nodes = ep // GPUS_PER_NODE
-    if nodes <= 1 or ep % GPUS_PER_NODE or num_experts % nodes:
+        )  # fmt: skip
+
+    message, nodes = copies(ep), ep // GPUS_PER_NODE
+    if ep <= GPUS_PER_NODE:
         return message, 0.0
-    # distinct nodes hit, E[n] = nodes x P(a given node hit); the other nodes' share leaves through the NIC
-    hit = float(
-        moe_exchange_bytes(
-            1, hidden_size=1, topk=topk, num_experts=num_experts, ep_size=nodes, bytes_per_elem=1.0
-        )
-    )
-    return message, tokens * hit * (1.0 - 1.0 / nodes) * hidden_bytes
+    if ep % GPUS_PER_NODE or num_experts % nodes:  # nodes holding unequal expert shares: per-rank copies
+        return message, message * (ep - GPUS_PER_NODE) / ep
+    # E[distinct nodes] = nodes x P(a given node hit): all but this node's share leaves through the NIC
+    return message, copies(nodes) * (1.0 - 1.0 / nodes)
 
 
 def ep_exchange_time_s(
