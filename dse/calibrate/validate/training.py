@@ -88,7 +88,7 @@ _EXPOSED_TP_SOURCES = ("torchtitan-benchmarks",)
 _UNBALANCED_CP_SOURCES = ("torchtitan-benchmarks",)
 # Megatron-Bridge's MoE rows are taken to exchange tokens with DeepEP (Megatron's flex dispatcher;
 # `dse.training.parallel`): the rows do not name the dispatcher. With Megatron's alltoall dispatcher the
-# cross-node rows (Qwen3-235B-A22B at ep 32) are 28-33% slow; with DeepEP's per-node copies within 5%.
+# cross-node rows (Qwen3-235B-A22B at ep 32) are 28-34% slow; with DeepEP's per-node copies within 6%.
 _DEEPEP_SOURCES = ("megatron-bridge-perf-summary",)
 _PROXY = re.compile(r"(?P<model>.+)-proxy-(?P<layers>\d+)l")
 # The sources `fit_training_coeffs` fits the shipped ratios on (`dse.training.step.TRAINING_KERNEL_SCALE`):
