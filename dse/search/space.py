@@ -118,6 +118,8 @@ class FloatParam(_ParamBase):
             raise ValueError("low and high must be finite")
         if self.low > self.high:
             raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        if not math.isfinite(self.high - self.low):  # samplers draw low + u x (high - low)
+            raise ValueError(f"high - low overflows ({self.low:g} to {self.high:g}): narrow the range")
         if self.log and self.low <= 0:
             raise ValueError(f"log: true needs low > 0 (got {self.low:g})")
         if self.log and self.step is not None:

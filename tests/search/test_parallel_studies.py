@@ -69,7 +69,7 @@ def test_layout_study_runs_and_counts_gpus(tmp_path: Path) -> None:
         ("ep: {values: [1, 2]}", "ep: {values: [1, 0]}", 8, ["space.ep", "integer >= 1"]),
         ("ep: {values: [1, 2]}", "ep: {values: [1, 16]}", 8, ["space.ep", "ep 16 fits no layout"]),
         ("precision: fp8}", "precision: fp8, dp: 0}", 5, ["workload.dp"]),
-        # past the 1,000,000 GPUs a layout holds: named as written (it read 'workload.tp: tp 1 fits no layout')
+        # past the 1,000,000 GPUs of a layout: named as written (was 'workload.tp: tp 1 fits no layout')
         ("precision: fp8}", "precision: fp8, dp: 2000000}", 5, ["workload.dp", "1000000"]),
         # values every point would refuse at run time (each failed with the reason, 'no feasible point')
         ("concurrency: 8,", "concurrency: 20000,", 4, ["workload.concurrency", "above the 10,000"]),

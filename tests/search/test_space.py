@@ -111,3 +111,11 @@ def test_a_float_step_too_small_to_count_is_a_validation_error() -> None:
     with pytest.raises(ValidationError, match="step"):
         TypeAdapter(ParamSpec).validate_python({"type": "float", "low": 0.5, "high": 1e300, "step": 1e-300})
     assert list(space({"c": {"type": "float", "low": 0.25, "high": 0.25}}).iter_grid()) == [{"c": 0.25}]
+
+
+@pytest.mark.parametrize("step", [None, 1.0])
+def test_a_float_range_wider_than_a_float_is_named_as_such(step: float | None) -> None:
+    # high - low overflowed: the sampler raised OverflowError at run time (no step), or the message blamed
+    # the step; a range of finite ends whose width is not finite is refused for what it is
+    with pytest.raises(ValidationError, match="high - low overflows"):
+        TypeAdapter(ParamSpec).validate_python({"type": "float", "low": -1e308, "high": 1e308, "step": step})
