@@ -93,18 +93,22 @@ def test_zeus_bert_squad_rows_are_scored_and_sentiment_rows_skipped() -> None:
     assert bert["samples_per_s"].isna().all()  # no epoch size in the trace: no samples/s to score
     assert any("sentiment140" in reason for reason in skipped)
     assert (bert["pred_avg_gpu_power_w"] <= bert["power_limit_w"] + 1e-6).all()
+    # the V100 runs as the trace's 32 GB card: BERT-base at 56 x 384 tokens fits (16 GB: 21 of 49 did not)
+    assert bert["feasible"].all()
 
 
 @needs_shared_data
-def test_zeus_slowdown_is_one_at_the_top_limit_and_never_falls_with_less_power() -> None:
+def test_zeus_slowdown_is_scored_below_the_top_limit_and_never_falls_with_less_power() -> None:
     from dse.calibrate.validate.training_power import validate_zeus_power
 
     frame, _ = validate_zeus_power()
-    for _, part in frame.groupby(["source", "batch"]):
+    for _, part in frame.groupby(["source", "dataset", "batch"]):
         part = part.sort_values("power_limit_w")
-        assert part["slowdown"].iloc[-1] == 1.0 and part["pred_slowdown"].iloc[-1] == 1.0
-        # less power never makes the model faster (the measured epochs may jitter by a percent)
-        assert (part["pred_slowdown"].diff().dropna() <= 1e-9).all()
+        # the top limit is the reference (1 on both sides by construction): not scored
+        assert part["slowdown"].iloc[-1:].isna().all() and part["slowdown"].iloc[:-1].notna().all()
+        # less power never makes the model faster, than at the top limit or than at the next limit up
+        pred = part["pred_slowdown"].iloc[:-1]
+        assert (pred >= 1.0 - 1e-9).all() and (pred.diff().dropna() <= 1e-9).all()
 
 
 @needs_shared_data
@@ -115,6 +119,6 @@ def test_zeus_bert_epochs_agree_between_gpus_only_with_fp32_matmuls() -> None:
     from dse.calibrate.validate.training_power import validate_zeus_power
 
     frame, _ = validate_zeus_power()
-    bert = frame[frame["source"].str.endswith("bert_base_uncased") & (frame["slowdown"] == 1.0)]
+    bert = frame[frame["source"].str.endswith("bert_base_uncased") & frame["slowdown"].isna()]  # top limits
     epoch = (bert["epoch_time_s"] / bert["pred_s_per_sample"]).groupby(bert["gpu"]).median()
     assert 0.85 < epoch["a40-48gb"] / epoch["v100"] < 1.15

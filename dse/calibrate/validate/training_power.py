@@ -4,18 +4,23 @@ limits (Zeus) and whole-node power of MLPerf Training runs (Sustainable Metal Cl
 Zeus (`zeus_gpu_training_power.csv`): single-GPU epochs at each power limit; each row the model can express is
 predicted with the row's batch and `OperatingPoint(power_cap_w=limit)`, and compared on the GPU's average
 power, on samples/s where the epoch size is known, and on the slowdown under the limit (the time per sample
-over that of the same GPU, network and batch at the highest limit; it needs no epoch size). Shipped models:
-ResNet-50 on ImageNet (V100 rows; the A40 ResNet-50 rows are held back upstream) and BERT-base fine-tuned on
-SQuAD v1.1 (A40 and V100; the Sentiment140 rows state no sequence length and are skipped). The trace's V100
-takes limits of 100-250 W, the range of the 250 W PCIe V100 (1380 MHz boost), so the catalog V100 SXM2 is
-run with that TDP, clock and floor. Precision is PyTorch's default fp32: convolutions in TF32 on Ampere
-(cuDNN's default), matmuls on the CUDA cores in FP32 (PyTorch's matmul default since 1.12). Adadelta keeps
-two fp32 buffers per weight, as AdamW does. BERT runs as Hugging Face's models of the time did: 384-token
-SQuAD features (`run_qa.py`'s default, padded to the maximum) and eager attention. The trace gives no SQuAD
-epoch size; `run_qa.py` makes about 88.6 k features of its 87,599 training questions, and the epoch the
-model's time per sample implies at each GPU's highest limit is 64-71 k on the A40 and 66-80 k on the V100
-(the model is some 20-25% slow on both) with FP32 matmuls, but 93-106 k on the A40 with TF32 ones: the two
-GPUs agree only with FP32, which is why the A40's matmuls are read so.
+over that of the same GPU, network, dataset and batch at the highest limit, scored below that limit; it needs
+no epoch size). Shipped models: ResNet-50 on ImageNet (V100 rows; the A40 ResNet-50 rows are held back
+upstream) and BERT-base fine-tuned on SQuAD v1.1 (A40 and V100, with its task head; the Sentiment140 rows
+state no sequence length and are skipped). The trace's V100 takes limits of 100-250 W, the range of the
+250 W PCIe V100 (1380 MHz boost), and runs batches a 16 GB card cannot hold (BERT-base 56 x 384 tokens), so
+the catalog V100 SXM2 is run with that TDP, clock and floor and 32 GB. Precision is fp32: convolutions in TF32
+on Ampere (cuDNN's default), matmuls on the CUDA cores in FP32. Adadelta keeps two fp32 buffers per weight,
+as AdamW does. BERT runs as Hugging Face's models of the time did: 384-token SQuAD features (`run_qa.py`'s
+default, padded to the maximum) and eager attention.
+
+The A40's FP32 matmuls are read off these rows, so its BERT figures are not independent of that choice: the
+data README gives PyTorch ~1.10, whose matmul default was TF32 (FP32 since 1.12), and says "fp32, TF32
+convolutions". Two things in the rows favour FP32: the SQuAD epoch the model implies at the top limit
+(measured epoch time over predicted time per sample) agrees between the GPUs only so (A40 67-74 k features,
+V100 69-83 k; TF32 on the A40: 96-109 k), and the A40's slowdown under its limits scores 7.7% with FP32
+against 15.6% with TF32 (a lighter GEMM load throttles less). Against the ~88.6 k features `run_qa.py`
+makes of SQuAD's 87,599 training questions, both GPUs imply the model is some 15-25% slow there.
 
 MLPerf (`mlperf_training_v4.0_smc_h100_power.csv`): ResNet-50 (1 and 8 nodes) and BERT-large (1 node) runs,
 predicted with the run's global batch over its GPUs (fp16, one micro-batch per step, DDP); compared on
@@ -74,6 +79,7 @@ _ZEUS_GPUS: dict[str, tuple[str, tuple[tuple[str, float], ...], str]] = {
         (
             ("power.tdp_w", 250.0),
             ("power.power_cap_min_w", 100.0),
+            ("memory.capacity_bytes", 32 * 2**30),  # BERT-base at 56 x 384 tokens, ResNet-50 at 256 ran
             ("clocks.sm_clock_max_hz", 1.38e9),
             ("clocks.sm_clock_default_hz", 1.38e9),
             ("clocks.sm_clock_tensor_spec_hz", 1.38e9),
@@ -116,20 +122,21 @@ def _zeus_request(row: pd.Series, seq_len: int) -> TrainingRequest:
         )  # fmt: skip
     return TrainingRequest(
         micro_batch=bs, global_batch=bs, seq_len=seq_len, precision="fp32", attention="eager",
-        optimizer="adamw", layout=ParallelLayout(num_gpus=1),
+        objective="finetune", optimizer="adamw", layout=ParallelLayout(num_gpus=1),
     )  # fmt: skip
 
 
 def _with_slowdown(frame: pd.DataFrame) -> pd.DataFrame:
-    """`slowdown`: a row's time per sample over that of the same GPU, network and batch at its highest
-    limit, measured (epoch times) and predicted; needs no epoch size."""
+    """`slowdown`: a row's time per sample over that of the same GPU, network, dataset and batch at its
+    highest limit, measured (epoch times) and predicted; needs no epoch size. The top-limit rows, 1 on both
+    sides by construction, get none (they would score a zero error)."""
     if frame.empty:
         return frame
-    keys = ["source", "batch"]
+    keys = ["source", "dataset", "batch"]
     top = frame.groupby(keys)["power_limit_w"].transform("max") == frame["power_limit_w"]
     for col, value in (("slowdown", "epoch_time_s"), ("pred_slowdown", "pred_s_per_sample")):
         ref = frame[value].where(top).groupby([frame[k] for k in keys]).transform("max")
-        frame[col] = frame[value] / ref
+        frame[col] = (frame[value] / ref).where(~top)
     return frame
 
 
@@ -159,7 +166,8 @@ def validate_zeus_power() -> tuple[pd.DataFrame, Counter[str]]:
             continue
         out.append(
             {
-                "source": f"zeus-{row['gpu']}-{network}", "gpu": row["gpu"], "batch": int(row["batch_size"]),
+                "source": f"zeus-{row['gpu']}-{network}", "gpu": row["gpu"], "dataset": dataset,
+                "batch": int(row["batch_size"]),
                 "power_limit_w": float(row["power_limit_w"]), "feasible": m["feasible"],
                 "avg_gpu_power_w": float(row["avg_gpu_power_w"]), "pred_avg_gpu_power_w": m["avg_power_w"],
                 "samples_per_s": float(row["samples_per_s"]), "pred_samples_per_s": m["samples_per_s"],
