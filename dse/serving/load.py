@@ -175,10 +175,18 @@ def _positive_int(name: str, value: Any, least: int = 1) -> None:
 
 
 def _at_most(name: str, value: int, dp: int, most: int) -> None:
-    """One simulation runs one replica: its share of `value` (rounded up) is what must stay within `most`."""
-    if -(-value // dp) > most:
-        per = f" ({-(-value // dp):,} per replica)" if dp > 1 else ""
-        raise ConfigError(f"{name} {value}{per} is above the {most:,} one simulation handles")
+    problem = per_replica_problem(name, value, dp, most)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def per_replica_problem(name: str, value: int, dp: int, most: int) -> str | None:
+    """One simulation runs one replica: its share of `value` (rounded up) is what must stay within `most`
+    (`MAX_CONCURRENCY`, `MAX_REQUESTS`); studies check their values at load with it."""
+    if -(-value // dp) <= most:
+        return None
+    per = f" ({-(-value // dp):,} per replica at dp {dp})" if dp > 1 else ""
+    return f"{name} {value}{per} is above the {most:,} one simulation handles"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -104,6 +104,13 @@ def test_sizes_are_checked_per_replica_and_a_precision_against_every_model(tmp_p
                 tmp_path, text.replace("precision: fp8}", "precision: fp8, dp: 2}").replace("20000", "30000")
             )
         )
+    # a range whose upper end passes the bound loads: most of its draws run (its lower end decides)
+    ranged = text.replace(
+        "  ep: {values: [1, 2]}", "  concurrency: {type: int, low: 8, high: 16384, log: true}"
+    )
+    load_study(write(tmp_path, ranged))
+    with pytest.raises(ConfigError, match="space.concurrency.low"):
+        load_study(write(tmp_path, ranged.replace("low: 8,", "low: 12000,")))
     # mxfp4 quantizes expert weights: a dense model alone cannot run it (every point failed with the reason)
     dense = LAYOUT.replace("model: qwen3-30b-a3b", "model: llama-3.1-8b").replace(
         "precision: fp8", "precision: mxfp4"
