@@ -460,7 +460,8 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
     """
     source = source or name
     model_type = _model_type(raw, source)
-    outer_quant = raw.get("quantization_config")  # a multimodal wrapper may carry it outside text_config
+    # a multimodal wrapper may carry it outside text_config
+    outer_quant, outer_source = raw.get("quantization_config"), source
     if model_type in _WRAPPERS:
         text = raw.get("text_config")
         if not isinstance(text, dict):
@@ -478,7 +479,10 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
             f"{source}: hidden_size {fields['hidden_size']} is not a multiple of the number of "
             f"heads {fields['num_heads']} and no head_dim is given"
         )
-    scheme = checkpoint_scheme(raw.get("quantization_config", outer_quant))
+    inner = "quantization_config" in raw
+    scheme = checkpoint_scheme(
+        raw["quantization_config"] if inner else outer_quant, source if inner else outer_source
+    )
     fields["checkpoint_scheme"] = scheme
     fields["checkpoint_precision"] = priced_precision(scheme, moe=bool(fields.get("num_experts")))
     try:

@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from dse.errors import ConfigError
+
 __all__ = [
     "ALIAS_METHODS",
     "SUFFIX_METHODS",
@@ -48,30 +50,67 @@ _FP8_METHODS = ("fp8", "fbgemm_fp8")
 _FOUR_BIT_METHODS = ("awq", "gptq", "4-bit", "bitsandbytes_4bit")
 
 
-def checkpoint_scheme(quant: Any) -> str | None:
+def checkpoint_scheme(quant: Any, source: str = "") -> str | None:
     """How a `quantization_config` stores the weights: "fp8" (DeepSeek-V3's 128x128 block-scaled e4m3,
     Meta's fbgemm_fp8, ModelOpt FP8, compressed-tensors 8-bit float weights as llm-compressor's FP8 releases
     store them), "mxfp4" (gpt-oss), "4-bit" (AWQ, GPTQ, ModelOpt NVFP4 / INT4_AWQ, compressed-tensors 4-bit
-    weights such as Kimi-K2.5's int4 experts), "int8", or None (16-bit, or a scheme not recognised)."""
-    if not isinstance(quant, Mapping):
+    weights such as Kimi-K2.5's int4 experts), "int8", or None (none, 16-bit, or a method not recognised).
+    A config of the wrong shape is a ConfigError naming the field in `source`: Transformers and vLLM refuse
+    to load it (no quant_method to read), so pricing it as 16-bit weights hid a broken file."""
+    if quant is None:
         return None
-    method = str(quant.get("quant_method", "")).lower()
+    method = _method(quant, source)
     if method in _FP8_METHODS:
         return "fp8"
-    if method in ("mxfp4", "int8"):
+    if method == "mxfp4":
         return method
+    if method in ("int8", "bitsandbytes_8bit"):
+        return "int8"
     if method in _FOUR_BIT_METHODS:
         return "4-bit"
     if method == "modelopt":
-        return modelopt_scheme(str(quant.get("quant_algo", "")).upper())
-    if method != "compressed-tensors":
-        return None
+        algo = quant.get("quant_algo")
+        if not isinstance(algo, str | None):
+            raise _malformed(source, "quant_algo", "a string or null", algo)
+        return modelopt_scheme((algo or "").upper())
+    return _compressed_tensors_scheme(quant, source) if method == "compressed-tensors" else None
+
+
+def _malformed(source: str, field: str, expected: str, got: Any) -> ConfigError:
+    path = ".".join(part for part in ("quantization_config", field) if part)
+    return ConfigError(f"{source + ': ' if source else ''}{path} must be {expected}, got {got!r}")
+
+
+def _method(quant: Any, source: str) -> str:
+    """The config's quant_method, lower case; bitsandbytes configs may name theirs by `load_in_4bit` /
+    `load_in_8bit` alone, as Transformers reads them."""
+    if not isinstance(quant, Mapping):
+        raise _malformed(source, "", "an object with a 'quant_method' (or null)", quant)
+    method = quant.get("quant_method")
+    if method is None and (quant.get("load_in_4bit") is True or quant.get("load_in_8bit") is True):
+        method = "bitsandbytes_4bit" if quant.get("load_in_4bit") is True else "bitsandbytes_8bit"
+    if not isinstance(method, str):
+        raise _malformed(
+            source, "quant_method", "a string (fp8, mxfp4, awq, compressed-tensors, ...)", method
+        )
+    return method.lower()
+
+
+def _compressed_tensors_scheme(quant: Mapping[str, Any], source: str) -> str | None:
+    """The first weight scheme of 4 or 8 bits among a compressed-tensors config's `config_groups`."""
     groups = quant.get("config_groups")
-    for scheme in groups.values() if isinstance(groups, Mapping) else ():
-        weights = scheme.get("weights") if isinstance(scheme, Mapping) else None
-        if isinstance(weights, Mapping) and weights.get("num_bits") in (4, 8):
-            bits, kind = weights.get("num_bits"), weights.get("type")
-            return "4-bit" if bits == 4 else "fp8" if kind == "float" else "int8"
+    if not isinstance(groups, Mapping | None):
+        raise _malformed(source, "config_groups", "an object of named schemes", groups)
+    for name, scheme in (groups or {}).items():
+        weights = scheme.get("weights", {}) if isinstance(scheme, Mapping) else None
+        if not isinstance(weights, Mapping | None) or not isinstance(scheme, Mapping):
+            raise _malformed(source, f"config_groups.{name}", "an object with a 'weights' object", scheme)
+        weights = weights or {}
+        bits = weights.get("num_bits")
+        if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int)):
+            raise _malformed(source, f"config_groups.{name}.weights.num_bits", "an integer", bits)
+        if bits in (4, 8):
+            return "4-bit" if bits == 4 else "fp8" if weights.get("type") == "float" else "int8"
     return None
 
 
