@@ -7,6 +7,7 @@ at load time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,13 +90,26 @@ class UnitKeyError(ValueError):
         self.problem = problem
 
 
-def _scale(value: Any, factor: float) -> Any:
-    if factor == 1.0 or value is None or isinstance(value, bool):
+def to_si(value: float, key: str) -> float:
+    """`value` written under the human-unit key `key` (`sm_clock_max_mhz`), in SI. A ValueError saying the
+    value as written where the product overflows: 1e305 MHz became inf Hz, and its error read "Input should
+    be a finite number (got inf)" for a number the user wrote finite."""
+    si = value * si_key(key)[1]
+    if math.isfinite(value) and not math.isfinite(si):
+        raise ValueError(f"{value:g} {unit_name(key)} is out of range (it overflows in SI units)")
+    return si
+
+
+def _scale(value: Any, key: str, path: tuple[str | int, ...]) -> Any:
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        return value * factor
+        try:
+            return to_si(value, key)
+        except ValueError as exc:
+            raise UnitKeyError(path, str(exc)) from None
     if isinstance(value, list | tuple):
-        return [_scale(v, factor) for v in value]
+        return [_scale(v, key, (*path, i)) for i, v in enumerate(value)]
     return value  # strings and the like: let validation complain with the field name
 
 
@@ -123,7 +137,10 @@ def normalize_unit_keys(data: Any, path: tuple[str | int, ...] = ()) -> Any:
                     where, f"must be numbers in {unit_name(str(key))} (the unit its name says), not the text "
                     f"{texts[0][1]!r}"
                 )  # fmt: skip
-            out[name] = normalize_unit_keys(value, (*path, key)) if factor == 1.0 else _scale(value, factor)
+            scaled = factor != 1.0
+            out[name] = (
+                _scale(value, str(key), (*path, key)) if scaled else normalize_unit_keys(value, (*path, key))
+            )
         return out
     if isinstance(data, list):
         return [normalize_unit_keys(v, (*path, i)) for i, v in enumerate(data)]

@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from dse.errors import DseError, implied_precision_message
+from dse.errors import ConfigError, DseError, implied_precision_message
 
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
 # cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
@@ -194,7 +194,13 @@ def gpu_from_options(
             overrides["memory.bus_width_bits"] = bus_width_bits
         if data_rate_gbps is not None:
             overrides["memory.data_rate_gbit_per_s"] = data_rate_gbps
-    return load_gpu(name, overrides)
+    try:
+        return load_gpu(name, overrides)
+    except ConfigError as exc:  # an override of a flag's value is named by the flag written
+        path = "memory.data_rate_gbit_per_s"
+        if data_rate_gbps is None or f"override '{path}'" not in str(exc):
+            raise
+        raise ConfigError(str(exc).replace(f"override '{path}'", "--data-rate-gbps")) from None
 
 
 def build_workload(

@@ -35,7 +35,7 @@ from dse.config.yamlio import error_in_unit, parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
 from dse.hardware.memory import load_memory_tech, with_memory
 from dse.hardware.spec import GpuSpec, MemorySpec, SmSpec
-from dse.units import UNIT_SUFFIXES, si_key
+from dse.units import UNIT_SUFFIXES, si_key, to_si
 
 # Memory keys that define the memory system and so go through `with_memory` (which recomputes the rest).
 MEMORY_SYSTEM_KEYS: tuple[str, ...] = (
@@ -91,6 +91,14 @@ def _number(path: str, value: Any) -> float:
     return value
 
 
+def _si_number(path: str, value: Any) -> float:
+    """The number written at `path`, in SI (its leaf key may say a human unit: `..._gbit_per_s`)."""
+    try:
+        return to_si(_number(path, value), path.rpartition(".")[2])
+    except ValueError as exc:  # 1e308 Gb/s overflowed and read "data rate inf Gb/s" in the builder's error
+        raise ConfigError(f"override '{path}': {exc}") from None
+
+
 # Fields that say which GPU a spec is, not what it has: the cost ledger prices a spec by them (a catalog
 # GPU's published price and area), so `--set name=a100-sxm-80gb` would price an H100 as an A100.
 IDENTITY_PATHS: dict[str, str] = {
@@ -117,7 +125,7 @@ def split_overrides(overrides: Mapping[str, Any] | None) -> SplitOverrides:
         elif path.startswith("memory.") and path.count(".") == 1:
             key, factor = si_key(path.removeprefix("memory."))
             if factor != 1.0 or (key in MEMORY_SYSTEM_KEYS and key != "technology"):
-                value = _number(path, value) * factor  # the memory builder takes numbers as given
+                value = _si_number(path, value)  # the memory builder takes numbers as given
             if key == "bus_width_bits" and value != int(value):
                 raise ConfigError(f"override '{path}': expected a whole number of bits, got {value!r}")
             (system if key in MEMORY_SYSTEM_KEYS else fields).append((key, value))
@@ -149,7 +157,7 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         raise ConfigError(
             f"override '{path}' is a section, not a field; fields: {', '.join(sorted(node[key]))}"
         )
-    node[key] = _number(path, value) * factor if factor != 1.0 else value
+    node[key] = _si_number(path, value) if factor != 1.0 else value
 
 
 def apply_generic(gpu: GpuSpec, generic: tuple[tuple[str, Any], ...], source: str) -> GpuSpec:
@@ -303,7 +311,11 @@ def field_value_problem(path: str, value: Any) -> str | None:
         return None
     bounded: Any = Annotated[info.annotation, info]  # the field's type with its Field(gt=, le=, ...)
     try:
-        TypeAdapter(bounded).validate_python(value * factor)
+        si = to_si(value, parts[-1])
+    except ValueError as exc:
+        return str(exc)
+    try:
+        TypeAdapter(bounded).validate_python(si)
     except ValidationError as exc:
         err = exc.errors()[0]
         if factor != 1.0:

@@ -52,3 +52,42 @@ def test_a_malformed_quantization_config_is_named_not_priced_as_bf16(
     raw = _catalog_json("qwen3-30b-a3b") | {"quantization_config": quant}
     (tmp_path / "config.json").write_text(json.dumps(raw))
     refused(["predict", "--model", str(tmp_path), *SERVE[2:], "--json"], "config.json", needle)
+
+
+OVERFLOW = "out of range (it overflows in SI units)"
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        # read "gddr7: data rate inf Gb/s per pin is outside 28-48 Gb/s": 1e308 Gb/s overflowed in b/s
+        (["--memory", "gddr7", "--bus-width-bits", "512", "--data-rate-gbps", "1e308"], "--data-rate-gbps"),
+        (["--memory", "gddr7", "--data-rate-gbps", "nan"], "--data-rate-gbps: expected a finite number"),
+        (["--set", "memory.data_rate_gbit_per_s=1e300"], "'memory.data_rate_gbit_per_s': 1e+300 Gbit/s"),
+        (["--set", "memory.capacity_per_device_gib=1e308"], "'memory.capacity_per_device_gib': 1e+308 GiB"),
+        # read "Input should be a finite number" of a number written finite
+        (["--set", "clocks.sm_clock_max_mhz=1e305"], "'clocks.sm_clock_max_mhz': 1e+305 MHz"),
+        (["--set", "interconnect.link_bw_gb_per_s=1e305"], "'interconnect.link_bw_gb_per_s': 1e+305 GB/s"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["gpu", "show", "h100-sxm"], ["whatif", "h100-sxm", *SERVE, "--batch", "4"]],
+    ids=["gpu-show", "whatif"],
+)
+def test_a_value_that_overflows_in_si_units_is_named_as_written(
+    command: list[str], flags: list[str], needle: str
+) -> None:
+    output = refused([*command, *flags], needle)
+    assert "inf" not in output.replace("info", ""), output
+
+
+def test_a_gpu_file_or_swept_value_that_overflows_in_si_units_is_named_as_written(tmp_path: Path) -> None:
+    """The file read 'clocks.sm_clock_max_mhz: Input should be a finite number (got inf)', the sweep
+    'Input should be less than or equal to 10000 Gbit/s (got inf Gbit/s)'."""
+    text = (Path(__file__).parents[2] / "dse/hardware/data/gpus/h100-sxm.yaml").read_text()
+    path = tmp_path / "g.yaml"
+    path.write_text(text.replace("sm_clock_max_mhz: 1980", "sm_clock_max_mhz: 1e305", 1))
+    refused(["gpu", "show", str(path)], "g.yaml:", "clocks.sm_clock_max_mhz: 1e+305 MHz is " + OVERFLOW)
+    sweep = ["sweep", *SERVE, "gpu.memory.data_rate_gbit_per_s=1e300:1e308:2"]
+    assert "inf" not in refused(sweep, "1e+300 Gbit/s is " + OVERFLOW)
