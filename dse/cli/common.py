@@ -235,8 +235,13 @@ def build_workload(
                 # the lists re-type to fp32 only (`as_precision`): that is the remedy to name
                 check_tensor_dtype(gpu, dtype, f"a {dtype} kernel list runs there as --precision fp32")
         return graph
+    from dse.units import MAX_COUNT
     from dse.workload import vision
 
+    if (
+        batch > MAX_COUNT
+    ):  # as a static serving batch: 1e23 failed in an op's element count (below 1: the builders)
+        raise DseError(f"--batch must be an integer in [1, {MAX_COUNT}], got {batch}")
     if vision.is_vision_model(str(model)):
         vm = vision.load_vision_model(str(model))
         if memory_format is not None and vm.family == "vit":

@@ -50,6 +50,7 @@ from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
 from dse.serving.static import check_decoder
 from dse.serving.step_table import StepTable, run_idle_power_w
+from dse.units import MAX_COUNT
 from dse.workload.engine import check_engine_options, kv_bytes_per_token
 from dse.workload.linear_attention import state_bytes
 from dse.workload.llm import LlmArch, activation_dtype, prefill_activation_bytes, weight_bytes
@@ -132,6 +133,10 @@ class LoadRequest:
         for name in ("num_requests", "max_num_seqs", "max_batched_tokens"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
+        for name in ("max_num_seqs", "max_batched_tokens"):  # as a study bounds them: 1e23 tokens per step
+            value = getattr(self, name)  # ran closed loop, and at a rate failed in an op's element count
+            if value is not None and value > MAX_COUNT:
+                raise ConfigError(f"{name} must be an integer in [1, {MAX_COUNT}], got {value!r}")
         if self.num_requests is not None:
             _at_most("num_requests", self.num_requests, self.dp, MAX_REQUESTS)
         if (

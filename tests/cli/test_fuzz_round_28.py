@@ -91,3 +91,29 @@ def test_a_gpu_file_or_swept_value_that_overflows_in_si_units_is_named_as_writte
     refused(["gpu", "show", str(path)], "g.yaml:", "clocks.sm_clock_max_mhz: 1e+305 MHz is " + OVERFLOW)
     sweep = ["sweep", *SERVE, "gpu.memory.data_rate_gbit_per_s=1e300:1e308:2"]
     assert "inf" not in refused(sweep, "1e+300 Gbit/s is " + OVERFLOW)
+
+
+HUGE = str(10**23)
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        # a one-pass --batch was bounded below only: 1e23 failed in "ElementwiseOp 'llama-3.1-8b/embed/
+        # tokens': num_elements must be ... up to 2^53", naming no flag; 2^31 ran, where a static serving
+        # batch and a training micro-batch stop at 2^31 - 1
+        (["--model", "llama-3.1-8b", "--phase", "prefill", "--seq-len", "128", "--batch", HUGE], "--batch"),
+        (["--model", "resnet-50", "--batch", str(2**31)], "--batch"),
+        # 1e23 tokens per step ran in a closed loop and failed in an op at a rate; a study stops at 2^31 - 1
+        (
+            [*SERVE, "--request-rate", "5", "--num-requests", "8", "--max-batched-tokens", HUGE],
+            "--max-batched-tokens",
+        ),
+        (
+            [*SERVE, "--concurrency", "4", "--num-requests", "8", "--max-batched-tokens", HUGE],
+            "--max-batched-tokens",
+        ),
+    ],
+)
+def test_a_count_past_2_31_is_refused_by_its_flag(flags: list[str], needle: str) -> None:
+    refused(["predict", *flags, "--json"], f"{needle} must be an integer in [1, 2147483647]")
