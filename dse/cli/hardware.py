@@ -93,7 +93,16 @@ def gpu_show_cmd(
     if as_json:
         print_json({**gpu.summary(), "spec": gpu.model_dump()})
         return
-    table = Table("field", "value (SI)", "readable", title=gpu.display_name)
+    flags = {"--memory": memory, "--bus-width-bits": bus_width_bits, "--data-rate-gbps": data_rate_gbps}
+    changes = [
+        f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+        for flag, value in flags.items()
+        if value is not None
+    ]
+    changes += [f"--set {item}" for item in sets or []]
+    # the catalog's name alone ("H100 SXM5 80GB") titled a 32 GiB GDDR7 what-if
+    title = f"{gpu.display_name}, changed: {' '.join(changes)}" if changes else gpu.display_name
+    table = Table("field", "value (SI)", "readable", title=title)
     for key, value in gpu.summary().items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value), human(key, value))
     console.print(table)

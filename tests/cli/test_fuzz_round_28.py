@@ -117,3 +117,23 @@ HUGE = str(10**23)
 )
 def test_a_count_past_2_31_is_refused_by_its_flag(flags: list[str], needle: str) -> None:
     refused(["predict", *flags, "--json"], f"{needle} must be an integer in [1, 2147483647]")
+
+
+def test_gpu_show_of_a_what_if_says_what_changed_in_its_title() -> None:
+    """The title was the catalog name alone, 'NVIDIA H100 SXM5 80GB', above a 32 GiB GDDR7 memory."""
+    args = [
+        "gpu",
+        "show",
+        "h100-sxm",
+        "--memory",
+        "gddr7",
+        "--bus-width-bits",
+        "512",
+        "--data-rate-gbps",
+        "32",
+    ]
+    result = runner.invoke(app, [*args, "--set", "gpu.num_sms=120"])
+    assert result.exit_code == 0, result.output
+    title = " ".join(result.output.split("┏")[0].split())  # rich wraps a title to the table's width
+    assert "changed: --memory gddr7 --bus-width-bits 512 --data-rate-gbps 32 --set gpu.num_sms=120" in title
+    assert "changed" not in runner.invoke(app, ["gpu", "show", "h100-sxm"]).output
