@@ -2,17 +2,18 @@
 
     data = read_json_file(path, "coefficient file", expect=dict)
 
-One ConfigError naming the file for each way such a file can be hostile or wrong, never a traceback or a
-hang: a missing file or a directory, more than MAX_JSON_BYTES (a device such as /dev/zero is read no
-further), text that is not UTF-8, invalid JSON, nesting deeper than Python's parser recursion allows, NaN or
-Infinity (not JSON; Python's parser takes them), a key given twice in one object (parsers keep the last
-silently), and a top level of the wrong kind.
+One ConfigError naming the file for each way such a file can be hostile or wrong, never a traceback or a hang:
+a missing file or a directory, an empty one (a named pipe without a writer reads as one), more than
+MAX_JSON_BYTES (a device such as /dev/zero is read no further), text that is not UTF-8, invalid JSON, nesting
+deeper than Python's parser recursion allows, NaN or Infinity (not JSON; Python's parser takes them), a key
+given twice in one object (parsers keep the last silently), and a top level of the wrong kind.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,11 @@ def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -
     path = Path(path)
     label = f"{what} {str(path)[:200]}"
     try:
-        with path.open("rb") as fh:
+        # opened without waiting: a named pipe nobody writes to blocked open() for ever; with a writer
+        # (`--kernels <(...)`) the read waits for its data as before, without one it ends at once, empty
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as fh:
             data = fh.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{label} does not exist") from None
@@ -90,6 +95,8 @@ def read_json_file(path: str | Path, what: str, *, expect: type | None = None) -
         raise ConfigError(f"{label} is a directory, not a JSON file") from None
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise ConfigError(f"{label} is empty; a {what} is a JSON document")
     if len(data) > MAX_JSON_BYTES:
         raise ConfigError(f"{label}: more than {MAX_JSON_BYTES} bytes; not a {what}")
     try:

@@ -137,3 +137,24 @@ def test_gpu_show_of_a_what_if_says_what_changed_in_its_title() -> None:
     title = " ".join(result.output.split("┏")[0].split())  # rich wraps a title to the table's width
     assert "changed: --memory gddr7 --bus-width-bits 512 --data-rate-gbps 32 --set gpu.num_sms=120" in title
     assert "changed" not in runner.invoke(app, ["gpu", "show", "h100-sxm"]).output
+
+
+@pytest.mark.parametrize("flag", ["--kernels", "--model", "--coeffs"])
+def test_a_named_pipe_without_a_writer_is_an_empty_file_not_a_hang(tmp_path: Path, flag: str) -> None:
+    """open() of a FIFO nobody writes to blocked for ever (GPU and study YAML files refuse non-files)."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    args = {"--coeffs": ["--model", "gpt2", "--phase", "prefill"]}.get(flag, [])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dse", "predict", flag, str(fifo), *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"dse predict {flag} FIFO hung")
+    assert done.returncode == 2, done.stderr
+    assert "pipe.json is empty" in done.stderr and "Traceback" not in done.stderr, done.stderr
