@@ -522,16 +522,31 @@ def operating_point(
             )
     if power_cap_w is not None and not power_cap_w > 0:
         raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")
-    if power_cap_w is not None and len(gpus or {}) == 1:
-        # One GPU (predict, whatif): a limit it cannot be set to is an error; among several (compare) a cap
-        # above a GPU's TDP just does not bind on it (`dse.perf.dvfs.power_cap_w`).
-        ((label, gpu),) = (gpus or {}).items()
-        if power_cap_w > gpu.power.tdp_w + 1e-9:
-            raise DseError(
-                f"--power-cap-w {power_cap_w:g} is above the TDP of {label} ({gpu.power.tdp_w:g} W), the "
-                "largest limit it can be set to"
-            )
-    return OperatingPoint(sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w)
+    point = OperatingPoint(
+        sm_clock_hz=None if clock_mhz is None else clock_mhz * 1e6, power_cap_w=power_cap_w
+    )
+    if power_cap_w is not None and gpus:
+        _check_cap(power_cap_w, gpus, point)
+    return point
+
+
+def _check_cap(power_cap_w: float, gpus: dict[str, Any], point: Any) -> None:
+    """A limit below a GPU's minimum fails it (an error, as a clock off its range is); one above the TDP,
+    the largest limit a GPU can be set to, does not bind on it (compare), but above every GPU's it binds on
+    none and is an error. whatif's baseline and changed GPU were two GPUs, so 1e308 W ran there unsaid, and
+    compare checked only its first GPU's TDP."""
+    from dse.perf.dvfs import power_cap_w as cap_in_force
+
+    for gpu in gpus.values():
+        try:
+            cap_in_force(gpu, point)
+        except DseError as exc:
+            raise DseError(f"--power-cap-w: {exc}") from None
+    if all(power_cap_w > gpu.power.tdp_w + 1e-9 for gpu in gpus.values()):
+        tdps = " and ".join(f"{label} ({gpu.power.tdp_w:g} W)" for label, gpu in gpus.items())
+        raise DseError(
+            f"--power-cap-w {power_cap_w:g} is above the TDP of {tdps}, the largest limit it can be set to"
+        )
 
 
 SamplesArg = Annotated[

@@ -167,16 +167,37 @@ def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
     return load
 
 
+def _check_operating_axes(axes: list[Any], gpu: str, spec: Any) -> None:
+    """A swept clock off the GPU's range, or a swept cap below its lowest settable limit, fails every
+    point alike: said once, up front (a cap of -1 W was a failed row and exit code 0). A cap above the TDP
+    does not bind, as in a comparison: only the lowest is checked."""
+    from dse.perf.dvfs import power_cap_w as cap_in_force
+    from dse.perf.types import OperatingPoint
+
+    for axis in axes:
+        if axis.path == "sm_clock_mhz":
+            for clock in (min(axis.values), max(axis.values)):
+                try:
+                    operating_point(clock, None, {gpu: spec})
+                except DseError as exc:
+                    raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
+        if axis.path == "power_cap_w":
+            lowest = min(axis.values)
+            try:
+                cap_in_force(spec, OperatingPoint(power_cap_w=lowest))
+            except DseError as exc:
+                raise DseError(f"sweep power_cap_w={lowest:g}: {exc}") from None
+
+
 def _base_params(spec: Any, gpu: str, sets: list[str] | None, clock_mhz: float | None,
                  power_cap_w: float | None) -> dict[str, Any]:  # fmt: skip
-    """The fixed point params: `--set` overrides (gpu.* and cost.*) and the operating point, checked on
-    `spec`. A cost fact goes to every point as its `cost.<path>` (it became `gpu.cost...`: every point
-    failed, exit 0)."""
+    """The fixed point params: `--set` overrides (gpu.* and cost.*) and the operating point (checked by the
+    caller on its GPUs). A cost fact goes to every point as its `cost.<path>` (it became `gpu.cost...`:
+    every point failed, exit 0)."""
     from dse.cli.cost import CostArgs
     from dse.cost.facts import split_cost_overrides
     from dse.hardware.overrides import parse_set_options
 
-    operating_point(clock_mhz, power_cap_w, {gpu: spec})
     CostArgs().options(sets)  # the cost facts checked once, as `dse predict` checks them
     gpu_sets, cost_sets = split_cost_overrides(parse_set_options(sets))
     base = {"gpu." + k.removeprefix("gpu."): v for k, v in gpu_sets.items()}
@@ -307,15 +328,10 @@ def sweep_cmd(
                    (("input_tokens", input_tokens, 1), ("output_tokens", output_tokens, 2)))  # fmt: skip
     ctx = _context(gpu, model, load, (tokens[0], tokens[1]), "sweep", swept, **options)
     spec = gpu_from_options(gpu, None, None, None, sets)
+    operating_point(clock_mhz, power_cap_w, {gpu: spec})
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]
-    for axis in axes:  # a clock off the GPU's range fails every point alike: said once, up front
-        if axis.path == "sm_clock_mhz":
-            for clock in (min(axis.values), max(axis.values)):
-                try:
-                    operating_point(clock, None, {gpu: spec})
-                except DseError as exc:
-                    raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
+    _check_operating_axes(axes, gpu, spec)
     note_lengths(*tokens)  # the input checked: an error stays one line
     print_note(note)
     try:

@@ -434,4 +434,4 @@ def test_a_one_pass_error_stays_one_line(model: str) -> None:
                                  "--power-cap-w", "50"])  # fmt: skip
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: power cap 50 W"), result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: --power-cap-w: power cap 50 W"), result.stderr

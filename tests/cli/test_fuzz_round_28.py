@@ -158,3 +158,31 @@ def test_a_named_pipe_without_a_writer_is_an_empty_file_not_a_hang(tmp_path: Pat
         pytest.fail(f"dse predict {flag} FIFO hung")
     assert done.returncode == 2, done.stderr
     assert "pipe.json is empty" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        # whatif's baseline and changed GPU were checked as two GPUs: 1e308 W ran at the TDP unsaid
+        (["whatif", "h100-sxm", "--set", "gpu.num_sms=100", "--power-cap-w", "1e308"], "above the TDP of"),
+        # above both TDPs (refused before too, but only as the first GPU's: see the next test)
+        (["compare", "a100-sxm-80gb", "h100-sxm", "--power-cap-w", "800"], "above the TDP of a100-sxm-80gb"),
+        # below every GPU's lowest limit: a table of failed columns and exit code 0
+        (
+            ["compare", "h100-sxm", "a100-sxm-80gb", "--power-cap-w", "1e-308"],
+            "--power-cap-w: power cap 1e-308",
+        ),
+        # a swept cap of -1 W was a failed row and exit code 0
+        (["sweep", "power_cap_w=-1:700:2"], "sweep power_cap_w=-1: power cap -1 W is not allowed"),
+    ],
+)
+def test_a_power_cap_no_gpu_of_the_command_can_take_is_refused_up_front(args: list[str], needle: str) -> None:
+    refused([*args, *SERVE], needle)
+
+
+def test_compare_takes_a_cap_above_one_gpu_s_tdp_in_either_order() -> None:
+    """A cap above the A100's 400 W TDP does not bind on it (README), whichever GPU is named first."""
+    for gpus in (["h100-sxm", "a100-sxm-80gb"], ["a100-sxm-80gb", "h100-sxm"]):
+        result = runner.invoke(app, ["compare", *gpus, *SERVE, "--power-cap-w", "600", "--json"])
+        assert result.exit_code == 0, result.output
+        assert all(row["feasible"] for row in json.loads(result.output)["gpus"]), result.output
