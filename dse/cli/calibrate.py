@@ -16,6 +16,7 @@ from dse.cli.common import (
     SeedOpt,
     check_holdout_frac,
     check_output_file,
+    check_split_seed,
     console,
     friendly,
     parse_families,
@@ -40,13 +41,13 @@ def calibrate_cmd(
     from dse.calibrate.fit.sample_set import HOLDOUT_FRAC, SEED
     from dse.calibrate.fit.samples import calibrate
 
-    frac = check_holdout_frac(holdout_frac)
+    frac, split_seed = check_holdout_frac(holdout_frac), check_split_seed(seed)
     check_output_file(out, "--out", "coeffs.json")  # before the fit, not after it
     cal = calibrate(
         samples,
         gpu,
         holdout_frac=HOLDOUT_FRAC if frac is None else frac,
-        seed=seed if seed is not None else SEED,
+        seed=SEED if split_seed is None else split_seed,
         families=parse_families(families),
         progress=None if as_json else console.print,
     )

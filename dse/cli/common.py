@@ -590,5 +590,13 @@ def check_holdout_frac(value: float | None) -> float | None:
     return value
 
 
+def check_split_seed(value: int | None) -> int | None:
+    """The hold-out split's --seed, in the range `dse run` and `dse predict` take (-1 was numpy's
+    ValueError traceback)."""
+    if value is not None and not 0 <= value < 2**32:
+        raise DseError(f"--seed must be an integer in [0, 2^32), got {value}")
+    return value
+
+
 def pct(x: float) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"

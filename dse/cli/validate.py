@@ -15,6 +15,7 @@ from dse.cli.common import (
     SamplesArg,
     SeedOpt,
     check_holdout_frac,
+    check_split_seed,
     console,
     friendly,
     parse_families,
@@ -117,7 +118,7 @@ def validate_samples_cmd(
         coeffs_path=coeffs,
         gpu=gpu,
         holdout_frac=check_holdout_frac(holdout_frac),
-        seed=seed,
+        seed=check_split_seed(seed),
         families=parse_families(families),
     )
     if as_json:

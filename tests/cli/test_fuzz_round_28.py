@@ -186,3 +186,16 @@ def test_compare_takes_a_cap_above_one_gpu_s_tdp_in_either_order() -> None:
         result = runner.invoke(app, ["compare", *gpus, *SERVE, "--power-cap-w", "600", "--json"])
         assert result.exit_code == 0, result.output
         assert all(row["feasible"] for row in json.loads(result.output)["gpus"]), result.output
+
+
+@pytest.mark.parametrize("command", ["calibrate", "validate"])
+def test_a_negative_split_seed_is_refused_by_its_flag(tmp_path: Path, command: str) -> None:
+    """--seed -1 was numpy's 'ValueError: expected non-negative integer' traceback, exit code 1."""
+    from tests.cli.test_fuzz_round_21 import gemm_samples
+
+    path = str(gemm_samples(tmp_path))
+    args = {
+        "calibrate": ["calibrate", path, "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")],
+        "validate": ["validate", "samples", path],
+    }[command]
+    refused([*args, "--seed", "-1"], "--seed must be an integer in [0, 2^32), got -1")
