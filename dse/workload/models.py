@@ -146,15 +146,17 @@ def _modelopt_algo(side: Path, quant: dict[str, Any]) -> str | None:
     algos = [algo]
     if algo.upper() == "MIXED_PRECISION":
         layers = quant.get("quantized_layers")
-        named = (
-            [v.get("quant_algo") for v in layers.values() if isinstance(v, dict)]
-            if isinstance(layers, dict)
-            else []
-        )
+        entries = list(layers.values()) if isinstance(layers, dict) else [layers]
+        named = [v.get("quant_algo") if isinstance(v, dict) else v for v in entries]
         algos = [a for a in named if isinstance(a, str) and a]
-        if not algos:
+        # a list, a layer given as a string or a quant_algo of another type read as 16-bit weights unsaid
+        well_formed = isinstance(layers, dict) and all(
+            isinstance(v, dict) and isinstance(v.get("quant_algo"), str | None) for v in entries
+        )
+        if not (algos and well_formed):
             raise ConfigError(
-                f"{side}: MIXED_PRECISION needs a 'quantized_layers' object of layers with a 'quant_algo'"
+                f"{side}: MIXED_PRECISION needs quantization.quantized_layers, an object of layer names to "
+                f"{{'quant_algo': string}}, got {str(layers)[:200]}"
             )
     unknown = [a for a in algos if modelopt_scheme(a.upper()) is None]
     if unknown:

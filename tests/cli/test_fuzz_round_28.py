@@ -199,3 +199,13 @@ def test_a_negative_split_seed_is_refused_by_its_flag(tmp_path: Path, command: s
         "validate": ["validate", "samples", path],
     }[command]
     refused([*args, "--seed", "-1"], "--seed must be an integer in [0, 2^32), got -1")
+
+
+@pytest.mark.parametrize("layers", [[1, 2], "x", {"a": {"quant_algo": 8}}, {"a": "FP8"}])
+def test_a_malformed_modelopt_mixed_precision_file_is_named(tmp_path: Path, layers: object) -> None:
+    """A ModelOpt MIXED_PRECISION export whose quantized_layers is no object of {quant_algo: string} was
+    priced as 16-bit weights without a word, as a malformed quantization_config was."""
+    (tmp_path / "config.json").write_text(json.dumps(_catalog_json("qwen3-30b-a3b")))
+    quant = {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
+    refused(["predict", "--model", str(tmp_path), *SERVE[2:]], "hf_quant_config.json", "quantized_layers")
