@@ -94,9 +94,15 @@ def to_si(value: float, key: str) -> float:
     """`value` written under the human-unit key `key` (`sm_clock_max_mhz`), in SI. A ValueError saying the
     value as written where the product overflows: 1e305 MHz became inf Hz, and its error read "Input should
     be a finite number (got inf)" for a number the user wrote finite."""
-    si = value * si_key(key)[1]
-    if math.isfinite(value) and not math.isfinite(si):
-        raise ValueError(f"{value:g} {unit_name(key)} is out of range (it overflows in SI units)")
+    try:
+        si = value * si_key(key)[1]
+    except OverflowError:  # an integer past the float range (a YAML or --set value of 400 digits)
+        si = math.inf
+    if not math.isfinite(si) and (isinstance(value, int) or math.isfinite(value)):
+        shown = (
+            f"{value:g}" if isinstance(value, float) else f"{str(value)[:8]}... ({len(str(value))} digits)"
+        )
+        raise ValueError(f"{shown} {unit_name(key)} is out of range (it overflows in SI units)")
     return si
 
 

@@ -238,9 +238,8 @@ def build_workload(
     from dse.units import MAX_COUNT
     from dse.workload import vision
 
-    if (
-        batch > MAX_COUNT
-    ):  # as a static serving batch: 1e23 failed in an op's element count (below 1: the builders)
+    # bounded as a static serving batch is: 1e23 failed in an op's element count (below 1: the builders)
+    if batch > MAX_COUNT:
         raise DseError(f"--batch must be an integer in [1, {MAX_COUNT}], got {batch}")
     if vision.is_vision_model(str(model)):
         vm = vision.load_vision_model(str(model))

@@ -86,8 +86,13 @@ def _as_written(spelled: Mapping[str, str], prefix: str = "") -> Callable[[Any],
 
 
 def _number(path: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"override '{path}': expected a finite number, got {value!r}")
+    try:  # an integer past the float range (400 digits) raised OverflowError here, a traceback
+        finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if not finite:
+        shown = f"{str(value)[:8]}... ({len(str(value))} digits)" if isinstance(value, int) else repr(value)
+        raise ConfigError(f"override '{path}': expected a finite number, got {shown}")
     return value
 
 

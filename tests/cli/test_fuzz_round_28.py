@@ -209,3 +209,19 @@ def test_a_malformed_modelopt_mixed_precision_file_is_named(tmp_path: Path, laye
     quant = {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}}
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
     refused(["predict", "--model", str(tmp_path), *SERVE[2:]], "hf_quant_config.json", "quantized_layers")
+
+
+def test_an_integer_past_the_float_range_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """A 401-digit integer (YAML and --set read it as a Python int) in a human-unit field or a knob was
+    'OverflowError: int too large to convert to float', a traceback."""
+    huge = "1" + "0" * 400
+    for override in (
+        f"clocks.sm_clock_max_mhz={huge}",
+        f"sm.tensor_factor={huge}",
+        f"memory.energy_factor=-{huge}",
+    ):
+        refused(["gpu", "show", "h100-sxm", "--set", override], "expected a finite number", "digits)")
+    text = (Path(__file__).parents[2] / "dse/hardware/data/gpus/h100-sxm.yaml").read_text()
+    path = tmp_path / "g.yaml"
+    path.write_text(text.replace("sm_clock_max_mhz: 1980", f"sm_clock_max_mhz: {huge}", 1))
+    refused(["gpu", "show", str(path)], "g.yaml:", "(401 digits) MHz is " + OVERFLOW)
