@@ -530,10 +530,8 @@ def operating_point(
 
 
 def _check_cap(power_cap_w: float, gpus: dict[str, Any], point: Any) -> None:
-    """A limit below a GPU's minimum fails it (an error, as a clock off its range is); one above the TDP,
-    the largest limit a GPU can be set to, does not bind on it (compare), but above every GPU's it binds on
-    none and is an error. whatif's baseline and changed GPU were two GPUs, so 1e308 W ran there unsaid, and
-    compare checked only its first GPU's TDP."""
+    """A limit below a GPU's lowest fails it (an error, as a clock off its range is); above a GPU's TDP it
+    does not bind on it (compare), above every GPU's it binds on none (whatif ran 1e308 W unsaid)."""
     from dse.perf.dvfs import power_cap_w as cap_in_force
 
     for gpu in gpus.values():
@@ -590,8 +588,7 @@ def check_holdout_frac(value: float | None) -> float | None:
 
 
 def check_split_seed(value: int | None) -> int | None:
-    """The hold-out split's --seed, in the range `dse run` and `dse predict` take (-1 was numpy's
-    ValueError traceback)."""
+    """The hold-out split's --seed, in `dse run`'s range (-1 was numpy's ValueError traceback)."""
     if value is not None and not 0 <= value < 2**32:
         raise DseError(f"--seed must be an integer in [0, 2^32), got {value}")
     return value
