@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dse.errors import ConfigError
+from dse.errors import ConfigError, ShapeError
 from dse.workload.backward import CONTIGUOUS_SUFFIX, LAYOUT_SUFFIX
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import (
@@ -527,14 +527,13 @@ def build_vision_graph(
     dtype: Dtype = precision  # type: ignore[assignment]
     act: Dtype = "fp32" if precision in ("fp32", "tf32") else ("bf16" if precision == "fp8" else dtype)
     b = _Builder(model, batch, dtype, act, memory_format, training, attention)
-    if model.family == "resnet":
-        b.resnet(image_size)
-    elif model.family == "vgg":
-        b.vgg(image_size)
-    elif model.family in ("mobilenet", "efficientnet"):
-        b.mobile(image_size)
-    else:
-        b.vit(image_size)
+    layers = {"resnet": b.resnet, "vgg": b.vgg, "mobilenet": b.mobile, "efficientnet": b.mobile}
+    try:
+        layers.get(model.family, b.vit)(image_size)
+    except ShapeError as exc:  # it named an operator, not the flags that made it too large
+        raise ShapeError(
+            f"batch {batch} (--batch / --micro-batch) at --image-size {image_size}: {exc}"
+        ) from None
     meta: dict[str, object] = {
         "model": model.name,
         "phase": "train_forward" if training else "forward",

@@ -225,3 +225,16 @@ def test_an_integer_past_the_float_range_is_named_not_a_traceback(tmp_path: Path
     path = tmp_path / "g.yaml"
     path.write_text(text.replace("sm_clock_max_mhz: 1980", f"sm_clock_max_mhz: {huge}", 1))
     refused(["gpu", "show", str(path)], "g.yaml:", "(401 digits) MHz is " + OVERFLOW)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--model", "vit-b-16", "--image-size", str(2**31)],
+        ["--model", "resnet-50", "--training", "--micro-batch", "8", "--image-size", str(10**11)],
+    ],
+)
+def test_a_vision_input_too_large_for_the_model_names_its_flags(flags: list[str]) -> None:
+    """It read "GemmOp 'vit-b-16/patch_embed': m must be a positive integer up to 2^53", naming an operator
+    and no flag."""
+    refused(["predict", *flags], f"--image-size {flags[-1]}", "(--batch / --micro-batch)")
