@@ -42,7 +42,13 @@ from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.workload import hf_moe
 from dse.workload.hf_fields import MISSING, Fields, llama_like, rmsnorm_decoder
 from dse.workload.llm import LlmArch
-from dse.workload.quantization import checkpoint_scheme, modelopt_scheme, name_quantization, priced_precision
+from dse.workload.quantization import (
+    checkpoint_precision,
+    checkpoint_schemes,
+    modelopt_schemes,
+    name_quantization,
+    narrowest_scheme,
+)
 
 # NVIDIA ModelOpt's quantization file beside an exported checkpoint's config.json (`_with_modelopt_quant`).
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -127,62 +133,21 @@ def _read_json(path: Any, source: str) -> dict[str, Any]:
     return raw
 
 
-# ModelOpt weight schemes (`dse.workload.quantization.modelopt_scheme`), fewest bits first
-_SCHEME_RANK = {"4-bit": 0, "fp8": 1, "int8": 2}
-
-
-def _modelopt_algo(side: Path, quant: dict[str, Any]) -> str | None:
-    """The ModelOpt algorithm a checkpoint's `hf_quant_config.json` stores its weights in (None: 16-bit).
-
-    An explicit null quant_algo is a KV-cache-only export; MIXED_PRECISION takes the narrowest scheme of its
-    `quantized_layers` (NVFP4 experts beside FP8 attention: 4-bit). A missing quant_algo, a
-    MIXED_PRECISION file without layers or an algorithm the model does not know is an error naming the
-    file: read as 16-bit, it would price the model at twice or four times its stored bytes."""
-    if "quant_algo" not in quant or not isinstance(quant["quant_algo"], str | None):
-        raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
-    algo = quant["quant_algo"]
-    if algo is None:
-        return None
-    algos = [algo]
-    if algo.upper() == "MIXED_PRECISION":
-        layers = quant.get("quantized_layers")
-        entries = list(layers.values()) if isinstance(layers, dict) else [layers]
-        named = [v.get("quant_algo") if isinstance(v, dict) else v for v in entries]
-        algos = [a for a in named if isinstance(a, str) and a]
-        # a list, a layer given as a string or a quant_algo of another type read as 16-bit weights unsaid
-        well_formed = isinstance(layers, dict) and all(
-            isinstance(v, dict) and isinstance(v.get("quant_algo"), str | None) for v in entries
-        )
-        if not (algos and well_formed):
-            raise ConfigError(
-                f"{side}: MIXED_PRECISION needs quantization.quantized_layers, an object of layer names to "
-                f"{{'quant_algo': string}}, got {str(layers)[:200]}"
-            )
-    unknown = [a for a in algos if modelopt_scheme(a.upper()) is None]
-    if unknown:
-        raise ConfigError(
-            f"{side}: unknown ModelOpt quant_algo '{unknown[0]}' (known: FP8*, NVFP4*, MXFP4, INT4_AWQ, "
-            "W4A8_AWQ, W4A16_AWQ, INT8_SQ, W8A8_SQ_PER_CHANNEL, W8A16, MIXED_PRECISION)"
-        )
-    return min(algos, key=lambda a: _SCHEME_RANK[str(modelopt_scheme(a.upper()))])
-
-
 def _with_modelopt_quant(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     """A checkpoint folder's config with NVIDIA ModelOpt's scheme where its config.json names none (no or a
     null quantization_config): older ModelOpt exports keep it in `hf_quant_config.json` beside it
     (`{"quantization": {"quant_algo": "FP8", ...}}`), which vLLM and TensorRT-LLM read in its place
-    (`_modelopt_algo`). Only a file named config.json has a sidecar: another JSON file may share its folder
-    with other models' files."""
+    (`dse.workload.quantization.modelopt_schemes`, whose errors name that file). Only a file named
+    config.json has a sidecar: another JSON file may share its folder with other models' files."""
     side = path.parent / MODELOPT_QUANT_FILE
     if raw.get("quantization_config") is not None or path.name != "config.json" or not side.is_file():
         return raw
     quant = read_json_file(side, "ModelOpt quantization file", expect=dict).get("quantization")
     if not isinstance(quant, dict):
         raise ConfigError(f"{side}: expected a 'quantization' object with a 'quant_algo' string or null")
-    algo = _modelopt_algo(side, quant)
-    if algo is None:
+    if not modelopt_schemes(quant, str(side), "quantization"):  # a KV-cache-only export: 16-bit weights
         return raw
-    return {**raw, "quantization_config": {"quant_method": "modelopt", "quant_algo": algo}}
+    return {**raw, "quantization_config": {**quant, "quant_method": "modelopt"}}
 
 
 def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
@@ -482,11 +447,11 @@ def arch_from_hf_config(raw: Mapping[str, Any], *, name: str, source: str = "") 
             f"heads {fields['num_heads']} and no head_dim is given"
         )
     inner = "quantization_config" in raw
-    scheme = checkpoint_scheme(
+    schemes = checkpoint_schemes(
         raw["quantization_config"] if inner else outer_quant, source if inner else outer_source
     )
-    fields["checkpoint_scheme"] = scheme
-    fields["checkpoint_precision"] = priced_precision(scheme, moe=bool(fields.get("num_experts")))
+    fields["checkpoint_scheme"] = narrowest_scheme(schemes)
+    fields["checkpoint_precision"] = checkpoint_precision(schemes, moe=bool(fields.get("num_experts")))
     try:
         return LlmArch(name=name, model_type=model_type, **fields)
     except ValidationError as exc:

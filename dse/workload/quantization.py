@@ -28,9 +28,13 @@ from dse.errors import ConfigError
 __all__ = [
     "ALIAS_METHODS",
     "SUFFIX_METHODS",
+    "checkpoint_precision",
     "checkpoint_scheme",
+    "checkpoint_schemes",
     "modelopt_scheme",
+    "modelopt_schemes",
     "name_quantization",
+    "narrowest_scheme",
     "priced_precision",
 ]
 
@@ -48,32 +52,80 @@ ALIAS_METHODS: dict[str, str] = {"kimik2": "fp8", "kimik2instruct": "fp8", "moon
 # FP8 ("fbgemm_fp8"); 4-bit methods; NVIDIA ModelOpt ("modelopt") names its scheme in quant_algo.
 _FP8_METHODS = ("fp8", "fbgemm_fp8")
 _FOUR_BIT_METHODS = ("awq", "gptq", "4-bit", "bitsandbytes_4bit")
+_SCHEME_BITS = {"4-bit": 4.0, "mxfp4": 4.25, "fp8": 8.0, "int8": 8.0}  # weight bits, to find the narrowest
+
+
+def checkpoint_schemes(quant: Any, source: str = "") -> tuple[str, ...]:
+    """How a `quantization_config` stores the weights, one entry per scheme it uses: "fp8" (DeepSeek-V3's
+    128x128 block-scaled e4m3, Meta's fbgemm_fp8, ModelOpt FP8, compressed-tensors 8-bit float weights as
+    llm-compressor's FP8 releases store them), "mxfp4" (gpt-oss), "4-bit" (AWQ, GPTQ, ModelOpt NVFP4 /
+    INT4_AWQ, compressed-tensors 4-bit weights such as Kimi-K2.5's int4 experts), "int8"; () for none,
+    16-bit, or a method not recognised. A ModelOpt MIXED_PRECISION export lists its layers' schemes. A
+    config of the wrong shape is a ConfigError naming the field in `source`: Transformers and vLLM refuse
+    to load it (no quant_method to read), so pricing it as 16-bit weights hid a broken file."""
+    if quant is None:
+        return ()
+    method = _method(quant, source)
+    if method in _FP8_METHODS:
+        return ("fp8",)
+    if method == "mxfp4":
+        return ("mxfp4",)
+    if method in ("int8", "bitsandbytes_8bit"):
+        return ("int8",)
+    if method in _FOUR_BIT_METHODS:
+        return ("4-bit",)
+    if method == "modelopt":
+        return modelopt_schemes(quant, source)
+    scheme = _compressed_tensors_scheme(quant, source) if method == "compressed-tensors" else None
+    return (scheme,) if scheme else ()
 
 
 def checkpoint_scheme(quant: Any, source: str = "") -> str | None:
-    """How a `quantization_config` stores the weights: "fp8" (DeepSeek-V3's 128x128 block-scaled e4m3,
-    Meta's fbgemm_fp8, ModelOpt FP8, compressed-tensors 8-bit float weights as llm-compressor's FP8 releases
-    store them), "mxfp4" (gpt-oss), "4-bit" (AWQ, GPTQ, ModelOpt NVFP4 / INT4_AWQ, compressed-tensors 4-bit
-    weights such as Kimi-K2.5's int4 experts), "int8", or None (none, 16-bit, or a method not recognised).
-    A config of the wrong shape is a ConfigError naming the field in `source`: Transformers and vLLM refuse
-    to load it (no quant_method to read), so pricing it as 16-bit weights hid a broken file."""
-    if quant is None:
-        return None
-    method = _method(quant, source)
-    if method in _FP8_METHODS:
-        return "fp8"
-    if method == "mxfp4":
-        return method
-    if method in ("int8", "bitsandbytes_8bit"):
-        return "int8"
-    if method in _FOUR_BIT_METHODS:
-        return "4-bit"
-    if method == "modelopt":
-        algo = quant.get("quant_algo")
-        if not isinstance(algo, str | None):
-            raise _malformed(source, "quant_algo", "a string or null", algo)
-        return modelopt_scheme((algo or "").upper())
-    return _compressed_tensors_scheme(quant, source) if method == "compressed-tensors" else None
+    """The narrowest scheme of `checkpoint_schemes` (None: 16-bit weights)."""
+    return narrowest_scheme(checkpoint_schemes(quant, source))
+
+
+def narrowest_scheme(schemes: tuple[str, ...]) -> str | None:
+    """The scheme of the fewest weight bits (None: none, 16-bit)."""
+    return min(schemes, key=_SCHEME_BITS.__getitem__) if schemes else None
+
+
+def modelopt_schemes(
+    quant: Mapping[str, Any], source: str, field: str = "quantization_config"
+) -> tuple[str, ...]:
+    """The weight schemes of a ModelOpt quantization (a config's `quantization_config` or the `quantization`
+    object of an `hf_quant_config.json`): its quant_algo's, or each layer's of a MIXED_PRECISION export;
+    () for a null quant_algo (a KV-cache-only export). A missing quant_algo, malformed or missing layers
+    and an algorithm not known here are errors naming `source` and `field` (the object's path there): read
+    as 16-bit, they priced the weights at two to four times their stored bytes."""
+    where = f"{source}: {field}." if source else f"{field}."
+    if "quant_algo" not in quant or not isinstance(quant["quant_algo"], str | None):
+        raise ConfigError(f"{where}quant_algo must be a string or null, got {quant.get('quant_algo')!r}")
+    algo = quant["quant_algo"]
+    if algo is None:
+        return ()
+    algos = [algo]
+    if algo.upper() == "MIXED_PRECISION":
+        layers = quant.get("quantized_layers")
+        entries: list[Any] = list(layers.values()) if isinstance(layers, Mapping) else [layers]
+        # a list, a layer given as a string or a quant_algo of another type read as 16-bit weights unsaid
+        well_formed = isinstance(layers, Mapping) and all(
+            isinstance(v, Mapping) and isinstance(v.get("quant_algo"), str | None) for v in entries
+        )
+        algos = [v["quant_algo"] for v in entries if well_formed and v.get("quant_algo")]
+        if not algos:
+            raise ConfigError(
+                f"{where}quantized_layers of a MIXED_PRECISION export must be an object of layer names to "
+                f"{{'quant_algo': string}}, got {str(layers)[:200]}"
+            )
+    schemes = [modelopt_scheme(a.upper()) for a in algos]
+    for a, scheme in zip(algos, schemes, strict=True):
+        if scheme is None:
+            raise ConfigError(
+                f"{where}quant_algo: unknown ModelOpt algorithm '{a}' (known: FP8*, NVFP4*, MXFP4, "
+                "INT4_AWQ, W4A8_AWQ, W4A16_AWQ, INT8_SQ, W8A8_SQ_PER_CHANNEL, W8A16, MIXED_PRECISION)"
+            )
+    return tuple(sorted({s for s in schemes if s}, key=_SCHEME_BITS.__getitem__))
 
 
 def _malformed(source: str, field: str, expected: str, got: Any) -> ConfigError:
@@ -122,6 +174,14 @@ def modelopt_scheme(algo: str) -> str | None:
     if any(tag in algo for tag in ("FP4", "INT4", "W4A")):
         return "4-bit"
     return "int8" if ("INT8" in algo or "W8A" in algo) else None
+
+
+def checkpoint_precision(schemes: tuple[str, ...], *, moe: bool) -> str | None:
+    """The narrowest precision the stored `schemes` are priced at (`priced_precision`; None: bf16): a dense
+    model's mixed export of 4-bit MLPs beside fp8 attention is priced fp8 (its 4-bit weights are not
+    modelled), an MoE's of NVFP4 experts beside fp8 attention mxfp4."""
+    priced = [p for p in (priced_precision(s, moe=moe) for s in schemes) if p]
+    return min(priced, key=_SCHEME_BITS.__getitem__) if priced else None
 
 
 def priced_precision(scheme: str | None, *, moe: bool) -> str | None:

@@ -228,3 +228,36 @@ def test_only_a_config_json_reads_the_modelopt_file_beside_it(tmp_path: Path) ->
     other.write_text(json.dumps(_catalog_json("llama-3.1-8b")))
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
     assert load_model_config(other).checkpoint_scheme is None
+
+
+def test_a_mixed_export_written_inside_config_json_is_read_as_the_sidecar_is(tmp_path: Path) -> None:
+    # newer ModelOpt exports put the same object in config.json's quantization_config: its layers were never
+    # read (16-bit weights, four times the expert bytes), nor was an unknown algorithm refused
+    layers = {
+        "model.layers.0.mlp.experts": {"quant_algo": "NVFP4"},
+        "model.layers.0.attn": {"quant_algo": "FP8"},
+    }
+    quant = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b") | {"quantization_config": quant})
+    arch = load_model_config(path)
+    assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "mxfp4")
+    path.write_text(
+        json.dumps(_catalog_json("qwen3-30b-a3b") | {"quantization_config": quant | {"quant_algo": "FP6"}})
+    )
+    with pytest.raises(ConfigError, match=r"config.json: quantization_config.quant_algo: unknown ModelOpt"):
+        load_model_config(path)
+
+
+def test_a_dense_mixed_export_is_priced_at_the_narrowest_scheme_the_model_prices(tmp_path: Path) -> None:
+    # a dense model's 4-bit weights are not modelled (bf16): beside fp8 attention the export prices as fp8,
+    # the narrowest precision of its layers the model has, not as bf16 (the narrowest stored scheme's price)
+    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    layers = {
+        "model.layers.0.mlp": {"quant_algo": "W4A16_AWQ"},
+        "model.layers.0.self_attn": {"quant_algo": "FP8"},
+    }
+    (path.parent / "hf_quant_config.json").write_text(
+        json.dumps({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}})
+    )
+    arch = load_model_config(path)
+    assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "fp8")
