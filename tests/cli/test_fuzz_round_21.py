@@ -8,23 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from dse.calibrate.data.samples import KernelSample, write_samples
 from dse.cli import app
+from tests.cli.fuzz_helpers import SERVE, gemm_samples, refused, runner
 
-runner = CliRunner()
-SERVE = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
 GEMM = {"batch": 1, "dimM": 4096, "dimN": 4096, "dimK": 4096, "precM": "bf16", "useTensorCore": True}
-
-
-def refused(args: list[str], *needles: str) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    for needle in needles:
-        assert needle in result.output, result.output
-    return result.output
 
 
 def kernel_list(tmp_path: Path, **fields: object) -> str:
@@ -47,21 +35,6 @@ def test_a_bf16_kernel_list_on_a_gpu_without_bf16_tensor_cores_is_refused(tmp_pa
     refused(["predict", "--kernels", path, "--gpu", "v100-sxm2"], "no bf16 tensor cores", "--precision fp32")
     ok = runner.invoke(app, ["predict", "--kernels", path, "--gpu", "v100-sxm2", "--precision", "fp32"])
     assert ok.exit_code == 0, ok.output
-
-
-def gemm_samples(tmp_path: Path, name: str = "s.csv", **fields: object) -> Path:
-    """Three GEMM samples written as a CSV, the first row's `fields` edited in it as a user would."""
-    sample = KernelSample(gpu="h100-sxm", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
-                          latency_s=1e-4, avg_power_w=500.0, energy_j=0.05, power_limit_w=700.0)  # fmt: skip
-    path = write_samples(tmp_path / name, [sample] * 3)
-    if fields:  # edit the written CSV as a user would
-        lines = path.read_text().splitlines()
-        header = lines[0].split(",")
-        rows = [line.split(",") for line in lines[1:]]
-        for key, value in fields.items():
-            rows[0][header.index(key)] = str(value)
-        path.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
-    return path
 
 
 @pytest.mark.parametrize(

@@ -7,25 +7,13 @@ import warnings
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from dse.cli import app
-from tests.cli.test_fuzz_round_21 import gemm_samples
+from tests.cli.fuzz_helpers import SERVE, gemm_samples, refused, runner
 
-runner = CliRunner()
-SERVE = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
 COMPARE = ["compare", "h100-sxm", "a100-sxm-80gb", *SERVE]
 SWEEP = ["sweep", *SERVE, "sm_clock_mhz=1000:1500:2"]
 LOAD = ["--concurrency", "4", "--num-requests", "8"]
-
-
-def refused(args: list[str], *needles: str) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    for needle in needles:
-        assert needle in result.output, result.output
-    return result.output
 
 
 @pytest.mark.parametrize(

@@ -7,22 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from dse.cli import app
-from tests.workload.test_models import _catalog_json
-
-runner = CliRunner()
-SERVE = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
-
-
-def refused(args: list[str], *needles: str) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    for needle in needles:
-        assert needle in result.output, result.output
-    return result.output
+from tests.cli.fuzz_helpers import SERVE, refused, runner
+from tests.workload.model_files import catalog_json
 
 
 @pytest.mark.parametrize(
@@ -49,7 +37,7 @@ def refused(args: list[str], *needles: str) -> str:
 def test_a_malformed_quantization_config_is_named_not_priced_as_bf16(
     tmp_path: Path, quant: object, needle: str
 ) -> None:
-    raw = _catalog_json("qwen3-30b-a3b") | {"quantization_config": quant}
+    raw = catalog_json("qwen3-30b-a3b") | {"quantization_config": quant}
     (tmp_path / "config.json").write_text(json.dumps(raw))
     refused(["predict", "--model", str(tmp_path), *SERVE[2:], "--json"], "config.json", needle)
 
@@ -191,7 +179,7 @@ def test_compare_takes_a_cap_above_one_gpu_s_tdp_in_either_order() -> None:
 @pytest.mark.parametrize("command", ["calibrate", "validate"])
 def test_a_negative_split_seed_is_refused_by_its_flag(tmp_path: Path, command: str) -> None:
     """--seed -1 was numpy's 'ValueError: expected non-negative integer' traceback, exit code 1."""
-    from tests.cli.test_fuzz_round_21 import gemm_samples
+    from tests.cli.fuzz_helpers import gemm_samples
 
     path = str(gemm_samples(tmp_path))
     args = {
@@ -205,7 +193,7 @@ def test_a_negative_split_seed_is_refused_by_its_flag(tmp_path: Path, command: s
 def test_a_malformed_modelopt_mixed_precision_file_is_named(tmp_path: Path, layers: object) -> None:
     """A ModelOpt MIXED_PRECISION export whose quantized_layers is no object of {quant_algo: string} was
     priced as 16-bit weights without a word, as a malformed quantization_config was."""
-    (tmp_path / "config.json").write_text(json.dumps(_catalog_json("qwen3-30b-a3b")))
+    (tmp_path / "config.json").write_text(json.dumps(catalog_json("qwen3-30b-a3b")))
     quant = {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}}
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
     refused(["predict", "--model", str(tmp_path), *SERVE[2:]], "hf_quant_config.json", "quantized_layers")

@@ -11,7 +11,7 @@ import pytest
 
 from dse.errors import ConfigError
 from dse.workload.models import load_model_config
-from tests.workload.test_models import _catalog_json, _write_config
+from tests.workload.model_files import catalog_json, write_config
 
 
 @pytest.mark.parametrize(
@@ -65,10 +65,10 @@ W8A8_INT = {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"nu
     ],
 )
 def test_checkpoint_precision_of_a_local_config(tmp_path: Path, quant: object, expected: str | None) -> None:
-    raw = _catalog_json("qwen3-30b-a3b")  # an MoE model: 4-bit weight-only experts are priced
+    raw = catalog_json("qwen3-30b-a3b")  # an MoE model: 4-bit weight-only experts are priced
     if quant is not None:
         raw["quantization_config"] = quant
-    assert load_model_config(_write_config(tmp_path, raw)).checkpoint_precision == expected
+    assert load_model_config(write_config(tmp_path, raw)).checkpoint_precision == expected
 
 
 @pytest.mark.parametrize(
@@ -106,14 +106,14 @@ def test_a_hub_checkpoint_brings_its_quantization(hub_id: str, name: str, expect
 def test_checkpoint_precision_of_wrappers_and_dense_4_bit(tmp_path: Path) -> None:
     """A multimodal wrapper's quantization_config may sit outside its text_config (Llama-4's FP8 release);
     4-bit weight-only weights are priced on MoE experts only, so a dense model's are costed as bf16."""
-    wrapper = _catalog_json("llama-4-scout")
+    wrapper = catalog_json("llama-4-scout")
     wrapper["quantization_config"] = {"quant_method": "fp8"}
     (tmp_path / "scout").mkdir()
-    assert load_model_config(_write_config(tmp_path / "scout", wrapper)).checkpoint_precision == "fp8"
-    dense = _catalog_json("llama-3.1-8b")
+    assert load_model_config(write_config(tmp_path / "scout", wrapper)).checkpoint_precision == "fp8"
+    dense = catalog_json("llama-3.1-8b")
     dense["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"g": W4A16}}
     (tmp_path / "dense").mkdir()
-    assert load_model_config(_write_config(tmp_path / "dense", dense)).checkpoint_precision is None
+    assert load_model_config(write_config(tmp_path / "dense", dense)).checkpoint_precision is None
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_a_modelopt_export_names_its_scheme_beside_the_config(
 ) -> None:
     # Older ModelOpt exports (nvidia/*-FP8 on the Hub before mid-2025) keep the scheme in
     # hf_quant_config.json, which vLLM and TensorRT-LLM read; a dense model's 4-bit weights price as bf16.
-    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    path = write_config(tmp_path, catalog_json("llama-3.1-8b"))
     (path.parent / "hf_quant_config.json").write_text(
         json.dumps({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": algo}})
     )
@@ -151,8 +151,8 @@ def test_a_modelopt_export_names_its_scheme_beside_the_config(
 
 
 def test_the_config_s_own_quantization_wins_over_the_modelopt_file(tmp_path: Path) -> None:
-    raw = _catalog_json("llama-3.1-8b") | {"quantization_config": {"quant_method": "fp8"}}
-    path = _write_config(tmp_path, raw)
+    raw = catalog_json("llama-3.1-8b") | {"quantization_config": {"quant_method": "fp8"}}
+    path = write_config(tmp_path, raw)
     (path.parent / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
     assert load_model_config(path).checkpoint_scheme == "fp8"
 
@@ -173,7 +173,7 @@ def test_the_config_s_own_quantization_wins_over_the_modelopt_file(tmp_path: Pat
     ],
 )
 def test_a_malformed_modelopt_file_is_named(tmp_path: Path, content: str) -> None:
-    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    path = write_config(tmp_path, catalog_json("llama-3.1-8b"))
     (path.parent / "hf_quant_config.json").write_text(content)
     with pytest.raises(ConfigError, match="hf_quant_config.json"):
         load_model_config(path)
@@ -182,7 +182,7 @@ def test_a_malformed_modelopt_file_is_named(tmp_path: Path, content: str) -> Non
 def test_modelopt_files_without_weight_quantization_or_with_mixed_layers(tmp_path: Path) -> None:
     # a KV-cache-only export (quant_algo null) keeps 16-bit weights; a mixed-precision one is priced at its
     # narrowest layers (NVFP4 experts beside FP8 attention: the MoE experts as MXFP4's 4.25 bits)
-    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b") | {"quantization_config": None})
+    path = write_config(tmp_path, catalog_json("qwen3-30b-a3b") | {"quantization_config": None})
     side = path.parent / "hf_quant_config.json"
     side.write_text(json.dumps({"quantization": {"quant_algo": None, "kv_cache_quant_algo": "FP8"}}))
     assert load_model_config(path).checkpoint_scheme is None
@@ -210,7 +210,7 @@ def test_a_mixed_export_is_priced_at_its_4_bit_layers_whatever_their_name(
 ) -> None:
     # every W4A* and *4* scheme stores 4-bit weights, whatever the other layers store: AWQ experts beside
     # FP8 or int8 attention were read as their 8-bit layers (twice the expert bytes)
-    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b"))
+    path = write_config(tmp_path, catalog_json("qwen3-30b-a3b"))
     layers = {
         "model.layers.0.self_attn": {"quant_algo": attention},
         "model.layers.0.mlp": {"quant_algo": experts},
@@ -225,7 +225,7 @@ def test_a_mixed_export_is_priced_at_its_4_bit_layers_whatever_their_name(
 def test_only_a_config_json_reads_the_modelopt_file_beside_it(tmp_path: Path) -> None:
     # a folder of several models' JSON files: llama.json is not that folder's checkpoint
     other = tmp_path / "llama.json"
-    other.write_text(json.dumps(_catalog_json("llama-3.1-8b")))
+    other.write_text(json.dumps(catalog_json("llama-3.1-8b")))
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
     assert load_model_config(other).checkpoint_scheme is None
 
@@ -238,11 +238,11 @@ def test_a_mixed_export_written_inside_config_json_is_read_as_the_sidecar_is(tmp
         "model.layers.0.attn": {"quant_algo": "FP8"},
     }
     quant = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
-    path = _write_config(tmp_path, _catalog_json("qwen3-30b-a3b") | {"quantization_config": quant})
+    path = write_config(tmp_path, catalog_json("qwen3-30b-a3b") | {"quantization_config": quant})
     arch = load_model_config(path)
     assert (arch.checkpoint_scheme, arch.checkpoint_precision) == ("4-bit", "mxfp4")
     path.write_text(
-        json.dumps(_catalog_json("qwen3-30b-a3b") | {"quantization_config": quant | {"quant_algo": "FP6"}})
+        json.dumps(catalog_json("qwen3-30b-a3b") | {"quantization_config": quant | {"quant_algo": "FP6"}})
     )
     with pytest.raises(ConfigError, match=r"config.json: quantization_config.quant_algo: unknown ModelOpt"):
         load_model_config(path)
@@ -251,7 +251,7 @@ def test_a_mixed_export_written_inside_config_json_is_read_as_the_sidecar_is(tmp
 def test_a_dense_mixed_export_is_priced_at_the_narrowest_scheme_the_model_prices(tmp_path: Path) -> None:
     # a dense model's 4-bit weights are not modelled (bf16): beside fp8 attention the export prices as fp8,
     # the narrowest precision of its layers the model has, not as bf16 (the narrowest stored scheme's price)
-    path = _write_config(tmp_path, _catalog_json("llama-3.1-8b"))
+    path = write_config(tmp_path, catalog_json("llama-3.1-8b"))
     layers = {
         "model.layers.0.mlp": {"quant_algo": "W4A16_AWQ"},
         "model.layers.0.self_attn": {"quant_algo": "FP8"},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 from dse.errors import ConfigError
 from dse.workload.llm import LlmArch
 from dse.workload.models import arch_from_hf_config, list_models, load_model_config
+from tests.workload.model_files import catalog_json, write_config
 
 CATALOG = [
     "bert-base",
@@ -104,11 +104,6 @@ PUBLISHED_NON_EMBEDDING = {
 }
 
 
-def _catalog_json(name: str) -> dict[str, object]:
-    text = resources.files("dse.workload").joinpath(f"data/models/{name}.json").read_text()
-    return json.loads(text)
-
-
 # MPT models: dimensions from llm-foundry's pretraining yamls (no Hub config of these exact models).
 MPT_MODELS = [f"mpt-{size}" for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")]
 # Models NVIDIA's training recipes run, built from their papers and recipes (no HF config.json of them).
@@ -121,7 +116,7 @@ def test_list_models_is_the_catalog() -> None:
 
 @pytest.mark.parametrize("name", PAPER_MODELS)
 def test_paper_models_name_their_published_source(name: str) -> None:
-    source = str(_catalog_json(name)["_source"])
+    source = str(catalog_json(name)["_source"])
     assert "arXiv:" in source or "NeMo-Framework-Launcher" in source
 
 
@@ -155,12 +150,12 @@ def test_gpt3_reads_as_nemo_trains_it() -> None:
 
 @pytest.mark.parametrize("name", MPT_MODELS)
 def test_mpt_files_name_their_llm_foundry_source(name: str) -> None:
-    assert "mosaicml/llm-foundry @ 5e85bd62" in str(_catalog_json(name)["_source"])
+    assert "mosaicml/llm-foundry @ 5e85bd62" in str(catalog_json(name)["_source"])
 
 
 @pytest.mark.parametrize("name", CATALOG)
 def test_catalog_files_name_their_hub_source(name: str) -> None:
-    raw = _catalog_json(name)
+    raw = catalog_json(name)
     assert "huggingface.co/" in str(raw["_source"])
     assert isinstance(raw["architectures"], list) and raw["model_type"]
 
@@ -246,18 +241,12 @@ def test_normalized_families() -> None:
     assert not bert.causal
 
 
-def _write_config(directory: Path, raw: dict[str, object]) -> Path:
-    path = directory / "config.json"
-    path.write_text(json.dumps(raw))
-    return path
-
-
 def test_local_config_json(tmp_path: Path) -> None:
-    raw = _catalog_json("llama-3.1-8b")
+    raw = catalog_json("llama-3.1-8b")
     raw["hidden_size"] = 2048
     model_dir = tmp_path / "my-llama"
     model_dir.mkdir()
-    path = _write_config(model_dir, raw)
+    path = write_config(model_dir, raw)
     arch = load_model_config(path)
     assert arch.name == "my-llama" and arch.hidden_size == 2048 and arch.head_dim == 64
     assert arch.num_params < load_model_config("llama-3.1-8b").num_params
@@ -267,7 +256,7 @@ def test_local_config_json(tmp_path: Path) -> None:
 
 def test_local_opt_with_embedding_projection(tmp_path: Path) -> None:
     # facebook/opt-350m: word_embed_proj_dim 512 < hidden 1024, post-LN, no final norm; HF reports 331M.
-    raw = _catalog_json("opt-1.3b")
+    raw = catalog_json("opt-1.3b")
     raw.update(
         hidden_size=1024,
         ffn_dim=4096,
@@ -275,25 +264,25 @@ def test_local_opt_with_embedding_projection(tmp_path: Path) -> None:
         word_embed_proj_dim=512,
         do_layer_norm_before=False,
     )
-    arch = load_model_config(_write_config(tmp_path, raw))
+    arch = load_model_config(write_config(tmp_path, raw))
     assert arch.embed_dim == 512 and arch.norm_position == "post" and not arch.final_norm
     assert arch.num_params == pytest.approx(331e6, rel=0.01)
 
 
 def test_missing_required_field_names_file_and_field(tmp_path: Path) -> None:
-    raw = _catalog_json("mistral-7b")
+    raw = catalog_json("mistral-7b")
     del raw["hidden_size"]
-    path = _write_config(tmp_path, raw)
+    path = write_config(tmp_path, raw)
     with pytest.raises(ConfigError, match="hidden_size") as info:
         load_model_config(path)
     assert str(path) in str(info.value)
 
 
 def test_gpt2_missing_field_names_hf_key(tmp_path: Path) -> None:
-    raw = _catalog_json("gpt2")
+    raw = catalog_json("gpt2")
     del raw["n_embd"]
     with pytest.raises(ConfigError, match="'n_embd'"):
-        load_model_config(_write_config(tmp_path, raw))
+        load_model_config(write_config(tmp_path, raw))
 
 
 @pytest.mark.parametrize(
@@ -313,16 +302,16 @@ def test_gpt2_missing_field_names_hf_key(tmp_path: Path) -> None:
     ],
 )
 def test_bad_field_values(tmp_path: Path, field: str, value: object, message: str) -> None:
-    raw = _catalog_json("llama-3.1-8b")
+    raw = catalog_json("llama-3.1-8b")
     raw[field] = value
     with pytest.raises(ConfigError, match=message):
-        load_model_config(_write_config(tmp_path, raw))
+        load_model_config(write_config(tmp_path, raw))
 
 
 def test_a_wrapped_text_config_with_a_model_type_of_no_string_is_an_error(tmp_path: Path) -> None:
     raw = {"model_type": "gemma3", "text_config": {"model_type": {"a": 1}}}
     with pytest.raises(ConfigError, match=r"\(text_config\): field 'model_type' must be a string"):
-        load_model_config(_write_config(tmp_path, raw))
+        load_model_config(write_config(tmp_path, raw))
 
 
 def test_missing_file_and_invalid_json(tmp_path: Path) -> None:
@@ -338,7 +327,7 @@ def test_missing_file_and_invalid_json(tmp_path: Path) -> None:
 
 
 def test_arch_from_mapping_and_strictness() -> None:
-    arch = arch_from_hf_config(_catalog_json("qwen2-1.5b"), name="q")
+    arch = arch_from_hf_config(catalog_json("qwen2-1.5b"), name="q")
     assert arch.name == "q" and arch.num_params == load_model_config("qwen2-1.5b").num_params
     with pytest.raises(ValidationError):
         arch.hidden_size = 1  # type: ignore[misc]  # frozen
