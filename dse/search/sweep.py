@@ -172,7 +172,13 @@ def _axis_value_problem(path: str, value: float, ctx: EvalContext) -> str | None
     from dse.search.checks import cost_fact_problem, workload_value_problem
 
     if path in SWEEP_WORKLOAD_KEYS:
-        return workload_value_problem(path, value, under_load=ctx.mode != "static")
+        problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
+        if problem is None and path in ("concurrency", "num_requests") and isinstance(value, int):
+            from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, per_replica_problem
+
+            most = MAX_CONCURRENCY if path == "concurrency" else MAX_REQUESTS
+            problem = per_replica_problem(path, value, ctx.dp, most)  # one simulation per replica
+        return problem
     if path.startswith("cost."):
         problem = cost_fact_problem(path, value)
     elif path.startswith("gpu."):

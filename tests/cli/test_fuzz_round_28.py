@@ -226,3 +226,16 @@ def test_a_vision_input_too_large_for_the_model_names_its_flags(flags: list[str]
     """It read "GemmOp 'vit-b-16/patch_embed': m must be a positive integer up to 2^53", naming an operator
     and no flag."""
     refused(["predict", *flags], f"--image-size {flags[-1]}", "(--batch / --micro-batch)")
+
+
+@pytest.mark.parametrize(
+    ("axis", "needle"),
+    [
+        ("concurrency=20000:30000:2", "concurrency 20000 is above the 10,000 one simulation handles"),
+        ("num_requests=300000:400000:2", "num_requests 300000 is above the 200,000"),
+    ],
+)
+def test_a_sweep_past_one_simulation_is_refused_up_front(axis: str, needle: str) -> None:
+    """Every row failed with the reason and the sweep exited 0, while the same value as a flag is refused."""
+    load = [] if axis.startswith("concurrency") else ["--concurrency", "8"]
+    refused(["sweep", *SERVE, *load, axis], needle)
