@@ -141,7 +141,7 @@ def _method(quant: Any, source: str) -> str:
     method = quant.get("quant_method")
     if method is None and (quant.get("load_in_4bit") is True or quant.get("load_in_8bit") is True):
         method = "bitsandbytes_4bit" if quant.get("load_in_4bit") is True else "bitsandbytes_8bit"
-    if not isinstance(method, str):
+    if not isinstance(method, str) or not method.strip():  # "" names no method, as a missing one
         raise _malformed(
             source, "quant_method", "a string (fp8, mxfp4, awq, compressed-tensors, ...)", method
         )

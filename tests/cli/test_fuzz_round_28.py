@@ -21,6 +21,7 @@ from tests.workload.model_files import catalog_json
         ("fp8", "quantization_config must be an object"),
         ([{"quant_method": "fp8"}], "quantization_config must be an object"),
         ({"bits": 4}, "quantization_config.quant_method must be a string"),
+        ({"quant_method": ""}, "quantization_config.quant_method must be a string"),  # was 16-bit, no note
         (
             {"quant_method": 8},
             "quant_method must be a string (fp8, mxfp4, awq, compressed-tensors, ...), got 8",
