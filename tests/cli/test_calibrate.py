@@ -93,6 +93,15 @@ def test_missing_file(tmp_path: Path) -> None:
     )
 
 
+def test_a_directory_given_as_samples_is_named_so(tmp_path: Path) -> None:
+    # it exists: "no such samples file" sent the user looking for a typo in the path
+    for command in (
+        ["calibrate", tmp_path, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
+        ["validate", "samples", tmp_path],
+    ):
+        one_line_error(command, str(tmp_path), "not a file (a directory or a pipe)")
+
+
 def test_not_a_samples_parquet(tmp_path: Path) -> None:
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet")

@@ -301,8 +301,9 @@ def read_samples(path: str | Path) -> list[KernelSample]:
             avg_power_w or power_w, energy_j) absent.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such samples file")
+    if not path.is_file():  # a directory or a pipe exists but holds no samples table
+        what = "no such samples file" if not path.exists() else "not a file (a directory or a pipe)"
+        raise ConfigError(f"{path}: {what}; samples are a .csv or .parquet file")
     if path.suffix not in (".parquet", ".csv"):
         raise ConfigError(f"{path}: samples are read from .parquet or .csv")
     try:

@@ -79,10 +79,8 @@ def file_sha256(path: Path) -> str:
 def read_sample_file(path: str | Path) -> list[KernelSample]:
     """`read_samples` with every failure as one ConfigError naming the file."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such samples file")
     try:
-        samples = read_samples(path)
+        samples = read_samples(path)  # names a missing file, a directory or a pipe
     except ConfigError:
         raise
     except Exception as exc:  # pyarrow / pandas / field conversion: the file is not ours
