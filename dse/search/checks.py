@@ -355,19 +355,17 @@ def _check_every_point_refuses(
     """Values every point would refuse at run time, refused at load: a closed loop's concurrency or a run's
     num_requests above what one simulation handles per replica even at the study's widest dp, and a
     precision or attention that none of the study's models can run (mxfp4 beside a dense model)."""
-    from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, per_replica_problem
+    from dse.serving.load import per_replica_problem
     from dse.workload.llm import check_numerics
     from dse.workload.models import load_model_config
 
     dp = max(int(v) for v in possible_values(cfg, space, "dp"))
-    sizes = [("num_requests", MAX_REQUESTS)] if any(m in LOAD_MODES for m in modes) else []
-    sizes += [("concurrency", MAX_CONCURRENCY)] if "concurrency" in modes else []
-    for key, most in sizes:
+    sizes = ["num_requests"] if any(m in LOAD_MODES for m in modes) else []
+    sizes += ["concurrency"] if "concurrency" in modes else []
+    for key in sizes:
         for where, value in _values_at(cfg, space, key):
             # a range's upper end may pass the bound while most of its draws do not: its lower end decides
-            problem = (
-                where[-1] != "high" and isinstance(value, int) and per_replica_problem(key, value, dp, most)
-            )
+            problem = where[-1] != "high" and isinstance(value, int) and per_replica_problem(key, value, dp)
             if problem:
                 raise located_error(smap, where, problem)
     archs = [load_model_config(m) for m in _model_names(cfg, space)]

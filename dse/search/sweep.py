@@ -173,11 +173,11 @@ def _axis_value_problem(path: str, value: float, ctx: EvalContext) -> str | None
 
     if path in SWEEP_WORKLOAD_KEYS:
         problem = workload_value_problem(path, value, under_load=ctx.mode != "static")
-        if problem is None and path in ("concurrency", "num_requests") and isinstance(value, int):
-            from dse.serving.load import MAX_CONCURRENCY, MAX_REQUESTS, per_replica_problem
+        if problem is None and isinstance(value, int):
+            from dse.serving.load import SIMULATION_LIMITS, per_replica_problem
 
-            most = MAX_CONCURRENCY if path == "concurrency" else MAX_REQUESTS
-            problem = per_replica_problem(path, value, ctx.dp, most)  # one simulation per replica
+            if path in SIMULATION_LIMITS:  # one simulation per replica
+                problem = per_replica_problem(path, value, ctx.dp)
         return problem
     if path.startswith("cost."):
         problem = cost_fact_problem(path, value)

@@ -69,6 +69,7 @@ LENGTH_DISTS: tuple[str, ...] = ("fixed", "lognormal", "exponential")
 # gigabytes (10,000 clients x 10 requests each simulate in ~10 s), so they are refused rather than run.
 MAX_CONCURRENCY = 10_000
 MAX_REQUESTS = 200_000
+SIMULATION_LIMITS = {"concurrency": MAX_CONCURRENCY, "num_requests": MAX_REQUESTS}  # per replica
 # Slower arrivals (under one request in 12 days) leave the server idle between requests: the run spans
 # more seconds than its float sums keep apart (1e-307 requests/s gave NaN power), and no server runs so.
 MIN_REQUEST_RATE_PER_S = 1e-6
@@ -121,7 +122,7 @@ class LoadRequest:
                 raise ConfigError(f"mode {self.mode} {'needs' if not given else 'takes no'} {name}")
         if self.concurrency is not None:
             _positive_int("concurrency", self.concurrency)
-            _at_most("concurrency", self.concurrency, self.dp, MAX_CONCURRENCY)
+            _at_most("concurrency", self.concurrency, self.dp)
         rate = self.request_rate_per_s
         if rate is not None and not (
             isinstance(rate, int | float) and math.isfinite(rate) and MIN_REQUEST_RATE_PER_S <= rate <= 1e9
@@ -138,7 +139,7 @@ class LoadRequest:
             if value is not None and value > MAX_COUNT:
                 raise ConfigError(f"{name} must be an integer in [1, {MAX_COUNT}], got {value!r}")
         if self.num_requests is not None:
-            _at_most("num_requests", self.num_requests, self.dp, MAX_REQUESTS)
+            _at_most("num_requests", self.num_requests, self.dp)
         if (
             self.concurrency is not None
             and self.num_requests is not None
@@ -179,15 +180,16 @@ def _positive_int(name: str, value: Any, least: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
 
 
-def _at_most(name: str, value: int, dp: int, most: int) -> None:
-    problem = per_replica_problem(name, value, dp, most)
+def _at_most(name: str, value: int, dp: int) -> None:
+    problem = per_replica_problem(name, value, dp)
     if problem is not None:
         raise ConfigError(problem)
 
 
-def per_replica_problem(name: str, value: int, dp: int, most: int) -> str | None:
-    """One simulation runs one replica: its share of `value` (rounded up) is what must stay within `most`
-    (`MAX_CONCURRENCY`, `MAX_REQUESTS`); studies check their values at load with it."""
+def per_replica_problem(name: str, value: int, dp: int) -> str | None:
+    """One simulation runs one replica: its share of `value` (rounded up) is what must stay within
+    `SIMULATION_LIMITS[name]`; studies and sweeps check their values up front with it."""
+    most = SIMULATION_LIMITS[name]
     if -(-value // dp) <= most:
         return None
     per = f" ({-(-value // dp):,} per replica at dp {dp})" if dp > 1 else ""

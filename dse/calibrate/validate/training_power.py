@@ -115,15 +115,14 @@ def _zeus_gpu(name: str) -> GpuSpec:
 def _zeus_request(row: pd.Series, seq_len: int) -> TrainingRequest:
     """One Zeus row's step: its batch, PyTorch's default precision (module docstring), AdamW's buffers."""
     bs = int(row["batch_size"])
-    if not seq_len:
-        return TrainingRequest(
-            micro_batch=bs, global_batch=bs, image_size=224, precision=_ZEUS_GPUS[str(row["gpu"])][2],
-            optimizer="adamw", layout=ParallelLayout(num_gpus=1),
-        )  # fmt: skip
+    kind: dict[str, Any] = (
+        {"seq_len": seq_len, "precision": "fp32", "attention": "eager", "objective": "finetune"}
+        if seq_len
+        else {"image_size": 224, "precision": _ZEUS_GPUS[str(row["gpu"])][2]}
+    )
     return TrainingRequest(
-        micro_batch=bs, global_batch=bs, seq_len=seq_len, precision="fp32", attention="eager",
-        objective="finetune", optimizer="adamw", layout=ParallelLayout(num_gpus=1),
-    )  # fmt: skip
+        micro_batch=bs, global_batch=bs, optimizer="adamw", layout=ParallelLayout(num_gpus=1), **kind
+    )
 
 
 def _with_slowdown(frame: pd.DataFrame) -> pd.DataFrame:
