@@ -8,8 +8,8 @@ be shown bit-identical to a base revision.
 The cases: `--points` random points of `studies/llm_serving.yaml` (a seeded uniform draw of its space, eager
 and flash, bf16 and fp8, clocks over the whole grid), the same number of those points again at a binding
 450 W cap, static predicts of three models on H100 / A100 / B200 (with and without a cap, eager and flash),
-two `predict_load` runs, a `whatif` and a training step. `--compare` names every case whose values differ
-and exits 1 when one does.
+two `predict_load` runs, a training step, and the `--json` output of a `dse whatif` and a capped `dse
+predict`. `--compare` names every case whose values differ and exits 1 when one does.
 """
 
 from __future__ import annotations
@@ -102,6 +102,38 @@ def cases(n_points: int) -> Iterator[tuple[str, Any]]:
         layout=ParallelLayout(num_gpus=8, fsdp=True),
     )  # fmt: skip
     yield "training llama-3.1-8b 8 gpus fsdp", _guard(predict_training, "llama-3.1-8b", h100, train)
+    for args in _CLI_CASES:
+        yield "dse " + " ".join(args), _cli_json(args)
+
+
+# CLI commands whose --json output is compared: a what-if of the memory, and a predict at a binding cap.
+_CLI_CASES: tuple[tuple[str, ...], ...] = (
+    ("whatif", "h100-sxm", "--memory", "gddr7", "--bus-width-bits", "512", "--json"),
+    (
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "a100-sxm-80gb",
+        "--batch",
+        "16",
+        "--power-cap-w",
+        "300",
+        "--json",
+    ),
+)
+
+
+def _cli_json(args: tuple[str, ...]) -> Any:
+    """The parsed --json output of `dse ARGS`, or its exit code and output when it fails."""
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    if result.exit_code != 0:
+        return f"exit {result.exit_code}: {result.output}"
+    return json.loads(result.stdout)
 
 
 def _guard(fn: Any, *args: Any) -> Any:
