@@ -94,6 +94,19 @@ class CostArgs:
         grid_gco2_per_kwh(options.facts(), options.grid)  # validates scenario, paths, ranges and the grid
         return options
 
+    def context_fields(self, sets: list[str] | None) -> tuple[tuple[str, Any], ...]:
+        """The options (checked as `options` checks them) as an `EvalContext.cost`, the form a study's `cost:`
+        section takes, for the commands that evaluate search points (`dse sweep`, `dse compare`). The
+        `--set cost.*` facts are not in it: those commands pass them as each point's `cost.<path>`."""
+        options = self.options(sets)
+        return (
+            ("scenario", options.scenario), ("lifetime_years", options.lifetime_years),
+            ("utilization", options.utilization),
+            ("electricity_usd_per_kwh", options.electricity_usd_per_kwh), ("pue", options.pue),
+            ("grid_gco2_per_kwh", options.grid),
+            ("gpu_usd_per_hour", options.gpu_usd_per_hour), ("gpu_price_usd", options.gpu_price_usd),
+        )  # fmt: skip
+
     def refuse(self, ctx: typer.Context | None, sets: list[str] | None, what: str) -> None:
         """Cost options where nothing is priced (`what` runs instead) are an error, as the other flags a
         mode does not read are: `--pue 20` beside --phase was accepted, never checked, and ignored. A flag

@@ -39,6 +39,7 @@ from dse.cli.common import (
     resolve_precision,
     with_options,
 )
+from dse.cli.cost import CostArgs
 from dse.cli.load import (
     LoadArgs,
     note_lengths,
@@ -289,7 +290,7 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
 
 
 @friendly
-@with_options(load=LoadArgs)
+@with_options(load=LoadArgs, cost=CostArgs)
 def sweep_cmd(
     params: ParamsArg,
     gpu: GpuOpt = "h100-sxm",
@@ -308,6 +309,7 @@ def sweep_cmd(
     html: HtmlOpt = None,
     *,
     load: LoadArgs,
+    cost: CostArgs,
 ) -> None:
     """Vary one or two parameters (PATH=START:STOP:STEPS, STEPS points each) for one serving workload: a
     table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible)."""
@@ -320,8 +322,8 @@ def sweep_cmd(
     _no_flag_for_swept(swept, load, input_tokens, output_tokens)
     load = _implied_mode(load, swept)
     precision, note = resolve_precision(precision, model)
-    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
-    options |= {"engine": engine, "sampling": sampling}
+    options: dict[str, Any] = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling, "cost": cost.context_fields(sets)}
     # a swept length needs no flag of its own: every point sets it (the smallest valid lengths, 1 in and
     # 2 out under load, only stand in for the base)
     tokens = tuple(low if v is None and k in swept else v for k, v, low in
@@ -416,7 +418,7 @@ def _print_engines(rows: list[dict[str, Any]]) -> None:
 
 
 @friendly
-@with_options(load=LoadArgs)
+@with_options(load=LoadArgs, cost=CostArgs)
 def compare_cmd(
     gpus: Annotated[list[str], typer.Argument(help="Two or more catalog GPU names or GPU YAML paths.")],
     model: ModelOpt = None,
@@ -429,25 +431,28 @@ def compare_cmd(
     sampling: SamplingOpt = None,
     clock_mhz: ClockOpt = None,
     power_cap_w: CapOpt = None,
+    sets: SetOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
     *,
     load: LoadArgs,
+    cost: CostArgs,
 ) -> None:
-    """The same serving workload on each GPU, side by side: latency, throughput, power, J per token and
-    memory needed against capacity (a static --batch, or a load mode as in `dse predict`)."""
+    """The same serving workload on each GPU, side by side: latency, throughput, power, J per token, memory
+    needed against capacity and cost (a static --batch, or a load mode as in `dse predict`; `--set` changes
+    every GPU alike)."""
     from dse.search.sweep import compare_gpus
 
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
     _check_html(html, "compare")
     precision, note = resolve_precision(precision, model)
-    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
-    options |= {"engine": engine, "sampling": sampling}
+    options: dict[str, Any] = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
+    options |= {"engine": engine, "sampling": sampling, "cost": cost.context_fields(sets)}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", (), **options)
-    specs = {name: gpu_from_options(name, None, None, None, None) for name in gpus}
+    specs = {name: gpu_from_options(name, None, None, None, sets) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
-    base = _base_params(specs[gpus[0]], gpus[0], None, clock_mhz, power_cap_w)
+    base = _base_params(specs[gpus[0]], gpus[0], sets, clock_mhz, power_cap_w)
     note_lengths(input_tokens, output_tokens)
     print_note(note)
     rows = _with_precision(compare_gpus(gpus, ctx, base), precision, note)

@@ -329,3 +329,33 @@ def test_a_cost_fact_set_for_a_sweep_prices_every_point() -> None:
         app, [*base[:1], "cost.operation.pue=1:2:2", *base[2:], "--set", "cost.operation.pue=1.5"]
     )
     assert result.exit_code == 2 and "also fixed by --set cost.operation.pue" in result.stderr, result.output
+
+
+def test_compare_and_sweep_take_the_cost_flags_of_predict() -> None:
+    """A renter's rate prices each GPU at rate / throughput (the renter's ledger: $ per GPU-hour over the
+    tokens it makes in that hour), as `dse predict --gpu-usd-per-hour` does; both refused the flag before."""
+    rate_usd_per_h = 2.5
+    data = run_json("compare", "h100-sxm", "a100-sxm-80gb", *WORKLOAD, "--batch", "8",
+                    "--gpu-usd-per-hour", str(rate_usd_per_h))  # fmt: skip
+    assert isinstance(data, dict)
+    for row in data["gpus"]:
+        m = row["metrics"]
+        expected = rate_usd_per_h / 3600.0 / m["output_tokens_per_s"] * 1e6
+        assert m["usd_per_million_output_tokens"] == pytest.approx(expected, rel=1e-9)
+    rows = run_json("sweep", "sm_clock_mhz=1200:1800:2", *WORKLOAD, "--batch", "8", "--pue", "1.1")
+    cleaner = run_json("sweep", "sm_clock_mhz=1200:1800:2", *WORKLOAD, "--batch", "8", "--pue", "1.5")
+    assert isinstance(rows, list) and isinstance(cleaner, list)
+    for low, high in zip(rows, cleaner, strict=True):  # the same energy at a higher facility overhead
+        assert low["metrics"]["gco2_per_output_token"] < high["metrics"]["gco2_per_output_token"]
+    both = ["--gpu-usd-per-hour", "2", "--gpu-price-usd", "30000"]
+    result = runner.invoke(app, ["compare", "h100-sxm", "a100-sxm-80gb", *WORKLOAD, "--batch", "8", *both])
+    assert result.exit_code == 2 and "--gpu-price-usd" in result.output
+
+
+def test_compare_set_changes_every_gpu_alike() -> None:
+    """`--set gpu.num_sms=32` takes most SMs from both GPUs: each one's compute-bound prefill (TTFT) slows."""
+    args = ["compare", "h100-sxm", "a100-sxm-80gb", *WORKLOAD, "--batch", "8"]
+    base, fewer = run_json(*args), run_json(*args, "--set", "gpu.num_sms=32")
+    assert isinstance(base, dict) and isinstance(fewer, dict)
+    for before, after in zip(base["gpus"], fewer["gpus"], strict=True):
+        assert after["metrics"]["ttft_s"] > 1.5 * before["metrics"]["ttft_s"]
