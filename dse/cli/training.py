@@ -60,6 +60,14 @@ EagerOpsOpt = Annotated[
         "torch.compile, no fused kernels: torchtitan without --compile, Hugging Face models).",
     ),
 ]
+LoaderRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--loader-samples-per-s",
+        help="Training: samples/s the input pipeline (decode, augmentation) feeds each data-parallel rank; "
+        "a step takes at least its samples at that rate (default 0: GPU-resident input, no limit).",
+    ),
+]
 NoTpOverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -162,6 +170,7 @@ class TrainingArgs:
     lora_rank: LoraRankOpt = None
     packed_sample_len: PackedSampleLenOpt = None
     eager_ops: EagerOpsOpt = False
+    loader_samples_per_s: LoaderRateOpt = None
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
     image_size: ImageSizeOpt = None
@@ -185,7 +194,7 @@ def _training_defaults() -> dict[str, Any]:
 
     request = {f.name: f.default for f in fields(TrainingRequest)}
     keys: tuple[str, ...] = ("image_size", "recompute", "optimizer", "memory_format", "objective")
-    keys += ("attention_kernel", "lora_rank", "packed_sample_len")
+    keys += ("attention_kernel", "lora_rank", "packed_sample_len", "loader_samples_per_s")
     return {"num_gpus": 1, "micro_batch": 1, "cp": 1, "vp": 1, **{k: request[k] for k in keys}}
 
 
@@ -218,6 +227,7 @@ def run_training(
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
         lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"], eager_ops=opts["eager_ops"],
+        loader_samples_per_s=opts["loader_samples_per_s"],
     )  # fmt: skip
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)

@@ -171,6 +171,7 @@ class EvalContext:
     lora_rank: int = 0
     packed_sample_len: int = 0
     eager_ops: bool = False
+    loader_samples_per_s: float = 0.0
     slo: Slo = ()
     # `CostConfig` fields, and `cost.<path>` fact overrides, as sorted pairs (hashable)
     cost: tuple[tuple[str, Any], ...] = ()

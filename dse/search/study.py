@@ -213,6 +213,8 @@ class WorkloadConfig(_Strict):
     eager_ops: bool = (
         False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
     )
+    # samples/s the input pipeline feeds each dp rank (0: no limit; dse.training.step)
+    loader_samples_per_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     tp: int = Field(default=1, ge=1, le=MAX_GPUS)  # each alone within a layout's bound, named as given
     pp: int = Field(default=1, ge=1, le=MAX_GPUS)
     ep: int = Field(default=1, ge=1, le=MAX_GPUS)

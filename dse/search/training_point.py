@@ -3,10 +3,10 @@
 
 The study's workload keys `num_gpus`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `distributed_optimizer`,
 `tp_comm_overlap`, `cp_load_balance`, `ep_dispatcher`, `lora_rank`, `packed_sample_len`, `eager_ops`,
-`micro_batch`, `global_batch` (default: micro x dp), `seq_len`, `image_size`, `precision`, `recompute`,
-`optimizer`, `attention`, `attention_kernel` (LLMs), `memory_format` (vision) and `objective` (encoders) make
-the request; `gpu.*` paths, `sm_clock_mhz` and `power_cap_w` the GPU and operating point, as for serving
-points.
+`loader_samples_per_s`, `micro_batch`, `global_batch` (default: micro x dp), `seq_len`, `image_size`,
+`precision`, `recompute`, `optimizer`, `attention`, `attention_kernel` (LLMs), `memory_format` (vision) and
+`objective` (encoders) make the request; `gpu.*` paths, `sm_clock_mhz` and `power_cap_w` the GPU and
+operating point, as for serving points.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ TRAINING_KEYS: tuple[str, ...] = (
     "lora_rank",
     "packed_sample_len",
     "eager_ops",
+    "loader_samples_per_s",
 )
 # The numeric metrics of a training point (`TrainingEstimate.metrics`, per-sample or per-token by model).
 TRAINING_METRICS: tuple[str, ...] = (
@@ -123,6 +124,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
         attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),
         packed_sample_len=int(get("packed_sample_len")), eager_ops=bool(get("eager_ops")),
+        loader_samples_per_s=float(get("loader_samples_per_s")),
     )  # fmt: skip
     check_model_options(str(get("model")), request)
     raw = predict_training(str(get("model")), gpu, request, point).metrics()

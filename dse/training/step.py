@@ -15,9 +15,11 @@ FLOPs. The step, per GPU (DESIGN.md section 14; the layout rules are in `dse.tra
                       the first layer's gather; DDP: max(0, all-reduce - last backward) plus the last
                       bucket's all-reduce
     optimizer         one streaming update over this rank's parameters (`dse.training.optimizer`)
+    input             with a loader rate R (`loader_samples_per_s`), at least global_batch / (dp R): the
+                      pipeline prefetches while the GPU computes, and the GPU idles for what it lacks
 
 Energy: the kernels' energy from the kernel model (with DVFS and the power cap), plus idle power for
-every exposed wait (bubble, communication) and the link energy of every byte sent. MFU = model FLOPs
+every exposed wait (bubble, communication, input) and the link energy of every byte sent. MFU = model FLOPs
 (forward + backward GEMMs and attention, 3x the forward's, recomputation excluded) / (step time x the
 dense tensor peak of the GEMM dtype at the datasheet clock).
 """
@@ -206,6 +208,7 @@ class TrainingRequest:
     eager_ops: bool = (
         False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
     )
+    loader_samples_per_s: float = 0.0  # what the input pipeline feeds each dp rank (0: no limit; docstring)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
     def __post_init__(self) -> None:
@@ -234,17 +237,12 @@ class TrainingRequest:
             raise ConfigError(
                 f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
             )
-        if not isinstance(self.lora_rank, int) or isinstance(self.lora_rank, bool) or self.lora_rank < 0:
-            raise ConfigError(f"lora_rank (--lora-rank) must be an integer >= 0, got {self.lora_rank!r}")
-        if (
-            not isinstance(self.packed_sample_len, int)
-            or isinstance(self.packed_sample_len, bool)
-            or self.packed_sample_len < 0
-        ):
-            raise ConfigError(
-                "packed_sample_len (--packed-sample-len) must be an integer >= 0, got "
-                f"{self.packed_sample_len!r}"
-            )
+        for name in ("lora_rank", "packed_sample_len", "loader_samples_per_s"):
+            value, real = getattr(self, name), name == "loader_samples_per_s"  # a rate, else a count
+            typed = isinstance(value, (int | float) if real else int) and not isinstance(value, bool)
+            if not typed or not 0 <= value < float("inf"):  # NaN and inf fail the range
+                kind = "a finite number" if real else "an integer"
+                raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be {kind} >= 0, got {value!r}")
         if not isinstance(self.eager_ops, bool):
             raise ConfigError(f"eager_ops (--eager-ops) must be true or false, got {self.eager_ops!r}")
         if self.lora_rank and self.layout.fsdp:
@@ -253,14 +251,11 @@ class TrainingRequest:
                 "--tp / --pp); its adapters are all a rank trains"
             )
         # bounded as a serving batch is: a 10^30 global batch was a 10^19 s step, 10^308 a traceback
-        if not 1 <= self.micro_batch <= MAX_COUNT:
-            raise ConfigError(
-                f"micro_batch (--micro-batch) must be in [1, {MAX_COUNT}], got {self.micro_batch}"
-            )
-        if not 1 <= self.global_batch <= MAX_COUNT:
-            raise ConfigError(
-                f"global_batch (--global-batch) must be in [1, {MAX_COUNT}], got {self.global_batch}"
-            )
+        for name, count in (("micro_batch", self.micro_batch), ("global_batch", self.global_batch)):
+            if not 1 <= count <= MAX_COUNT:
+                raise ConfigError(
+                    f"{name} (--{name.replace('_', '-')}) must be in [1, {MAX_COUNT}], got {count}"
+                )
         per_step = self.micro_batch * self.layout.dp
         if self.global_batch % per_step:
             raise ConfigError(
@@ -349,6 +344,7 @@ class TrainingEstimate:
             "lora_rank": self.request.lora_rank,
             "packed_sample_len": self.request.packed_sample_len,
             "eager_ops": self.request.eager_ops,
+            "loader_samples_per_s": self.request.loader_samples_per_s,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "cp_load_balance": self.request.layout.cp_load_balance,
             "ep_dispatcher": self.request.layout.ep_dispatcher,
@@ -554,6 +550,9 @@ def _estimate_step_at(
     bubble_s = (lay.pp - 1) / lay.vp * t_mb
     dp_total_s, dp_exposed_s, dp_link_j = _dp_comm(parts, req, gpu, fwd_s + bwd_s + rec_s, bwd_s)
     step_s = m * t_mb + bubble_s + dp_exposed_s + opt_s
+    rate = req.loader_samples_per_s  # the docstring's input rule
+    wait_s = max(0.0, req.global_batch / (lay.dp * rate) - step_s) if rate else 0.0
+    step_s += wait_s
     clock = point.sm_clock_hz or gpu.clocks.boost_clock_hz
     idle_w = float(gpu_power_terms(gpu).idle_power_w(np.asarray(clock, dtype=float)))
     time_s = {
@@ -564,6 +563,7 @@ def _estimate_step_at(
         "pipeline_bubble": bubble_s,
         "communication_overlapped": max(0.0, dp_total_s - dp_exposed_s),
         "attention_in_forward_backward": attention_s,
+        "input_wait": wait_s,
     }
     energy_j = {
         "forward": m * fwd_j,
@@ -571,6 +571,7 @@ def _estimate_step_at(
         "optimizer": opt_j,
         "communication": idle_w * (m * (tp_s + pp_s) + dp_exposed_s) + m * tp_pp_j + dp_link_j,
         "pipeline_bubble": idle_w * bubble_s,
+        "input_wait": idle_w * wait_s,
     }
     per_gpu_j = sum(energy_j.values())
     samples = req.global_batch
