@@ -67,9 +67,11 @@ def test_mlperf_throughput_counts_sequences_at_their_real_length() -> None:
 
 @needs_shared_data
 def test_mlperf_lora_runs_are_validated_at_every_scale() -> None:
-    """The Llama-2-70B LoRA runs (1, 8 and 64 nodes) are predicted from their config echo, not skipped. The
-    model misses them as documented: fast, and faster the fewer micro-batches a step holds (one per step at
-    8 and 64 nodes, four at one node), so its error grows with the node count; one node within 35%."""
+    """The Llama-2-70B LoRA runs (1, 8 and 64 nodes) are predicted from their config echo, not skipped, as
+    the NeMo stack they run (the NeMo rows' ratios and attention kernel). One node, four micro-batches per
+    step, logs 2.08 samples/s (3.85 s per 8-sample step): within 5% (26% fast with unit ratios). The
+    model misses the multi-node runs as documented: fast, one micro-batch per step and a per-step cost it
+    does not have, so its error grows with the node count."""
     from dse.calibrate.validate.training_power import validate_mlperf_power
 
     frame, skipped, _ = validate_mlperf_power()
@@ -79,7 +81,7 @@ def test_mlperf_lora_runs_are_validated_at_every_scale() -> None:
         part = frame[frame["source"].str.startswith(f"mlperf-llama2_70b_lora-{nodes}node")]
         assert len(part) == 20  # ten runs, metered AC and DC
         ratio[nodes] = float((part["pred_samples_per_s_per_gpu"] / part["samples_per_s_per_gpu"]).median())
-    assert 1.0 < ratio[1] < 1.35 and ratio[1] < ratio[8] < ratio[64]
+    assert abs(ratio[1] - 1.0) < 0.05 and 1.0 < ratio[8] < ratio[64]
 
 
 @needs_shared_data
