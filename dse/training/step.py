@@ -9,6 +9,7 @@ FLOPs. The step, per GPU (DESIGN.md section 14; the layout rules are in `dse.tra
 
     per micro-batch   t_mb = forward + recompute + backward (kernel model) + exposed TP all-reduces
                       + pipeline hand-offs + the context-parallel ring's time beyond the attention's
+                      + MoE experts' GEMM dispatch (`StepParts.dispatch_s`, `dse.training.llm`)
     compute           (m + (p - 1) / vp) t_mb with m = global_batch / (micro_batch x dp) micro-batches
                       (the 1F1B bubble is the (p - 1) / vp t_mb)
     data parallel     FSDP: per micro-batch max(0, gathers + reduce-scatter - (forward + backward)) plus
@@ -221,22 +222,14 @@ class TrainingRequest:
                 f"attention_kernel {self.attention_kernel}: a flash-attention implementation, but attention "
                 "is eager (GEMMs and a softmax)"
             )
-        if self.precision not in TRAINING_PRECISIONS:  # mxfp4 is a checkpoint format, not trained in
-            raise ConfigError(
-                f"precision '{self.precision}' (--precision) is not one of {', '.join(TRAINING_PRECISIONS)}"
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(
-                f"optimizer '{self.optimizer}' (--optimizer) is not one of {', '.join(OPTIMIZERS)}"
-            )
-        if self.recompute not in RECOMPUTE_MODES:
-            raise ConfigError(f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}")
-        if self.objective not in OBJECTIVES:
-            raise ConfigError(f"objective '{self.objective}' is not one of {', '.join(OBJECTIVES)}")
-        if self.memory_format not in MEMORY_FORMATS:
-            raise ConfigError(
-                f"memory_format '{self.memory_format}' is not one of {', '.join(MEMORY_FORMATS)}"
-            )
+        choices = (  # (field, allowed, its flag in the message); mxfp4 is a checkpoint format, not trained in
+            ("precision", TRAINING_PRECISIONS, " (--precision)"), ("optimizer", OPTIMIZERS, " (--optimizer)"),
+            ("recompute", RECOMPUTE_MODES, ""), ("objective", OBJECTIVES, ""),
+            ("memory_format", MEMORY_FORMATS, ""),
+        )  # fmt: skip
+        for name, allowed, flag in choices:
+            if (value := getattr(self, name)) not in allowed:
+                raise ConfigError(f"{name} '{value}'{flag} is not one of {', '.join(allowed)}")
         for name in ("lora_rank", "packed_sample_len", "loader_samples_per_s"):
             value, real = getattr(self, name), name == "loader_samples_per_s"  # a rate, else a count
             typed = isinstance(value, (int | float) if real else int) and not isinstance(value, bool)
@@ -292,6 +285,7 @@ class StepParts:
     ep_alltoall_bytes: float = 0.0  # one MoE dispatch or combine per rank (expert parallel)
     ep_network_bytes: float = 0.0  # of which each GPU sends over its NIC (deepep past one node)
     num_ep_alltoalls: int = 0  # per micro-batch, forward and backward
+    dispatch_s: float = 0.0  # per micro-batch: launch costs the GPU waits out (`dse.training.llm`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -546,7 +540,7 @@ def _estimate_step_at(
     clock_hz = float(round(clock_s / kernel_s)) if kernel_s > 0 else requested_hz  # to the hertz
     attention_s = m * float(lat_s[1] + lat_s[3] + lat_s[5])
     tp_s, pp_s, tp_pp_j = _exposed_per_microbatch(parts, lay, gpu, fwd_s + bwd_s + rec_s, attention_s / m)
-    t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s
+    t_mb = fwd_s + bwd_s + rec_s + tp_s + pp_s + parts.dispatch_s
     bubble_s = (lay.pp - 1) / lay.vp * t_mb
     dp_total_s, dp_exposed_s, dp_link_j = _dp_comm(parts, req, gpu, fwd_s + bwd_s + rec_s, bwd_s)
     step_s = m * t_mb + bubble_s + dp_exposed_s + opt_s
@@ -561,6 +555,7 @@ def _estimate_step_at(
         "optimizer": opt_s,
         "communication": m * (tp_s + pp_s) + dp_exposed_s,
         "pipeline_bubble": bubble_s,
+        "expert_dispatch": m * parts.dispatch_s,
         "communication_overlapped": max(0.0, dp_total_s - dp_exposed_s),
         "attention_in_forward_backward": attention_s,
         "input_wait": wait_s,
@@ -571,6 +566,7 @@ def _estimate_step_at(
         "optimizer": opt_j,
         "communication": idle_w * (m * (tp_s + pp_s) + dp_exposed_s) + m * tp_pp_j + dp_link_j,
         "pipeline_bubble": idle_w * bubble_s,
+        "expert_dispatch": idle_w * m * parts.dispatch_s,
         "input_wait": idle_w * wait_s,
     }
     per_gpu_j = sum(energy_j.values())

