@@ -94,11 +94,30 @@ over the budget left by the decodes waits for the batch to drain). TTFT and TPOT
 means (`ttft_load_s`, `tpot_load_s`), as the rows measure them.
 Lengths as each run drew them (`silicon_lengths`): fixed for the 50 rows of aiconfigurator's gap
 analysis (TensorRT-LLM and SGLang Qwen3-32B, one vLLM row), spread as above for the InferenceMAX rows.
-Results: TPOT 11.8% (vLLM 11.3%, TensorRT-LLM 10.9%, SGLang 22.6%), TTFT 36.7% (bias -14%; vLLM 23.4%,
-TensorRT-LLM 35.0%, SGLang 89.2%), 40.4% at concurrency <= 16. With spread lengths for every row (before
-issue 17): TPOT 11.3%, TTFT 40.4% (bias -33%; vLLM 18.6%, TensorRT-LLM 41.1%, SGLang 91.3%); the vLLM
-figure moves only through its one gap-analysis row (4000x1000, the prefix-caching suspect below), whose
-waves now queue together. Close to the closed-loop simulation above (11.6%, 40.4%), with the same misses:
+The gap-analysis runs also take the request count of aiconfigurator's benchmark script (AIC_BENCH_ROUNDS x
+C, `silicon_requests`) and the engine limits its generator writes (`silicon_engine_limits`: TensorRT-LLM
+128 sequences and 128 + isl + 500 tokens a step, vLLM 512 and 512 + isl + 1500). Against 10 x C requests
+and 8192-token steps (before session 29): TPOT 11.2% -> 10.0% (TensorRT-LLM 10.9 -> 9.2%), TTFT 35.8% ->
+49.1% (bias -12% -> -42%; TensorRT-LLM 34.3 -> 54.1%, vLLM 22.5 -> 16.1%). With 8192 tokens a step a
+wave's prompts ran in one step and the waves stayed in step, which the TPOT of those rows rules out
+(`silicon_engine_limits`); the TTFT it gave was too long at concurrency 8 (+79% to +85% at isl 1024) and
+too short at 4096 (-63% to -66%), errors that partly cancelled. With one prompt a step the TensorRT-LLM
+Qwen3-32B TTFT falls short by a latency per request that depends on neither the concurrency nor the output
+length: at concurrency <= 16 ~175 / 320 / 750 ms at isl 1024 / 2048 / 4096 (2.5-2.9 isolated prefills, the
+same at osl 128, 256 and 512), and on the same runs' multi-GPU rows ~0.1-0.2 s even at 128-token prompts
+(`dse.calibrate.validate.silicon_multigpu`). It is not GPU work: a prefill 3.7x longer would add ~10 ms to
+the TPOT at concurrency 8 and osl 128, predicted within 1% of the measured. No engine setting the runs
+record produces it, so it is not modelled; aiconfigurator's own TensorRT-LLM estimate carries an empirical
+factor of 2-4 prefills on TTFT for it (`_ttft_queuing_factor`). The Llama-3.1-70B TensorRT-LLM 1024x1024
+rows (InferenceMAX) exceed the simulation by 19-24 of their measured TPOTs at every concurrency from 4 to
+128, as a first response held back ~20 engine iterations would (TensorRT-LLM's `stream_interval`); the
+same source's 1024x8192 and 8192x1024 rows show nothing of it and the runs record no such setting.
+Results before session 29: TPOT 11.8% (vLLM 11.3%, TensorRT-LLM 10.9%, SGLang 22.6%), TTFT 36.7% (bias
+-14%; vLLM 23.4%, TensorRT-LLM 35.0%, SGLang 89.2%), 40.4% at concurrency <= 16. With spread lengths for
+every row (before issue 17): TPOT 11.3%, TTFT 40.4% (bias -33%; vLLM 18.6%, TensorRT-LLM 41.1%, SGLang
+91.3%); the vLLM figure moves only through its one gap-analysis row (4000x1000, the prefix-caching suspect
+below), whose waves now queue together. Close to the closed-loop simulation above (11.6%, 40.4%), with the
+same misses:
   * SGLang: the KV pool. With gpu_memory_utilization 0.78-0.79 (a pool of ~6-9k tokens, as Little's law
     says) these rows' TTFT MAPE is 28-38% and TPOT 4-8%, against the preset rule's ~24k tokens (91%,
     27%): a setting the rows do not record, not fitted.
@@ -152,6 +171,20 @@ GAP_ANALYSIS_SOURCE = "source_file=aic-auto-gap-analysis/"
 # 0.80 in every TensorRT-LLM version's `extra_engine_args.*.yaml.j2` (aiconfigurator 0.12.0 on PyPI,
 # `generator/config/backend_templates/trtllm/`, 1.0.0rc3's among them), against the engine's own 0.9.
 AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.80
+# aiconfigurator's benchmark script for the deployments it generates (`generator/config/backend_templates/
+# benchmark/bench_run.sh.j2`, aiconfigurator 0.12.0): aiperf with `--num-requests` concurrency x
+# BENCH_MULTI_ROUND (20) after `--warmup-request-count` concurrency x 2, a phase aiperf lets drain before
+# the profiled one starts (its phases' `seamless` default, False): the profiled requests are a closed loop
+# started afresh, and the warm-up leaves nothing behind (block reuse off), so it is not simulated.
+AIC_BENCH_ROUNDS = 20
+# The engine limits aiconfigurator's generator rules give an aggregated worker whose sweep names no batch
+# size (`generator/rule_plugin/trtllm.rule`, `vllm.rule`, aiconfigurator 0.12.0): max_batch_size 128 for
+# TensorRT-LLM, 512 for vLLM (its max-num-seqs), and a step budget of max_batch_size + isl + 500 tokens
+# (TensorRT-LLM max_num_tokens, rounded up to its 32-token blocks) or + 1500 (vLLM
+# max-num-batched-tokens): one whole prompt per step beside the decodes. (engine: (max_batch_size, extra
+# tokens, rounding)). SGLang's rule (mixed chunks, max_prefill_tokens isl + 1500) is not taken: its rows
+# run as its prefill-first default does (`silicon_engine_limits`).
+AIC_ENGINE_LIMITS: dict[str, tuple[int, int, int]] = {"trtllm": (128, 500, 32), "vllm": (512, 1500, 1)}
 # Engines whose chunked prefill splits prompts over steps (TensorRT-LLM's is off by default).
 CHUNKED_PREFILL: dict[str, bool] = {"vllm": True, "sglang": True, "trtllm": False}
 
@@ -197,7 +230,7 @@ def silicon_lengths(row: pd.Series) -> dict[str, Any]:
     sources; vLLM `benchmark_serving` random prompts over a range of lengths) spread them: lognormal of
     sigma SILICON_LENGTH_SIGMA.
     """
-    if str(row.get("silicon_data_source", "")).startswith(GAP_ANALYSIS_SOURCE):
+    if gap_analysis(row):
         return {"length_dist": "fixed"}
     return {"length_dist": "lognormal", "length_sigma": SILICON_LENGTH_SIGMA}
 
@@ -207,13 +240,58 @@ def silicon_memory_fraction(row: pd.Series) -> float | None:
     TensorRT-LLM runs of aiconfigurator's gap analysis take its generated configs'
     AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION. It decides only KV-limited rows: the Qwen3-32B fp8 run at isl 2048,
     osl 512 and concurrency 128 (~118 running instead of 128: TTFT 1.23 -> 3.60 s, measured 6.39 s)."""
-    gap = str(row.get("silicon_data_source", "")).startswith(GAP_ANALYSIS_SOURCE)
-    return AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION if gap and str(row["backend"]) == "trtllm" else None
+    trtllm = str(row["backend"]) == "trtllm"
+    return AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION if gap_analysis(row) and trtllm else None
+
+
+def gap_analysis(row: pd.Series) -> bool:
+    """Whether a silicon row comes from aiconfigurator's own gap-analysis runs (GAP_ANALYSIS_SOURCE)."""
+    return str(row.get("silicon_data_source", "")).startswith(GAP_ANALYSIS_SOURCE)
+
+
+def silicon_requests(row: pd.Series) -> int:
+    """Requests of a row's benchmark run: AIC_BENCH_ROUNDS x concurrency for the gap-analysis runs (their
+    aiperf script), SILICON_WAVES x concurrency for the others."""
+    return (AIC_BENCH_ROUNDS if gap_analysis(row) else SILICON_WAVES) * int(row["batch_size"])
+
+
+def aic_engine_limits(backend: str, input_tokens: int) -> tuple[int, int] | None:
+    """(max running sequences, tokens per step) of `backend` as aiconfigurator generates its aggregated
+    configs (AIC_ENGINE_LIMITS), None for an engine whose rule is not taken."""
+    if backend not in AIC_ENGINE_LIMITS:
+        return None
+    batch, extra, block = AIC_ENGINE_LIMITS[backend]
+    return batch, -(-(batch + input_tokens + extra) // block) * block
+
+
+def silicon_engine_limits(row: pd.Series, load: LoadRequest, max_tokens: int) -> LoadRequest:
+    """`load` with the engine limits of the row's run: the gap-analysis runs' generated settings
+    (`aic_engine_limits`; TensorRT-LLM and vLLM), else for TensorRT-LLM a budget holding the longest prompt
+    drawn beside every client's decode (`silicon_token_budget`; `max_tokens` is the model's context).
+
+    Evidence for the generated TensorRT-LLM budget (one prompt per step), independent of TTFT: the TPOT of
+    its Qwen3-32B TP1 rows at concurrency 8 falls with the output length (18.7 / 17.0 / 16.2 ms at osl 128 /
+    256 / 512, isl 1024) by the other clients' prefills landing in fewer steps, as staggered requests do
+    (predicted 18.5 / 16.9 / 16.4 ms); with 8192 tokens a step, the waves' prompts run together, the decodes
+    never meet a prefill and the TPOT is flat (16 ms at every osl). SGLang's generated rule (mixed chunks)
+    is not taken: it moves its multi-GPU rows' TTFT from 29% to 59% and TPOT from 17% to 20% (prefill-first
+    waves, its default, fit them), so it was not in force for those runs.
+    """
+    backend, n = str(row["backend"]), int(row["batch_size"])
+    limits = aic_engine_limits(backend, load.input_tokens) if gap_analysis(row) else None
+    if limits is not None:
+        return dataclasses.replace(load, max_num_seqs=limits[0], max_batched_tokens=limits[1])
+    if backend != "trtllm":
+        return load
+    longest = int(draw_lengths(load, silicon_requests(row), max_tokens)[0].max())
+    return dataclasses.replace(load, max_batched_tokens=silicon_token_budget(backend, longest, n))
 
 
 def silicon_token_budget(backend: str, input_tokens: int, concurrency: int) -> int:
-    """Tokens per engine step (prompt + decode) of a silicon row's engine: CHUNK_TOKENS, and for
-    TensorRT-LLM (chunked prefill off) at least one whole prompt beside the decodes of all clients.
+    """Tokens per engine step (prompt + decode) of a silicon row's engine at its defaults (the load model
+    takes it outside the gap-analysis runs, `silicon_engine_limits`; `silicon_frame` for every row):
+    CHUNK_TOKENS, and for TensorRT-LLM (chunked prefill off) at least one whole prompt beside the decodes
+    of all clients.
 
     Assumption, from the rows: without chunking TensorRT-LLM schedules a prompt only where the step's
     tokens stay within max_num_tokens (`dse.serving.continuous`), so with the 8192 default an 8192-token
@@ -335,15 +413,12 @@ def silicon_load_request(r: pd.Series) -> tuple[str, str, LoadRequest]:
     prec, backend = _precision(r), str(r["backend"])
     n, i, o = int(r["batch_size"]), int(r["isl"]), int(r["osl"])
     load = LoadRequest(
-        mode="concurrency", concurrency=n, num_requests=SILICON_WAVES * n, input_tokens=i, output_tokens=o,
+        mode="concurrency", concurrency=n, num_requests=silicon_requests(r), input_tokens=i, output_tokens=o,
         precision=prec, kv_dtype=silicon_kv_dtype(backend, prec), engine=backend, sampling=SILICON_SAMPLING,
         host_step_s=silicon_host_step_s(r), gpu_memory_utilization=silicon_memory_fraction(r),
         **silicon_lengths(r),
     )  # fmt: skip
-    if backend == "trtllm":  # the budget holds the longest prompt drawn beside every client's decode
-        longest = int(draw_lengths(load, SILICON_WAVES * n, arch.max_position_embeddings)[0].max())
-        load = dataclasses.replace(load, max_batched_tokens=silicon_token_budget(backend, longest, n))
-    return arch.name, gpu, load
+    return arch.name, gpu, silicon_engine_limits(r, load, arch.max_position_embeddings)
 
 
 def silicon_load_frame(
@@ -370,6 +445,8 @@ def silicon_load_frame(
 
 
 __all__ = [
+    "AIC_BENCH_ROUNDS",
+    "AIC_ENGINE_LIMITS",
     "AIC_TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "CHUNKED_PREFILL",
     "SILICON_GPUS",
@@ -378,6 +455,8 @@ __all__ = [
     "SILICON_OUTPUT_SPREAD",
     "SILICON_SAMPLING",
     "SILICON_WAVES",
+    "aic_engine_limits",
+    "gap_analysis",
     "reserved_tokens_per_request",
     "silicon_frame",
     "silicon_host_step_s",
@@ -386,5 +465,7 @@ __all__ = [
     "silicon_memory_fraction",
     "silicon_load_frame",
     "silicon_load_request",
+    "silicon_engine_limits",
+    "silicon_requests",
     "silicon_token_budget",
 ]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 
 from dse.calibrate.validate.serving import METRICS, validate_serving
-from dse.calibrate.validate.silicon import GAP_ANALYSIS_SOURCE
+from dse.calibrate.validate.silicon import (
+    AIC_BENCH_ROUNDS,
+    GAP_ANALYSIS_SOURCE,
+    SILICON_WAVES,
+    aic_engine_limits,
+)
 from dse.calibrate.validate.silicon_multigpu import (
     MULTIGPU_MODELS,
     SILICON_MULTIGPU,
@@ -34,6 +39,20 @@ def test_load_request_follows_the_row():
         assert load.concurrency == int(r["batch_size"]) and load.tp == int(r["tp_size"])
         gap = str(r["silicon_data_source"]).startswith(GAP_ANALYSIS_SOURCE)
         assert (load.length_dist == "fixed") == gap
+
+
+@needs_shared_data
+def test_gap_analysis_rows_run_their_generated_engine_limits():
+    rows = multigpu_rows()
+    gap = rows[rows["silicon_data_source"].str.startswith(GAP_ANALYSIS_SOURCE)]
+    for backend in ("trtllm", "vllm", "sglang"):
+        r = gap[gap["backend"] == backend].iloc[0]
+        _model, _gpu, load = multigpu_load_request(r)
+        assert load.num_requests == AIC_BENCH_ROUNDS * int(r["batch_size"])
+        limits = aic_engine_limits(backend, int(r["isl"]))
+        assert (load.max_num_seqs, load.max_batched_tokens) == (limits or (None, None))
+    other = rows[~rows["silicon_data_source"].str.startswith(GAP_ANALYSIS_SOURCE)].iloc[0]
+    assert multigpu_load_request(other)[2].num_requests == SILICON_WAVES * int(other["batch_size"])
 
 
 @needs_shared_data
