@@ -51,8 +51,8 @@ low almost everywhere (MAPE 65%, bias -56%). Decomposed per row into one isolate
 
 aiconfigurator's gap-analysis runs take the engine limits its generator writes and the request count of its
 benchmark script (`dse.calibrate.validate.silicon.silicon_engine_limits`, session 29). On all 404
-TensorRT-LLM gap-analysis rows: TPOT 14.5% -> 12.5% (at concurrency 8 / 16 its bias -3% / -4% -> +2% /
-0%), TTFT 45.1% -> 74.0% (bias -41% -> -74%). With one prompt a step the TTFT falls short by a latency per
+TensorRT-LLM gap-analysis rows: TPOT 14.5% -> 12.4% (at concurrency 8 / 16 its bias -3% / -4% -> +2% /
+0%), TTFT 45.1% -> 78.1% (bias -41% -> -69%). With one prompt a step the TTFT falls short by a latency per
 request outside the simulated engine, at concurrency <= 16 (median): Llama-3.1-8B 100-270 ms (TP 8 to 2,
 isl 1024-4096, isolated prefills of 9-56 ms), Qwen3-32B 100-120 ms at isl 1024 rising to 280-515 ms at
 4096, Qwen3-235B 120-230 ms, the most at the shortest prompts (128 tokens): not GPU work (those rows'
