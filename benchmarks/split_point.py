@@ -90,10 +90,18 @@ def _memoized_families() -> Iterator[None]:
     memo: dict[Any, Any] = {}
 
     def cached(key: str, inputs: Any, gpu: Any, fs: Any, coeffs: Any, **kw: Any) -> Any:
-        k = (key, fs.tobytes(), tuple(map(id, inputs.values())), kw.get("choice_clock_hz"))
+        # The GPU by value (points on different GPUs share the per-model op tables, so the inputs' ids alone
+        # mixed their results up); the inputs are kept in the memo so that their ids are never reused.
+        k = (
+            key,
+            gpu.model_dump_json(),
+            fs.tobytes(),
+            tuple(map(id, inputs.values())),
+            kw.get("choice_clock_hz"),
+        )
         if k not in memo:
-            memo[k] = family_call(key, inputs, gpu, fs, coeffs, **kw)
-        return memo[k]
+            memo[k] = (family_call(key, inputs, gpu, fs, coeffs, **kw), inputs)
+        return memo[k][0]
 
     multiclock._family_call = cached
     try:
