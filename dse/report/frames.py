@@ -173,8 +173,8 @@ def read_trials(run_dir: str | Path) -> tuple[pd.DataFrame, str]:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # bytes: loads_finite says non-UTF-8 text or hostile nesting as a decode error, not a traceback
+        data, _ = loads_finite(path.read_bytes())
     except (OSError, json.JSONDecodeError) as exc:
         logger.warning("%s unreadable: %s", path, exc)
         return {}

@@ -151,8 +151,8 @@ def tree_fingerprint(root: Path) -> str:
 def run_fingerprint(run_dir: Path) -> str | None:
     """The model fingerprint a run directory was made with (None: unknown, e.g. an older run)."""
     try:
-        value = json.loads((run_dir / ENV_FILE).read_text(encoding="utf-8")).get("model_fingerprint")
-    except (OSError, ValueError, AttributeError):
+        value = loads_finite((run_dir / ENV_FILE).read_bytes())[0].get("model_fingerprint")
+    except (OSError, ValueError, AttributeError):  # loads_finite says deep nesting as a ValueError too
         return None
     return value if isinstance(value, str) else None
 

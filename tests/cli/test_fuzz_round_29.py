@@ -1,0 +1,52 @@
+"""A newcomer's and a fuzzer's findings (session 29): each was a traceback, a hang or a silent wrong answer.
+Each now gives one clear line naming the file or field, with the exit code of its kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dse.cli import app
+from tests.cli.fuzz_helpers import runner
+
+# one logged point, as `dse run` writes it: enough for `dse report` to draw a run
+POINT = {"point_id": "p0", "params": {"batch": 8}, "metrics": {"e2e_latency_s": 1.0, "energy_j": 2.0}}
+STUDY = """\
+name: tiny
+gpu: h100-sxm
+workload: {batch: 8, input_tokens: 64, output_tokens: 8}
+space: {batch: {values: [8]}}
+objectives: {e2e_latency_s: minimize, energy_j: minimize}
+search: {sampler: grid, n_points: 1, executor: serial}
+"""
+HOSTILE_JSON = {
+    "non-UTF-8": b"\xff\xfe\x8c{}",
+    "nested past the parser": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", ["summary.json", "env.json", "breakdowns.json"])
+@pytest.mark.parametrize("content", list(HOSTILE_JSON), ids=list(HOSTILE_JSON))
+def test_a_damaged_run_file_is_a_warning_in_report_not_a_traceback(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    # the report reads these files best-effort (a killed run lacks them): a damaged one was a
+    # UnicodeDecodeError or RecursionError traceback with exit 1, as a merely truncated one never was
+    (tmp_path / "points.jsonl").write_text(json.dumps(POINT) + "\n")
+    (tmp_path / name).write_bytes(HOSTILE_JSON[content])
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_a_resume_of_a_run_whose_env_file_is_damaged_is_refused_in_one_line(tmp_path: Path) -> None:
+    # the run's fingerprint is unknown then, as for a run of an older version: one error, exit 2
+    (tmp_path / "study.resolved.yaml").write_text(STUDY)
+    (tmp_path / "points.jsonl").write_text(json.dumps(POINT) + "\n")
+    (tmp_path / "env.json").write_bytes(HOSTILE_JSON["nested past the parser"])
+    result = runner.invoke(app, ["run", "--resume", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "fingerprint unknown" in result.output and "Traceback" not in result.output
