@@ -74,6 +74,9 @@ def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None
         names = metric_names_of(evaluator)
         if names is not None:
             _check_metrics(cfg, smap, names)
+    sampler = cfg.search.sampler
+    if sampler.kind == "nsga3" and (problem := sampler.directions_problem(len(cfg.objectives))):
+        raise located_error(smap, ("search", "sampler", "dividing_parameter"), problem)
     if cfg.search.sampler.kind == "grid":
         for name, spec in cfg.space.items():
             if not spec.is_finite:

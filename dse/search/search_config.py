@@ -5,6 +5,7 @@ Every section of a study file is a `StrictModel`: frozen, unknown keys refused, 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -51,11 +52,28 @@ class Nsga2SamplerConfig(_GeneticSamplerConfig):
     kind: Literal["nsga2"]
 
 
+# NSGA-III's reference directions number comb(objectives + p - 1, p) for dividing parameter p, and Optuna
+# builds them as that many p-tuples: p = 1e5 took 23 GB before the first generation ended. Deb and Jain
+# (2014) use 91-275 directions for 3-15 objectives; these bounds leave ~40x that.
+MAX_DIVIDING_PARAMETER = 1000
+MAX_REFERENCE_DIRECTIONS = 10_000
+
+
 class Nsga3SamplerConfig(_GeneticSamplerConfig):
     """NSGA-III: for three or more objectives (reference directions from `dividing_parameter`)."""
 
     kind: Literal["nsga3"]
-    dividing_parameter: int = Field(default=3, ge=1, strict=True)
+    dividing_parameter: int = Field(default=3, ge=1, le=MAX_DIVIDING_PARAMETER, strict=True)
+
+    def directions_problem(self, n_objectives: int) -> str | None:
+        """Why this many objectives and `dividing_parameter` make too many reference directions, or None."""
+        count = math.comb(n_objectives + self.dividing_parameter - 1, self.dividing_parameter)
+        if count <= MAX_REFERENCE_DIRECTIONS:
+            return None
+        return (
+            f"{self.dividing_parameter} with {n_objectives} objectives makes {count:,} reference directions "
+            f"(at most {MAX_REFERENCE_DIRECTIONS:,}; Deb and Jain use 91-275, about the population)"
+        )
 
 
 class TpeSamplerConfig(StrictModel):

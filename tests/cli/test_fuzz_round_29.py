@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dse.cli import app
-from tests.cli.fuzz_helpers import runner
+from tests.cli.fuzz_helpers import refused, runner
 
 # one logged point, as `dse run` writes it: enough for `dse report` to draw a run
 POINT = {"point_id": "p0", "params": {"batch": 8}, "metrics": {"e2e_latency_s": 1.0, "energy_j": 2.0}}
@@ -50,3 +50,30 @@ def test_a_resume_of_a_run_whose_env_file_is_damaged_is_refused_in_one_line(tmp_
     result = runner.invoke(app, ["run", "--resume", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert "fingerprint unknown" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("objectives", "divisions", "needle"),
+    [
+        # Optuna builds the reference directions as comb(M + p - 1, p) tuples of p: p = 1e5 took 23 GB
+        ("e2e_latency_s: minimize, energy_j: minimize", 1001, "less than or equal to 1000"),
+        # 3 objectives, p = 140: comb(142, 2) = 142 * 141 / 2 = 10,011 directions
+        ("e2e_latency_s: minimize, energy_j: minimize, ttft_s: minimize", 140, "10,011 reference directions"),
+    ],
+)
+def test_nsga3_reference_directions_past_any_population_are_refused_at_load(
+    tmp_path: Path, objectives: str, divisions: int, needle: str
+) -> None:
+    study = STUDY.replace("{e2e_latency_s: minimize, energy_j: minimize}", "{" + objectives + "}")
+    study = study.replace("sampler: grid", f"sampler: {{kind: nsga3, dividing_parameter: {divisions}}}")
+    path = tmp_path / "s.yaml"
+    path.write_text(study)
+    out = refused(["run", str(path), "--out", str(tmp_path / "res")], "dividing_parameter", needle)
+    assert f"{path}:6" in out  # the line of the search section
+
+
+def test_nsga3_directions_at_the_bound_load() -> None:
+    from dse.search.search_config import Nsga3SamplerConfig
+
+    # comb(141, 2) = 141 * 140 / 2 = 9,870 directions: under 10,000
+    assert Nsga3SamplerConfig(kind="nsga3", dividing_parameter=139).directions_problem(3) is None
