@@ -116,6 +116,11 @@ def _check_metrics(
         if cfg.objectives.get(metric) == "minimize" and ref <= 0:
             msg = f"{ref:g} for a metric to minimize: no point is below it (all are >= 0); hypervolume 0"
             raise located_error(smap, ("reference_point", metric), msg)
+    sides = [abs(ref) for ref in (cfg.reference_point or {}).values()]
+    if not math.isfinite(math.prod(sides)):
+        box = " x ".join(f"{side:g}" for side in sides)
+        msg = f"the box its values span ({box}) overflows a float (hypervolume inf); use the metrics' scale"
+        raise located_error(smap, ("reference_point",), msg)
 
 
 def _check_goodput(cfg: StudyConfig, smap: SourceMap) -> None:

@@ -190,7 +190,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _write_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+    # strict JSON: a non-finite number (a hypervolume past the float range) is null, never `Infinity`
+    _write_atomic(path, json.dumps(with_nulls(data), indent=2, default=_json_default, allow_nan=False) + "\n")
 
 
 def _json_default(value: Any) -> Any:

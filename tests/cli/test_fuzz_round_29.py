@@ -77,3 +77,21 @@ def test_nsga3_directions_at_the_bound_load() -> None:
 
     # comb(141, 2) = 141 * 140 / 2 = 9,870 directions: under 10,000
     assert Nsga3SamplerConfig(kind="nsga3", dividing_parameter=139).directions_problem(3) is None
+
+
+def test_a_reference_point_whose_box_overflows_is_refused_at_load(tmp_path: Path) -> None:
+    # 1e300 s x 1e300 J is 1e600, past the float range: the run's hypervolume was inf and summary.json
+    # said `"hypervolume": Infinity`, which is not JSON
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY + "reference_point: {e2e_latency_s: 1e300, energy_j: 1e300}\n")
+    out = refused(["run", str(path), "--out", str(tmp_path / "res")], "reference_point", "overflows")
+    assert f"{path}:7" in out
+
+
+def test_a_run_file_holds_strict_json_even_for_a_non_finite_number(tmp_path: Path) -> None:
+    from dse.search.rundir import write_json
+
+    # a reference point of 0 tokens/s to maximize passes the box check, yet 1e306 s x 1e5 tokens/s is inf
+    write_json(tmp_path / "summary.json", {"hypervolume": float("inf"), "reference_point": [1e306, 0.0]})
+    strict = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert strict == {"hypervolume": None, "reference_point": [1e306, 0.0]}
