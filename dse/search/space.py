@@ -34,6 +34,12 @@ Point = dict[str, Any]
 
 # Integers a run directory can store (trials.parquet columns are 64-bit).
 INT64_LIMIT = 2**63
+# A float step is at least 1e-GRID_DECIMALS and FLOAT_STEP_SHARE of the largest value: grid values keep 12
+# decimals (0.1 + 0.2 is 0.3), so a finer step repeated one value and the grid sampler searched its ~1e302
+# copies for a new point for ever; Optuna counts a stepped distribution's steps in 28-digit decimals (1e28
+# of them raised DivisionImpossible); and a float near x holds no step under ~2.2e-16 x.
+GRID_DECIMALS = 12
+FLOAT_STEP_SHARE = 1e-15
 
 
 def _check_int64(value: Any) -> None:
@@ -126,8 +132,13 @@ class FloatParam(_ParamBase):
             raise ValueError("give either log: true or step, not both")
         if self.step is not None:
             k = (self.high - self.low) / self.step
-            if not math.isfinite(k):  # round(inf) below would be an OverflowError
-                raise ValueError(f"step {self.step:g} is too small to count the steps from low to high")
+            top = max(abs(self.low), abs(self.high))
+            finest = max(10.0**-GRID_DECIMALS, FLOAT_STEP_SHARE * top)
+            if self.step < finest:  # also keeps k below 2e15: round(k) below is finite
+                raise ValueError(
+                    f"step {self.step:g} is too fine for values up to {top:g}: at least {finest:g} "
+                    f"(1e-{GRID_DECIMALS}, and {FLOAT_STEP_SHARE:g} of the largest value)"
+                )
             if abs(k - round(k)) > 1e-9 * max(1.0, abs(k)):
                 raise ValueError(
                     f"high - low ({self.high - self.low:g}) must be a multiple of step ({self.step:g})"
@@ -142,7 +153,7 @@ class FloatParam(_ParamBase):
         n = self.grid_count()
         if self.step is None:  # low == high
             return iter([self.low])
-        return (float(round(self.low + i * self.step, 12)) for i in range(n))
+        return (float(round(self.low + i * self.step, GRID_DECIMALS)) for i in range(n))
 
     def grid_count(self) -> int:
         if self.step is None:

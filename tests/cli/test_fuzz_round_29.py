@@ -95,3 +95,24 @@ def test_a_run_file_holds_strict_json_even_for_a_non_finite_number(tmp_path: Pat
     write_json(tmp_path / "summary.json", {"hypervolume": float("inf"), "reference_point": [1e306, 0.0]})
     strict = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
     assert strict == {"hypervolume": None, "reference_point": [1e306, 0.0]}
+
+
+def test_a_float_step_finer_than_the_grid_or_the_sampler_can_count_is_refused(tmp_path: Path) -> None:
+    from dse.search.space import FloatParam
+
+    # 900 MHz in steps of 1e-300 is 9e302 steps: Optuna's 28-digit decimals raised DivisionImpossible
+    # (a traceback, exit 1) and the grid sampler, rounding each value to 12 decimals, found 1000 MHz
+    # again and again and never ended
+    study = STUDY.replace(
+        "{batch: {values: [8]}}", "{sm_clock_mhz: {type: float, low: 1000, high: 1900, step: 1.0e-300}}"
+    ).replace("sampler: grid", "sampler: random")
+    path = tmp_path / "s.yaml"
+    path.write_text(study)
+    out = refused(["run", str(path), "--out", str(tmp_path / "res")], "space.sm_clock_mhz", "too fine")
+    assert f"{path}:4" in out
+    with pytest.raises(ValueError, match="too fine"):  # 1e-13 collapses in 12 decimals: 0.5, 0.5, ...
+        FloatParam(type="float", low=0.5, high=1.0, step=1e-13)
+    with pytest.raises(ValueError, match="too fine"):  # a float near 1.98e9 is a multiple of 2.4e-7
+        FloatParam(type="float", low=1.5e9, high=1.98e9, step=1e-7)
+    finest = FloatParam(type="float", low=0.5, high=1.0, step=1e-12).grid_values()
+    assert [next(finest) for _ in range(3)] == [0.5, 0.500000000001, 0.500000000002]
