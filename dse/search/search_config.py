@@ -1,6 +1,7 @@
 """The `search:` section of a study file (`dse.search.study`'s schema): the sampler and the budget.
 
-Every section of a study file is a `StrictModel`: frozen, unknown keys refused, no NaN or infinities.
+Every section of a study file is a `StrictModel`: frozen, unknown keys refused, no NaN or infinities, and a
+number is a number (not true/false, not a quoted number).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ ExecutorKind = Literal["ray", "process", "serial"]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # strict: YAML's true/false and quoted numbers were read as 1/0 and numbers (`batch: true` ran a batch
+    # of 1, `gpu_memory_utilization: true` gave the engine all memory); an integer field takes no 64.0
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
 
 # --- samplers ---------------------------------------------------------------------------------------------

@@ -51,8 +51,9 @@ def _check_int64(value: Any) -> None:
 
 
 class _ParamBase(BaseModel):
-    # allow_inf_nan=False: a bound or value of .inf / .nan is an error with its line, not a NaN point.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # allow_inf_nan=False: a bound or value of .inf / .nan is an error with its line, not a NaN point;
+    # strict: as in the study's sections (dse.search.search_config.StrictModel), `low: true` is no 1
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
     TAG: ClassVar[str] = ""
 
     @model_validator(mode="before")

@@ -116,3 +116,26 @@ def test_a_float_step_finer_than_the_grid_or_the_sampler_can_count_is_refused(tm
         FloatParam(type="float", low=1.5e9, high=1.98e9, step=1e-7)
     finest = FloatParam(type="float", low=0.5, high=1.0, step=1e-12).grid_values()
     assert [next(finest) for _ in range(3)] == [0.5, 0.500000000001, 0.500000000002]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # each ran: `true` as 1 (a batch of 1, all of the GPU's memory for the engine, a 1 s budget) and a
+        # quoted number as the number, where a GPU file and `search.n_points` refuse both
+        ("batch: 8,", "batch: true,", "workload.batch: Input should be a valid integer (got True)"),
+        ("input_tokens: 64", "input_tokens: '64'", "workload.input_tokens: Input should be a valid integer"),
+        ("batch: 8,", "mode: concurrency, concurrency: 2, gpu_memory_utilization: true,", "(got True)"),
+        ("executor: serial", "executor: serial, time_budget_s: true", "search.time_budget_s"),
+        ("search:", "cost: {pue: true}\nsearch:", "cost.pue: Input should be a valid number (got True)"),
+        ("search:", "cost: {facts: {operation.pue: true}}\nsearch:", "cost.facts.operation.pue"),
+        ("search:", "reference_point: {e2e_latency_s: true, energy_j: 9}\nsearch:", "e2e_latency_s"),
+        ("{batch: {values: [8]}}", "{batch: {type: int, low: true, high: 8}}", "space.batch.low"),
+    ],
+)
+def test_a_study_number_written_as_true_or_quoted_is_refused(
+    tmp_path: Path, old: str, new: str, needle: str
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace(old, new, 1))
+    refused(["run", str(path), "--out", str(tmp_path / "res")], needle)
