@@ -50,6 +50,17 @@ def _check_int64(value: Any) -> None:
             _check_int64(item)
 
 
+def _scalar_problem(value: Any) -> str | None:
+    """Why `value` is no parameter value, said here: the Scalar union's own error named its first branch
+    ("values.0.bool: Input should be a valid boolean (got nan)", also for null, a list or a mapping)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {value}: values are finite numbers, names or true/false"
+    if not isinstance(value, bool | int | float | str):
+        shown = "null" if value is None else str(value)[:100]
+        return f"is {shown}: values are finite numbers, names or true/false"
+    return None
+
+
 class _ParamBase(BaseModel):
     # allow_inf_nan=False: a bound or value of .inf / .nan is an error with its line, not a NaN point;
     # strict: as in the study's sections (dse.search.search_config.StrictModel), `low: true` is no 1
@@ -66,6 +77,15 @@ class _ParamBase(BaseModel):
 
     path: str | None = Field(default=None, description="point path this parameter sets (default: its name)")
     when: dict[str, Scalar | list[Scalar]] | None = Field(default=None, description="activation condition")
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _when_scalars(cls, when: Any) -> Any:
+        for key, wanted in when.items() if isinstance(when, Mapping) else ():
+            for v in wanted if isinstance(wanted, list) else [wanted]:
+                if (problem := _scalar_problem(v)) is not None:
+                    raise ValueError(f"{key}: value {problem}")
+        return when
 
     def grid_values(self) -> Iterable[Any]:
         """The values in grid order, built lazily (a range may hold 2^64 of them)."""
@@ -172,11 +192,10 @@ class ChoiceParam(_ParamBase):
 
     @field_validator("values", mode="before")
     @classmethod
-    def _finite(cls, values: Any) -> Any:
-        # said here: the union's own error named its first branch ("values.0.bool: ... (got nan)")
+    def _scalars(cls, values: Any) -> Any:
         for i, v in enumerate(values if isinstance(values, list) else []):
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"value {i} is {v}: values are finite numbers or names")
+            if (problem := _scalar_problem(v)) is not None:
+                raise ValueError(f"value {i} {problem}")
         return values
 
     @model_validator(mode="after")
@@ -200,6 +219,13 @@ class ConstParam(_ParamBase):
 
     TAG: ClassVar[str] = "constant"
     value: Scalar
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _scalar(cls, value: Any) -> Any:
+        if (problem := _scalar_problem(value)) is not None:
+            raise ValueError(f"value {problem}")
+        return value
 
     def grid_values(self) -> list[Any]:
         return [self.value]

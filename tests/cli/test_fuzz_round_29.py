@@ -139,3 +139,27 @@ def test_a_study_number_written_as_true_or_quoted_is_refused(
     path = tmp_path / "s.yaml"
     path.write_text(STUDY.replace(old, new, 1))
     refused(["run", str(path), "--out", str(tmp_path / "res")], needle)
+
+
+@pytest.mark.parametrize(
+    ("param", "needle"),
+    [
+        # the Scalar union's error named its first branch: "space.batch.value.bool: Input should be a
+        # valid boolean (got nan)", for a value that no branch takes
+        ("{value: .nan}", "space.batch.value: value is nan"),
+        ("{values: [8, null]}", "space.batch.values: value 1 is null"),
+        ("{values: [[8]]}", "space.batch.values: value 0 is [8]"),
+        ("{values: [8], when: {precision: null}}", "space.batch.when: precision: value is null"),
+    ],
+)
+def test_a_parameter_value_that_is_no_scalar_is_named_without_a_union_branch(
+    tmp_path: Path, param: str, needle: str
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        STUDY.replace("{batch: {values: [8]}}", f"{{precision: {{values: [bf16]}}, batch: {param}}}")
+    )
+    out = refused(
+        ["run", str(path), "--out", str(tmp_path / "res")], needle, "finite numbers, names or true/false"
+    )
+    assert ".bool" not in out
