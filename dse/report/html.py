@@ -521,6 +521,8 @@ def write_html_report(
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
     if path.is_dir():
         raise ConfigError(f"report {path}: is a directory; give a file name such as {path / REPORT_FILE}")
+    if path.exists() and not path.is_file():  # the rename below would put the page in place of the node
+        raise ConfigError(f"report {path}: not a regular file (a device, a pipe or a socket); name a file")
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -163,3 +163,16 @@ def test_a_parameter_value_that_is_no_scalar_is_named_without_a_union_branch(
         ["run", str(path), "--out", str(tmp_path / "res")], needle, "finite numbers, names or true/false"
     )
     assert ".bool" not in out
+
+
+def test_report_out_that_is_a_device_or_a_pipe_is_refused_not_replaced(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    # the page was written beside it and renamed over it: run as root, `--out /dev/null` (or /dev/full,
+    # /dev/stdout) replaced the device node with an HTML file; a named pipe here stands for them
+    (tmp_path / "points.jsonl").write_text(json.dumps(POINT) + "\n")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    refused(["report", str(tmp_path), "--out", str(fifo)], "not a regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
