@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from dse.config.outpaths import output_file_problem
 from dse.errors import ConfigError, DseError, implied_precision_message
 
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
@@ -136,17 +137,10 @@ def _counts_as_ints(obj: Any) -> Any:
 
 
 def check_output_file(path: Path, flag: str, suggested_name: str) -> None:
-    """Refuse an output file that cannot be written before the work that fills it runs, not after it: a
-    directory (suggesting `suggested_name` in it), a parent that is a file, or no permission to write."""
-    if path.is_dir():
-        raise DseError(f"{flag} {path}: is a directory; give a file name such as {path / suggested_name}")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise DseError(f"{flag} {path}: {parent} is a file, not a directory")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise DseError(f"{flag} {path}: cannot write there (permission denied)")
+    """Refuse an output file that cannot be written before the work that fills it runs, not after it
+    (`dse.config.outpaths.output_file_problem` says why)."""
+    if (problem := output_file_problem(path, suggested_name)) is not None:
+        raise DseError(f"{flag} {path}: {problem}")
 
 
 def print_json(obj: Any) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dse.config.outpaths import output_file_problem
 from dse.errors import ConfigError
 from dse.report._imports import try_import
 from dse.report.figures.breakdown import BreakdownRow, plot_breakdowns
@@ -519,10 +520,8 @@ def write_html_report(
     run = load_run(run_dir)
     page = build_report_html(run, color_by=color_by, breakdown_fn=breakdown_fn, objectives=objectives)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
-    if path.is_dir():
-        raise ConfigError(f"report {path}: is a directory; give a file name such as {path / REPORT_FILE}")
-    if path.exists() and not path.is_file():  # the rename below would put the page in place of the node
-        raise ConfigError(f"report {path}: not a regular file (a device, a pipe or a socket); name a file")
+    if (problem := output_file_problem(path, REPORT_FILE)) is not None:
+        raise ConfigError(f"report {path}: {problem}")
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -176,3 +176,18 @@ def test_report_out_that_is_a_device_or_a_pipe_is_refused_not_replaced(tmp_path:
     os.mkfifo(fifo)
     refused(["report", str(tmp_path), "--out", str(fifo)], "not a regular file")
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_an_html_or_coefficient_output_that_is_a_pipe_is_refused_before_the_work(tmp_path: Path) -> None:
+    import os
+
+    from dse.cli.common import check_output_file
+    from dse.errors import DseError
+
+    # `dse sweep ... --html PIPE` (also compare's --html, calibrate's -o) ran the sweep, then blocked for
+    # ever opening a named pipe nobody reads; it is refused up front as a directory is
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(DseError, match="--html .*pipe: not a regular file"):
+        check_output_file(fifo, "--html", "sweep.html")
+    check_output_file(tmp_path / "new.html", "--html", "sweep.html")  # a new file in a writable folder
