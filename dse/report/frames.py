@@ -22,6 +22,7 @@ import pandas as pd
 from dse.config.jsonio import loads_finite
 from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
+from dse.search.rundir import runs_hint
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,9 @@ def read_trials(run_dir: str | Path) -> tuple[pd.DataFrame, str]:
     log = run_dir / POINTS_FILE
     if log.is_file():
         return read_points_jsonl(log), POINTS_FILE
-    raise ConfigError(f"{run_dir}: no {TRIALS_FILE} or {POINTS_FILE}; is this a run directory?")
+    raise ConfigError(
+        f"{run_dir}: no {TRIALS_FILE} or {POINTS_FILE}; is this a run directory?{runs_hint(run_dir)}"
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -103,6 +103,21 @@ def new_run_id(study_hash: str, now: datetime | None = None) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{study_hash}"
 
 
+def runs_hint(folder: Path) -> str:
+    """' (it holds N runs of a study: ...)' naming the newest where `folder` holds run directories (a user
+    gave results/<study> for results/<study>/<run-id>), else ''."""
+    try:
+        runs = sorted(
+            p.name for p in folder.iterdir() if (p / STUDY_FILE).is_file() or (p / POINTS_FILE).is_file()
+        )
+    except OSError:  # not a folder, or unreadable: the caller's message says enough
+        return ""
+    if not runs:
+        return ""
+    held = f"{len(runs)} runs" if len(runs) > 1 else "1 run"
+    return f" (it holds {held} of a study: give one, e.g. the newest {folder / runs[-1]})"
+
+
 def find_run_dir(out: Path, study_name: str, study_hash: str) -> Path | None:
     """The newest run directory of this study with the same hash (to continue it), if any.
 

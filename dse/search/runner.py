@@ -49,6 +49,7 @@ from dse.search.rundir import (
     model_fingerprint,
     new_run_id,
     run_fingerprint,
+    runs_hint,
     trials_frame,
     write_json,
     write_tables,
@@ -469,6 +470,7 @@ def _prepare(
         if not (run_dir / STUDY_FILE).is_file():
             raise ConfigError(
                 f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
+                + runs_hint(run_dir)
             )
         elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
         if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)

@@ -191,3 +191,15 @@ def test_an_html_or_coefficient_output_that_is_a_pipe_is_refused_before_the_work
     with pytest.raises(DseError, match="--html .*pipe: not a regular file"):
         check_output_file(fifo, "--html", "sweep.html")
     check_output_file(tmp_path / "new.html", "--html", "sweep.html")  # a new file in a writable folder
+
+
+def test_a_study_folder_given_for_a_run_names_its_newest_run(tmp_path: Path) -> None:
+    # `dse report results/<study>` (the README's `<run-id>` left out) said only "is this a run directory?"
+    study = tmp_path / "tiny"
+    for run_id in ("20260101T000000Z-aaaa", "20260301T000000Z-bbbb"):  # ids sort by their start time
+        (study / run_id).mkdir(parents=True)
+        (study / run_id / "points.jsonl").write_text(json.dumps(POINT) + "\n")
+        (study / run_id / "study.resolved.yaml").write_text(STUDY)
+    newest = str(study / "20260301T000000Z-bbbb")
+    refused(["report", str(study)], "it holds 2 runs of a study", newest)
+    refused(["run", "--resume", str(study)], "it holds 2 runs of a study", newest)
