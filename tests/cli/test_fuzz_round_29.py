@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dse.cli import app
-from tests.cli.fuzz_helpers import refused, runner
+from tests.cli.fuzz_helpers import gemm_samples, refused, runner
 
 # one logged point, as `dse run` writes it: enough for `dse report` to draw a run
 POINT = {"point_id": "p0", "params": {"batch": 8}, "metrics": {"e2e_latency_s": 1.0, "energy_j": 2.0}}
@@ -203,3 +203,17 @@ def test_a_study_folder_given_for_a_run_names_its_newest_run(tmp_path: Path) -> 
     newest = str(study / "20260301T000000Z-bbbb")
     refused(["report", str(study)], "it holds 2 runs of a study", newest)
     refused(["run", "--resume", str(study)], "it holds 2 runs of a study", newest)
+
+
+@pytest.mark.parametrize(
+    "command", [["calibrate", "-o", "c.json", "--gpu", "h100-sxm"], ["validate", "samples"]]
+)
+def test_a_samples_file_given_twice_or_copied_is_refused(tmp_path: Path, command: list[str]) -> None:
+    import shutil
+
+    # its rows counted twice: beside another file, that file's kernels weighed half as much, unsaid
+    first = gemm_samples(tmp_path)
+    copy = shutil.copy(first, tmp_path / "copy.csv")
+    args = [a if a != "c.json" else str(tmp_path / "c.json") for a in command]
+    refused([*args, str(first), str(first)], "given twice; give each samples file once")
+    refused([*args, str(first), str(copy)], f"a copy of {first}")

@@ -135,7 +135,13 @@ def load_sample_set(
     spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
     frames, ops, sources = [], [], []
     skipped: dict[str, int] = {}
+    seen: dict[str, Path] = {}
     for path, samples in per_file:
+        digest = file_sha256(path)
+        if digest in seen:  # one file twice (or a copy of it) counted its rows twice: weighted 2x silently
+            again = "given twice" if path.resolve() == seen[digest].resolve() else f"a copy of {seen[digest]}"
+            raise ConfigError(f"{path}: {again}; give each samples file once (its rows counted twice)")
+        seen[digest] = path
         foreign = sorted({s.gpu for s in samples if not gpu_matches(s.gpu, spec)})
         if foreign:
             raise ConfigError(
@@ -155,7 +161,7 @@ def load_sample_set(
         df = samples_frame(keep)
         df["file"] = path.name
         frames.append(df)
-        sources.append({"file": path.name, "sha256": file_sha256(path), "rows": len(samples)})
+        sources.append({"file": path.name, "sha256": digest, "rows": len(samples)})
     frame = pd.concat(frames, ignore_index=True)
     if frame.empty:
         raise ConfigError(
