@@ -389,6 +389,17 @@ def _resolve_space_file(ref: str, study_path: Path) -> Path | None:
     return None
 
 
+def _beside_study(value: Any, study_path: Path) -> Any:
+    """A GPU file or model config path not found from the working directory but next to the study file, as
+    that file's absolute path (the resolved study of the run, read from its run directory, finds it too);
+    any other value (a catalog name, a path found from the working directory) unchanged."""
+    if not isinstance(value, str) or not value.endswith((".yaml", ".yml", ".json")) and "/" not in value:
+        return value
+    written = Path(value).expanduser()
+    beside = study_path.parent / written
+    return str(beside.resolve()) if not written.exists() and beside.exists() else value
+
+
 def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, _ParamBase], SourceMap]:
     if isinstance(raw, str):
         found = _resolve_space_file(raw, study_path)
@@ -444,8 +455,9 @@ def load_study(path: str | Path, *, evaluator: Evaluator | None = None) -> Loade
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping (name, space, objectives, ...) at the top level")
     params, smap = _load_space(data.get("space"), path, smap)
+    beside = {key: _beside_study(data[key], path) for key in ("gpu", "model") if key in data}
     try:
-        cfg = StudyConfig.model_validate({**data, "space": params})
+        cfg = StudyConfig.model_validate({**data, **beside, "space": params})
     except ValidationError as exc:
         raise ConfigError(format_errors(exc, StudyConfig, smap)) from None
     from dse.search.checks import check_study  # checks import this module's schema

@@ -217,3 +217,24 @@ def test_a_samples_file_given_twice_or_copied_is_refused(tmp_path: Path, command
     args = [a if a != "c.json" else str(tmp_path / "c.json") for a in command]
     refused([*args, str(first), str(first)], "given twice; give each samples file once")
     refused([*args, str(first), str(copy)], f"a copy of {first}")
+
+
+def test_a_gpu_file_next_to_the_study_is_found_as_its_space_file_is(tmp_path: Path) -> None:
+    import shutil
+
+    import yaml
+
+    import dse.hardware
+
+    # `space:` was looked for next to the study, `gpu:` only from the working directory: a study kept
+    # beside its GPU file failed with "GPU file 'my-gpu.yaml' does not exist" unless run from that folder
+    shutil.copy(
+        Path(dse.hardware.__file__).parent / "data" / "gpus" / "h100-sxm.yaml", tmp_path / "my-gpu.yaml"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("gpu: h100-sxm", "gpu: my-gpu.yaml"))
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "res"), "--no-report"])
+    assert result.exit_code == 0, result.output
+    (resolved,) = (tmp_path / "res" / "tiny").glob("*/study.resolved.yaml")
+    # absolute in the run's own copy: a report or a resume reads it from the run directory
+    assert yaml.safe_load(resolved.read_text())["gpu"] == str((tmp_path / "my-gpu.yaml").resolve())
