@@ -148,9 +148,8 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
             where = ".".join(parts[:i]) or "the GPU"
             keys = sorted(k for k, v in node.items() if isinstance(v, dict)) if isinstance(node, dict) else []
-            raise ConfigError(
-                f"override '{path}': '{part}' is not a section of {where}; sections: {', '.join(keys)}"
-            )
+            listed = f"sections: {', '.join(keys)}" if keys else f"{where} has fields only, no sections"
+            raise ConfigError(f"override '{path}': '{part}' is not a section of {where}; {listed}")
         node = node[part]
     key, factor = si_key(parts[-1])
     if key not in node:

@@ -238,3 +238,11 @@ def test_a_gpu_file_next_to_the_study_is_found_as_its_space_file_is(tmp_path: Pa
     (resolved,) = (tmp_path / "res" / "tiny").glob("*/study.resolved.yaml")
     # absolute in the run's own copy: a report or a resume reads it from the run directory
     assert yaml.safe_load(resolved.read_text())["gpu"] == str((tmp_path / "my-gpu.yaml").resolve())
+
+
+def test_a_set_path_through_a_field_says_the_section_has_no_sections() -> None:
+    # clocks holds fields only (dse gpu fields): the message ended "sections: " with nothing after it
+    out = refused(
+        ["gpu", "show", "h100-sxm", "--set", "clocks.sm_clock_max_mhz.x=1"], "clocks has fields only"
+    )
+    assert "sections: \n" not in out and not out.rstrip().endswith("sections:")
