@@ -376,6 +376,9 @@ def _check_every_point_refuses(
             problem = where[-1] != "high" and isinstance(value, int) and per_replica_problem(key, value, dp)
             if problem:
                 raise located_error(smap, where, problem)
+    for where, rate in _values_at(cfg, space, "request_rate_per_s") if "request_rate" in modes else []:
+        if problem := rate is not None and _value_problem("request_rate_per_s", rate, None, under_load=True):
+            raise located_error(smap, where, problem)
     archs = [load_model_config(m) for m in _model_names(cfg, space)]
     for where, precision in _values_at(cfg, space, "precision"):
         problems = []
