@@ -379,30 +379,34 @@ class LoadedStudy:
     source: SourceMap
 
 
-def _resolve_space_file(ref: str, study_path: Path) -> Path | None:
-    p = Path(ref).expanduser()
-    for cand in (
-        [p] if p.is_absolute() else [study_path.parent / p, Path.cwd() / p, study_path.parent.parent / p]
-    ):
-        if cand.is_file():
-            return cand
-    return None
+def _find_file(ref: str, study_path: Path) -> Path | None:
+    """The file (or model folder) a study's `space:`, `gpu:` or `model:` path names: next to the study
+    first, then from the working directory (then the study folder's parent, for `studies/x.yaml` naming
+    `spaces/y.yaml`), so a study means the same from any working directory; None if no such file. A name
+    the file system cannot hold (too long, a NUL, an unknown `~user`) is no file."""
+    try:
+        p = Path(ref).expanduser()
+        cands = (
+            [p] if p.is_absolute() else [study_path.parent / p, Path.cwd() / p, study_path.parent.parent / p]
+        )
+        return next((c for c in cands if c.exists()), None)
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def _beside_study(value: Any, study_path: Path) -> Any:
-    """A GPU file or model config path not found from the working directory but next to the study file, as
-    that file's absolute path (the resolved study of the run, read from its run directory, finds it too);
-    any other value (a catalog name, a path found from the working directory) unchanged."""
+    """A GPU file or model config path found as a file (see `_find_file`) as its absolute path: the run's
+    resolved study, read from its run directory by a report or a resume, finds it too, and the study hash
+    does not depend on the working directory; any other value (a catalog name, a missing file) unchanged."""
     if not isinstance(value, str) or not value.endswith((".yaml", ".yml", ".json")) and "/" not in value:
         return value
-    written = Path(value).expanduser()
-    beside = study_path.parent / written
-    return str(beside.resolve()) if not written.exists() and beside.exists() else value
+    found = _find_file(value, study_path)
+    return value if found is None else str(found.resolve())
 
 
 def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, _ParamBase], SourceMap]:
     if isinstance(raw, str):
-        found = _resolve_space_file(raw, study_path)
+        found = _find_file(raw, study_path)
         if found is None:
             raise located_error(
                 smap,

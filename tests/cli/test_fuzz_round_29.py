@@ -265,3 +265,46 @@ def test_a_workload_request_rate_outside_the_simulated_range_is_refused_at_load(
         ["run", str(path), "--out", str(tmp_path / "res")], "request_rate_per_s must be a number in"
     )
     assert f"{path}:3" in out
+
+
+@pytest.mark.parametrize(
+    "gpu", ["g" * 300 + ".yaml", "~nosuchuser-s29/g.yaml"], ids=["too-long", "unknown-user"]
+)
+def test_a_gpu_path_no_file_system_can_hold_is_a_missing_gpu_file(tmp_path: Path, gpu: str) -> None:
+    # looking next to the study called exists() / expanduser() unguarded: OSError (name too long) or
+    # RuntimeError (no such user) tracebacks with exit 1, where the missing file had been named (exit 2)
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("gpu: h100-sxm", f"gpu: {gpu}"))
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "res"), "--no-report"])
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in result.output and "Traceback" not in result.output
+
+
+def test_a_study_path_means_the_file_next_to_the_study_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import yaml
+
+    import dse.hardware
+
+    # space: was looked for next to the study first, gpu:/model: in the working directory first, and a
+    # run made from the study's folder kept `gpu: my-gpu.yaml` relative, which a report or resume from
+    # elsewhere could not find: one order (the study's folder first) and an absolute path in the run
+    h100 = Path(dse.hardware.__file__).parent / "data" / "gpus" / "h100-sxm.yaml"
+    (tmp_path / "study").mkdir()
+    (tmp_path / "cwd").mkdir()
+    shutil.copy(h100, tmp_path / "study" / "my-gpu.yaml")
+    (tmp_path / "cwd" / "my-gpu.yaml").write_text("not: a gpu file\n")  # would be refused if read
+    path = tmp_path / "study" / "s.yaml"
+    path.write_text(STUDY.replace("gpu: h100-sxm", "gpu: my-gpu.yaml"))
+    gpus = []
+    for cwd, study in ((tmp_path / "cwd", str(path)), (tmp_path / "study", "s.yaml")):
+        monkeypatch.chdir(cwd)
+        out = tmp_path / f"res-{cwd.name}"
+        result = runner.invoke(app, ["run", study, "--out", str(out), "--no-report"])
+        assert result.exit_code == 0, result.output
+        (resolved,) = (out / "tiny").glob("*/study.resolved.yaml")
+        gpus.append(yaml.safe_load(resolved.read_text())["gpu"])
+    assert gpus == [str((tmp_path / "study" / "my-gpu.yaml").resolve())] * 2
