@@ -34,10 +34,11 @@ Point = dict[str, Any]
 
 # Integers a run directory can store (trials.parquet columns are 64-bit).
 INT64_LIMIT = 2**63
-# A float step is at least 1e-GRID_DECIMALS and FLOAT_STEP_SHARE of the largest value: grid values keep 12
-# decimals (0.1 + 0.2 is 0.3), so a finer step repeated one value and the grid sampler searched its ~1e302
-# copies for a new point for ever; Optuna counts a stepped distribution's steps in 28-digit decimals (1e28
-# of them raised DivisionImpossible); and a float near x holds no step under ~2.2e-16 x.
+# A float step is at least FLOAT_STEP_SHARE of the largest value: a float near x holds no step under
+# ~2.2e-16 x, so a finer one repeated a value and the grid sampler searched its copies for a new point for
+# ever; it also keeps the step count under 2e15, which Optuna counts in 28-digit decimals (1e28 of them raised
+# DivisionImpossible). Grid values are rounded GRID_DECIMALS decimals (0.1 + 0.2 is 0.3), or 3 decimals
+# finer than the step where that is finer (SI values such as 5e-13 J/bit are steps too).
 GRID_DECIMALS = 12
 FLOAT_STEP_SHARE = 1e-15
 
@@ -154,11 +155,10 @@ class FloatParam(_ParamBase):
         if self.step is not None:
             k = (self.high - self.low) / self.step
             top = max(abs(self.low), abs(self.high))
-            finest = max(10.0**-GRID_DECIMALS, FLOAT_STEP_SHARE * top)
-            if self.step < finest:  # also keeps k below 2e15: round(k) below is finite
+            if self.step < FLOAT_STEP_SHARE * top:  # also keeps k below 2e15: round(k) below is finite
                 raise ValueError(
-                    f"step {self.step:g} is too fine for values up to {top:g}: at least {finest:g} "
-                    f"(1e-{GRID_DECIMALS}, and {FLOAT_STEP_SHARE:g} of the largest value)"
+                    f"step {self.step:g} is too fine for values up to {top:g}: at least "
+                    f"{FLOAT_STEP_SHARE * top:g} ({FLOAT_STEP_SHARE:g} of the largest value)"
                 )
             if abs(k - round(k)) > 1e-9 * max(1.0, abs(k)):
                 raise ValueError(
@@ -174,7 +174,8 @@ class FloatParam(_ParamBase):
         n = self.grid_count()
         if self.step is None:  # low == high
             return iter([self.low])
-        return (float(round(self.low + i * self.step, GRID_DECIMALS)) for i in range(n))
+        decimals = max(GRID_DECIMALS, 3 - math.floor(math.log10(self.step)))
+        return (float(round(self.low + i * self.step, decimals)) for i in range(n))
 
     def grid_count(self) -> int:
         if self.step is None:

@@ -110,8 +110,6 @@ def test_a_float_step_finer_than_the_grid_or_the_sampler_can_count_is_refused(tm
     path.write_text(study)
     out = refused(["run", str(path), "--out", str(tmp_path / "res")], "space.sm_clock_mhz", "too fine")
     assert f"{path}:4" in out
-    with pytest.raises(ValueError, match="too fine"):  # 1e-13 collapses in 12 decimals: 0.5, 0.5, ...
-        FloatParam(type="float", low=0.5, high=1.0, step=1e-13)
     with pytest.raises(ValueError, match="too fine"):  # a float near 1.98e9 is a multiple of 2.4e-7
         FloatParam(type="float", low=1.5e9, high=1.98e9, step=1e-7)
     finest = FloatParam(type="float", low=0.5, high=1.0, step=1e-12).grid_values()
@@ -308,3 +306,15 @@ def test_a_study_path_means_the_file_next_to_the_study_from_any_folder(
         (resolved,) = (out / "tiny").glob("*/study.resolved.yaml")
         gpus.append(yaml.safe_load(resolved.read_text())["gpu"])
     assert gpus == [str((tmp_path / "study" / "my-gpu.yaml").resolve())] * 2
+
+
+def test_a_float_step_finer_than_1e_12_in_si_units_is_a_grid_of_distinct_values() -> None:
+    from dse.search.space import FloatParam
+
+    # the step bound was also an absolute 1e-12 (grid values kept 12 decimals), which refused valid SI values:
+    # HBM energy is a few pJ/bit, 3e-12..6e-12 J/bit in steps of 0.5 pJ is 7 values (6 steps)
+    grid = list(FloatParam(type="float", low=3e-12, high=6e-12, step=5e-13).grid_values())
+    assert len(set(grid)) == 7
+    assert grid == pytest.approx([(3 + 0.5 * i) * 1e-12 for i in range(7)], rel=1e-12)
+    # and below 1e-12 as above it, the grid is rounded relative to the step: 0.1 + 0.2 steps is 0.3 exactly
+    assert list(FloatParam(type="float", low=0.0, high=3e-13, step=1e-13).grid_values())[3] == 3e-13
