@@ -6,6 +6,7 @@ workload, metrics the study's modes report, goodput's SLO. Each failure is one `
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
@@ -116,8 +117,10 @@ def _check_metrics(
         if cfg.objectives.get(metric) == "minimize" and ref <= 0:
             msg = f"{ref:g} for a metric to minimize: no point is below it (all are >= 0); hypervolume 0"
             raise located_error(smap, ("reference_point", metric), msg)
-    sides = [abs(ref) for ref in (cfg.reference_point or {}).values()]
-    if not math.isfinite(math.prod(sides)):
+    # the box's sides along maximized metrics are the points' own distances from the bound, so only the
+    # minimized values (all > 0 here) size it; a sum of logs is order-free (a product met inf x 0 = nan)
+    sides = [ref for m, ref in (cfg.reference_point or {}).items() if cfg.objectives.get(m) == "minimize"]
+    if sum(math.log(side) for side in sides) > math.log(sys.float_info.max):
         box = " x ".join(f"{side:g}" for side in sides)
         msg = f"the box its values span ({box}) overflows a float (hypervolume inf); use the metrics' scale"
         raise located_error(smap, ("reference_point",), msg)

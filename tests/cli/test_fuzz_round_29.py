@@ -318,3 +318,37 @@ def test_a_float_step_finer_than_1e_12_in_si_units_is_a_grid_of_distinct_values(
     assert grid == pytest.approx([(3 + 0.5 * i) * 1e-12 for i in range(7)], rel=1e-12)
     # and below 1e-12 as above it, the grid is rounded relative to the step: 0.1 + 0.2 steps is 0.3 exactly
     assert list(FloatParam(type="float", low=0.0, high=3e-13, step=1e-13).grid_values())[3] == 3e-13
+
+
+@pytest.mark.parametrize("maximized_first", [True, False], ids=["maximized-first", "maximized-last"])
+def test_the_reference_box_counts_the_minimized_values_in_any_order(
+    tmp_path: Path, maximized_first: bool
+) -> None:
+    # the check multiplied the values in written order: 0 tokens/s to maximize first gave 0 x 1e306 x 1e306
+    # = 0 (passed; the run's hypervolume was inf), last gave inf x 0 = nan (refused): 1e306 s x 1e306 J alone
+    # is past the float range (~1.8e308) whatever else the study maximizes
+    objectives = "{e2e_latency_s: minimize, energy_j: minimize, output_tokens_per_s: maximize}"
+    refs = ["e2e_latency_s: 1e306", "energy_j: 1e306"]
+    refs = ["output_tokens_per_s: 0", *refs] if maximized_first else [*refs, "output_tokens_per_s: 0"]
+    path = tmp_path / "s.yaml"
+    study = STUDY.replace("{e2e_latency_s: minimize, energy_j: minimize}", objectives)
+    path.write_text(study + f"reference_point: {{{', '.join(refs)}}}\n")
+    refused(["run", str(path), "--out", str(tmp_path / "res")], "reference_point", "overflows")
+
+
+def test_a_large_bound_on_a_maximized_metric_does_not_size_the_reference_box() -> None:
+    from dse.search.study import study_from_dict
+
+    # a maximized metric's side of the box is each point's distance above its bound, not the bound itself:
+    # 1e200 s x (a bound of 1e200 tokens/s) was refused as a 1e400 box
+    data = yaml_study()
+    data["objectives"] = {"e2e_latency_s": "minimize", "output_tokens_per_s": "maximize"}
+    data["reference_point"] = {"e2e_latency_s": 1e200, "output_tokens_per_s": 1e200}
+    assert study_from_dict(data).reference_point == data["reference_point"]
+
+
+def yaml_study() -> dict[str, object]:
+    import yaml
+
+    data: dict[str, object] = yaml.safe_load(STUDY)
+    return data
