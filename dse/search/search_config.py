@@ -9,15 +9,31 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 ExecutorKind = Literal["ray", "process", "serial"]
 
 
+def integral_float(annotation: Any, value: Any) -> Any:
+    """`value` as an int where the field is an integer and the value a float with no fraction: the YAML
+    loader reads `1e4` as 10000.0, and who writes it means 10000 (10.5, true and '10' stay refused)."""
+    if annotation in (int, int | None) and type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
 class StrictModel(BaseModel):
     # strict: YAML's true/false and quoted numbers were read as 1/0 and numbers (`batch: true` ran a batch
-    # of 1, `gpu_memory_utilization: true` gave the engine all memory); an integer field takes no 64.0
+    # of 1, `gpu_memory_utilization: true` gave the engine all memory); an integer field takes no 64.5
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_floats(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: integral_float(fields[k].annotation, v) if k in fields else v for k, v in data.items()}
 
 
 # --- samplers ---------------------------------------------------------------------------------------------

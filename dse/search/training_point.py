@@ -57,29 +57,32 @@ TRAINING_METRICS: tuple[str, ...] = (
 def _adapter(key: str) -> Any:
     from typing import Annotated
 
-    from pydantic import TypeAdapter
+    from pydantic import ConfigDict, TypeAdapter
 
     from dse.search.study import WorkloadConfig
 
     field = WorkloadConfig.model_fields[key]
     annotation: Any = field.annotation
-    return TypeAdapter(Annotated[annotation, *field.metadata] if field.metadata else annotation)
+    typed: Any = Annotated[annotation, *field.metadata] if field.metadata else annotation
+    return TypeAdapter(typed, config=ConfigDict(strict=True))  # as the workload: section's StrictModel
 
 
 def workload_value(key: str, value: Any) -> Any:
-    """`value` as the study's workload key `key` takes it (`WorkloadConfig`'s type and bounds: `"false"` is
-    False, 1.5 no layout degree); ConfigError naming the key otherwise. Space values reach a point raw."""
+    """`value` as the study's workload key `key` takes it, by the rule of its `workload:` section (a
+    `StrictModel`: 1e1 is 10, while '2', 2.5 and true are no layout degree); ConfigError naming the key
+    otherwise. Space values reach a point raw."""
     from pydantic import ValidationError
 
     from dse.errors import ConfigError
+    from dse.search.search_config import integral_float
     from dse.search.study import WorkloadConfig
 
     if key not in WorkloadConfig.model_fields:
         return value
-    if isinstance(value, bool) and WorkloadConfig.model_fields[key].annotation is not bool:
-        raise ConfigError(f"workload key '{key}': {value!r} is not a valid value (a boolean, not a number)")
     try:
-        return _adapter(key).validate_python(value)
+        return _adapter(key).validate_python(
+            integral_float(WorkloadConfig.model_fields[key].annotation, value)
+        )
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"]
         raise ConfigError(f"workload key '{key}': {value!r} is not a valid value ({reason})") from None

@@ -120,7 +120,7 @@ def test_a_float_step_finer_than_the_grid_or_the_sampler_can_count_is_refused(tm
     ("old", "new", "needle"),
     [
         # each ran: `true` as 1 (a batch of 1, all of the GPU's memory for the engine, a 1 s budget) and a
-        # quoted number as the number, where a GPU file and `search.n_points` refuse both
+        # quoted number as the number, where `search.n_points` refused both (a GPU file refuses true/false)
         ("batch: 8,", "batch: true,", "workload.batch: Input should be a valid integer (got True)"),
         ("input_tokens: 64", "input_tokens: '64'", "workload.input_tokens: Input should be a valid integer"),
         ("batch: 8,", "mode: concurrency, concurrency: 2, gpu_memory_utilization: true,", "(got True)"),
@@ -352,3 +352,33 @@ def yaml_study() -> dict[str, object]:
 
     data: dict[str, object] = yaml.safe_load(STUDY)
     return data
+
+
+@pytest.mark.parametrize(("key", "value"), [("tp", "2"), ("tp", 2.5), ("tp", True), ("fsdp", "true")])
+def test_a_training_space_value_follows_the_workload_sections_rule(key: str, value: object) -> None:
+    from dse.errors import ConfigError
+    from dse.search.training_point import workload_value
+
+    # a training space's values went through a lax check: '2' was a tp of 2 and 'true' an fsdp of True,
+    # where the same value in the workload: section (a strict model) was refused naming its field
+    with pytest.raises(ConfigError, match=f"workload key '{key}'"):
+        workload_value(key, value)
+    assert workload_value("tp", 2.0) == 2 and type(workload_value("tp", 2.0)) is int  # 2.0 is 2, as below
+
+
+def test_an_integer_written_in_e_notation_is_that_integer() -> None:
+    from dse.errors import ConfigError
+    from dse.search.study import study_from_dict
+
+    # the YAML loader reads 1e1 as the float 10.0 and the strict sections refused it for an integer field;
+    # who writes num_requests: 1e4 means 10,000 requests (a fraction, 10.5, stays refused)
+    data = yaml_study()
+    data["workload"] = {"mode": "request_rate", "request_rate_per_s": 1.0, "num_requests": 1e1}
+    data["space"] = {"max_num_seqs": {"type": "int", "low": 1, "high": 1e1}}
+    data["search"] = {"sampler": "random", "n_points": 2e0, "executor": "serial"}
+    cfg = study_from_dict(data)
+    assert (cfg.workload.num_requests, cfg.space["max_num_seqs"].high, cfg.search.n_points) == (10, 10, 2)
+    assert type(cfg.workload.num_requests) is int
+    data["workload"] = {**data["workload"], "num_requests": 10.5}
+    with pytest.raises(ConfigError, match="workload.num_requests"):
+        study_from_dict(data)
