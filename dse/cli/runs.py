@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from dse.cli.common import console, err_console, friendly
-from dse.errors import DseError
+from dse.errors import ConfigError, DseError
 
 
 @friendly
@@ -113,7 +113,13 @@ def _breakdown_fn(run_dir: Path) -> Any:
     """Energy breakdown of a logged point, recomputed from the study (the log keeps metrics only)."""
     from dse.search.breakdown import breakdown_for_point, context_for_run
 
-    ctx = context_for_run(run_dir)
+    try:
+        ctx = context_for_run(run_dir)
+    except ConfigError as exc:  # a check added since the run: its points and metrics still make a report
+        err_console.print(
+            f"warning: report without energy breakdowns: the run's study no longer loads ({exc})"
+        )
+        return None
     return None if ctx is None else (lambda params: breakdown_for_point(params, ctx))
 
 

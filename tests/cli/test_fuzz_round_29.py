@@ -382,3 +382,15 @@ def test_an_integer_written_in_e_notation_is_that_integer() -> None:
     data["workload"] = {**data["workload"], "num_requests": 10.5}
     with pytest.raises(ConfigError, match="workload.num_requests"):
         study_from_dict(data)
+
+
+def test_a_run_whose_saved_study_fails_a_newer_check_still_reports(tmp_path: Path) -> None:
+    # the report recomputes energy breakdowns from the run's study.resolved.yaml: a check added since the
+    # run refused it and `dse report` exited 2, so each new check made older runs unreportable
+    (tmp_path / "points.jsonl").write_text(json.dumps(POINT) + "\n")
+    newer = STUDY + "reference_point: {e2e_latency_s: 1e306, energy_j: 1e306}\n"  # refused since round 29
+    (tmp_path / "study.resolved.yaml").write_text(newer)
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "without energy breakdowns" in result.output and "reference_point" in result.output
+    assert (tmp_path / "report.html").is_file()
