@@ -169,7 +169,8 @@ def _axis_value_problem(path: str, value: float, ctx: EvalContext) -> str | None
     """What is wrong with one value of an axis that no point could take: a workload key's range, a cost
     fact's (a PUE of 0.5), a GPU field's own bounds (9e9 MHz); None also where the point decides."""
     from dse.hardware.overrides import field_value_problem
-    from dse.search.checks import cost_fact_problem, workload_value_problem
+    from dse.search.checks import workload_value_problem
+    from dse.search.checks_cost import cost_fact_problem
 
     if path in SWEEP_WORKLOAD_KEYS:
         problem = workload_value_problem(path, value, under_load=ctx.mode != "static")

@@ -1,0 +1,81 @@
+"""A study's cost checks (`dse.search.checks` runs them at load): the `cost:` section as `dse predict` takes
+its flags, and one cost fact's path and value as `--set cost.*` takes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dse.config.yamlio import SourceMap, located_error
+from dse.errors import ConfigError
+from dse.search.space import SearchSpace
+from dse.search.study import StudyConfig
+
+
+def cost_fact_problem(path: str, value: Any = None) -> str | None:
+    """Why `path` (`cost.` optional) is no cost fact, or `value` (default: the fact's own) no value for it:
+    `--set cost.*`'s rules, an `operation.*` fact's range included (a searched PUE of 20 was accepted). The
+    caller names where it is written, so the message leaves out the `override 'cost.<path>':` of `--set`."""
+    from dse.cost.facts import load_cost_facts
+    from dse.cost.operation import CostOptions
+
+    key = path.strip().removeprefix("cost.")
+    if value is None:
+        facts = load_cost_facts("mid")
+        value = facts.entries[key].value if facts.has(key) else 0.0
+    try:
+        CostOptions(overrides={key: value}).facts()
+    except ConfigError as exc:
+        return str(exc).removeprefix(f"override 'cost.{key}': ")
+    return None
+
+
+# The `cost:` fields that set the fact `operation.<field>` (and win over it: `CostOptions.facts`).
+_FACT_FIELDS = ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh")
+
+
+def check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """The `cost:` section as `dse predict` takes its flags, each problem at the field written: a value out
+    of its range (`cost.pue`, not the flag `--pue`), the renter's rate beside the owner's price or tariff,
+    one fact given twice (a field, `facts:`, a space parameter: all but one were ignored unsaid), a grid
+    region."""
+    from dse.cost.facts import grid_gco2_per_kwh
+    from dse.cost.operation import OPERATION_RANGES, CostOptions, operation_value_problem
+
+    c = cfg.cost
+    for key in OPERATION_RANGES:
+        value = getattr(c, key)
+        problem = None if value is None else operation_value_problem(key, value)
+        if problem is not None:
+            raise located_error(smap, ("cost", key), problem)
+    owner = [f"cost.{k}" for k in ("gpu_price_usd", "electricity_usd_per_kwh") if getattr(c, k) is not None]
+    if c.gpu_usd_per_hour is not None and owner:
+        msg = f"the renter's rate replaces the owner's ledger: drop {', '.join(owner)}"
+        raise located_error(smap, ("cost", "gpu_usd_per_hour"), msg)
+    fixed = {f"operation.{k}": f"cost.{k}" for k in _FACT_FIELDS if getattr(c, k) is not None}
+    for path, value in c.facts.items():
+        key, where = path.strip().removeprefix("cost."), ("cost", "facts", path)
+        if key in fixed:
+            raise located_error(
+                smap, where, f"{fixed[key]} and cost.facts.{path} set the same fact; give one"
+            )
+        fixed[key] = f"cost.facts.{path}"
+        problem = cost_fact_problem(key, value)
+        if problem is not None:
+            raise located_error(smap, where, problem)
+    for name in cfg.space:
+        key = space.path_of(name).removeprefix("cost.")
+        if space.path_of(name).startswith("cost.") and key in fixed:
+            msg = f"cost.{key} is searched here and fixed by {fixed[key]}; give one"
+            raise located_error(smap, ("space", name), msg)
+    try:
+        options = CostOptions(
+            c.scenario, c.facts, c.lifetime_years, c.utilization, c.electricity_usd_per_kwh, c.pue,
+            c.grid_gco2_per_kwh, c.gpu_usd_per_hour, c.gpu_price_usd,
+        )  # fmt: skip
+        facts = options.facts()
+    except ConfigError as exc:
+        raise located_error(smap, ("cost",), str(exc)) from None
+    try:
+        grid_gco2_per_kwh(facts, options.grid, given="")  # named by the field, not by the flag
+    except ConfigError as exc:
+        raise located_error(smap, ("cost", "grid_gco2_per_kwh"), str(exc)) from None
