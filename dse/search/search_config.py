@@ -22,6 +22,12 @@ def integral_float(annotation: Any, value: Any) -> Any:
     return value
 
 
+def integral_floats(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a model's raw input) with `integral_float` applied to each of `model`'s fields."""
+    fields = model.model_fields
+    return {k: integral_float(fields[k].annotation, v) if k in fields else v for k, v in data.items()}
+
+
 class StrictModel(BaseModel):
     # strict: YAML's true/false and quoted numbers were read as 1/0 and numbers (`batch: true` ran a batch
     # of 1, `gpu_memory_utilization: true` gave the engine all memory); an integer field takes no 64.5
@@ -30,10 +36,7 @@ class StrictModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _integral_floats(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        fields = cls.model_fields
-        return {k: integral_float(fields[k].annotation, v) if k in fields else v for k, v in data.items()}
+        return integral_floats(cls, data) if isinstance(data, dict) else data
 
 
 # --- samplers ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from dse.search.search_config import integral_float
+from dse.search.search_config import integral_floats
 
 Scalar = bool | int | float | str
 Point = dict[str, Any]
@@ -76,8 +76,7 @@ class _ParamBase(BaseModel):
         if isinstance(data, Mapping):
             for key in ("low", "high", "step", "value", "values"):
                 _check_int64(data.get(key))
-            fields = cls.model_fields  # `high: 1e4` of an int parameter is 10000, as in the study's sections
-            return {k: integral_float(fields[k].annotation, v) if k in fields else v for k, v in data.items()}
+            return integral_floats(cls, dict(data))  # an int parameter's `high: 1e4` is 10000
         return data
 
     path: str | None = Field(default=None, description="point path this parameter sets (default: its name)")

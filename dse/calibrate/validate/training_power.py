@@ -108,9 +108,8 @@ _MLPERF_MODELS = {
 # Llama-2-70B LoRA fine-tuning (module docstring): the reference's adapter rank; its layout, micro-batch,
 # sequence length and fp8 come from each run's config echo.
 MLPERF_LORA_RANK = 16
-NEMO_ATTENTION_KERNEL = SOURCE_ATTENTION_KERNEL[
-    "nemo-perf-summary-24.07"
-]  # Transformer Engine's, as NeMo's rows
+# The LoRA runs' attention kernel: Transformer Engine's, as the NeMo rows run it.
+NEMO_ATTENTION_KERNEL = SOURCE_ATTENTION_KERNEL["nemo-perf-summary-24.07"]
 _MLPERF_LORA = {"llama2_70b_lora": "llama-2-70b"}
 
 
