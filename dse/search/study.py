@@ -413,6 +413,9 @@ def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, 
                 ("space",),
                 f"space file '{raw}' not found (looked next to {study_path.name} and in {Path.cwd()})",
             )
+        if not found.is_file():  # '' or '.' name the study's own folder
+            folder = found.resolve()
+            raise located_error(smap, ("space",), f"'{raw}' names the folder {folder}, not a space file")
         data, space_map = load_yaml(found)
         if not isinstance(data, dict):
             raise ConfigError(f"{found}:1: expected a mapping with `parameters:`")

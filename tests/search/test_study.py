@@ -69,6 +69,18 @@ def test_space_file_is_resolved_relative_to_the_study(tmp_path: Path) -> None:
     assert list(cfg.space) == ["precision"]
 
 
+@pytest.mark.parametrize("ref", ['""', ".", "spaces"])
+def test_a_space_path_naming_a_folder_is_one_error_naming_the_study(tmp_path: Path, ref: str) -> None:
+    """`space: ""` (hypothesis found it) resolved to the study's folder, which load_yaml then failed to read
+    as 'studies: cannot read: Is a directory': an error that named neither the study nor its key."""
+    (tmp_path / "spaces").mkdir()
+    study = GOOD.split("space:")[0] + f"space: {ref}\nobjectives: {{e2e_latency_s: minimize}}\n"
+    path = write(tmp_path, study)
+    expected = rf"{path.name}:\d+: space: .* names the folder .*, not a space file"
+    with pytest.raises(ConfigError, match=expected):
+        load_study(path)
+
+
 # (case id, study text, line, substrings the message must contain)
 MALFORMED = [
     (
