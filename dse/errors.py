@@ -56,9 +56,17 @@ def format_validation_error(
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key"
+        elif isinstance(err.get("input"), str | int | float | bool):
+            msg += f" (got {_shown_input(err['input'])})"  # which value was refused, as given
         where = ": ".join(p for p in (source, loc) if p)
         lines.append(f"{where}: {msg}" if where else msg)
     return "; ".join(lines)
+
+
+def _shown_input(value: object) -> str:
+    """A refused value as the message shows it: its repr (quotes make '' and spaces visible), cut to 40."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def did_you_mean(name: str, known: list[str], key: object = None) -> str:

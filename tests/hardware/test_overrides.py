@@ -115,7 +115,15 @@ LE, GE, GT = (
         ({"l2.l2_mib": -1}, f"l2.l2_mib: {GT} 0 MiB (got -1 MiB)"),
         ({"memory.energy_pj_per_bit": -1}, f"memory.energy_pj_per_bit: {GT} 0 pJ/bit (got -1 pJ/bit)"),
         ({"memory.bw_gb_per_s": 1}, "override 'memory.bw_gb_per_s': unknown field"),
-        ({"clocks.sm_clock_max_hz": 9e15}, f"clocks.sm_clock_max_hz: {LE} 100000000000"),  # SI stays SI
+        # SI stays SI, and says the value given
+        (
+            {"clocks.sm_clock_max_hz": 9e15},
+            f"clocks.sm_clock_max_hz: {LE} 100000000000 (got 9000000000000000.0)",
+        ),
+        (
+            {"num_sms": "=5"},
+            "num_sms: Input should be a valid integer, unable to parse string as an integer (got '=5')",
+        ),
     ],
 )
 def test_an_override_error_says_the_path_and_unit_written(overrides: dict, message: str) -> None:
