@@ -398,10 +398,15 @@ def _beside_study(value: Any, study_path: Path) -> Any:
     """A GPU file or model config path found as a file (see `_find_file`) as its absolute path: the run's
     resolved study, read from its run directory by a report or a resume, finds it too, and the study hash
     does not depend on the working directory; any other value (a catalog name, a missing file) unchanged."""
-    if not isinstance(value, str) or not value.endswith((".yaml", ".yml", ".json")) and "/" not in value:
+    if not isinstance(value, str):
         return value
     found = _find_file(value, study_path)
-    return value if found is None else str(found.resolve())
+    if found is None:
+        return value
+    if value.endswith((".yaml", ".yml", ".json")) or "/" in value:
+        return str(found.resolve())
+    # a bare name is a catalog name unless it is a model folder (config.json inside), as `--model` reads it
+    return str(found.resolve()) if (found / "config.json").is_file() else value
 
 
 def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, _ParamBase], SourceMap]:

@@ -69,6 +69,21 @@ def test_space_file_is_resolved_relative_to_the_study(tmp_path: Path) -> None:
     assert list(cfg.space) == ["precision"]
 
 
+def test_a_model_folder_named_bare_beside_the_study_is_that_folder(tmp_path: Path) -> None:
+    """`--model my-8b` reads the folder my-8b/config.json; a study's `model: my-8b` beside its folder looked
+    the name up in the catalog only ('unknown model'), unless written with a slash."""
+    folder = tmp_path / "my-8b"
+    folder.mkdir()
+    shipped = REPO / "dse" / "workload" / "data" / "models" / "llama-3.1-8b.json"
+    (folder / "config.json").write_text(shipped.read_text())
+    study = write(tmp_path, GOOD.replace("name: good", "name: good\nmodel: my-8b"))
+    assert load_study(study).config.model == str(folder.resolve())
+    # a bare catalog name stays a name, whatever folders lie beside the study
+    (tmp_path / "llama-3.1-8b").mkdir()
+    study = write(tmp_path, GOOD.replace("name: good", "name: good\nmodel: llama-3.1-8b"))
+    assert load_study(study).config.model == "llama-3.1-8b"
+
+
 @pytest.mark.parametrize("ref", ['""', ".", "spaces"])
 def test_a_space_path_naming_a_folder_is_one_error_naming_the_study(tmp_path: Path, ref: str) -> None:
     """`space: ""` (hypothesis found it) resolved to the study's folder, which load_yaml then failed to read
