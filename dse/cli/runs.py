@@ -23,7 +23,7 @@ def run_cmd(
         int | None, typer.Option("--n-points", help="Point budget (overrides the study).")
     ] = None,
     executor: Annotated[str | None, typer.Option("--executor", help="ray, process or serial.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Results root (default results/).")] = None,
+    out: Annotated[str | None, typer.Option("--out", help="Results root (default results/).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampler seed (overrides the study).")] = None,
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster address (or RAY_ADDRESS).")
@@ -45,7 +45,7 @@ def run_cmd(
             resume=resume,
             n_points=n_points,
             executor=executor,
-            out=out,
+            out=_nonempty_path(out, "--out"),
             seed=seed,
             address=address,
             progress=console,
@@ -64,6 +64,16 @@ def run_cmd(
             "(the report's settings section lists the reasons)"
         )
         raise typer.Exit(1)
+
+
+def _nonempty_path(text: str | None, flag: str) -> Path | None:
+    """An output path option as a Path; an empty one (`--out ""`, an unset shell variable) is refused
+    rather than read as the working directory, which `Path("")` is."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise DseError(f"{flag} is empty: give a path, or omit {flag} for the default")
+    return Path(text)
 
 
 @contextlib.contextmanager
@@ -129,9 +139,7 @@ def report_cmd(
     color_by: Annotated[
         str | None, typer.Option("--color-by", help="Parameter that colours the points.")
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="HTML file (default RUN_DIR/report.html).")
-    ] = None,
+    out: Annotated[str | None, typer.Option("--out", help="HTML file (default RUN_DIR/report.html).")] = None,
     objective: Annotated[
         list[str] | None,
         typer.Option(
@@ -147,7 +155,7 @@ def report_cmd(
         if len(objective) != 2:
             raise DseError(f"--objective: give two (the scatter's x and y), got {len(objective)}")
         chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip() or "minimize") for o in objective]
-    _write_report(run_dir, color_by, out, chosen)
+    _write_report(run_dir, color_by, _nonempty_path(out, "--out"), chosen)
 
 
 @friendly

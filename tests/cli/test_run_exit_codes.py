@@ -42,6 +42,20 @@ def test_bad_input_exits_2() -> None:
     assert result.exit_code == 2 and "--seed -1" in result.output
 
 
+def test_an_empty_out_is_refused_not_read_as_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """`--out ""` (an unset shell variable) became Path("") == "." and wrote the run into the working
+    directory; `dse report --out ""` said "report .: is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    study = str(REPO / "studies" / "llm_serving.yaml")
+    for args in (
+        ["run", study, "--executor", "serial", "--n-points", "2", "--out", ""],
+        ["report", ".", "--out", " "],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and "--out is empty" in result.output, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sigterm_stops_the_run_with_its_summary_and_exit_130(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
