@@ -36,6 +36,7 @@ from dse.search.space import (
     SearchSpace,
 )
 from dse.search.study import (
+    INT_KEYS,
     Attention,
     Engine,
     KvDtype,
@@ -144,11 +145,6 @@ def _check_goodput(cfg: StudyConfig, smap: SourceMap) -> None:
 
 # --- workload and modes ---------------------------------------------------------------------------------
 
-_INT_KEYS: tuple[str, ...] = (
-    "batch", "input_tokens", "output_tokens", "concurrency", "num_requests", "max_num_seqs",
-    "max_batched_tokens", "request_seed", "tp", "pp", "ep", "dp",
-)  # fmt: skip
-
 
 def _sources(cfg: StudyConfig, space: SearchSpace, key: str) -> list[tuple[str | int, ...]]:
     """Where a study gives workload key `key`: its `workload:` entry (if written) and its parameters."""
@@ -213,13 +209,9 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if allowed is not None and str(value).lower() not in allowed:
         return f"{value!r} is not a valid {path} (allowed: {', '.join(allowed)})"
-    if (
-        path in _INT_KEYS
-        and path != "request_seed"
-        and not (isinstance(value, int) and number and value >= 1)
-    ):
+    if path in INT_KEYS and path != "request_seed" and not (isinstance(value, int) and number and value >= 1):
         return f"{path} must be an integer >= 1 (got {value!r})"
-    if path in _INT_KEYS and path != "request_seed" and value > MAX_COUNT:  # as workload: refuses it
+    if path in INT_KEYS and path != "request_seed" and value > MAX_COUNT:  # as workload: refuses it
         return f"{path} must be an integer in [1, {MAX_COUNT}] (got {value!r})"
     if path == "output_tokens" and under_load and value < 2:
         return f"the load modes need output_tokens >= 2, a TPOT (got {value!r})"
@@ -341,7 +333,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
                 msg = field_value_problem(path, value)
             if msg is not None:
                 raise located_error(smap, where, msg)
-        if path in _INT_KEYS and isinstance(spec, FloatParam):
+        if path in INT_KEYS and isinstance(spec, FloatParam):
             raise located_error(
                 smap, ("space", name), f"{path} is an integer: use type: int or values: [...]"
             )

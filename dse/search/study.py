@@ -97,7 +97,7 @@ from dse.search.objective import (
     Slo,
     evaluate_point,
 )
-from dse.search.search_config import SearchConfig
+from dse.search.search_config import SearchConfig, integral_float
 from dse.search.search_config import StrictModel as _Strict
 from dse.search.space import (
     ChoiceParam,
@@ -409,6 +409,31 @@ def _beside_study(value: Any, study_path: Path) -> Any:
     return str(found.resolve()) if (found / "config.json").is_file() else value
 
 
+# workload keys whose values are counts: a space's `values: [1.6e1]` (YAML reads 16.0) means 16
+INT_KEYS: tuple[str, ...] = (
+    "batch", "input_tokens", "output_tokens", "concurrency", "num_requests", "max_num_seqs",
+    "max_batched_tokens", "request_seed", "tp", "pp", "ep", "dp",
+)  # fmt: skip
+
+
+def _integral_choices(params: dict[str, _ParamBase], smap: SourceMap) -> dict[str, _ParamBase]:
+    """`params` with the integral float values of count keys' lists and constants as ints (as a study
+    section's or an int range's `1e4` already is); fractions stay, for the checks to refuse."""
+    out = dict(params)
+    for name, spec in params.items():
+        if (spec.path or name) not in INT_KEYS:
+            continue
+        if isinstance(spec, ChoiceParam) and any(type(v) is float for v in spec.values):
+            ints = [integral_float(int, v) for v in spec.values]
+            twice = next((v for i, v in enumerate(ints) if v in ints[:i] and type(v) is int), None)
+            if twice is not None:
+                raise located_error(smap, ("space", name, "values"), f"value {twice} is listed twice")
+            out[name] = spec.model_copy(update={"values": ints})
+        elif isinstance(spec, ConstParam):
+            out[name] = spec.model_copy(update={"value": integral_float(int, spec.value)})
+    return out
+
+
 def _load_space(raw: Any, study_path: Path, smap: SourceMap) -> tuple[dict[str, _ParamBase], SourceMap]:
     if isinstance(raw, str):
         found = _find_file(raw, study_path)
@@ -467,6 +492,7 @@ def load_study(path: str | Path, *, evaluator: Evaluator | None = None) -> Loade
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping (name, space, objectives, ...) at the top level")
     params, smap = _load_space(data.get("space"), path, smap)
+    params = _integral_choices(params, smap)
     beside = {key: _beside_study(data[key], path) for key in ("gpu", "model") if key in data}
     try:
         cfg = StudyConfig.model_validate({**data, **beside, "space": params})

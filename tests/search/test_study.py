@@ -96,6 +96,20 @@ def test_a_space_path_naming_a_folder_is_one_error_naming_the_study(tmp_path: Pa
         load_study(path)
 
 
+def test_a_count_keys_integral_float_values_are_ints(tmp_path: Path) -> None:
+    """YAML reads `1.6e1` as 16.0: a count key's list refused it ('concurrency must be an integer >= 1 (got
+    16.0)') where a study section's or an int range's `1e4` is 10000; 16.5 stays refused."""
+    loaded = "workload: {mode: concurrency}\nspace:\n"
+    serving = "  concurrency: {values: [8, 1.6e1, 3.2e+1]}\n  num_requests: {value: 2e2}\n"
+    cfg = load_study(write(tmp_path, GOOD.replace("space:\n", loaded + serving))).config
+    assert [(v, type(v)) for v in cfg.space["concurrency"].values] == [(8, int), (16, int), (32, int)]
+    assert (cfg.space["num_requests"].value, type(cfg.space["num_requests"].value)) == (200, int)
+    for values, message in (("[16, 1.6e1]", "value 16 is listed twice"), ("[16, 16.5]", r"got 16\.5")):
+        text = GOOD.replace("space:\n", f"{loaded}  concurrency: {{values: {values}}}\n")
+        with pytest.raises(ConfigError, match=rf"study.yaml:\d+: space\.concurrency\.values.*{message}"):
+            load_study(write(tmp_path, text))
+
+
 # (case id, study text, line, substrings the message must contain)
 MALFORMED = [
     (
