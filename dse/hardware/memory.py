@@ -137,10 +137,17 @@ def with_memory(
     """`gpu` with its memory replaced; everything else (die, clocks, power tables) is kept.
 
     When the technology stays the same, the GPU's own bus width, data rate, capacity per device and energy per
-    bit are kept unless given (so changing only the data rate of an L40S keeps its 48 GB).
+    bit are kept unless given (so changing only the data rate of an L40S keeps its 48 GB). Another
+    technology of the same kind (HBM, GDDR, LPDDR) keeps the number of stacks or chips unless the bus width
+    is given; another kind takes the technology's typical bus.
     """
     tech = load_memory_tech(technology)
+    old_tech = load_memory_tech(gpu.memory.technology)
     energy_j_per_bit = None
+    if tech.kind == old_tech.kind and bus_width_bits is None:
+        # the die's memory interface keeps its stacks or chips (HBM3 -> HBM3e keeps the H100's 5 stacks, as
+        # the H200 did its 6); another kind's devices (HBM stacks -> GDDR chips) take the typical bus
+        bus_width_bits = gpu.memory.num_devices * tech.device_width_bits
     if tech.name == gpu.memory.technology:
         own = gpu.memory
         bus_width_bits = own.bus_width_bits if bus_width_bits is None else bus_width_bits
@@ -158,8 +165,10 @@ def with_memory(
     # Copies, not a re-validation of the whole spec (a search builds a GPU per point): `gpu` and `memory`
     # are validated, no check of GpuSpec reads the memory, and None is a valid `memory_phy_bits`.
     update: dict[str, Any] = {"memory": memory}
-    rebuilt = memory.bus_width_bits != gpu.memory.bus_width_bits or tech.name != gpu.memory.technology
+    same_sites = tech.kind == old_tech.kind and tech.device_width_bits == old_tech.device_width_bits
+    rebuilt = memory.bus_width_bits != gpu.memory.bus_width_bits or not same_sites
     if gpu.die is not None and rebuilt:
-        # A rebuilt memory system has every PHY enabled: no spare sites of the old one (`DieSpec`).
+        # A rebuilt memory system has every PHY enabled: no spare sites of the old one (`DieSpec`); a
+        # technology of the same kind and device width on the same devices uses the die's own sites.
         update["die"] = gpu.die.model_copy(update={"memory_phy_bits": None})
     return gpu.model_copy(update=update)

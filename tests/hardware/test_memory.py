@@ -119,6 +119,23 @@ def test_h100_with_hbm3e_at_typical_settings() -> None:
     assert gpu.memory.capacity_bytes == pytest.approx(5 * tech.capacity_per_device_bytes)
 
 
+def test_another_technology_of_the_same_kind_keeps_the_stacks() -> None:
+    """`--memory hbm3e` on an H100 took HBM3e's typical 8-stack bus (8192 bits, wider than the die's 6144-bit
+    PHY) and so answered "what if the H100 had HBM3e" mostly with 3 more stacks. The H200 is the H100's die
+    with HBM3e on its 6 sites (hardware-facts 1.4): a technology swap keeps the stacks (and the die's
+    sites); HBM4's stacks are 2048 bits wide; a swap to another kind (GDDR chips) takes the typical bus."""
+    base = load_gpu("h100-sxm")
+    hbm3e = with_memory(base, "hbm3e")
+    assert (hbm3e.memory.num_devices, hbm3e.memory.bus_width_bits) == (5, 5120)
+    assert hbm3e.memory_phy_bits() == base.memory_phy_bits() == 6144
+    hbm4 = with_memory(base, "hbm4")
+    assert (hbm4.memory.num_devices, hbm4.memory.bus_width_bits, hbm4.memory_phy_bits()) == (5, 10240, 10240)
+    gddr7 = with_memory(base, "gddr7")
+    assert gddr7.memory.bus_width_bits == load_memory_tech("gddr7").typical_bus_width_bits
+    l40s = load_gpu("l40s")  # 12 GDDR6 chips: GDDR7 on the same 384-bit interface
+    assert with_memory(l40s, "gddr7").memory.bus_width_bits == l40s.memory.bus_width_bits == 384
+
+
 @pytest.mark.parametrize(
     ("technology", "kwargs", "reason"),
     [
