@@ -25,18 +25,29 @@ recomputed) by those kernels; N = the op's elements, R = its rows, a = the activ
 - SwiGLU, `silu(gate) * up`: forward `silu` and the product (two kernels); backward dy x up, dy x
   silu(gate) and `silu_backward` (three).
 
-LayerNorm and GELU (`nn.GELU`) are single ATen kernels in eager mode too and stay as they are; the
-cross-entropy is the same fp32 softmax pass. Activations the eager ops save for the backward
+- GELU as Hugging Face's GPT-2 writes it (`gelu_new`, `NewGELUActivation`: `0.5 * x * (1 + tanh(sqrt(2 /
+  pi) * (x + 0.044715 * pow(x, 3))))`, GPT-2's `activation_function`): eight kernels forward (pow, two
+  constant products, the add of x, tanh, the add of one, 0.5 x and the product), eleven backward (each
+  op's gradient, pow's as `3 * x.pow(2)` times the gradient, the three paths into x summed): 36 bytes
+  per element forward in bf16 against the fused kernel's 4. Under `torch.autocast`
+  (`TrainingRequest.autocast`) `pow` is on autocast's fp32 list: x is cast to fp32 first and the chain
+  runs in fp32 to the product, which the next Linear casts back (`dse.training.autocast`). Our H100
+  profile of Hugging Face GPT-2 modules (`dse/calibrate/measured/h100_sxm_training_kernels.csv`) shows
+  these fp32 kernels (MPT-1B width: ~90 of its 307 ms of kernels).
+
+LayerNorm and `nn.GELU` (the other GELU models) are single ATen kernels in eager mode too and stay as they
+are; the cross-entropy is the same fp32 softmax pass. Activations the eager ops save for the backward
 (`eager_activation_bytes_per_layer`, read off the eager forward graph: every RMSNorm of a layer, q/k and
-sandwich norms included, and every SwiGLU, dense or expert): each norm's fp32 upcast (4 bytes per element;
-its normalized output in a takes the place of the input a fused norm keeps) and each silu(gate) (the gate's
-elements in a), without recomputation; a fused kernel recomputes them. `full` recomputation re-runs each
-layer's forward, eager kernels included. With `selective` or `op` they are taken as re-run for memory but
-free in time: the eager stack with `op` is torchtitan's per-op checkpointing, which re-runs elementwise ops
-(and every second matmul, priced: `dse.workload.backward.op_checkpoint_gemms`), and its Llama-3.1-8B tables
-show both sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB; keeping these would
-add ~30 GiB), and the compile gain is 1.157 where pricing the eager kernels once gives 1.146 and pricing
-their re-run too 1.22. The elementwise re-runs of per-op checkpointing are not priced.
+sandwich norms included, and every SwiGLU, dense or expert): each norm's fp32 upcast (4 bytes per element; its
+normalized output in a takes the place of the input a fused norm keeps), each silu(gate) (the gate's elements
+in a) and the GELU formula's tanh, 1 + tanh and 0.5 x (its pow keeps x, or under autocast x's fp32 copy in x's
+place), without recomputation; a fused kernel recomputes them. `full` recomputation re-runs each layer's
+forward, eager kernels included. With `selective` or `op` they are taken as re-run for memory but free in
+time: the eager stack with `op` is torchtitan's per-op checkpointing, which re-runs elementwise ops (and every
+second matmul, priced: `dse.workload.backward.op_checkpoint_gemms`), and its Llama-3.1-8B tables show both
+sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB; keeping these would add ~30 GiB),
+and the compile gain is 1.157 where pricing the eager kernels once gives 1.146 and pricing their re-run too
+1.22. The elementwise re-runs of per-op checkpointing are not priced.
 """
 
 from __future__ import annotations
@@ -48,7 +59,8 @@ from dse.workload.ops import BYTES_PER_ELEMENT, Dtype, ElementwiseOp, NormOp, Op
 
 __all__ = ["eager_activation_bytes_per_layer", "eager_graph", "eager_ops"]
 
-# (suffix, kind, elements: "n" (N) or "r" (rows), dtype: "a" (activation) or "fp32", out dtype or None)
+# (suffix, kind, elements: "n" (N) or "r" (rows), dtype: "a" (activation), "fp32" or "c" (the GELU chain's:
+# fp32 under autocast, else a), out dtype or None)
 _Step = tuple[str, str, str, str, str | None]
 _RMSNORM_FWD: tuple[_Step, ...] = (
     ("upcast", "cast", "n", "a", "fp32"),
@@ -86,32 +98,70 @@ _SWIGLU_BWD: tuple[_Step, ...] = (
     ("mul_dup", "mul", "n", "a", None),
     ("silu_backward", "silu_mul", "n", "a", None),
 )
+# Hugging Face's `gelu_new` (module docstring); its `gelu_` suffixes name what the backward keeps
+_GELU_TANH_FWD: tuple[_Step, ...] = (
+    ("gelu_upcast", "cast", "n", "a", "c"),
+    ("gelu_pow", "scale", "n", "c", None),
+    ("gelu_mul_coef", "scale", "n", "c", None),
+    ("gelu_add_x", "add", "n", "c", None),
+    ("gelu_mul_sqrt", "scale", "n", "c", None),
+    ("gelu_tanh", "tanh", "n", "c", None),
+    ("gelu_add_one", "scale", "n", "c", None),
+    ("gelu_half_x", "scale", "n", "a", None),
+    ("gelu_mul", "mul", "n", "c", None),
+    ("gelu_downcast", "cast", "n", "c", "a"),
+)
+_GELU_TANH_BWD: tuple[_Step, ...] = (
+    ("gelu_downcast_grad", "cast", "n", "a", "c"),
+    ("gelu_mul_dhalf", "mul", "n", "c", None),
+    ("gelu_mul_dtanh", "mul", "n", "c", None),
+    ("gelu_half_x_grad", "scale", "n", "a", None),
+    ("gelu_tanh_grad", "mul", "n", "c", None),
+    ("gelu_mul_sqrt_grad", "scale", "n", "c", None),
+    ("gelu_mul_coef_grad", "scale", "n", "c", None),
+    ("gelu_pow_grad_square", "scale", "n", "c", None),
+    ("gelu_pow_grad_times3", "scale", "n", "c", None),
+    ("gelu_pow_grad_mul", "mul", "n", "c", None),
+    ("gelu_upcast_grad", "cast", "n", "c", "a"),
+    ("gelu_sum_paths", "add", "n", "a", None),
+    ("gelu_sum_paths2", "add", "n", "a", None),
+)
+# what the formula keeps for its backward beyond the fused GELU's input: the tanh, 1 + tanh and 0.5 x
+# outputs (the fp32 upcast, kept in x's place, is counted apart)
+_GELU_KEPT = ("/eager_gelu_tanh", "/eager_gelu_add_one", "/eager_gelu_half_x")
 BWD_SUFFIX = "_bwd"
 
 
-def _expand(op: Op, steps: tuple[_Step, ...], elements: int, rows: int, count: int) -> list[Op]:
+def _expand(
+    op: Op, steps: tuple[_Step, ...], elements: int, rows: int, count: int, chain: Dtype | None = None
+) -> list[Op]:
     act: Dtype = op.dtype
     out: list[Op] = []
-    fp32: Dtype = "fp32"
+    dtypes: dict[str, Dtype] = {"a": act, "fp32": "fp32", "c": chain or act}
     for suffix, kind, size, dtype, out_dtype in steps:
-        if kind == "cast" and act == "fp32":
-            continue  # `.float()` and `.type_as()` of an fp32 tensor return it: no kernel
+        if kind == "cast" and out_dtype is not None and dtypes[dtype] == dtypes[out_dtype]:
+            continue  # `.float()` and `.type_as()` of a tensor already in that dtype return it: no kernel
         out.append(
             ElementwiseOp(
                 name=f"{op.name}/eager_{suffix}", kind=kind, num_elements=elements if size == "n" else rows,
-                dtype=act if dtype == "a" else fp32,
-                out_dtype=None if out_dtype is None else act if out_dtype == "a" else fp32, count=count,
+                dtype=dtypes[dtype], out_dtype=None if out_dtype is None else dtypes[out_dtype], count=count,
             )
         )  # fmt: skip
     return out
 
 
-def eager_ops(op: Op) -> list[Op]:
+def eager_ops(op: Op, *, gelu_formula: bool = False, autocast: bool = False) -> list[Op]:
     """The eager kernels of one op of a training graph (module docstring), or [op] when it has none.
+    `gelu_formula`: a GELU is Hugging Face's `gelu_new` (GPT-2), in fp32 under `autocast`.
 
     Backward ops are told by their `_bwd` name: a norm's gradient op is the forward op repeated twice
     (`dse.workload.backward`), SwiGLU's covers both gradients (2N elements)."""
     backward = op.name.endswith(BWD_SUFFIX)
+    # a plain GELU's gradient op is `gelu_mul` over its N elements (a gated one's forward is `gelu_mul`)
+    if gelu_formula and isinstance(op, ElementwiseOp) and op.kind == ("gelu_mul" if backward else "gelu"):
+        chain: Dtype = "fp32" if autocast else op.dtype
+        steps = _GELU_TANH_BWD if backward else _GELU_TANH_FWD
+        return _expand(op, steps, op.num_elements, 1, op.count, chain)
     if isinstance(op, NormOp) and op.kind == "rmsnorm":
         n = op.rows * op.cols
         if backward:
@@ -126,9 +176,12 @@ def eager_ops(op: Op) -> list[Op]:
     return [op]
 
 
-def eager_graph(graph: WorkloadGraph) -> WorkloadGraph:
-    """`graph` with every fused RMSNorm, rotary and SwiGLU op replaced by its eager kernels."""
-    ops = tuple(new for op in graph.ops for new in eager_ops(op))
+def eager_graph(graph: WorkloadGraph, *, gelu_formula: bool = False, autocast: bool = False) -> WorkloadGraph:
+    """`graph` with every fused RMSNorm, rotary and SwiGLU op (and GELU, `gelu_formula`) replaced by its
+    eager kernels (`eager_ops`)."""
+    ops = tuple(
+        new for op in graph.ops for new in eager_ops(op, gelu_formula=gelu_formula, autocast=autocast)
+    )
     return dataclasses.replace(graph, ops=ops)
 
 
@@ -144,4 +197,8 @@ def eager_activation_bytes_per_layer(forward: WorkloadGraph, num_layers: int) ->
             total += op.num_elements * 4.0 * op.count  # the fp32 copy pow() and x * rstd keep
         elif op.name.endswith("/eager_silu"):
             total += op.num_elements * BYTES_PER_ELEMENT[op.dtype] * op.count  # silu(gate), for the product
+        elif op.name.endswith("/eager_gelu_upcast"):  # pow keeps x's fp32 copy in x's place
+            total += op.num_elements * (4.0 - BYTES_PER_ELEMENT[op.dtype]) * op.count
+        elif op.name.endswith(_GELU_KEPT):
+            total += op.num_elements * BYTES_PER_ELEMENT[op.dtype] * op.count
     return total / max(num_layers, 1)

@@ -46,6 +46,12 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.host import DEFAULT_HOST
 from dse.perf.types import OperatingPoint
+from dse.training.autocast import (
+    autocast_activation_bytes_per_layer,
+    autocast_graph,
+    autocast_memory,
+    half_weight_elements,
+)
 from dse.training.eager import eager_activation_bytes_per_layer, eager_graph
 from dse.training.lora import freeze_weights, with_adapters
 from dse.training.memory import (
@@ -242,6 +248,8 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
             f"--lora-rank {req.lora_rank} exceeds {arch.name}'s hidden size {arch.hidden_size} (an adapter "
             "of that rank is no low-rank adapter)"
         )
+    if req.autocast:
+        _check_autocast(req)
     check_kv_heads(arch, lay.tp)  # as serving
     if lay.pp > arch.num_layers:
         raise ConfigError(
@@ -256,6 +264,22 @@ def _check_layout(arch: LlmArch, req: TrainingRequest) -> None:
         raise ConfigError(
             f"--vp {lay.vp}: the interleaved schedule needs at least pp = {lay.pp} micro-batches per step, "
             f"got {req.num_microbatches} (raise --global-batch)"
+        )
+
+
+def _check_autocast(req: TrainingRequest) -> None:
+    """ConfigError where `req` asks for autocast (`dse.training.autocast`) beyond what it models."""
+    lay = req.layout
+    if req.precision not in ("bf16", "fp16"):
+        raise ConfigError(
+            f"--autocast casts to bf16 or fp16 over fp32 weights; --precision {req.precision} is not one"
+        )
+    sharded = lay.fsdp or lay.distributed_optimizer or max(lay.tp, lay.pp, lay.cp, lay.ep) > 1
+    if sharded or req.lora_rank:
+        raise ConfigError(
+            "--autocast models a data-parallel eager loop over whole fp32 weights (a plain PyTorch loop, "
+            "Hugging Face's Trainer): drop --fsdp, --distributed-optimizer, --tp, --pp, --cp, --ep and "
+            "--lora-rank, or --autocast"
         )
 
 
@@ -309,6 +333,9 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     forward = _sequence_parallel(
         _context_parallel(forward, req.seq_len, lay.cp, lay.cp_load_balance), arch.hidden_size, lay.tp
     )
+    act = activation_dtype(req.precision)
+    if req.autocast:
+        forward = autocast_graph(forward, act)
     adapters = 0.0
     if req.lora_rank:
         forward, adapters = with_adapters(forward, req.lora_rank)
@@ -318,13 +345,21 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     # torchtitan's modules call q, k, v and w1, w3 as separate mm's (`op` recomputation counts them apart)
     mm_splits = {"qkv_proj": (rank.q_dim, rank.kv_dim, rank.kv_dim), "gate_up_proj": (1, 1)}
     recompute = build_recompute_graph(forward, req.recompute, mm_splits=mm_splits)
-    if req.eager_ops:
-        forward, backward, recompute = (eager_graph(g) for g in (forward, backward, recompute))
-    act_b = BYTES_PER_ELEMENT[activation_dtype(req.precision)]
+    if req.eager_ops:  # Hugging Face GPT-2's GELU is its tanh formula (`gelu_new`, dse.training.eager)
+        eager = {"gelu_formula": rank.model_type == "gpt2", "autocast": req.autocast}
+        forward, backward, recompute = (eager_graph(g, **eager) for g in (forward, backward, recompute))
+    act_b = BYTES_PER_ELEMENT[act]
     tokens = req.micro_batch * local_seq
     layers = rank.num_layers
     eager_bytes = eager_activation_bytes_per_layer(forward, rank.num_layers) if req.eager_ops else 0.0
+    if req.autocast:
+        eager_bytes += autocast_activation_bytes_per_layer(forward, layers, act)
     memory = _memory(arch, rank, req, tokens, adapters, eager_bytes)
+    if req.autocast:
+        memory = autocast_memory(
+            memory, params=_params_per_rank(arch, lay), half_weights=half_weight_elements(forward), act=act,
+            logits=tokens * rank.vocab_size, optimizer=req.optimizer, microbatches=req.num_microbatches,
+        )  # fmt: skip
     # Megatron: 2 forward + 2 backward per layer, full recomputation 2 more; `op` recomputation re-runs the
     # two all-gathers (not on its save list; the reduce-scatters are) and the experts' exchanges
     passes = 4 + (2 if req.recompute == "full" else 0)

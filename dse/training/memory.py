@@ -34,11 +34,12 @@ __all__ = [
     "model_state_bytes_per_param",
 ]
 
-OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd")
+# adamw-foreach: torch.optim.AdamW's default (foreach) implementation; AdamW's states (dse.training.optimizer)
+OPTIMIZERS: tuple[str, ...] = ("adamw", "sgd", "adamw-foreach")
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "op", "full")
 
 # fp32 optimizer state per parameter besides the master weights: AdamW m and v, SGD the momentum.
-_MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}
+_MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0, "adamw-foreach": 8.0}
 # CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation (E: ~2-3 GiB is typical of PyTorch jobs).
 RESERVED_BYTES = 2.5 * 2**30
 

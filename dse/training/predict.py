@@ -82,6 +82,11 @@ def check_model_options(model: str, request: TrainingRequest, given: Collection[
             f"eager_ops (--eager-ops): {model} is a vision model, whose graph is eager PyTorch's already "
             "(its norms and activations are single ATen kernels)"
         )
+    if set_("autocast", False) and is_vision:
+        raise ConfigError(
+            f"autocast (--autocast): {model} is a vision model, whose bf16 / fp16 graph is autocast's "
+            "already (an fp32 residual stream and LayerNorms for ViTs, fp32 weights)"
+        )
     if request.recompute in ("selective", "op") and is_vision:
         raise ConfigError(
             f"recompute (--recompute {request.recompute}): {model} is a vision model, whose step "

@@ -206,9 +206,8 @@ class TrainingRequest:
     lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
     # LLMs: 0, one sample per sequence; L > 0, samples of L tokens packed in each sequence (dse.training.llm)
     packed_sample_len: int = 0
-    eager_ops: bool = (
-        False  # LLMs: RMSNorm, rotary and SwiGLU as eager PyTorch's kernels (dse.training.eager)
-    )
+    eager_ops: bool = False  # LLMs: RMSNorm, rotary, SwiGLU (GPT-2's GELU) as eager PyTorch's kernels
+    autocast: bool = False  # LLMs: torch.autocast over fp32 weights, fp32 gradients (dse.training.autocast)
     loader_samples_per_s: float = 0.0  # what the input pipeline feeds each dp rank (0: no limit; docstring)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
 
@@ -236,8 +235,9 @@ class TrainingRequest:
             if not typed or not 0 <= value < float("inf"):  # NaN and inf fail the range
                 kind = "a finite number" if real else "an integer"
                 raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be {kind} >= 0, got {value!r}")
-        if not isinstance(self.eager_ops, bool):
-            raise ConfigError(f"eager_ops (--eager-ops) must be true or false, got {self.eager_ops!r}")
+        for name in ("eager_ops", "autocast"):
+            if not isinstance(value := getattr(self, name), bool):
+                raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be true or false, got {value!r}")
         if self.lora_rank and self.layout.fsdp:
             raise ConfigError(
                 "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "
@@ -338,6 +338,7 @@ class TrainingEstimate:
             "lora_rank": self.request.lora_rank,
             "packed_sample_len": self.request.packed_sample_len,
             "eager_ops": self.request.eager_ops,
+            "autocast": self.request.autocast,
             "loader_samples_per_s": self.request.loader_samples_per_s,
             "tp_comm_overlap": self.request.layout.tp_comm_overlap,
             "cp_load_balance": self.request.layout.cp_load_balance,

@@ -13,11 +13,14 @@ Nothing else was fitted on them.
   PyTorch's defaults, TF32 convolutions in cuDNN, so they are predicted as `--precision tf32`.
 - Vision forward passes (`dse predict --model M --batch B`): eval mode, GPU time (no launch queue).
 - Language-model training: Hugging Face GPT-2 modules (learned positions, LayerNorm, GELU MLP) at GPT-2's
-  and MPT-350M/1B's widths, eager with `torch.autocast` and SDPA attention, AdamW; predicted as the
-  catalog's gpt2 / mpt-350m / mpt-1b (`--optimizer adamw`). The model's LLM step is that of the fused
-  training stacks its coefficients were fitted on (Megatron, llm-foundry, torchtitan); eager autocast
-  keeps the residual stream, norms and GELU in fp32 and runs a dozen unfused kernels per GELU, which the
-  model does not list: this group measures how far a plain eager loop is from those stacks.
+  and MPT-350M/1B's widths, eager with `torch.autocast` and SDPA attention, AdamW; predicted as they ran:
+  the harness's GPT2Config (`HF_GPT2_WIDTHS`) with `autocast` (fp32 weights and gradients, per-step weight
+  casts, an fp32 residual stream and LayerNorms: `dse.training.autocast`), `eager_ops` (GPT-2's GELU as
+  its tanh formula, in fp32 under autocast: `dse.training.eager`), `adamw-foreach` (torch's default
+  AdamW) and the fa3 attention kernel (the profile shows cuDNN's fused attention), with the shipped
+  training ratios, as `dse predict` prices such a step. Not modelled: the config's dropout, the key/value
+  cache Hugging Face concatenates in training and the unaligned head GEMMs of GPT-2's 50,257-token
+  vocabulary (`dse validate training`'s README row).
 
 Metrics: step (or pass) time, the card's average power and the energy per step from the NVML counter,
 the forward and backward phase times (CUDA events), and tensor memory (PyTorch's peak allocated bytes
@@ -38,17 +41,33 @@ __all__ = ["own_h100_training_predictions", "own_h100_training_rows"]
 METRICS = ("step_time_s", "avg_power_w", "energy_j", "forward_s", "backward_s", "memory_bytes")
 
 
+# The harness's GPT2Config widths (`benchmarks/device/training_steps.py` LMS: GPT-2's, and MPT-350M/1B's
+# with llm-foundry's 50,368 vocabulary), built as it built them, with n_positions = the sequence length
+HF_GPT2_WIDTHS: dict[str, dict[str, int]] = {
+    "gpt2": {"n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257},
+    "mpt-350m": {"n_embd": 1024, "n_layer": 24, "n_head": 16, "vocab_size": 50368},
+    "mpt-1b": {"n_embd": 2048, "n_layer": 24, "n_head": 16, "vocab_size": 50368},
+}
+
+
+@cache
+def _hf_gpt2(model: str, seq_len: int) -> Any:
+    from dse.workload.models import arch_from_hf_config
+
+    config = {"model_type": "gpt2", **HF_GPT2_WIDTHS[model], "n_positions": seq_len}
+    return arch_from_hf_config(config, name=f"hf-gpt2-{model}", source="training_steps.py")
+
+
 def _group(row: pd.Series) -> str:
     if row["mode"] == "infer":
         return "own-h100/torchvision-forward"
-    if row["model"] in ("gpt2", "mpt-350m", "mpt-1b"):
+    if row["model"] in HF_GPT2_WIDTHS:
         return "own-h100/hf-eager-llm-train"
     return f"own-h100/torchvision-train-{'tf32' if row['precision'] == 'fp32' else row['precision']}"
 
 
 def _predict_row(row: pd.Series) -> dict[str, float]:
     from dse.calibrate.measured import H100_GPU
-    from dse.calibrate.validate.common import cached_arch
     from dse.hardware.catalog import load_gpu
     from dse.perf.coeffs import load_default_coeffs
     from dse.perf.predict import predict_graph
@@ -73,12 +92,13 @@ def _predict_row(row: pd.Series) -> dict[str, float]:
         return {"step_time_s": pred.latency_s, "avg_power_w": pred.avg_power_w, "energy_j": pred.energy_j,
                 "forward_s": pred.latency_s}  # fmt: skip
     layout = ParallelLayout(num_gpus=1)
-    if row["model"] in ("gpt2", "mpt-350m", "mpt-1b"):
+    if row["model"] in HF_GPT2_WIDTHS:
+        seq = int(row["seq_len"])
         req = TrainingRequest(
-            micro_batch=batch, global_batch=batch, seq_len=int(row["seq_len"]), precision=precision,
-            optimizer="adamw", layout=layout,
+            micro_batch=batch, global_batch=batch, seq_len=seq, precision=precision,
+            optimizer="adamw-foreach", eager_ops=True, autocast=True, attention_kernel="fa3", layout=layout,
         )  # fmt: skip
-        est = predict_llm_training(cached_arch(str(row["model"])), gpu, req)
+        est = predict_llm_training(_hf_gpt2(str(row["model"]), seq), gpu, req)
     else:
         req = TrainingRequest(
             micro_batch=batch, global_batch=batch, image_size=int(row["image_size"]), precision=precision,
