@@ -39,15 +39,16 @@ LayerNorm and `nn.GELU` (the other GELU models) are single ATen kernels in eager
 are; the cross-entropy is the same fp32 softmax pass. Activations the eager ops save for the backward
 (`eager_activation_bytes_per_layer`, read off the eager forward graph: every RMSNorm of a layer, q/k and
 sandwich norms included, and every SwiGLU, dense or expert): each norm's fp32 upcast (4 bytes per element; its
-normalized output in a takes the place of the input a fused norm keeps), each silu(gate) (the gate's elements
-in a) and the GELU formula's tanh, 1 + tanh and 0.5 x (its pow keeps x, or under autocast x's fp32 copy in x's
-place), without recomputation; a fused kernel recomputes them. `full` recomputation re-runs each layer's
-forward, eager kernels included. With `selective` or `op` they are taken as re-run for memory but free in
-time: the eager stack with `op` is torchtitan's per-op checkpointing, which re-runs elementwise ops (and every
-second matmul, priced: `dse.workload.backward.op_checkpoint_gemms`), and its Llama-3.1-8B tables show both
-sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB; keeping these would add ~30 GiB),
-and the compile gain is 1.157 where pricing the eager kernels once gives 1.146 and pricing their re-run too
-1.22. The elementwise re-runs of per-op checkpointing are not priced.
+normalized output in a takes the place of the input a fused norm keeps; where x is fp32 already, in fp32
+training or autocast's fp32 stream, no upcast runs and `* weight` keeps the fp32 x * rstd instead), each
+silu(gate) (the gate's elements in a) and the GELU formula's tanh, 1 + tanh and 0.5 x (its pow keeps x, or
+under autocast x's fp32 copy in x's place), without recomputation; a fused kernel recomputes them. `full`
+recomputation re-runs each layer's forward, eager kernels included. With `selective` or `op` they are taken as
+re-run for memory but free in time: the eager stack with `op` is torchtitan's per-op checkpointing, which
+re-runs elementwise ops (and every second matmul, priced: `dse.workload.backward.op_checkpoint_gemms`), and
+its Llama-3.1-8B tables show both sides: its eager step peaks 5.4 GiB above the compiled one (82.4 / 77.0 GiB;
+keeping these would add ~30 GiB), and the compile gain is 1.157 where pricing the eager kernels once gives
+1.146 and pricing their re-run too 1.22. The elementwise re-runs of per-op checkpointing are not priced.
 """
 
 from __future__ import annotations
@@ -188,13 +189,13 @@ def eager_graph(graph: WorkloadGraph, *, gelu_formula: bool = False, autocast: b
 def eager_activation_bytes_per_layer(forward: WorkloadGraph, num_layers: int) -> float:
     """Bytes one layer's eager kernels keep for the backward beyond the fused kernels' (module docstring),
     read off the eager forward graph (every RMSNorm of a layer: the block norms, q/k norms, Gemma's
-    sandwich norms; SwiGLU of dense and expert MLPs): each norm's fp32 upcast and each silu(gate)."""
+    sandwich norms; SwiGLU of dense and expert MLPs): each norm's fp32 tensor and each silu(gate)."""
     total = 0.0
     for op in forward.ops:
         if not isinstance(op, ElementwiseOp) or "/layer[" not in op.name:
             continue
-        if op.name.endswith("/eager_upcast") and op.out_dtype == "fp32" and "rotary" not in op.name:
-            total += op.num_elements * 4.0 * op.count  # the fp32 copy pow() and x * rstd keep
+        if op.name.endswith("/eager_mul_rstd"):  # one fp32 tensor per RMSNorm (module docstring)
+            total += op.num_elements * 4.0 * op.count
         elif op.name.endswith("/eager_silu"):
             total += op.num_elements * BYTES_PER_ELEMENT[op.dtype] * op.count  # silu(gate), for the product
         elif op.name.endswith("/eager_gelu_upcast"):  # pow keeps x's fp32 copy in x's place

@@ -334,8 +334,10 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         _context_parallel(forward, req.seq_len, lay.cp, lay.cp_load_balance), arch.hidden_size, lay.tp
     )
     act = activation_dtype(req.precision)
+    fp32_norm_bytes = 0.0  # read off the norms before --eager-ops expands RMSNorms
     if req.autocast:
         forward = autocast_graph(forward, act)
+        fp32_norm_bytes = autocast_activation_bytes_per_layer(forward, rank.num_layers, act)
     adapters = 0.0
     if req.lora_rank:
         forward, adapters = with_adapters(forward, req.lora_rank)
@@ -352,8 +354,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     tokens = req.micro_batch * local_seq
     layers = rank.num_layers
     eager_bytes = eager_activation_bytes_per_layer(forward, rank.num_layers) if req.eager_ops else 0.0
-    if req.autocast:
-        eager_bytes += autocast_activation_bytes_per_layer(forward, layers, act)
+    eager_bytes += fp32_norm_bytes
     memory = _memory(arch, rank, req, tokens, adapters, eager_bytes)
     if req.autocast:
         memory = autocast_memory(

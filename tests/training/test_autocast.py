@@ -151,3 +151,24 @@ def test_autocast_is_refused_for_vision_models_and_must_be_a_bool() -> None:
         check_model_options("resnet-50", req)
     with pytest.raises(ConfigError, match="autocast .--autocast. must be true or false"):
         _request(autocast="yes")
+
+
+def test_eager_rmsnorm_keeps_one_fp32_tensor_whether_its_input_is_fp32_or_not() -> None:
+    """HF's RMSNorm keeps x.float() (bf16 input: the upcast copy, 4 B per element); with an fp32 input
+    (autocast's stream, fp32 training) `.float()` returns x and `* weight` keeps the fp32 x * rstd instead:
+    4 B per element either way. Under autocast the input itself is fp32 too (2 B more than a bf16
+    stream's): Llama's two norms keep 2 x (4 + 2) B per element and token beyond the fused stacks'."""
+    from dse.workload.models import load_model_config
+
+    llama = load_model_config("llama-3.1-8b")
+    req = {"micro_batch": 1, "global_batch": 1, "seq_len": 512, "optimizer": "adamw"}
+    mems = [llm_step_parts(llama, _request(autocast, **req))[1] for autocast in (False, True)]
+    tokens, d, vocab = 512, llama.hidden_size, llama.vocab_size
+    extra = mems[1].activations_bytes - mems[0].activations_bytes
+    assert extra == pytest.approx(llama.num_layers * 2 * 2 * d * tokens + (12 - 6) * tokens * vocab)
+    fp32 = llm_step_parts(llama, _request(False, precision="fp32", **req))[1]
+    plain = llm_step_parts(llama, _request(False, precision="fp32", eager_ops=False, **req))[1]
+    per_norm = 4 * d * tokens
+    assert fp32.activations_bytes - plain.activations_bytes == pytest.approx(
+        llama.num_layers * (2 * per_norm + llama.intermediate_size * 4 * tokens)
+    )
