@@ -401,7 +401,7 @@ def predict_load(
         max_num_seqs=preset.max_num_seqs, max_batched_tokens=preset.max_batched_tokens, kv_blocks=kv_blocks,
         block_size_tokens=preset.block_size_tokens, chunked_prefill=preset.chunked_prefill,
         reserve_output_frac=preset.reserve_output_frac, host_step_s=preset.host_step_s,
-        mixed_prefill=preset.mixed_prefill, state_blocks=state,
+        mixed_prefill=preset.mixed_prefill, state_blocks=state, schedule_ahead=preset.schedule_ahead,
     )  # fmt: skip
     pool_tokens = kv_blocks * preset.block_size_tokens  # the engine's pool: whole blocks, as vLLM logs it
     state_tokens = state * preset.block_size_tokens

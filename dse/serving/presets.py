@@ -46,6 +46,14 @@ VLLM_SYNC_HOST_STEP_S per step, the GPU idle meanwhile. vLLM 0.18 turns async sc
 scheduler and TensorRT-LLM's executor loop overlap that work with the GPU step: 0 there, and
 `--host-step-us 0` models a vLLM run with async scheduling.
 
+Scheduling ahead (`EnginePreset.schedule_ahead`): the same overlap means the engine schedules step k + 1 while
+the GPU runs step k, so a request that reaches a busy engine joins one step later than a synchronous engine
+would take it (`dse.serving.scheduler`, arrivals). TensorRT-LLM's PyTorch executor
+(`PyExecutor._executor_loop_overlap`, the default: `disable_overlap_scheduler` False in 1.x) fetches new
+requests, schedules and launches batch k + 1, and only then waits for batch k's tokens; SGLang's overlap
+schedule (on unless `--disable-overlap-schedule`, since 0.4) runs its event loop the same way; vLLM's async
+scheduling does from 0.18 (0 host time here), not before.
+
 Per-layer host time of eager steps (`eager_layer_host_s`): a step the engine runs without a CUDA graph
 dispatches every layer's kernels from Python (module calls, custom-op wrappers, attention metadata,
 launches). The launches run ahead of the GPU, so the step takes max(GPU time, the host's dispatch) and the
@@ -152,6 +160,12 @@ class EnginePreset:
     eager_layer_host_s: float = 0.0  # CPU time per 10 launches (a dense layer) of a step without CUDA graphs
     graph_tokens_per_seq: int = 0  # > 0: no graph above this many tokens per max_num_seqs (vLLM: 2)
 
+    @property
+    def schedule_ahead(self) -> bool:
+        """Whether the engine schedules each step while the GPU runs the previous one (module docstring):
+        SGLang and TensorRT-LLM, and vLLM with async scheduling (no host time per step)."""
+        return self.name in OVERLAPPED_ENGINES or (self.name == "vllm" and self.host_step_s == 0.0)
+
     def launch_mode(self, decodes: int, prefill_tokens: int = 0) -> str:
         """The step's launch mode: CUDA graphs for steps the engine has captured (decode-only steps up to
         its largest graph; with `graphs_hold_prompts`, any step of at most that many tokens), eager
@@ -184,6 +198,8 @@ class EnginePreset:
 
 
 ENGINE_NAMES: tuple[str, ...] = ("vllm", "sglang", "trtllm", "none")
+# Engines that always schedule a step ahead of the GPU (module docstring); vLLM does with async scheduling.
+OVERLAPPED_ENGINES: tuple[str, ...] = ("sglang", "trtllm")
 
 
 def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:

@@ -8,7 +8,12 @@ This module knows nothing of GPUs or models: `step_cost(decodes, prompt_tokens, 
 gives the latency and energy of one engine step (`dse.serving.load` builds it from the kernel model).
 
 Arrivals (`Requests`): closed loop (`concurrency` clients; each sends its next request when its last one
-finishes, all first requests at t = 0), or given arrival times (open loop: Poisson; offline: all at 0).
+finishes, all first requests at t = 0), or given arrival times (open loop: Poisson; offline: all at 0). A busy
+engine schedules its next step without waiting for input, so a client's next request misses the step scheduled
+right after its last one's (it comes back in milliseconds of HTTP and tokenization, the engine turns round in
+under one) and joins step k + 2 after a finish in step k. With `schedule_ahead` (`dse.serving.presets`: each
+step scheduled while the GPU runs the one before) an arrival at a busy engine waits one step more: k + 3, and
+an open-loop arrival during step k joins k + 2, not k + 1. An idle engine takes an arrival at once.
 
 Each step, as vLLM V1, SGLang and TensorRT-LLM schedule:
 
@@ -92,6 +97,7 @@ class SchedulerConfig:
     # Blocks of the pool each running sequence holds whatever its length: linear attention's recurrent
     # state (`dse.workload.linear_attention`), allocated from the KV pool as vLLM's hybrid allocator does.
     state_blocks: int = 0
+    schedule_ahead: bool = False  # steps scheduled while the GPU runs the one before (module docstring)
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_batched_tokens", "kv_blocks", "block_size_tokens"):
@@ -198,6 +204,8 @@ class _Engine:
         self.running: list[int] = []
         self.prefilling = 0  # running requests whose prompt is not computed yet
         self.waiting: deque[int] = deque()
+        # arrived, in arrival order: (steps taken before it can join one, request) (module docstring)
+        self.held: deque[tuple[int, int]] = deque()
         self.next_arrival = 0  # open loop: the next request not yet arrived (arrival order)
         self.order = np.argsort(self.arrival, kind="stable") if req.arrival_s is not None else None
         self.sent = 0  # closed loop: requests sent
@@ -211,20 +219,23 @@ class _Engine:
     # -- arrivals
 
     def arrive(self) -> None:
-        """Queue what has arrived by now (closed loop: the first `concurrency` requests at t = 0)."""
+        """Queue what has arrived and can join the next step (closed loop: `concurrency` at t = 0)."""
         if self.order is None:
             while self.sent < min(self.req.concurrency or 0, self.n):
                 self._send(self.sent)
-            return
-        # deferred, every arrival is at t = 0 (`time_free`) while `t` counts rows from -1
-        now = math.inf if self.deferred else self.t
-        while self.next_arrival < self.n and self.arrival[self.order[self.next_arrival]] <= now:
-            self.waiting.append(int(self.order[self.next_arrival]))
-            self.next_arrival += 1
+        else:
+            # deferred, every arrival is at t = 0 (`time_free`) while `t` counts rows from -1
+            now = math.inf if self.deferred else self.t
+            while self.next_arrival < self.n and self.arrival[self.order[self.next_arrival]] <= now:
+                self.held.append((self.steps + self.cfg.schedule_ahead, int(self.order[self.next_arrival])))
+                self.next_arrival += 1
+        held, idle = self.held, not (self.running or self.waiting)
+        while held and (idle or held[0][0] <= self.steps):  # an idle engine takes every arrival at once
+            self.waiting.append(held.popleft()[1])
 
-    def _send(self, r: int) -> None:
+    def _send(self, r: int, steps: int = 0) -> None:
         self.arrival[r] = self.t
-        self.waiting.append(r)
+        self.held.append((self.steps + steps, r))
         self.sent += 1
 
     def next_arrival_s(self) -> float:
@@ -395,7 +406,8 @@ class _Engine:
             self._release(r)
             self.done += 1
             if self.order is None and self.sent < self.n:
-                self._send(self.sent)  # the client sends its next request
+                # joins after this step (not in `steps` yet) and the one(s) scheduled before it arrives
+                self._send(self.sent, 2 + self.cfg.schedule_ahead)
         return 1
 
     def _cost(self, d: int, p: int, prompts: int, ctx: float, steps: int) -> tuple[float, float]:
@@ -451,6 +463,8 @@ class _Engine:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if covered(mid) else (lo, mid - 1)
         k = lo
+        if self.held:  # a held request joins the step after the `steps` it waits for
+            k = min(k, self.held[0][0] - self.steps)
         ta = self.next_arrival_s()
         if math.isfinite(ta) and can_admit_later and k >= 2:
             k = self._steps_before(ta, d, float(kv.mean()) + 1.0, k)

@@ -83,9 +83,10 @@ def check_invariants(sim: SimResult) -> None:
     open_loop=st.booleans(),
     seed=st.integers(0, 2**16),
     mixed=st.booleans(),
+    ahead=st.booleans(),
 )
 def test_every_request_finishes_after_it_arrives_and_tokens_add_up(
-    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, open_loop, seed, mixed
+    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, open_loop, seed, mixed, ahead
 ) -> None:
     inp, out = lengths(n, seed, mean_in=48, mean_out=24)
     if int((inp + out).max()) > blocks * block:
@@ -98,6 +99,7 @@ def test_every_request_finishes_after_it_arrives_and_tokens_add_up(
         chunked_prefill=chunked,
         reserve_output_frac=reserve,
         mixed_prefill=mixed,
+        schedule_ahead=ahead,
     )
     if open_loop:
         arrivals = np.sort(np.random.default_rng(seed).uniform(0, 2.0, n))
@@ -248,13 +250,15 @@ def context_heavy(decodes: int, prompt_tokens: int, prompts: int, context: float
 def test_stretches_give_the_step_by_step_answer_under_poisson_arrivals(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Arrivals that fall inside a stretch of decode steps must still join the very next step.
+    # Arrivals that fall inside a stretch of decode steps must still join the very next step they can
+    # (the one after it where the engine schedules ahead: odd seeds).
     inp, out = lengths(150, seed, mean_in=64, mean_out=400)
     gaps = np.random.default_rng(seed + 7).exponential(1.0 / 20.0, len(inp))
     req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.cumsum(gaps))
-    fast = simulate(req, config(), context_heavy, idle_power_w=IDLE_W)
+    cfg = config(schedule_ahead=bool(seed % 2))
+    fast = simulate(req, cfg, context_heavy, idle_power_w=IDLE_W)
     monkeypatch.setattr(scheduler_module._Engine, "_stretch", lambda self: 0)
-    slow = simulate(req, config(), context_heavy, idle_power_w=IDLE_W)
+    slow = simulate(req, cfg, context_heavy, idle_power_w=IDLE_W)
     np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9, atol=1e-12)
     assert fast.step_energy_j.sum() == pytest.approx(slow.step_energy_j.sum(), rel=1e-9)
@@ -431,10 +435,11 @@ class _Batched:
     seed=st.integers(0, 2**16),
     mixed=st.booleans(),
     offline=st.booleans(),
+    ahead=st.booleans(),
 )
 @settings(max_examples=60, deadline=None)
 def test_a_closed_loop_costed_after_scheduling_is_the_run_costed_as_it_goes(
-    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, seed, mixed, offline
+    n, concurrency, max_seqs, budget, blocks, block, chunked, reserve, seed, mixed, offline, ahead
 ) -> None:
     # Deferred costing (a step cost with `costs`) gives every time and energy exactly as step by step, and
     # the engine's count of prompts in flight stays equal to a recount (preemptions included: small pools).
@@ -442,7 +447,7 @@ def test_a_closed_loop_costed_after_scheduling_is_the_run_costed_as_it_goes(
     blocks = max(blocks, -(-int((inp + out).max()) // block))
     cfg = SchedulerConfig(max_num_seqs=max_seqs, max_batched_tokens=budget, kv_blocks=blocks,
                           block_size_tokens=block, chunked_prefill=chunked, reserve_output_frac=reserve,
-                          mixed_prefill=mixed, host_step_s=2e-5)  # fmt: skip
+                          mixed_prefill=mixed, host_step_s=2e-5, schedule_ahead=ahead)  # fmt: skip
     if offline:  # every request at t = 0: no time read either
         req = Requests(input_tokens=inp, output_tokens=out, arrival_s=np.zeros(n))
     else:
@@ -463,3 +468,42 @@ def test_an_open_loop_cannot_be_costed_after_scheduling() -> None:
         scheduler_module._Engine(req, config(), _Batched(), IDLE_W, deferred=True)
     assert not scheduler_module.time_free(req)
     assert scheduler_module.time_free(dataclasses.replace(req, arrival_s=np.zeros(2)))
+
+
+def one_second(decodes: int, prompt_tokens: int, prompts: int, context: float) -> tuple[float, float]:
+    # every step takes 1 s, so times count steps
+    return 1.0, ACTIVE_W
+
+
+@pytest.mark.parametrize(("ahead", "ttft_s"), [(False, 2.0), (True, 3.0)])
+def test_a_closed_loop_clients_next_request_misses_the_step_the_engine_schedules_meanwhile(
+    ahead: bool, ttft_s: float
+) -> None:
+    # Two clients; request 0 finishes at the end of step 2 (t = 2) while request 1 keeps the engine busy.
+    # The engine schedules step 3 without waiting for client 0's next request (request 2), which joins step
+    # 4 (first token at t = 4), or step 5 when the engine scheduled step 4 while step 3 ran (schedule_ahead).
+    req = Requests(input_tokens=np.ones(3, int), output_tokens=np.array([2, 10, 2]), concurrency=2)
+    sim = simulate(req, config(schedule_ahead=ahead), one_second, idle_power_w=IDLE_W)
+    assert sim.arrival_s[2] == 2.0
+    assert sim.first_token_s[2] - sim.arrival_s[2] == ttft_s
+    assert sim.first_token_s[1] == 1.0  # the first requests arrive at an idle engine: no wait
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_an_idle_engine_takes_a_clients_next_request_at_once(ahead: bool) -> None:
+    # One client: nothing runs when its request finishes, so the next one's prompt is the next step.
+    req = Requests(input_tokens=np.ones(2, int), output_tokens=np.array([2, 2]), concurrency=1)
+    sim = simulate(req, config(schedule_ahead=ahead), one_second, idle_power_w=IDLE_W)
+    np.testing.assert_array_equal(sim.first_token_s - sim.arrival_s, [1.0, 1.0])
+
+
+@pytest.mark.parametrize(("ahead", "first_s"), [(False, 4.0), (True, 5.0)])
+def test_an_arrival_at_an_engine_that_schedules_ahead_waits_one_more_step(
+    ahead: bool, first_s: float
+) -> None:
+    # Request 2 arrives at t = 2.5, during step 3, while request 0 keeps the engine busy: a synchronous engine
+    # takes it in step 4 (3 -> 4 s); one that scheduled step 4 while step 3 ran, in step 5.
+    req = Requests(input_tokens=np.ones(3, int), output_tokens=np.array([10, 10, 2]),
+                   arrival_s=np.array([0.0, 0.0, 2.5]))  # fmt: skip
+    sim = simulate(req, config(schedule_ahead=ahead), one_second, idle_power_w=IDLE_W)
+    assert sim.first_token_s[2] == first_s

@@ -108,7 +108,18 @@ same at osl 128, 256 and 512), and on the same runs' multi-GPU rows ~0.1-0.2 s e
 (`dse.calibrate.validate.silicon_multigpu`). It is not GPU work: a prefill 3.7x longer would add ~10 ms to
 the TPOT at concurrency 8 and osl 128, predicted within 1% of the measured. No engine setting the runs
 record produces it, so it is not modelled; aiconfigurator's own TensorRT-LLM estimate carries an empirical
-factor of 2-4 prefills on TTFT for it (`_ttft_queuing_factor`). The Llama-3.1-70B TensorRT-LLM 1024x1024
+factor of 2-4 prefills on TTFT for it (`_ttft_queuing_factor`). Session 30 found most of it in when a
+request can join a step (`dse.serving.scheduler`, arrivals): a client's next request misses the step the
+engine schedules right after its predecessor's last token, and TensorRT-LLM's overlap scheduler has
+scheduled one more by then, so in the staggered closed loop a new prompt waits for the two steps before
+its own, each carrying another client's prompt (three prefill steps, not one). Modelled for every engine
+(vLLM before 0.18 one step, SGLang, TensorRT-LLM and vLLM from 0.18 two): TTFT 49.1% -> 32.4% (bias -42% ->
+-20%; TensorRT-LLM 54.1 -> 30.6%, concurrency <= 16 54.4 -> 27.5%; vLLM 16.1 -> 19.3% through its 4000x1000
+row, 11.2 -> 7.9% without it, 6.3 -> 3.1% at concurrency <= 16; SGLang 85.6% unchanged), TPOT 10.0% ->
+10.7%. What remains of the Qwen3-32B TensorRT-LLM shortfall at concurrency <= 16 is about one more
+prefill step (77-89 / 133-146 / 388-454 ms at isl 1024 / 2048 / 4096, -21% to -35%), not explained; the
+InferenceMAX Llama-3.1-70B TensorRT-LLM 1024x8192 rows at concurrency 4 and 8 go from -8% / -2% to +17%
+(two decode steps of ~21 ms more). The Llama-3.1-70B TensorRT-LLM 1024x1024
 rows (InferenceMAX) exceed the simulation by 19-24 of their measured TPOTs at every concurrency from 4 to
 128, as a first response held back ~20 engine iterations would (TensorRT-LLM's `stream_interval`); the
 same source's 1024x8192 and 8192x1024 rows show nothing of it and the runs record no such setting.

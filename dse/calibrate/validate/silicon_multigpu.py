@@ -59,6 +59,12 @@ isl 1024-4096, isolated prefills of 9-56 ms), Qwen3-32B 100-120 ms at isl 1024 r
 TPOT fits within a few %), not produced by any engine setting the runs record; not modelled. SGLang's
 generated settings (mixed chunks, max_prefill_tokens isl + 1500) are not taken: they move its rows of this
 sample from TTFT 28.8% / TPOT 16.9% to 58.6% / 19.8%, where its prefill-first default fits them.
+
+Session 30: most of that latency is when a client's next request can join a step (`dse.serving.scheduler`,
+arrivals: it misses the step scheduled right after its predecessor's last token, and engines scheduling
+ahead of the GPU have scheduled one more). All 1,225 rows: TTFT 53.0% -> 39.5% (bias -44% -> -28%;
+TensorRT-LLM 71.1 -> 50.5%, vLLM 34.4 -> 25.2%, SGLang 43.4 -> 40.3%), TPOT 17.2% -> 17.5%; the 60-row
+sample TTFT 44.9% -> 31.6%, TPOT 14.3% -> 14.8%.
 """
 
 from __future__ import annotations
