@@ -127,17 +127,27 @@ class GemmRows:
     smem_bw_per_sm_bytes_per_s: np.ndarray
     fp32_flop_per_s_per_sm: np.ndarray
     tc_flop_per_s_per_sm: np.ndarray
+    # The GPU's SM count and DRAM bandwidth: one float for a call on one GPU, per row for a call over
+    # several (`dse.perf.gpu_rows.GpuRows`: design points of a search).
+    num_sms: np.ndarray | float
+    dram_bw_bytes_per_s: np.ndarray | float
 
     def at_pairs(self, rows: np.ndarray) -> GemmRows:
         """From a column [n, 1]: row `rows[j]` for each (row, candidate) pair j, shape [P]."""
-        return GemmRows(**{f.name: getattr(self, f.name)[rows, 0] for f in fields(self)})
+
+        def pairs(v: Any) -> Any:  # a field, or one GPU's float
+            return v[rows, 0] if np.ndim(v) else v
+
+        return GemmRows(**{f.name: pairs(getattr(self, f.name)) for f in fields(self)})
 
     def uniform_collapsed(self) -> GemmRows:
         """A column [n, 1] with each field whose n values are all equal cut to its first row [1, 1]: what
         broadcasts against candidates [1, C] to the same values, with the candidate-only arithmetic done
         on [1, C] instead of [n, C] (eager decode attention's rows differ in one dimension only)."""
 
-        def one(v: np.ndarray) -> np.ndarray:
+        def one(v: Any) -> Any:  # a field, or one GPU's float
+            if not np.ndim(v):
+                return v
             return v[:1] if v.shape[0] > 1 and bool((v == v[0]).all()) else v
 
         return GemmRows(**{f.name: one(getattr(self, f.name)) for f in fields(self)})
@@ -147,6 +157,9 @@ class GemmRows:
 
         def col(v: np.ndarray) -> np.ndarray:
             return (v[sel] if np.ndim(v) else v)[:, None]
+
+        def per_gpu(v: Any) -> Any:  # one GPU's value stays a float
+            return v[sel][:, None] if np.ndim(v) else v
 
         return GemmRows(
             m=col(self.m),
@@ -162,6 +175,8 @@ class GemmRows:
             smem_bw_per_sm_bytes_per_s=col(self.smem_bw_per_sm_bytes_per_s),
             fp32_flop_per_s_per_sm=col(self.fp32_flop_per_s_per_sm),
             tc_flop_per_s_per_sm=col(self.tc_flop_per_s_per_sm),
+            num_sms=per_gpu(self.num_sms),
+            dram_bw_bytes_per_s=per_gpu(self.dram_bw_bytes_per_s),
         )
 
 

@@ -45,6 +45,7 @@ from dse.perf.arrays import (
 from dse.perf.gemm_quant import activation_quant
 from dse.perf.gemm_result import SK_FIX_TILES, KeptScores, ResultInputs, full_result, result_inputs
 from dse.perf.gemm_rows import ChoiceMemo, ChoiceProblems, choice_rows, row_inputs
+from dse.perf.gpu_rows import GpuRows, tensor_rates
 from dse.perf.pipeline import (
     Timeline,
     add_to_prologue,
@@ -62,7 +63,6 @@ from dse.perf.rates import (
     arch_family,
     effective_sm_clock_hz,
     rates_at,
-    tensor_flop_per_clk,
 )
 from dse.perf.tiles import (
     LIBRARIES,
@@ -106,7 +106,7 @@ _PAIRS_MIN_GRID = 2048
 _PAIRS_MAX_FRAC = 0.6
 
 
-def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: int) -> TileGeometry:
+def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: np.ndarray | float) -> TileGeometry:
     """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
     m, n, k, batch, in_b, b_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes, r.b_elem_bytes
     tm, tn = c.tile_m, c.tile_n
@@ -164,7 +164,7 @@ def _operand_traffic(r: GemmRows, v: TileGeometry, l2_bytes: float) -> OperandTr
     return OperandTraffic(l2_bytes=l2_ab, dram_bytes=dram_ab, dram_ratio=dram_ab / l2_ab)
 
 
-def _round_schedule(v: TileGeometry, conc: np.ndarray, sms: int) -> RoundSchedule:
+def _round_schedule(v: TileGeometry, conc: np.ndarray, sms: np.ndarray | float) -> RoundSchedule:
     """Data-parallel (and split-K) rounds of the busiest SM; stream-K deals the K iterations evenly.
 
     The rounds, the stream-K counts and the threadblocks per SM (`cc`, `cc_tile`) and device-wide (`act`).
@@ -204,7 +204,7 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
     part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
     red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
     red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
-    bw_dram, l2_tot = rates.dram_bw_bytes_per_s, r.l2_bw_bytes_per_s
+    bw_dram, l2_tot = r.dram_bw_bytes_per_s, r.l2_bw_bytes_per_s
     return StepCosts(
         flop_step=flop_step,
         smem_rd_bytes=smem_rd,
@@ -226,7 +226,7 @@ def _phase_times(
     r: GemmRows, c: GemmCandidates, p: CandidatePlan, rates: Rates, persistent: bool
 ) -> PhaseTimes:
     """Prologue, epilogue and mainloop (`steps` of `load_s` load and `math_s` math) of the candidates."""
-    bw_dram = rates.dram_bw_bytes_per_s
+    bw_dram = r.dram_bw_bytes_per_s
     l2_sm, l2_tot, smem_sm = r.l2_bw_per_sm_bytes_per_s, r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
     v, sc, co = p.geo, p.sched, p.costs
     stream_k, step_l2, step_b, g, conc = v.stream_k, v.step_l2_bytes, v.step_bytes, v.grid, c.conc
@@ -254,7 +254,7 @@ def _phase_times(
     )
     mm = cc * co.t_math_s
     # Stores: a data-parallel round stores its tiles; stream-K stores g / sk_tiles tiles per store round.
-    cc_st = np.where(stream_k, np.minimum(conc, g / rates.num_sms), cc)  # tiles stored per SM per round
+    cc_st = np.where(stream_k, np.minimum(conc, g / r.num_sms), cc)  # tiles stored per SM per round
     n_st = np.where(stream_k, sc.sk_tiles, sc.rounds)  # store rounds
     act_st = g / n_st
     # stream-K only: the partial tile goes through the (L2-resident) workspace
@@ -284,11 +284,11 @@ def _evaluate(
 ) -> tuple[CandidatePlan, PhaseTimes]:
     """Plan and phase times of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1],
     broadcast): what the candidate choice needs, and `gemm_result.full_result` turns into a timeline."""
-    v = _tile_geometry(r, c, rates.num_sms)
+    v = _tile_geometry(r, c, r.num_sms)
     p = CandidatePlan(
         geo=v,
         traffic=_operand_traffic(r, v, rates.l2_bytes),
-        sched=_round_schedule(v, c.conc, rates.num_sms),
+        sched=_round_schedule(v, c.conc, r.num_sms),
         costs=_step_costs(r, c, v, rates, simt),
     )
     return p, _phase_times(r, c, p, rates, persistent)
@@ -361,7 +361,7 @@ def _scores(
     # Each coefficient gathered on its own: contiguous arrays (`table[group][..., j]` reads with a stride,
     # half the speed on eager attention's [rows, candidates] grids).
     cf = [column[group] for column in table.T]
-    dm = 1.0 + (cf[4] - 1.0) * np.where(c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / rates.num_sms))
+    dm = 1.0 + (cf[4] - 1.0) * np.where(c.split == STREAM_K, 1.0, np.minimum(1.0, p.geo.grid / r.num_sms))
     t_main = t.steps * np.maximum(cf[5] * t.load_s, dm * t.math_s * math_factor)
     pred = cf[0] * t.t_pro_s + cf[1] * t_main + cf[2] * t.t_epi_s + cf[3]
     return pred, p, t
@@ -407,7 +407,7 @@ def _library_rows(
     simt, persistent = library == "simt", library == "hopper_tc"
     if scored is None:
         scored = result_inputs(*_evaluate(col, chosen, rates, simt, persistent=persistent))
-    ev = full_result(col, scored, rates, simt)
+    ev = full_result(col, scored, simt)
     if aq.any():
         quant, quant_b = activation_quant(col, rates, aq.size)
         ev = replace(
@@ -479,8 +479,10 @@ def gemm_arrays(
     grouped: np.ndarray | None = None,
     choice_clock_hz: np.ndarray | float | None = None,
     choice_memo: ChoiceMemo = None,
+    gpu_rows: GpuRows | None = None,
 ) -> dict[str, Any]:
-    """Vectorized GEMM model over N shapes (and per-row SM clocks).
+    """Vectorized GEMM model over N shapes (and per-row SM clocks; `gpu_rows`: per-row GPUs differing
+    from `gpu` in SM count, DRAM bandwidth and Tensor-Core rates, each row as on its own: `gpu_rows`).
 
     `choice_clock_hz` (per row, default each row's own clock): the clock at which the kernel (tile,
     split) is chosen; it then runs at `sm_clock_hz`. The power-cap search passes the requested clock, so
@@ -503,13 +505,11 @@ def gemm_arrays(
     n, k, batch, f = bc(n), bc(k), bc(batch), bc(sm_clock_hz)
     quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
     dtype, stored = moe.operand_dtypes(gpu, dtype, b_dtype)
-    # Per distinct dtype, then per row: a call has a handful of dtypes and up to thousands of rows.
-    tc_of = {d: tensor_flop_per_clk(gpu, d) for d in set(dtype)}
+    tc_of, tc_clk, per_gpu = tensor_rates(gpu, gpu_rows, dtype)
     dcls_of = {d: DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in tc_of}
-    tc_clk = np.array([tc_of[d] for d in dtype])
-    simt = tc_clk <= 0.0
+    simt = tc_clk <= 0.0  # the GPUs of `gpu_rows` have Tensor Cores for the same dtypes
     rates = rates_at(gpu, f)
-    rows = row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates)
+    rows = row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates, per_gpu)
     table = coeff_table(coeffs).matrix(GROUPS)
     dcls = np.array([dcls_of[d] for d in dtype])
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")

@@ -29,8 +29,8 @@ def activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np.
     conc = np.full(n, float(max(1, rates.max_threads_per_sm // 1024)))
     a_b = rows * k * _QUANT_SRC_BYTES
     common = dict(
-        rates_num_sms=rates.num_sms,
-        dram_bw_bytes_per_s=rates.dram_bw_bytes_per_s,
+        rates_num_sms=_per_row(col.num_sms),
+        dram_bw_bytes_per_s=_per_row(col.dram_bw_bytes_per_s),
         l2_sm=col.l2_bw_per_sm_bytes_per_s.ravel(),
         l2_tot=col.l2_bw_bytes_per_s.ravel(),
         smem_sm=col.smem_bw_per_sm_bytes_per_s.ravel(),
@@ -55,3 +55,8 @@ def activation_quant(col: GemmRows, rates: Rates, n: int) -> tuple[Timeline, np.
         **common,
     )
     return sum_timelines(amax, conv), 2.0 * a_b + rows * k
+
+
+def _per_row(value: np.ndarray | float) -> np.ndarray | float:
+    """A GPU value of a column of rows: flat like the rows when it is per row (several GPUs), else as is."""
+    return np.ravel(value) if np.ndim(value) else value

@@ -15,7 +15,6 @@ import numpy as np
 
 from dse.perf.arrays import CandidatePlan, GemmResult, GemmRows, PhaseTimes
 from dse.perf.pipeline import MODULE_INDEX, Timeline, empty_busy
-from dse.perf.rates import Rates
 
 # Stream-K: the partial tiles a slot fixes up through the workspace (charged even when tiles divide evenly).
 SK_FIX_TILES = 1.0
@@ -96,10 +95,11 @@ class KeptScores:
         )
 
 
-def full_result(r: GemmRows, x: ResultInputs, rates: Rates, simt: bool) -> GemmResult:
-    """The `Timeline` (with module busy times) and traffic of one chosen candidate per row."""
+def full_result(r: GemmRows, x: ResultInputs, simt: bool) -> GemmResult:
+    """The `Timeline` (with module busy times) and traffic of one chosen candidate per row (the GPU's SM
+    count and DRAM bandwidth are the rows')."""
     v = x.values
-    sms, bw_dram = rates.num_sms, rates.dram_bw_bytes_per_s
+    sms, bw_dram = r.num_sms, r.dram_bw_bytes_per_s
     l2_tot, smem_sm = r.l2_bw_bytes_per_s, r.smem_bw_per_sm_bytes_per_s
     g, stream_k, units, out_dram = v["grid"], v["stream_k"], v["units"], v["out_dram"]
     red_b, red_dram_b = v["red_bytes"], v["red_dram_bytes"]

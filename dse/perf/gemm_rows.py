@@ -22,9 +22,12 @@ def row_inputs(
     b_shared: np.ndarray,
     tc_clk: np.ndarray,
     rates: Rates,
+    per_gpu: tuple[np.ndarray | float, np.ndarray | float] | None = None,
 ) -> GemmRows:
-    """The per-row inputs of `dse.perf.gemm._evaluate`: shapes, element sizes and module rates."""
+    """The per-row inputs of `dse.perf.gemm._evaluate`: shapes, element sizes and module rates. `per_gpu`:
+    each row's (SM count, DRAM bandwidth) on a call over several GPUs (default: `rates`' own)."""
     m, n, k, batch, f = shapes
+    num_sms, dram_bw = (rates.num_sms, rates.dram_bw_bytes_per_s) if per_gpu is None else per_gpu
     return GemmRows(
         m=m,
         n=n,
@@ -39,6 +42,8 @@ def row_inputs(
         smem_bw_per_sm_bytes_per_s=rates.smem_bw_per_sm_bytes_per_s,
         fp32_flop_per_s_per_sm=rates.fp32_flop_per_s_per_sm,
         tc_flop_per_s_per_sm=np.maximum(tc_clk, 1.0) * f,
+        num_sms=num_sms,
+        dram_bw_bytes_per_s=dram_bw,
     )
 
 
@@ -75,7 +80,12 @@ class ChoiceProblems:
         shapes = (r.m[first], r.n[first], r.k[first], r.batch[first], f_pick_hz)
         rates = rates_at(self.gpu, f_pick_hz)
         b_shared = r.b_shared[first]
-        rows = row_inputs(first.size, shapes, dtype, stored, out_dtype, b_shared, self.tc_clk[first], rates)
+        per_gpu = None  # one GPU: the rates' own
+        if isinstance(r.num_sms, np.ndarray) and isinstance(r.dram_bw_bytes_per_s, np.ndarray):
+            per_gpu = (r.num_sms[first], r.dram_bw_bytes_per_s[first])
+        rows = row_inputs(
+            first.size, shapes, dtype, stored, out_dtype, b_shared, self.tc_clk[first], rates, per_gpu
+        )
         return rows.column(np.arange(first.size))
 
 
@@ -85,8 +95,10 @@ def choice_rows(
 ) -> ChoiceProblems:  # fmt: skip
     """The distinct choice problems of `rows` (their rows at their choice clock `choice_hz`:
     `ChoiceProblems.pick_rows`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype
-    classes, `math_factor` the stretch of their math time (a grouped MoE kernel's, `dse.perf.moe`)."""
-    extra = np.column_stack([tc_clk, lib, dcls, choice_hz, math_factor]).astype(float)
+    classes, `math_factor` the stretch of their math time (a grouped MoE kernel's, `dse.perf.moe`); rows
+    on several GPUs add their SM count and DRAM bandwidth to the problem."""
+    per_gpu = [rows.num_sms, rows.dram_bw_bytes_per_s] if np.ndim(rows.num_sms) else []  # several GPUs
+    extra = np.column_stack([tc_clk, lib, dcls, choice_hz, math_factor, *per_gpu]).astype(float)
     first, problem, keys = distinct_rows(rows, extra)
     return ChoiceProblems(
         first, problem, dcls[first], math_factor[first], keys, rows, tc_clk, dtypes, choice_hz, gpu

@@ -65,7 +65,9 @@ def cdiv(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
     return np.ceil(a / b)
 
 
-def wave_schedule(num_ctas: np.ndarray, conc: np.ndarray, num_sms: int) -> dict[str, np.ndarray]:
+def wave_schedule(
+    num_ctas: np.ndarray, conc: np.ndarray, num_sms: np.ndarray | float
+) -> dict[str, np.ndarray]:
     """Rounds of threadblocks on the busiest SM.
 
     Threadblocks are dealt round-robin to the SMs: `busy` SMs get one more than `lazy` ones, and the busiest
@@ -286,8 +288,8 @@ def machine_rates(rates: Rates) -> dict[str, Any]:
 
 def streaming_timeline(
     *,
-    rates_num_sms: int,
-    dram_bw_bytes_per_s: float,
+    rates_num_sms: np.ndarray | float,
+    dram_bw_bytes_per_s: np.ndarray | float,
     l2_sm: np.ndarray,
     l2_tot: np.ndarray,
     smem_sm: np.ndarray,

@@ -1,0 +1,93 @@
+"""Kernel-model rows on several GPUs in one call: the design points of a search, whose GPUs differ in SM
+count, DRAM bandwidth and Tensor-Core rates.
+
+A kernel-model call costs mostly its fixed numpy work, so the first pass of many design points would be
+cheaper as one call per family; but no two points of a space with a continuous DRAM data rate share a GPU,
+so such a call needs each row's GPU values. `GpuRows` names each row's GPU; the call reads every other
+GPU value from its base GPU, so `GpuRows.of` checks that the GPUs agree on them: every module rate of
+`dse.perf.rates.rates_at` but the SM count and the DRAM bandwidth (per clock, so at any clock), the clock
+range and the dtypes that have Tensor Cores. A `Rates` field added later is compared too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.rates import Rates, rates_at, tensor_flop_per_clk
+
+# The `Rates` fields that may differ between the GPUs of one call (the rows carry them).
+PER_ROW_RATES: tuple[str, ...] = ("num_sms", "dram_bw_bytes_per_s")
+
+
+def _shared_values(gpu: GpuSpec) -> dict[str, Any]:
+    """What a call over several GPUs reads from its base GPU alone: the module rates per clock (at 1 Hz)
+    but `PER_ROW_RATES`, the clock range and the dtypes with Tensor Cores."""
+    rates = rates_at(gpu, 1.0)
+    out: dict[str, Any] = {
+        f.name: np.asarray(getattr(rates, f.name)).tolist()
+        for f in fields(Rates)
+        if f.name not in PER_ROW_RATES
+    }
+    out["clocks"] = gpu.clocks
+    out["tensor dtypes"] = sorted(d for d, v in gpu.sm.tensor_flop_per_clk.items() if v > 0)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRows:
+    """Row i of a kernel-model call runs on `gpus[index[i]]`; the GPUs share every value but those the
+    rows carry (`of` checks it)."""
+
+    gpus: tuple[GpuSpec, ...]
+    index: np.ndarray
+
+    @classmethod
+    def of(cls, base: GpuSpec, gpus: Sequence[GpuSpec], index: Sequence[int] | np.ndarray) -> GpuRows:
+        """Rows on `gpus` (row i on `gpus[index[i]]`) in a call whose base GPU is `base`. ValueError when
+        a GPU differs from `base` in a value the rows do not carry, or an index is out of range."""
+        idx = np.asarray(index, dtype=np.intp)
+        if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(gpus))):
+            raise ValueError(f"GPU row index must be a list of integers in [0, {len(gpus) - 1}]")
+        want = _shared_values(base)
+        for gpu in {id(g): g for g in gpus}.values():
+            got = _shared_values(gpu)
+            differ = [name for name, value in want.items() if got[name] != value]
+            if differ:
+                raise ValueError(
+                    f"GPU {gpu.name!r} differs from {base.name!r} in {', '.join(differ)}: one kernel-model "
+                    f"call takes GPUs that differ only in SM count, DRAM bandwidth and Tensor-Core rates"
+                )
+        return cls(tuple(gpus), idx)
+
+    def per_row(self, values: Sequence[float]) -> np.ndarray:
+        """Each row's entry of `values` (one per GPU)."""
+        return np.asarray(values, dtype=float)[self.index]
+
+    def num_sms(self) -> np.ndarray:
+        return self.per_row([g.num_sms for g in self.gpus])
+
+    def dram_bw_bytes_per_s(self) -> np.ndarray:
+        return self.per_row([g.memory.bw_bytes_per_s for g in self.gpus])
+
+    def tensor_flop_per_clk(self, dtype: Sequence[str]) -> np.ndarray:
+        """Each row's `rates.tensor_flop_per_clk` of its GPU for its `dtype[i]` (once per distinct pair)."""
+        pairs = list(zip(self.index.tolist(), dtype, strict=True))
+        rate = {pair: tensor_flop_per_clk(self.gpus[pair[0]], pair[1]) for pair in set(pairs)}
+        return np.array([rate[pair] for pair in pairs], dtype=float)
+
+
+def tensor_rates(
+    gpu: GpuSpec, gpu_rows: GpuRows | None, dtype: Sequence[str]
+) -> tuple[dict[str, float], np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """Tensor-Core FLOP per clock per SM of `gpu` by distinct dtype (a call has a handful of dtypes and up
+    to thousands of rows), each row's (of its own GPU on a call over `gpu_rows`), and then the rows'
+    (SM count, DRAM bandwidth) too (None: `gpu`'s)."""
+    tc_of = {d: tensor_flop_per_clk(gpu, d) for d in set(dtype)}
+    if gpu_rows is None:
+        return tc_of, np.array([tc_of[d] for d in dtype]), None
+    return tc_of, gpu_rows.tensor_flop_per_clk(dtype), (gpu_rows.num_sms(), gpu_rows.dram_bw_bytes_per_s())
