@@ -7,8 +7,9 @@ be shown bit-identical to a base revision.
 
 The cases: `--points` random points of `studies/llm_serving.yaml` (a seeded uniform draw of its space, eager
 and flash, bf16 and fp8, clocks over the whole grid), the same number of those points again at a binding
-450 W cap, static predicts of three models on H100 / A100 / B200 (with and without a cap, eager and flash),
-two `predict_load` runs, a training step, and the `--json` output of a `dse whatif` and a capped `dse
+450 W cap, both sets again in chunks of 8 through `evaluate_chunk` (as a search's workers run them), static
+predicts of three models on H100 / A100 / B200 (with and without a cap, eager and flash), two
+`predict_load` runs, a training step, and the `--json` output of a `dse whatif` and a capped `dse
 predict`. `--compare` names every case whose values differ and exits 1 when one does.
 """
 
@@ -68,7 +69,7 @@ def cases(n_points: int) -> Iterator[tuple[str, Any]]:
     """(name, result) of every case, evaluated one after the other in this process."""
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
-    from dse.search.objective import evaluate_point
+    from dse.search.objective import evaluate_chunk, evaluate_point
     from dse.serving.load import LoadRequest, predict_load
     from dse.serving.static import ServingRequest, predict_serving
     from dse.training.parallel import ParallelLayout
@@ -82,6 +83,12 @@ def cases(n_points: int) -> Iterator[tuple[str, Any]]:
     for i, params in enumerate(points):
         capped = {**params, "power_cap_w": 450.0}
         yield f"capped point {i} {params}", _guard(evaluate_point, capped, ctx)
+    # the same points as a search's workers get them: chunks of 8 (`evaluate_chunk`, which may share work)
+    for label, extra in (("chunked", {}), ("chunked capped", {"power_cap_w": 450.0})):
+        for start in range(0, len(points), 8):
+            chunk = [{**p, **extra} for p in points[start : start + 8]]
+            for j, res in enumerate(evaluate_chunk(chunk, ctx, evaluate_point)):
+                yield f"{label} point {start + j}", {"metrics": res["metrics"], "error": res["error"]}
     for model in ("llama-3.1-8b", "qwen3-30b-a3b", "llama-3.1-70b"):
         arch = load_model_config(model)
         for gpu_name in ("h100-sxm", "a100-sxm-80gb", "b200"):

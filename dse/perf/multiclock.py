@@ -26,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.first_pass import take_gemm
 from dse.perf.pipeline import float_rows
 from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import MODULES, KernelEstimate, OperatingPoint
@@ -251,6 +252,17 @@ def _new_table(ops: Sequence[Any]) -> _OpTable:
     return _OpTable(tuple(ops), tuple(families))
 
 
+def family_rows(
+    ops: Sequence[Any], gpu: GpuSpec, clock_hz: float, key: str
+) -> tuple[dict, np.ndarray] | None:
+    """(family `key`'s inputs, their clocks) in `op_rows(ops, gpu, clock_hz)`'s call of that family (the
+    inputs object itself, kept with the op list); None when `ops` has none of that family."""
+    fam = next((fam for fam in _op_table(ops).families if fam.key == key), None)
+    if fam is None:
+        return None
+    return fam.inputs, _clamp(gpu, float_rows(clock_hz, len(ops)))[fam.idx]
+
+
 def op_rows(
     ops: Sequence[Any],
     gpu: GpuSpec,
@@ -275,10 +287,14 @@ def op_rows(
     dram = np.zeros(n)
     for fam in _op_table(ops).families:
         idx = fam.idx
-        out = _family_call(
-            fam.key, fam.inputs, gpu, f[idx], coeffs,
-            cache_write=cache_write, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
-        )  # fmt: skip
+        # a search chunk's first passes may have run their GEMMs together (`dse.perf.first_pass`)
+        ready = fam.key == "gemm" and not cache_write
+        out = take_gemm(fam.inputs, gpu, f[idx], coeffs, choice_clock_hz) if ready else None
+        if out is None:
+            out = _family_call(
+                fam.key, fam.inputs, gpu, f[idx], coeffs,
+                cache_write=cache_write, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo,
+            )  # fmt: skip
         util[idx] = np.asarray(out["util"]).T
         tensor_flop[idx] = _tensor_flop(fam.key, fam.flop_dtypes, out, gpu)
         lat[idx] = out["latency_s"]

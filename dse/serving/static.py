@@ -52,7 +52,9 @@ from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.bounds import combine, summarize
 from dse.perf.coeffs import load_default_coeffs
-from dse.perf.dvfs import idle_power_w
+from dse.perf.dvfs import idle_power_w, requested_clock_hz
+from dse.perf.first_pass import FirstPass
+from dse.perf.host import gpu_only_coeffs
 from dse.perf.predict import WorkloadPrediction, predict_graphs
 from dse.perf.rates import check_serving_precision
 from dse.perf.types import OperatingPoint
@@ -522,6 +524,17 @@ def predict_serving(
     )
 
 
+def first_pass(arch: LlmArch, gpu: GpuSpec, request: ServingRequest, point: OperatingPoint) -> FirstPass:
+    """What `predict_serving`'s first kernel-model pass runs (the ops of its graphs at the requested clock,
+    with its coefficients), for a search chunk to run the GEMMs of many points' first passes together
+    (`dse.perf.first_pass`). Raises as `predict_serving` would for a request the model cannot take."""
+    check_decoder(arch)
+    _check_context(arch, request)
+    check_layout(arch, request)
+    ops = [op for graph in _graphs(arch, request) for op in graph.ops]
+    return FirstPass(ops, gpu, requested_clock_hz(gpu, point), gpu_only_coeffs(load_default_coeffs(gpu)))
+
+
 def rollup_by_level(energy_j_by_name: dict[str, float], depth: int) -> dict[str, float]:
     """Sum a by-name breakdown at a hierarchy depth: 1 = phase, 2 = model, 3 = layer/block, ..."""
     out: dict[str, float] = {}
@@ -535,6 +548,7 @@ __all__ = [
     "ServingEstimate",
     "ServingRequest",
     "check_layout",
+    "first_pass",
     "predict_serving",
     "rollup_by_level",
 ]

@@ -1,0 +1,119 @@
+"""The first kernel-model pass of several design points with their GEMMs in one call.
+
+A search point's prediction starts with one kernel-model pass over its graphs' ops at the requested clock
+(`dse.perf.pass_cap`), whose GEMM call (~20 rows) costs mostly the GEMM model's fixed numpy work, about a
+millisecond. `prefetch_gemm` runs the GEMM rows of many points' first passes as one `gemm_arrays` call
+with per-row GPU values (`dse.perf.gpu_rows`) and keeps each point's share; `dse.perf.multiclock.op_rows`
+takes a share instead of calling the GEMM model when its call is that share's exactly (the same op table,
+GPU value, clocks, choice clock and coefficients), so every value is the one its own call gives (each row
+of a GEMM call is a function of its own inputs; tested). Shares are kept until the next `prefetch_gemm`
+(one chunk of points) and each is taken once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dse.hardware.spec import GpuSpec
+from dse.perf.gpu_rows import GpuRows
+
+# What `op_rows` reads of a GEMM family call's output.
+_KEPT = ("util", "latency_s", "dram_bytes", "flop")
+
+
+@dataclass(frozen=True, slots=True)
+class FirstPass:
+    """What a point's first kernel-model pass runs: its ops at the requested clock `clock_hz` on `gpu`
+    with `coeffs` (`dse.serving.static.first_pass`)."""
+
+    ops: Sequence[Any]
+    gpu: GpuSpec
+    clock_hz: float
+    coeffs: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Share:
+    inputs: dict[str, Any]  # the GEMM family's inputs of the op table, held: their id keys the share
+    gpu: GpuSpec
+    fs: np.ndarray
+    coeffs: Any
+    out: dict[str, np.ndarray]
+
+
+# (id of the GEMM family's inputs, choice clock, id of the coefficients) -> shares of the last prefetch.
+_READY: dict[tuple[int, float, int], list[_Share]] = {}
+
+
+def take_gemm(inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any, choice_hz: Any) -> Any:
+    """The prefetched output of the GEMM family call `inputs` on `gpu` at clocks `fs` with `coeffs`,
+    kernels chosen at `choice_hz` (a float), fresh choices; None when no share is that call."""
+    if not _READY or not isinstance(choice_hz, float):
+        return None
+    shares = _READY.get((id(inputs), choice_hz, id(coeffs)))
+    for i, share in enumerate(shares or ()):
+        if share.gpu == gpu and np.array_equal(share.fs, fs):
+            return shares.pop(i).out  # type: ignore[union-attr]  # shares is a list here
+    return None
+
+
+def prefetch_gemm(passes: Sequence[FirstPass]) -> None:
+    """Run the GEMM rows of `passes` in one call per group of GPUs that one call can take (same
+    coefficients, `GpuRows.of`), and keep each pass's share for `take_gemm`; drops earlier shares."""
+    from dse.perf.multiclock import family_rows
+
+    _READY.clear()
+    groups: list[list[tuple[FirstPass, dict[str, Any], np.ndarray]]] = []
+    for fp in passes:
+        found = family_rows(fp.ops, fp.gpu, fp.clock_hz, "gemm")
+        if found is None:
+            continue
+        group = next((g for g in groups if _joins(g[0][0], fp)), None)
+        if group is None:
+            groups.append(group := [])
+        group.append((fp, *found))
+    for group in groups:
+        if len(group) > 1:  # one pass alone gains nothing: it calls the model itself
+            _prefetch_group(group)
+
+
+def _joins(base: FirstPass, fp: FirstPass) -> bool:
+    """Whether `fp`'s GEMM rows can join `base`'s in one call."""
+    if fp.coeffs is not base.coeffs:
+        return False
+    try:
+        GpuRows.of(base.gpu, [fp.gpu], [0])
+    except ValueError:
+        return False
+    return True
+
+
+def _prefetch_group(group: list[tuple[FirstPass, dict[str, Any], np.ndarray]]) -> None:
+    from dse.perf import gemm
+
+    inputs = [g[1] for g in group]
+    sizes = [len(g[2]) for g in group]
+    ends = np.cumsum(sizes)
+    base = group[0][0]
+
+    def joined(key: str) -> Any:
+        parts = [i[key] for i in inputs]
+        return sum(parts, ()) if isinstance(parts[0], tuple) else np.concatenate(parts)
+
+    fs = np.concatenate([g[2] for g in group])
+    choice = np.repeat([g[0].clock_hz for g in group], sizes)
+    rows = GpuRows.of(base.gpu, [g[0].gpu for g in group], np.repeat(np.arange(len(group)), sizes))
+    with np.errstate(divide="ignore", invalid="ignore"):  # as `predict_graphs`' own pass
+        out = gemm.gemm_arrays(
+            **{key: joined(key) for key in inputs[0]}, gpu=base.gpu, sm_clock_hz=fs, coeffs=base.coeffs,
+            choice_clock_hz=choice, choice_memo={}, gpu_rows=rows,
+        )  # fmt: skip
+    for (fp, fam_inputs, f), end, size in zip(group, ends.tolist(), sizes, strict=True):
+        sl = slice(end - size, end)
+        share = {key: np.asarray(out[key])[..., sl] for key in _KEPT}
+        key = (id(fam_inputs), fp.clock_hz, id(fp.coeffs))
+        _READY.setdefault(key, []).append(_Share(fam_inputs, fp.gpu, f, fp.coeffs, share))
