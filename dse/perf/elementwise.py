@@ -16,6 +16,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.batchnorm import launch_arrays
+from dse.perf.gpu_rows import GpuRows, streaming_rates
 from dse.perf.pipeline import build_estimates, correct, float_rows, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
@@ -45,10 +46,12 @@ def elementwise_arrays(
     bn_layout: Sequence[str] | None = None,
     bn_batch: np.ndarray | None = None,
     bn_channels: np.ndarray | None = None,
+    gpu_rows: GpuRows | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorized model of N elementwise kernels; `kind` holds indices into KINDS. Rows with a
     `bn_layout` (with their `bn_batch` and `bn_channels`) are batch-norm kernels at their library's launch
-    configuration (`dse.perf.batchnorm`)."""
+    configuration (`dse.perf.batchnorm`). `gpu_rows`: rows on GPUs differing from `gpu` in SM count and
+    DRAM bandwidth (`dse.perf.gpu_rows`), each as on its own."""
     kind = np.asarray(kind, dtype=int)
     num = kind.shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
@@ -72,7 +75,7 @@ def elementwise_arrays(
     elems = n_el / grid
     bytes_cta = elems * (n_in * in_b + n_out * out_b)
     tl = streaming_timeline(
-        **machine_rates(rates),
+        **(machine_rates(rates) | streaming_rates(gpu_rows)),
         grid=grid,
         conc=conc,
         threads=threads,

@@ -1,13 +1,13 @@
-"""The first kernel-model pass of several design points with their GEMMs in one call.
+"""The first kernel-model pass of several design points with a family's rows in one call.
 
 A search point's prediction starts with one kernel-model pass over its graphs' ops at the requested clock
-(`dse.perf.pass_cap`), whose GEMM call (~20 rows) costs mostly the GEMM model's fixed numpy work, about a
-millisecond. `prefetch_gemm` runs the GEMM rows of many points' first passes as one `gemm_arrays` call
-with per-row GPU values (`dse.perf.gpu_rows`) and keeps each point's share; `dse.perf.multiclock.op_rows`
-takes a share instead of calling the GEMM model when its call is that share's exactly (the same op table,
-GPU value, clocks, choice clock and coefficients), so every value is the one its own call gives (each row
-of a GEMM call is a function of its own inputs; tested). Shares are kept until the next `prefetch_gemm`
-(one chunk of points) and each is taken once.
+(`dse.perf.pass_cap`), one call per kernel family, whose cost is mostly each family's fixed numpy work
+(the GEMM call of ~20 rows about a millisecond). `prefetch` runs the rows of many points' first passes as
+one call per family of `FAMILIES` (those that take per-row GPU values, `dse.perf.gpu_rows`) and keeps each
+point's share; `dse.perf.multiclock.op_rows` takes a share instead of calling the family when its call is
+that share's exactly (the same op table, GPU value, clocks, choice clock and coefficients), so every value
+is the one its own call gives (each row of a family call is a function of its own inputs; tested). Shares
+are kept until the next `prefetch` (one chunk of points) and each is taken once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import numpy as np
 from dse.hardware.spec import GpuSpec
 from dse.perf.gpu_rows import GpuRows
 
-# What `op_rows` reads of a GEMM family call's output.
+# The families whose rows a call takes on several GPUs, and what `op_rows` reads of a call's output.
+FAMILIES: tuple[str, ...] = ("gemm", "elementwise", "reduction")
 _KEPT = ("util", "latency_s", "dram_bytes", "flop")
 
 
@@ -38,19 +39,19 @@ class FirstPass:
 
 @dataclass(frozen=True, slots=True)
 class _Share:
-    inputs: dict[str, Any]  # the GEMM family's inputs of the op table, held: their id keys the share
+    inputs: dict[str, Any]  # a family's inputs of the op table, held: their id keys the share
     gpu: GpuSpec
     fs: np.ndarray
     coeffs: Any
     out: dict[str, np.ndarray]
 
 
-# (id of the GEMM family's inputs, choice clock, id of the coefficients) -> shares of the last prefetch.
+# (id of a family's inputs, choice clock, id of the coefficients) -> shares of the last prefetch.
 _READY: dict[tuple[int, float, int], list[_Share]] = {}
 
 
-def take_gemm(inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any, choice_hz: Any) -> Any:
-    """The prefetched output of the GEMM family call `inputs` on `gpu` at clocks `fs` with `coeffs`,
+def take_share(inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any, choice_hz: Any) -> Any:
+    """The prefetched output of the family call `inputs` on `gpu` at clocks `fs` with `coeffs`, GEMM
     kernels chosen at `choice_hz` (a float), fresh choices; None when no share is that call."""
     if not _READY or not isinstance(choice_hz, float):
         return None
@@ -61,28 +62,29 @@ def take_gemm(inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any,
     return None
 
 
-def prefetch_gemm(passes: Sequence[FirstPass]) -> None:
-    """Run the GEMM rows of `passes` in one call per group of GPUs that one call can take (same
-    coefficients, `GpuRows.of`), and keep each pass's share for `take_gemm`; drops earlier shares."""
+def prefetch(passes: Sequence[FirstPass]) -> None:
+    """Run the rows of `passes` of each family of `FAMILIES` in one call per group of GPUs that one call
+    can take (same coefficients, `GpuRows.of`; the same input fields), and keep each pass's share for
+    `take_share`; drops earlier shares."""
     from dse.perf.multiclock import family_rows
 
     _READY.clear()
-    groups: list[list[tuple[FirstPass, dict[str, Any], np.ndarray]]] = []
+    groups: list[list[FirstPass]] = []
     for fp in passes:
-        found = family_rows(fp.ops, fp.gpu, fp.clock_hz, "gemm")
-        if found is None:
-            continue
-        group = next((g for g in groups if _joins(g[0][0], fp)), None)
+        group = next((g for g in groups if _joins(g[0], fp)), None)
         if group is None:
             groups.append(group := [])
-        group.append((fp, *found))
-    for group in groups:
-        if len(group) > 1:  # one pass alone gains nothing: it calls the model itself
-            _prefetch_group(group)
+        group.append(fp)
+    for group in (g for g in groups if len(g) > 1):  # a pass alone gains nothing: it calls the model
+        for key in FAMILIES:
+            found = [(fp, *rows) for fp in group if (rows := family_rows(fp.ops, fp.gpu, fp.clock_hz, key))]
+            fields = {tuple(inputs) for _, inputs, _ in found}
+            if len(found) > 1 and len(fields) == 1:  # stackable: the same input fields (batch norm's)
+                _prefetch_group(key, found)
 
 
 def _joins(base: FirstPass, fp: FirstPass) -> bool:
-    """Whether `fp`'s GEMM rows can join `base`'s in one call."""
+    """Whether `fp`'s rows can join `base`'s in one call."""
     if fp.coeffs is not base.coeffs:
         return False
     try:
@@ -92,28 +94,28 @@ def _joins(base: FirstPass, fp: FirstPass) -> bool:
     return True
 
 
-def _prefetch_group(group: list[tuple[FirstPass, dict[str, Any], np.ndarray]]) -> None:
-    from dse.perf import gemm
+def _prefetch_group(key: str, group: list[tuple[FirstPass, dict[str, Any], np.ndarray]]) -> None:
+    from dse.perf.multiclock import _family_call
 
     inputs = [g[1] for g in group]
     sizes = [len(g[2]) for g in group]
     ends = np.cumsum(sizes)
     base = group[0][0]
 
-    def joined(key: str) -> Any:
-        parts = [i[key] for i in inputs]
+    def joined(field: str) -> Any:
+        parts = [i[field] for i in inputs]
         return sum(parts, ()) if isinstance(parts[0], tuple) else np.concatenate(parts)
 
     fs = np.concatenate([g[2] for g in group])
     choice = np.repeat([g[0].clock_hz for g in group], sizes)
     rows = GpuRows.of(base.gpu, [g[0].gpu for g in group], np.repeat(np.arange(len(group)), sizes))
     with np.errstate(divide="ignore", invalid="ignore"):  # as `predict_graphs`' own pass
-        out = gemm.gemm_arrays(
-            **{key: joined(key) for key in inputs[0]}, gpu=base.gpu, sm_clock_hz=fs, coeffs=base.coeffs,
+        out = _family_call(
+            key, {field: joined(field) for field in inputs[0]}, base.gpu, fs, base.coeffs, cache_write=False,
             choice_clock_hz=choice, choice_memo={}, gpu_rows=rows,
         )  # fmt: skip
     for (fp, fam_inputs, f), end, size in zip(group, ends.tolist(), sizes, strict=True):
         sl = slice(end - size, end)
-        share = {key: np.asarray(out[key])[..., sl] for key in _KEPT}
-        key = (id(fam_inputs), fp.clock_hz, id(fp.coeffs))
-        _READY.setdefault(key, []).append(_Share(fam_inputs, fp.gpu, f, fp.coeffs, share))
+        share = {name: np.asarray(out[name])[..., sl] for name in _KEPT}
+        at = (id(fam_inputs), fp.clock_hz, id(fp.coeffs))
+        _READY.setdefault(at, []).append(_Share(fam_inputs, fp.gpu, f, fp.coeffs, share))

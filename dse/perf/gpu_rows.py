@@ -91,3 +91,11 @@ def tensor_rates(
     if gpu_rows is None:
         return tc_of, np.array([tc_of[d] for d in dtype]), None
     return tc_of, gpu_rows.tensor_flop_per_clk(dtype), (gpu_rows.num_sms(), gpu_rows.dram_bw_bytes_per_s())
+
+
+def streaming_rates(gpu_rows: GpuRows | None) -> dict[str, Any]:
+    """The per-row machine keywords of `pipeline.streaming_timeline` on a call over `gpu_rows` (the SM
+    count and DRAM bandwidth; none on one GPU, whose `pipeline.machine_rates` are every row's)."""
+    if gpu_rows is None:
+        return {}
+    return {"rates_num_sms": gpu_rows.num_sms(), "dram_bw_bytes_per_s": gpu_rows.dram_bw_bytes_per_s()}

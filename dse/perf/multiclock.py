@@ -26,7 +26,7 @@ from typing import Any, cast
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf.first_pass import take_gemm
+from dse.perf.first_pass import FAMILIES, take_share
 from dse.perf.pipeline import float_rows
 from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import MODULES, KernelEstimate, OperatingPoint
@@ -180,12 +180,15 @@ def family_arrays(
 
 def _family_call(
     key: str, inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any, *, cache_write: bool,
-    choice_clock_hz: Any, choice_memo: dict | None,
+    choice_clock_hz: Any, choice_memo: dict | None, gpu_rows: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """`family_arrays` from the family's `family_inputs`."""
+    """`family_arrays` from the family's `family_inputs` (`gpu_rows`: per-row GPUs, `dse.perf.gpu_rows`;
+    the families of `first_pass.FAMILIES` take them)."""
     from dse.perf import attention, attention_eager, elementwise, gemm, reduction
 
     common = {"gpu": gpu, "sm_clock_hz": fs, "coeffs": coeffs}
+    if gpu_rows is not None:
+        common["gpu_rows"] = gpu_rows
     if key == "gemm":
         return gemm.gemm_arrays(**inputs, **common, choice_clock_hz=choice_clock_hz, choice_memo=choice_memo)
     if key == "reduction":
@@ -287,9 +290,9 @@ def op_rows(
     dram = np.zeros(n)
     for fam in _op_table(ops).families:
         idx = fam.idx
-        # a search chunk's first passes may have run their GEMMs together (`dse.perf.first_pass`)
-        ready = fam.key == "gemm" and not cache_write
-        out = take_gemm(fam.inputs, gpu, f[idx], coeffs, choice_clock_hz) if ready else None
+        # a search chunk's first passes may have run these families together (`dse.perf.first_pass`)
+        ready = fam.key in FAMILIES and not cache_write
+        out = take_share(fam.inputs, gpu, f[idx], coeffs, choice_clock_hz) if ready else None
         if out is None:
             out = _family_call(
                 fam.key, fam.inputs, gpu, f[idx], coeffs,

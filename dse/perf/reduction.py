@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.gpu_rows import GpuRows, streaming_rates
 from dse.perf.pipeline import build_estimates, correct, float_rows, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
@@ -45,8 +46,10 @@ def reduction_arrays(
     gpu: GpuSpec,
     sm_clock_hz: np.ndarray,
     coeffs: CoeffTable | object | None = None,
+    gpu_rows: GpuRows | None = None,
 ) -> dict[str, np.ndarray]:
-    """Vectorized model of N reductions; `kind` holds indices into KINDS.
+    """Vectorized model of N reductions; `kind` holds indices into KINDS (`gpu_rows`: rows on GPUs
+    differing from `gpu` in SM count and DRAM bandwidth, `dse.perf.gpu_rows`, each as on its own).
 
     Returns latency_s, analytical_s, util [6, N], flop, dram_bytes, l2_bytes, smem_bytes, group, grid,
     threads, rows_per_cta and timeline (as `gemm.gemm_arrays`).
@@ -56,7 +59,8 @@ def reduction_arrays(
     bc = lambda x: float_rows(x, num)  # noqa: E731
     rows, cols, b, f = bc(rows), bc(cols), bc(dtype_bytes), bc(sm_clock_hz)
     rates = rates_at(gpu, f)
-    sms = rates.num_sms
+    per_row = streaming_rates(gpu_rows)
+    sms = per_row.get("rates_num_sms", rates.num_sms)
 
     warp_rows = cols <= _WARP_ROW_MAX_COLS
     rows_per_cta = np.where(warp_rows, 4.0, 1.0)
@@ -82,7 +86,7 @@ def reduction_arrays(
     flop_cta = cta_elems * _FLOP_PER_ELEMENT[kind]
     sfu_cta = cta_elems * _SFU_PER_ELEMENT[kind] + rows_per_cta * _SFU_PER_ROW[kind]
     tl = streaming_timeline(
-        **machine_rates(rates),
+        **(machine_rates(rates) | per_row),
         grid=grid,
         conc=conc,
         threads=threads,

@@ -415,10 +415,10 @@ def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
 
 
 def prefetch_first_passes(points: Sequence[Mapping[str, Any]], ctx: EvalContext) -> None:
-    """Run the GEMMs of the first kernel-model pass of a chunk's static serving points in one call
-    (`dse.perf.first_pass`), so that each point's evaluation takes its share: the same values, one GEMM
-    model call's fixed cost for the chunk instead of one per point."""
-    from dse.perf.first_pass import prefetch_gemm
+    """Run the first kernel-model pass of a chunk's static serving points with one call per family that
+    takes per-row GPUs (`dse.perf.first_pass`), so that each point's evaluation takes its share: the same
+    values, one call's fixed cost for the chunk instead of one per point."""
+    from dse.perf.first_pass import prefetch
     from dse.serving import static as serving
 
     passes = []
@@ -431,7 +431,7 @@ def prefetch_first_passes(points: Sequence[Mapping[str, Any]], ctx: EvalContext)
             passes.append(serving.first_pass(inputs["arch"], inputs["gpu"], request, inputs["point"]))
         except Exception:  # noqa: BLE001, S112 - the point's own evaluation reports its error
             continue
-    prefetch_gemm(passes)
+    prefetch(passes)
 
 
 evaluate_point.metric_names = serving_metric_names  # type: ignore[attr-defined]
@@ -459,7 +459,7 @@ def _plain(value: Any) -> Any:
 def evaluate_chunk(points: Sequence[Mapping[str, Any]], ctx: EvalContext, evaluator: Evaluator) -> list[dict]:
     """Evaluate points one by one; each result is {"metrics", "error", "t_eval_s"} with JSON-able values.
     An evaluator's `prepare_chunk(points, ctx)` first does work the points share (`evaluate_point`'s runs
-    the chunk's first-pass GEMMs together), its time charged to the points evenly.
+    the chunk's first passes together), its time charged to the points evenly.
 
     Any exception of a point (DseError, ValueError, KeyError, ... ) is caught and recorded as
     "ExcType: message" so that one bad point never costs the rest of the chunk.

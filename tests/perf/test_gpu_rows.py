@@ -108,6 +108,44 @@ def test_sparse_choice_rows_on_several_gpus_are_each_as_on_their_own():
     _check_rows_as_alone(kw, np.arange(num) % 3)
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 2**24),
+            st.integers(1, 65536),
+            st.sampled_from([1.0, 2.0, 4.0]),
+            st.integers(0, 2),
+            st.integers(0, 65),
+        ),  # fmt: skip
+        min_size=1,
+        max_size=16,
+    ),
+)
+def test_streaming_rows_on_several_gpus_are_each_as_on_their_own(rows):
+    # Elementwise kernels and reductions (softmax, norms) read the SM count and DRAM bandwidth per row too.
+    from dse.perf import elementwise, reduction
+
+    size, cols, nbytes, gpu, step = (np.array(c) for c in zip(*rows, strict=True))
+    clocks = 1005e6 + 15e6 * step.astype(float)
+    num = size.size
+    kinds = {
+        elementwise.elementwise_arrays: {"kind": np.arange(num) % len(elementwise.KINDS),
+                                         "num_elements": size.astype(float), "in_bytes": nbytes,
+                                         "out_bytes": nbytes},
+        reduction.reduction_arrays: {"kind": np.arange(num) % len(reduction.KINDS), "rows": size / cols,
+                                     "cols": cols.astype(float), "dtype_bytes": nbytes},
+    }  # fmt: skip
+    gpus = _gpus()
+    for fn, kw in kinds.items():
+        both = fn(**kw, gpu=gpus[0], sm_clock_hz=clocks, gpu_rows=GpuRows.of(gpus[0], gpus, gpu))
+        for gi, one in enumerate(gpus):
+            sel = np.nonzero(gpu == gi)[0]
+            alone = fn(**{k: v[sel] for k, v in kw.items()}, gpu=one, sm_clock_hz=clocks[sel])
+            for key in ("latency_s", "util", "dram_bytes", "l2_bytes", "grid"):
+                np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
+
+
 def test_gpus_differing_in_what_rows_do_not_carry_are_refused():
     h100 = load_gpu("h100-sxm")
     bigger_l2 = load_gpu("h100-sxm", {"l2.l2_bytes": 100 * 2**20})

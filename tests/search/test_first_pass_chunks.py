@@ -1,4 +1,4 @@
-"""A chunk's first-pass GEMMs run together (`evaluate_point.prepare_chunk`, `dse.perf.first_pass`): every
+"""A chunk's first passes run together (`evaluate_point.prepare_chunk`, `dse.perf.first_pass`): every
 point's metrics are those of its evaluation alone, and the points do take their shares."""
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def _counting_takes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     taken: list[bool] = []
 
     def take(*args):
-        out = first_pass.take_gemm(*args)
+        out = first_pass.take_share(*args)
         taken.append(out is not None)
         return out
 
-    monkeypatch.setattr(multiclock, "take_gemm", take)
+    monkeypatch.setattr(multiclock, "take_share", take)
     return taken
 
 
@@ -61,7 +61,8 @@ def test_chunk_metrics_equal_each_point_alone_and_shares_are_taken(ctx, monkeypa
     chunked = evaluate_chunk(points, ctx, evaluate_point)
     assert [r["metrics"] for r in chunked] == [r["metrics"] for r in alone]
     assert all(r["error"] is None for r in chunked)
-    assert sum(taken) == len(points)  # each point's first pass took its GEMM share
+    # each point's first pass took its share of each family that takes per-row GPUs
+    assert taken.count(True) == len(first_pass.FAMILIES) * len(points)
 
 
 def test_a_gpu_that_cannot_join_is_evaluated_on_its_own(ctx, monkeypatch):
@@ -74,7 +75,7 @@ def test_a_gpu_that_cannot_join_is_evaluated_on_its_own(ctx, monkeypatch):
     taken = _counting_takes(monkeypatch)
     chunked = evaluate_chunk(points, ctx, evaluate_point)
     assert [(r["metrics"], r["error"]) for r in chunked] == [(r["metrics"], r["error"]) for r in alone]
-    assert taken.count(True) == 3  # the three points that share a call
+    assert taken.count(True) == len(first_pass.FAMILIES) * 3  # the three points that share calls
     assert chunked[-1]["error"] is not None
 
 
@@ -88,13 +89,15 @@ def test_a_share_goes_only_to_its_own_call():
     ops = list(build_decode_graph(load_model_config("llama-3.1-8b"), batch=8, context_len=512).ops)
     h100, slower = load_gpu("h100-sxm"), load_gpu("h100-sxm", {"memory.data_rate_frac": 0.1})
     coeffs = gpu_only_coeffs(load_default_coeffs(h100))
-    first_pass.prefetch_gemm([first_pass.FirstPass(ops, g, 1.5e9, coeffs) for g in (h100, slower)])
-    inputs, fs = multiclock.family_rows(ops, h100, 1.5e9, "gemm")
-    assert first_pass.take_gemm(inputs, h100, fs, coeffs, 1.2e9) is None  # another choice clock
-    assert first_pass.take_gemm(inputs, load_gpu("h100-sxm", {"num_sms": 100}), fs, coeffs, 1.5e9) is None
-    mine = first_pass.take_gemm(inputs, slower, fs, coeffs, 1.5e9)
+    first_pass.prefetch([first_pass.FirstPass(ops, g, 1.5e9, coeffs) for g in (h100, slower)])
+    found = multiclock.family_rows(ops, h100, 1.5e9, "gemm")
+    assert found is not None
+    inputs, fs = found
+    assert first_pass.take_share(inputs, h100, fs, coeffs, 1.2e9) is None  # another choice clock
+    assert first_pass.take_share(inputs, load_gpu("h100-sxm", {"num_sms": 100}), fs, coeffs, 1.5e9) is None
+    mine = first_pass.take_share(inputs, slower, fs, coeffs, 1.5e9)
     assert mine is not None
     own = multiclock.op_rows(ops, slower, 1.5e9, coeffs, choice_clock_hz=1.5e9, choice_memo={})
     gemm_idx = [i for i, op in enumerate(ops) if multiclock.family_of(op) == "gemm"]
     np.testing.assert_array_equal(mine["latency_s"], own["latency_s"][gemm_idx])
-    assert first_pass.take_gemm(inputs, slower, fs, coeffs, 1.5e9) is None  # taken once
+    assert first_pass.take_share(inputs, slower, fs, coeffs, 1.5e9) is None  # taken once
