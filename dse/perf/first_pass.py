@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
-from dse.perf.gpu_rows import GpuRows
+from dse.perf.gpu_rows import GpuRows, shared_values
 
 # The families whose rows a call takes on several GPUs, and what `op_rows` reads of a call's output.
 FAMILIES: tuple[str, ...] = ("gemm", "elementwise", "reduction")
@@ -64,34 +64,20 @@ def take_share(inputs: dict[str, Any], gpu: GpuSpec, fs: np.ndarray, coeffs: Any
 
 def prefetch(passes: Sequence[FirstPass]) -> None:
     """Run the rows of `passes` of each family of `FAMILIES` in one call per group of GPUs that one call
-    can take (same coefficients, `GpuRows.of`; the same input fields), and keep each pass's share for
-    `take_share`; drops earlier shares."""
+    can take (equal `gpu_rows.shared_values`, same coefficients; the same input fields), and keep each
+    pass's share for `take_share`; drops earlier shares."""
     from dse.perf.multiclock import family_rows
 
     _READY.clear()
-    groups: list[list[FirstPass]] = []
+    groups: dict[tuple[Any, ...], list[FirstPass]] = {}  # passes that one call can take: GpuRows.of's rule
     for fp in passes:
-        group = next((g for g in groups if _joins(g[0], fp)), None)
-        if group is None:
-            groups.append(group := [])
-        group.append(fp)
-    for group in (g for g in groups if len(g) > 1):  # a pass alone gains nothing: it calls the model
+        groups.setdefault((shared_values(fp.gpu), id(fp.coeffs)), []).append(fp)
+    for group in (g for g in groups.values() if len(g) > 1):  # a pass alone gains nothing: it calls the model
         for key in FAMILIES:
             found = [(fp, *rows) for fp in group if (rows := family_rows(fp.ops, fp.gpu, fp.clock_hz, key))]
             fields = {tuple(inputs) for _, inputs, _ in found}
             if len(found) > 1 and len(fields) == 1:  # stackable: the same input fields (batch norm's)
                 _prefetch_group(key, found)
-
-
-def _joins(base: FirstPass, fp: FirstPass) -> bool:
-    """Whether `fp`'s rows can join `base`'s in one call."""
-    if fp.coeffs is not base.coeffs:
-        return False
-    try:
-        GpuRows.of(base.gpu, [fp.gpu], [0])
-    except ValueError:
-        return False
-    return True
 
 
 def _prefetch_group(key: str, group: list[tuple[FirstPass, dict[str, Any], np.ndarray]]) -> None:
@@ -108,7 +94,7 @@ def _prefetch_group(key: str, group: list[tuple[FirstPass, dict[str, Any], np.nd
 
     fs = np.concatenate([g[2] for g in group])
     choice = np.repeat([g[0].clock_hz for g in group], sizes)
-    rows = GpuRows.of(base.gpu, [g[0].gpu for g in group], np.repeat(np.arange(len(group)), sizes))
+    rows = GpuRows(tuple(g[0].gpu for g in group), np.repeat(np.arange(len(group)), sizes))  # one group's
     with np.errstate(divide="ignore", invalid="ignore"):  # as `predict_graphs`' own pass
         out = _family_call(
             key, {field: joined(field) for field in inputs[0]}, base.gpu, fs, base.coeffs, cache_write=False,

@@ -24,18 +24,19 @@ from dse.perf.rates import Rates, rates_at, tensor_flop_per_clk
 PER_ROW_RATES: tuple[str, ...] = ("num_sms", "dram_bw_bytes_per_s")
 
 
-def _shared_values(gpu: GpuSpec) -> dict[str, Any]:
-    """What a call over several GPUs reads from its base GPU alone: the module rates per clock (at 1 Hz)
-    but `PER_ROW_RATES`, the clock range and the dtypes with Tensor Cores."""
+def shared_values(gpu: GpuSpec) -> tuple[tuple[str, Any], ...]:
+    """What a call over several GPUs reads from its base GPU alone, as (name, value) pairs (hashable: GPUs
+    with equal ones can share a call): the module rates per clock (at 1 Hz) but `PER_ROW_RATES`, the clock
+    range and the dtypes with Tensor Cores."""
     rates = rates_at(gpu, 1.0)
-    out: dict[str, Any] = {
-        f.name: np.asarray(getattr(rates, f.name)).tolist()
+    out = [
+        (f.name, np.asarray(getattr(rates, f.name)).tolist())
         for f in fields(Rates)
         if f.name not in PER_ROW_RATES
-    }
-    out["clocks"] = gpu.clocks
-    out["tensor dtypes"] = sorted(d for d, v in gpu.sm.tensor_flop_per_clk.items() if v > 0)
-    return out
+    ]
+    out.append(("clocks", gpu.clocks))
+    out.append(("tensor dtypes", tuple(sorted(d for d, v in gpu.sm.tensor_flop_per_clk.items() if v > 0))))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +54,10 @@ class GpuRows:
         idx = np.asarray(index, dtype=np.intp)
         if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(gpus))):
             raise ValueError(f"GPU row index must be a list of integers in [0, {len(gpus) - 1}]")
-        want = _shared_values(base)
+        want = shared_values(base)
         for gpu in {id(g): g for g in gpus}.values():
-            got = _shared_values(gpu)
-            differ = [name for name, value in want.items() if got[name] != value]
+            got = shared_values(gpu)
+            differ = [name for (name, value), (_, other) in zip(want, got, strict=True) if other != value]
             if differ:
                 raise ValueError(
                     f"GPU {gpu.name!r} differs from {base.name!r} in {', '.join(differ)}: one kernel-model "
