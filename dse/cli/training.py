@@ -60,6 +60,14 @@ EagerOpsOpt = Annotated[
         "torch.compile, no fused kernels: torchtitan without --compile, Hugging Face models).",
     ),
 ]
+AutocastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--autocast",
+        help="Training LLMs: torch.autocast over fp32 weights (--precision bf16|fp16 is the compute dtype), "
+        "fp32 gradients and optimizer: a plain PyTorch loop or Hugging Face's Trainer.",
+    ),
+]
 LoaderRateOpt = Annotated[
     float | None,
     typer.Option(
@@ -170,6 +178,7 @@ class TrainingArgs:
     lora_rank: LoraRankOpt = None
     packed_sample_len: PackedSampleLenOpt = None
     eager_ops: EagerOpsOpt = False
+    autocast: AutocastOpt = False
     loader_samples_per_s: LoaderRateOpt = None
     micro_batch: MicroBatchOpt = None
     global_batch: GlobalBatchOpt = None
@@ -227,7 +236,7 @@ def run_training(
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
         lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"], eager_ops=opts["eager_ops"],
-        loader_samples_per_s=opts["loader_samples_per_s"],
+        loader_samples_per_s=opts["loader_samples_per_s"], autocast=opts["autocast"],
     )  # fmt: skip
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
@@ -249,6 +258,7 @@ def run_training(
             else ""
         )
         + (", eager elementwise ops" if request.eager_ops else "")
+        + (", under autocast (fp32 weights)" if request.autocast else "")
         + (
             ", attention eager"
             if request.attention == "eager"

@@ -172,3 +172,34 @@ def test_eager_rmsnorm_keeps_one_fp32_tensor_whether_its_input_is_fp32_or_not() 
     assert fp32.activations_bytes - plain.activations_bytes == pytest.approx(
         llama.num_layers * (2 * per_norm + llama.intermediate_size * 4 * tokens)
     )
+
+
+def test_dse_predict_takes_autocast_and_refuses_it_where_it_does_not_apply() -> None:
+    """`--autocast` reaches the request: the step keeps fp32 weights (4 bytes a parameter) beside their half
+    copies, so its weights are more than twice a bf16 step's (2 bytes); fp8 and serving refuse it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    runner = CliRunner()
+    args = [
+        "predict",
+        "--model",
+        "llama-3.2-1b",
+        "--gpu",
+        "h100-sxm",
+        "--training",
+        "--seq-len",
+        "1024",
+        "--json",
+    ]
+    plain, cast = (runner.invoke(app, args + extra) for extra in ([], ["--autocast"]))
+    assert plain.exit_code == cast.exit_code == 0, cast.output
+    weights = [json.loads(r.output)["memory_by_part_bytes"]["weights_bytes"] for r in (plain, cast)]
+    assert weights[1] > 2 * weights[0]
+    fp8 = runner.invoke(app, [*args, "--autocast", "--precision", "fp8"])
+    assert fp8.exit_code == 2 and "--autocast" in fp8.output and "Traceback" not in fp8.output
+    serving = runner.invoke(app, [*args[:5], "--autocast"])  # predict --model M --gpu G: a serving batch
+    assert serving.exit_code == 2 and "only for --training" in serving.output
