@@ -99,7 +99,7 @@ DpOpt = Annotated[
     ),
 ]
 LengthSigmaOpt = Annotated[
-    float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths (default 0.5).")
+    float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths.")
 ]
 
 

@@ -15,7 +15,7 @@ TrainingOpt = Annotated[
     bool, typer.Option("--training", help="Predict one training step (forward + backward + optimizer).")
 ]
 NumGpusOpt = Annotated[
-    int | None, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp) (default 1).")
+    int | None, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp x cp) (default 1).")
 ]
 FsdpOpt = Annotated[bool, typer.Option("--fsdp", help="Training: shard weights, grads, optimizer (ZeRO-3).")]
 CpOpt = Annotated[
