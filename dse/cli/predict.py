@@ -295,6 +295,9 @@ def predict_cmd(
         with implied_precision(precision, precision_note):
             est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         print_note(precision_note)
+        from dse.cli.render import weight_only_note
+
+        print_note(weight_only_note(spec, precision))
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
         return
     _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)

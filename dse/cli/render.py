@@ -113,3 +113,14 @@ def bound_text(bound_by: dict[str, Any]) -> str:
             rest = ", ".join(f"{k} {v:.0%}" for k, v in list(shares.items())[1:3] if v >= 0.05)
             parts.append(f"{phase}: {label} ({shares[label]:.0%}{'; ' + rest if rest else ''})")
     return "bound by " + " · ".join(parts) if parts else ""
+
+
+def weight_only_note(gpu: Any, precision: str) -> str | None:
+    """The note for fp8 weights served on a GPU without fp8 Tensor Cores (A100, A10): they run as weight-only
+    GEMMs that dequantize to 16 bits (vLLM's Marlin kernels on Ampere), not as fp8 math."""
+    if precision != "fp8" or "fp8" in gpu.sm.tensor_flop_per_clk:
+        return None
+    return (
+        f"note: {gpu.name} has no fp8 Tensor Cores: the fp8 weights are read as 8-bit and dequantized "
+        "to 16 bits for 16-bit math (weight-only GEMMs, as vLLM's Marlin kernels run them on Ampere)"
+    )

@@ -435,3 +435,14 @@ def test_a_one_pass_error_stays_one_line(model: str) -> None:
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: --power-cap-w: power cap 50 W"), result.stderr
+
+
+def test_fp8_on_a_gpu_without_fp8_tensor_cores_says_it_runs_weight_only() -> None:
+    """A100 has bf16 but no fp8 Tensor Cores (hardware-facts 1.3): an fp8 checkpoint served there runs
+    weight-only GEMMs that dequantize to 16 bits; the answer said nothing of it. An H100 runs fp8 math."""
+    args = ["predict", "--model", "llama-3.1-8b", "--precision", "fp8", "--batch", "4"]
+    args += ["--input-tokens", "128", "--output-tokens", "8", "--json", "--gpu"]
+    a100, h100 = (CliRunner().invoke(app, [*args, gpu]) for gpu in ("a100-sxm-80gb", "h100-sxm"))
+    assert a100.exit_code == h100.exit_code == 0, a100.output
+    assert "no fp8 Tensor Cores" in a100.output and "weight-only" in a100.output
+    assert "no fp8 Tensor Cores" not in h100.output
