@@ -164,14 +164,16 @@ def _serving(
 
 def _report_serving(
     est: Any, spec: Any, point: Any, costs: Any, given_tokens: tuple[int | None, int | None], breakdown: bool,
-    as_json: bool,
+    as_json: bool, precision: str,
 ) -> None:  # fmt: skip
-    """Show a serving estimate with its cost ledger, after noting the lengths filled in (`note_lengths`:
-    once everything that can fail has run, so an error stays one line)."""
+    """Show a serving estimate with its cost ledger, after noting the lengths filled in (`note_lengths`) and
+    fp8 weights run weight-only: once everything that can fail has run, so an error stays one line."""
+    from dse.cli.render import weight_only_note
     from dse.perf.dvfs import power_cap_w as cap_in_force
 
     cost_values = serving_cost(spec, est, costs)
     note_lengths(*given_tokens)
+    print_note(weight_only_note(spec, precision))
     _show_serving(est, cost_values, breakdown, as_json, cap_in_force(spec, point))
 
 
@@ -295,10 +297,7 @@ def predict_cmd(
         with implied_precision(precision, precision_note):
             est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         print_note(precision_note)
-        from dse.cli.render import weight_only_note
-
-        print_note(weight_only_note(spec, precision))
-        _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json)
+        _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json, precision)
         return
     _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)
     _no_host_gap(host_gap_us)
