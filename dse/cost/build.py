@@ -50,10 +50,19 @@ class BuildCost:
 
 
 def gross_dies_per_wafer(die_mm2: float, facts: CostFacts) -> float:
-    diameter_mm = facts.value("yield.wafer_diameter_mm") - 2 * facts.value("yield.edge_exclusion_mm")
-    gross = math.pi * (diameter_mm / 2) ** 2 / die_mm2 - math.pi * diameter_mm / math.sqrt(2 * die_mm2)
+    wafer_mm, edge_mm = facts.value("yield.wafer_diameter_mm"), facts.value("yield.edge_exclusion_mm")
+    diameter_mm = wafer_mm - 2 * edge_mm
+    # Checked before the formula: a negative diameter squares to a positive area (a price, not an error).
+    gross = (
+        math.pi * (diameter_mm / 2) ** 2 / die_mm2 - math.pi * diameter_mm / math.sqrt(2 * die_mm2)
+        if diameter_mm > 0
+        else 0.0
+    )
     if gross < 1:
-        raise ConfigError(f"a {die_mm2:.0f} mm² die does not fit on a {diameter_mm:.0f} mm wafer")
+        raise ConfigError(
+            f"a {die_mm2:.0f} mm² die does not fit on a {wafer_mm:g} mm wafer with {edge_mm:g} mm of edge "
+            f"exclusion (cost.yield.wafer_diameter_mm, cost.yield.edge_exclusion_mm)"
+        )
     return gross
 
 

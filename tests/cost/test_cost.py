@@ -31,6 +31,15 @@ def test_gross_dies_and_yield_match_the_worked_examples() -> None:
         assert sellable_yield(814, 0.0, 0, d0, 3.0) == pytest.approx(expected, abs=0.006)
 
 
+@pytest.mark.parametrize("edge_mm", [140.0, 150.0, 160.0, 300.0])
+def test_an_edge_exclusion_that_leaves_no_room_is_refused(edge_mm: float) -> None:
+    # 300 mm wafer: at 140 mm the usable disc is 20 mm across (a 814 mm2 die does not fit); from 150 mm on
+    # there is no disc at all, which the area formula would turn into a positive die count (its square)
+    facts = load_cost_facts(overrides={"yield.edge_exclusion_mm": edge_mm})
+    with pytest.raises(ConfigError, match="cost.yield.edge_exclusion_mm"):
+        gross_dies_per_wafer(814, facts)
+
+
 def test_harvesting_raises_the_sellable_yield() -> None:
     plain = sellable_yield(814, 500, 0, 0.1, 3.0)
     assert sellable_yield(814, 500, 12, 0.1, 3.0) > plain
