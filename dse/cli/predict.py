@@ -514,12 +514,15 @@ def whatif_cmd(
 ) -> None:
     """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
     batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput)."""
+    new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)  # refuses a bare bus width
     if memory is None and not sets:
+        given = (("--clock-mhz", clock_mhz), ("--power-cap-w", power_cap_w))
+        both = " and ".join(flag for flag, value in given if value is not None)
         raise DseError(
             "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
+            + (f" (both sides run at the {both} given; a GPU's clock range: --set clocks.*)" if both else "")
         )
     base_gpu = gpu_from_options(gpu, None, None, None, None)
-    new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(
         clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
     )
@@ -533,8 +536,10 @@ def whatif_cmd(
             _serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
             for g in (base_gpu, new_gpu)
         ]
-    costs = cost.options(sets)
-    priced = [serving_cost(g, est, costs) for g, est in zip((base_gpu, new_gpu), runs, strict=True)]
+    # `--set cost.*` changes the changed side's prices, as `--set gpu.*` its GPU; the flags price both
+    sides_costs = (cost.options(None), cost.options(sets))
+    sides = zip((base_gpu, new_gpu), runs, sides_costs, strict=True)
+    priced = [serving_cost(g, est, c) for g, est, c in sides]
     print_note(precision_note)
     _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
 

@@ -144,6 +144,26 @@ def test_whatif_gddr7_shows_cost_deltas_in_one_table() -> None:
     assert out["changed"]["memory_cost_usd"] < out["baseline"]["memory_cost_usd"]
 
 
+def test_whatif_prices_a_cost_set_on_the_changed_side_only() -> None:
+    # the same GPU on both sides: only the HBM3 price moves, so the memory cost doubles (15 -> 30 $/GB
+    # over 80 GB) on the changed side while the speed and the baseline's ledger stay put
+    args = ["whatif", "h100-sxm", "--batch", "8", "--input-tokens", "256", "--output-tokens", "32"]
+    base = run_json(*args, "--set", "cost.memory_usd_per_gb.hbm3=15")
+    out = run_json(*args, "--set", "cost.memory_usd_per_gb.hbm3=30")
+    assert isinstance(out, dict) and isinstance(base, dict)
+    assert out["baseline"]["memory_cost_usd"] == base["baseline"]["memory_cost_usd"]
+    assert out["changed"]["memory_cost_usd"] == pytest.approx(2 * base["changed"]["memory_cost_usd"])
+    assert out["changed"]["usd_per_million_output_tokens"] > out["baseline"]["usd_per_million_output_tokens"]
+    assert out["changed"]["output_tokens_per_s"] == out["baseline"]["output_tokens_per_s"]
+
+
+def test_whatif_without_a_change_says_what_the_flags_given_do() -> None:
+    clock = runner.invoke(app, ["whatif", "h100-sxm", "--clock-mhz", "1000"])
+    assert clock.exit_code == 2 and "both sides run at the --clock-mhz given" in clock.output
+    bus = runner.invoke(app, ["whatif", "h100-sxm", "--bus-width-bits", "512"])
+    assert bus.exit_code == 2 and "need --memory TECH" in bus.output
+
+
 def test_validate_area_json_is_a_list_of_gpu_rows() -> None:
     rows = run_json("validate", "area")
     assert isinstance(rows, list) and rows
@@ -162,6 +182,8 @@ def test_cost_facts_lists_every_path_with_its_source() -> None:
     paths = {r["path"] for r in rows}
     assert {"memory_usd_per_gb.gddr7", "nodes.tsmc-4n.wafer_usd", "operation.pue"} <= paths
     assert all(r["source"] for r in rows)
+    text = runner.invoke(app, ["cost", "facts"], env={"COLUMNS": "250"})
+    assert text.exit_code == 0 and "source" in text.output and "CSET" in text.output
 
 
 def test_demo_prices_the_gddr7_what_if() -> None:
