@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from dse.cli.common import JsonOpt, console, friendly, on_command_line, print_json
@@ -182,12 +183,13 @@ def facts_cmd(as_json: JsonOpt = False) -> None:
         print_json(with_nulls(rows))
         return
     table = Table(title="cost facts (override with --set cost.PATH=VALUE; tags V R E D)")
-    for col in ("path", "value", "low..high", "unit", "date", "tag"):
-        table.add_column(col, overflow="fold")
+    for col in ("path", "value", "low..high", "unit", "date", "tag", "source"):
+        table.add_column(col, overflow="fold", ratio=3 if col == "source" else None)
     for r in rows:
         table.add_row(
-            r["path"], f"{r['value']:g}", f"{r['low']:g}..{r['high']:g}", r["unit"], r["date"], r["tag"]
-        )
+            r["path"], f"{r['value']:g}", f"{r['low']:g}..{r['high']:g}", r["unit"], r["date"], r["tag"],
+            escape(str(r["source"])),
+        )  # fmt: skip
     console.print(table)
 
 

@@ -45,6 +45,8 @@ def measure_kernels_cmd(
     """Measure a kernel suite (latency, power, energy per kernel) and write calibration samples."""
     from dse.measure.cli_commands import measure_kernels_command
 
+    if replay is not None and not dry_run:  # a real GPU measures; the recorded samples stand in for one
+        raise DseError("--replay needs --dry-run (it replays recorded samples instead of a GPU)")
     path = measure_kernels_command(suite, _clock_list(clocks_mhz), out, no_lock, dry_run, replay=replay)
     console.print(f"samples written to {path}")
 

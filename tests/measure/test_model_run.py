@@ -264,3 +264,16 @@ def test_bad_clock_lists_are_one_error(tmp_path, clocks):
     result = CliRunner().invoke(app, [*args, "--clocks-mhz", clocks])
     assert result.exit_code == 2 and "--clocks-mhz" in result.stderr, result.output
     assert not (tmp_path / "k.csv").exists()
+
+
+def test_replay_without_dry_run_names_the_missing_flag(tmp_path):
+    """--replay stands in for a GPU only in a dry run; without --dry-run it said "no NVIDIA GPU/driver
+    found" (a newcomer's finding), which hides the flag that is missing."""
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    args = ["measure", "kernels", "--suite", "smoke", "--out", str(tmp_path / "k.csv")]
+    result = CliRunner().invoke(app, [*args, "--replay", str(tmp_path / "recorded.parquet")])
+    assert result.exit_code == 2 and "--replay needs --dry-run" in result.stderr, result.output
+    assert not (tmp_path / "k.csv").exists()
