@@ -39,13 +39,17 @@
   imbalance of ring attention: Brandon et al. 2023, "Striped Attention", section 3).
 
 Between nodes. `dse.perf.collectives` models one NVLink/PCIe node. A collective over more than
-`GPUS_PER_NODE` GPUs is bounded by the network: NCCL runs one ring per NIC, so the node's NICs together
-carry the ring traffic, `bus_bw = GPUS_PER_NODE x NIC_BYTES_PER_S x NET_EFF`; the time is the larger of the
-intra-node model at 8 GPUs and `wire_bytes(n) / bus_bw`. NOTE(dse): the NIC rates are a GPU-independent
-assumption by architecture (not a catalog field): DGX H100 has eight 400 Gb/s ConnectX-7 ports (one per
-GPU, 50 GB/s), DGX A100 eight 200 Gb/s HDR ports (25 GB/s), DGX-1 V100 four 100 Gb/s EDR ports for eight
-GPUs (6.25 GB/s per GPU) (NVIDIA DGX user guides); `NET_EFF` 0.8 is the fraction of line rate NCCL's
-bus bandwidth reaches on such fabrics (E). Not in ../shared/reference/hardware-facts.md.
+`GPUS_PER_NODE` GPUs is bounded by the network: NCCL runs one ring per NIC, so the NICs of the group's
+GPUs in a node together carry the ring traffic, `bus_bw = g x NIC_BYTES_PER_S x NET_EFF` with g the group's
+GPUs per node; the time is the larger of the intra-node model over those g and `wire_bytes(n) / bus_bw`.
+A gradient group (dp x cp ranks) has GPUS_PER_NODE / tp GPUs in each node (`grad_ranks_per_node`): the
+node's other GPUs belong to the other tp ranks' groups, which reduce at the same time through their own
+NICs, so a tp 8 layout's gradients leave each node through one NIC, not eight. NOTE(dse): the NIC rates
+are a GPU-independent assumption by architecture (not a catalog field): DGX H100 has eight 400 Gb/s
+ConnectX-7 ports (one per GPU, 50 GB/s), DGX A100 eight 200 Gb/s HDR ports (25 GB/s), DGX-1 V100 four
+100 Gb/s EDR ports for eight GPUs (6.25 GB/s per GPU) (NVIDIA DGX user guides); `NET_EFF` 0.8 is the
+fraction of line rate NCCL's bus bandwidth reaches on such fabrics (E). Not in
+../shared/reference/hardware-facts.md.
 """
 
 from __future__ import annotations
@@ -143,6 +147,12 @@ class ParallelLayout:
         return self.dp * self.cp
 
     @property
+    def grad_ranks_per_node(self) -> int:
+        """Ranks of one gradient group (`grad_ranks`) in one node: ranks run tp fastest, then cp and dp
+        (Megatron's order), so a node's GPUS_PER_NODE ranks hold GPUS_PER_NODE / tp of them."""
+        return max(1, min(self.grad_ranks, GPUS_PER_NODE // self.tp))
+
+    @property
     def optimizer_shards(self) -> int:
         """Ranks the optimizer state (master weights, moments) is split over."""
         return self.grad_ranks if self.fsdp or self.distributed_optimizer else 1
@@ -157,17 +167,22 @@ def _arch(gpu: GpuSpec) -> str:
     return str(gpu.architecture).lower()
 
 
-def network_bus_bytes_per_s(gpu: GpuSpec) -> float:
-    """Bus bandwidth of a collective that crosses nodes (module docstring)."""
-    return GPUS_PER_NODE * NIC_BYTES_PER_S.get(_arch(gpu), 25e9) * NET_EFF
+def network_bus_bytes_per_s(gpu: GpuSpec, per_node: int = GPUS_PER_NODE) -> float:
+    """Bus bandwidth of a collective that crosses nodes with `per_node` of its ranks in each node: their
+    NICs (module docstring)."""
+    return per_node * NIC_BYTES_PER_S.get(_arch(gpu), 25e9) * NET_EFF
 
 
-def group_collective_time_s(collective: str, message_bytes: float, num_gpus: int, gpu: GpuSpec) -> float:
-    """One collective over `num_gpus` ranks: the node model, bounded by the network past one node."""
+def group_collective_time_s(
+    collective: str, message_bytes: float, num_gpus: int, gpu: GpuSpec, per_node: int = GPUS_PER_NODE
+) -> float:
+    """One collective over `num_gpus` ranks, `per_node` of them in each node (a gradient group's:
+    `ParallelLayout.grad_ranks_per_node`): the node model over those, bounded by the network past one node."""
     if num_gpus <= 1 or message_bytes <= 0:
         return 0.0
-    inside = float(collective_time_s(collective, message_bytes, min(num_gpus, GPUS_PER_NODE), gpu))
-    if num_gpus <= GPUS_PER_NODE:
+    per_node = max(1, min(per_node, num_gpus, GPUS_PER_NODE))
+    inside = float(collective_time_s(collective, message_bytes, per_node, gpu)) if per_node > 1 else 0.0
+    if num_gpus <= per_node:
         return inside
     steps = 2 * (num_gpus - 1) if collective == "all_reduce" else num_gpus - 1
     if collective == "all_to_all":
@@ -179,7 +194,7 @@ def group_collective_time_s(collective: str, message_bytes: float, num_gpus: int
         )
         return max(inside, across)
     wire = float(wire_bytes(collective, message_bytes, num_gpus, "nvswitch"))
-    across = wire / network_bus_bytes_per_s(gpu) + steps / GPUS_PER_NODE * _NET_LATENCY_S
+    across = wire / network_bus_bytes_per_s(gpu, per_node) + steps / per_node * _NET_LATENCY_S
     return max(inside, across)
 
 

@@ -392,17 +392,18 @@ def _dp_comm(
         return 0.0, 0.0, 0.0
     w_b = 4.0 if req.precision in ("fp32", "tf32") else 2.0
     grads = _trainable(parts) * w_b
+    per_node = lay.grad_ranks_per_node
     if lay.fsdp:
-        gather = group_collective_time_s("all_gather", grads, dp, gpu)
-        scatter = group_collective_time_s("reduce_scatter", grads, dp, gpu)
+        gather = group_collective_time_s("all_gather", grads, dp, gpu, per_node)
+        scatter = group_collective_time_s("reduce_scatter", grads, dp, gpu, per_node)
         comm = 2 * gather + scatter
         exposed = max(0.0, comm - fb_s) + comm / max(parts.num_layers_per_rank, 1)
         link = 2 * link_energy_j("all_gather", grads, dp, gpu) + link_energy_j(
             "reduce_scatter", grads, dp, gpu
         )
         return m * comm, m * exposed, m * link
-    comm = group_collective_time_s("all_reduce", grads, dp, gpu)
-    last = group_collective_time_s("all_reduce", min(grads, _DDP_BUCKET_BYTES), dp, gpu)
+    comm = group_collective_time_s("all_reduce", grads, dp, gpu, per_node)
+    last = group_collective_time_s("all_reduce", min(grads, _DDP_BUCKET_BYTES), dp, gpu, per_node)
     exposed = max(0.0, comm - bwd_s) + last
     return comm, exposed, link_energy_j("all_reduce", grads, dp, gpu)
 
