@@ -340,7 +340,11 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
         fp32_norm_bytes = autocast_activation_bytes_per_layer(forward, rank.num_layers, act)
     adapters = 0.0
     if req.lora_rank:
-        forward, adapters = with_adapters(forward, req.lora_rank)
+        forward, adapters = with_adapters(forward, req.lora_rank, req.lora_targets)
+        if not adapters:
+            raise ConfigError(
+                f"lora_targets {', '.join(req.lora_targets)}: {arch.name} has no such projection"
+            )
     backward = build_backward_graph(forward)
     if req.lora_rank:
         backward = freeze_weights(backward, forward)

@@ -41,6 +41,7 @@ from dse.perf.power import gpu_power_terms
 from dse.perf.predict import GraphTotals, predict_graph_totals
 from dse.perf.rates import arch_family, check_tensor_dtype
 from dse.perf.types import CoeffTable, OperatingPoint
+from dse.training.lora import check_lora_targets
 from dse.training.memory import OPTIMIZERS, RECOMPUTE_MODES, MemoryEstimate
 from dse.training.optimizer import build_optimizer_graph
 from dse.training.parallel import (
@@ -204,6 +205,9 @@ class TrainingRequest:
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
     lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
+    lora_targets: tuple[
+        str, ...
+    ] = ()  # the projections with adapters (dse.training.lora.LORA_TARGETS; (): all)
     # LLMs: 0, one sample per sequence; L > 0, samples of L tokens packed in each sequence (dse.training.llm)
     packed_sample_len: int = 0
     eager_ops: bool = False  # LLMs: RMSNorm, rotary, SwiGLU (GPT-2's GELU) as eager PyTorch's kernels
@@ -238,6 +242,7 @@ class TrainingRequest:
         for name in ("eager_ops", "autocast"):
             if not isinstance(value := getattr(self, name), bool):
                 raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be true or false, got {value!r}")
+        check_lora_targets(self.lora_targets, self.lora_rank)
         if self.lora_rank and self.layout.fsdp:
             raise ConfigError(
                 "--lora-rank with --fsdp: LoRA keeps the frozen weights whole on each rank (split them with "

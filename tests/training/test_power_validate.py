@@ -68,20 +68,26 @@ def test_mlperf_throughput_counts_sequences_at_their_real_length() -> None:
 @needs_shared_data
 def test_mlperf_lora_runs_are_validated_at_every_scale() -> None:
     """The Llama-2-70B LoRA runs (1, 8 and 64 nodes) are predicted from their config echo, not skipped, as
-    the NeMo stack they run (the NeMo rows' ratios and attention kernel). One node, four micro-batches per
-    step, logs 2.08 samples/s (3.85 s per 8-sample step): within 5% (26% fast with unit ratios). The
-    model misses the multi-node runs as documented: fast, one micro-batch per step and a per-step cost it
-    does not have, so its error grows with the node count."""
+    the NeMo stack they run (the NeMo rows' ratios and attention kernel), adapters on qkv and o as the
+    reference. One node, four micro-batches per step, logs 2.08 samples/s (3.85 s per 8-sample step), 8 nodes
+    12.3 (0.65 s per step of one micro-batch). The model prices the per-sample work right and lacks a cost
+    per optimizer step: the measured steps exceed the predicted ones by the same ~0.19 s on 1 and 8 nodes
+    (5% of the one-node step: a little fast there; 29% of the 8-node one), more at 64."""
     from dse.calibrate.validate.training_power import validate_mlperf_power
 
     frame, skipped, _ = validate_mlperf_power()
     assert not any("lora" in reason.lower() for reason in skipped)
-    ratio = {}
-    for nodes in (1, 8, 64):
+    ratio, gap_s = {}, {}
+    for nodes, batch in ((1, 8), (8, 8), (64, 64)):
         part = frame[frame["source"].str.startswith(f"mlperf-llama2_70b_lora-{nodes}node")]
         assert len(part) == 20  # ten runs, metered AC and DC
+        gpus = 8 * nodes
+        meas_s = batch / (gpus * part["samples_per_s_per_gpu"])
+        pred_s = batch / (gpus * part["pred_samples_per_s_per_gpu"])
         ratio[nodes] = float((part["pred_samples_per_s_per_gpu"] / part["samples_per_s_per_gpu"]).median())
-    assert abs(ratio[1] - 1.0) < 0.05 and 1.0 < ratio[8] < ratio[64]
+        gap_s[nodes] = float((meas_s - pred_s).median())
+    assert 1.0 < ratio[1] < 1.07 and ratio[1] < ratio[8] < ratio[64]
+    assert 0.1 < gap_s[1] < 0.3 and gap_s[8] == pytest.approx(gap_s[1], abs=0.03) and gap_s[64] > gap_s[8]
 
 
 @needs_shared_data
