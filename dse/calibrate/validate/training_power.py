@@ -50,8 +50,10 @@ throughput per GPU and on node power = GPUs per node x predicted GPU power + `ho
   right; a cost per optimizer step is missing, the same on one node (5% of its step) as on eight (29%), so
   not a node-count effect. The GPUs idle through it: GPU energy per sample (node power less the host term,
   DC) is 2,445 / 2,505 / 2,227 J at 1 / 8 / 64 nodes while the time per sample grows 36% / 48%; a predicted
-  step with that idle wait would put node power 10% / 19% high at 8 / 64 nodes, not 28% / 46% (the rest at
-  64 nodes: a run window of 116-119 s holds proportionally more time outside the training steps). Ruled out:
+  step with that idle wait would put node power 10% / 19% high at 8 / 64 nodes, not 28% / 46%. The rest is
+  the power window: if the 1- and 8-node runs (same batch and schedule) converge at the same sample count,
+  their durations (1,688 s and 318 s at 2.08 and 12.3 samples/s) leave ~39 s of each run outside the logged
+  rate, 2% of a one-node run and a third of a 64-node one (117 s), averaged into its node power. Ruled out:
   the adapters' gradient all-reduce across nodes (27 M parameters per rank, under 1 ms through two NICs per
   node), the context-parallel K/V ring (4 MB per layer over NVLink), a power cap or lower clocks (a cap
   bringing the predicted node power down to the measured one, ~500 W, leaves 8 and 64 nodes 15% fast:
