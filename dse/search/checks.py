@@ -484,7 +484,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
         gpu = load_gpu(cfg.gpu)
     except ConfigError as exc:
         raise located_error(smap, ("gpu",), str(exc)) from None
-    allowed = ", ".join(("gpu.<field>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
+    allowed = ", ".join(("gpu.<field>", "cost.<fact>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
     _check_training_precision(cfg, smap, space)
     check_cost(cfg, smap, space)  # a step is priced as a serving point is
     clocks_vary, power_varies = _gpu_limits_vary(cfg, space)
@@ -498,6 +498,8 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
             for where, value in param_values_with_locs(name, cfg.space[name]):
                 if (msg := field_value_problem(path, value)) is not None:  # as a serving study's
                     raise located_error(smap, where, msg)
+        elif path.startswith("cost."):  # a price or carbon constant, as in a serving study
+            _check_cost_param(smap, name, cfg.space[name], path, loc)
         elif path not in OPERATING_POINT_KEYS and path not in _TRAINING_PATHS:
             raise located_error(smap, loc, f"'{path}' is not a training parameter (allowed: {allowed})")
         elif path in OPERATING_POINT_KEYS:  # as a serving study checks them (and `dse predict --training`)
@@ -508,6 +510,15 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
         else:
             _check_workload_values(cfg, smap, name, path)
     _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))
+
+
+def _check_cost_param(smap: SourceMap, name: str, spec: Any, path: str, loc: tuple) -> None:
+    """A `cost.<path>` parameter: a known fact, each value within its range."""
+    if (msg := cost_fact_problem(path)) is not None:
+        raise located_error(smap, loc, msg)
+    for where, value in param_values_with_locs(name, spec):
+        if (msg := cost_fact_problem(path, value)) is not None:
+            raise located_error(smap, where, msg)
 
 
 def _check_training_precision(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:

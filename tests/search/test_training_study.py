@@ -191,3 +191,21 @@ def test_a_key_no_point_reads_is_refused_at_load() -> None:
     with pytest.raises(ConfigError, match=r"workload\.packed_sample_len.*not read"):
         study_from_dict({**serving, "space": {"sm_clock_mhz": {"values": [1200]}},
                          "workload": {**serving["workload"], "packed_sample_len": 64}})  # fmt: skip
+
+
+def test_a_cost_fact_is_a_training_study_parameter() -> None:
+    """`cost.<path>` is a space parameter in training studies as in serving ones (the README's cost
+    section); it was refused as 'not a training parameter' though the points price with it."""
+    study = {**STUDY, "space": {"cost.memory_usd_per_gb.hbm3": {"values": [10, 20]}}}
+    study["objectives"] = {"step_time_s": "minimize", "usd_per_million_tokens": "minimize"}
+    ctx = study_from_dict(study).eval_context()
+    cheap = evaluate_point({"cost.memory_usd_per_gb.hbm3": 10}, ctx)
+    dear = evaluate_point({"cost.memory_usd_per_gb.hbm3": 20}, ctx)
+    assert dear["memory_cost_usd"] == pytest.approx(2 * cheap["memory_cost_usd"])
+    assert dear["step_time_s"] == cheap["step_time_s"]
+    bad = {**STUDY, "space": {"cost.memory_usd_per_gb.hbm9": {"values": [10]}}}
+    with pytest.raises(ConfigError, match="hbm9"):
+        study_from_dict(bad)
+    negative = {**STUDY, "space": {"cost.memory_usd_per_gb.hbm3": {"values": [10, -5]}}}
+    with pytest.raises(ConfigError, match=r"space\.cost\.memory_usd_per_gb\.hbm3\.values\.1"):
+        study_from_dict(negative)
