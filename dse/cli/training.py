@@ -44,6 +44,15 @@ LoraRankOpt = Annotated[
         "projection (default 0: train every weight).",
     ),
 ]
+LoraTargetsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lora-targets",
+        help="Training LLMs with --lora-rank: the projections with adapters, comma-separated, of qkv_proj, "
+        "o_proj, gate_up_proj, down_proj (default: all four; NeMo's performance recipes: qkv_proj; the "
+        "MLPerf Llama-2-70B LoRA reference: qkv_proj,o_proj).",
+    ),
+]
 PackedSampleLenOpt = Annotated[
     int | None,
     typer.Option(
@@ -176,6 +185,7 @@ class TrainingArgs:
     no_cp_load_balance: NoCpBalanceOpt = False
     ep_dispatcher: EpDispatcherOpt = None
     lora_rank: LoraRankOpt = None
+    lora_targets: LoraTargetsOpt = None
     packed_sample_len: PackedSampleLenOpt = None
     eager_ops: EagerOpsOpt = False
     autocast: AutocastOpt = False
@@ -235,15 +245,18 @@ def run_training(
         image_size=opts["image_size"], precision=opts["precision"], recompute=opts["recompute"],
         optimizer=opts["optimizer"], attention=opts["attention"], memory_format=opts["memory_format"],
         objective=opts["objective"], attention_kernel=opts["attention_kernel"], layout=layout,
-        lora_rank=opts["lora_rank"], packed_sample_len=opts["packed_sample_len"], eager_ops=opts["eager_ops"],
+        lora_rank=opts["lora_rank"], lora_targets=_lora_targets(opts["lora_targets"]),
+        packed_sample_len=opts["packed_sample_len"], eager_ops=opts["eager_ops"],
         loader_samples_per_s=opts["loader_samples_per_s"], autocast=opts["autocast"],
     )  # fmt: skip
+    _check_layout_flags(opts, layout, given)
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()
     cost = training_cost_outputs(spec, metrics, costs)
     if as_json:
-        out = {**metrics, **cost}
+        head = {k: metrics[k] for k in ("model", "gpu")}
+        out = {**head, **_request_fields(request, est.kind == "llm"), **metrics, **cost}
         print_json({**out, "breakdown": est.breakdown()} if breakdown else out)
         return
     from dse.cli.render import breakdown_table, metrics_table
@@ -279,6 +292,41 @@ def run_training(
         times = {k: v for k, v in est.phase_time_s.items() if k in est.phase_energy_j}
         console.print(breakdown_table(times, "step time by phase", column="time (s)"))
         console.print(breakdown_table(est.phase_energy_j, "energy per GPU by phase (J)"))
+
+
+def _lora_targets(text: str | None) -> tuple[str, ...]:
+    """`--lora-targets qkv_proj,o_proj` as the request's tuple (checked there, with --lora-rank)."""
+    if text is None:
+        return ()
+    targets = tuple(t.strip() for t in text.split(","))
+    if not all(targets):
+        raise DseError(f"--lora-targets names projections separated by commas, got {text!r}")
+    return targets
+
+
+def _check_layout_flags(opts: dict[str, Any], layout: Any, given: set[str]) -> None:
+    """Refuse a layout option the layout never reads (it would change nothing, silently)."""
+    needs = (
+        (opts["ep_dispatcher"] is not None and layout.ep == 1,
+         "--ep-dispatcher needs --ep > 1 (it moves tokens between expert-parallel ranks)"),
+        (opts["no_tp_comm_overlap"] and layout.tp == 1, "--no-tp-comm-overlap needs --tp > 1"),
+        (opts["no_cp_load_balance"] and layout.cp == 1, "--no-cp-load-balance needs --cp > 1"),
+        ("attention_kernel" in given and opts["attention"] == "eager",  # as TrainingRequest's own check
+         f"attention_kernel {opts['attention_kernel']} (--attention-kernel): a flash-attention "
+         "implementation, but attention is eager (GEMMs and a softmax)"),
+    )  # fmt: skip
+    for refused, message in needs:
+        if refused:
+            raise DseError(message)
+
+
+def _request_fields(request: Any, llm: bool) -> dict[str, Any]:
+    """What the step trained, for `--json`: the request's settings beside the layout `metrics` echoes."""
+    keys: tuple[str, ...] = ("precision", "micro_batch", "global_batch", "seq_len" if llm else "image_size")
+    keys += ("recompute",)
+    keys += ("optimizer", "attention", "attention_kernel", "objective", "lora_targets") if llm else ()
+    keys += () if llm else ("memory_format",)
+    return {k: list(v) if isinstance(v := getattr(request, k), tuple) else v for k in keys}
 
 
 def _show_training_cost(cost: dict[str, Any], llm: bool, breakdown: bool) -> None:

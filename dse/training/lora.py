@@ -28,10 +28,12 @@ LORA_TARGETS: tuple[str, ...] = ("qkv_proj", "o_proj", "gate_up_proj", "down_pro
 
 def check_lora_targets(targets: object, rank: int) -> None:
     """ConfigError unless `targets` is a tuple of `LORA_TARGETS` names, and empty without adapters."""
-    if not isinstance(targets, tuple) or not all(t in LORA_TARGETS for t in targets):
-        raise ConfigError(
-            f"lora_targets {targets!r} must be a tuple of {', '.join(LORA_TARGETS)} (empty: all of them)"
-        )
+    if not isinstance(targets, tuple):
+        raise ConfigError(f"lora_targets must be a tuple of {', '.join(LORA_TARGETS)} (empty: all of them)")
+    unknown = [str(t) for t in targets if t not in LORA_TARGETS]
+    if unknown:
+        known, names = ", ".join(LORA_TARGETS), ", ".join(unknown)
+        raise ConfigError(f"lora_targets (--lora-targets): {names} is not a projection of {known}")
     if targets and not rank:
         raise ConfigError("lora_targets name adapters, but lora_rank (--lora-rank) is 0 (no LoRA)")
 

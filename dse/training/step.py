@@ -205,9 +205,7 @@ class TrainingRequest:
     memory_format: str = "nchw"  # vision: PyTorch's default layout, or nhwc (channels_last)
     objective: str = "pretrain"  # encoders: pre-training heads, or finetune: a task head (dse.training.llm)
     lora_rank: int = 0  # LLMs: 0 trains every weight; r > 0 freezes them and trains rank-r LoRA adapters
-    lora_targets: tuple[
-        str, ...
-    ] = ()  # the projections with adapters (dse.training.lora.LORA_TARGETS; (): all)
+    lora_targets: tuple[str, ...] = ()  # LLMs: the projections with adapters (training.lora; (): all)
     # LLMs: 0, one sample per sequence; L > 0, samples of L tokens packed in each sequence (dse.training.llm)
     packed_sample_len: int = 0
     eager_ops: bool = False  # LLMs: RMSNorm, rotary, SwiGLU (GPT-2's GELU) as eager PyTorch's kernels

@@ -31,6 +31,30 @@ def test_a_plain_training_step_still_runs():
     assert '"step_time_s"' in result.output
 
 
+def test_training_json_says_what_the_step_ran():
+    """A saved result names its settings (the layout was there; precision, lengths and batches were not)."""
+    import json
+
+    args = [*TRAIN[:-1], "--micro-batch", "2", "--global-batch", "64", "--seq-len", "2048", "--json"]
+    args += ["--precision", "fp8", "--lora-rank", "8", "--lora-targets", "qkv_proj"]
+    out = json.loads(CliRunner().invoke(app, args).output)
+    assert (out["precision"], out["micro_batch"], out["global_batch"], out["seq_len"]) == ("fp8", 2, 64, 2048)
+    assert out["lora_targets"] == ["qkv_proj"] and out["recompute"] == "none" and out["optimizer"] == "adamw"
+    vision = ["predict", "--model", "resnet-50", "--gpu", "h100-sxm", "--training", "--micro-batch", "32"]
+    img = json.loads(CliRunner().invoke(app, [*vision, "--image-size", "160", "--json"]).output)
+    assert img["image_size"] == 160 and img["memory_format"] == "nchw" and "seq_len" not in img
+
+
+def test_lora_targets_narrow_the_adapters():
+    """Adapters on the qkv projection only train fewer weights than on every projection: a shorter step."""
+    import json
+
+    args = [*TRAIN[:-1], "--micro-batch", "1", "--seq-len", "2048", "--lora-rank", "16", "--json"]
+    every = json.loads(CliRunner().invoke(app, args).output)
+    qkv = json.loads(CliRunner().invoke(app, [*args, "--lora-targets", "qkv_proj"]).output)
+    assert qkv["step_time_s"] < every["step_time_s"]
+
+
 SERVE = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "128"]
 SERVE += ["--output-tokens", "16"]
 
@@ -68,6 +92,13 @@ def test_training_flags_are_refused_outside_training(extra, named):
         ("llama-3.1-8b", ["--memory-format", "nchw"], "not a vision model"),
         ("resnet-50", ["--attention-kernel", "fa2"], "is a vision model"),
         ("resnet-50", ["--objective", "pretrain"], "not an encoder"),
+        # layout and attention options the step would not read (newcomer review: each ran unchanged)
+        ("llama-3.1-8b", ["--num-gpus", "8", "--ep-dispatcher", "deepep"], "--ep-dispatcher needs --ep > 1"),
+        ("llama-3.1-8b", ["--num-gpus", "8", "--no-tp-comm-overlap"], "--no-tp-comm-overlap needs --tp > 1"),
+        ("llama-3.1-8b", ["--num-gpus", "8", "--no-cp-load-balance"], "--no-cp-load-balance needs --cp > 1"),
+        ("llama-3.1-8b", ["--attention", "eager", "--attention-kernel", "fa2"], "attention is eager"),
+        ("llama-3.1-8b", ["--lora-targets", "qkv_proj"], "lora_rank (--lora-rank) is 0"),
+        ("llama-3.1-8b", ["--lora-rank", "8", "--lora-targets", "qkv"], "qkv is not a projection"),
     ],
 )
 def test_training_options_that_do_not_apply_to_the_model_are_refused(model, extra, named):

@@ -169,12 +169,12 @@ def test_cli_megatron_layout_flags() -> None:
     assert (m["dp"], m["tp"], m["pp"], m["vp"], m["cp"]) == (4, 4, 4, 20, 1)
     assert m["distributed_optimizer"] and m["tp_comm_overlap"] and m["feasible"]
     code, out = _cli(
-        "predict --model llama-3.1-8b --training --num-gpus 8 --cp 2 --seq-len 8192 --global-batch 8 "
+        "predict --model llama-3.1-8b --training --num-gpus 8 --tp 2 --cp 2 --seq-len 8192 --global-batch 8 "
         "--no-tp-comm-overlap --json"
     )
     assert code == 0, out
     m = json.loads(out)
-    assert (m["dp"], m["cp"], m["tp_comm_overlap"]) == (4, 2, False)
+    assert (m["dp"], m["cp"], m["tp_comm_overlap"]) == (2, 2, False)
 
 
 @pytest.mark.parametrize(
