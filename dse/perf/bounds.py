@@ -28,7 +28,8 @@ BOUND_LABELS: tuple[str, ...] = ("dram", "l2", "smem", "tensor", "cuda", "host",
 CAP_BINDS_FRAC = 0.01
 # A math unit this close to the busiest module's utilization is the bound (module docstring).
 MATH_TIE = 0.05
-_MATH = [MODULES.index("tensor"), MODULES.index("cuda")]
+_MATH = np.array([MODULES.index("tensor"), MODULES.index("cuda")])
+_MATH.flags.writeable = False
 _MODULE_LABEL = {m: ("cuda" if m == "sfu" else m) for m in MODULES}
 _LABEL_OF_MODULE = np.array([_MODULE_LABEL[m] for m in MODULES], dtype=object)  # by module index
 
@@ -39,7 +40,7 @@ def kernel_bounds(
     """The label of each kernel (module docstring); `util` is [n, len(MODULES)]."""
     u = np.asarray(util, dtype=float)
     busiest = np.argmax(u, axis=1)
-    math = np.array(_MATH)[np.argmax(u[:, _MATH], axis=1)]
+    math = _MATH[np.argmax(u[:, _MATH], axis=1)]
     near = u[np.arange(len(u)), math] >= u.max(axis=1) - MATH_TIE
     chosen = np.where(near, math, busiest)
     labels: list[str] = _LABEL_OF_MODULE[chosen].tolist()

@@ -336,6 +336,10 @@ def _tensor_flop(key: str, dtypes: tuple[Any, ...], out: dict[str, Any], gpu: Gp
     """`tensor_flop_bf16` from the ops' `_flop_dtypes`."""
     from dse.perf.rates import arch_family, tensor_flop_per_clk
 
+    if key == "attention_flash":
+        return np.asarray(out["flop"], dtype=float)
+    if key not in ("gemm", "attention_decode", "attention_eager"):
+        return np.zeros(np.asarray(out["latency_s"]).shape[0])  # reductions and elementwise: CUDA cores
     bf16 = tensor_flop_per_clk(gpu, "bf16")
 
     def per_bf16(dtype: str) -> float:
@@ -346,20 +350,23 @@ def _tensor_flop(key: str, dtypes: tuple[Any, ...], out: dict[str, Any], gpu: Gp
         from dse.perf.moe import math_dtype
 
         factor = {pair: per_bf16(math_dtype(gpu, *pair)) for pair in set(dtypes)}  # per distinct pair
-        return np.asarray(out["flop"]) * np.array([factor[pair] for pair in dtypes])
-    if key == "attention_flash":
-        return np.asarray(out["flop"], dtype=float)
+        return np.asarray(out["flop"]) * _per_row(factor, dtypes)
     if key == "attention_decode":
         fp8_mma = arch_family(gpu) == "hopper"
         # hundreds of decode steps, a dtype or two
         factor = {d: per_bf16("fp8") if fp8_mma and _dtype_bytes(d) <= 1 else 1.0 for d in set(dtypes)}
-        return np.asarray(out["flop"]) * np.array([factor[d] for d in dtypes])
-    if key == "attention_eager":
-        parts = out["parts"]
-        factor = {d: per_bf16(d) for d in set(dtypes)}  # per distinct dtype (a row per decode step)
-        return (parts["qk"]["flop"] + parts["pv"]["flop"]) * np.array([factor[d] for d in dtypes])
-    n = np.asarray(out["latency_s"]).shape[0]
-    return np.zeros(n)  # reductions and elementwise kernels run on CUDA cores
+        return np.asarray(out["flop"]) * _per_row(factor, dtypes)
+    parts = out["parts"]  # eager attention
+    factor = {d: per_bf16(d) for d in set(dtypes)}  # per distinct dtype (a row per decode step)
+    return (parts["qk"]["flop"] + parts["pv"]["flop"]) * _per_row(factor, dtypes)
+
+
+def _per_row(factor: dict[Any, float], keys: tuple[Any, ...]) -> np.ndarray | float:
+    """Each row's factor by its key; the one factor itself when all rows share a key (a product with it
+    gives the same bits, without an array built from hundreds of decode steps' keys)."""
+    if len(factor) == 1:
+        return next(iter(factor.values()))
+    return np.array([factor[key] for key in keys])
 
 
 def _dtype_bytes(dtype: str) -> float:

@@ -176,6 +176,13 @@ def _guess(
     return np.where(fits.any(axis=1), top, 0)
 
 
+def _copies(*rows: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...]:
+    """New arrays of row dicts: what the prediction keeps of a probe. Not views of the probe's call, whose
+    offsets would change the bits of the totals that BLAS's dot sums from them (its order follows the
+    alignment of its operands)."""
+    return tuple({key: v.copy() for key, v in r.items()} for r in rows)
+
+
 class _PassSearch:
     """Per pass over the cap, the highest index of `fine` whose pass mean fits: `lo` (highest known to fit,
     -1 while none does) and `hi` (lowest known over; `fine.size` is the requested clock) close in on it.
@@ -212,16 +219,16 @@ class _PassSearch:
         sub_parts = rows_power(sub, terms, pc)
         ends = np.cumsum(sizes)
         for k, f_idx, end, size in zip(which.tolist(), fine_idx.tolist(), ends.tolist(), sizes, strict=True):
-            take = np.arange(end - size, end)
-            r, q = take_rows(sub, take), take_rows(sub_parts, take)
+            take = slice(end - size, end)
+            r, q = sliced_rows(sub, take), sliced_rows(sub_parts, take)  # views, copied only when kept
             mean_w = _mean_w(energy(int(self.over[k]), r, q))
             if mean_w <= self.cap:
                 if f_idx > self.lo[k]:
-                    self.lo[k], self.p_lo[k], self.best[k], self.best_parts[k] = f_idx, mean_w, r, q
+                    self.lo[k], self.p_lo[k], self.best[k], self.best_parts[k] = f_idx, mean_w, *_copies(r, q)
             elif f_idx < self.hi[k]:
                 self.hi[k], self.p_hi[k] = f_idx, mean_w
                 if f_idx == 0 and self.lo[k] < 0:  # nothing fits: the pass runs at the lowest clock
-                    self.best[k], self.best_parts[k] = r, q
+                    self.best[k], self.best_parts[k] = _copies(r, q)
 
     def run(
         self, mean_w: np.ndarray, f_req: float, terms: GpuPowerTerms, pc: PowerCoeffs, energy: PassEnergy

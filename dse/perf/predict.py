@@ -192,7 +192,8 @@ class WorkloadPrediction:
         rows = self._kernels
         # count x time as numpy products: the bits of the Python products (an int count converts exactly)
         parts = list(zip(rows.bounds, (rows.count * rows.latency_s).tolist(), strict=True))
-        parts += [("host", s) for s in (rows.count * rows.gap_s).tolist()]
+        if rows.gap_s.any():  # (zero gaps are no time: `time_shares` would skip them one by one)
+            parts += [("host", s) for s in (rows.count * rows.gap_s).tolist()]
         return time_shares(parts)
 
     def energy_j_by_kind(self) -> dict[str, float]:
@@ -301,23 +302,23 @@ def predict_graphs(
     plans = [None if mode is None else launch_plan(g.ops) for g in graphs]  # the host queue's, if any
     counts = [op_counts(g) for g in graphs]
 
-    def graph_energy(
-        i: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]
-    ) -> tuple[float, float]:
-        lat, count, plan = rows["latency_s"], counts[i], plans[i]
-        gap = (
-            np.zeros_like(lat)
-            if mode is None or plan is None
-            else schedule(lat, plan, mode, host, rows["sm_clock_hz"]).wait_s / count
-        )
-        gp = gap_power_w(rows["sm_clock_hz"], terms, pc)["total"]
-        return float(np.dot(count, lat * parts["total"] + gap * gp)), float(np.dot(count, lat + gap))
+    def graph_energy(i: int, lat: np.ndarray, power_w: np.ndarray, f: np.ndarray) -> tuple[float, float]:
+        count, plan = counts[i], plans[i]
+        if mode is None or plan is None:  # no gaps: adding their zeros changes no bit (the cap search's
+            # probes call this per clock, so the gap power's interpolations are skipped); `lat + 0.0` is a
+            # new array as `lat + gap` was: BLAS's dot sums in an order that depends on the alignment of
+            # its operands, and `lat` may be a view at any offset
+            return float(np.dot(count, lat * power_w)), float(np.dot(count, lat + 0.0))
+        gap = schedule(lat, plan, mode, host, f).wait_s / count
+        gp = gap_power_w(f, terms, pc)["total"]
+        return float(np.dot(count, lat * power_w + gap * gp)), float(np.dot(count, lat + gap))
 
     def pass_energy(p: int, rows: dict[str, np.ndarray], parts: dict[str, np.ndarray]) -> tuple[float, float]:
         energy_j = wall_s = 0.0
+        lat, power_w, f = rows["latency_s"], parts["total"], rows["sm_clock_hz"]
         for i, sl in group_slices(groups[p], graphs):
             if sl.stop > sl.start:
-                e, t = graph_energy(i, sliced_rows(rows, sl), sliced_rows(parts, sl))
+                e, t = graph_energy(i, lat[sl], power_w[sl], f[sl])
                 energy_j, wall_s = energy_j + weight[i] * e, wall_s + weight[i] * t
         return energy_j, wall_s
 
@@ -392,21 +393,21 @@ def _assemble(
     f = a["sm_clock_hz"]
     count = op_counts(graph)
     if mode is None or plan is None:
-        gap, host_s = np.zeros_like(lat), 0.0
+        gap, host_s, gapless = np.zeros_like(lat), 0.0, True
     else:
         queue = schedule(lat, plan, mode, host, f)
-        gap, host_s = queue.wait_s / count, queue.host_s
+        gap, host_s, gapless = queue.wait_s / count, queue.host_s, False
     gp = gap_power_w(f, terms, pc)
     # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).
     run = np.column_stack([p["idle"], p["active"], p["dram"], p["onchip"]]) * lat[:, None]
-    gap_e = np.zeros_like(run)
-    gap_e[:, 0] = gp["idle"] * gap
-    gap_e[:, 1] = gp["active"] * gap
-    energy = (run + gap_e) * count[:, None]
+    if not gapless:  # (without gaps their energy's zeros would change no bit of the sums)
+        run[:, 0] += gp["idle"] * gap
+        run[:, 1] += gp["active"] * gap
+    energy = run * count[:, None]
     k_energy = energy.sum(axis=1)
     by_module = dict(zip(ENERGY_KEYS, energy.sum(axis=0).tolist(), strict=True))
     busy = float(np.dot(count, lat))
-    wall = busy + float(np.dot(count, gap))
+    wall = busy if gapless else busy + float(np.dot(count, gap))
     total_e = float(k_energy.sum())
     bounds = kernel_bounds(a["util"], lat, gap, f, passes.requested_clock_hz)
     arrays = {

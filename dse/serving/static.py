@@ -289,10 +289,10 @@ def _check_context(arch: LlmArch, request: ServingRequest) -> None:
         )
 
 
-def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict[str, Any]:
-    """The memory fields of a `ServingEstimate`, per GPU: weights, the KV cache at the last step and the
-    peak prefill activations, against the usable share of the GPU's memory (a pipeline stage holds 1 / pp
-    of the layers' weights and cache, as in `dse.serving.load`)."""
+@functools.lru_cache(maxsize=256)
+def _request_bytes(arch: LlmArch, request: ServingRequest) -> tuple[float, float, float]:
+    """(weights, KV cache at the last step, peak prefill activations) per GPU: they do not depend on the
+    GPU, so a search, which varies the GPU far more often than the workload, reads them once."""
     b, i, o, par = request.replica_batch, request.input_tokens, request.output_tokens, request.parallelism
     gpu_arch = weight_arch(arch, par)
     w_bytes = weight_bytes(gpu_arch, request.precision) / par.pp
@@ -300,6 +300,14 @@ def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict
     act_bytes = prefill_activation_bytes(
         shard_arch(arch, par), request.precision, batch=b, seq_len=i, attention=request.attention
     )
+    return w_bytes, kv_bytes, act_bytes
+
+
+def _memory_fields(arch: LlmArch, gpu: GpuSpec, request: ServingRequest) -> dict[str, Any]:
+    """The memory fields of a `ServingEstimate`, per GPU: weights, the KV cache at the last step and the
+    peak prefill activations, against the usable share of the GPU's memory (a pipeline stage holds 1 / pp
+    of the layers' weights and cache, as in `dse.serving.load`)."""
+    w_bytes, kv_bytes, act_bytes = _request_bytes(arch, request)
     memory_bytes = w_bytes + kv_bytes + act_bytes
     usable_bytes = USABLE_MEMORY_FRAC * gpu.memory.capacity_bytes
     feasible = memory_bytes <= usable_bytes
