@@ -39,6 +39,7 @@ from dse.perf.attention_eager import eager_arrays, eager_tiles
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
+    bool_rows,
     build_estimates,
     correct,
     empty_busy,
@@ -261,7 +262,7 @@ def _flash_shape(c: AttentionInputs, causal: np.ndarray) -> FlashShape:
     off = skv - sq
     pairs = np.where(causal, sq * off + sq * (sq + 1.0) / 2.0, sq * skv)
     tri = nq * off / bkv + (bq_pos / bkv) * nq * (nq + 1.0) / 2.0 - (nq * bq_pos - sq) / bkv + 0.5 * nq
-    tri = np.clip(tri, pairs / (bq_pos * bkv), nq * n_full)
+    tri = tri.clip(pairs / (bq_pos * bkv), nq * n_full)
     n_mean = np.where(causal, np.maximum(tri / nq, 1.0), n_full)
     return FlashShape(
         rows=rows,
@@ -293,7 +294,7 @@ def _flash_timeline(c: AttentionInputs, sh: FlashShape, causal: np.ndarray) -> t
     sched = wave_schedule(g, conc, sms)
     balanced = causal & (nq > 1)
     # Causal tiles of unequal length run longest-first: the busiest SM does max(longest tile, its share).
-    cc_b = np.clip(g / sms, 1.0, conc)  # a lone threadblock still has its SM to itself
+    cc_b = (g / sms).clip(1.0, conc)  # a lone threadblock still has its SM to itself
     iters_busy = np.maximum(n_full, units / (sms * cc_b))
     w = np.where(balanced, iters_busy, sched["rounds"] * n_mean)
     cc = np.where(balanced, cc_b, sched["conc_avg"])
@@ -357,7 +358,7 @@ def flash_arrays(
         decode=False,
     )
     b, h, hkv, d = c.batch, c.heads, c.kv_heads, c.head_dim
-    causal = np.broadcast_to(np.asarray(causal, dtype=bool), b.shape)
+    causal = bool_rows(causal, b.shape[0])
     sh = _flash_shape(c, causal)
     c = replace(c, rows=sh.rows)
     tl, traffic = _flash_timeline(c, sh, causal)

@@ -39,8 +39,8 @@ def kernel_bounds(
 ) -> list[str]:
     """The label of each kernel (module docstring); `util` is [n, len(MODULES)]."""
     u = np.asarray(util, dtype=float)
-    busiest = np.argmax(u, axis=1)
-    math = _MATH[np.argmax(u[:, _MATH], axis=1)]
+    busiest = u.argmax(axis=1)
+    math = _MATH[u[:, _MATH].argmax(axis=1)]
     near = u[np.arange(len(u)), math] >= u.max(axis=1) - MATH_TIE
     chosen = np.where(near, math, busiest)
     labels: list[str] = _LABEL_OF_MODULE[chosen].tolist()

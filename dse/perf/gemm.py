@@ -49,6 +49,7 @@ from dse.perf.gpu_rows import GpuRows, tensor_rates
 from dse.perf.pipeline import (
     Timeline,
     add_to_prologue,
+    bool_rows,
     build_estimates,
     correct,
     float_rows,
@@ -154,11 +155,11 @@ def _operand_traffic(r: GemmRows, v: TileGeometry, l2_bytes: float) -> OperandTr
     b_batches = np.where(r.b_shared, 1.0, batch)
     ideal = batch * m * k * in_b + b_batches * k * n * b_b
     w = np.minimum(v.slots, plane)
-    a_blk = np.clip(np.sqrt(w), 1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
-    b_blk = np.clip(w / a_blk, 1.0, tiles_n)
+    a_blk = np.sqrt(w).clip(1.0, tiles_m)  # continuous, so that traffic never grows with more SMs
+    b_blk = (w / a_blk).clip(1.0, tiles_n)
     wave_b = (a_blk * mt_avg * in_b + b_blk * nt_avg * b_b) * v.k_split
     per_wave = (plane / w) * wave_b * v.splits * batch
-    fit = np.clip(l2_bytes / ideal, 0.0, 1.0)
+    fit = (l2_bytes / ideal).clip(0.0, 1.0)
     dram_ab = np.minimum(fit * ideal + (1.0 - fit) * np.maximum(per_wave, ideal), l2_ab)
     dram_ab = np.maximum(dram_ab, ideal)
     return OperandTraffic(l2_bytes=l2_ab, dram_bytes=dram_ab, dram_ratio=dram_ab / l2_ab)
@@ -328,7 +329,7 @@ def _best_candidate(
             col_of = np.full(num_c, -1, dtype=np.intp)
             col_of[cols] = np.arange(cols.size)
             kept.append(KeptScores(p, t, pred.shape, None, col_of if some else None))
-        best = np.argmin(np.where(p.geo.valid, pred, np.inf), axis=1)
+        best = np.where(p.geo.valid, pred, np.inf).argmin(axis=1)
         return np.where(valid.any(axis=1), cols[best], 0) if some else best  # no valid: the first, as above
     ri, ci = np.nonzero(valid)
     grid = np.full((num, num_c), np.inf)
@@ -342,7 +343,7 @@ def _best_candidate(
         pos[ri, ci] = np.arange(ri.size)
         kept.append(KeptScores(p, t, pred.shape, pos, None))
     # The fastest predicted candidate; exact ties go to the earlier one (larger tile, no split).
-    return np.argmin(grid, axis=1)
+    return grid.argmin(axis=1)
 
 
 def _scores(
@@ -450,7 +451,7 @@ def _by_library(
         pick = slot[problem[sel]]
         chosen = cands.chosen(best[pick])
         # rows at their choice clock (the cap search's first pass): the choice evaluated their candidates
-        at_choice = scored is not None and bool(np.all(rates.sm_clock_hz[sel] == problems.choice_hz[sel]))
+        at_choice = scored is not None and bool((rates.sm_clock_hz[sel] == problems.choice_hz[sel]).all())
         x = scored.inputs(pick, best[pick]) if scored is not None and at_choice else None
         ch = _library_rows(LIBRARIES[li], rows.column(sel), dcls[sel], aq[sel], rates, chosen, x)
         ev = ch.result
@@ -503,7 +504,7 @@ def gemm_arrays(
     num = m.shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
     n, k, batch, f = bc(n), bc(k), bc(batch), bc(sm_clock_hz)
-    quantized = np.zeros(num, dtype=bool) if act_quant is None else np.broadcast_to(act_quant, (num,))
+    quantized = np.zeros(num, dtype=bool) if act_quant is None else bool_rows(act_quant, num)
     dtype, stored = moe.operand_dtypes(gpu, dtype, b_dtype)
     tc_of, tc_clk, per_gpu = tensor_rates(gpu, gpu_rows, dtype)
     dcls_of = {d: DTYPE_CLASSES.index(DTYPE_CLASS[d]) for d in tc_of}
@@ -516,7 +517,7 @@ def gemm_arrays(
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
     lib = np.array([lib_of[d] for d in dtype])
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
-    is_grouped = grouped is not None and bool(np.any(grouped))
+    is_grouped = grouped is not None and bool(np.asarray(grouped).any())
     math_factor, expert_s = np.ones(num), np.zeros(num)
     if is_grouped:  # a grouped MoE kernel's math runs at its fitted efficiency: its tile is chosen at it too
         wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs

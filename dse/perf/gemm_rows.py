@@ -10,6 +10,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.arrays import GemmRows
+from dse.perf.pipeline import bool_rows
 from dse.perf.rates import DTYPE_BYTES, Rates, rates_at
 
 
@@ -36,7 +37,7 @@ def row_inputs(
         in_elem_bytes=np.array([DTYPE_BYTES[d] for d in dtype]),
         b_elem_bytes=np.array([DTYPE_BYTES[d] for d in b_dtype]),
         out_elem_bytes=np.array([DTYPE_BYTES[o] for o in out_dtype]),
-        b_shared=np.broadcast_to(np.asarray(b_shared, dtype=bool), (num,)),
+        b_shared=bool_rows(b_shared, num),
         l2_bw_per_sm_bytes_per_s=rates.l2_bw_per_sm_bytes_per_s,
         l2_bw_bytes_per_s=rates.l2_bw_bytes_per_s,
         smem_bw_per_sm_bytes_per_s=rates.smem_bw_per_sm_bytes_per_s,

@@ -172,7 +172,7 @@ def _guess(
     f = fine[None, :]
     scale = (f / f_req) * terms.v2(f) / terms.v2(np.asarray(f_req))
     fits = terms.idle_power_w(f) + dyn * scale <= cap
-    top = fine.size - 1 - np.argmax(fits[:, ::-1], axis=1)
+    top = fine.size - 1 - fits[:, ::-1].argmax(axis=1)
     return np.where(fits.any(axis=1), top, 0)
 
 

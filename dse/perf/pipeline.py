@@ -51,6 +51,13 @@ def float_rows(x: Any, num: int) -> np.ndarray:
     return a.astype(float) if a.shape == (num,) else np.broadcast_to(a, (num,)).astype(float)
 
 
+def bool_rows(x: Any, num: int) -> np.ndarray:
+    """`x` as a bool array of `num` rows, as `np.broadcast_to(np.asarray(x, dtype=bool), (num,))` (read
+    it only), without broadcast_to's fixed cost when `x` has its rows already."""
+    a = np.asarray(x, dtype=bool)
+    return a if a.shape == (num,) else np.broadcast_to(a, (num,))
+
+
 def select(conds: list[np.ndarray], values: list[float], default: float) -> np.ndarray:
     """`np.select(conds, values, default)` (the first true condition's value) as nested `np.where`s,
     which cost a fraction of np.select's fixed overhead on arrays of tens of rows."""
