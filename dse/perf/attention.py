@@ -36,6 +36,7 @@ import numpy as np
 from dse.hardware.spec import GpuSpec
 from dse.perf.arrays import AttentionInputs, AttentionShapes, DecodeEval, FlashShape, Traffic
 from dse.perf.attention_eager import eager_arrays, eager_tiles
+from dse.perf.gpu_rows import GpuRows, rows_rates
 from dse.perf.pipeline import (
     MODULE_INDEX,
     Timeline,
@@ -100,16 +101,18 @@ def _occupancy(rates: Rates, threads: float, smem_b: np.ndarray, regs_per_thread
 
 
 def _common(
-    batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool
-) -> AttentionInputs:
-    """Shared inputs: broadcast arrays, rates, tiles, compute rate."""
+    batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool,
+    gpu_rows: GpuRows | None = None,
+) -> AttentionInputs:  # fmt: skip
+    """Shared inputs: broadcast arrays, rates, tiles, compute rate (`gpu_rows`: each row's SM count, DRAM
+    bandwidth and Tensor-Core rates, `dse.perf.gpu_rows`)."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
     b_, sq_, skv_, h_, hkv_, d_, kv_b_, act_b_, f_ = (
         bc(v) for v in (batch, sq, skv, heads, kv_heads, d, kv_b, act_b, f)
     )
     arch = arch_family(gpu)
-    rates = rates_at(gpu, f_)
+    rates = rows_rates(rates_at(gpu, f_), gpu_rows)
     bq, bkv, threads = flash_tile_arrays(arch, d_, decode)
     # fp8 KV cache: Hopper runs the matmuls in fp8 (FA3), older GPUs convert to 16 bit first.
     f8 = kv_b_ <= 1.0
@@ -118,7 +121,7 @@ def _common(
     # Prefill attends over the fresh bf16 K/V (the fp8 cache is written beside it): 16-bit matmuls; decode
     # reads the fp8 cache and, on Hopper, multiplies in fp8 (FA3).
     f8_mma = f8 & (arch == "hopper") & decode
-    tc_clk = np.where(f8_mma, tensor_flop_per_clk(gpu, "fp8"), tensor_flop_per_clk(gpu, "bf16"))
+    tc_clk = np.where(f8_mma, *(_tensor_rate(gpu, gpu_rows, dtype, num) for dtype in ("fp8", "bf16")))
     consumers = threads - 128.0 if arch == "hopper" else threads
     regs = np.minimum(255.0, (bq * d_ + bq * bkv) / consumers + 40.0)
     mma_b = np.where(f8_mma, 1.0, act_b_)
@@ -144,6 +147,13 @@ def _common(
         kv_f8=f8,
         mma_elem_bytes=mma_b,
     )
+
+
+def _tensor_rate(gpu: GpuSpec, gpu_rows: GpuRows | None, dtype: str, num: int) -> np.ndarray | float:
+    """Tensor-Core FLOP per clock per SM in `dtype`: `gpu`'s, or each row's GPU's."""
+    if gpu_rows is None:
+        return tensor_flop_per_clk(gpu, dtype)
+    return gpu_rows.tensor_flop_per_clk([dtype] * num)
 
 
 def _iteration(
@@ -337,8 +347,10 @@ def flash_arrays(
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
     cache_write: bool = False,
+    gpu_rows: GpuRows | None = None,
 ) -> dict[str, Any]:
-    """Vectorized FlashAttention forward over N shapes (see the module docstring).
+    """Vectorized FlashAttention forward over N shapes (see the module docstring; `gpu_rows`: rows on GPUs
+    differing from `gpu` in SM count, DRAM bandwidth and Tensor-Core rates, `dse.perf.gpu_rows`).
 
     `cache_write`: the op also writes the new K/V into the paged KV cache first (vLLM's attention layer
     runs `reshape_and_cache_flash` before the kernel, as the aiconfigurator context-attention table
@@ -356,6 +368,7 @@ def flash_arrays(
         gpu,
         sm_clock_hz,
         decode=False,
+        gpu_rows=gpu_rows,
     )
     b, h, hkv, d = c.batch, c.heads, c.kv_heads, c.head_dim
     causal = bool_rows(causal, b.shape[0])
@@ -482,8 +495,9 @@ def decode_arrays(
     gpu: GpuSpec,
     sm_clock_hz,
     coeffs: CoeffTable | object | None = None,
+    gpu_rows: GpuRows | None = None,
 ) -> dict[str, Any]:
-    """Vectorized flash-decoding over N shapes (see the module docstring).
+    """Vectorized flash-decoding over N shapes (see the module docstring; `gpu_rows` as `flash_arrays`').
 
     The split count is the candidate (1, 2, 4, ..., 128 splits, at most one per K/V block) with the
     lowest predicted latency, which tracks FlashAttention's wave-efficiency heuristic and keeps the
@@ -501,6 +515,7 @@ def decode_arrays(
         gpu,
         sm_clock_hz,
         decode=True,
+        gpu_rows=gpu_rows,
     )
     r, sms = c.rates, c.rates.num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)

@@ -22,7 +22,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.gpu_rows import GpuRows, shared_values
 
 # The families whose rows a call takes on several GPUs, and what `op_rows` reads of a call's output.
-FAMILIES: tuple[str, ...] = ("gemm", "elementwise", "reduction")
+FAMILIES: tuple[str, ...] = ("gemm", "elementwise", "reduction", "attention_flash", "attention_decode")
 _KEPT = ("util", "latency_s", "dram_bytes", "flop")
 
 

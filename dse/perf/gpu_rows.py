@@ -12,7 +12,7 @@ range and the dtypes that have Tensor Cores. A `Rates` field added later is comp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -100,3 +100,11 @@ def streaming_rates(gpu_rows: GpuRows | None) -> dict[str, Any]:
     if gpu_rows is None:
         return {}
     return {"rates_num_sms": gpu_rows.num_sms(), "dram_bw_bytes_per_s": gpu_rows.dram_bw_bytes_per_s()}
+
+
+def rows_rates(rates: Rates, gpu_rows: GpuRows | None) -> Rates:
+    """`rates` (of the call's GPU) with each row's SM count and DRAM bandwidth on a call over `gpu_rows`
+    (the attention families read them from their `Rates`)."""
+    if gpu_rows is None:
+        return rates
+    return replace(rates, num_sms=gpu_rows.num_sms(), dram_bw_bytes_per_s=gpu_rows.dram_bw_bytes_per_s())

@@ -113,9 +113,9 @@ def tensor_dtype_used(gpu: GpuSpec, dtype: str) -> str:
 class Rates:
     """Module rates at the clock(s) `sm_clock_hz` (arrays broadcast against the shape arrays)."""
 
-    num_sms: int
+    num_sms: int | np.ndarray  # per row on a call over several GPUs (`dse.perf.gpu_rows.rows_rates`)
     sm_clock_hz: np.ndarray
-    dram_bw_bytes_per_s: float
+    dram_bw_bytes_per_s: float | np.ndarray  # the same
     l2_bw_bytes_per_s: np.ndarray
     l2_bw_per_sm_bytes_per_s: np.ndarray
     smem_bw_per_sm_bytes_per_s: np.ndarray

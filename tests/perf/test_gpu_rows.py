@@ -146,6 +146,48 @@ def test_streaming_rows_on_several_gpus_are_each_as_on_their_own(rows):
                 np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 64),
+            st.integers(1, 4096),
+            st.integers(0, 8192),
+            st.sampled_from([(32, 8, 128), (64, 8, 128), (32, 32, 64), (16, 4, 256)]),
+            st.sampled_from([1.0, 2.0]),
+            st.integers(0, 2),
+            st.integers(0, 65),
+        ),  # fmt: skip
+        min_size=1,
+        max_size=16,
+    ),
+)
+def test_attention_rows_on_several_gpus_are_each_as_on_their_own(rows):
+    # FlashAttention prefill and flash-decoding read the SM count, DRAM bandwidth and Tensor-Core rates
+    # (bf16 and, decoding an fp8 cache on Hopper, fp8) per row too; decode's split choice included.
+    from dse.perf import attention
+
+    b, sq, ctx, heads, kv_b, gpu, step = (list(c) for c in zip(*rows, strict=True))
+    h, hkv, d = (np.array(c, dtype=float) for c in zip(*heads, strict=True))
+    gpu, clocks = np.array(gpu), 1005e6 + 15e6 * np.array(step, dtype=float)
+    shape = {"batch": np.array(b, dtype=float), "num_heads": h, "num_kv_heads": hkv, "head_dim": d,
+             "act_bytes": np.full(len(rows), 2.0), "kv_bytes": np.array(kv_b)}  # fmt: skip
+    sq_f, kv_f = np.array(sq, dtype=float), np.array(sq, dtype=float) + np.array(ctx, dtype=float)
+    kinds = {
+        attention.flash_arrays: shape | {"seq_len_q": sq_f, "seq_len_kv": kv_f,
+                                         "causal": np.arange(len(rows)) % 2 == 0},
+        attention.decode_arrays: shape | {"seq_len_q": np.ones(len(rows)), "seq_len_kv": kv_f},
+    }  # fmt: skip
+    gpus = _gpus()
+    for fn, kw in kinds.items():
+        both = fn(**kw, gpu=gpus[0], sm_clock_hz=clocks, gpu_rows=GpuRows.of(gpus[0], gpus, gpu))
+        for gi, one in enumerate(gpus):
+            sel = np.nonzero(gpu == gi)[0]
+            alone = fn(**{k: v[sel] for k, v in kw.items()}, gpu=one, sm_clock_hz=clocks[sel])
+            for key in ("latency_s", "analytical_s", "util", "flop", "dram_bytes", "l2_bytes", "grid"):
+                np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
+
+
 def test_gpus_differing_in_what_rows_do_not_carry_are_refused():
     h100 = load_gpu("h100-sxm")
     bigger_l2 = load_gpu("h100-sxm", {"l2.l2_bytes": 100 * 2**20})
