@@ -121,7 +121,7 @@ def _common(
     # Prefill attends over the fresh bf16 K/V (the fp8 cache is written beside it): 16-bit matmuls; decode
     # reads the fp8 cache and, on Hopper, multiplies in fp8 (FA3).
     f8_mma = f8 & (arch == "hopper") & decode
-    tc_clk = np.where(f8_mma, *(_tensor_rate(gpu, gpu_rows, dtype, num) for dtype in ("fp8", "bf16")))
+    tc_clk = np.where(f8_mma, *(_tensor_rate(gpu, gpu_rows, dtype) for dtype in ("fp8", "bf16")))
     consumers = threads - 128.0 if arch == "hopper" else threads
     regs = np.minimum(255.0, (bq * d_ + bq * bkv) / consumers + 40.0)
     mma_b = np.where(f8_mma, 1.0, act_b_)
@@ -149,11 +149,9 @@ def _common(
     )
 
 
-def _tensor_rate(gpu: GpuSpec, gpu_rows: GpuRows | None, dtype: str, num: int) -> np.ndarray | float:
+def _tensor_rate(gpu: GpuSpec, gpu_rows: GpuRows | None, dtype: str) -> np.ndarray | float:
     """Tensor-Core FLOP per clock per SM in `dtype`: `gpu`'s, or each row's GPU's."""
-    if gpu_rows is None:
-        return tensor_flop_per_clk(gpu, dtype)
-    return gpu_rows.tensor_flop_per_clk([dtype] * num)
+    return tensor_flop_per_clk(gpu, dtype) if gpu_rows is None else gpu_rows.tensor_rate(dtype)
 
 
 def _iteration(

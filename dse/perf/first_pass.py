@@ -66,15 +66,16 @@ def prefetch(passes: Sequence[FirstPass]) -> None:
     """Run the rows of `passes` of each family of `FAMILIES` in one call per group of GPUs that one call
     can take (equal `gpu_rows.shared_values`, same coefficients; the same input fields), and keep each
     pass's share for `take_share`; drops earlier shares."""
-    from dse.perf.multiclock import family_rows
+    from dse.perf.multiclock import families_rows
 
     _READY.clear()
     groups: dict[tuple[Any, ...], list[FirstPass]] = {}  # passes that one call can take: GpuRows.of's rule
     for fp in passes:
         groups.setdefault((shared_values(fp.gpu), id(fp.coeffs)), []).append(fp)
     for group in (g for g in groups.values() if len(g) > 1):  # a pass alone gains nothing: it calls the model
+        rows_of = [families_rows(fp.ops, fp.gpu, fp.clock_hz) for fp in group]
         for key in FAMILIES:
-            found = [(fp, *rows) for fp in group if (rows := family_rows(fp.ops, fp.gpu, fp.clock_hz, key))]
+            found = [(fp, *rows[key]) for fp, rows in zip(group, rows_of, strict=True) if key in rows]
             fields = {tuple(inputs) for _, inputs, _ in found}
             if len(found) > 1 and len(fields) == 1:  # stackable: the same input fields (batch norm's)
                 _prefetch_group(key, found)

@@ -75,6 +75,10 @@ class GpuRows:
     def dram_bw_bytes_per_s(self) -> np.ndarray:
         return self.per_row([g.memory.bw_bytes_per_s for g in self.gpus])
 
+    def tensor_rate(self, dtype: str) -> np.ndarray:
+        """Each row's `rates.tensor_flop_per_clk` of its GPU in one `dtype` (once per GPU)."""
+        return self.per_row([tensor_flop_per_clk(g, dtype) for g in self.gpus])
+
     def tensor_flop_per_clk(self, dtype: Sequence[str]) -> np.ndarray:
         """Each row's `rates.tensor_flop_per_clk` of its GPU for its `dtype[i]` (once per distinct pair)."""
         pairs = list(zip(self.index.tolist(), dtype, strict=True))

@@ -260,10 +260,13 @@ def family_rows(
 ) -> tuple[dict, np.ndarray] | None:
     """(family `key`'s inputs, their clocks) in `op_rows(ops, gpu, clock_hz)`'s call of that family (the
     inputs object itself, kept with the op list); None when `ops` has none of that family."""
-    fam = next((fam for fam in _op_table(ops).families if fam.key == key), None)
-    if fam is None:
-        return None
-    return fam.inputs, _clamp(gpu, float_rows(clock_hz, len(ops)))[fam.idx]
+    return families_rows(ops, gpu, clock_hz).get(key)
+
+
+def families_rows(ops: Sequence[Any], gpu: GpuSpec, clock_hz: float) -> dict[str, tuple[dict, np.ndarray]]:
+    """`family_rows` of every family of `ops`, by family (the op list's table read once)."""
+    f = _clamp(gpu, float_rows(clock_hz, len(ops)))
+    return {fam.key: (fam.inputs, f[fam.idx]) for fam in _op_table(ops).families}
 
 
 def op_rows(
