@@ -354,20 +354,8 @@ def flash_arrays(
     runs `reshape_and_cache_flash` before the kernel, as the aiconfigurator context-attention table
     measures it); workload graphs model that copy as its own op and leave this off.
     """
-    c = _common(
-        batch,
-        seq_len_q,
-        seq_len_kv,
-        num_heads,
-        num_kv_heads,
-        head_dim,
-        kv_bytes,
-        act_bytes,
-        gpu,
-        sm_clock_hz,
-        decode=False,
-        gpu_rows=gpu_rows,
-    )
+    shape = (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, kv_bytes, act_bytes)
+    c = _common(*shape, gpu, sm_clock_hz, decode=False, gpu_rows=gpu_rows)
     b, h, hkv, d = c.batch, c.heads, c.kv_heads, c.head_dim
     causal = bool_rows(causal, b.shape[0])
     sh = _flash_shape(c, causal)
@@ -501,20 +489,8 @@ def decode_arrays(
     lowest predicted latency, which tracks FlashAttention's wave-efficiency heuristic and keeps the
     model monotone in the SM count.
     """
-    c = _common(
-        batch,
-        seq_len_q,
-        seq_len_kv,
-        num_heads,
-        num_kv_heads,
-        head_dim,
-        kv_bytes,
-        act_bytes,
-        gpu,
-        sm_clock_hz,
-        decode=True,
-        gpu_rows=gpu_rows,
-    )
+    shape = (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, kv_bytes, act_bytes)
+    c = _common(*shape, gpu, sm_clock_hz, decode=True, gpu_rows=gpu_rows)
     r, sms = c.rates, c.rates.num_sms
     table = coeff_table(coeffs).matrix(DECODE_GROUPS)
     base = (np.where(c.kv_f8, 1, 0) * len(HEAD_DIM_CLASSES) + _head_dim_class(c.head_dim)) * 2
