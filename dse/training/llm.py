@@ -321,6 +321,16 @@ def _model_flop_per_sample(arch: LlmArch, req: TrainingRequest) -> float:
     return (2.0 if req.lora_rank else 3.0) * gemm + 3.0 * attention
 
 
+def _adapted(forward: WorkloadGraph, arch: LlmArch, req: TrainingRequest) -> tuple[WorkloadGraph, float]:
+    """`forward` with the request's LoRA adapters and their parameter count (unchanged and 0 without)."""
+    if not req.lora_rank:
+        return forward, 0.0
+    forward, adapters = with_adapters(forward, req.lora_rank, req.lora_targets)
+    if not adapters:
+        raise ConfigError(f"lora_targets {', '.join(req.lora_targets)}: {arch.name} has no such projection")
+    return forward, adapters
+
+
 def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, MemoryEstimate]:
     """One rank's graphs and sizes for `req` (capacity left 0: `predict_llm_training` fills it in)."""
     lay = req.layout
@@ -338,13 +348,7 @@ def llm_step_parts(arch: LlmArch, req: TrainingRequest) -> tuple[StepParts, Memo
     if req.autocast:
         forward = autocast_graph(forward, act)
         fp32_norm_bytes = autocast_activation_bytes_per_layer(forward, rank.num_layers, act)
-    adapters = 0.0
-    if req.lora_rank:
-        forward, adapters = with_adapters(forward, req.lora_rank, req.lora_targets)
-        if not adapters:
-            raise ConfigError(
-                f"lora_targets {', '.join(req.lora_targets)}: {arch.name} has no such projection"
-            )
+    forward, adapters = _adapted(forward, arch, req)
     backward = build_backward_graph(forward)
     if req.lora_rank:
         backward = freeze_weights(backward, forward)
