@@ -126,9 +126,15 @@ class MemoryEstimate:
         `TrainingRequest`) has not taken yet (`model_parallel`: an LLM, which --tp / --pp can split)."""
         lay, tips = req.layout, []
         states = self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+        # only options the request could take: --autocast keeps whole fp32 states on each data-parallel
+        # rank (no sharding, no model parallelism), FSDP refuses LoRA (frozen weights stay whole) and --ep
+        autocast = bool(getattr(req, "autocast", False))
+        shard = [] if autocast else ["--distributed-optimizer"]
+        if not (autocast or bool(getattr(req, "lora_rank", 0)) or lay.ep > 1):
+            shard.insert(0, "--fsdp")
         if not (lay.fsdp or lay.distributed_optimizer) and states > self.activations_bytes:
-            tips.append("shard the model states (--fsdp or --distributed-optimizer)")
-        if model_parallel:
+            tips.append(f"shard the model states ({' or '.join(shard)})" if shard else "drop --autocast")
+        if model_parallel and not autocast:
             split = ["--tp", "--pp"] + (["--ep"] if moe and lay.ep == 1 else [])
             tips.append("split the model (" + ", ".join(split) + ")")
         if self.activations_bytes > 0.25 * self.total_bytes:

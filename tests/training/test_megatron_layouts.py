@@ -330,6 +330,22 @@ def test_the_infeasible_reason_suggests_what_this_run_has_not_tried() -> None:
     assert "--ep" in moe.metrics()["infeasible_reason"]
 
 
+def test_the_advice_names_only_options_the_run_could_take() -> None:
+    """FSDP refuses LoRA and --ep, and --autocast refuses every sharded or model-parallel layout: the advice
+    suggested them anyway (newcomer review)."""
+    from dataclasses import replace
+
+    base = _request(seq=4096, micro=4, num_gpus=8)
+    lora = predict_llm_training(LLAMA, GPU, replace(base, lora_rank=4096)).metrics()["infeasible_reason"]
+    assert "--distributed-optimizer" in lora and "--fsdp" not in lora
+    moe = _request(seq=4096, micro=4, num_gpus=8, ep=8)
+    ep = predict_llm_training(QWEN_MOE, GPU, moe).metrics()["infeasible_reason"]
+    assert ep and "--fsdp" not in ep
+    autocast = replace(base, autocast=True, micro_batch=8, global_batch=64)
+    reason = predict_llm_training(LLAMA, GPU, autocast).metrics()["infeasible_reason"]
+    assert reason and not any(f in reason for f in ("--fsdp", "--distributed-optimizer", "--tp", "--pp"))
+
+
 @pytest.mark.parametrize(
     ("name", "key"), [("gpt-oss-120b", "local_attention"), ("qwen3.5-397b-a17b", "recurrence_chunks")]
 )
