@@ -58,13 +58,16 @@ def classify(metrics: dict[str, Any], error: str | None, cfg: StudyConfig) -> tu
 
 
 def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Numbers as floats (non-finite -> None), the status keys as they are, anything else dropped."""
+    """Numbers as floats (non-finite -> None) and counts as integers (the run log and pareto.csv print
+    `num_gpus: 8`, as `dse predict --json` does), the status keys as they are, anything else dropped."""
     out: dict[str, Any] = {}
     for k, v in metrics.items():
         if k in STATUS_KEYS:
             out[k] = v
         elif isinstance(v, bool):
             out[k] = float(v)
-        elif isinstance(v, int | float):
-            out[k] = float(v) if math.isfinite(v) else None
+        elif isinstance(v, int):
+            out[k] = v
+        elif isinstance(v, float):
+            out[k] = v if math.isfinite(v) else None
     return out

@@ -48,6 +48,13 @@ def test_training_study_runs(tmp_path: Path) -> None:
     summary = run_study(study_from_dict(STUDY), out=tmp_path)
     assert (summary.n_points, summary.n_failed) == (4, 0)
     assert summary.front_size >= 1
+    # counts stay integers in the run log, as `dse predict --training --json` prints them (they were 8.0)
+    import json
+
+    (log,) = tmp_path.rglob("points.jsonl")
+    metrics = json.loads(log.read_text().splitlines()[0])["metrics"]
+    assert metrics["num_gpus"] == 8 and isinstance(metrics["num_gpus"], int)
+    assert isinstance(metrics["step_time_s"], float)
 
 
 @pytest.mark.parametrize(
