@@ -16,6 +16,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.batchnorm import launch_arrays
+from dse.perf.depthwise import in_flight_bytes, is_depthwise
 from dse.perf.gpu_rows import GpuRows, streaming_rates
 from dse.perf.pipeline import build_estimates, correct, float_rows, machine_rates, streaming_timeline
 from dse.perf.rates import DTYPE_BYTES, effective_sm_clock_hz, rates_at
@@ -23,12 +24,15 @@ from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_tab
 from dse.workload.ops import ELEMENTWISE_KINDS, ElementwiseOp
 
 KINDS: tuple[str, ...] = tuple(ELEMENTWISE_KINDS)
-# Every kind falls back to the `elementwise` group, but batch norm's: its kernels' loads in flight are fitted
-# on measured kernels (`dse.perf.batchnorm.ELEMENTS_IN_FLIGHT`), so the elementwise group's DRAM derate,
-# fitted on streaming kernels, would count their shortfall twice; no shipped set has a `batchnorm` group.
+# Every kind falls back to the `elementwise` group, but batch norm's and depthwise convolutions': their
+# kernels' loads in flight are fitted on measured kernels (`dse.perf.batchnorm.ELEMENTS_IN_FLIGHT`,
+# `dse.perf.depthwise.BYTES_IN_FLIGHT`), so the elementwise group's DRAM derate, fitted on streaming
+# kernels, would count their shortfall twice; no shipped set has a `batchnorm` or `depthwise` group.
 GROUPS: tuple[str, ...] = tuple(
-    f"batchnorm/{k}" if k.startswith("bn_") else f"elementwise/{k}" for k in KINDS
+    f"batchnorm/{k}" if k.startswith("bn_") else f"depthwise/{k}" if is_depthwise(k) else f"elementwise/{k}"
+    for k in KINDS
 )
+_DEPTHWISE_IN_FLIGHT = in_flight_bytes(KINDS)
 _THREADS = 128.0
 _VECTORS_PER_THREAD = 4.0
 _VECTOR_BYTES = 16.0
@@ -65,7 +69,8 @@ def elementwise_arrays(
     grid = np.ceil(n_el / per_cta)
     conc = np.full(num, float(min(rates.max_threads_per_sm // int(_THREADS), rates.max_threadblocks_per_sm)))
     threads = np.full(num, _THREADS)
-    in_flight = np.full(num, _VECTORS_PER_THREAD * _VECTOR_BYTES)
+    dw_in_flight = _DEPTHWISE_IN_FLIGHT[kind]
+    in_flight = np.where(np.isnan(dw_in_flight), _VECTORS_PER_THREAD * _VECTOR_BYTES, dw_in_flight)
     if bn_layout is not None:  # batch norm at its library's launch configuration
         bn = launch_arrays([KINDS[k] for k in kind], bn_layout, bn_batch, bn_channels, n_el, in_b)
         native = ~np.isnan(bn["grid"])

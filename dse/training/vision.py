@@ -3,8 +3,10 @@
 Activations kept for the backward: every forward op's output (conv, norm, activation, pool, GEMM and
 attention outputs; batch norm's statistics pass has none), as eager PyTorch autograd keeps them, but for
 in-place ops, which write into their input's storage (torchvision's and timm's `ReLU(inplace=True)`, whose
-gradient needs only its output, and ResNet's residual `out += identity`), cuDNN's NCHW layout transposes
-(temporaries freed after each convolution) and outputs read only by an op that saves nothing (autocast's
+gradient needs only its output; MobileNet-V2's ReLU6 and EfficientNet's SiLU, whose autograd keeps a copy
+of their input instead, an op of the graph: `INPUT_CLONE_SUFFIX`; and ResNet's residual `out += identity`),
+cuDNN's NCHW layout transposes (temporaries freed after each convolution) and outputs read only by an op
+that saves nothing (autocast's
 cast of a ViT LayerNorm's fp32 output, whose cast copy the Linear keeps instead; a ViT projection's output
 added to the residual stream; in eager attention the QKV projection and the context before their copies and
 the scores before their scale and softmax); `full` recomputation keeps only
@@ -72,7 +74,7 @@ def _kept(op: Op, consumer: Op | None, in_place_residual: bool) -> bool:
     if no_output_grad and not needs_own_output and _saves_no_input(consumer):
         return False  # read only by an op that saves none of its inputs: it dies with that op
     if isinstance(op, ElementwiseOp):
-        in_place = op.kind == "relu" or (in_place_residual and op.name.endswith("/residual_add"))
+        in_place = op.kind in ("relu", "silu") or (in_place_residual and op.name.endswith("/residual_add"))
         return op.num_outputs > 0 and not (in_place or op.name.endswith(LAYOUT_SUFFIX))
     return True
 

@@ -56,6 +56,7 @@ from dse.workload.ops import (
 __all__ = [
     "ATTENTION_BWD_PASSES",
     "CONTIGUOUS_SUFFIX",
+    "INPUT_CLONE_SUFFIX",
     "LAYOUT_SUFFIX",
     "build_backward_graph",
     "build_recompute_graph",
@@ -65,9 +66,17 @@ __all__ = [
 
 ATTENTION_BWD_PASSES = 3
 LAYOUT_SUFFIX = "/nchw_nhwc_transpose"
+# Autograd's copy of an in-place op's input that its gradient reads (`dse.workload.vision`: in-place SiLU
+# and ReLU6): saved for the backward, with no gradient of its own.
+INPUT_CLONE_SUFFIX = "/input_clone"
 # A strided view made contiguous (`.contiguous()`, `reshape` of a transposed tensor): its gradient is the
 # same copy the other way.
 CONTIGUOUS_SUFFIX = "/contiguous"
+
+# A vision graph's global average pools (`dse.workload.vision`: an SE block's squeeze, MobileNet's and
+# EfficientNet's head) and an SE block's channel scale `x * gate` (`_pool_scale_grads`)
+GLOBAL_POOL_SUFFIXES = ("/se/pool", "/avgpool")
+SE_SCALE_SUFFIX = "/se/scale"
 
 _ACT_GRAD_KIND = {
     "gelu": "gelu_mul",
@@ -117,26 +126,49 @@ def _gemm_grads(op: GemmOp) -> list[Op]:
 
 def _depthwise_grads(op: ElementwiseOp) -> list[Op]:
     """Data gradient (the filter transposed: reads dy, writes dx, the forward's traffic) and weight
-    gradient of a depthwise convolution (`dse.workload.vision`: `num_elements` is (I + O) / 2).
+    gradient (reads x and dy) of a depthwise convolution (`dse.workload.vision`: `num_elements` is
+    (I + O) / 2), priced by `dse.perf.depthwise`, by the library that runs it (its kind).
 
-    The weight gradient re-reads the input and the output gradient once per filter tap: PyTorch's
+    cuDNN's kernels read x and dy once for the weight gradient. PyTorch's own (`_aten` kinds)
     `conv_depthwise2d_grad_weight_kernel` (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) gives each
     thread block one (channel, kh, kw) weight and reduces it over the whole N x H x W plane ("Each Block
     is responsible for accumulating over a permutation of (channels x kH x kW)"), so x and dy stream
     R x S times; nothing in the plane is reused across blocks (a channel's plane, batch x H x W, is
     megabytes). Priced as a copy of R S (I + O) / 2 elements (its DRAM traffic; the 2 R S O FLOP are
-    negligible). This is why depthwise networks train far slower than their FLOPs and inference speed
-    suggest (Tan & Le 2021, EfficientNetV2, section 3.2: depthwise convolutions are slow in early layers).
+    negligible).
     """
+    dgrad = dataclasses.replace(op, name=f"{op.name}_dgrad", kind=f"{op.kind}_dgrad")
+    if not op.kind.endswith("_aten"):
+        return [dgrad, dataclasses.replace(op, name=f"{op.name}_wgrad", kind=f"{op.kind}_wgrad")]
     taps = int(op.kind.removeprefix("depthwise").split("x")[0]) ** 2
-    dgrad = dataclasses.replace(op, name=f"{op.name}_dgrad")
     wgrad = dataclasses.replace(op, name=f"{op.name}_wgrad", kind="copy", num_elements=taps * op.num_elements)
     return [dgrad, wgrad]
+
+
+def _pool_scale_grads(op: ElementwiseOp) -> list[Op]:
+    """Gradients of a global average pool and of an SE block's channel scale, as autograd runs them (the
+    kernels of our H100 EfficientNet-B0 profile, `dse/calibrate/measured`): the pool's (`mean`'s)
+    backward writes dy / (H W) expanded over the whole input (a scalar multiply), which an SE block then
+    adds to its scale's input gradient (x feeds both); the scale's backward writes dx = dy * gate and
+    reduces dgate = sum over H W of dy * x (a multiply, then a sum). Before, each was one gradient add:
+    6 passes over the block's tensor where autograd makes 12."""
+    name, n = f"{op.name}_bwd", op.num_elements
+
+    def ew(suffix: str, kind: str) -> ElementwiseOp:
+        return ElementwiseOp(
+            name=f"{name}{suffix}", kind=kind, num_elements=n, dtype=op.dtype, count=op.count
+        )
+
+    if op.kind == "mul":
+        return [ew("", "mul"), ew("_gate", "mul"), ew("_gate_sum", "reduce")]
+    return [ew("", "scale"), *([ew("_accumulate", "add")] if op.name.endswith("/se/pool") else [])]
 
 
 def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
     name, n = f"{op.name}_bwd", op.num_elements
     kind = op.kind
+    if op.name.endswith(INPUT_CLONE_SUFFIX):
+        return []
     if op.name.endswith(LAYOUT_SUFFIX):
         return [dataclasses.replace(op, name=name)]
     if op.name.endswith(CONTIGUOUS_SUFFIX):
@@ -145,6 +177,10 @@ def _elementwise_grad(op: ElementwiseOp) -> list[Op]:
         # autocast's casts: the gradient is cast back to the input's dtype (an 8-bit quantization keeps the
         # mirrored pass below)
         return [dataclasses.replace(op, name=name, dtype=op.out_dtype, out_dtype=op.dtype)]
+    if (kind == "reduce" and op.name.endswith(GLOBAL_POOL_SUFFIXES)) or (
+        kind == "mul" and op.name.endswith(SE_SCALE_SUFFIX)
+    ):
+        return _pool_scale_grads(op)
     if kind == "bn_stats":
         return []  # its gradient is part of the normalize pass's pair below
     if kind == "bn_apply":

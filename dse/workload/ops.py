@@ -47,9 +47,20 @@ ELEMENTWISE_KINDS: dict[str, tuple[float, float, int, int]] = {
     "rotary": (6.0, 0.0, 1, 1),  # q/k rotation with cached cos/sin (the tables' reads count as one input)
     "exp": (1.0, 1.0, 1, 1),
     # Depthwise convolutions (one R x S filter per channel, over the outputs): 2 R S FLOP per output and
-    # far too little reuse for the tensor cores, so cuDNN runs them as memory-bound CUDA-core kernels.
+    # far too little reuse for the tensor cores, so cuDNN (and PyTorch's own kernels, `_aten`) run them as
+    # memory-bound CUDA-core kernels (`dse.perf.depthwise`). The data gradient reads dy and writes dx;
+    # cuDNN's weight gradient reads x and dy and writes only the R x S filters (PyTorch's: a per-tap copy,
+    # `dse.workload.backward`).
     "depthwise3x3": (18.0, 0.0, 1, 1),
     "depthwise5x5": (50.0, 0.0, 1, 1),
+    "depthwise3x3_dgrad": (18.0, 0.0, 1, 1),
+    "depthwise5x5_dgrad": (50.0, 0.0, 1, 1),
+    "depthwise3x3_wgrad": (18.0, 0.0, 2, 0),
+    "depthwise5x5_wgrad": (50.0, 0.0, 2, 0),
+    "depthwise3x3_aten": (18.0, 0.0, 1, 1),
+    "depthwise5x5_aten": (50.0, 0.0, 1, 1),
+    "depthwise3x3_aten_dgrad": (18.0, 0.0, 1, 1),
+    "depthwise5x5_aten_dgrad": (50.0, 0.0, 1, 1),
     # Training-mode batch norm (`dse.workload.vision`): a statistics pass that only reads (per-channel sums
     # over N x H x W, written as a few numbers per channel), a normalize pass (x - mean) * invstd * w + b;
     # backward a reduction over x and dy, then dx from x and dy.

@@ -48,11 +48,17 @@ CUDA-core kernels that read NCHW directly. timm's RTX 3090 AMP training table sh
 Depthwise convolutions (MobileNet-V2, EfficientNet) are memory-bound elementwise work with their FLOPs
 (`ElementwiseOp` kinds `depthwise3x3` / `depthwise5x5`: 2 R S FLOP per element on the CUDA cores, one read
 and one write per element) rather than an op and estimator of their own: with one filter per channel they
-have no reuse for the tensor cores, and the elementwise estimator already prices streaming kernels. The
-op's elements are the traffic-equivalent count (I + O) / 2 for I input and O output elements, so its DRAM
-traffic is the input read once and the output written once (a stride-2 layer reads 4x its outputs); its
-backward (`dse.workload.backward`) reuses that count. SE blocks are a global pool (a streaming read of
-the block), two small GEMMs, a sigmoid and a scale.
+have no reuse for the tensor cores, and the elementwise estimator prices streaming kernels at their loads
+in flight (`dse.perf.depthwise`). The op's elements are the traffic-equivalent count (I + O) / 2 for I
+input and O output elements, so its DRAM traffic is the input read once and the output written once (a
+stride-2 layer reads 4x its outputs); its backward (`dse.workload.backward`) reuses that count. The kind
+names the library PyTorch picks (`_Builder.cudnn_depthwise`): cuDNN, or its own kernels (`_aten`), whose
+weight gradient re-reads its tensors per tap. SE blocks are a global pool (a mean: a read of the block),
+two small GEMMs, a sigmoid and a scale; their backward runs the kernels autograd runs
+(`dse.workload.backward`). Their SiLU (EfficientNet) and ReLU6 (MobileNet-V2, priced as a ReLU) run in
+place, and their gradient reads their input (a ReLU's reads its output), so in training autograd copies
+each one's input first (`INPUT_CLONE_SUFFIX` ops: our H100 profile holds one device-to-device copy per
+ReLU6 in MobileNet-V2's step, 2.0 ms, and 2.1 ms of copies in EfficientNet-B0's; a ResNet's step has one).
 
 Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet50` 25.6M, `resnet152`
 60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `vit_b_32` 88.2M, `vit_l_32` 306.5M,
@@ -69,7 +75,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dse.errors import ConfigError, ShapeError
-from dse.workload.backward import CONTIGUOUS_SUFFIX, LAYOUT_SUFFIX
+from dse.workload.backward import CONTIGUOUS_SUFFIX, INPUT_CLONE_SUFFIX, LAYOUT_SUFFIX
 from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import (
     BYTES_PER_ELEMENT,
@@ -231,26 +237,45 @@ class _Builder:
             ElementwiseOp(name=name, kind=kind, num_elements=elements, dtype=self.act, out_dtype=out_dtype)
         )
 
+    def inplace_act(self, name: str, kind: str, elements: int) -> None:
+        """An in-place SiLU or ReLU6 (torchvision's MobileNet-V2 and EfficientNet, `inplace=True`); in
+        training autograd first copies its input, which the gradient reads (module docstring)."""
+        if self.training:
+            self.ew(f"{name}{INPUT_CLONE_SUFFIX}", "copy", elements)
+        self.ew(name, kind, elements)
+
     def fc(self, name: str, rows: int, c: int, k: int) -> None:
         self.ops.append(GemmOp(name=name, m=rows, n=k, k=c, dtype=self.dtype, b_shared=True))
         self.params += c * k + k
+
+    def cudnn_depthwise(self, c: int, hw: int, stride: int) -> bool:
+        """Whether PyTorch sends a depthwise convolution to cuDNN (aten/src/ATen/native/Convolution.cpp,
+        `use_cudnn_depthwise` with cuDNN 8.2+): always for channels-last; for NCHW only in fp16 with 32+
+        channels and a width of 7+, at stride 1, a batch of one, or stride 2 with 512+ channels or 256+ at a
+        width of 28+ (`check_cudnn_depthwise_workload_with_filter`); else its own kernels."""
+        if self.layout == "nhwc":
+            return True
+        if self.act != "fp16" or c < 32 or hw < 7:
+            return False
+        return stride == 1 or self.n == 1 or c >= 512 or (c >= 256 and hw >= 28)
 
     def depthwise(self, name: str, c: int, hw: int, r: int, stride: int, act: str) -> int:
         """Depthwise conv (module docstring) + batch norm + activation; returns the output side."""
         out = (hw + stride - 1) // stride
         rows = self.n * out * out
         # reads the input (n hw^2 c) once and writes the output (rows c) once: module docstring
-        self.ew(name, f"depthwise{r}x{r}", -(-(self.n * hw * hw + rows) * c // 2))
+        library = "" if self.cudnn_depthwise(c, hw, stride) else "_aten"
+        self.ew(name, f"depthwise{r}x{r}{library}", -(-(self.n * hw * hw + rows) * c // 2))
         self.bn(f"{name}_bn", rows, c)
-        self.ew(f"{name}_act", act, rows * c)
+        self.inplace_act(f"{name}_act", act, rows * c)
         self.params += c * r * r
         return out
 
     def squeeze_excite(self, name: str, c: int, squeeze: int, hw: int) -> None:
         """Global pool, fc + SiLU, fc + sigmoid, channel scale (EfficientNet's SE block)."""
-        self.ew(f"{name}/pool", "copy", self.n * hw * hw * c)
+        self.ew(f"{name}/pool", "reduce", self.n * hw * hw * c)
         self.fc(f"{name}/fc1", self.n, c, squeeze)
-        self.ew(f"{name}/fc1_act", "silu", self.n * squeeze)
+        self.inplace_act(f"{name}/fc1_act", "silu", self.n * squeeze)
         self.fc(f"{name}/fc2", self.n, squeeze, c)
         self.ew(f"{name}/gate", "exp", self.n * c)
         self.ew(f"{name}/scale", "mul", self.n * hw * hw * c)
@@ -263,7 +288,7 @@ class _Builder:
         hidden = _divisible(cin * expand) if effnet else int(round(cin * expand))
         if expand != 1:
             self.conv(f"{pre}/expand", cin, hidden, hw, 1)
-            self.ew(f"{pre}/expand_act", act, self.n * hw * hw * hidden)
+            self.inplace_act(f"{pre}/expand_act", act, self.n * hw * hw * hidden)
         out = self.depthwise(f"{pre}/depthwise", hidden, hw, r, stride, act)
         if effnet:
             squeeze = max(1, (hidden if self.m.wide_se else cin) // 4)
@@ -279,7 +304,7 @@ class _Builder:
         act = "silu" if effnet else "relu"
         c = _divisible(32 * self.m.width_mult)
         hw = self.conv(f"{root}/stem/conv", 3, c, image_size, 3, 2)
-        self.ew(f"{root}/stem/act", act, self.n * hw * hw * c)
+        self.inplace_act(f"{root}/stem/act", act, self.n * hw * hw * c)
         if effnet:
             stages = [
                 (e, k, s, _divisible(co * self.m.width_mult), -(-n * self.m.depth_mult // 1))
@@ -294,8 +319,8 @@ class _Builder:
                 c = cout
         last = 4 * c if effnet else 1280
         self.conv(f"{root}/head/conv", c, last, hw, 1)
-        self.ew(f"{root}/head/act", act, self.n * hw * hw * last)
-        self.ew(f"{root}/avgpool", "copy", self.n * hw * hw * last)
+        self.inplace_act(f"{root}/head/act", act, self.n * hw * hw * last)
+        self.ew(f"{root}/avgpool", "reduce", self.n * hw * hw * last)
         self.fc(f"{root}/classifier", self.n, last, self.m.num_classes)
 
     def resnet(self, image_size: int) -> None:
