@@ -486,6 +486,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
         raise located_error(smap, ("gpu",), str(exc)) from None
     allowed = ", ".join(("gpu.<field>", "cost.<fact>", *OPERATING_POINT_KEYS, *_TRAINING_PATHS))
     _check_training_precision(cfg, smap, space)
+    _check_model_keys(cfg, smap, space)
     check_cost(cfg, smap, space)  # a step is priced as a serving point is
     clocks_vary, power_varies = _gpu_limits_vary(cfg, space)
     for name in cfg.space:
@@ -510,6 +511,32 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
         else:
             _check_workload_values(cfg, smap, name, path)
     _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))
+
+
+# Training keys that only some kinds of model read (`dse.training.predict.check_model_options`).
+_MODEL_KIND_KEYS: tuple[str, ...] = ("memory_format", "image_size", "attention_kernel", "lora_rank")
+_MODEL_KIND_KEYS += ("packed_sample_len", "eager_ops", "objective")
+
+
+def _check_model_keys(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """A key this study's model never reads (`memory_format` for an LLM, `seq_len` or `lora_rank` for a
+    vision model), written in the workload or searched, is refused where it is written, as `dse predict
+    --training` refuses its flag: every point would have run without it."""
+    from dse.training.predict import check_model_options
+    from dse.training.step import TrainingRequest
+    from dse.workload.vision import is_vision_model
+
+    default = TrainingRequest(micro_batch=1, global_batch=1)
+    for key in (*_MODEL_KIND_KEYS, "seq_len"):
+        for loc in _sources(cfg, space, key):
+            if key == "seq_len":
+                if is_vision_model(cfg.model):
+                    raise located_error(smap, loc, f"{cfg.model} is a vision model: its input is image_size")
+                continue
+            try:
+                check_model_options(cfg.model, default, given=(key,))
+            except ConfigError as exc:
+                raise located_error(smap, loc, str(exc)) from None
 
 
 def _check_cost_param(smap: SourceMap, name: str, spec: Any, path: str, loc: tuple) -> None:

@@ -72,6 +72,10 @@ def test_training_study_runs(tmp_path: Path) -> None:
         # above the 1,000,000 GPUs a layout holds (`dse predict --num-gpus`): every point failed at run time
         ({"workload": {**STUDY["workload"], "num_gpus": 2_000_000}}, r"workload\.num_gpus: .*1000000"),
         ({"space": {"num_gpus": {"values": [8, 2_000_000]}}}, r"space\.num_gpus: workload key 'num_gpus'"),
+        # a key the model never reads, written or searched: refused at load (every point ran without it)
+        ({"workload": {**STUDY["workload"], "image_size": 224}}, r"workload\.image_size: .*not a vision"),
+        ({"space": {"memory_format": {"values": ["nchw", "nhwc"]}}}, r"space\.memory_format: .*not a vision"),
+        ({"model": "resnet-50"}, r"workload\.seq_len: resnet-50 is a vision model"),
     ],
 )  # fmt: skip
 def test_training_study_errors_name_the_field(change: dict, message: str) -> None:
