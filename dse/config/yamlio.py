@@ -225,8 +225,8 @@ def parse_yaml(text: str, source: str) -> tuple[Any, SourceMap]:
         line = f":{mark.line + 1}" if mark is not None else ""
         what = " ".join(p for p in (exc.context, exc.problem) if p)
         raise ConfigError(f"{source}{line}: invalid YAML: {what}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # e.g. a ReaderError, whose text spans lines: one line, as every error
+        raise ConfigError(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
     return data, SourceMap(source, lines)
 
 
@@ -351,7 +351,7 @@ def format_errors(
     `clocks.sm_clock_max_mhz (or sm_clock_max_hz)` (either is accepted; the SI name alone misled)."""
     out = []
     seen = set()
-    for raw in exc.errors():
+    for raw in _one_per_union(exc.errors()):
         loc: Loc = (*prefix, *raw.get("loc", ()))
         err, loc = _as_written(raw, loc, smap) if unit_keys else (raw, loc)
         err = _names_as_written(err, loc, smap) if unit_keys else err
@@ -365,6 +365,30 @@ def format_errors(
             seen.add(line)
             out.append(line)
     return "\n".join(out)
+
+
+# The loc segment pydantic adds for each branch of a `float | str` union (`constraints.0.value.str`).
+_UNION_BRANCHES = frozenset({"str", "int", "float", "bool"})
+
+
+def _one_per_union(errors: list[Any]) -> list[Any]:
+    """pydantic reports each branch of a `float | str` union that a value failed (`value.float: Input
+    should be a finite number`, `value.str: Input should be a valid string`): keep one per field, a
+    branch's own check before a mere type mismatch."""
+    kept: dict[tuple, Any] = {}
+    out = []
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        if len(loc) < 2 or loc[-1] not in _UNION_BRANCHES:
+            out.append(err)
+            continue
+        first = kept.get(loc[:-1])
+        if first is None:
+            kept[loc[:-1]] = err
+            out.append(err)
+        elif str(first.get("type", "")).endswith("_type") and not str(err.get("type", "")).endswith("_type"):
+            out[out.index(first)] = kept[loc[:-1]] = err
+    return out
 
 
 # pydantic's bound errors: the ctx key of the bound and how its message says it

@@ -176,3 +176,25 @@ def test_fuzzed_spaces_load_or_fail_cleanly(tmp_path: Path, data: st.DataObject)
 def test_an_integer_too_long_to_read_is_a_config_error() -> None:
     with pytest.raises(DseError, match="huge.yaml:1: a value cannot be read"):
         parse_yaml("seed: " + "9" * 5000 + "\n", "huge.yaml")
+
+
+def test_a_value_that_fails_both_branches_of_a_union_is_one_line(tmp_path: Path) -> None:
+    """A constraint bound takes a number or a metric name: NaN failed both, and pydantic's second branch
+    ('constraints.0.value.str: Input should be a valid string') came as a second, misleading line."""
+    text = (
+        "name: t\nmodel: llama-3.1-8b\ngpu: h100-sxm\nworkload: {batch: 8}\n"
+        "objectives: {e2e_latency_s: minimize}\nconstraints: ['e2e_latency_s <= nan']\n"
+        "space: {sm_clock_mhz: {values: [1200, 1980]}}\n"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(DseError) as info:
+        load_study(path)
+    assert "\n" not in str(info.value) and "finite number" in str(info.value)
+
+
+def test_a_non_utf8_set_value_is_one_line() -> None:
+    """YAML's reader error spans two lines ('in "<unicode string>", position 0')."""
+    with pytest.raises(DseError) as info:
+        parse_set_options(["gpu.num_sms=\udcff"])
+    assert "\n" not in str(info.value) and "gpu.num_sms" in str(info.value)
