@@ -21,9 +21,10 @@ sglang (0.4-0.5):
     of host dispatch per dense layer (below).
 trtllm (1.x, PyTorch backend):
     max_batch_size 2048; max_num_tokens 8192; tokens_per_block 32; chunked prefill off; the whole sequence
-    reserved at admission (GUARANTEED_NO_EVICT); no CUDA-graph padding; greedy sampling; fp8 KV cache
-    with fp8 weights (ModelOpt checkpoints quantize the KV cache); free_gpu_memory_fraction 0.9 of what
-    the weights and activations leave.
+    reserved at admission (GUARANTEED_NO_EVICT); CUDA graphs for generation-only steps at every batch up to
+    max_batch_size (no padding); steps with prompt tokens run eagerly, at least 0.8 ms of host dispatch per
+    dense layer (below); greedy sampling; fp8 KV cache with fp8 weights (ModelOpt checkpoints quantize the
+    KV cache); free_gpu_memory_fraction 0.9 of what the weights and activations leave.
 none:
     a generic continuous batcher: 256 sequences, 8192 tokens per step, blocks of 16, chunked prefill, no
     kernel fusion, CUDA graphs or sampler, vLLM's memory rule.
@@ -71,7 +72,14 @@ too (ML.ENERGY's B200 runs slow down past vLLM's 512-token graphs: Qwen3-30B-A3B
 at 512 sequences to 87 ms at 768, its throughput falls). vLLM (the published figure) and SGLang, whose model
 forward is the same Python-dispatched PyTorch (its prompt batches never run in graphs; checked on
 aiconfigurator's Llama-3.1-8B SGLang rows at 240-512 clients, a flat ~30 ms per step at TP 2-8: TPOT 46 ->
-24%); TensorRT-LLM's runtime keeps 0.
+24%). TensorRT-LLM's PyTorch backend (its default from 1.0) too: its model forward is Python-dispatched
+PyTorch modules and its CUDA graphs hold generation-only batches (`cuda_graph_config`; aiconfigurator's
+generator names their sizes `agg_decode cuda_graph_batch_sizes`), so its context steps dispatch each layer.
+On aiconfigurator's multi-GPU TensorRT-LLM rows (572) that took TTFT from 50.5% to 41.7% and TPOT from 16.1%
+to 16.0% (dense Llama-3.1-8B 13.0 -> 8.3% and Qwen3-32B 12.2 -> 9.1%, whose decodes meet the other clients'
+longer prefills; Qwen3-235B 12.3 -> 20.6%: its 94 MoE layers count 13 launches each, ~100 ms a step, where
+TensorRT-LLM's fused MoE op is one call from Python; not modelled). The TP1 rows do not move (their prefills
+outlast the dispatch).
 """
 
 from __future__ import annotations
@@ -121,6 +129,8 @@ def vllm_host_step_s(version: str | None) -> float:
     return 0.0 if release >= VLLM_ASYNC_DEFAULT_FROM else VLLM_SYNC_HOST_STEP_S
 
 
+# TensorRT-LLM's max_batch_size; its PyTorch backend captures generation-only batches up to it (module doc).
+TRTLLM_MAX_BATCH = 2048
 VLLM_GRAPH_SIZES: tuple[int, ...] = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
 # SGLang's defaults by GPU memory at TP < 4 (`ServerArgs._handle_gpu_memory_settings`, 0.4.7-0.5, as read in
 # its source, not re-checked against a run): (memory below, GiB; chunked_prefill_size; cuda_graph_max_bs).
@@ -241,15 +251,16 @@ def engine_preset(name: str, gpu: GpuSpec) -> EnginePreset:
     if name == "trtllm":
         return EnginePreset(
             name="trtllm",
-            max_num_seqs=2048,
+            max_num_seqs=TRTLLM_MAX_BATCH,
             max_batched_tokens=8192,
             block_size_tokens=32,
             chunked_prefill=False,
             reserve_output_frac=1.0,
-            cuda_graph_sizes=(),
+            cuda_graph_sizes=tuple(range(1, TRTLLM_MAX_BATCH + 1)),
             sampling="greedy",
             fp8_kv_with_fp8_weights=True,
             gpu_memory_utilization=None,
+            eager_layer_host_s=VLLM_EAGER_LAYER_HOST_S,
         )
     if name == "none":
         return EnginePreset(

@@ -201,3 +201,20 @@ def test_an_moe_prompt_on_eight_gpus_waits_for_its_host_dispatch() -> None:
     ttft_s = predict_load(arch, load_gpu("h200-sxm"), req).metrics()["ttft_s"]
     assert ttft_s >= layer_launches(arch, "vllm") * VLLM_EAGER_LAYER_HOST_S / REFERENCE_LAYER_LAUNCHES
     assert ttft_s > arch.num_layers * VLLM_EAGER_LAYER_HOST_S * 1.5
+
+
+def test_trtllm_captures_generation_only_steps_and_dispatches_prompts_from_python() -> None:
+    # TensorRT-LLM's PyTorch backend: CUDA graphs hold generation-only batches (no padding: every size up to
+    # max_batch_size), context steps run eagerly; a Llama layer as it runs it launches 9 kernels (fused
+    # add + RMSNorm and SwiGLU), so a lone 1,024-token prompt of the 8B model on one H100, whose GPU time is
+    # shorter, lasts 32 x 0.9 x 0.8 ms of dispatch, and its decodes are untouched
+    preset = engine_preset("trtllm", H100)
+    assert preset.launch_mode(1, 0) == preset.launch_mode(preset.max_num_seqs, 0) == "graphs"
+    assert preset.launch_mode(0, 16) == preset.launch_mode(8, 1024) == "eager"
+    assert preset.padded_decodes(37) == 37
+    table = table_for(preset)
+    no_host = table_for(dataclasses.replace(preset, eager_layer_host_s=0.0))
+    floor_s = ARCH.num_layers * 0.9 * VLLM_EAGER_LAYER_HOST_S
+    assert no_host(0, 1024, 1, 0.0)[0] < floor_s
+    assert table(0, 1024, 1, 0.0)[0] == pytest.approx(floor_s)
+    assert table(32, 0, 0, 1050.0) == no_host(32, 0, 0, 1050.0)

@@ -65,6 +65,14 @@ arrivals: it misses the step scheduled right after its predecessor's last token,
 ahead of the GPU have scheduled one more). All 1,225 rows: TTFT 53.0% -> 39.5% (bias -44% -> -28%;
 TensorRT-LLM 71.1 -> 50.5%, vLLM 34.4 -> 25.2%, SGLang 43.4 -> 40.3%), TPOT 17.2% -> 17.5%; the 60-row
 sample TTFT 44.9% -> 31.6%, TPOT 14.3% -> 14.8%.
+
+Session 31 (`scripts/analyze_multigpu_ttft.py` breaks the error down; README, serving accuracy): the
+context steps of TensorRT-LLM run without CUDA graphs and wait for the host's per-layer dispatch
+(`dse.serving.presets`). All rows TTFT 39.5% -> 35.4% (TensorRT-LLM 50.5 -> 41.7%), TPOT 17.5% both; the
+sample TTFT 31.6% -> 26.6%, TPOT 14.8% -> 13.6%. Left: TensorRT-LLM Llama-3.1-8B rows short by ~0.85 of
+e2e / C at 8-32 clients (waiting, not GPU work), vLLM's 4-8k-token prompts of the MoE models and Qwen3-32B
+(-20% to -47%, TPOT within ~10%), the SGLang MoE rows (85-180 ms at 1,024 tokens) and its Llama-3.1-8B
+waves (over, +73%).
 """
 
 from __future__ import annotations
