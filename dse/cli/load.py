@@ -61,9 +61,9 @@ LayerHostOpt = Annotated[
         "--layer-host-us",
         help="Load: the engine's CPU time per dense decoder layer, i.e. per 10 kernel launches (a Llama "
         "layer as vLLM runs it), of a step without CUDA graphs (long prompt chunks, decodes past its "
-        "largest graph; trtllm and none model no graphs, so every step): the step lasts at least its "
-        "layers' launches / 10 x this (an MoE layer launches 14-29) (default: vllm and sglang 800, trtllm "
-        "and none 0).",
+        "largest graph, trtllm's and sglang's prompt steps; none models no graphs, so every step): the step "
+        "lasts at least its layers' launches / 10 x this (an MoE layer launches 14-29) (default: vllm, "
+        "sglang and trtllm 800, none 0).",
     ),
 ]
 NumRequestsOpt = Annotated[
