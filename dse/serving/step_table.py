@@ -48,7 +48,7 @@ from dse.serving.steps import pow2_grid, prompt_token_grid, prompts_of
 from dse.workload.engine import ENGINES, engine_step_graph
 from dse.workload.graph import WorkloadGraph
 from dse.workload.llm import ATTENTION_PART_SUFFIXES, LlmArch
-from dse.workload.sharding import SINGLE, Parallelism, shard_arch, shard_graph
+from dse.workload.sharding import EXPERT_GEMMS, EXPERT_ROWWISE, SINGLE, Parallelism, shard_arch, shard_graph
 
 Cell = tuple[int, int, int]
 # A step over the cap is evaluated again at these fractions of the requested clock (0: the lowest), each
@@ -75,6 +75,13 @@ def step_graph(
     return shard_graph(graph, arch, par)
 
 
+# TensorRT-LLM's PyTorch backend runs the routed experts (pair sorting, both grouped GEMMs, the activation,
+# their quantization, the weighted combine) as one custom op (`torch.ops.trtllm.fused_moe`, its fused-MoE
+# module's forward) whose kernels its C++ launches: one Python dispatch, where vLLM and SGLang call each.
+FUSED_MOE_ENGINES = ("trtllm",)
+_ROUTED_EXPERT_OPS = frozenset((*EXPERT_GEMMS, *EXPERT_ROWWISE, "experts_combine"))
+
+
 @functools.lru_cache(maxsize=256)
 def layer_launches(arch: LlmArch, engine: str) -> int:
     """Kernel launches of all of `arch`'s decoder layers in one eager step of `engine` (the host dispatches
@@ -90,6 +97,9 @@ def layer_launches(arch: LlmArch, engine: str) -> int:
             name = next(
                 (op.name.removesuffix(s) for s in ATTENTION_PART_SUFFIXES if op.name.endswith(s)), op.name
             )
+            block, _, leaf = name.rpartition("/")
+            if engine in FUSED_MOE_ENGINES and leaf in _ROUTED_EXPERT_OPS:
+                name = f"{block}/fused_moe"
             calls[name] = max(calls.get(name, 0), op.count)
     return sum(calls.values())
 

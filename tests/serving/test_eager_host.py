@@ -190,6 +190,21 @@ def test_an_moe_layer_dispatches_more_kernels_and_waits_longer_for_the_host(mode
     assert table(0, 1024, 1, 0.0)[0] >= floor_s  # past the 512-token graphs, eager: at least the dispatch
 
 
+@pytest.mark.parametrize("model", ["qwen3-235b-a22b", "qwen3-30b-a3b"])
+def test_trtllm_dispatches_the_routed_experts_as_one_op(model: str) -> None:
+    """TensorRT-LLM's fused-MoE op sorts, runs both grouped GEMMs, the activation and the combine from C++:
+    one Python dispatch for the five expert ops of its step graph, where vLLM launches each (Qwen3-235B:
+    13 launches a layer before, 9 now: attention 5, norm, router, top-k, the fused op)."""
+    arch = load_model_config(model)
+    graph = step_graph(arch, 0, 1, 1024, 1024, "bf16", "trtllm", "greedy", None)
+    leaves = {op.name.rsplit("]/", 1)[1] for op in graph.ops if "/layer[" in op.name}  # every layer's
+    experts = {f"mlp/{e}" for e in ("experts_align", "experts_gate_up", "experts_act", "experts_down")}
+    experts.add("mlp/experts_combine")
+    assert experts <= leaves  # the graph has them apart; only the host's count joins them
+    assert layer_launches(arch, "trtllm") == (len(leaves - experts) + 1) * arch.num_layers
+    assert layer_launches(arch, "vllm") > layer_launches(arch, "trtllm")
+
+
 def test_an_moe_prompt_on_eight_gpus_waits_for_its_host_dispatch() -> None:
     # Kimi-K2.5 at TP 8, one client: the GPU part of a 1,024-token prefill is short, so TTFT is at least the
     # dispatch of its layers' launches (aiconfigurator's H200 rows: 124-149 ms at 4 clients, 61 layers)
