@@ -520,15 +520,19 @@ _MODEL_KIND_KEYS += ("packed_sample_len", "eager_ops", "objective")
 
 def _check_model_keys(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """A key this study's model never reads (`memory_format` for an LLM, `seq_len` or `lora_rank` for a
-    vision model), written in the workload or searched, is refused where it is written, as `dse predict
-    --training` refuses its flag: every point would have run without it."""
+    vision model), searched or set in the workload away from its default, is refused where it is written,
+    as `dse predict --training` refuses its flag: every point would have run without it. At its default it
+    is let be, as `_check_unread_keys` does: the run's `study.resolved.yaml` writes every default."""
     from dse.training.predict import check_model_options
     from dse.training.step import TrainingRequest
     from dse.workload.vision import is_vision_model
 
     default = TrainingRequest(micro_batch=1, global_batch=1)
     for key in (*_MODEL_KIND_KEYS, "seq_len"):
+        at_default = getattr(cfg.workload, key) == WorkloadConfig.model_fields[key].default
         for loc in _sources(cfg, space, key):
+            if loc[0] == "workload" and at_default:
+                continue
             if key == "seq_len":
                 if is_vision_model(cfg.model):
                     raise located_error(smap, loc, f"{cfg.model} is a vision model: its input is image_size")

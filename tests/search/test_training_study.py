@@ -73,14 +73,28 @@ def test_training_study_runs(tmp_path: Path) -> None:
         ({"workload": {**STUDY["workload"], "num_gpus": 2_000_000}}, r"workload\.num_gpus: .*1000000"),
         ({"space": {"num_gpus": {"values": [8, 2_000_000]}}}, r"space\.num_gpus: workload key 'num_gpus'"),
         # a key the model never reads, written or searched: refused at load (every point ran without it)
-        ({"workload": {**STUDY["workload"], "image_size": 224}}, r"workload\.image_size: .*not a vision"),
+        ({"workload": {**STUDY["workload"], "image_size": 160}}, r"workload\.image_size: .*not a vision"),
         ({"space": {"memory_format": {"values": ["nchw", "nhwc"]}}}, r"space\.memory_format: .*not a vision"),
-        ({"model": "resnet-50"}, r"workload\.seq_len: resnet-50 is a vision model"),
+        ({"model": "resnet-50", "workload": {**STUDY["workload"], "seq_len": 4096}},
+         r"workload\.seq_len: resnet-50 is a vision model"),
     ],
 )  # fmt: skip
 def test_training_study_errors_name_the_field(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         study_from_dict({**STUDY, **change})
+
+
+def test_a_training_run_resumes_and_reports_from_its_resolved_study(tmp_path: Path) -> None:
+    """study.resolved.yaml writes every workload default (memory_format: nchw for an LLM, attention_kernel:
+    fa2 and seq_len: 2048 for a vision model): the model-kind check refused the run's own file, so --resume
+    and the report's energy breakdowns failed (a newcomer's finding)."""
+    vision = {"mode": "training", "num_gpus": 8, "micro_batch": 32}
+    for model, workload in (("mpt-1b", STUDY["workload"]), ("resnet-50", vision)):
+        space = {"sm_clock_mhz": {"values": [1980]}}
+        study = {**STUDY, "model": model, "workload": workload, "space": space}
+        run_study(study_from_dict(study), out=tmp_path / model)
+        (resolved,) = (tmp_path / model).rglob("study.resolved.yaml")
+        assert load_study(resolved).config.model == model
 
 
 def test_the_shipped_training_study_loads() -> None:
