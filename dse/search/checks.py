@@ -51,7 +51,7 @@ from dse.search.study import (
     study_modes,
     unused_workload_keys,
 )
-from dse.search.training_point import TRAINING_KEYS, TRAINING_METRICS, TRAINING_MODE
+from dse.search.training_point import TRAINING_KEYS, TRAINING_MODE, training_metrics
 from dse.units import MAX_COUNT
 
 
@@ -510,7 +510,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
                     raise located_error(smap, where, msg)
         else:
             _check_workload_values(cfg, smap, name, path)
-    _check_metrics(cfg, smap, (*TRAINING_METRICS, *CONTEXT_METRICS))
+    _check_metrics(cfg, smap, (*training_metrics(cfg.model), *CONTEXT_METRICS))
 
 
 # Training keys that only some kinds of model read (`dse.training.predict.check_model_options`).

@@ -53,6 +53,21 @@ TRAINING_METRICS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# Metrics per trained token (LLMs) and per sample (vision models): a step reports one kind.
+PER_TOKEN_METRICS: tuple[str, ...] = ("tokens_per_s_per_gpu", "energy_per_token_j", "usd_per_million_tokens")
+PER_TOKEN_METRICS += ("gco2_per_token", "embodied_gco2_per_token")
+PER_SAMPLE_METRICS: tuple[str, ...] = ("samples_per_s_per_gpu", "energy_per_sample_j")
+PER_SAMPLE_METRICS += ("usd_per_million_samples", "gco2_per_sample", "embodied_gco2_per_sample")
+
+
+def training_metrics(model: str) -> tuple[str, ...]:
+    """The training metrics a step of `model` reports: per token for an LLM, per sample for a vision model."""
+    from dse.workload.vision import is_vision_model
+
+    other = PER_TOKEN_METRICS if is_vision_model(model) else PER_SAMPLE_METRICS
+    return tuple(m for m in TRAINING_METRICS if m not in other)
+
+
 @cache
 def _adapter(key: str) -> Any:
     from typing import Annotated

@@ -63,6 +63,10 @@ def test_training_study_runs(tmp_path: Path) -> None:
         ({"space": {"mode": {"values": ["training", "static"]}}}, "do not mix the modes"),
         ({"space": {"concurrency": {"values": [4]}}}, "not a training parameter"),
         ({"objectives": {"ttft_s": "minimize"}}, "unknown metric 'ttft_s'"),
+        # a vision step reports per sample, an LLM's per token: every point failed on the other kind's metric
+        ({"model": "resnet-50", "workload": {"mode": "training", "num_gpus": 8, "micro_batch": 32}},
+         r"objectives\.energy_per_token_j: unknown metric"),
+        ({"objectives": {"energy_per_sample_j": "minimize"}}, r"objectives\.energy_per_sample_j: unknown"),
         ({"workload": {"mode": "training", "recompute": "most"}}, "recompute"),
         ({"workload": {**STUDY["workload"], "precision": "mxfp4"}},
          r"workload\.precision: mxfp4 is a serving"),
@@ -89,9 +93,13 @@ def test_a_training_run_resumes_and_reports_from_its_resolved_study(tmp_path: Pa
     fa2 and seq_len: 2048 for a vision model): the model-kind check refused the run's own file, so --resume
     and the report's energy breakdowns failed (a newcomer's finding)."""
     vision = {"mode": "training", "num_gpus": 8, "micro_batch": 32}
-    for model, workload in (("mpt-1b", STUDY["workload"]), ("resnet-50", vision)):
+    for model, workload, energy in (
+        ("mpt-1b", STUDY["workload"], "energy_per_token_j"),
+        ("resnet-50", vision, "energy_per_sample_j"),
+    ):
         space = {"sm_clock_mhz": {"values": [1980]}}
-        study = {**STUDY, "model": model, "workload": workload, "space": space}
+        objectives = {"step_time_s": "minimize", energy: "minimize"}
+        study = {**STUDY, "model": model, "workload": workload, "space": space, "objectives": objectives}
         run_study(study_from_dict(study), out=tmp_path / model)
         (resolved,) = (tmp_path / model).rglob("study.resolved.yaml")
         assert load_study(resolved).config.model == model
