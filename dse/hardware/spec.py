@@ -162,6 +162,9 @@ class PowerSpec(_Frozen):
             )
         if not all(0.3 <= v <= 2.0 for v in self.core_v.value):
             raise ValueError("core_v values must be SM supply voltages, 0.3-2.0 V")
+        if self.power_cap_min_w is not None and self.power_cap_min_w > self.tdp_w:
+            # the default limit is the TDP: no prediction could run at it (every one failed)
+            raise ValueError(f"power_cap_min_w {self.power_cap_min_w:g} W is above tdp_w {self.tdp_w:g}")
         return self
 
 

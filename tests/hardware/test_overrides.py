@@ -210,3 +210,7 @@ def test_power_tables_must_be_physical() -> None:
     with pytest.raises(ConfigError, match="tdp_w"):
         load_gpu("h100-sxm", {"power.tdp_w": 1e300})
     assert load_gpu("h100-sxm", {"power.tdp_w": 400}).power.tdp_w == 400
+    # a settable floor above the default limit: every prediction failed ("TDP 700 W is not allowed")
+    with pytest.raises(ConfigError, match="power_cap_min_w 900 W is above tdp_w 700"):
+        load_gpu("h100-sxm", {"power.power_cap_min_w": 900})
+    assert load_gpu("h100-sxm", {"power.power_cap_min_w": 700}).power.power_cap_min_w == 700
