@@ -99,7 +99,10 @@ DpOpt = Annotated[
     ),
 ]
 LengthSigmaOpt = Annotated[
-    float, typer.Option("--length-sigma", help="Load: log-space std of lognormal lengths.")
+    float | None,
+    typer.Option(
+        "--length-sigma", help=f"Load: log-space std of lognormal lengths (default {DEFAULT_LENGTH_SIGMA})."
+    ),
 ]
 
 
@@ -119,7 +122,7 @@ class LoadArgs:
     num_requests: NumRequestsOpt = None
     seed: RequestSeedOpt = 0
     length_dist: LengthDistOpt = "fixed"
-    length_sigma: LengthSigmaOpt = DEFAULT_LENGTH_SIGMA
+    length_sigma: LengthSigmaOpt = None  # None: not given (DEFAULT_LENGTH_SIGMA), refused at any value
     tp: TpOpt = 1
     pp: PpOpt = 1
     ep: EpOpt = 1
@@ -156,7 +159,7 @@ class LoadArgs:
         extra = [k for k, v in knobs.items() if v is not None]
         extra += ["--length-dist"] if self.length_dist != "fixed" else []
         extra += ["--seed"] if self.seed != 0 else []
-        extra += ["--length-sigma"] if self.length_sigma != DEFAULT_LENGTH_SIGMA else []
+        extra += ["--length-sigma"] if self.length_sigma is not None else []
         if extra:
             verb = "applies" if len(extra) == 1 else "apply"
             raise DseError(
@@ -169,6 +172,10 @@ class LoadArgs:
         """`--host-step-us` in seconds (None: the engine's); DseError outside [0, 1e6] us."""
         return _micro_s("--host-step-us", "step", self.host_step_us, 6)
 
+    def sigma(self) -> float:
+        """`--length-sigma`, or its default where not given."""
+        return DEFAULT_LENGTH_SIGMA if self.length_sigma is None else self.length_sigma
+
     def layer_host_s(self) -> float | None:
         """`--layer-host-us` in seconds (None: the engine's); DseError outside [0, 1e5] us."""
         return _micro_s("--layer-host-us", "dense layer", self.layer_host_us, 5)
@@ -176,7 +183,7 @@ class LoadArgs:
     def request(self, *, input_tokens: int, output_tokens: int, precision: str, kv_dtype: str | None,
                 engine: str, sampling: str | None) -> Any:  # fmt: skip
         """The LoadRequest of a load mode (its checks name the flags)."""
-        if self.length_sigma != DEFAULT_LENGTH_SIGMA and self.length_dist != "lognormal":
+        if self.length_sigma is not None and self.length_dist != "lognormal":
             raise DseError(f"--length-sigma applies to --length-dist lognormal only (got {self.length_dist})")
 
         with named_as_flags():
@@ -194,7 +201,7 @@ class LoadArgs:
             request_rate_per_s=self.request_rate,
             num_requests=self.num_requests,
             length_dist=self.length_dist,
-            length_sigma=self.length_sigma,
+            length_sigma=self.sigma(),
             seed=self.seed,
             precision=precision,
             kv_dtype=kv_dtype,

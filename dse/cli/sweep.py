@@ -87,7 +87,7 @@ def _context(gpu: str, model: str | None, load: LoadArgs, tokens: tuple[int | No
         gpu=gpu, model=model, mode=mode, batch=1 if load.batch is None else load.batch,
         input_tokens=input_tokens, output_tokens=output_tokens, concurrency=load.concurrency,
         request_rate_per_s=load.request_rate, num_requests=load.num_requests, length_dist=load.length_dist,
-        length_sigma=load.length_sigma, request_seed=load.seed, max_num_seqs=load.max_num_seqs,
+        length_sigma=load.sigma(), request_seed=load.seed, max_num_seqs=load.max_num_seqs,
         max_batched_tokens=load.max_batched_tokens, gpu_memory_utilization=load.gpu_memory_utilization,
         host_step_s=load.host_step_s(), layer_host_s=load.layer_host_s(),
         tp=load.tp, pp=load.pp, ep=load.ep, dp=load.dp, **options,

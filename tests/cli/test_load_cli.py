@@ -186,6 +186,9 @@ def test_a_sweep_refuses_an_engine_knob_no_point_can_take(args: list[str]) -> No
         (["--seed", "3"], "--seed applies to a load mode"),
         (["--length-sigma", "2"], "--length-sigma applies to a load mode"),
         (["--concurrency", "4", "--length-sigma", "0.3"], "--length-dist lognormal only"),
+        # at its default value too (it ran with fixed lengths, the README says refused)
+        (["--concurrency", "4", "--length-sigma", "0.5"], "--length-dist lognormal only"),
+        (["--length-sigma", "0.5"], "--length-sigma applies to a load mode"),
         (["--concurrency", "0"], "--concurrency must be an integer >= 1"),
         (["--request-rate", "-2"], "--request-rate must be a number"),
         (["--concurrency", "4", "--engine", "tgi"], "engine 'tgi'"),
