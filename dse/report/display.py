@@ -51,6 +51,13 @@ _NAMED: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
     ),
     "energy_cost_fraction": ("energy share of cost", ((0.01, "%"),)),
 }
+# A training step's ledger per trained token or sample (dse.cost.operation.TRAINING_COST_KEYS).
+_GRAMS = ((1.0, "g"), (1e-3, "mg"), (1e-6, "µg"))
+for _unit in ("token", "sample"):
+    _NAMED[f"usd_per_million_{_unit}s"] = (f"cost per million trained {_unit}s", ((1.0, "$"),))
+    _NAMED[f"gco2_per_{_unit}"] = (f"CO2 per trained {_unit}", _GRAMS)
+    _NAMED[f"embodied_gco2_per_{_unit}"] = (f"embodied CO2 per trained {_unit}", _GRAMS)
+_NAMED["usd_per_step"] = ("cost per step", ((1.0, "$"),))
 _LADDERS += (("_usd", ((1.0, "$"),)), ("_mm2", ((1.0, "mm²"),)))
 
 

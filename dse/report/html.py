@@ -20,6 +20,7 @@ from typing import Any
 from dse.config.outpaths import output_file_problem
 from dse.errors import ConfigError
 from dse.report._imports import try_import
+from dse.report.display import display_unit
 from dse.report.figures.breakdown import BreakdownRow, plot_breakdowns
 from dse.report.figures.dvfs import clock_column, plot_dvfs
 from dse.report.figures.parcoords import plot_parcoords
@@ -322,10 +323,15 @@ def _pareto_title(info: ParetoInfo) -> str:
     """The scatter's heading: its two objectives (energy versus latency for the usual pair)."""
     names = [o.column.split(".", 1)[-1] for o in info.objectives[:2]]
     energy = any("energy" in n or n.endswith("_j") for n in names)
-    latency = any(n.endswith("_s") or "latency" in n or "tpot" in n or "ttft" in n for n in names)
+    # a time, not a rate: `output_tokens_per_s` ends in `_s` too
+    latency = any(
+        (n.endswith("_s") and not n.endswith("_per_s")) or "latency" in n or "tpot" in n or "ttft" in n
+        for n in names
+    )
     if len(names) < 2 or (energy and latency):
         return "Energy versus latency" if energy and latency else "Objectives"
-    return f"{names[0]} versus {names[1]}"
+    first, second = (display_unit(o.column).label for o in info.objectives[:2])
+    return f"{first[:1].upper()}{first[1:]} versus {second}"
 
 
 def _parcoords_section(info: ParetoInfo) -> str:

@@ -22,9 +22,30 @@ from dse.report.display import display_unit
         # memory in binary units, as the CLI prints it: an H100's 80 GiB, not "85.9 GB"
         ("metric.memory_capacity_bytes", [80 * 2.0**30], "memory capacity (GiB)", 80.0),
         ("metric.memory_bw_bytes_per_s", [3.35e12], "memory bw (TB/s)", 3.35),
+        # a training step's ledger per trained token or sample (its report printed raw grams, no unit)
+        ("metric.gco2_per_token", [6.3e-6], "CO2 per trained token (µg)", 6.3),
+        ("metric.usd_per_million_samples", [0.5], "cost per million trained samples ($)", 0.5),
+        ("metric.usd_per_step", [0.02], "cost per step ($)", 0.02),
     ],
 )
 def test_display_units(column: str, values: list[float], title: str, shown: float) -> None:
     unit = display_unit(column, np.array(values))
     assert unit.title == title
     assert unit.convert_one(values[0]) == pytest.approx(shown)
+
+
+def test_the_scatter_heading_names_its_objectives() -> None:
+    """Energy against a rate is not 'Energy versus latency' (`output_tokens_per_s` ends in `_s` too)."""
+    from types import SimpleNamespace
+
+    from dse.report.frames import Objective
+    from dse.report.html import _pareto_title
+
+    def title(*metrics: str) -> str:
+        objs = tuple(Objective(f"metric.{m}", "minimize") for m in metrics)
+        return _pareto_title(SimpleNamespace(objectives=objs))  # type: ignore[arg-type]  # what it reads
+
+    assert title("energy_per_output_token_j", "e2e_latency_s") == "Energy versus latency"
+    assert title("energy_per_output_token_j", "output_tokens_per_s") == (
+        "Energy per output token versus output tokens per s"
+    )
