@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,13 +30,13 @@ def run_cmd(
 ) -> None:
     """Explore a study's design space in parallel; ends with the Pareto front and the report's path."""
     from dse.search import run_study
-    from dse.search.interrupts import interrupts_ignored
+    from dse.search.interrupts import interrupts_ignored, sigterm_as_interrupt
 
     if study is None and resume is None:
         raise DseError("give a study file (e.g. studies/llm_serving.yaml) or --resume RUN_DIR")
     if address is not None and executor not in (None, "ray"):
         raise DseError(f"--address joins a Ray cluster; --executor {executor} does not use one")
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         summary = run_study(
             study,
             resume=resume,
@@ -74,24 +71,6 @@ def _nonempty_path(text: str | None, flag: str) -> Path | None:
     if not text.strip():
         raise DseError(f"{flag} is empty: give a path, or omit {flag} for the default")
     return Path(text)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: summary, report, exit 130."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (tests): keep the default
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _show_run(summary: Any) -> None:

@@ -47,6 +47,7 @@ from dse.cli.load import (
 )
 from dse.config.jsonio import with_nulls
 from dse.errors import DseError
+from dse.search.interrupts import sigterm_as_interrupt
 
 HtmlOpt = Annotated[
     Path | None, typer.Option("--html", help="Also write an offline HTML chart (plotly.js inlined) here.")
@@ -337,7 +338,8 @@ def sweep_cmd(
     note_lengths(*tokens)  # the input checked: an error stays one line
     print_note(note)
     try:
-        rows, stopped = _run_with_progress(axes, ctx, base), None
+        with sigterm_as_interrupt():  # a scheduler's SIGTERM keeps the finished rows, as Ctrl-C does
+            rows, stopped = _run_with_progress(axes, ctx, base), None
     except SweepInterrupted as stop:  # show what was done, then exit as an interrupt
         rows, stopped = stop.rows, stop
         if not rows:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["ignore_interrupts", "interrupts_ignored"]
+__all__ = ["ignore_interrupts", "interrupts_ignored", "sigterm_as_interrupt"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,3 +46,22 @@ def interrupts_ignored() -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler, `kill`) stops the block as Ctrl-C does (`dse run`: summary, report, exit 130;
+    `dse sweep`: the finished rows, exit 130)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests): keep the default
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

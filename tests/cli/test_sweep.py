@@ -286,6 +286,37 @@ def test_an_interrupted_sweep_shows_the_points_done(monkeypatch: pytest.MonkeyPa
     assert "interrupted after 2 of 4 points" in result.stderr and out.exists()
 
 
+def test_a_sigterm_stops_a_sweep_as_ctrl_c_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM (a scheduler, `timeout`) killed a sweep with 143 and no rows; the README's exit codes say 130
+    with what was done, as for Ctrl-C."""
+    import os
+    import signal
+
+    import dse.search.sweep as sweep
+
+    calls = {"n": 0}
+    real = sweep.evaluate_point
+
+    def terminated_at_third(params: object, ctx: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here, as a signal lands mid-point
+        return real(params, ctx)  # type: ignore[arg-type]
+
+    def unhandled(signum: int, frame: object) -> None:  # without the sweep's handler: fail, not die
+        raise RuntimeError("SIGTERM reached the default handler")
+
+    monkeypatch.setattr(sweep, "evaluate_point", terminated_at_third)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        result = runner.invoke(app, ["sweep", "batch=1:8:4", *WORKLOAD, "--json"])
+        assert signal.getsignal(signal.SIGTERM) == unhandled  # put back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 130, result.output
+    assert [r["params"]["batch"] for r in json.loads(result.stdout)] == [1, 3]
+
+
 def test_a_long_sweep_draws_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sweep of thousands of points ran for minutes with no sign of life: on a terminal's stderr a bar
     counts the points (and is gone at the end); stdout keeps only the table or JSON."""
