@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dse.errors import ConfigError
+from dse.report.display import display_unit
 from dse.report.figures.pareto import build_pareto_info, plot_pareto
 from dse.report.frames import load_run
 
@@ -98,3 +99,17 @@ def test_missing_values_show_as_a_dash_in_hover_data(small_run: Path) -> None:
         assert row[0, cols.index(col)] == MISSING
         assert row[1, cols.index(col)] != MISSING
     assert row[1, cols.index("metric.ttft_s")] == 20  # 0.02 s shown as 20 ms, rounded
+
+
+def test_units_follow_the_data_when_no_point_is_feasible(small_run: Path) -> None:
+    """With no feasible point the units were picked from no data, so a run showed weights in bytes and
+    bandwidth in MB/s (1.6e+10 B); they now come from every point, as the front's would."""
+    run = load_run(small_run)
+    trials = run.trials.copy()
+    trials["feasible"] = False
+    trials["on_front"] = False
+    info = build_pareto_info(trials, run.objectives)
+    assert info.count("front") == 0
+    shown = [display_unit(a.column, run.trials[a.column].to_numpy(float)).unit for a in (info.x, info.y)]
+    assert [info.x.unit.unit, info.y.unit.unit] == shown
+    assert shown != [display_unit(a.column).unit for a in (info.x, info.y)]  # not the no-data fallback

@@ -250,8 +250,10 @@ def build_pareto_info(
     params = tuple(parameters) if parameters is not None else infer_parameters(df)
     status, candidates, front_from_log = _classify(df, objectives)
     df["status"] = status
-    xu = display_unit(ox.column, df.loc[candidates, ox.column].to_numpy(float))
-    yu = display_unit(oy.column, df.loc[candidates, oy.column].to_numpy(float))
+    # units from the front's candidates, or from every point where none is feasible (else SI bytes, MB/s)
+    scaled = candidates if candidates.any() else np.ones(len(df), dtype=bool)
+    xu = display_unit(ox.column, df.loc[scaled, ox.column].to_numpy(float))
+    yu = display_unit(oy.column, df.loc[scaled, oy.column].to_numpy(float))
     df["_x"] = xu.convert(pd.to_numeric(df[ox.column], errors="coerce").to_numpy(float))
     df["_y"] = yu.convert(pd.to_numeric(df[oy.column], errors="coerce").to_numpy(float))
     # Infeasible points that have objective values are drawn (marked x); those without are only counted.
@@ -262,7 +264,7 @@ def build_pareto_info(
     signs = np.array([-1.0 if o.direction == "maximize" else 1.0 for o in objectives])
     selected = _selected_points(front_rows, _objective_values(df, objectives)[front_rows] * signs, objectives)
     wanted = {o.column for o in objectives} | {ox.column, oy.column}
-    metrics, metric_units, constant_metrics = _metric_info(df, candidates, wanted)
+    metrics, metric_units, constant_metrics = _metric_info(df, scaled, wanted)
     param_units = {
         p.column: display_unit(p.column, None if p.is_categorical else df[p.column].to_numpy(float))
         for p in params
