@@ -394,7 +394,7 @@ class _Run:
             self.restore_signals = ignore_interrupts()  # a second Ctrl-C cuts nothing (dse.search.interrupts)
             if self.executor is not None:
                 self.executor.abort()  # the chunks in flight are not logged: --resume redoes them
-            return "interrupted (Ctrl-C); resume with --resume"
+            return "interrupted (Ctrl-C or SIGTERM); resume with --resume"
         finally:  # stopping or done: no Ctrl-C cuts the shutdown or the summary
             if self.restore_signals is _keep_signals:
                 self.restore_signals = ignore_interrupts()

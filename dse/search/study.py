@@ -487,7 +487,8 @@ def load_study(path: str | Path, *, evaluator: Evaluator | None = None) -> Loade
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"study file '{path}' not found")
+        what = "is not a regular file" if path.exists() else "not found"  # a folder, a FIFO, a device
+        raise ConfigError(f"study file '{path}' {what}")
     data, smap = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping (name, space, objectives, ...) at the top level")

@@ -431,3 +431,17 @@ def test_resolved_study_keeps_unicode_readable(tmp_path) -> None:  # noqa: ANN00
     path.write_text(GOOD + "description: ünï 🚀\n", encoding="utf-8")
     text = resolved_yaml(load_study(path).config)
     assert "ünï 🚀" in text and "\\x" not in text
+
+
+def test_a_study_path_that_is_no_regular_file_says_so(tmp_path: Path) -> None:
+    """A folder or a named pipe given as the study was 'not found' though it exists."""
+    import os
+
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_study(tmp_path)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.yaml")
+        with pytest.raises(ConfigError, match="is not a regular file"):
+            load_study(tmp_path / "pipe.yaml")
+    with pytest.raises(ConfigError, match="not found"):
+        load_study(tmp_path / "missing.yaml")
