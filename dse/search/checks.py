@@ -314,10 +314,9 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             msg = check_override_path(gpu, path)
             if msg is not None:
                 raise located_error(smap, loc, msg)
-        elif path.startswith("cost."):
-            msg = cost_fact_problem(path)
-            if msg is not None:
-                raise located_error(smap, loc, msg)
+        elif path.startswith("cost."):  # a price or carbon constant, as in a training study
+            _check_cost_param(smap, name, spec, path, loc)
+            continue
         elif path not in OPERATING_POINT_KEYS and path not in WORKLOAD_KEYS:
             raise located_error(smap, loc, f"unknown parameter path '{path}' (allowed: {allowed_paths})")
         allowed = literal_values.get(path)
@@ -327,9 +326,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
             msg = _value_problem(path, value, allowed, under_load=under_load) or _point_problem(
                 cfg, gpu, path, value, clocks_vary, power_varies
             )
-            if msg is None and path.startswith("cost."):
-                msg = cost_fact_problem(path, value)
-            elif msg is None and path.startswith("gpu."):
+            if msg is None and path.startswith("gpu."):
                 msg = field_value_problem(path, value)
             if msg is not None:
                 raise located_error(smap, where, msg)

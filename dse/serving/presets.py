@@ -78,10 +78,10 @@ generator names their sizes `agg_decode cuda_graph_batch_sizes`), so its context
 On aiconfigurator's multi-GPU TensorRT-LLM rows (572) that took TTFT from 50.5% to 41.7% and TPOT from 16.1%
 to 16.0% (dense Llama-3.1-8B 13.0 -> 8.3% and Qwen3-32B 12.2 -> 9.1%, whose decodes meet the other clients'
 longer prefills; Qwen3-235B 12.3 -> 20.6% while its 94 MoE layers counted 13 launches each, ~100 ms a
-step). TensorRT-LLM's fused-MoE op is one call from Python (`dse.serving.step_table.FUSED_MOE_ENGINES`: 9
-launches a Qwen3 MoE layer): on its 246 MoE rows TPOT 24.8 -> 20.9% (Qwen3-235B 20.6 -> 12.9%), TTFT 38.5%
-either way (Qwen3-235B 23.4 -> 19.7%, DeepSeek-V3 59.2 -> 61.3%, gpt-oss-120b 52.5 -> 57.4%, both predicted
-short already). The TP1 rows do not move (their prefills outlast the dispatch).
+step). TensorRT-LLM's fused-MoE op is one call from Python (`EngineProfile.one_call_moe` in
+`dse.workload.engine`: 9 launches a Qwen3 MoE layer): on its 246 MoE rows TPOT 24.8 -> 20.9% (Qwen3-235B
+20.6 -> 12.9%), TTFT 38.5% either way (Qwen3-235B 23.4 -> 19.7%, DeepSeek-V3 59.2 -> 61.3%, gpt-oss-120b
+52.5 -> 57.4%, both predicted short already). The TP1 rows do not move (their prefills outlast the dispatch).
 """
 
 from __future__ import annotations

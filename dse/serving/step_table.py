@@ -75,10 +75,7 @@ def step_graph(
     return shard_graph(graph, arch, par)
 
 
-# TensorRT-LLM's PyTorch backend runs the routed experts (pair sorting, both grouped GEMMs, the activation,
-# their quantization, the weighted combine) as one custom op (`torch.ops.trtllm.fused_moe`, its fused-MoE
-# module's forward) whose kernels its C++ launches: one Python dispatch, where vLLM and SGLang call each.
-FUSED_MOE_ENGINES = ("trtllm",)
+# The routed experts' ops: one launch for an engine that runs them as one op (`EngineProfile.one_call_moe`)
 _ROUTED_EXPERT_OPS = frozenset((*EXPERT_GEMMS, *EXPERT_ROWWISE, "experts_combine"))
 
 
@@ -92,13 +89,14 @@ def layer_launches(arch: LlmArch, engine: str) -> int:
     tokens = min(1024, arch.max_position_embeddings // 2)
     graph = step_graph(arch, 0, 1, tokens, tokens, "bf16", engine, "greedy", None)
     calls: dict[str, int] = {}  # kernel call -> the layers that launch it
+    one_call_moe = ENGINES[engine].one_call_moe
     for op in graph.ops:
         if "/layer[" in op.name:
             name = next(
                 (op.name.removesuffix(s) for s in ATTENTION_PART_SUFFIXES if op.name.endswith(s)), op.name
             )
             block, _, leaf = name.rpartition("/")
-            if engine in FUSED_MOE_ENGINES and leaf in _ROUTED_EXPERT_OPS:
+            if one_call_moe and leaf in _ROUTED_EXPERT_OPS:
                 name = f"{block}/fused_moe"
             calls[name] = max(calls.get(name, 0), op.count)
     return sum(calls.values())

@@ -128,9 +128,9 @@ class MemoryEstimate:
         states = self.weights_bytes + self.grads_bytes + self.optimizer_bytes
         # only options the request could take: --autocast keeps whole fp32 states on each data-parallel
         # rank (no sharding, no model parallelism), FSDP refuses LoRA (frozen weights stay whole) and --ep
-        autocast = bool(getattr(req, "autocast", False))
+        autocast = req.autocast
         shard = [] if autocast else ["--distributed-optimizer"]
-        if not (autocast or bool(getattr(req, "lora_rank", 0)) or lay.ep > 1):
+        if not (autocast or req.lora_rank or lay.ep > 1):
             shard.insert(0, "--fsdp")
         if not (lay.fsdp or lay.distributed_optimizer) and states > self.activations_bytes:
             tips.append(f"shard the model states ({' or '.join(shard)})" if shard else "drop --autocast")

@@ -93,6 +93,10 @@ class EngineProfile:
     # The fp8 GEMM after a dropped `*_quant` op quantizes its activation dynamically (vLLM) rather than
     # reading one quantized by a fused producer (TensorRT-LLM's static scales).
     dynamic_act_quant: bool = False
+    # The routed experts (pair sorting, both grouped GEMMs, activation, quantization, combine) are one
+    # custom op whose kernels C++ launches (TensorRT-LLM's `torch.ops.trtllm.fused_moe`): one host
+    # dispatch in an eager step (`dse.serving.step_table.layer_launches`), where vLLM and SGLang call each.
+    one_call_moe: bool = False
 
 
 ENGINES: dict[str, EngineProfile] = {
@@ -119,6 +123,7 @@ ENGINES: dict[str, EngineProfile] = {
             }
         ),
         note="fused add+RMSNorm(+fp8), SwiGLU(+fp8), fp8 attention output, RoPE+KV write in preprocessing",
+        one_call_moe=True,
     ),
     "sglang": EngineProfile(name="sglang", fused_ops=frozenset({"residual_add"}), note="fused add+RMSNorm"),
 }

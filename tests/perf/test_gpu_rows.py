@@ -47,6 +47,17 @@ def _check_rows_as_alone(kw: dict, idx: np.ndarray, choice_clock_hz: np.ndarray 
             np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
 
 
+def _check_family_rows(fn, kw: dict, idx: np.ndarray, clocks: np.ndarray, keys: tuple[str, ...]) -> None:
+    """A family's call over all GPUs (`gpu_rows`) gives each row the bits of a call on its GPU alone."""
+    gpus = _gpus()
+    both = fn(**kw, gpu=gpus[0], sm_clock_hz=clocks, gpu_rows=GpuRows.of(gpus[0], gpus, idx))
+    for gi, one in enumerate(gpus):
+        sel = np.nonzero(idx == gi)[0]
+        alone = fn(**{k: v[sel] for k, v in kw.items()}, gpu=one, sm_clock_hz=clocks[sel])
+        for key in keys:
+            np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     rows=st.lists(
@@ -136,14 +147,8 @@ def test_streaming_rows_on_several_gpus_are_each_as_on_their_own(rows):
         reduction.reduction_arrays: {"kind": np.arange(num) % len(reduction.KINDS), "rows": size / cols,
                                      "cols": cols.astype(float), "dtype_bytes": nbytes},
     }  # fmt: skip
-    gpus = _gpus()
     for fn, kw in kinds.items():
-        both = fn(**kw, gpu=gpus[0], sm_clock_hz=clocks, gpu_rows=GpuRows.of(gpus[0], gpus, gpu))
-        for gi, one in enumerate(gpus):
-            sel = np.nonzero(gpu == gi)[0]
-            alone = fn(**{k: v[sel] for k, v in kw.items()}, gpu=one, sm_clock_hz=clocks[sel])
-            for key in ("latency_s", "util", "dram_bytes", "l2_bytes", "grid"):
-                np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
+        _check_family_rows(fn, kw, gpu, clocks, ("latency_s", "util", "dram_bytes", "l2_bytes", "grid"))
 
 
 @settings(max_examples=20, deadline=None)
@@ -178,14 +183,9 @@ def test_attention_rows_on_several_gpus_are_each_as_on_their_own(rows):
                                          "causal": np.arange(len(rows)) % 2 == 0},
         attention.decode_arrays: shape | {"seq_len_q": np.ones(len(rows)), "seq_len_kv": kv_f},
     }  # fmt: skip
-    gpus = _gpus()
+    keys = ("latency_s", "analytical_s", "util", "flop", "dram_bytes", "l2_bytes", "grid")
     for fn, kw in kinds.items():
-        both = fn(**kw, gpu=gpus[0], sm_clock_hz=clocks, gpu_rows=GpuRows.of(gpus[0], gpus, gpu))
-        for gi, one in enumerate(gpus):
-            sel = np.nonzero(gpu == gi)[0]
-            alone = fn(**{k: v[sel] for k, v in kw.items()}, gpu=one, sm_clock_hz=clocks[sel])
-            for key in ("latency_s", "analytical_s", "util", "flop", "dram_bytes", "l2_bytes", "grid"):
-                np.testing.assert_array_equal(np.asarray(both[key])[..., sel], alone[key], err_msg=key)
+        _check_family_rows(fn, kw, gpu, clocks, keys)
 
 
 def test_gpus_differing_in_what_rows_do_not_carry_are_refused():
