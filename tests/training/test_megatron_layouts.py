@@ -207,7 +207,16 @@ def test_nvidia_recipe_rows_are_held_out_and_predicted() -> None:
     assert err.mean() < 0.12
     assert row_arch("llama-3.1-405b-proxy-21l").num_layers == 21
     with pytest.raises(DseError):
-        row_arch("grok-1-314b")
+        row_arch("nemotron-3-nano")  # a hybrid Mamba-MoE model the catalog lacks
+    # Grok-1 from xAI's published config: 64 layers of 6144, 8 experts of 32,768 (2 per token), a
+    # 131,072-token vocabulary shared in and out: 8 x 64 x 3 x 6144 x 32768 expert weights, 64 x (2 x 6144^2
+    # + 2 x 6144 x 1024) attention weights and one embedding, ~316 B (announced as 314 B)
+    grok = row_arch("grok-1-314b")
+    expected = 8 * 64 * 3 * 6144 * 32768 + 64 * (2 * 6144**2 + 2 * 6144 * 1024) + 131072 * 6144
+    assert grok.num_params == pytest.approx(expected, rel=0.001)
+    assert row_arch("grok-1-314b-proxy-8l").num_layers == 8
+    grok_rows = frame[frame["model"].str.startswith("grok-1")]
+    assert len(grok_rows) == 18  # bf16 and fp8, 8-2,048 GPUs, proxies below 512
 
 
 QWEN_MOE = load_model_config("qwen3-30b-a3b")

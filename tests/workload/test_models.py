@@ -26,6 +26,7 @@ CATALOG = [
     "glm-4.5-air",
     "glm-4.6",
     "glm-5",
+    "grok-1",
     "gpt-oss-120b",
     "gpt-oss-20b",
     "gpt2",
