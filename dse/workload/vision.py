@@ -60,10 +60,13 @@ place, and their gradient reads their input (a ReLU's reads its output), so in t
 each one's input first (`INPUT_CLONE_SUFFIX` ops: our H100 profile holds one device-to-device copy per
 ReLU6 in MobileNet-V2's step, 2.0 ms, and 2.1 ms of copies in EfficientNet-B0's; a ResNet's step has one).
 
-Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet50` 25.6M, `resnet152`
-60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `vit_b_32` 88.2M, `vit_l_32` 306.5M,
-`mobilenet_v2` 3.50M, `efficientnet_b0`
-5.29M, `efficientnet_b4` 19.34M (torchvision model docs). `efficientnet-widese-b0/b4` are NVIDIA
+Architectures and parameter counts (tested): torchvision `resnet18` 11.7M, `resnet34` 21.8M, `resnet50`
+25.6M, `resnet101` 44.5M, `resnet152` 60.2M, `vgg16` 138.4M, `vit_b_16` 86.6M, `vit_l_16` 304.3M, `vit_b_32`
+88.2M, `vit_l_32` 306.5M, `vit_h_14` 632.0M (at 224 px), `mobilenet_v2` 3.50M, `efficientnet_b0` 5.29M, `b1`
+7.79M, `b2` 9.11M, `b3` 12.23M, `b4` 19.34M, `b5` 30.39M (torchvision model docs; B1-B5 are B0 scaled by
+their width and depth coefficients, Tan and Le 2019); timm `resnet200` 64.67M (He et al.'s 2016 ResNet-200:
+3, 24, 36, 3 bottlenecks), `vit_tiny_patch16_224` 5.72M (DeiT-Ti: width 192, 3 heads), `vit_small_patch32_224`
+22.88M and `vit_base_patch8_224` 86.58M (timm's model tables). `efficientnet-widese-b0/b4` are NVIDIA
 DeepLearningExamples' variants (ConvNets/efficientnet README): the SE squeeze is a quarter of the expanded
 (depthwise) width instead of the block's input width; their counts are not checked against a published one.
 `vit-s-16` is ViT-S/16 as DeiT-S (Touvron et al. 2021) and timm's `vit_small_patch16_224` define it (width
@@ -128,17 +131,28 @@ VISION_MODELS: dict[str, VisionModel] = {
     m.name: m
     for m in (
         VisionModel(name="resnet-18", family="resnet", blocks=(2, 2, 2, 2)),
+        VisionModel(name="resnet-34", family="resnet", blocks=(3, 4, 6, 3)),
         VisionModel(name="resnet-50", family="resnet", blocks=(3, 4, 6, 3), bottleneck=True),
+        VisionModel(name="resnet-101", family="resnet", blocks=(3, 4, 23, 3), bottleneck=True),
         VisionModel(name="resnet-152", family="resnet", blocks=(3, 8, 36, 3), bottleneck=True),
+        VisionModel(name="resnet-200", family="resnet", blocks=(3, 24, 36, 3), bottleneck=True),
         VisionModel(name="vgg-16", family="vgg"),
+        VisionModel(name="vit-ti-16", family="vit", width=192, depth=12, heads=3),
         VisionModel(name="vit-s-16", family="vit", width=384, depth=12, heads=6),
+        VisionModel(name="vit-s-32", family="vit", width=384, depth=12, heads=6, patch=32),
+        VisionModel(name="vit-b-8", family="vit", width=768, depth=12, heads=12, patch=8),
         VisionModel(name="vit-b-16", family="vit", width=768, depth=12, heads=12),
         VisionModel(name="vit-l-16", family="vit", width=1024, depth=24, heads=16),
         VisionModel(name="vit-b-32", family="vit", width=768, depth=12, heads=12, patch=32),
         VisionModel(name="vit-l-32", family="vit", width=1024, depth=24, heads=16, patch=32),
+        VisionModel(name="vit-h-14", family="vit", width=1280, depth=32, heads=16, patch=14),
         VisionModel(name="mobilenet-v2", family="mobilenet"),
         VisionModel(name="efficientnet-b0", family="efficientnet"),
+        VisionModel(name="efficientnet-b1", family="efficientnet", width_mult=1.0, depth_mult=1.1),
+        VisionModel(name="efficientnet-b2", family="efficientnet", width_mult=1.1, depth_mult=1.2),
+        VisionModel(name="efficientnet-b3", family="efficientnet", width_mult=1.2, depth_mult=1.4),
         VisionModel(name="efficientnet-b4", family="efficientnet", width_mult=1.4, depth_mult=1.8),
+        VisionModel(name="efficientnet-b5", family="efficientnet", width_mult=1.6, depth_mult=2.2),
         VisionModel(name="efficientnet-widese-b0", family="efficientnet", wide_se=True),
         VisionModel(
             name="efficientnet-widese-b4", family="efficientnet", width_mult=1.4, depth_mult=1.8, wide_se=True
@@ -147,13 +161,17 @@ VISION_MODELS: dict[str, VisionModel] = {
 }
 _ALIASES = {
     "resnet50": "resnet-50", "resnet18": "resnet-18", "resnet152": "resnet-152", "vgg16": "vgg-16",
-    "tv-resnet50": "resnet-50", "tv-resnet152": "resnet-152", "mobilenetv2-100": "mobilenet-v2",
+    "resnet34": "resnet-34", "resnet101": "resnet-101", "resnet200": "resnet-200",
+    "tv-resnet50": "resnet-50", "tv-resnet152": "resnet-152", "tv-resnet34": "resnet-34",
+    "tv-resnet101": "resnet-101", "mobilenetv2-100": "mobilenet-v2",
     "mobilenet-v2-100": "mobilenet-v2",
     # timm's ViTs (and DeiT's, the same encoders) at 16-px patches and 224 px
     "vit-small-patch16-224": "vit-s-16", "deit-small-patch16-224": "vit-s-16",
     "vit-base-patch16-224": "vit-b-16", "deit-base-patch16-224": "vit-b-16",
     "vit-large-patch16-224": "vit-l-16",
     "vit-base-patch32-224": "vit-b-32", "vit-large-patch32-224": "vit-l-32",
+    "vit-tiny-patch16-224": "vit-ti-16", "deit-tiny-patch16-224": "vit-ti-16",
+    "vit-small-patch32-224": "vit-s-32", "vit-base-patch8-224": "vit-b-8", "vit-huge-patch14-224": "vit-h-14",
 }  # fmt: skip
 # torchvision inverted-residual settings: MobileNet-V2 (expand t, out c, blocks n, stride s) and
 # EfficientNet-B0 (expand, kernel, stride, in, out, blocks) before width and depth scaling.

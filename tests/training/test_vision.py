@@ -15,7 +15,10 @@ from dse.workload.vision import build_vision_graph, load_vision_model
     ("model", "published_m"),
     [("resnet-18", 11.7), ("resnet-50", 25.6), ("resnet-152", 60.2), ("vgg-16", 138.4), ("vit-b-16", 86.6),
      ("vit-l-16", 304.3), ("mobilenet-v2", 3.50), ("efficientnet-b0", 5.29), ("efficientnet-b4", 19.34),
-     ("vit-s-16", 22.05), ("vit-b-32", 88.22), ("vit-l-32", 306.54)],  # ViT-S/16: timm's (DeiT-S)
+     ("vit-s-16", 22.05), ("vit-b-32", 88.22), ("vit-l-32", 306.54),  # ViT-S/16: timm's (DeiT-S)
+     ("resnet-34", 21.80), ("resnet-101", 44.55), ("vit-h-14", 632.05), ("efficientnet-b1", 7.79),
+     ("efficientnet-b2", 9.11), ("efficientnet-b3", 12.23), ("efficientnet-b5", 30.39),  # torchvision's docs
+     ("resnet-200", 64.67), ("vit-ti-16", 5.72), ("vit-s-32", 22.88), ("vit-b-8", 86.58)],  # timm's tables
 )  # fmt: skip
 def test_param_counts(model: str, published_m: float) -> None:
     _, params = build_vision_graph(load_vision_model(model), batch=1)
