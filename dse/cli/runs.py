@@ -100,16 +100,16 @@ def _write_report(
 
 def _breakdown_fn(run_dir: Path) -> Any:
     """Energy breakdown of a logged point, recomputed from the study (the log keeps metrics only)."""
-    from dse.search.breakdown import breakdown_for_point, context_for_run
+    from dse.search.breakdown import breakdown_context, logged_point_breakdown
 
     try:
-        ctx = context_for_run(run_dir)
+        run = breakdown_context(run_dir)
     except ConfigError as exc:  # a check added since the run: its points and metrics still make a report
         err_console.print(
             f"warning: report without energy breakdowns: the run's study no longer loads ({exc})"
         )
         return None
-    return None if ctx is None else (lambda params: breakdown_for_point(params, ctx))
+    return None if run is None else (lambda params: logged_point_breakdown(params, *run))
 
 
 @friendly

@@ -11,18 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from dse.search.objective import EvalContext, build_inputs, predict_inputs
+from dse.search.space import SearchSpace
 from dse.search.training_point import TRAINING_MODE
 
 
-def context_for_run(run_dir: str | Path) -> EvalContext | None:
-    """The evaluation context of a run (from study.resolved.yaml); None when the run has none."""
+def breakdown_context(run_dir: str | Path) -> tuple[EvalContext, SearchSpace] | None:
+    """The evaluation context and search space of a run (from study.resolved.yaml); None without one."""
     path = Path(run_dir) / "study.resolved.yaml"
     if not path.is_file():
         return None
     from dse.search.study import load_study
 
     cfg = load_study(path).config
-    return cfg.eval_context()
+    return cfg.eval_context(), cfg.search_space()
+
+
+def logged_point_breakdown(logged: Mapping[str, Any], ctx: EvalContext, space: SearchSpace) -> dict[str, Any]:
+    """`breakdown_for_point` of a point read back from the run's table ({path: value}, every path
+    present): the parameters its `when`s switched off are left out, as the sampler left them out."""
+    return breakdown_for_point(space.active_point(logged), ctx)
 
 
 def breakdown_for_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:

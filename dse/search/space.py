@@ -334,6 +334,16 @@ class SearchSpace:
         """{path: value} in declaration order from values by parameter name."""
         return {self.path_of(n): values[n] for n in self.params if n in values}
 
+    def active_point(self, logged: Mapping[str, Any]) -> Point:
+        """A point as the sampler made it, from a logged row that has every path (a table row holds None
+        for a parameter its `when` switched off, and None can also be a chosen value): each parameter in
+        order, kept only where its `when` holds for those before it."""
+        values: dict[str, Any] = {}
+        for name in self.order:
+            if self.is_active(name, values) and self.path_of(name) in logged:
+                values[name] = logged[self.path_of(name)]
+        return self.to_point(values)
+
     @property
     def is_finite(self) -> bool:
         return all(p.is_finite for p in self.params.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dse.errors import ConfigError
 from dse.hardware.catalog import load_gpu
 from dse.search.breakdown import breakdown_for_point
 from dse.search.objective import EvalContext, evaluate_point
@@ -55,3 +56,34 @@ def test_roofline_kernels_are_priced_as_the_point_is() -> None:
     kernels = roofline_for_inputs(inputs)["kernels"]
     prefill_s = sum(k["latency_s"] * k["count"] for k in kernels if k["phase"] == "prefill")
     assert prefill_s == pytest.approx(predict_inputs(inputs).metrics()["ttft_s"], rel=1e-9)
+
+
+def test_report_breakdowns_leave_out_parameters_their_when_switched_off(tmp_path) -> None:
+    """A front point whose `when` parameter is off reads back from the run's table with None in that
+    column; its breakdown is the point as the sampler made it. Before, the None went on as a GPU override
+    ("override 'memory.bus_width_bits': expected a finite number, got None") and the point had none."""
+    from dse.report.frames import infer_parameters, load_run, point_params
+    from dse.search.breakdown import breakdown_context, logged_point_breakdown
+    from dse.search.runner import run_study
+
+    study = tmp_path / "when.yaml"
+    study.write_text(
+        "name: when\nmodel: llama-3.1-8b\ngpu: h100-sxm\n"
+        "workload: {batch: 4, input_tokens: 256, output_tokens: 16}\n"
+        "space:\n"
+        "  gpu.memory.technology: {values: [hbm3, gddr7]}\n"
+        "  gpu.memory.bus_width_bits: {values: [384, 512], when: {gpu.memory.technology: gddr7}}\n"
+        "objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}\n"
+        "search: {sampler: grid, n_points: 3, executor: serial}\n",
+        encoding="utf-8",
+    )
+    summary = run_study(study, out=tmp_path / "out")
+    run = load_run(summary.run_dir)
+    hbm = run.trials[run.trials["param.gpu.memory.technology"] == "hbm3"].iloc[0].to_dict()
+    logged = point_params(hbm, infer_parameters(run.trials))
+    assert logged["gpu.memory.bus_width_bits"] is None  # the table's view of an inactive parameter
+    ctx, space = breakdown_context(summary.run_dir)
+    with pytest.raises(ConfigError, match="bus_width_bits"):
+        breakdown_for_point(logged, ctx)  # the row as it was passed on before
+    data = logged_point_breakdown(logged, ctx, space)
+    assert data["by_module"] and sum(data["by_module"].values()) > 0
