@@ -158,8 +158,8 @@ def _int(value: Any, default: int = 1) -> int:
 
 # The attention kernel each source's framework runs (`dse.training.step.ATTENTION_KERNELS`): llm-foundry's
 # MPT its Triton kernel (ALiBi), torchtitan PyTorch's SDPA (FlashAttention-2), NVIDIA's NeMo / Megatron
-# stacks Transformer Engine's cuDNN fused attention (FA3-class on Hopper), DeepLearningExamples' BERT
-# (seq <= 512, A100 / V100) FA2-class fused attention.
+# stacks Transformer Engine's cuDNN fused attention (FA3-class on Hopper). DeepLearningExamples' BERT runs
+# none (`_EAGER_ATTENTION_SOURCES`).
 SOURCE_ATTENTION_KERNEL: dict[str, str] = {
     "llm-foundry-mpt-benchmarks": "triton",
     "torchtitan-benchmarks": "fa2",
@@ -168,6 +168,32 @@ SOURCE_ATTENTION_KERNEL: dict[str, str] = {
     "nvidia-dgxc-benchmarking": "fa3",
     "nemo-long-sequence": "fa3",
 }
+
+
+# DeepLearningExamples' BERT computes attention unfused, as its `modeling.py` (from Hugging Face's
+# pytorch-pretrained-BERT) writes it: matmul, scale, mask, softmax, dropout, matmul. Its rows ran NGC 21.11
+# (PyTorch 1.11 pre-release), before FlashAttention (2022) and PyTorch's fused SDPA (2.0, 2023); apex's
+# fused MHA of NVIDIA's MLPerf BERT is Ampere-only and the V100 rows show the same pattern. With a flash
+# kernel its SQuAD rows (384 tokens) were 1.9x fast, its 128-token rows 1.2x.
+_EAGER_ATTENTION_SOURCES = ("nvidia-deeplearningexamples-bert",)
+# Over half the token slots of BERT's Wikipedia pre-training set at length 512 are padding (Krell et al.
+# 2021, arXiv:2107.02027): a sequence holds 256 real tokens on average.
+WIKIPEDIA_512_REAL_TOKENS = 256
+# DeepLearningExamples' BERT loads its pre-training data with LDDL, whose phase-2 (512-token) set is binned by
+# length in 64-token bins (its `--bin-size 64`) and each batch padded to its longest sequence, so a phase-2
+# sequence computes its real tokens plus half a bin of padding on average, not 512 (recalled from the
+# DeepLearningExamples and LDDL READMEs, not re-checked against the commit). The rows agree: at 512 tokens
+# a sequence costs 2.8-3.0x one of 128 tokens (A100 TF32 and FP16, V100 FP16) where 512 dense tokens cost
+# over 4x. Its 128-token sequences are mostly full (not shortened).
+DLE_BERT_PHASE2_TOKENS = WIKIPEDIA_512_REAL_TOKENS + 64 // 2
+
+
+def _computed_seq_len(row: pd.Series) -> int:
+    """The tokens per sequence a row's step computes: DeepLearningExamples' binned 512-token BERT phase
+    (`DLE_BERT_PHASE2_TOKENS`), else its `seq_len_tokens`."""
+    seq = _int(row["seq_len_tokens"])
+    dle_phase2 = row["source"] == "nvidia-deeplearningexamples-bert" and row["training_mode"] == "pretrain"
+    return DLE_BERT_PHASE2_TOKENS if dle_phase2 and seq == 512 else seq
 
 
 def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, OperatingPoint] | str:
@@ -214,7 +240,7 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
             ep_dispatcher="deepep" if str(row["source"]) in _DEEPEP_SOURCES else "alltoall",
         )
         req = TrainingRequest(
-            micro_batch=micro, global_batch=gbs, seq_len=_int(row["seq_len_tokens"]),
+            micro_batch=micro, global_batch=gbs, seq_len=_computed_seq_len(row),
             precision=_precision(row["precision"]),
             recompute=_recompute(row["activation_checkpointing"], str(row["source"])),
             objective="finetune" if mode.startswith("finetune") else "pretrain", layout=layout,
@@ -222,6 +248,7 @@ def llm_row_request(row: pd.Series) -> tuple[str, str, TrainingRequest, Operatin
             lora_targets=NEMO_LORA_TARGETS if mode == "lora" else (),
             packed_sample_len=SQUAD_SAMPLE_TOKENS if mode in ("sft", "lora") else 0,
             attention_kernel=_attention_kernel(row), eager_ops=_eager_ops(row),
+            attention="eager" if row["source"] in _EAGER_ATTENTION_SOURCES else "flash",
         )  # fmt: skip
     except DseError as exc:
         return f"layout: {str(exc).split(':')[0]}"
@@ -275,14 +302,15 @@ def fit_training_coeffs(frame: pd.DataFrame) -> tuple[float, float]:
     (`validate_llm_training(train_coeffs=TrainingCoeffs())`), of one ratio class
     (`dse.training.step.ratio_class`; the uncorrected class's rows predicted with `neutral_coeffs`): r is the
     Triton ratio (fitted) on the rows whose `attention_kernel` is triton and `attention_scale_of` (held) on
-    the others."""
+    the others (of their `attention` column's implementation, flash where the frame has none)."""
     meas = frame["step_time_s"].to_numpy()
     triton = (frame["attention_kernel"] == "triton").to_numpy()
     if not triton.any():
         raise ValueError("fit_training_coeffs: no row runs the triton kernel, whose ratio the fit needs")
+    attention = frame["attention"] if "attention" in frame else pd.Series("flash", index=frame.index)
     held = np.array(
-        [attention_scale_of(_gpu(str(g)), str(k)) if k != "triton" else 0.0
-         for g, k in zip(frame["gpu"], frame["attention_kernel"], strict=True)]
+        [attention_scale_of(_gpu(str(g)), str(k), str(a)) if k != "triton" else 0.0
+         for g, k, a in zip(frame["gpu"], frame["attention_kernel"], attention, strict=True)]
     )  # fmt: skip
     attn = frame["attention_s"].to_numpy()
     design = np.column_stack([frame["kernel_s"], np.where(triton, attn, 0.0)]) / meas[:, None]
@@ -317,14 +345,17 @@ def validate_llm_training(
             skipped[f"model error: {str(exc)}"] += 1
             continue
         m = est.metrics()
+        seq = _int(row["seq_len_tokens"])  # as the row counts tokens (`_computed_seq_len` may compute fewer)
         out.append(
             {
                 "source": _source_label(row), "gpu": gpu, "model": model, "num_gpus": req.layout.num_gpus,
                 "tp": req.layout.tp, "pp": req.layout.pp, "cp": req.layout.cp,
-                "seq_len": req.seq_len, "precision": req.precision, "recompute": req.recompute,
-                "tokens_per_s_per_gpu": float(meas), "pred_tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"],
+                "seq_len": seq, "precision": req.precision, "recompute": req.recompute,
+                "tokens_per_s_per_gpu": float(meas),
+                "pred_tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"] * seq / req.seq_len,
                 "feasible": m["feasible"], "attention_kernel": req.attention_kernel,
-                "step_time_s": req.global_batch * req.seq_len / (float(meas) * req.layout.num_gpus),
+                "attention": req.attention,
+                "step_time_s": req.global_batch * seq / (float(meas) * req.layout.num_gpus),
                 "pred_step_time_s": est.step_time_s, **_components(est),
             }
         )  # fmt: skip

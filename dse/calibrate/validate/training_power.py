@@ -17,10 +17,11 @@ default, padded to the maximum) and eager attention.
 The A40's FP32 matmuls are read off these rows, so its BERT figures are not independent of that choice: the
 data README gives PyTorch ~1.10, whose matmul default was TF32 (FP32 since 1.12), and says "fp32, TF32
 convolutions". Two things in the rows favour FP32: the SQuAD epoch the model implies at the top limit
-(measured epoch time over predicted time per sample) agrees between the GPUs only so (A40 67-74 k features,
-V100 69-83 k; TF32 on the A40: 96-109 k), and the A40's slowdown under its limits scores 7.7% with FP32
-against 15.6% with TF32 (a lighter GEMM load throttles less). Against the ~88.6 k features `run_qa.py`
-makes of SQuAD's 87,599 training questions, both GPUs imply the model is some 15-25% slow there.
+(measured epoch time over predicted time per sample) agrees between the GPUs only so (A40 64-71 k features,
+V100 65-78 k; TF32 on the A40: 94-106 k), and the A40's slowdown under its limits scores 7.8% with FP32
+against 15.4% with TF32 (a lighter GEMM load throttles less). Against the ~88.6 k features `run_qa.py`
+makes of SQuAD's 87,599 training questions, both GPUs imply the model is some 13-38% slow there
+(7-33% before the training ratios' refit on unfused DeepLearningExamples BERT attention).
 
 MLPerf (`mlperf_training_v4.0_smc_h100_power.csv`): ResNet-50 (1 and 8 nodes) and BERT-large (1 node) runs,
 predicted with the run's global batch over its GPUs (fp16, one micro-batch per step, DDP); compared on
@@ -76,7 +77,7 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate.data.training import load_mlperf_power, load_zeus_power
-from dse.calibrate.validate.training import SOURCE_ATTENTION_KERNEL
+from dse.calibrate.validate.training import SOURCE_ATTENTION_KERNEL, WIKIPEDIA_512_REAL_TOKENS
 from dse.errors import DseError
 from dse.hardware.catalog import load_gpu
 from dse.hardware.spec import GpuSpec
@@ -115,7 +116,7 @@ _ZEUS_MODELS = {
     "resnet50": ("resnet-50", "imagenet", 0),
     "bert_base_uncased": ("bert-base", "squad", ZEUS_SQUAD_SEQ_LEN),
 }
-MLPERF_BERT_TOKENS_PER_SEQUENCE = 256  # module docstring: 512 slots, over half of them padding
+MLPERF_BERT_TOKENS_PER_SEQUENCE = WIKIPEDIA_512_REAL_TOKENS  # module docstring: 512 slots, over half padding
 TUNED_SOFTWARE = TrainingCoeffs()  # library kernels alone (module docstring)
 _MLPERF_MODELS = {
     "resnet": ("resnet-50", "sgd", 224, 2048),
