@@ -124,7 +124,9 @@ def report_cmd(
         typer.Option(
             "--objective",
             help="METRIC[:minimize|maximize] to draw and rank instead of the study's objectives; give two, "
-            "e.g. --objective usd_per_million_output_tokens --objective gco2_per_output_token.",
+            "e.g. --objective usd_per_million_output_tokens --objective gco2_per_output_token. Without a "
+            "direction: the study's for its own objectives, else maximize rates (*_per_s, mfu) and minimize "
+            "the rest.",
         ),
     ] = None,
 ) -> None:
@@ -133,7 +135,7 @@ def report_cmd(
     if objective:
         if len(objective) != 2:
             raise DseError(f"--objective: give two (the scatter's x and y), got {len(objective)}")
-        chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip() or "minimize") for o in objective]
+        chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip()) for o in objective]
     _write_report(run_dir, color_by, _nonempty_path(out, "--out"), chosen)
 
 

@@ -486,14 +486,28 @@ def build_report_html(
     )
 
 
+# Metrics where more is better: rates of work done (tokens, requests, samples per second) and utilization.
+_MORE_IS_BETTER = ("mfu", "model_tflops_per_gpu")
+
+
+def natural_direction(metric: str) -> str:
+    """maximize for a rate of work done (`*_per_s`, `*_per_s_per_gpu`) or utilization (`mfu`), minimize
+    for everything else (latency, energy, power, cost, carbon, memory)."""
+    rate = metric.endswith("_per_s") or metric.endswith("_per_s_per_gpu")
+    return "maximize" if rate or metric in _MORE_IS_BETTER else "minimize"
+
+
 def report_objectives(run: RunData, objectives: Sequence[tuple[str, str]]) -> list[Objective]:
     """Objectives the user picked for the report's axes and front (any logged metric, e.g. cost or
-    carbon); ConfigError naming the metrics a run has."""
+    carbon); ConfigError naming the metrics a run has. A metric given without a direction ("") takes the
+    study's own when it is one of its objectives, else its `natural_direction`."""
     have = sorted(c.removeprefix("metric.") for c in run.trials.columns if c.startswith("metric."))
+    own = {o.column: o.direction for o in run.objectives}
     chosen: list[Objective] = []
-    for name, direction in objectives:
+    for name, given in objectives:
         if f"metric.{name}" not in run.trials.columns:
             raise ConfigError(f"--objective {name}: the run logged no such metric; it has {', '.join(have)}")
+        direction = given or own.get(f"metric.{name}") or natural_direction(name)
         if direction not in ("minimize", "maximize"):
             raise ConfigError(f"--objective {name}:{direction}: the direction is minimize or maximize")
         if any(o.column == f"metric.{name}" for o in chosen):  # a front of one metric against itself

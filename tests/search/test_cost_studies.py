@@ -63,6 +63,12 @@ def test_study_runs_with_cost_objectives(tmp_path: Path) -> None:
     twice = [("gco2_per_output_token", "minimize"), ("gco2_per_output_token", "maximize")]
     with pytest.raises(ConfigError, match="given twice"):  # a fuzzer's finding: accepted before
         write_html_report(summary.run_dir, objectives=twice)
+    # without a direction (`--objective METRIC`): a throughput is maximized, a cost minimized; a newcomer
+    # found every bare metric minimized, the study's maximized ones included
+    bare = [("output_tokens_per_s", ""), ("usd_per_million_output_tokens", "")]
+    page = write_html_report(summary.run_dir, objectives=bare).read_text()
+    assert "output_tokens_per_s (maximize)" in page
+    assert "usd_per_million_output_tokens (minimize)" in page
 
 
 @pytest.mark.parametrize(
