@@ -95,10 +95,9 @@ def _check_positive(op: object, *fields: str) -> None:
                 if not isinstance(value, int) or value.bit_length() < 64
                 else f"about 2^{value.bit_length()}"
             )
-            raise ShapeError(
-                f"{where}: {field} must be a positive integer up to 2^53, got {shown!r} (a batch, length or "
-                "model dimension too large)"
-            )
+            big = isinstance(value, int) and not isinstance(value, bool) and value > MAX_OP_DIM
+            why = " (a batch, length or model dimension too large)" if big else ""
+            raise ShapeError(f"{where}: {field} must be a positive integer up to 2^53, got {shown!r}{why}")
 
 
 def _check_dtype(op: object, *fields: str) -> None:
