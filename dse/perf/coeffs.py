@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dse.errors import ConfigError
-from dse.hardware.spec import GpuSpec
+from dse.hardware.spec import ARCHITECTURES, GpuSpec
 from dse.perf.types import CoeffTable, PhaseCoeffs
 
 SCHEMA = "dse.coeffs/1"
@@ -129,9 +129,14 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
             f"{where}not a dse coefficient file (schema {data.get('schema')!r}, expected {SCHEMA})"
         )
     groups, infos = {}, {}
-    raw_groups = data.get("groups", {})
-    if not isinstance(raw_groups, dict):
-        raise ConfigError(f"{where}groups: expected an object of kernel groups")
+    raw_groups = data.get("groups")
+    if not isinstance(raw_groups, dict) or not raw_groups:
+        # without groups every kernel would run uncorrected, silently: a file correcting nothing is refused
+        got = repr(raw_groups)[:60]
+        raise ConfigError(f"{where}groups: expected a non-empty object of kernel groups, got {got}")
+    arch = str(data.get("architecture", ""))
+    if arch.lower() not in ARCHITECTURES:
+        raise ConfigError(f"{where}architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}")
     for name, g in raw_groups.items():
         if not isinstance(g, dict):
             raise ConfigError(f"{where}group {name!r}: expected an object of coefficient fields")
@@ -149,7 +154,7 @@ def coeffs_from_dict(data: dict[str, Any], source: str = "") -> CoeffSet:
         )
     return CoeffSet(
         name=str(data.get("name", "")),
-        architecture=str(data.get("architecture", "")),
+        architecture=arch,
         table=CoeffTable(groups=groups),
         gpu=str(data.get("gpu", "")),
         created=str(data.get("created", "")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dse.perf.coeffs import load_coeffs, load_default_coeffs, neutral_coeffs, save_coeffs
@@ -92,3 +94,27 @@ def test_shipped_sets_have_provenance(hopper_coeffs, ampere_coeffs):
                 name
             )
             assert c.math_derate >= 1.0 and c.load_derate >= 1.0, name
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda d: d.pop("groups"), "groups: expected a non-empty object"),
+        (lambda d: d.update(groups={}), "groups: expected a non-empty object"),
+        (lambda d: d.update(architecture="hopperr"), "architecture 'hopperr' is not one of"),
+    ],
+)
+def test_a_coefficient_file_that_corrects_nothing_or_names_no_architecture_is_refused(
+    tmp_path, ampere_coeffs, change, needle
+) -> None:
+    """A newcomer's copies of the shipped file without `groups` predicted uncorrected kernels without a word,
+    and one stamped 'hopperr' passed as an Ampere set on an A100."""
+    from dse.errors import ConfigError
+
+    path = tmp_path / "c.json"
+    save_coeffs(ampere_coeffs, path)
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=needle):
+        load_coeffs(path)
