@@ -508,6 +508,25 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
         else:
             _check_workload_values(cfg, smap, name, path)
     _check_metrics(cfg, smap, (*training_metrics(cfg.model), *CONTEXT_METRICS))
+    _check_training_layouts(cfg, smap, space)
+
+
+def _check_training_layouts(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """A layout or batch value with which no point of the study can run (tp 3 on 8 GPUs, a global batch of
+    7 that micro batch x dp never divides) is refused where it is written, as a serving study's tp is.
+    Ranges are not enumerated: a study that searches a layout key over a range is left to its points."""
+    from dse.search.training_point import LAYOUT_KEYS, layout_problem, workload_value
+
+    written = {k: _values_at(cfg, space, k) for k in LAYOUT_KEYS}
+    if any(where[-1] in ("low", "high") for items in written.values() for where, _ in items):
+        return
+    values = {k: [workload_value(k, v) for _, v in items] for k, items in written.items()}
+    key, value, why = layout_problem(values, lambda k: getattr(cfg.workload, k))
+    if why and not key:
+        raise located_error(smap, ("workload",), f"no point of this study can run: {why}")
+    if key:
+        loc = next((w for w, v in _values_at(cfg, space, key) if v == value), ("workload", key))
+        raise located_error(smap, loc, f"{key} {value}: no point of this study can run it: {why}")
 
 
 # Training keys that only some kinds of model read (`dse.training.predict.check_model_options`).

@@ -11,11 +11,14 @@ operating point, as for serving points.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from dse.cost.operation import TRAINING_COST_KEYS
+from dse.errors import ConfigError
 
 TRAINING_MODE = "training"
 # The workload keys only a training point uses (tp and pp are shared with the serving layouts).
@@ -88,7 +91,6 @@ def workload_value(key: str, value: Any) -> Any:
     otherwise. Space values reach a point raw."""
     from pydantic import ValidationError
 
-    from dse.errors import ConfigError
     from dse.search.search_config import integral_float
     from dse.search.study import WorkloadConfig
 
@@ -103,15 +105,79 @@ def workload_value(key: str, value: Any) -> Any:
         raise ConfigError(f"workload key '{key}': {value!r} is not a valid value ({reason})") from None
 
 
+def training_request(get: Callable[[str], Any]) -> Any:
+    """The `TrainingRequest` of a point whose workload key `k` is `get(k)`; ConfigError for a layout or
+    batch that cannot run (tp x pp x cp not dividing num_gpus, a global batch micro batch x dp does not
+    divide, ...)."""
+    from dse.training.parallel import ParallelLayout
+    from dse.training.step import TrainingRequest
+
+    layout = ParallelLayout(
+        num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), cp=int(get("cp")),
+        vp=int(get("vp")), ep=int(get("ep")), fsdp=bool(get("fsdp")),
+        distributed_optimizer=bool(get("distributed_optimizer")),
+        tp_comm_overlap=bool(get("tp_comm_overlap")), cp_load_balance=bool(get("cp_load_balance")),
+        ep_dispatcher=str(get("ep_dispatcher")),
+    )  # fmt: skip
+    micro = int(get("micro_batch"))
+    return TrainingRequest(
+        micro_batch=micro, global_batch=int(get("global_batch") or micro * layout.dp),
+        seq_len=int(get("seq_len")), image_size=int(get("image_size")),
+        precision="bf16" if get("precision") is None else str(get("precision")),
+        recompute=str(get("recompute")), optimizer=str(get("optimizer")), attention=str(get("attention")),
+        memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
+        attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),
+        packed_sample_len=int(get("packed_sample_len")), eager_ops=bool(get("eager_ops")),
+        loader_samples_per_s=float(get("loader_samples_per_s")),
+    )  # fmt: skip
+
+
+# The workload keys that decide whether a training layout and batch can run at all (`training_request`).
+LAYOUT_KEYS: tuple[str, ...] = ("num_gpus", "tp", "pp", "cp", "micro_batch", "global_batch")
+
+
+def _chosen_or(chosen: Mapping[str, Any], base: Callable[[str], Any], key: str) -> Any:
+    return chosen[key] if key in chosen else base(key)
+
+
+def layout_problem(values: Mapping[str, Sequence[Any]], base: Callable[[str], Any]) -> tuple[str, Any, str]:
+    """Why points would fail whatever the sampler draws: ("", None, why) when no combination of the
+    LAYOUT_KEYS `values` makes a request `training_request` accepts (other keys read through `base`), else
+    (key, value, why) for the first value no combination of the others' values accepts; ("", None, "")
+    when every value runs somewhere. A study is refused at load on either."""
+    from itertools import product
+
+    keys = [k for k in LAYOUT_KEYS if values.get(k)]
+
+    def first_error(choices: Sequence[Sequence[Any]]) -> str | None:
+        """None if some combination runs, else the first combination's error."""
+        why = None
+        for combo in product(*choices):
+            chosen: dict[str, Any] = dict(zip(keys, combo, strict=True))
+            try:
+                training_request(functools.partial(_chosen_or, chosen, base))
+                return None
+            except ConfigError as exc:
+                # in a study the keys are workload keys: --num-gpus reads num_gpus
+                why = why or re.sub(r"--([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))
+        return why
+
+    if (why := first_error([values[k] for k in keys])) is not None:
+        return "", None, why
+    for key in keys:
+        for value in dict.fromkeys(values[key]):
+            if (why := first_error([values[k] if k != key else [value] for k in keys])) is not None:
+                return key, value, why
+    return "", None, ""
+
+
 def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
     """Metrics of one training step; `ctx` is the study's `EvalContext` (its training fields)."""
     from dse.cost.operation import training_cost_outputs
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
     from dse.search.objective import cost_options, split_params
-    from dse.training.parallel import ParallelLayout
     from dse.training.predict import check_model_options, predict_training
-    from dse.training.step import TrainingRequest
     from dse.units import MHZ
 
     gpu_over, op, wl = split_params(params)
@@ -125,25 +191,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
         power_cap_w=None if cap_w is None else float(cap_w),
     )
-    layout = ParallelLayout(
-        num_gpus=int(get("num_gpus")), tp=int(get("tp")), pp=int(get("pp")), cp=int(get("cp")),
-        vp=int(get("vp")), ep=int(get("ep")), fsdp=bool(get("fsdp")),
-        distributed_optimizer=bool(get("distributed_optimizer")),
-        tp_comm_overlap=bool(get("tp_comm_overlap")), cp_load_balance=bool(get("cp_load_balance")),
-        ep_dispatcher=str(get("ep_dispatcher")),
-    )  # fmt: skip
-    micro = int(get("micro_batch"))
-    global_batch = int(get("global_batch") or micro * layout.dp)
-    request = TrainingRequest(
-        micro_batch=micro, global_batch=global_batch, seq_len=int(get("seq_len")),
-        image_size=int(get("image_size")),
-        precision="bf16" if get("precision") is None else str(get("precision")),
-        recompute=str(get("recompute")), optimizer=str(get("optimizer")), attention=str(get("attention")),
-        memory_format=str(get("memory_format")), objective=str(get("objective")), layout=layout,
-        attention_kernel=str(get("attention_kernel")), lora_rank=int(get("lora_rank")),
-        packed_sample_len=int(get("packed_sample_len")), eager_ops=bool(get("eager_ops")),
-        loader_samples_per_s=float(get("loader_samples_per_s")),
-    )  # fmt: skip
+    request = training_request(get)
     check_model_options(str(get("model")), request)
     raw = predict_training(str(get("model")), gpu, request, point).metrics()
     out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}

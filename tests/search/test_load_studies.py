@@ -368,16 +368,16 @@ def test_good_variants_load(tmp_path: Path) -> None:
 
 def test_shipped_slo_study_runs_and_its_report_renders(tmp_path: Path) -> None:
     from dse.report import write_html_report
-    from dse.search.breakdown import context_for_run
+    from dse.search.breakdown import breakdown_context, logged_point_breakdown
 
     s = run_study(REPO / "studies" / "llm_serving_slo.yaml", out=tmp_path, n_points=4, executor="serial")
     df = pd.read_parquet(s.run_dir / "trials.parquet")
     assert s.n_points == 4 and s.n_failed == 0
     assert (df["metric.ttft_p90_s"] > 0).all() and (df[f"metric.{GOODPUT_METRIC}"] >= 0).all()
-    ctx = context_for_run(s.run_dir)
-    assert ctx is not None and ctx.mode == "concurrency" and len(ctx.slo) == 2
+    run = breakdown_context(s.run_dir)
+    assert run is not None and run[0].mode == "concurrency" and len(run[0].slo) == 2
     page = write_html_report(
-        s.run_dir, breakdown_fn=lambda params: breakdown_for_point(params, ctx)
+        s.run_dir, breakdown_fn=lambda params: logged_point_breakdown(params, *run)
     ).read_text(encoding="utf-8")
     assert GOODPUT_METRIC in page and '<section id="breakdown">' in page
 

@@ -242,3 +242,19 @@ def test_a_cost_fact_is_a_training_study_parameter() -> None:
     negative = {**STUDY, "space": {"cost.memory_usd_per_gb.hbm3": {"values": [10, -5]}}}
     with pytest.raises(ConfigError, match=r"space\.cost\.memory_usd_per_gb\.hbm3\.values\.1"):
         study_from_dict(negative)
+
+
+def test_a_layout_or_batch_no_point_can_run_is_refused_at_load() -> None:
+    """A newcomer's studies with tp 3 or a global batch of 7 on 8 GPUs loaded, then failed every point
+    ("--num-gpus 8 is not a multiple of tp x pp x cp = 3"), where a serving study's tp 3 is refused at
+    load. Now: refused where written, in the study's key names; a searched value that runs with some
+    other point's values loads."""
+    workload = STUDY["workload"]
+    with pytest.raises(ConfigError, match=r"workload: no point of this study can run: global batch 7"):
+        study_from_dict({**STUDY, "workload": {**workload, "global_batch": 7}})
+    with pytest.raises(ConfigError, match=r"num_gpus 8 is not a multiple of tp x pp x cp = 3"):
+        study_from_dict({**STUDY, "workload": {**workload, "tp": 3}})
+    with pytest.raises(ConfigError, match=r"space\.tp\.values\.2: tp 3: no point of this study can run it"):
+        study_from_dict({**STUDY, "space": {"tp": {"values": [1, 2, 3]}}})
+    # global batch 64 with micro batch 4: dp 8 (tp 1) runs it, so micro batch 16 does too with tp 2 (dp 4)
+    study_from_dict({**STUDY, "space": {"tp": {"values": [1, 2]}, "micro_batch": {"values": [4, 16]}}})
