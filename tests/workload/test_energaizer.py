@@ -67,7 +67,10 @@ def test_every_artifact_file_loads(path: Path) -> None:
     assert len(graph) >= 1
     assert all(isinstance(op, OP_TYPES) for op in graph)
     assert all(op.name.startswith(f"{path.stem}/") for op in graph)
-    assert graph.num_kernels == len(entries) == graph.meta["num_entries"]  # merging keeps every launch
+    # merging keeps every launch; GPT-2's lists (12 layers) gain one score pass per layer
+    restored = 12 if path.stem.startswith("gpt2model_") else 0
+    assert graph.meta["restored_kernels"] == restored
+    assert graph.num_kernels == len(entries) + restored and len(entries) == graph.meta["num_entries"]
     assert graph.total_flop() > 0
     assert graph.meta["batch"] >= 1 and graph.meta["precision"] == "bf16"
 
@@ -92,6 +95,17 @@ def test_gpt2_b1_s1024_gemms_match_published_dims() -> None:
     norms = [op for op in graph if isinstance(op, NormOp)]
     assert sum(op.count for op in norms) == 2 * num_layers + 1  # ln_1, ln_2 per layer + ln_f
     assert all((op.rows, op.cols) == (tokens, hidden) for op in norms)
+
+
+@needs_data
+def test_gpt2_scores_take_two_elementwise_passes_per_layer() -> None:
+    # transformers' GPT2Attention divides the [B, H, S, S] scores by a 0-dim tensor and applies the causal
+    # mask with torch.where before the softmax: two kernels per layer over B x H x S x S elements.
+    graph = load_kernel_list(WORKLOAD_DIR / "gpt2model_gpt2_pbf16_b8_s2048_modeprefill.json")
+    scores = 8 * 12 * 2048 * 2048
+    passes = [op for op in graph if isinstance(op, ElementwiseOp) and op.num_elements == scores]
+    assert sum(op.count for op in passes) == 2 * 12
+    assert sorted({op.kind for op in passes}) == ["add", "scale"]
 
 
 @needs_data
@@ -178,6 +192,24 @@ def test_elementwise_softmax_layernorm_mapping(tmp_path: Path) -> None:
     assert scale.kind == "scale"
     assert softmax == SoftmaxOp(name="synthetic/4:softmax", rows=6, cols=7, dtype="fp32")
     assert norm == NormOp(name="synthetic/5:layernorm", rows=6, cols=7, kind="layernorm", dtype="bf16")
+
+
+def test_score_pass_restored_only_before_a_softmax_over_the_same_elements(tmp_path: Path) -> None:
+    scores = [{"dim": 42, "op": "unspecified_tensor", "prec": "bf16"}, ["elementwise"]]
+    softmax = [{"batch": 6, "dim": 7, "prec": "bf16"}, ["softmax", "bf16"]]
+    other = [{"dim": 10, "op": "unspecified_tensor", "prec": "bf16"}, ["elementwise"]]
+    graph = load_kernel_list(_write(tmp_path, [scores, scores, softmax, other, softmax]))
+    assert [(op.name, op.count) for op in graph] == [
+        ("synthetic/0:unspecified_tensor", 2),
+        ("synthetic/0:score_pass", 2),
+        ("synthetic/2:softmax", 1),
+        ("synthetic/3:unspecified_tensor", 1),
+        ("synthetic/4:softmax", 1),
+    ]
+    restored = graph.ops[1]
+    assert isinstance(restored, ElementwiseOp)
+    assert (restored.kind, restored.num_inputs, restored.num_elements) == ("scale", 1, 42)
+    assert graph.meta["restored_kernels"] == 2 and graph.num_kernels == 7
 
 
 @pytest.mark.parametrize(
