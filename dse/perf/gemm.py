@@ -73,6 +73,7 @@ from dse.perf.tiles import (
     gemm_candidates,
     gemm_library,
     kernel_name,
+    simt_ffma_rate_factor,
     valid_grid,
 )
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
@@ -197,7 +198,12 @@ def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, s
     flop_step = 2.0 * tm * tn * kt
     warp_b = c.warp_m * r.in_elem_bytes + c.warp_n * r.b_elem_bytes  # B as stored (Marlin dequantizes late)
     smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * warp_b * kt
-    math_sm = r.fp32_flop_per_s_per_sm if simt else r.tc_flop_per_s_per_sm
+    if simt:  # FFMA issue slots shared with the mainloop's other instructions on 128-lane SMs
+        math_sm = r.fp32_flop_per_s_per_sm * simt_ffma_rate_factor(
+            c.warp_m, c.warp_n, tm, tn, kt, rates.fp32_flop_per_clk
+        )
+    else:
+        math_sm = r.tc_flop_per_s_per_sm
     # CUDA-core dequantization of the B tile of weight-only GEMMs (DEQUANT_SM_CYCLES_PER_WEIGHT), as FLOP
     deq_flop_per_weight = DEQUANT_SM_CYCLES_PER_WEIGHT * rates.fp32_flop_per_clk
     deq_step = np.where(r.b_elem_bytes < r.in_elem_bytes, deq_flop_per_weight * tn * kt, 0.0)

@@ -180,6 +180,33 @@ SIMT_GEMM_TILES: tuple[GemmTile, ...] = (
 )
 
 
+# Each SM has four warp schedulers, each issuing one warp instruction per clock (CUDA C++ Programming
+# Guide, compute capabilities 7.0-9.0): 128 thread-instructions per clock. GA100's 64 FP32 lanes per SM
+# keep a warp FFMA on the pipe for two clocks and leave every other issue slot to the mainloop's loads;
+# GA10x's and Hopper's 128 lanes (the Guide's throughput table) need every slot for FFMA, so a SIMT
+# GEMM's loads, barriers and branches take FFMA slots there.
+SM_ISSUE_LANES = 128.0
+
+
+def simt_ffma_rate_factor(
+    warp_m: np.ndarray, warp_n: np.ndarray, tile_m: np.ndarray, tile_n: np.ndarray, k_tile: np.ndarray,
+    fp32_flop_per_clk: float,
+) -> np.ndarray:  # fmt: skip
+    """The share of the FP32 lanes' FFMA rate a SIMT GEMM mainloop reaches under the issue limit (1 on
+    SMs with at most half the issue width in FP32 lanes).
+
+    Instructions per thread and K step: warp_m x warp_n / 32 FFMA; the A and B fragments of a square
+    thread tile as 16-byte shared loads (2 sqrt(FFMA) floats, 4 a load); the next K tile's global loads and
+    shared stores (tile_m + tile_n floats per K step per threadblock, 4 per access, each loaded and
+    stored); one barrier and one branch per K tile. For the
+    128x128x8 tile: 64 FFMA of 68.75 (0.93)."""
+    ffma = warp_m * warp_n / 32.0
+    threads = 32.0 * tile_m * tile_n / (warp_m * warp_n)
+    other = np.sqrt(ffma) / 2.0 + (tile_m + tile_n) / (2.0 * threads) + 2.0 / k_tile
+    lanes = fp32_flop_per_clk / 2.0
+    return np.minimum(1.0, SM_ISSUE_LANES * ffma / (ffma + other) / lanes)
+
+
 # vLLM's CUTLASS per-tensor fp8 GEMM on sm90 (`cutlass_scaled_mm`, `scaled_mm_sm90_fp8_dispatch.cuh`):
 # the tile follows M (next power of two, at least 32), one configuration each, no split-K or stream-K.
 HOPPER_FP8_TILES: tuple[GemmTile, ...] = (

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from dse.perf import gemm
 from dse.perf.rates import DRAM_LATENCY_S
+from dse.perf.tiles import simt_ffma_rate_factor
 from dse.perf.types import OperatingPoint
 from dse.workload.ops import GemmOp
 from tests.perf.perf_roofline import roofline_s
@@ -71,6 +72,37 @@ def test_fp32_runs_on_cuda_cores(h100):
     assert est.util["tensor"] == 0.0
     assert est.util["cuda"] > 0.5
     assert est.latency_s >= roofline_s(GemmOp(name="g", m=2048, n=2048, k=2048, dtype="fp32"), h100, 1.98e9)
+
+
+def test_simt_ffma_share_counts_the_mainloop_instructions():
+    # 128x128x8 tile, 32x64 warps (256 threads, 8x8 outputs each), per thread and K step: 64 FFMA, 4
+    # LDS.128 (8 floats of A, 8 of B), (128 + 128) x 8 floats / 256 threads / 4 = 2 LDG.128 + 2 STS.128
+    # per 8 K steps (0.5), one barrier and one branch per 8 K steps (0.25): 64 of 68.75 slots.
+    args = (np.array(32.0), np.array(64.0), np.array(128.0), np.array(128.0), np.array(8.0))
+    assert float(simt_ffma_rate_factor(*args, fp32_flop_per_clk=256.0)) == pytest.approx(64 / 68.75)
+    # 64 FP32 lanes (GA100) need half the 128 issue slots: the other instructions fit beside them
+    assert float(simt_ffma_rate_factor(*args, fp32_flop_per_clk=128.0)) == 1.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1024, 16384), n=st.integers(1024, 16384), k=st.integers(256, 8192))
+def test_simt_gemm_on_hopper_stays_under_the_issue_limit(h100, a100, m, n, k):
+    # Hopper's 128 FP32 lanes per SM equal the schedulers' issue width: a SIMT GEMM's FFMA rate stays
+    # at most the best tile's FFMA share (64 / 68.75) of the FP32 peak. A100's 64 lanes reach the peak.
+    op = GemmOp(name="g", m=m, n=n, k=k, dtype="fp32")
+    est = gemm.estimate(op, h100, OperatingPoint(sm_clock_hz=1.98e9))
+    assert op.flop / est.analytical_s <= 64 / 68.75 * 132 * 256 * 1.98e9
+    est_a = gemm.estimate(op, a100, OperatingPoint(sm_clock_hz=1.41e9))
+    assert op.flop / est_a.analytical_s <= a100.sm.fp32_flop_per_clk * a100.num_sms * 1.41e9
+
+
+def test_large_fp32_gemm_on_hopper_is_issue_bound(h100):
+    # 8192 x 8192 x 2048 fp32: the FP32 lanes alone would allow 98% of the 66.9 TFLOP/s peak (the
+    # previous prediction); four schedulers issuing FFMA and the mainloop's loads allow 93%, less the
+    # prologue and epilogue of 64 x 16 tiles on 132 SMs.
+    op = GemmOp(name="g", m=8192, n=8192, k=2048, dtype="fp32")
+    est = gemm.estimate(op, h100, OperatingPoint(sm_clock_hz=1.98e9))
+    assert 0.85 < op.flop / est.analytical_s / (132 * 256 * 1.98e9) <= 64 / 68.75
 
 
 def test_fp8_on_ampere_falls_back_to_16_bit_tensor_cores(a100):
