@@ -317,3 +317,20 @@ def test_costs_taken_a_few_steps_at_a_time_equal_them_all_at_once(monkeypatch) -
     assert chunked.costs(steps) == whole == [_table()(*step) for step in steps]
     grid = len(chunked.d_grid) * len(chunked.p_grid) * len(chunked.c_grid)
     assert chunked.evaluations == len(chunked.cells) < grid  # no cell evaluated twice, not the whole grid
+
+
+def test_the_default_run_is_long_enough_for_littles_law_at_wide_length_spreads() -> None:
+    """A closed loop of 64 clients holds 64 requests, so throughput x mean e2e is 64 in a steady state. With
+    lognormal lengths of sigma 1.5 the default 640 requests read 55.5 (a newcomer's finding: the run ends
+    before the mean output length settles); the default now grows with 1 + CV^2 of the lengths."""
+    from dse.serving.load import default_num_requests, length_spread
+
+    req = LoadRequest(mode="concurrency", concurrency=64, input_tokens=1024, output_tokens=256,
+                      length_dist="lognormal", length_sigma=1.5)  # fmt: skip
+    m = predict_load(ARCH, H100, req).metrics()
+    assert m["requests_per_s"] * m["e2e_latency_s"] == pytest.approx(64, rel=0.05)
+    assert length_spread(req) == pytest.approx(np.exp(1.5**2))  # 1 + CV^2 of a lognormal
+    preset = engine_preset("vllm", H100)
+    fixed = dataclasses.replace(req, length_dist="fixed")
+    assert default_num_requests(fixed, preset) == 640  # fixed lengths keep 10 waves of 64
+    assert default_num_requests(req, preset) == int(np.ceil(640 * np.exp(2.25)))

@@ -98,7 +98,8 @@ padding) in the mode the benchmark ran, which predicts the running batch instead
   the row's max_num_seqs. The KV cache, not C, limits the batch where it is full (vLLM's 0.9 rule).
 - engine vllm (its preset: blocks of 16, chunked prefill, no output reserved, CUDA-graph padding, top-k /
   top-p sampler, MLENERGY_SAMPLING), bf16, max_batched_tokens = the row's cfg_max_num_batched_tokens
-  (8192 where missing), num_requests the load model's default (10 x C, at least 200; the data has none).
+  (8192 where missing), num_requests the load model's default (10 x C, at least 200, times the lengths'
+  1 + CV^2, `dse.serving.load.length_spread`; the data has none).
 - lengths: mean input i = MLENERGY_INPUT_TOKENS[task], mean output o = avg_output_len_tokens (capped as
   above), lognormal, with the log-space sigma at which length-biased sampling gives the running context
   measured above: f = (1 + CV^2) / 2 and CV^2 = exp(sigma^2) - 1 for a lognormal, so sigma = sqrt(ln(2 f))
