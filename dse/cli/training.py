@@ -395,7 +395,7 @@ def validate_training_cmd(as_json: JsonOpt = False) -> None:
         "own-h100: our eager PyTorch runs on a lent H100 (dse/calibrate/measured). The batch-norm model was "
         "fitted on the kernels of three of them (ResNet-50 bf16 NHWC and NCHW, fp16 NCHW); a group named "
         "'... held out' is its group without those rows. The other own-h100 groups were fitted on nothing. "
-        "timm-rtx3090-vit: ViT-S/16, ViT-B/32 and ViT-L/32 training with unfused attention "
+        "timm-rtx3090-vit: ViT training (Ti/16, S/16, S/32, B/32, B/8, L/32, H/14) with unfused attention "
         "(--attention eager), as its PyTorch 1.12 ran it. timm-rtx4090-infer-*: forward passes (inference, "
         "PyTorch 2.9, fused attention) on a GPU no fit has measured. Forward passes "
         "(own-h100/torchvision-forward, timm-rtx4090-infer-*) run as "

@@ -514,10 +514,15 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
 def _check_training_layouts(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """A layout or batch value with which no point of the study can run (tp 3 on 8 GPUs, a global batch of
     7 that micro batch x dp never divides) is refused where it is written, as a serving study's tp is.
-    Ranges are not enumerated: a study that searches a layout key over a range is left to its points."""
-    from dse.search.training_point import LAYOUT_KEYS, layout_problem, workload_value
+    Every key a point's request reads and the space varies takes part, with its `workload:` value where a
+    `when` can switch its parameter off. Ranges are not enumerated: such a study is left to its points."""
+    from dse.search.training_point import LAYOUT_KEYS, REQUEST_KEYS, layout_problem, workload_value
 
-    written = {k: _values_at(cfg, space, k) for k in LAYOUT_KEYS}
+    varied = {space.path_of(n) for n in cfg.space}
+    switched = {space.path_of(n) for n, spec in cfg.space.items() if spec.when}
+    written = {k: _values_at(cfg, space, k) for k in REQUEST_KEYS if k in LAYOUT_KEYS or k in varied}
+    for k in switched & set(written):
+        written[k] = [*written[k], (("workload", k), getattr(cfg.workload, k))]
     if any(where[-1] in ("low", "high") for items in written.values() for where, _ in items):
         return
     values = {k: [workload_value(k, v) for _, v in items] for k, items in written.items()}

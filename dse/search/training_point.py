@@ -12,6 +12,7 @@ operating point, as for serving points.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
@@ -132,8 +133,17 @@ def training_request(get: Callable[[str], Any]) -> Any:
     )  # fmt: skip
 
 
-# The workload keys that decide whether a training layout and batch can run at all (`training_request`).
+# The workload keys `training_request` reads; the layout and batch ones are always checked at load
+# (`layout_problem`), the others where a study varies them.
+REQUEST_KEYS: tuple[str, ...] = (
+    "num_gpus", "tp", "pp", "cp", "vp", "ep", "micro_batch", "global_batch", "fsdp", "distributed_optimizer",
+    "tp_comm_overlap", "cp_load_balance", "ep_dispatcher", "seq_len", "image_size", "precision", "recompute",
+    "optimizer", "attention", "memory_format", "objective", "attention_kernel", "lora_rank",
+    "packed_sample_len", "eager_ops", "loader_samples_per_s",
+)  # fmt: skip
 LAYOUT_KEYS: tuple[str, ...] = ("num_gpus", "tp", "pp", "cp", "micro_batch", "global_batch")
+# Combinations `layout_problem` tries at most; a larger study is left to its points.
+MAX_LAYOUT_COMBINATIONS = 4096
 
 
 def _chosen_or(chosen: Mapping[str, Any], base: Callable[[str], Any], key: str) -> Any:
@@ -142,12 +152,16 @@ def _chosen_or(chosen: Mapping[str, Any], base: Callable[[str], Any], key: str) 
 
 def layout_problem(values: Mapping[str, Sequence[Any]], base: Callable[[str], Any]) -> tuple[str, Any, str]:
     """Why points would fail whatever the sampler draws: ("", None, why) when no combination of the
-    LAYOUT_KEYS `values` makes a request `training_request` accepts (other keys read through `base`), else
-    (key, value, why) for the first value no combination of the others' values accepts; ("", None, "")
-    when every value runs somewhere. A study is refused at load on either."""
+    `values` (per REQUEST_KEYS key: what a point may take) makes a request `training_request` accepts (other
+    keys read through `base`), else (key, value, why) for the first value no combination of the others'
+    values accepts; ("", None, "") when every value runs somewhere, or when there are more than
+    MAX_LAYOUT_COMBINATIONS combinations to try. A study is refused at load on either. Combinations that
+    `when`s keep apart are tried too, so the check errs towards loading."""
     from itertools import product
 
-    keys = [k for k in LAYOUT_KEYS if values.get(k)]
+    keys = [k for k in REQUEST_KEYS if values.get(k)]
+    if math.prod(len(set(map(repr, values[k]))) for k in keys) > MAX_LAYOUT_COMBINATIONS:
+        return "", None, ""
 
     def first_error(choices: Sequence[Sequence[Any]]) -> str | None:
         """None if some combination runs, else the first combination's error."""
@@ -158,8 +172,9 @@ def layout_problem(values: Mapping[str, Sequence[Any]], base: Callable[[str], An
                 training_request(functools.partial(_chosen_or, chosen, base))
                 return None
             except ConfigError as exc:
-                # in a study the keys are workload keys: --num-gpus reads num_gpus
-                why = why or re.sub(r"--([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))
+                # in a study the keys are workload keys: "--num-gpus 8" reads "num_gpus 8"
+                text = re.sub(r" \(--[a-z-]+\)", "", str(exc))
+                why = why or re.sub(r"--([a-z-]+)", lambda m: m.group(1).replace("-", "_"), text)
         return why
 
     if (why := first_error([values[k] for k in keys])) is not None:

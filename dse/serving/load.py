@@ -461,8 +461,8 @@ def _check_steps(
     if steps > MAX_STEPS:
         raise ConfigError(
             f"{len(out)} requests of ~{float(out.mean()):.0f} output tokens, about {running} at a time, "
-            f"would take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower the "
-            "requests (--num-requests, a study's num_requests) or their output tokens"
+            f"would take ~{steps:,.0f} engine steps to simulate (at most {MAX_STEPS:,}): lower "
+            "--num-requests or --output-tokens (a study's num_requests or output_tokens)"
         )
 
 

@@ -239,7 +239,8 @@ def load_kernel_list(path: str | Path) -> WorkloadGraph:
 
 def _restore_score_passes(stem: str, ops: list[Op]) -> tuple[list[Op], int]:
     """`ops` with GPT-2's unrecorded score pass after each `unspecified_tensor` op over the scores of the
-    softmax that follows it (module docstring), and how many kernels that added."""
+    softmax that follows it (module docstring), and how many kernels that added. The pattern decides, not
+    the file's name: in the artifact only GPT-2's lists have it, and any list with it gets the pass."""
     out: list[Op] = []
     restored = 0
     for op, nxt in zip(ops, [*ops[1:], None], strict=True):

@@ -258,3 +258,10 @@ def test_a_layout_or_batch_no_point_can_run_is_refused_at_load() -> None:
         study_from_dict({**STUDY, "space": {"tp": {"values": [1, 2, 3]}}})
     # global batch 64 with micro batch 4: dp 8 (tp 1) runs it, so micro batch 16 does too with tp 2 (dp 4)
     study_from_dict({**STUDY, "space": {"tp": {"values": [1, 2]}, "micro_batch": {"values": [4, 16]}}})
+    # a reviewer's studies the first version refused: num_gpus 6 runs at the workload's tp 1, which the
+    # `when` leaves it (tp 4 only on 8 GPUs); and ep 4 on 4 GPUs, the space varying ep beside num_gpus
+    gb48 = {**workload, "global_batch": 48}
+    study_from_dict({**STUDY, "workload": gb48, "space": {
+        "num_gpus": {"values": [6, 8]}, "tp": {"values": [4], "when": {"num_gpus": 8}}}})  # fmt: skip
+    moe = {**STUDY, "model": "qwen3-30b-a3b", "workload": {**workload, "ep": 8, "micro_batch": 1}}
+    study_from_dict({**moe, "space": {"num_gpus": {"values": [4, 8]}, "ep": {"values": [4, 8]}}})
