@@ -151,15 +151,16 @@ def catalog_base(gpu: GpuSpec) -> GpuSpec | None:
 def die_area_mm2(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool]:
     """(area of all dies in mm², whether it rests on a published area).
 
-    A GPU with a published area reports it, moved by the modelled difference from its catalog base when it
-    is a what-if; a GPU without one (B200, a new design) reports the model.
+    A catalog GPU with a published area reports it, moved by the modelled difference from the catalog GPU
+    when it is a what-if or a variant (`catalog_base`); a GPU without one (B200) and a design of its own (a
+    user's file that is no catalog variant, whatever area it copied) report the model.
     """
     model = modelled_area(gpu, facts).total_mm2
     published = gpu.die.published_area_mm2 if gpu.die else None
-    if published is None:
-        return model, False
     base = catalog_base(gpu)
-    if base is None or base.die is None or base.die.published_area_mm2 != published or gpu == base:
+    if published is None or base is None:
+        return model, False
+    if base.die is None or base.die.published_area_mm2 != published or gpu == base:
         return published, True
     delta_mm2 = model - modelled_area(base, facts).total_mm2
     # The same die summed along another path differs by rounding only: report the published area itself.

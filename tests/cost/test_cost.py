@@ -209,6 +209,21 @@ def test_based_on_names_the_catalog_gpu_a_changed_file_varies(tmp_path) -> None:
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)  # shown escaped, on one line
 
 
+def test_a_design_of_its_own_is_sized_by_the_model_whatever_area_its_file_copied(tmp_path) -> None:
+    """A newcomer's copy of the H100 file with 200 SMs (no catalog variant) reported the 814 mm² it copied,
+    so more SMs made it cheaper; the README says such a design takes the modelled area."""
+    from dse.cost.area import die_area_mm2, modelled_area
+
+    facts = load_cost_facts()
+    sms = lambda n: lambda t: t.replace("num_sms: 132 ", f"num_sms: {n} ")  # noqa: E731
+    small, large = (load_gpu(_h100_file(tmp_path, f"own{n}", sms(n))) for n in (200, 300))
+    assert small.based_on is None and small.die.published_area_mm2 == 814  # the copied figure
+    area, published = die_area_mm2(small, facts)
+    assert (area, published) == (modelled_area(small, facts).total_mm2, False)
+    assert die_area_mm2(large, facts)[0] > area  # more SMs, a larger die
+    assert build_cost(large, facts).gpu_price_usd > build_cost(small, facts).gpu_price_usd
+
+
 @pytest.mark.parametrize("path", ["name", "based_on", "gpu.based_on"])
 def test_which_gpu_a_spec_is_cannot_be_overridden(path: str) -> None:
     # `--set name=a100-sxm-80gb` priced the H100 as an A100 (and `based_on` likewise): they name the GPU
