@@ -81,13 +81,27 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _names_a_file(name_or_path: str | Path) -> bool:
+    """A GPU argument names a file when it has a YAML suffix, or is an existing file that no catalog name
+    claims: a bare catalog name ("h100-sxm") is the catalog's even beside a file of that name in the
+    working directory (which would otherwise replace the GPU, and every price read from it); write
+    ./h100-sxm for the file."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml"):
+        return True
+    if "/" not in text and "\\" not in text and _canonical(text) in _catalog_names():
+        return False
+    return _is_file(path)
+
+
 def _raw_gpu(
     name_or_path: str | Path, data: bytes | None = None
 ) -> tuple[dict[str, Any], str, SourceMap | None]:
     """(raw GPU fields in SI, source for messages, the YAML line map of a user's file); `data`: the
     file's bytes, already read."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or _is_file(path):
+    if _names_a_file(name_or_path):
         if not _is_file(path):
             raise ConfigError(f"GPU file '{_shorten(str(path))}' does not exist (or is not a file)")
         # the one safe loader: size, depth, aliases, duplicate keys, UTF-8
@@ -152,8 +166,7 @@ def load_gpu(name_or_path: str | Path, overrides: Mapping[str, Any] | None = Non
     `dse.hardware.overrides` (the one override path: `--set`, `--memory` and study spaces alike)."""
     split = split_overrides(overrides)
     name = _canonical(str(name_or_path))
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml") and not _is_file(path) and name in _catalog_names():
+    if not _names_a_file(name_or_path) and name in _catalog_names():
         try:
             gpu = _catalog_gpu(name, split.generic)
         except TypeError:  # an unhashable override value (a list): not cached

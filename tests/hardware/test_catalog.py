@@ -493,3 +493,16 @@ def test_a_missing_unit_key_is_named_as_gpu_files_write_it(tmp_path: Path, old: 
     path.write_text(text.replace(line + "\n", ""), encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:\d+: {message}required key is missing$"):
         load_gpu(str(path))
+
+
+def test_a_bare_catalog_name_is_the_catalog_gpu_beside_a_file_of_that_name(tmp_path, monkeypatch) -> None:
+    """A newcomer's extension-less file `h100-sxm` in the working directory replaced the catalog H100 (and
+    every price read from it); a bare catalog name now names the catalog, and ./h100-sxm the file."""
+    from importlib import resources
+
+    text = (resources.files("dse.hardware") / "data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
+    (tmp_path / "h100-sxm").write_text(text.replace("num_sms: 132 ", "num_sms: 200 "), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert load_gpu("h100-sxm").num_sms == 132
+    assert load_gpu("H100_SXM").num_sms == 132
+    assert load_gpu("./h100-sxm").num_sms == 200
