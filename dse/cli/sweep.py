@@ -169,6 +169,16 @@ def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
     return load
 
 
+def _check_cost_axes(axes: list[Any], cost: CostArgs) -> None:
+    """A swept `cost.operation.*` value beside its own flag (`--pue` with `cost.operation.pue=1:2:2`): the
+    flag won at every point, the rows equal (as `dse predict` refuses `--pue` beside `--set`)."""
+    for axis in axes:
+        key = axis.path.removeprefix("cost.").removeprefix("operation.")
+        if axis.path.startswith("cost.operation.") and getattr(cost, key, None) is not None:
+            flag = "--" + key.replace("_", "-")
+            raise DseError(f"{flag} and the swept {axis.path} set the same fact; drop one")
+
+
 def _check_operating_axes(axes: list[Any], gpu: str, spec: Any) -> None:
     """A swept clock off the GPU's range, or a swept cap below its lowest settable limit, fails every
     point alike: said once, up front (a cap of -1 W was a failed row and exit code 0). A cap above the TDP
@@ -335,6 +345,7 @@ def sweep_cmd(
     base = _base_params(spec, gpu, sets, clock_mhz, power_cap_w)
     axes = [parse_axis(p, ctx) for p in params]
     _check_operating_axes(axes, gpu, spec)
+    _check_cost_axes(axes, cost)
     note_lengths(*tokens)  # the input checked: an error stays one line
     print_note(note)
     try:

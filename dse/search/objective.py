@@ -207,6 +207,19 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return gpu, op, workload
 
 
+def check_point_clock(gpu: Any, clock_mhz: Any) -> None:
+    """ConfigError for a requested clock outside this point's GPU's range: where a search varies the GPU's
+    clock limits beside the clock, the model would clamp it and the point repeat another one unsaid."""
+    if clock_mhz is None:
+        return
+    lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / MHZ, gpu.clocks.sm_clock_max_hz / MHZ
+    if not lo_mhz - 1e-6 <= float(clock_mhz) <= hi_mhz + 1e-6:
+        raise ConfigError(
+            f"sm_clock_mhz {float(clock_mhz):g} is outside this point's SM clock range "
+            f"({lo_mhz:g}-{hi_mhz:g} MHz: gpu.clocks)"
+        )
+
+
 def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     """The inputs of one point's prediction (exposed for tests and `dse predict`-like uses).
 
@@ -219,6 +232,7 @@ def build_inputs(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
     gpu_over, op, wl = split_params(params)
     gpu = load_gpu(ctx.gpu, gpu_over)
     clock_mhz = op.get("sm_clock_mhz")
+    check_point_clock(gpu, clock_mhz)
     point = OperatingPoint(
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
         power_cap_w=None if op.get("power_cap_w") is None else float(op["power_cap_w"]),

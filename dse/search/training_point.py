@@ -191,7 +191,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     from dse.cost.operation import training_cost_outputs
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
-    from dse.search.objective import cost_options, split_params
+    from dse.search.objective import check_point_clock, cost_options, split_params
     from dse.training.predict import check_model_options, predict_training
     from dse.units import MHZ
 
@@ -202,6 +202,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
 
     gpu = load_gpu(ctx.gpu, gpu_over)
     clock_mhz, cap_w = op.get("sm_clock_mhz"), op.get("power_cap_w")
+    check_point_clock(gpu, clock_mhz)
     point = OperatingPoint(
         sm_clock_hz=None if clock_mhz is None else float(clock_mhz) * MHZ,
         power_cap_w=None if cap_w is None else float(cap_w),

@@ -390,3 +390,24 @@ def test_compare_set_changes_every_gpu_alike() -> None:
     assert isinstance(base, dict) and isinstance(fewer, dict)
     for before, after in zip(base["gpus"], fewer["gpus"], strict=True):
         assert after["metrics"]["ttft_s"] > 1.5 * before["metrics"]["ttft_s"]
+
+
+def test_a_swept_cost_fact_beside_its_own_flag_is_refused() -> None:
+    """`--pue 1.2` beside a swept `cost.operation.pue` won at every point (equal rows, exit 0); `dse
+    predict` refuses `--pue` beside `--set cost.operation.pue` (newcomer review)."""
+    args = ["sweep", "cost.operation.pue=1:2:2", "--pue", "1.2", "--batch", "4", *WORKLOAD]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "--pue and the swept cost.operation.pue set the same fact" in result.output
+
+
+def test_a_swept_clock_above_that_points_swept_maximum_fails_that_point() -> None:
+    """With the clock limit swept beside the clock, a point whose clock is above its own limit was clamped
+    to the limit and repeated another row as feasible; it fails with the reason."""
+    axes = ["gpu.clocks.sm_clock_max_mhz=1000:2000:2", "sm_clock_mhz=1500:1900:2"]
+    rows = run_json("sweep", *axes, "--batch", "4", *WORKLOAD)
+    low = [r for r in rows if r["params"]["gpu.clocks.sm_clock_max_mhz"] == 1000]
+    high = [r for r in rows if r["params"]["gpu.clocks.sm_clock_max_mhz"] == 2000]
+    assert len(low) == 2 and all("outside this point's SM clock range" in str(r["reason"]) for r in low)
+    assert not any(r["feasible"] for r in low)
+    assert len(high) == 2 and all(r["feasible"] for r in high)
