@@ -33,6 +33,7 @@ from dse.config.yamlio import (
     parse_yaml_value,
 )
 from dse.errors import ConfigError, did_you_mean, format_validation_error
+from dse.hardware.memory import memory_problem
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
 from dse.units import UnitKeyError, normalize_unit_keys, si_key
@@ -199,6 +200,13 @@ def _cached_file_gpu(path: str, data: bytes) -> GpuSpec:
 def _file_gpu_from(path: str, data: bytes | None) -> GpuSpec:
     raw, source, smap = _raw_gpu(path, data)
     gpu = _validated(raw, source, smap)
+    # the memory technology's rules, which `--memory` and `--set memory.*` apply too (5238 Gb/s for HBM3's
+    # 5.238, a 640-bit HBM bus, 7 stacks on 5)
+    if (problem := memory_problem(gpu.memory)) is not None:
+        field, message = problem
+        if smap is not None:
+            raise located_error(smap, ("memory", field), message)
+        raise ConfigError(f"{_shorten(source)}: memory.{field}: {message}")
     return _with_catalog_base(gpu, source, smap)
 
 

@@ -126,6 +126,32 @@ def build_memory(
     )
 
 
+def memory_problem(memory: MemorySpec) -> tuple[str, str] | None:
+    """(field, message) of what a GPU file's memory section gets wrong by its technology's rules, the ones
+    `--memory` and `--set memory.*` apply (`build_memory`): bus width, data rate, capacity per device, the
+    device count of the bus. None when it holds."""
+    tech = load_memory_tech(memory.technology)
+    per_device = memory.capacity_bytes / max(memory.num_devices, 1)
+    try:
+        build_memory(
+            tech.name, bus_width_bits=memory.bus_width_bits, data_rate_bit_per_s=memory.data_rate_bit_per_s,
+            capacity_per_device_bytes=per_device,
+        )  # fmt: skip
+    except ConfigError as exc:
+        text = str(exc)
+        field = "bus_width_bits" if "bus width" in text else "data_rate_gbit_per_s" if "rate" in text else ""
+        return field or "capacity_gib", text
+    devices = memory.bus_width_bits // tech.device_width_bits
+    # GDDR's clamshell mode puts two x16 devices on each 32-bit channel (A40, RTX 3090: 24 on 384 bits)
+    allowed = (devices, 2 * devices) if tech.kind == "gddr" else (devices,)
+    if memory.num_devices not in allowed:
+        return "num_devices", (
+            f"{tech.name}: {memory.num_devices} devices on a {memory.bus_width_bits}-bit bus of "
+            f"{tech.device_width_bits}-bit devices (expected {' or '.join(map(str, allowed))})"
+        )
+    return None
+
+
 def with_memory(
     gpu: GpuSpec,
     technology: str,

@@ -128,7 +128,9 @@ class MemorySpec(_Frozen):
     bus_width_bits: int = Field(gt=0, le=10**6)
     data_rate_bit_per_s: float = Field(gt=0, le=1e13, description="per-pin data rate")
     capacity_bytes: float = Field(gt=0, le=1e16)
-    energy_j_per_bit: float = Field(gt=0, le=1e-8, description="DRAM access + I/O energy per bit moved")
+    # 0.1 pJ/bit is below any DRAM interface (HBM's 3-4, GDDR's 5-8): under it, a unit slip (4e-12 written
+    # under the pJ key)
+    energy_j_per_bit: float = Field(ge=1e-13, le=1e-8, description="DRAM access + I/O energy per bit moved")
     num_devices: int = Field(gt=0, le=10**4, description="HBM stacks or GDDR devices")
 
     @field_validator("technology")

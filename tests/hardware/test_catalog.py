@@ -506,3 +506,34 @@ def test_a_bare_catalog_name_is_the_catalog_gpu_beside_a_file_of_that_name(tmp_p
     assert load_gpu("h100-sxm").num_sms == 132
     assert load_gpu("H100_SXM").num_sms == 132
     assert load_gpu("./h100-sxm").num_sms == 200
+
+
+def test_every_catalog_memory_keeps_its_technologys_rules() -> None:
+    """Real products: bus width a multiple of the device interface, data rate in the technology's range,
+    one device per interface (two per 32-bit channel in GDDR's clamshell mode: A40, RTX 3090)."""
+    from dse.hardware.catalog import list_gpus
+    from dse.hardware.memory import memory_problem
+
+    assert [n for n in list_gpus() if memory_problem(load_gpu(n).memory)] == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        ("data_rate_gbit_per_s: 5.238 ", "data_rate_gbit_per_s: 5238 ", r":35: memory\.data_rate.*3\.2-6\.4"),
+        ("bus_width_bits: 5120 ", "bus_width_bits: 640 ", r"memory\.bus_width_bits: .*multiple of the 1024"),
+        ("num_devices: 5", "num_devices: 7", r"memory\.num_devices: hbm3: 7 devices .*expected 5"),
+        ("energy_pj_per_bit: 4.0 ", "energy_pj_per_bit: 4e-12 ", r"memory\.energy_pj_per_bit: .*0\.1 pJ/bit"),
+    ],
+)
+def test_a_gpu_files_memory_is_held_to_the_rules_set_applies(tmp_path, old, new, needle) -> None:
+    """A newcomer's GPU files took 5238 Gb/s (HBM3's 5.238 in the wrong unit), a 640-bit HBM bus, 7 stacks on
+    a 5-stack bus and 4e-12 under the pJ key, all of which `--set memory.*` refuses."""
+    from importlib import resources
+
+    text = (resources.files("dse.hardware") / "data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    with pytest.raises(ConfigError, match=needle):
+        load_gpu(path)

@@ -113,7 +113,7 @@ LE, GE, GT = (
         ({"clocks.sm_clock_max_mhz": 9e9}, f"clocks.sm_clock_max_mhz: {LE} 100000 MHz (got 9e+09 MHz)"),
         ({"gpu.clocks.sm_clock_max_ghz": -1}, f"clocks.sm_clock_max_ghz: {GE} 0.001 GHz (got -1 GHz)"),
         ({"l2.l2_mib": -1}, f"l2.l2_mib: {GT} 0 MiB (got -1 MiB)"),
-        ({"memory.energy_pj_per_bit": -1}, f"memory.energy_pj_per_bit: {GT} 0 pJ/bit (got -1 pJ/bit)"),
+        ({"memory.energy_pj_per_bit": -1}, f"memory.energy_pj_per_bit: {GE} 0.1 pJ/bit (got -1 pJ/bit)"),
         ({"memory.bw_gb_per_s": 1}, "override 'memory.bw_gb_per_s': unknown field"),
         # SI stays SI, and says the value given
         (
