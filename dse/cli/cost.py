@@ -3,6 +3,7 @@ and `dse validate area`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any
 
@@ -10,11 +11,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dse.cli.common import JsonOpt, console, friendly, on_command_line, print_json
+from dse.cli.common import JsonOpt, console, err_console, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
-from dse.cost.operation import CostOptions, Throughput, cost_outputs
-from dse.errors import DseError
+from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
+from dse.errors import ConfigError, DseError
 
 CostScenarioOpt = Annotated[
     str,
@@ -142,9 +143,19 @@ def throughput_of(est: Any) -> Throughput:
 def serving_cost(gpu: Any, est: Any, options: CostOptions) -> dict[str, Any]:
     """The cost keys of one serving estimate; the build ledger alone when it is infeasible."""
     if not est.feasible:
-        out = cost_outputs(gpu, Throughput(1, 0.0, 0.0, 0.0), options)
+        out = priced(lambda: cost_outputs(gpu, Throughput(1, 0.0, 0.0, 0.0), options), COST_KEYS)
         return {**out, **{k: None for k in ("usd_per_million_output_tokens", "gco2_per_output_token")}}
-    return cost_outputs(gpu, throughput_of(est), options)
+    return priced(lambda: cost_outputs(gpu, throughput_of(est), options), COST_KEYS)
+
+
+def priced(ledger: Callable[[], dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
+    """`ledger()`, or its keys as null with `cost_note` and a warning when the GPU cannot be priced (a file
+    without a `die` section, a die no wafer holds): the prediction it prices is not lost over its cost."""
+    try:
+        return ledger()
+    except ConfigError as exc:
+        err_console.print(f"warning: not priced: {escape(str(exc))}")
+        return {**dict.fromkeys(keys), "cost_note": f"not priced: {exc}"}
 
 
 # (key, label, scale, format) for the cost block of text output
@@ -165,6 +176,15 @@ LEDGER_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("board_cost_usd", "board and server share ($)", 1.0, ",.0f"),
     ("usd_per_million_input_tokens", "$ per million input tokens (prefill time)", 1.0, ".3f"),
 )
+
+
+def cost_block(cost: dict[str, Any], rows: Any) -> Any:
+    """The text output's cost block: a table of `rows`, or the line saying why the GPU was not priced."""
+    from dse.cli.render import metrics_table
+
+    if cost.get("cost_note"):  # `priced`: every value of the block is null
+        return escape(f"cost and carbon: {cost['cost_note']}")
+    return metrics_table(cost, rows, cost_title(cost))
 
 
 def cost_title(cost: dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ from dse.cli.cost import (
     COST_ROWS,
     LEDGER_ROWS,
     CostArgs,
-    cost_title,
+    cost_block,
     serving_cost,
 )
 from dse.cli.load import (
@@ -414,10 +414,7 @@ def cap_note(cap_w: float, power_w: float, what: str) -> str:
 
 
 def _show_cost(cost: dict[str, Any], breakdown: bool) -> None:
-    from dse.cli.render import metrics_table
-
-    rows = COST_ROWS + (LEDGER_ROWS if breakdown else ())
-    console.print(metrics_table(cost, rows, cost_title(cost)))
+    console.print(cost_block(cost, COST_ROWS + (LEDGER_ROWS if breakdown else ())))
 
 
 def _show_serving_text(est: Any, breakdown: bool) -> None:

@@ -222,7 +222,8 @@ def run_training(
 ) -> None:
     """`dse predict --training`: build the request from the CLI options, predict, print (with the cost and
     carbon of the step under `costs`, the `--cost-scenario` / `--gpu-usd-per-hour` ... options)."""
-    from dse.cost.operation import training_cost_outputs
+    from dse.cli.cost import priced
+    from dse.cost.operation import TRAINING_COST_KEYS, training_cost_outputs
     from dse.training.parallel import ParallelLayout
     from dse.training.predict import check_model_options, predict_training
     from dse.training.step import TrainingRequest
@@ -253,7 +254,7 @@ def run_training(
     check_model_options(model, request, given)
     est = predict_training(model, spec, request, point)
     metrics = est.metrics()
-    cost = training_cost_outputs(spec, metrics, costs)
+    cost = priced(lambda: training_cost_outputs(spec, metrics, costs), TRAINING_COST_KEYS)
     if as_json:
         head = {k: metrics[k] for k in ("model", "gpu")}
         out = {**head, **_request_fields(request, est.kind == "llm"), **metrics, **cost}
@@ -331,8 +332,7 @@ def _request_fields(request: Any, llm: bool) -> dict[str, Any]:
 
 def _show_training_cost(cost: dict[str, Any], llm: bool, breakdown: bool) -> None:
     """The cost block of a training step: the serving block's rows per trained token or sample."""
-    from dse.cli.cost import COST_ROWS, LEDGER_ROWS, cost_title
-    from dse.cli.render import metrics_table
+    from dse.cli.cost import COST_ROWS, LEDGER_ROWS, cost_block
 
     unit = "token" if llm else "sample"
     per_unit = {
@@ -347,7 +347,7 @@ def _show_training_cost(cost: dict[str, Any], llm: bool, breakdown: bool) -> Non
     rows.insert(3, ("usd_per_step", "$ per step (all GPUs)", 1.0, ".4g"))
     if breakdown:
         rows += [row for row in LEDGER_ROWS if "input_tokens" not in row[0]]
-    console.print(metrics_table(cost, tuple(rows), cost_title(cost)))
+    console.print(cost_block(cost, tuple(rows)))
 
 
 def _layout_text(layout: Any) -> str:

@@ -356,3 +356,25 @@ def test_flagged_facts_keep_their_flags_ranges() -> None:
     ):  # fmt: skip
         with pytest.raises(ConfigError, match=re.escape(named) + r" must be in \[0, 1000\]"):
             options.facts()
+
+
+def test_a_gpu_that_cannot_be_priced_keeps_its_prediction(tmp_path) -> None:
+    """A GPU file without a `die` section, or a what-if whose die no wafer holds, refused the whole
+    `dse predict` over its cost (exit 2); the prediction now stands with null cost keys and a note."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    text = _h100_file(tmp_path, "x", lambda t: t).read_text(encoding="utf-8")
+    nodie = tmp_path / "nodie.yaml"
+    nodie.write_text(text[: text.index("\ndie:")] + "\n", encoding="utf-8")
+    work = ["--model", "llama-3.1-8b", "--batch", "8", "--input-tokens", "128", "--output-tokens", "16"]
+    gpus = (["--gpu", str(nodie), "--gpu-usd-per-hour", "2"], ["--gpu", "h100-sxm", "--set", "num_sms=5000"])
+    for gpu in gpus:
+        result = CliRunner().invoke(app, ["predict", *gpu, *work, "--json"])
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["ttft_s"] > 0 and out["usd_per_million_output_tokens"] is None
+        assert out["cost_note"].startswith("not priced: ")
