@@ -516,19 +516,26 @@ def _check_training_layouts(cfg: StudyConfig, smap: SourceMap, space: SearchSpac
     7 that micro batch x dp never divides) is refused where it is written, as a serving study's tp is.
     Every key a point's request reads and the space varies takes part, with its `workload:` value where a
     `when` can switch its parameter off. Ranges are not enumerated: such a study is left to its points."""
-    from dse.search.training_point import LAYOUT_KEYS, REQUEST_KEYS, layout_problem, workload_value
+    from dse.search import training_point as tpt
 
     varied = {space.path_of(n) for n in cfg.space}
     switched = {space.path_of(n) for n, spec in cfg.space.items() if spec.when}
-    written = {k: _values_at(cfg, space, k) for k in REQUEST_KEYS if k in LAYOUT_KEYS or k in varied}
+    written = {k: _values_at(cfg, space, k) for k in tpt.REQUEST_KEYS if k in tpt.LAYOUT_KEYS or k in varied}
     for k in switched & set(written):
         written[k] = [*written[k], (("workload", k), getattr(cfg.workload, k))]
     if any(where[-1] in ("low", "high") for items in written.values() for where, _ in items):
         return
-    values = {k: [workload_value(k, v) for _, v in items] for k, items in written.items()}
-    key, value, why = layout_problem(values, lambda k: getattr(cfg.workload, k))
+    values = {k: [tpt.workload_value(k, v) for _, v in items] for k, items in written.items()}
+    key, value, why = tpt.layout_problem(values, lambda k: getattr(cfg.workload, k))
     if why and not key:
-        raise located_error(smap, ("workload",), f"no point of this study can run: {why}")
+        fields = type(cfg.workload).model_fields
+        # written once, in `workload:`; the batch keys before the layout ones, num_gpus last (what a study
+        # is about): a global batch of 7 on 8 GPUs blames the 7
+        once = [k for k, items in written.items() if items[0][0][0] == "workload"][::-1]
+        defaults = {k: tpt.workload_value(k, fields[k].default) for k in once}
+        culprit = tpt.layout_culprit(values, lambda k: getattr(cfg.workload, k), defaults)
+        where = ("workload", culprit) if culprit else ("workload",)
+        raise located_error(smap, where, f"no point of this study can run: {why}")
     if key:
         loc = next((w for w, v in _values_at(cfg, space, key) if v == value), ("workload", key))
         raise located_error(smap, loc, f"{key} {value}: no point of this study can run it: {why}")

@@ -186,6 +186,17 @@ def layout_problem(values: Mapping[str, Sequence[Any]], base: Callable[[str], An
     return "", None, ""
 
 
+def layout_culprit(
+    values: Mapping[str, Sequence[Any]], base: Callable[[str], Any], defaults: Mapping[str, Any]
+) -> str | None:
+    """The first of `defaults`' keys (values a study wrote once) whose default value lets some combination
+    of `values` run: where to point an error that no point can run (`tp: 3` beside `num_gpus: 8`)."""
+    for key, default in defaults.items():
+        if not layout_problem({**values, key: [default]}, base)[2]:
+            return key
+    return None
+
+
 def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
     """Metrics of one training step; `ctx` is the study's `EvalContext` (its training fields)."""
     from dse.cost.operation import training_cost_outputs
