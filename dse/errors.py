@@ -17,6 +17,11 @@ class ConfigError(DseError):
     """A bad input file, name or value (unknown GPU, malformed YAML, impossible shape)."""
 
 
+class UnpricedError(ConfigError):
+    """A GPU the cost model cannot price (a spec without a `die` section, a die no wafer holds): commands
+    that predict it keep the prediction and leave its cost null (`dse.cli.cost.priced`)."""
+
+
 class ShapeError(ConfigError, ValueError):
     """An operator dimension out of range (a batch or length so large that its element counts pass 2^53):
     bad input for the CLI, and a ValueError for the code that validates kernel lists entry by entry."""

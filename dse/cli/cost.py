@@ -15,7 +15,7 @@ from dse.cli.common import JsonOpt, console, err_console, friendly, on_command_l
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
-from dse.errors import ConfigError, DseError
+from dse.errors import DseError, UnpricedError
 
 CostScenarioOpt = Annotated[
     str,
@@ -153,7 +153,7 @@ def priced(ledger: Callable[[], dict[str, Any]], keys: Sequence[str]) -> dict[st
     without a `die` section, a die no wafer holds): the prediction it prices is not lost over its cost."""
     try:
         return ledger()
-    except ConfigError as exc:
+    except UnpricedError as exc:  # a bad cost input (an unknown process node, ...) stays an error
         err_console.print(f"warning: not priced: {escape(str(exc))}")
         return {**dict.fromkeys(keys), "cost_note": f"not priced: {exc}"}
 

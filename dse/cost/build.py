@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from dse.cost.area import AreaBreakdown, catalog_base, die_area_mm2, modelled_area, node_facts
 from dse.cost.facts import CostFacts, load_cost_facts
-from dse.errors import ConfigError
+from dse.errors import ConfigError, UnpricedError
 from dse.hardware.spec import GpuSpec
 
 MM2_PER_CM2 = 100.0
@@ -59,7 +59,7 @@ def gross_dies_per_wafer(die_mm2: float, facts: CostFacts) -> float:
         else 0.0
     )
     if gross < 1:
-        raise ConfigError(
+        raise UnpricedError(
             f"a {die_mm2:.0f} mm² die does not fit on a {wafer_mm:g} mm wafer with {edge_mm:g} mm of edge "
             f"exclusion (cost.yield.wafer_diameter_mm, cost.yield.edge_exclusion_mm)"
         )
@@ -182,7 +182,7 @@ def _base_build_usd(base: GpuSpec, shipped: CostFacts) -> float:
 def build_cost(gpu: GpuSpec, facts: CostFacts, price_usd: float | None = None) -> BuildCost:
     """The ledger of one GPU; `price_usd` replaces the derived purchase price (`--gpu-price-usd`)."""
     if gpu.die is None:
-        raise ConfigError(
+        raise UnpricedError(
             f"{gpu.name} has no `die` section (process node ...): its build cost cannot be computed"
         )
     area_mm2, published, y, die_usd, mem_usd, pkg_usd, board_usd = _parts(gpu, facts)
