@@ -31,6 +31,11 @@ def _gpus() -> tuple:
     )
 
 
+def _rows(*fields: st.SearchStrategy, max_size: int = 16) -> st.SearchStrategy:
+    """Lists of rows `(*fields, gpu index into _gpus(), clock step of 15 MHz above 1005 MHz)`."""
+    return st.lists(st.tuples(*fields, st.integers(0, 2), st.integers(0, 65)), min_size=1, max_size=max_size)
+
+
 def _check_rows_as_alone(kw: dict, idx: np.ndarray, choice_clock_hz: np.ndarray | None = None) -> None:
     """The call over all GPUs gives each row the bits of a call on that row's GPU alone."""
     gpus = _gpus()
@@ -60,18 +65,13 @@ def _check_family_rows(fn, kw: dict, idx: np.ndarray, clocks: np.ndarray, keys: 
 
 @settings(max_examples=25, deadline=None)
 @given(
-    rows=st.lists(
-        st.tuples(
-            st.integers(1, 8192),
-            st.integers(1, 16384),
-            st.integers(1, 16384),
-            st.integers(1, 64),
-            st.sampled_from(["bf16", "fp8"]),
-            st.booleans(),
-            st.integers(0, 2),
-            st.integers(0, 65),
-        ),  # fmt: skip
-        min_size=1,
+    rows=_rows(
+        st.integers(1, 8192),
+        st.integers(1, 16384),
+        st.integers(1, 16384),
+        st.integers(1, 64),
+        st.sampled_from(["bf16", "fp8"]),
+        st.booleans(),
         max_size=24,
     ),
     throttled=st.booleans(),
@@ -121,17 +121,7 @@ def test_sparse_choice_rows_on_several_gpus_are_each_as_on_their_own():
 
 @settings(max_examples=20, deadline=None)
 @given(
-    rows=st.lists(
-        st.tuples(
-            st.integers(1, 2**24),
-            st.integers(1, 65536),
-            st.sampled_from([1.0, 2.0, 4.0]),
-            st.integers(0, 2),
-            st.integers(0, 65),
-        ),  # fmt: skip
-        min_size=1,
-        max_size=16,
-    ),
+    rows=_rows(st.integers(1, 2**24), st.integers(1, 65536), st.sampled_from([1.0, 2.0, 4.0])),
 )
 def test_streaming_rows_on_several_gpus_are_each_as_on_their_own(rows):
     # Elementwise kernels and reductions (softmax, norms) read the SM count and DRAM bandwidth per row too.
@@ -153,18 +143,12 @@ def test_streaming_rows_on_several_gpus_are_each_as_on_their_own(rows):
 
 @settings(max_examples=20, deadline=None)
 @given(
-    rows=st.lists(
-        st.tuples(
-            st.integers(1, 64),
-            st.integers(1, 4096),
-            st.integers(0, 8192),
-            st.sampled_from([(32, 8, 128), (64, 8, 128), (32, 32, 64), (16, 4, 256)]),
-            st.sampled_from([1.0, 2.0]),
-            st.integers(0, 2),
-            st.integers(0, 65),
-        ),  # fmt: skip
-        min_size=1,
-        max_size=16,
+    rows=_rows(
+        st.integers(1, 64),
+        st.integers(1, 4096),
+        st.integers(0, 8192),
+        st.sampled_from([(32, 8, 128), (64, 8, 128), (32, 32, 64), (16, 4, 256)]),
+        st.sampled_from([1.0, 2.0]),
     ),
 )
 def test_attention_rows_on_several_gpus_are_each_as_on_their_own(rows):
