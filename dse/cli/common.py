@@ -502,16 +502,16 @@ def operating_point(
 ) -> Any:
     """The OperatingPoint of the CLI options. A clock outside the SM clock range of one of `gpus` (label ->
     GpuSpec) is an error here: the model would clamp it, and the user would get another clock than asked."""
+    from dse.perf.dvfs import clock_outside_range
     from dse.perf.types import OperatingPoint
 
     if clock_mhz is not None and not clock_mhz > 0:
         raise DseError(f"--clock-mhz must be positive, got {clock_mhz}")
     for label, gpu in (gpus or {}).items():
-        lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
-        if clock_mhz is not None and not lo_mhz - 1e-6 <= clock_mhz <= hi_mhz + 1e-6:
+        if clock_mhz is not None and (limits := clock_outside_range(gpu, clock_mhz)) is not None:
             raise DseError(
                 f"--clock-mhz {clock_mhz:g} is outside the SM clock range of {label}: "
-                f"{lo_mhz:g}-{hi_mhz:g} MHz"
+                f"{limits[0]:g}-{limits[1]:g} MHz"
             )
     if power_cap_w is not None and not power_cap_w > 0:
         raise DseError(f"--power-cap-w must be positive, got {power_cap_w}")

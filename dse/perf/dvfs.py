@@ -54,6 +54,14 @@ def row_estimator(estimator: Estimator | None = None) -> RowEstimator:
     return op_rows if estimator is None else estimator_rows(estimator)
 
 
+def clock_outside_range(gpu: GpuSpec, clock_mhz: float) -> tuple[float, float] | None:
+    """The GPU's SM clock range (min, max MHz) when `clock_mhz` lies outside it (with a rounding guard of
+    1e-6 MHz), else None: the model clamps such a clock (`requested_clock_hz`), so a caller asked for it
+    says so."""
+    lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / 1e6, gpu.clocks.sm_clock_max_hz / 1e6
+    return None if lo_mhz - 1e-6 <= clock_mhz <= hi_mhz + 1e-6 else (lo_mhz, hi_mhz)
+
+
 def requested_clock_hz(gpu: GpuSpec, point: OperatingPoint) -> float:
     """The requested SM clock (default: the GPU's boost clock), clamped to the GPU's range."""
     f = gpu.clocks.boost_clock_hz if point.sm_clock_hz is None else float(point.sm_clock_hz)

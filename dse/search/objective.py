@@ -210,13 +210,12 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 def check_point_clock(gpu: Any, clock_mhz: Any) -> None:
     """ConfigError for a requested clock outside this point's GPU's range: where a search varies the GPU's
     clock limits beside the clock, the model would clamp it and the point repeat another one unsaid."""
-    if clock_mhz is None:
-        return
-    lo_mhz, hi_mhz = gpu.clocks.sm_clock_min_hz / MHZ, gpu.clocks.sm_clock_max_hz / MHZ
-    if not lo_mhz - 1e-6 <= float(clock_mhz) <= hi_mhz + 1e-6:
+    from dse.perf.dvfs import clock_outside_range
+
+    if clock_mhz is not None and (limits := clock_outside_range(gpu, float(clock_mhz))) is not None:
         raise ConfigError(
             f"sm_clock_mhz {float(clock_mhz):g} is outside this point's SM clock range "
-            f"({lo_mhz:g}-{hi_mhz:g} MHz: gpu.clocks)"
+            f"({limits[0]:g}-{limits[1]:g} MHz: gpu.clocks)"
         )
 
 
