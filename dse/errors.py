@@ -87,7 +87,7 @@ def did_you_mean(name: str, known: list[str], key: object = None) -> str:
     by_key = {norm(k): k for k in known}
     if not wanted:
         return ""
-    close = [by_key[k] for k in by_key if k.startswith(wanted)][:3]
+    close = [by_key[k] for k in by_key if k.startswith(wanted)][:5]  # a family: a100 -> four A100 parts
     # a known name the input extends ('llama-3.1-8b-instruct' -> llama-3.1-8b), the longest one
     close = close or sorted((by_key[k] for k in by_key if len(k) >= 4 and wanted.startswith(k)), key=len)[-1:]
     close = close or [by_key[k] for k in difflib.get_close_matches(wanted, list(by_key), n=3, cutoff=0.75)]

@@ -246,8 +246,13 @@ _CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"H100", "h100-sxm"),
     (r"H200", "h200-sxm"),
     (r"A100.*PCIE.*40", "a100-pcie-40gb"),
+    (r"A100.*(80GB.*PCIE|PCIE.*80)", "a100-pcie-80gb"),
+    (r"A100.*SXM.*40", "a100-sxm-40gb"),
     (r"A100.*SXM.*80|A100.*80GB", "a100-sxm-80gb"),
     (r"\bA10\b", "a10"),
+    (r"\bA40\b", "a40"),
+    (r"V100.*SXM2.*16GB", "v100-sxm2"),  # the catalog's V100 is the 16 GB part; a 32 GB one has no entry
+    (r"RTX 3090", "rtx-3090"),
     (r"L40S", "l40s"),
     (r"\bL4\b", "l4"),
     (r"RTX 4090", "rtx-4090"),

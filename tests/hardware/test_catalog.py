@@ -23,6 +23,8 @@ from dse.units import GB, GIB, MHZ
 # Sources: shared/reference/hardware-facts.md section 1.4 and the vendor sheets it cites.
 DATASHEET_BW_GB_PER_S = {
     "a100-pcie-40gb": 1555,  # NVIDIA A100 datasheet (40GB PCIe)
+    "a100-sxm-40gb": 1555,  # NVIDIA A100 datasheet (40GB SXM)
+    "a100-pcie-80gb": 1935,  # NVIDIA A100 80GB datasheet (80GB PCIe)
     "a100-sxm-80gb": 2039,  # NVIDIA A100 80GB datasheet
     "h100-sxm": 3350,  # NVIDIA H100 datasheet, "3.35 TB/s"
     "h100-pcie": 2000,  # NVIDIA H100 PCIe product brief PB-11133-001, "2.0 TB/s" [H100-PB]
@@ -38,6 +40,8 @@ DATASHEET_BW_GB_PER_S = {
 # Sources: hardware-facts.md section 1.3 (NVIDIA datasheets and whitepapers it cites).
 DATASHEET_BF16_DENSE_TFLOP_PER_S = {
     "a100-pcie-40gb": 312,  # A100 datasheet (624 with sparsity)
+    "a100-sxm-40gb": 312,
+    "a100-pcie-80gb": 312,
     "a100-sxm-80gb": 312,
     "h100-sxm": 989.4,  # H100 whitepaper [H100WP] (1979 with sparsity)
     "h100-pcie": 756,  # H100 whitepaper [H100WP]
@@ -52,6 +56,8 @@ DATASHEET_BF16_DENSE_TFLOP_PER_S = {
 # Memory capacity as marketed (GB, used by NVIDIA as binary GiB for these parts).
 DATASHEET_CAPACITY_GB = {
     "a100-pcie-40gb": 40,
+    "a100-sxm-40gb": 40,
+    "a100-pcie-80gb": 80,
     "a100-sxm-80gb": 80,
     "h100-sxm": 80,
     "h100-pcie": 80,
@@ -66,6 +72,8 @@ DATASHEET_CAPACITY_GB = {
 # Memory technology by datasheet.
 DATASHEET_TECH = {
     "a100-pcie-40gb": "hbm2",
+    "a100-sxm-40gb": "hbm2",
+    "a100-pcie-80gb": "hbm2e",
     "a100-sxm-80gb": "hbm2e",
     "h100-sxm": "hbm3",
     "h100-pcie": "hbm2e",
@@ -178,6 +186,20 @@ def test_table_provenance(name: str) -> None:
     for table in (power.idle_power_w, power.core_v):
         if table.source == "estimated":
             assert table.note, "estimated tables must say how they were estimated"
+
+
+# Max TDP by datasheet (NVIDIA A100 datasheets: 400 W SXM4 either capacity, 250 W 40GB PCIe, 300 W 80GB PCIe).
+@pytest.mark.parametrize(
+    ("name", "tdp_w"),
+    [
+        ("a100-sxm-40gb", 400.0),
+        ("a100-sxm-80gb", 400.0),
+        ("a100-pcie-40gb", 250.0),
+        ("a100-pcie-80gb", 300.0),
+    ],
+)
+def test_a100_parts_keep_their_datasheet_tdp(name: str, tdp_w: float) -> None:
+    assert load_gpu(name).power.tdp_w == tdp_w
 
 
 def test_a100_pcie_tables_match_energaizer_yz8_points() -> None:

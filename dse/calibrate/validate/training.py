@@ -53,11 +53,7 @@ _GPUS: dict[str, tuple[str, tuple[tuple[str, Any], ...], float | None]] = {
     "h100-sxm-80gb": ("h100-sxm", (), None),
     "a100-80gb": ("a100-sxm-80gb", (), None),
     "a100-sxm-80gb": ("a100-sxm-80gb", (), None),
-    "a100-40gb": (
-        "a100-sxm-80gb",
-        (("memory.capacity_bytes", 40 * 2**30), ("memory.data_rate_bit_per_s", 2.43e9)),
-        None,
-    ),
+    "a100-40gb": ("a100-sxm-40gb", (), None),
     "h200-sxm-141gb": ("h200-sxm", (), None),
     "h100-sxm-96gb-hbm2e-500w": (
         "h100-sxm",
