@@ -33,7 +33,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dse.config.yamlio import error_in_unit, parse_yaml_value
 from dse.errors import ConfigError, format_validation_error
-from dse.hardware.memory import load_memory_tech, with_memory
+from dse.hardware.memory import load_memory_tech, memory_problem, with_memory
 from dse.hardware.spec import GpuSpec, MemorySpec, SmSpec
 from dse.units import UNIT_SUFFIXES, si_key, to_si
 
@@ -224,6 +224,11 @@ def _with_memory_fields(gpu: GpuSpec, fields: dict[str, Any], spelled: Mapping[s
     except ValidationError as exc:
         source = f"{gpu.name} memory with overrides"
         raise ConfigError(format_validation_error(exc, source, _as_written(spelled, "memory."))) from exc
+    # The technology's rules a GPU file's memory is held to (bus, rate, capacity per device, device count).
+    problem = memory_problem(memory)
+    if problem is not None:
+        written = ", ".join(sorted(spelled.get(f"memory.{k}", f"memory.{k}") for k in fields))
+        raise ConfigError(f"override '{written}': {problem[1]}")
     return gpu.model_copy(update={"memory": memory})  # GpuSpec's own checks do not involve the memory
 
 

@@ -196,3 +196,22 @@ def test_gddr_widths_off_the_device_grid_are_rejected(width: int) -> None:
 def test_hbm3_rates_outside_the_technology_are_rejected(rate_gbit_per_s: float) -> None:
     with pytest.raises(ConfigError, match="Gb/s"):
         build_memory("hbm3", data_rate_bit_per_s=rate_gbit_per_s * 1e9)
+
+
+# A field set directly is held to the technology's rules as a GPU file is (HBM3: one 1024-bit stack per
+# device, at most 24 GiB per stack; the H100's 5,120-bit bus holds five).
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"memory.num_devices": 10}, r"override 'memory.num_devices': hbm3: 10 devices .*expected 5"),
+        ({"memory.capacity_gib": 150}, r"override 'memory.capacity_gib': hbm3: 30 GiB per device"),
+    ],
+)
+def test_memory_fields_set_directly_follow_the_technology(overrides: dict, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        load_gpu("h100-sxm", overrides)
+
+
+def test_memory_fields_within_the_technology_are_kept() -> None:
+    gpu = load_gpu("h100-sxm", {"memory.capacity_gib": 60})  # 12 GiB stacks, an 8-Hi HBM3 part
+    assert gpu.memory.capacity_bytes == 60 * GIB and gpu.memory.num_devices == 5
