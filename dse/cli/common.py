@@ -143,17 +143,21 @@ def check_output_file(path: Path, flag: str, suggested_name: str) -> None:
         raise DseError(f"{flag} {path}: {problem}")
 
 
-def print_json(obj: Any) -> None:
-    """Strict JSON on stdout: a NaN or infinity is a bug that fails loudly, never `NaN` in the output;
-    counts (COUNT_KEYS) as integers."""
+def strict_json(obj: Any) -> str:
+    """`obj` as strict JSON text (counts, COUNT_KEYS, as integers): a NaN or infinity is a bug that fails
+    loudly (exit 1: the run failed, the input was fine), never `NaN` or `inf` in an output, JSON or text."""
     try:
-        text = json.dumps(_counts_as_ints(obj), indent=2, default=float, allow_nan=False)
-    except ValueError as exc:  # exit 1: the run failed, the input was fine
+        return json.dumps(_counts_as_ints(obj), indent=2, default=float, allow_nan=False)
+    except ValueError as exc:
         err_console.print(
             f"[bold red]internal error:[/] a non-finite number in the result ({exc}); please report it"
         )
         raise typer.Exit(1) from None
-    sys.stdout.write(text + "\n")
+
+
+def print_json(obj: Any) -> None:
+    """Strict JSON on stdout (`strict_json`)."""
+    sys.stdout.write(strict_json(obj) + "\n")
 
 
 def gpu_from_options(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dse.cli.common import JsonOpt, console, friendly, print_json
+from dse.cli.common import JsonOpt, console, friendly, print_json, strict_json
 from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 
@@ -262,6 +262,7 @@ def run_training(
         return
     from dse.cli.render import breakdown_table, metrics_table
 
+    strict_json({**metrics, **cost})  # the text shows the same numbers: none may be NaN or infinite
     title = (
         f"{est.model} training step on {layout.num_gpus} x {est.gpu} ({_layout_text(layout)}), "
         f"{request.precision}, recompute {request.recompute}"

@@ -1,8 +1,5 @@
 """One training step across data/tensor/pipeline ranks: time, energy, power, MFU and memory per GPU.
 
-    est = predict_training(arch_or_vision_model, gpu, TrainingRequest(micro_batch=8, global_batch=512,
-                           seq_len=2048, layout=ParallelLayout(num_gpus=8, fsdp=True)))
-
 A model builder (`dse.training.llm`, `dse.training.vision`) gives `StepParts`: one rank's forward,
 backward and recomputation graphs for one micro-batch, its parameters, activation bytes and the model
 FLOPs. The step, per GPU (DESIGN.md section 14; the layout rules are in `dse.training.parallel`):
@@ -74,6 +71,8 @@ __all__ = [
 ]
 
 OBJECTIVES = ("pretrain", "finetune")
+MIN_LOADER_SAMPLES_PER_S = 1e-3  # a sample every 1,000 s per rank: below it a step is no longer a number
+_RATE_TEXT = f"0 (no limit) or a finite number >= {MIN_LOADER_SAMPLES_PER_S:g}"
 _DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb: the last bucket reduces after backward
 
 
@@ -234,9 +233,10 @@ class TrainingRequest:
         for name in ("lora_rank", "packed_sample_len", "loader_samples_per_s"):
             value, real = getattr(self, name), name == "loader_samples_per_s"  # a rate, else a count
             typed = isinstance(value, (int | float) if real else int) and not isinstance(value, bool)
-            if not typed or not 0 <= value < float("inf"):  # NaN and inf fail the range
-                kind = "a finite number" if real else "an integer"
-                raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be {kind} >= 0, got {value!r}")
+            slow = typed and real and 0 < value < MIN_LOADER_SAMPLES_PER_S  # 1e-308 made an infinite step
+            if not typed or not 0 <= value < float("inf") or slow:  # NaN and inf fail the range
+                kind = _RATE_TEXT if real else "an integer >= 0"
+                raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be {kind}, got {value!r}")
         for name in ("eager_ops", "autocast"):
             if not isinstance(value := getattr(self, name), bool):
                 raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be true or false, got {value!r}")

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from dse.cli import app
-from dse.cli.common import print_json
+from dse.cli.common import print_json, strict_json
 from dse.config.jsonio import with_nulls
 
 runner = CliRunner()
@@ -52,3 +52,11 @@ def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
         print_json({"bad": float("nan")})
     assert info.value.exit_code == 1 and capsys.readouterr().out == ""  # nothing half-printed
     assert with_nulls({"rows": [{"mape": float("nan"), "n": 3}]}) == {"rows": [{"mape": None, "n": 3}]}
+
+
+def test_a_text_output_refuses_the_non_finite_numbers_json_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """`strict_json` guards the text tables too (a training step's text once showed inf and nan, exit 0)."""
+    assert json.loads(strict_json({"step_time_s": 2.0})) == {"step_time_s": 2.0}
+    with pytest.raises(typer.Exit) as info:
+        strict_json({"step_time_s": float("inf")})
+    assert info.value.exit_code == 1 and "non-finite" in capsys.readouterr().err

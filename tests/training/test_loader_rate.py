@@ -4,6 +4,7 @@ at least its samples per data-parallel rank at that rate, and the GPU idles for 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -53,7 +54,7 @@ def test_a_loader_below_the_gpu_rate_sets_the_throughput() -> None:
     assert _step(1000.0).metrics()["samples_per_s"] == pytest.approx(1000.0, rel=1e-9)
 
 
-@pytest.mark.parametrize("rate", [-1.0, float("nan"), float("inf"), True, "fast"])
+@pytest.mark.parametrize("rate", [-1.0, float("nan"), float("inf"), True, "fast", 1e-308, 9e-4])
 def test_a_rate_that_is_not_a_finite_number_at_least_zero_is_refused(rate: object) -> None:
     with pytest.raises(ConfigError, match="loader_samples_per_s"):
         _step(rate)  # type: ignore[arg-type]
@@ -95,3 +96,9 @@ def test_a_study_searches_the_rate_and_names_a_bad_one() -> None:
     assert evaluate_point({"loader_samples_per_s": 0.0}, cfg.eval_context())["step_time_s"] < 64 / 500.0
     with pytest.raises(ConfigError, match="loader_samples_per_s"):
         evaluate_point({"loader_samples_per_s": -1.0}, cfg.eval_context())
+
+
+def test_the_slowest_loader_allowed_gives_a_finite_step() -> None:
+    """1e-3 samples/s per rank: 64 samples take 64,000 s, a number the outputs can show (1e-308 gave inf)."""
+    rate = _step(1e-3).metrics()["samples_per_s"]
+    assert math.isfinite(rate) and rate == pytest.approx(1e-3, rel=1e-6)
