@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from dse.calibrate.data.samples import KernelSample, read_samples, write_samples
+from dse.calibrate.data.samples import (
+    KernelSample,
+    check_sample_values,
+    read_samples,
+    samples_frame,
+    write_samples,
+)
 from dse.errors import ConfigError, MeasurementError
 from dse.measure.harness import MeasureProtocol, measure_ops
 from dse.measure.suites import build_suite
@@ -133,6 +139,10 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
 
     spec = load_gpu(gpu_name or DRY_RUN_GPU)
     recorded = read_samples(replay) if replay is not None else []
+    if replay is not None and recorded:  # held to what calibrate and validate accept: no NaN, no -300 W
+        frame = samples_frame(recorded)
+        frame["file"] = replay.name
+        check_sample_values(frame, spec.power.tdp_w)
     gpu = ReplayGpu(
         recorded,
         name=spec.name,

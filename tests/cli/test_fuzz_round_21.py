@@ -67,6 +67,25 @@ def test_a_bad_replay_file_is_one_error(tmp_path: Path, content: str) -> None:
             "bad.csv")  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"latency_s": "nan"}, "no positive latency_s"),  # was a ValueError traceback (NaN to integer)
+        ({"avg_power_w": "-300", "power_w": "-300"}, "negative avg_power_w"),  # was replayed, exit 0
+        ({"energy_j": "inf"}, "an infinite energy_j"),  # was written out as inf, exit 0
+    ],
+)
+def test_a_replay_is_held_to_the_sample_checks_calibrate_applies(
+    tmp_path: Path, fields: dict, needle: str
+) -> None:
+    """`measure kernels --dry-run --replay` wrote samples from rows its own calibrate refuses (session 33)."""
+    path = gemm_samples(tmp_path, **fields)
+    out = tmp_path / "out.csv"
+    refused(["measure", "kernels", "--out", str(out), "--suite", "smoke", "--dry-run", "--replay", str(path)],
+            needle)  # fmt: skip
+    assert not out.exists()
+
+
 def test_calibrate_refuses_a_directory_as_output_before_fitting(tmp_path: Path) -> None:
     """-o DIR was an IsADirectoryError traceback after the whole fit had run."""
     path = gemm_samples(tmp_path)

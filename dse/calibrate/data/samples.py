@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from dse.errors import ConfigError
@@ -331,3 +332,75 @@ def read_samples(path: str | Path) -> list[KernelSample]:
                 raise ConfigError(f"{path}: row {row + 1}, column {name}: {exc}") from None
         out.append(KernelSample(**cells))
     return out
+
+
+# A mean power above this multiple of the board's power limit, or an energy that disagrees with power x
+# latency by more than ENERGY_SLACK, is a damaged or hand-edited row. NVML's averages overshoot the limit by
+# a few % on short kernels; the slack is wide because model-generated files (locked clocks, no cap) may
+# run above the limit, as the test suite's synthetic samples do (up to 2.2x). The two energies (counter,
+# power x time) agree within ~20% on our measurements.
+POWER_LIMIT_SLACK = 3.0
+ENERGY_SLACK = 2.0
+# A recorded SM clock outside (0, 10 GHz] is a damaged row (`dse measure --clocks-mhz` takes at most 10,000).
+MAX_SM_CLOCK_HZ = 1e10
+
+
+def _check_power(frame: pd.DataFrame, tdp_w: float) -> None:
+    """ConfigError for the first row whose measured power cannot be: negative, far above the GPU's power
+    limit, or not the energy over the latency (NaN power means none was measured and is allowed)."""
+    power = frame["avg_power_w"].to_numpy(float)
+    limit = (
+        frame["power_limit_w"].to_numpy(float) if "power_limit_w" in frame else np.full(len(frame), np.nan)
+    )
+    limit = np.where(np.isfinite(limit) & (limit > 0), limit, tdp_w)
+    energy = frame["energy_j"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # 1e308 s x W: inf, no warning
+        implied = power * frame["latency_s"].to_numpy(float)
+        ratio = energy / implied
+    measured = np.isfinite(ratio) & (power > 0)  # NaN power: none measured, nothing to compare
+    checks = (
+        (power < 0, "a negative avg_power_w"),
+        (energy < 0, "a negative energy_j"),
+        (np.isinf(energy), "an infinite energy_j"),  # NaN is "not measured"; inf was taken for it
+        (power > POWER_LIMIT_SLACK * limit, f"avg_power_w over {POWER_LIMIT_SLACK:g} x the power limit"),
+        (
+            measured & ((ratio > ENERGY_SLACK) | (ratio < 1 / ENERGY_SLACK)),
+            f"energy_j that is not avg_power_w x latency_s (within {ENERGY_SLACK:g}x)",
+        ),
+    )
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConfigError(
+                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {what}: avg_power_w "
+                f"{power[i]:.4g}, latency_s {frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
+            )
+
+
+def _check_clocks(frame: pd.DataFrame) -> None:
+    """ConfigError for the first row whose requested or reported SM clock is not in (0, MAX_SM_CLOCK_HZ]
+    (NaN: not locked, or not reported): a -1 Hz lock was fitted and validated as a "-0 MHz" clock."""
+    for column in ("sm_clock_hz", "avg_sm_clock_hz"):
+        clock = frame[column].to_numpy(float)
+        bad = ~np.isnan(clock) & ~((clock > 0) & (clock <= MAX_SM_CLOCK_HZ))
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConfigError(
+                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {column} {clock[i]:.4g}, "
+                f"not a clock in (0, {MAX_SM_CLOCK_HZ:.0e}] Hz"
+            )
+
+
+def check_sample_values(frame: pd.DataFrame, tdp_w: float) -> None:
+    """ConfigError naming the file and sample of the first row no measurement gives: a latency that is not
+    a positive number, an impossible power or energy (`_check_power`, against `tdp_w` where a row records
+    no power limit) or SM clock. `frame`: `samples_frame` rows with the `file` each came from."""
+    latency = frame["latency_s"].to_numpy(float)
+    bad = ~(np.isfinite(latency) & (latency > 0))
+    if bad.any():
+        i = int(np.nonzero(bad)[0][0])
+        raise ConfigError(
+            f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
+        )
+    _check_power(frame, tdp_w)
+    _check_clocks(frame)

@@ -28,7 +28,14 @@ import numpy as np
 import pandas as pd
 
 from dse.calibrate.data.common import split_holdout
-from dse.calibrate.data.samples import SHAPE_FIELDS, KernelSample, op_from_sample, read_samples, samples_frame
+from dse.calibrate.data.samples import (
+    SHAPE_FIELDS,
+    KernelSample,
+    check_sample_values,
+    op_from_sample,
+    read_samples,
+    samples_frame,
+)
 from dse.errors import ConfigError
 from dse.hardware.catalog import catalog_gpu_name, load_gpu
 from dse.hardware.spec import GpuSpec
@@ -167,14 +174,7 @@ def load_sample_set(
         raise ConfigError(
             f"no kernel rows of the families {', '.join(wanted)} in {', '.join(str(p) for p, _ in per_file)}"
         )
-    bad = ~(np.isfinite(frame["latency_s"].to_numpy(float)) & (frame["latency_s"].to_numpy(float) > 0))
-    if bad.any():
-        i = int(np.nonzero(bad)[0][0])
-        raise ConfigError(
-            f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
-        )
-    _check_power(frame, spec)
-    _check_clocks(frame)
+    check_sample_values(frame, spec.power.tdp_w)
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
@@ -185,63 +185,6 @@ def load_sample_set(
     frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
     frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
     return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
-
-
-# A mean power above this multiple of the board's power limit, or an energy that disagrees with power x
-# latency by more than ENERGY_SLACK, is a damaged or hand-edited row. NVML's averages overshoot the limit by
-# a few % on short kernels; the slack is wide because model-generated files (locked clocks, no cap) may
-# run above the limit, as the test suite's synthetic samples do (up to 2.2x). The two energies (counter,
-# power x time) agree within ~20% on our measurements.
-POWER_LIMIT_SLACK = 3.0
-ENERGY_SLACK = 2.0
-# A recorded SM clock outside (0, 10 GHz] is a damaged row (`dse measure --clocks-mhz` takes at most 10,000).
-MAX_SM_CLOCK_HZ = 1e10
-
-
-def _check_power(frame: pd.DataFrame, spec: GpuSpec) -> None:
-    """ConfigError for the first row whose measured power cannot be: negative, far above the GPU's power
-    limit, or not the energy over the latency (NaN power means none was measured and is allowed)."""
-    power = frame["avg_power_w"].to_numpy(float)
-    limit = (
-        frame["power_limit_w"].to_numpy(float) if "power_limit_w" in frame else np.full(len(frame), np.nan)
-    )
-    limit = np.where(np.isfinite(limit) & (limit > 0), limit, spec.power.tdp_w)
-    energy = frame["energy_j"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # 1e308 s x W: inf, no warning
-        implied = power * frame["latency_s"].to_numpy(float)
-        ratio = energy / implied
-    measured = np.isfinite(ratio) & (power > 0)  # NaN power: none measured, nothing to compare
-    checks = (
-        (power < 0, "a negative avg_power_w"),
-        (energy < 0, "a negative energy_j"),
-        (np.isinf(energy), "an infinite energy_j"),  # NaN is "not measured"; inf was taken for it
-        (power > POWER_LIMIT_SLACK * limit, f"avg_power_w over {POWER_LIMIT_SLACK:g} x the power limit"),
-        (
-            measured & ((ratio > ENERGY_SLACK) | (ratio < 1 / ENERGY_SLACK)),
-            f"energy_j that is not avg_power_w x latency_s (within {ENERGY_SLACK:g}x)",
-        ),
-    )
-    for bad, what in checks:
-        if bad.any():
-            i = int(np.nonzero(bad)[0][0])
-            raise ConfigError(
-                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {what}: avg_power_w "
-                f"{power[i]:.4g}, latency_s {frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
-            )
-
-
-def _check_clocks(frame: pd.DataFrame) -> None:
-    """ConfigError for the first row whose requested or reported SM clock is not in (0, MAX_SM_CLOCK_HZ]
-    (NaN: not locked, or not reported): a -1 Hz lock was fitted and validated as a "-0 MHz" clock."""
-    for column in ("sm_clock_hz", "avg_sm_clock_hz"):
-        clock = frame[column].to_numpy(float)
-        bad = ~np.isnan(clock) & ~((clock > 0) & (clock <= MAX_SM_CLOCK_HZ))
-        if bad.any():
-            i = int(np.nonzero(bad)[0][0])
-            raise ConfigError(
-                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {column} {clock[i]:.4g}, "
-                f"not a clock in (0, {MAX_SM_CLOCK_HZ:.0e}] Hz"
-            )
 
 
 def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED) -> np.ndarray:
