@@ -89,3 +89,19 @@ def test_an_unwritable_report_path_is_one_error_and_leaves_nothing(tmp_path: Pat
     with pytest.raises(ConfigError, match="a-file is a file, not a directory"):
         write_html_report(run_dir, out=blocker / "report.html")
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.parent.glob(f"{tmp_path.name}.tmp"))
+
+
+def test_breakdown_figures_escape_names_and_labels() -> None:
+    """Operator names carry the model's path and labels the study's text: Plotly reads tags in trace names
+    and axis labels, and `%{...}` in a hover template, so both are escaped and the template only refers to
+    the name (a `<b>"m&x` model directory bolded the legend, session 33)."""
+    from dse.report.figures.breakdown import BreakdownRow, plot_breakdowns
+
+    op = 'decode/<b>"m&x%{x}/layer[0-15]/mlp'
+    rows = [BreakdownRow(label="<i>run", point_id="7", by_module={"dram": 1.0}, by_op={op: 2.0})]
+    for fig in plot_breakdowns(rows):
+        for trace in fig.data:
+            assert "<" not in trace.name and "<" not in "".join(trace.y)
+            assert trace.hovertemplate.startswith("%{fullData.name}") and "m&x" not in trace.hovertemplate
+    names = [t.name for t in plot_breakdowns(rows)[1].data]
+    assert any("&lt;b&gt;&quot;m&amp;x" in n for n in names)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,15 +88,20 @@ def _stacked_bars(
     for part in parts:
         x = np.array([v.get(part, 0.0) for v in values])
         share = np.divide(x, totals, out=np.zeros_like(x), where=totals > 0)
+        # Names and labels carry user text (a model path, a study's labels): escaped, since Plotly reads
+        # tags in them, and referenced from the hover template rather than pasted into it (a `%{` in a
+        # name would be template syntax).
         fig.add_trace(
             go.Bar(
-                name=part,
+                name=html.escape(part),
                 orientation="h",
-                y=y_labels,
+                y=[html.escape(label) for label in y_labels],
                 x=round_sig(unit.convert(x), 4),
                 customdata=np.round(share, 4),
                 marker={"color": colors.get(part)} if part in colors else {},
-                hovertemplate=f"{part}: %{{x:.4~g}} {unit.unit} (%{{customdata:.1%}})<extra>%{{y}}</extra>",
+                hovertemplate=(
+                    f"%{{fullData.name}}: %{{x:.4~g}} {unit.unit} (%{{customdata:.1%}})<extra>%{{y}}</extra>"
+                ),
             )
         )
     fig.update_layout(
