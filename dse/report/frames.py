@@ -22,7 +22,7 @@ import pandas as pd
 from dse.config.jsonio import loads_finite
 from dse.config.yamlio import parse_yaml_value
 from dse.errors import ConfigError
-from dse.search.rundir import runs_hint
+from dse.search.rundir import runs_hint, without_negative_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,11 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
                 "seq": rec.get("seq", len(rows)),
             }
             _flatten("param", rec.get("params") or {}, row)
-            _flatten("metric", rec.get("metrics") or {}, row)
+            metrics = rec.get("metrics")
+            metrics = (
+                without_negative_metrics(metrics, f"{path}:{lineno}") if isinstance(metrics, dict) else {}
+            )
+            _flatten("metric", metrics, row)
             row["feasible"] = bool(rec.get("feasible", True))
             row["reason"] = rec.get("reason") or ""
             row["error"] = rec.get("error")

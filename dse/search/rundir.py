@@ -27,7 +27,7 @@ import platform
 import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -217,6 +217,18 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+def without_negative_metrics(metrics: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`metrics` with each negative number read as missing (None), with a warning naming `where`: every
+    metric dse writes (times, energies, powers, rates, costs, counts) is >= 0, so a negative one is a hand
+    edit that would otherwise win the front. Both readers of points.jsonl (resume, report) apply it."""
+    negative = sorted(
+        k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool) and v < 0
+    )
+    if negative:
+        logger.warning("%s: negative %s read as null (missing)", where, ", ".join(negative))
+    return {k: (None if k in negative else v) for k, v in metrics.items()}
+
+
 class PointLog:
     """points.jsonl: read what is there (skipping a torn last line), then append records chunk by chunk.
 
@@ -259,7 +271,8 @@ class PointLog:
             lineno = data[:pos].count(b"\n")
             if nonfinite:  # not JSON and never written by dse: a hand edit; the value counts as missing
                 logger.warning("%s:%d: NaN or Infinity read as null (missing)", self.path, lineno)
-            record = PointRecord.from_json(rec, f"{self.path}:{lineno}")
+            record = PointRecord.from_json(rec, where := f"{self.path}:{lineno}")
+            record = replace(record, metrics=without_negative_metrics(record.metrics, where))
             self.records[record.point_id] = record
             good_end = pos
         if torn:

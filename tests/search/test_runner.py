@@ -312,6 +312,23 @@ def test_nan_and_infinity_in_the_log_are_missing_values(
     }  # fmt: skip
 
 
+def test_a_negative_metric_in_the_log_is_a_missing_value(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every metric dse writes is >= 0: a hand-edited -1 J/token won the resumed run's front silently."""
+    from dse.report.frames import read_points_jsonl
+
+    path = tmp_path / "points.jsonl"
+    path.write_text(
+        '{"point_id": "a", "metrics": {"energy_per_token_j": 0.5}}\n'
+        '{"point_id": "b", "metrics": {"energy_per_token_j": -1.0, "latency_s": 2, "ok": false}}\n'
+    )
+    assert PointLog(path).records["b"].metrics == {"energy_per_token_j": None, "latency_s": 2, "ok": False}
+    assert "points.jsonl:2: negative energy_per_token_j read as null" in caplog.text
+    frame = read_points_jsonl(path)  # the report's reader of the same log
+    assert frame["metric.energy_per_token_j"].isna().tolist() == [False, True]
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
