@@ -435,7 +435,7 @@ def predict_load(
         par=par,
     )  # fmt: skip
     sim = simulate(_requests(load, inp, out, par.dp), config, table, idle_power_w=table.idle_w)
-    values: dict[str, float | None] = {**_values(sim, load, preset, running_cap)}
+    values: dict[str, float | None] = {**_values(sim, load, preset, running_cap, table.idle_w)}
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0
     # the lengths as drawn: a distribution's tail is clipped to the model's context (`draw_lengths`)
@@ -517,8 +517,19 @@ def _replica_load(load: LoadRequest, par: Parallelism) -> LoadRequest:
     return dataclasses.replace(load, **share)
 
 
-def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap: int) -> dict[str, float]:
-    values = request_metrics(sim) | system_metrics(sim, _window(sim, load, running_cap))
+def _values(
+    sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap: int, idle_w: float
+) -> dict[str, float]:
+    window = _window(sim, load, running_cap)
+    if load.mode == "request_rate" and window.whole_run:
+        # Too few requests for a steady state: the run is measured until the stream's next arrival is due
+        # (n / rate from the first one at t = 0), the GPU idling meanwhile; a few requests served at once
+        # once gave a throughput of dp x 80 the arrival rate.
+        horizon_s = len(sim.finish_s) / float(load.request_rate_per_s or 1.0)
+        if horizon_s > window.end_s:
+            sim = _with_idle_tail(sim, horizon_s, idle_w)
+            window = dataclasses.replace(window, end_s=horizon_s)
+    values = request_metrics(sim) | system_metrics(sim, window)
     values["num_gpus"] = 1.0
     values["total_power_w"] = values["avg_power_w"]
     values["preemptions"] = float(sim.preemptions)
@@ -527,6 +538,20 @@ def _values(sim: SimResult, load: LoadRequest, preset: EnginePreset, running_cap
     values["num_requests"] = float(len(sim.finish_s))
     values["steps"] = float(sim.steps)
     return values
+
+
+def _with_idle_tail(sim: SimResult, end_s: float, idle_w: float) -> SimResult:
+    """`sim` with one idle row from its last step to `end_s` (no tokens, no one running, blocks as left)."""
+    last = float(sim.step_end_s[-1])
+    return dataclasses.replace(
+        sim,
+        step_start_s=np.append(sim.step_start_s, last),
+        step_end_s=np.append(sim.step_end_s, end_s),
+        step_energy_j=np.append(sim.step_energy_j, (end_s - last) * idle_w),
+        step_tokens=np.append(sim.step_tokens, 0),
+        step_running=np.append(sim.step_running, 0),
+        step_blocks=np.append(sim.step_blocks, sim.step_blocks[-1]),
+    )
 
 
 def _state_blocks(arch: LlmArch, par: Parallelism, precision: str, kv_dtype: str | None, block: int) -> int:

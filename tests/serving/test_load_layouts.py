@@ -136,6 +136,21 @@ def test_a_rate_is_dealt_round_robin_so_a_replica_sees_erlang_gaps() -> None:
         assert gaps.std() / gaps.mean() == pytest.approx(1.0 / np.sqrt(dp), rel=0.06)
 
 
+@pytest.mark.parametrize(("dp", "num_requests"), [(1, 1), (4, 4), (8, 8)])
+def test_an_open_loop_of_few_requests_serves_no_faster_than_they_arrive(dp: int, num_requests: int) -> None:
+    """An open loop cannot finish requests faster than they arrive: one request a replica, served at once,
+    read as dp x 80 the arrival rate (0.1 req/s: 8.3 req/s at dp 4, session 33). The GPUs idle until the
+    stream's next request is due, and that idle energy is charged to the tokens."""
+    rate = 0.1
+    m = _metrics(
+        mode="request_rate", request_rate_per_s=rate, concurrency=None, num_requests=num_requests, dp=dp
+    )
+    assert m["requests_per_s"] <= rate * (1 + 1e-9)
+    idle = float(idle_power_w(GPU, GPU.clocks.sm_clock_default_hz))
+    assert idle < m["avg_power_w"] < 1.5 * idle  # a GPU that serves one short request every 1 / rate s
+    assert m["energy_per_output_token_j"] == pytest.approx(m["total_power_w"] / m["output_tokens_per_s"])
+
+
 def test_a_default_request_count_stays_within_what_one_simulation_handles() -> None:
     # Offline, 4 x a --max-num-seqs of 1e9 asked draw_lengths for 4e9 requests: a MemoryError traceback.
     from dse.serving.load import default_num_requests, resolve_preset
