@@ -110,6 +110,14 @@ class AttentionShapes:
         )
 
 
+def uniform_cut(v: Any) -> Any:
+    """An array cut to its first row when all its rows are equal (it broadcasts to the same values); a
+    scalar as it is."""
+    if not np.ndim(v):
+        return v
+    return v[:1] if v.shape[0] > 1 and bool((v == v[0]).all()) else v
+
+
 @dataclass(frozen=True, slots=True)
 class GemmRows:
     """Per-row GEMM inputs (`dse.perf.gemm_rows.row_inputs`): shapes, element sizes and module rates."""
@@ -145,12 +153,7 @@ class GemmRows:
         broadcasts against candidates [1, C] to the same values, with the candidate-only arithmetic done
         on [1, C] instead of [n, C] (eager decode attention's rows differ in one dimension only)."""
 
-        def one(v: Any) -> Any:  # a field, or one GPU's float
-            if not np.ndim(v):
-                return v
-            return v[:1] if v.shape[0] > 1 and bool((v == v[0]).all()) else v
-
-        return GemmRows(**{f.name: one(getattr(self, f.name)) for f in fields(self)})
+        return GemmRows(**{f.name: uniform_cut(getattr(self, f.name)) for f in fields(self)})
 
     def column(self, sel: np.ndarray | slice) -> GemmRows:
         """Rows `sel` as a column [len(sel), 1] (to broadcast against candidates [1, C])."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf import elementwise, gemm, reduction
-from dse.perf.pipeline import float_rows
+from dse.perf.pipeline import float_rows, lookup_rows
 from dse.perf.rates import DTYPE_BYTES
 from dse.perf.types import CoeffTable
 
@@ -43,7 +43,7 @@ def eager_arrays(
     b, sq, skv, h, hkv, d, f = (
         bc(x) for x in (batch, seq_len_q, seq_len_kv, num_heads, num_kv_heads, head_dim, sm_clock_hz)
     )
-    act_b = np.array([DTYPE_BYTES[t] for t in dtype])
+    act_b = lookup_rows(DTYPE_BYTES, dtype)
 
     def batched_gemm(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> dict[str, Any]:
         """One GEMM per (sequence, head): the eager QK^T and PV products."""

@@ -41,6 +41,7 @@ from dse.perf.arrays import (
     RoundSchedule,
     StepCosts,
     TileGeometry,
+    uniform_cut,
 )
 from dse.perf.gemm_quant import activation_quant
 from dse.perf.gemm_result import SK_FIX_TILES, KeptScores, ResultInputs, full_result, result_inputs
@@ -53,6 +54,7 @@ from dse.perf.pipeline import (
     build_estimates,
     correct,
     float_rows,
+    lookup_rows,
     merge_timelines,
     scale_timeline,
     vmax,
@@ -312,7 +314,8 @@ def _best_candidate(
     math_factor: np.ndarray,
     kept: list[KeptScores] | None = None,
 ) -> np.ndarray:
-    """Per row, the index of the candidate with the lowest corrected latency (math time x `math_factor`).
+    """Per row, the index of the candidate with the lowest corrected latency (math time x `math_factor`;
+    it and the groups `cand_group` may have one row for all).
 
     Only candidates valid for some row are scored (eager attention's decode GEMMs admit a third of the
     splits, vLLM's fp8 kernels one tile per M); large calls whose valid (row, candidate) pairs are a
@@ -322,15 +325,17 @@ def _best_candidate(
     """
     num, num_c = col.m.shape[0], cands.tile_m.shape[-1]
     small = num * num_c < _PAIRS_MIN_GRID  # numpy's fixed cost dominates: the whole grid, no selection
-    valid = np.ones((1, num_c), dtype=bool) if small else valid_grid(col, cands)
+    # the same values broadcast, fewer operations
+    grid_rows = col if small else col.uniform_collapsed()
+    valid = np.ones((1, num_c), dtype=bool) if small else valid_grid(grid_rows, cands, num)
     cols = np.arange(num_c) if small else np.nonzero(valid.any(axis=0))[0]
     if not cols.size:  # nothing valid: every row takes the first candidate, as a full grid's argmin does
         return np.zeros(num, dtype=np.intp)
     if small or np.count_nonzero(valid) > _PAIRS_MAX_FRAC * num * cols.size:
         some = cols.size < num_c
         sub, sub_group = (cands.at_columns(cols), cand_group[:, cols]) if some else (cands, cand_group)
-        grid_rows = col if small else col.uniform_collapsed()  # the same values broadcast, fewer operations
         pred, p, t = _scores(grid_rows, sub, sub_group, rates, table, simt, persistent, math_factor[:, None])
+        pred = pred if pred.shape[0] == num else np.broadcast_to(pred, (num, pred.shape[1]))
         if kept is not None:
             col_of = np.full(num_c, -1, dtype=np.intp)
             col_of[cols] = np.arange(cols.size)
@@ -340,9 +345,9 @@ def _best_candidate(
     ri, ci = np.nonzero(valid)
     grid = np.full((num, num_c), np.inf)
     pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
-    pred, p, t = _scores(
-        pair_rows, pair_cands, cand_group[ri, ci], rates, table, simt, persistent, math_factor[ri]
-    )
+    pair_group = np.broadcast_to(cand_group, (num, num_c))[ri, ci]
+    pair_factor = np.broadcast_to(math_factor, (num,))[ri]
+    pred, p, t = _scores(pair_rows, pair_cands, pair_group, rates, table, simt, persistent, pair_factor)
     grid[ri, ci] = pred
     if kept is not None:
         pos = np.full((num, num_c), -1, dtype=np.intp)
@@ -388,9 +393,11 @@ def _problem_choices(
     best = np.zeros(0, dtype=np.intp)
     kept: list[KeptScores] = []
     if todo.size:
-        group = problems.dcls[todo, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
+        # one dtype class or math factor for every problem (most calls): [1, C] coefficient gathers
+        dcls = uniform_cut(problems.dcls[todo])
+        group = dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
         simt, persistent = library == "simt", library == "hopper_tc"
-        col, factor = problems.pick_rows(todo), problems.math_factor[todo]
+        col, factor = problems.pick_rows(todo), uniform_cut(problems.math_factor[todo])
         keep = kept if todo.size == own.size else None
         best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor, kept=keep)
     scored = kept[0] if kept else None
@@ -518,10 +525,10 @@ def gemm_arrays(
     rates = rates_at(gpu, f)
     rows = row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates, per_gpu)
     table = coeff_table(coeffs).matrix(GROUPS)
-    dcls = np.array([dcls_of[d] for d in dtype])
+    dcls = lookup_rows(dcls_of, dtype)
     arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
     lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
-    lib = np.array([lib_of[d] for d in dtype])
+    lib = lookup_rows(lib_of, dtype)
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
     is_grouped = grouped is not None and bool(np.asarray(grouped).any())
     math_factor, expert_s = np.ones(num), np.zeros(num)
@@ -529,7 +536,7 @@ def gemm_arrays(
         wo = rows.b_elem_bytes < rows.in_elem_bytes  # weight-only: B stored narrower than the MMA inputs
         mc = moe.moe_coeffs_of(coeffs)
         math_factor, expert_s = moe.grouped_factors(np.asarray(grouped, dtype=bool), dcls, wo, mc)
-    choice = choice_rows(rows, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz, math_factor)
+    choice = choice_rows(rows, f, tc_clk, lib, dcls, gpu, (dtype, stored, out_dtype), choice_hz, math_factor)
     aq = (quantized & (dcls == f8)).astype(float)
     res, timeline, group = _by_library(rows, lib, dcls, aq, rates, table, choice, choice_memo)
     if is_grouped:

@@ -82,10 +82,13 @@ class KeptScores:
             return None
 
         def take(a: np.ndarray) -> np.ndarray:
-            full = (
-                a if isinstance(a, np.ndarray) and a.shape == self.shape else np.broadcast_to(a, self.shape)
-            )
-            return full[at][:, None]
+            if isinstance(a, np.ndarray) and a.shape == self.shape:
+                return a[at][:, None]
+            if self.pos is None and np.ndim(a) == 2:  # a grid's [1, C] or [n, 1]: index its other axis alone
+                got = a[tuple(ix if size > 1 else 0 for ix, size in zip(at, a.shape, strict=True))]
+                if got.ndim:
+                    return got[:, None]
+            return np.broadcast_to(a, self.shape)[at][:, None]
 
         return ResultInputs(
             {

@@ -10,7 +10,7 @@ import numpy as np
 
 from dse.hardware.spec import GpuSpec
 from dse.perf.arrays import GemmRows
-from dse.perf.pipeline import bool_rows
+from dse.perf.pipeline import bool_rows, lookup_rows
 from dse.perf.rates import DTYPE_BYTES, Rates, rates_at
 
 
@@ -34,9 +34,9 @@ def row_inputs(
         n=n,
         k=k,
         batch=batch,
-        in_elem_bytes=np.array([DTYPE_BYTES[d] for d in dtype]),
-        b_elem_bytes=np.array([DTYPE_BYTES[d] for d in b_dtype]),
-        out_elem_bytes=np.array([DTYPE_BYTES[o] for o in out_dtype]),
+        in_elem_bytes=lookup_rows(DTYPE_BYTES, dtype),
+        b_elem_bytes=lookup_rows(DTYPE_BYTES, b_dtype),
+        out_elem_bytes=lookup_rows(DTYPE_BYTES, out_dtype),
         b_shared=bool_rows(b_shared, num),
         l2_bw_per_sm_bytes_per_s=rates.l2_bw_per_sm_bytes_per_s,
         l2_bw_bytes_per_s=rates.l2_bw_bytes_per_s,
@@ -65,7 +65,8 @@ class ChoiceProblems:
     dcls: np.ndarray  # the problems' dtype classes
     math_factor: np.ndarray  # and math-time factors
     keys: list[ProblemKey]  # each problem's inputs (`distinct_rows`): equal keys, equal choices
-    rows: GemmRows  # the call's rows (at their own clocks), and what `pick_rows` needs besides them
+    rows: GemmRows  # the call's rows (at their own clocks `sm_clock_hz`), and what `pick_rows` needs
+    sm_clock_hz: np.ndarray
     tc_clk: np.ndarray
     dtypes: tuple[Any, Any, Any]
     choice_hz: np.ndarray
@@ -76,6 +77,8 @@ class ChoiceProblems:
         problems a memo does not hold yet (every field is elementwise in its row)."""
         first = self.first[which]
         f_pick_hz = self.choice_hz[first]
+        if (f_pick_hz == self.sm_clock_hz[first]).all():  # at their own clock (a first pass): those rows
+            return self.rows.column(first)
         dtype, stored, out_dtype = ([d[i] for i in first.tolist()] for d in self.dtypes)
         r = self.rows
         shapes = (r.m[first], r.n[first], r.k[first], r.batch[first], f_pick_hz)
@@ -91,18 +94,28 @@ class ChoiceProblems:
 
 
 def choice_rows(
-    rows: GemmRows, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray, gpu: GpuSpec,
-    dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray, math_factor: np.ndarray,
+    rows: GemmRows, sm_clock_hz: np.ndarray, tc_clk: np.ndarray, lib: np.ndarray, dcls: np.ndarray,
+    gpu: GpuSpec, dtypes: tuple[Any, Any, Any], choice_hz: np.ndarray, math_factor: np.ndarray,
 ) -> ChoiceProblems:  # fmt: skip
-    """The distinct choice problems of `rows` (their rows at their choice clock `choice_hz`:
-    `ChoiceProblems.pick_rows`); `dtypes` are the rows' (A, stored B, output) dtypes, `dcls` their dtype
-    classes, `math_factor` the stretch of their math time (a grouped MoE kernel's, `dse.perf.moe`); rows
-    on several GPUs add their SM count and DRAM bandwidth to the problem."""
+    """The distinct choice problems of `rows`, which run at `sm_clock_hz` (their rows at their choice
+    clock `choice_hz`: `ChoiceProblems.pick_rows`); `dtypes` are the rows' (A, stored B, output) dtypes,
+    `dcls` their dtype classes, `math_factor` the stretch of their math time (a grouped MoE kernel's,
+    `dse.perf.moe`); rows on several GPUs add their SM count and DRAM bandwidth to the problem."""
     per_gpu = [rows.num_sms, rows.dram_bw_bytes_per_s] if np.ndim(rows.num_sms) else []  # several GPUs
     extra = np.column_stack([tc_clk, lib, dcls, choice_hz, math_factor, *per_gpu]).astype(float)
     first, problem, keys = distinct_rows(rows, extra)
     return ChoiceProblems(
-        first, problem, dcls[first], math_factor[first], keys, rows, tc_clk, dtypes, choice_hz, gpu
+        first,
+        problem,
+        dcls[first],
+        math_factor[first],
+        keys,
+        rows,
+        sm_clock_hz,
+        tc_clk,
+        dtypes,
+        choice_hz,
+        gpu,
     )
 
 
@@ -146,8 +159,13 @@ def _sorted_distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`distinct_rows`' dict path by a stable lexicographic sort (hundreds of rows: eager attention's
     decode steps): the same problems, order and first rows, for keys without NaN (where tuple order and
     float order agree, and -0.0 equals 0.0 in both)."""
-    order = np.lexsort(key.T[::-1])  # the first column is the primary key, as in tuple order
-    ordered = key[order]
+    # The first column is the primary key, as in tuple order; columns equal on every row change neither
+    # the order nor which rows are equal, so only the others are sorted and compared.
+    varies = key[:, (key != key[0]).any(axis=0)]
+    if not varies.shape[1]:  # one problem (a clock sweep of one shape, chosen at one clock)
+        return np.zeros(1, dtype=np.intp), np.zeros(key.shape[0], dtype=np.intp)
+    order = np.lexsort(varies.T[::-1])
+    ordered = varies[order]
     new = np.empty(order.size, dtype=bool)
     new[:1] = True
     np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dse.hardware.spec import GpuSpec
+from dse.perf.pipeline import lookup_rows
 from dse.perf.rates import Rates, rates_at, tensor_flop_per_clk
 
 # The `Rates` fields that may differ between the GPUs of one call (the rows carry them).
@@ -94,7 +95,7 @@ def tensor_rates(
     (SM count, DRAM bandwidth) too (None: `gpu`'s)."""
     tc_of = {d: tensor_flop_per_clk(gpu, d) for d in set(dtype)}
     if gpu_rows is None:
-        return tc_of, np.array([tc_of[d] for d in dtype]), None
+        return tc_of, lookup_rows(tc_of, dtype), None
     return tc_of, gpu_rows.tensor_flop_per_clk(dtype), (gpu_rows.num_sms(), gpu_rows.dram_bw_bytes_per_s())
 
 

@@ -66,7 +66,9 @@ def operand_dtypes(
     b_dtype: list[str | None] | tuple[str | None, ...] | None,
 ) -> tuple[list[str], list[str]]:
     """Per GEMM row: the MMA dtype (`math_dtype`) and B's storage dtype (`b_dtype`, else `dtype`)."""
-    stored = list(dtype) if b_dtype is None else [b or d for b, d in zip(b_dtype, dtype, strict=True)]
+    if b_dtype is None:  # B stored as A: `math_dtype` is the row's dtype
+        return list(dtype), list(dtype)
+    stored = [b or d for b, d in zip(b_dtype, dtype, strict=True)]
     pairs = list(zip(dtype, stored, strict=True))
     math_of = {pair: math_dtype(gpu, *pair) for pair in set(pairs)}  # per distinct pair, then per row
     return [math_of[pair] for pair in pairs], stored

@@ -384,14 +384,13 @@ def dispatch_valid(
     return valid & ((c.m_hi == 0) | ((mp2 > c.m_lo) & (mp2 <= c.m_hi)))
 
 
-def valid_grid(r: GemmRows, c: GemmCandidates) -> np.ndarray:
-    """[n, C]: the candidates `dispatch_valid` admits for rows `r` [n, 1]."""
+def valid_grid(r: GemmRows, c: GemmCandidates, num: int) -> np.ndarray:
+    """[num, C]: the candidates `dispatch_valid` admits for `num` rows `r` (a column [num, 1], or
+    `GemmRows.uniform_collapsed`'s)."""
     stream_k = c.split == STREAM_K
     s = np.where(stream_k, 1.0, c.split)
     kt = c.k_step_bytes / r.in_elem_bytes
-    return np.broadcast_to(
-        dispatch_valid(r.m, c, stream_k, s, np.ceil(r.k / s), kt), (r.m.shape[0], c.split.size)
-    )
+    return np.broadcast_to(dispatch_valid(r.m, c, stream_k, s, np.ceil(r.k / s), kt), (num, c.split.size))
 
 
 def kernel_name(library: str, tile_idx: float, split: float) -> str:
