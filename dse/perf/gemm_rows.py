@@ -150,9 +150,8 @@ def distinct_rows(rows: GemmRows, extra: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _byte_keys(key: np.ndarray) -> list[ProblemKey]:
     """Each row of `key` (no NaN) as bytes, -0.0 made 0.0 (the only equal floats of unequal bits)."""
-    raw = (key + 0.0).tobytes()
-    width = key.shape[1] * key.itemsize
-    return [raw[i : i + width] for i in range(0, len(raw), width)]
+    rows = np.ascontiguousarray(key + 0.0)
+    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()  # bytes each
 
 
 def _sorted_distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
