@@ -387,9 +387,13 @@ def _problem_choices(
     among `cands`: `_best_candidate`'s (at the problem's choice clock), scored only for the problems not
     in `memo` yet (then added to it), as each row's choice is its own. Also the evaluation behind the
     scores when every problem of `own` was scored here (`KeptScores`, problems in `own`'s order)."""
-    keys = [] if memo is None else [problems.keys[j] for j in own.tolist()]
-    known = [memo.get(key, -1) for key in keys] if memo is not None else []  # one lookup per key
-    todo = own if memo is None else own[np.array([i < 0 for i in known], dtype=bool)]
+    known = np.full(own.size, -1, dtype=np.intp)  # each problem's memo entry, -1 where it has none
+    keys = problems.keys  # of `own`'s problems (when it is every problem, they are in order)
+    if memo is not None:
+        keys = keys if own.size == len(keys) else [keys[j] for j in own.tolist()]
+        known = np.fromiter((memo.get(key, -1) for key in keys), dtype=np.intp, count=own.size)
+    unknown = known < 0
+    todo = own[unknown]
     best = np.zeros(0, dtype=np.intp)
     kept: list[KeptScores] = []
     if todo.size:
@@ -403,11 +407,11 @@ def _problem_choices(
     scored = kept[0] if kept else None
     if memo is None:
         return best, scored
-    if todo.size:
-        memo.update(zip([problems.keys[j] for j in todo.tolist()], best.tolist(), strict=True))
-        fresh = iter(best.tolist())  # `todo` in the order of `own`: each unknown key's new choice
-        known = [next(fresh) if i < 0 else i for i in known]
-    return np.array(known, dtype=np.intp), scored
+    if todo.size:  # `todo` in the order of `own`: each unknown key's new choice
+        fresh = keys if todo.size == own.size else [keys[i] for i in np.nonzero(unknown)[0].tolist()]
+        memo.update(zip(fresh, best.tolist(), strict=True))
+        known[unknown] = best
+    return known, scored
 
 
 def _library_rows(
