@@ -63,7 +63,7 @@ def lookup_rows(table: Mapping[Any, Any], keys: Sequence[Any]) -> np.ndarray:
     """`np.array([table[key] for key in keys])`: one lookup and `np.full` when every key is the first (a
     call's rows mostly share one dtype: eager attention's 256 decode-step GEMMs look their dtype up ~10
     times each)."""
-    if keys and keys.count(keys[0]) == len(keys):
+    if isinstance(keys, list | tuple) and keys and keys.count(keys[0]) == len(keys):
         return np.full(len(keys), table[keys[0]])
     return np.array([table[key] for key in keys])
 

@@ -59,8 +59,10 @@ def test_a_clock_sweep_of_one_shape_chosen_at_one_clock_is_one_problem(h100):
 
 @given(keys=st.lists(st.sampled_from(sorted(DTYPE_BYTES)), max_size=40))
 def test_lookup_rows_is_the_lookup_of_each_row(keys):
-    """One value per key, in order, and the type a list of the values gives (one dtype or several)."""
+    """One value per key, in order, and the type a list of the values gives (one dtype or several), for
+    keys in a list, a tuple or an array."""
     want = np.array([DTYPE_BYTES[k] for k in keys])
-    got = lookup_rows(DTYPE_BYTES, keys)
-    assert got.dtype == want.dtype
-    assert got.tolist() == want.tolist()
+    for as_given in (keys, tuple(keys), np.array(keys, dtype=object)):
+        got = lookup_rows(DTYPE_BYTES, as_given)
+        assert got.dtype == want.dtype
+        assert got.tolist() == want.tolist()
