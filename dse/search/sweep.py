@@ -124,6 +124,17 @@ def _gpu_field(gpu: Any, path: str) -> tuple[bool, bool]:
     return True, isinstance(node, int) and not human
 
 
+def _as_gpu_path(path: str, ctx: EvalContext) -> str:
+    """`gpu.<path>` for a GPU field written as `dse gpu fields` lists it (`memory.bus_width_bits`), as
+    `--set` takes it; any other path as it is."""
+    if path.startswith(("gpu.", "cost.")) or path in OPERATING_POINT_KEYS or path in SWEEP_WORKLOAD_KEYS:
+        return path
+    from dse.hardware.catalog import load_gpu
+    from dse.hardware.overrides import check_override_path
+
+    return f"gpu.{path}" if check_override_path(load_gpu(ctx.gpu), path) is None else path
+
+
 def _check_path(path: str, ctx: EvalContext, spec: str) -> bool:
     """Whether `path` is an integer parameter; ConfigError when it cannot be swept under `ctx`."""
     if path.startswith("gpu."):
@@ -200,6 +211,7 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
     steps = _number(steps_text, "STEPS", spec)
     if steps != int(steps) or not 1 <= steps <= 1000:
         raise ConfigError(f"sweep '{spec}': STEPS is the number of points, an integer 1-1000")
+    path = _as_gpu_path(path, ctx)
     integer = _check_path(path, ctx, spec)
     values = linspace_values(start, stop, int(steps), integer=integer)
     for value in values:  # a value no point can take fails here, once, not at every point

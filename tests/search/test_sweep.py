@@ -34,6 +34,12 @@ def test_parse_axis(spec: str, values: tuple) -> None:
     assert [type(v) for v in axis.values] == [type(v) for v in values]
 
 
+@pytest.mark.parametrize("path", ["memory.bus_width_bits", "num_sms", "clocks.sm_clock_max_mhz"])
+def test_a_gpu_field_as_dse_gpu_fields_lists_it_is_the_gpu_path(path: str) -> None:
+    """`dse gpu fields` lists paths without `gpu.` and `--set` takes them so: a sweep did not."""
+    assert parse_axis(f"{path}=1024:2048:2", CTX) == parse_axis(f"gpu.{path}=1024:2048:2", CTX)
+
+
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
