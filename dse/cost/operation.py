@@ -23,7 +23,7 @@ from typing import Any
 
 from dse.cost.build import BuildCost, build_cost
 from dse.cost.facts import CostFacts, grid_gco2_per_kwh, load_cost_facts
-from dse.errors import ConfigError
+from dse.errors import ConfigError, UnpricedError
 from dse.hardware.spec import GpuSpec
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
@@ -152,9 +152,10 @@ def _per_million(usd_per_s: float, tokens_per_s: float) -> float | None:
 
 
 def operation_outputs(
-    build: BuildCost, facts: CostFacts, load: Throughput, options: CostOptions
+    build: BuildCost | None, facts: CostFacts, load: Throughput, options: CostOptions
 ) -> dict[str, float | None]:
-    """$ and carbon per GPU-hour and per token (module docstring)."""
+    """$ and carbon per GPU-hour and per token (module docstring). `build` None: a GPU with no build ledger
+    (no die to size), priced from `options`' hourly or purchase price alone, with no embodied carbon."""
     energy_usd_h = (
         load.avg_power_w
         / 1e3
@@ -165,7 +166,8 @@ def operation_outputs(
     if options.gpu_usd_per_hour is not None:
         usd_h, fraction = options.gpu_usd_per_hour, None
     else:
-        usd_h = build.gpu_price_usd / _hours(facts) + energy_usd_h
+        price = build.gpu_price_usd if build is not None else float(options.gpu_price_usd or 0.0)
+        usd_h = price / _hours(facts) + energy_usd_h
         # None when nothing runs (an infeasible point has no power): no share to speak of, not 0%
         fraction = energy_usd_h / usd_h if usd_h > 0 and load.avg_power_w > 0 else None
     usd_per_s = usd_h * load.num_gpus / 3600.0
@@ -175,7 +177,9 @@ def operation_outputs(
     pue, grid = facts.value("operation.pue"), grid_gco2_per_kwh(facts, options.grid)
     tokens_per_h = load.output_tokens_per_s * 3600.0
     embodied = (
-        build.embodied_gco2 * load.num_gpus / (_hours(facts) * tokens_per_h) if tokens_per_h > 0 else None
+        build.embodied_gco2 * load.num_gpus / (_hours(facts) * tokens_per_h)
+        if tokens_per_h > 0 and build is not None
+        else None
     )
     return {
         "usd_per_gpu_hour": usd_h,
@@ -191,8 +195,16 @@ def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = N
     """Every `COST_KEYS` entry for one deployment of `gpu` (build ledger per GPU, operation for all)."""
     options = options or CostOptions()
     facts = options.facts()
-    build = build_cost(gpu, facts, options.gpu_price_usd)
-    out: dict[str, Any] = {k: v for k, v in build.as_dict().items() if k in COST_KEYS}
+    try:
+        build: BuildCost | None = build_cost(gpu, facts, options.gpu_price_usd)
+    except UnpricedError:
+        if options.gpu_usd_per_hour is None and options.gpu_price_usd is None:
+            raise
+        build = None  # an hourly or purchase price prices the run; the ledger (dies, memory, ...) stays null
+    if build is not None:
+        out: dict[str, Any] = {k: v for k, v in build.as_dict().items() if k in COST_KEYS}
+    else:
+        out = {**dict.fromkeys(COST_KEYS), "gpu_price_usd": options.gpu_price_usd}
     out.update(operation_outputs(build, facts, load, options))
     out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"
     out["cost_scenario"] = options.scenario

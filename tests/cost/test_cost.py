@@ -15,7 +15,7 @@ from dse.cost.area import modelled_area
 from dse.cost.build import build_cost, gross_dies_per_wafer, sellable_yield
 from dse.cost.facts import FLAG_RANGED, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import J_PER_KWH, CostOptions, Throughput, cost_outputs
-from dse.errors import ConfigError
+from dse.errors import ConfigError, UnpricedError
 from dse.hardware.catalog import list_gpus, load_gpu
 
 LOAD = Throughput(num_gpus=1, avg_power_w=500.0, output_tokens_per_s=2000.0, energy_per_output_token_j=0.25)
@@ -280,6 +280,30 @@ def test_unknown_node_and_missing_die_are_config_errors() -> None:
         build_cost(no_die, facts)
 
 
+def test_a_gpu_without_a_die_is_priced_from_the_price_given() -> None:
+    """No die, no build ledger; but an hourly price (renter) or a purchase price (owner) prices the run, and
+    operational carbon needs neither: the flags were accepted and ignored (every cost key null)."""
+    no_die = load_gpu("h100-sxm").model_copy(update={"die": None})
+    load = Throughput(
+        num_gpus=2, avg_power_w=500.0, output_tokens_per_s=2000.0, energy_per_output_token_j=0.5
+    )
+    with pytest.raises(UnpricedError):
+        cost_outputs(no_die, load)
+    renter = cost_outputs(no_die, load, CostOptions(gpu_usd_per_hour=2.0))
+    assert renter["usd_per_million_output_tokens"] == pytest.approx(2.0 * 2 / (2000.0 * 3600) * 1e6)
+    facts = load_cost_facts()
+    gco2 = 0.5 / J_PER_KWH * facts.value("operation.pue") * facts.value("operation.grid_gco2_per_kwh")
+    assert renter["gco2_per_output_token"] == pytest.approx(gco2)
+    assert renter["die_cost_usd"] is None and renter["embodied_gco2_per_output_token"] is None
+    owner = cost_outputs(no_die, load, CostOptions(gpu_price_usd=20000.0))
+    double = cost_outputs(no_die, load, CostOptions(gpu_price_usd=40000.0))
+    hardware = double["usd_per_gpu_hour"] - owner["usd_per_gpu_hour"]  # the price's part alone, once
+    assert owner["usd_per_gpu_hour"] - hardware == pytest.approx(
+        owner["energy_cost_fraction"] * owner["usd_per_gpu_hour"]
+    )
+    assert owner["gpu_price_usd"] == 20000.0 and owner["cost_view"] == "owner"
+
+
 def test_every_fact_has_a_source_and_a_tag() -> None:
     for path, fact in load_cost_facts().entries.items():
         assert fact.tag in ("V", "R", "E", "D"), path
@@ -371,7 +395,8 @@ def test_a_gpu_that_cannot_be_priced_keeps_its_prediction(tmp_path) -> None:
     nodie = tmp_path / "nodie.yaml"
     nodie.write_text(text[: text.index("\ndie:")] + "\n", encoding="utf-8")
     work = ["--model", "llama-3.1-8b", "--batch", "8", "--input-tokens", "128", "--output-tokens", "16"]
-    gpus = (["--gpu", str(nodie), "--gpu-usd-per-hour", "2"], ["--gpu", "h100-sxm", "--set", "num_sms=5000"])
+    # (an hourly or purchase price prices a GPU without a die: test_a_gpu_without_a_die_is_priced_...)
+    gpus = (["--gpu", str(nodie)], ["--gpu", "h100-sxm", "--set", "num_sms=5000"])
     for gpu in gpus:
         result = CliRunner().invoke(app, ["predict", *gpu, *work, "--json"])
         assert result.exit_code == 0, result.output
