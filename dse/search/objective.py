@@ -382,13 +382,14 @@ def cost_options(params: Mapping[str, Any], ctx: EvalContext) -> Any:
 def cost_of_point(
     params: Mapping[str, Any], ctx: EvalContext, inputs: Mapping[str, Any], metrics: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The `dse.cost` keys of one point (none for a GPU without a `die` section)."""
+    """The `dse.cost` keys of one point (none for a GPU without a `die` section, unless the study's cost
+    section gives an hourly or purchase price, which `cost_outputs` prices it from)."""
     from dse.cost.operation import COST_KEYS, Throughput, cost_outputs
 
     gpu = inputs["gpu"]
-    if gpu.die is None:
-        return {}
     options = cost_options(params, ctx)
+    if gpu.die is None and options.gpu_usd_per_hour is None and options.gpu_price_usd is None:
+        return {}
     if not finite(metrics.get("output_tokens_per_s")):
         return {k: None for k in COST_KEYS}
     static = inputs["mode"] == "static"
