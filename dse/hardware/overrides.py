@@ -343,12 +343,24 @@ class OverrideField:
     note: str  # what it does or what it takes
 
 
-def _human(path: str) -> str | None:
-    """The human-unit spelling of an SI path (`..._hz` -> `..._mhz`), if the vocabulary has one."""
-    for suffix, si_suffix, _ in UNIT_SUFFIXES:
-        if path.endswith(si_suffix) and si_key(path[: -len(si_suffix)] + suffix)[0] == path:
-            return path[: -len(si_suffix)] + suffix
-    return None
+def _human(path: str, value: Any = None) -> str | None:
+    """The human-unit spelling of an SI path, if the vocabulary has one: the largest unit in which `value` is
+    at least 1 (`capacity_gib`, `l2_mib`, `smem_kib`, `latency_us`, as the GPU files write them), clocks in
+    MHz; the largest unit when there is no value (`capacity_per_device_gib`)."""
+    spellings = [
+        (path[: -len(si_suffix)] + suffix, factor)
+        for suffix, si_suffix, factor in UNIT_SUFFIXES
+        if path.endswith(si_suffix)
+        and si_key(path[: -len(si_suffix)] + suffix)[0] == path
+        and suffix != "_ghz"
+    ]
+    if not spellings:
+        return None
+    if isinstance(value, int | float) and value > 0:
+        fitting = [(factor, human) for human, factor in spellings if value / factor >= 1.0]
+        if fitting:
+            return max(fitting)[1]
+    return max(spellings, key=lambda spelling: spelling[1])[0]
 
 
 def override_fields(gpu: GpuSpec) -> list[OverrideField]:
@@ -372,7 +384,7 @@ def override_fields(gpu: GpuSpec) -> list[OverrideField]:
                 continue
             if isinstance(value, dict):
                 continue  # a table against SM clock (V-f, idle power): edit it in a GPU YAML file
-            out.append(OverrideField(path, _human(path), value, ""))
+            out.append(OverrideField(path, _human(path, value), value, ""))
 
     walk(gpu.model_dump(), "")
     rebuild = "rebuilds the memory system (bandwidth, capacity, DRAM energy per bit recomputed)"

@@ -214,3 +214,17 @@ def test_power_tables_must_be_physical() -> None:
     with pytest.raises(ConfigError, match="power_cap_min_w 900 W is above tdp_w 700"):
         load_gpu("h100-sxm", {"power.power_cap_min_w": 900})
     assert load_gpu("h100-sxm", {"power.power_cap_min_w": 700}).power.power_cap_min_w == 700
+
+
+@pytest.mark.parametrize("name", ["h100-sxm", "a100-sxm-80gb", "rtx-4090"])
+def test_gpu_fields_name_the_units_the_gpu_files_write(name: str) -> None:
+    """`dse gpu fields` showed `memory.capacity_kib` and `interconnect.latency_ms` (the first unit of each
+    kind): each human path it lists is the key the catalog's own YAML file writes."""
+    from importlib import resources
+
+    from dse.hardware.overrides import override_fields
+
+    text = resources.files("dse.hardware.data.gpus").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    written = {line.split(":")[0].strip() for line in text.splitlines() if ":" in line}
+    listed = [f.human_path for f in override_fields(load_gpu(name)) if f.human_path and f.value is not None]
+    assert listed and all(path.rsplit(".", 1)[-1] in written for path in listed), listed
