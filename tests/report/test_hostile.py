@@ -104,4 +104,24 @@ def test_breakdown_figures_escape_names_and_labels() -> None:
             assert "<" not in trace.name and "<" not in "".join(trace.y)
             assert trace.hovertemplate.startswith("%{fullData.name}") and "m&x" not in trace.hovertemplate
     names = [t.name for t in plot_breakdowns(rows)[1].data]
-    assert any("&lt;b&gt;&quot;m&amp;x" in n for n in names)
+    # Plotly decodes &amp; &lt; &gt; but not &quot;: quotes stay as they are (they showed as "&quot;")
+    assert any('&lt;b&gt;"m&amp;x' in n for n in names)
+
+
+def test_sweep_compare_and_roofline_figures_escape_user_text() -> None:
+    """A GPU file path or a model path reaches the legend, the hover and the roofline's kernel names."""
+    from dse.report.figures.roofline import plot_roofline
+    from dse.report.figures.sweep import plot_compare
+
+    row = {"params": {"gpu": '<b>"g%{x}.yaml'}, "reason": None, "status": "ok", "metrics": {}}
+    rows = [
+        {**row, "metrics": {"tpot_s": 0.01, "ttft_s": 0.1}},
+        {**row, "metrics": {"tpot_s": 0.02, "ttft_s": 0.2}},
+    ]
+    for trace in plot_compare(rows).data:
+        assert trace.name.startswith('&lt;b&gt;"g') and "%{x}.yaml" not in trace.hovertemplate
+    kernel = {"name": "decode/<i>m/attn", "kind": "gemm", "phase": "decode", "flop": 1e9, "dram_bytes": 1e6,
+              "latency_s": 1e-5, "count": 1, "bound_by": "tensor"}  # fmt: skip
+    roofs = {"tensor_peak_flop_per_s": 1e15, "cuda_peak_flop_per_s": 6e13, "dram_bw_bytes_per_s": 3e12}
+    fig = plot_roofline({"kernels": [kernel], **roofs}, "roofline")
+    assert all("<i>" not in str(t.customdata) for t in fig.data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +10,7 @@ import numpy as np
 
 from dse.report._imports import try_import
 from dse.report.display import display_unit, round_sig
+from dse.report.markup import plotly_text
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -93,9 +93,9 @@ def _stacked_bars(
         # name would be template syntax).
         fig.add_trace(
             go.Bar(
-                name=html.escape(part),
+                name=plotly_text(part),
                 orientation="h",
-                y=[html.escape(label) for label in y_labels],
+                y=[plotly_text(label) for label in y_labels],
                 x=round_sig(unit.convert(x), 4),
                 customdata=np.round(share, 4),
                 marker={"color": colors.get(part)} if part in colors else {},

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dse.report._imports import try_import
+from dse.report.markup import plotly_text
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -81,7 +82,7 @@ def plot_roofline(data: Mapping[str, Any], title: str = "") -> Any | None:
                         "line": {"width": 0.5, "color": "#222"},
                     },
                     customdata=[
-                        [k["name"], k["bound_by"], 100 * s, k["latency_s"] * 1e6]
+                        [plotly_text(k["name"]), k["bound_by"], 100 * s, k["latency_s"] * 1e6]
                         for k, s in zip(rows, share, strict=True)
                     ],
                     hovertemplate="%{customdata[0]}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<br>"

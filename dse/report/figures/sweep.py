@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dse.report._imports import try_import
+from dse.report.markup import plotly_text
 from dse.search.sweep import COMPARE_METRICS, SWEEP_METRICS
 
 with try_import() as _imports:
@@ -52,7 +53,7 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: s
         color = palette[i % len(palette)]
         xs = [r["params"][paths[0]] for r in group]
         hover = [
-            r["status"] if r["reason"] is None else f"{r['status']}: " + html.escape(str(r["reason"]))[:200]
+            r["status"] if r["reason"] is None else f"{r['status']}: " + plotly_text(str(r["reason"])[:200])
             for r in group
         ]
         symbols = ["circle" if r["reason"] is None else "x" for r in group]
@@ -62,14 +63,14 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: s
                     x=xs,
                     y=[_display(r, key, scale) for r in group],
                     mode="lines+markers",
-                    name=name,
+                    name=plotly_text(name),
                     legendgroup=name,
                     showlegend=j == 0,
                     line={"color": color},
                     marker={"symbol": symbols, "size": 8},
                     customdata=hover,
                     hovertemplate=f"{paths[0]} = %{{x}}<br>{label}: %{{y:{fmt}}}<br>%{{customdata}}"
-                    f"<extra>{html.escape(name)}</extra>",
+                    "<extra>%{fullData.name}</extra>",
                 ),
                 row=j + 1,
                 col=1,
@@ -98,11 +99,10 @@ def plot_compare(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
             go.Bar(
                 x=[m[1] for m in metrics],
                 y=ratios,
-                name=name,
-                customdata=texts,
-                hovertemplate="%{x}: %{customdata} (x%{y:.2f} of "
-                + html.escape(str(base["params"]["gpu"]))
-                + f")<extra>{html.escape(name)}</extra>",
+                name=plotly_text(name),
+                customdata=[[text, plotly_text(base["params"]["gpu"])] for text in texts],
+                hovertemplate="%{x}: %{customdata[0]} (x%{y:.2f} of %{customdata[1]})"
+                "<extra>%{fullData.name}</extra>",
             )
         )
     fig.update_layout(
