@@ -55,9 +55,9 @@ HtmlOpt = Annotated[
 ParamsArg = Annotated[
     list[str],
     typer.Argument(
-        help="PATH=START:STOP:STEPS, one or two: a gpu.* path of `dse gpu fields`, a cost.* path of "
-        "`dse cost facts`, sm_clock_mhz, power_cap_w, batch, concurrency, request_rate_per_s, input_tokens, "
-        "output_tokens, or under load num_requests, max_num_seqs, max_batched_tokens, "
+        help="PATH=START:STOP:STEPS, one or two: a path of `dse gpu fields` (gpu. optional), a cost.* "
+        "path of `dse cost facts`, sm_clock_mhz, power_cap_w, batch, concurrency, request_rate_per_s, "
+        "input_tokens, output_tokens, or under load num_requests, max_num_seqs, max_batched_tokens, "
         "gpu_memory_utilization, host_step_s or layer_host_s (seconds)."
     ),
 ]

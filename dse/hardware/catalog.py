@@ -242,9 +242,10 @@ def _with_catalog_base(gpu: GpuSpec, source: str, smap: SourceMap | None = None)
 
 # NVML product names -> catalog names (dse/hardware/data/gpus). First match wins; order matters (A100 vs A10).
 _CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"H100.*(PCIe|NVL)", "h100-pcie"),
-    (r"H100", "h100-sxm"),
-    (r"H200", "h200-sxm"),
+    # Variants the catalog lacks map to none, not a neighbour: H100 / H200 NVL, GH200, GB200, 3090 Ti, 4090 D
+    (r"H100.*PCIe", "h100-pcie"),
+    (r"(?<!G)H100(?!.*NVL)", "h100-sxm"),
+    (r"(?<!G)H200(?!.*NVL)", "h200-sxm"),
     (r"A100.*PCIE.*40", "a100-pcie-40gb"),
     (r"A100.*(80GB.*PCIE|PCIE.*80)", "a100-pcie-80gb"),
     (r"A100.*SXM.*40", "a100-sxm-40gb"),
@@ -252,11 +253,11 @@ _CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bA10\b", "a10"),
     (r"\bA40\b", "a40"),
     (r"V100.*SXM2.*16GB", "v100-sxm2"),  # the catalog's V100 is the 16 GB part; a 32 GB one has no entry
-    (r"RTX 3090", "rtx-3090"),
+    (r"RTX 3090(?!\s*Ti)", "rtx-3090"),
     (r"L40S", "l40s"),
     (r"\bL4\b", "l4"),
-    (r"RTX 4090", "rtx-4090"),
-    (r"B200", "b200"),
+    (r"RTX 4090(?!\s*D)", "rtx-4090"),
+    (r"(?<!G)B200", "b200"),
 )
 
 

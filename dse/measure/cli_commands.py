@@ -133,6 +133,15 @@ def _write_env(path: Path, gpu: Any, extra: dict[str, Any]) -> None:
     path.write_text(json.dumps(env, indent=2, default=str) + "\n")
 
 
+def _recorded_tdp_w(recorded: Sequence[KernelSample], default_w: float) -> float:
+    """The power limit of the catalog GPU the samples name (as calibrate judges them), else `default_w`."""
+    from dse.hardware.catalog import catalog_gpu_name, list_gpus, load_gpu
+
+    names = {catalog_gpu_name(s.gpu) or s.gpu.strip().lower().replace("_", "-") for s in recorded}
+    name = names.pop() if len(names) == 1 else None
+    return load_gpu(name).power.tdp_w if name in list_gpus() else default_w
+
+
 def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, list[KernelSample]]:
     from dse.hardware.catalog import load_gpu
     from dse.measure.replay import ReplayGpu, synthetic_fallback
@@ -142,7 +151,7 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
     if replay is not None and recorded:  # held to what calibrate and validate accept: no NaN, no -300 W
         frame = samples_frame(recorded)
         frame["file"] = replay.name
-        check_sample_values(frame, spec.power.tdp_w)
+        check_sample_values(frame, _recorded_tdp_w(recorded, spec.power.tdp_w))
     gpu = ReplayGpu(
         recorded,
         name=spec.name,

@@ -296,11 +296,12 @@ def test_a_gpu_without_a_die_is_priced_from_the_price_given() -> None:
     assert renter["gco2_per_output_token"] == pytest.approx(gco2)
     assert renter["die_cost_usd"] is None and renter["embodied_gco2_per_output_token"] is None
     owner = cost_outputs(no_die, load, CostOptions(gpu_price_usd=20000.0))
-    double = cost_outputs(no_die, load, CostOptions(gpu_price_usd=40000.0))
-    hardware = double["usd_per_gpu_hour"] - owner["usd_per_gpu_hour"]  # the price's part alone, once
-    assert owner["usd_per_gpu_hour"] - hardware == pytest.approx(
-        owner["energy_cost_fraction"] * owner["usd_per_gpu_hour"]
-    )
+    op = {k: facts.value(f"operation.{k}") for k in ("lifetime_years", "utilization", "pue")}
+    hours = op["lifetime_years"] * 8766.0 * op["utilization"]  # 365.25-day years
+    energy_usd_h = 0.5 * facts.value("operation.server_power_multiplier") * op["pue"]  # 500 W: 0.5 kW
+    energy_usd_h *= facts.value("operation.electricity_usd_per_kwh")
+    assert owner["usd_per_gpu_hour"] == pytest.approx(20000.0 / hours + energy_usd_h)  # amortized + power
+    assert owner["energy_cost_fraction"] == pytest.approx(energy_usd_h / owner["usd_per_gpu_hour"])
     assert owner["gpu_price_usd"] == 20000.0 and owner["cost_view"] == "owner"
 
 

@@ -195,6 +195,13 @@ def test_unknown_suite():
         ("Tesla V100-SXM2-16GB", "v100-sxm2"),
         ("Tesla V100-SXM2-32GB", None),
         ("NVIDIA GeForce RTX 2080 Ti", None),
+        ("NVIDIA GeForce RTX 3090 Ti", None),  # 84 SMs at 450 W, not the 3090's 82 at 350 W
+        ("NVIDIA GeForce RTX 4090 D", None),
+        ("NVIDIA GH200 480GB", None),
+        ("NVIDIA H200 NVL", None),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA GB200", None),
+        ("NVIDIA B200", "b200"),
     ],
 )
 def test_catalog_names_of_nvml_products(nvml_name, catalog):
