@@ -289,7 +289,10 @@ def measure_model_command(
         protocol: measurement protocol.
     """
     from dse.workload.models import load_model_config
+    from dse.workload.vision import is_vision_model
 
+    if is_vision_model(model):  # the harness builds LLM layers in torch; a CNN / ViT has no builder there
+        raise ConfigError(f"measure model takes an LLM; '{model}' is a vision model (see `dse models`)")
     out = Path(out)
     _check_new(out)
     arch = load_model_config(model)

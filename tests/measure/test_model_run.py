@@ -277,3 +277,15 @@ def test_replay_without_dry_run_names_the_missing_flag(tmp_path):
     result = CliRunner().invoke(app, [*args, "--replay", str(tmp_path / "recorded.parquet")])
     assert result.exit_code == 2 and "--replay needs --dry-run" in result.stderr, result.output
     assert not (tmp_path / "k.csv").exists()
+
+
+def test_a_vision_model_is_named_as_one_measure_model_does_not_take(tmp_path):
+    """`measure model --model resnet-50` said "unknown model 'resnet-50' (did you mean resnet-50?)"."""
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    args = ["measure", "model", "--model", "resnet-50", "--out", str(tmp_path / "rn"), "--dry-run"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "takes an LLM; 'resnet-50' is a vision model" in result.stderr
+    assert "did you mean" not in result.stderr and not (tmp_path / "rn").exists()

@@ -111,15 +111,19 @@ def test_breakdown_figures_escape_names_and_labels() -> None:
 def test_sweep_compare_and_roofline_figures_escape_user_text() -> None:
     """A GPU file path or a model path reaches the legend, the hover and the roofline's kernel names."""
     from dse.report.figures.roofline import plot_roofline
-    from dse.report.figures.sweep import plot_compare
+    from dse.report.figures.sweep import plot_compare, plot_sweep
 
     row = {"params": {"gpu": '<b>"g%{x}.yaml'}, "reason": None, "status": "ok", "metrics": {}}
     rows = [
         {**row, "metrics": {"tpot_s": 0.01, "ttft_s": 0.1}},
         {**row, "metrics": {"tpot_s": 0.02, "ttft_s": 0.2}},
     ]
-    for trace in plot_compare(rows).data:
+    fig = plot_compare(rows, title="<a href='x'>t</a>")
+    for trace in fig.data:
         assert trace.name.startswith('&lt;b&gt;"g') and "%{x}.yaml" not in trace.hovertemplate
+    assert "<" not in fig.layout.title.text + fig.layout.yaxis.title.text  # a model path, a GPU file name
+    sweep = plot_sweep([{**rows[0], "params": {"sm_clock_mhz": 1000.0}}], ["sm_clock_mhz"], title="<b>m</b>")
+    assert "<" not in sweep.layout.title.text
     kernel = {"name": "decode/<i>m/attn", "kind": "gemm", "phase": "decode", "flop": 1e9, "dram_bytes": 1e6,
               "latency_s": 1e-5, "count": 1, "bound_by": "tensor"}  # fmt: skip
     roofs = {"tensor_peak_flop_per_s": 1e15, "cuda_peak_flop_per_s": 6e13, "dram_bw_bytes_per_s": 3e12}

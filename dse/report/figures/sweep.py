@@ -77,7 +77,11 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: s
             )
     fig.update_xaxes(title_text=paths[0], row=n, col=1)
     fig.update_layout(
-        title=title, height=260 * n, template="plotly_white", hovermode="closest", margin={"t": 80}
+        title=plotly_text(title),
+        height=260 * n,
+        template="plotly_white",
+        hovermode="closest",
+        margin={"t": 80},
     )
     return fig
 
@@ -106,10 +110,10 @@ def plot_compare(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
             )
         )
     fig.update_layout(
-        title=title,
+        title=plotly_text(title),
         barmode="group",
         template="plotly_white",
-        yaxis_title=f"relative to {base['params']['gpu']}",
+        yaxis_title=plotly_text(f"relative to {base['params']['gpu']}"),
         height=520,
     )
     return fig
