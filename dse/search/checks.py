@@ -250,7 +250,8 @@ def _point_problem(
     cfg: StudyConfig, gpu: Any, path: str, value: Any, clocks_vary: bool, power_varies: bool = False
 ) -> str | None:
     """Problems that need the model catalog or the GPU: an unknown model, a clock outside the GPU's range,
-    a power cap below its lowest limit (`dse.perf.dvfs.power_cap_w`; above the TDP a cap does not bind)."""
+    a power cap below its lowest limit (`dse.perf.dvfs.power_cap_w`) or above its TDP (it would not bind:
+    the point would repeat the TDP's under another label; `dse predict` refuses it too)."""
     if path == "model":
         from dse.workload.models import load_model_config
 
@@ -274,6 +275,9 @@ def _point_problem(
             power_cap_w(gpu, OperatingPoint(power_cap_w=float(value)))
         except ConfigError as exc:
             return str(exc)
+        if value > gpu.power.tdp_w:
+            tdp_w = gpu.power.tdp_w
+            return f"{value!r} W is above the TDP of {cfg.gpu} ({tdp_w:g} W): a cap there does not bind"
     return None
 
 

@@ -281,6 +281,12 @@ MALFORMED = [
         6,
         ["space.power_cap_w.values.1", "power cap 150 W is not allowed", "minimum settable limit"],
     ),
+    (  # above the TDP a cap does not bind: the point repeated the 700 W one under another label
+        "cap-above-tdp",
+        GOOD.replace("precision: {values: [bf16, fp8]}", "power_cap_w: {values: [400, 5000]}"),
+        6,
+        ["space.power_cap_w.values.1", "5000 W is above the TDP of h100-sxm (700 W)"],
+    ),
     (
         "batch-not-int",
         GOOD.replace("precision: {values: [bf16, fp8]}", "batch: {values: [8, 0.5]}"),
