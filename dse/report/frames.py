@@ -162,14 +162,18 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
 def read_trials(run_dir: str | Path) -> tuple[pd.DataFrame, str]:
     """Return the run's trials (one row per point) and the file they came from."""
     run_dir = Path(run_dir)
-    parquet = run_dir / TRIALS_FILE
-    if parquet.is_file():
+    parquet, log = run_dir / TRIALS_FILE, run_dir / POINTS_FILE
+    if parquet.is_file() and log.is_file() and log.stat().st_mtime > parquet.stat().st_mtime:
+        # a run (a resumed one, say) stopped before it rewrote the table: the log holds every point
+        logger.warning(
+            "%s is older than %s (the run stopped before writing it); reading the log", parquet, log
+        )
+    elif parquet.is_file():
         try:
             df = pd.read_parquet(parquet)
             return df.drop_duplicates("point_id", keep="last").reset_index(drop=True), TRIALS_FILE
         except Exception as exc:  # a torn parquet: the log is the source of truth anyway
             logger.warning("%s unreadable (%s); reading %s", parquet, exc, POINTS_FILE)
-    log = run_dir / POINTS_FILE
     if log.is_file():
         return read_points_jsonl(log), POINTS_FILE
     raise ConfigError(

@@ -120,3 +120,20 @@ def test_the_cli_shows_the_warning_with_its_line(tmp_path: Path, capsys: pytest.
     )
     read_points_jsonl(log)
     assert f"warning: {log}:2: NaN or Infinity read as null" in capsys.readouterr().err
+
+
+def test_a_log_newer_than_the_table_is_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A resumed run killed before it rewrote trials.parquet: the report showed the old table's points (and
+    none of the ones logged since) without a word; the newer log is read, with a warning."""
+    import os
+
+    from dse.report.frames import read_trials
+
+    run = write_run(tmp_path, 50)
+    log = run / "points.jsonl"
+    log.write_text(log.read_text() + '{"point_id": "extra", "metrics": {"energy_j": 1.0}}\n')
+    table = run / "trials.parquet"
+    os.utime(table, (table.stat().st_atime, log.stat().st_mtime - 10))  # the table from the earlier end
+    trials, source = read_trials(run)
+    assert source == "points.jsonl" and "extra" in set(trials["point_id"])
+    assert "older than" in caplog.text
