@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.config.jsonio import loads_finite, with_nulls
-from dse.errors import SearchError
+from dse.errors import ConfigError, SearchError
 
 logger = logging.getLogger(__name__)
 
@@ -301,6 +301,20 @@ class PointLog:
         if not self._fh.closed:
             self.sync()
             self._fh.close()
+
+
+def check_resumed_budget(run_dir: Path, n_points: int) -> None:
+    """A resumed run's --n-points below the points it logged would rewrite its tables, front and report for
+    its first n_points alone (the log keeps the rest): refused, before anything is written."""
+    if not (run_dir / POINTS_FILE).is_file():
+        return
+    logged = PointLog(run_dir / POINTS_FILE)
+    logged.close()
+    if n_points < len(logged.records):
+        raise ConfigError(
+            f"--n-points {n_points}: the run has {len(logged.records):,} points logged; give at least that "
+            "many (its tables would keep only the first --n-points), or leave it out"
+        )
 
 
 def trials_frame(

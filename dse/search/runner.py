@@ -44,6 +44,7 @@ from dse.search.rundir import (
     SUMMARY_FILE,
     PointLog,
     PointRecord,
+    check_resumed_budget,
     env_info,
     find_run_dir,
     model_fingerprint,
@@ -550,6 +551,8 @@ def run_study(
     overrides["time_budget_s"] = time_budget_s
     cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
     created = not run_dir.exists()
+    if resume is not None and n_points is not None:
+        check_resumed_budget(run_dir, n_points)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")

@@ -18,7 +18,7 @@ import pytest
 from dse.errors import ConfigError, SearchError
 from dse.search.pareto import pareto_mask
 from dse.search.progress import ProgressState
-from dse.search.rundir import PointLog, PointRecord, model_fingerprint, tree_fingerprint
+from dse.search.rundir import STUDY_FILE, PointLog, PointRecord, model_fingerprint, tree_fingerprint
 from dse.search.runner import run_study
 
 from .toy import ctrl_c_after_40, die_once, flat, schaffer, zdt1
@@ -439,3 +439,13 @@ def test_resume_refuses_the_flags_of_a_new_run(tmp_path: Path) -> None:
     # the root the run is in is where it stays: a script that always passes --out still resumes
     assert run_study(resume=done.run_dir, evaluator=zdt1, out=tmp_path).n_cached == done.n_points
     assert run_study(resume=done.run_dir, evaluator=zdt1).n_cached == done.n_points
+
+
+def test_a_resumed_budget_below_the_logged_points_is_refused(tmp_path: Path) -> None:
+    """--resume with --n-points 8 on a 32-point run rewrote its tables, front and report for 8 points."""
+    done = run_study(zdt_study(tmp_path, 32), out=tmp_path, evaluator=zdt1)
+    study_text = (done.run_dir / STUDY_FILE).read_text()
+    with pytest.raises(ConfigError, match="--n-points 8: the run has 32 points logged"):
+        run_study(resume=done.run_dir, evaluator=zdt1, n_points=8)
+    assert (done.run_dir / STUDY_FILE).read_text() == study_text  # nothing rewritten
+    assert run_study(resume=done.run_dir, evaluator=zdt1, n_points=40).n_points == 40
