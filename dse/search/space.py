@@ -405,7 +405,7 @@ class SearchSpace:
                         (
                             (name, "when", ref),
                             f"'{ref}' is not a parameter of this space "
-                            f"(allowed: {', '.join(n for n in self.params if n != name)})",
+                            f"(allowed: {', '.join(n for n in self.params if n != name) or 'none: add it'})",
                         )
                     )
                     continue

@@ -119,3 +119,14 @@ def test_a_float_range_wider_than_a_float_is_named_as_such(step: float | None) -
     # the step; a range of finite ends whose width is not finite is refused for what it is
     with pytest.raises(ValidationError, match="high - low overflows"):
         TypeAdapter(ParamSpec).validate_python({"type": "float", "low": -1e308, "high": 1e308, "step": step})
+
+
+def test_a_when_on_a_missing_parameter_of_a_one_parameter_space_says_so() -> None:
+    """It read "(allowed: )": the space had no other parameter to name."""
+    problems = space({"batch": {"values": [1, 2], "when": {"nonexistent": 3}}}).problems()
+    assert problems == [
+        (
+            ("batch", "when", "nonexistent"),
+            "'nonexistent' is not a parameter of this space (allowed: none: add it)",
+        )
+    ]
