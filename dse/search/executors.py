@@ -28,6 +28,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -110,6 +111,16 @@ def _worker_init() -> None:
     # One numerical thread per worker process: the workers already fill the cores.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
+    # A parent killed outright (SIGKILL, the OOM killer) cannot stop the pool: its workers, waiting on the
+    # call queue, would idle under init forever. Each leaves once it is reparented.
+    parent = os.getppid()
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent_pid: int, poll_s: float = 1.0) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(poll_s)
+    os._exit(0)
 
 
 def _warm_up(evaluator: Evaluator, delay_s: float) -> int:

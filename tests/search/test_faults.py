@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,49 @@ def test_a_run_refused_before_any_point_leaves_no_run_directory(
     with pytest.raises(SearchError, match="could not reach"):  # a later refusal keeps the earlier run
         run_study(zdt_study(tmp_path, 16), out=tmp_path / "kept", evaluator=zdt1, fresh=True)
     assert [p.name for p in (tmp_path / "kept" / "zdt").iterdir()] == [first.run_dir.name]
+
+
+_ORPHAN_PARENT = """
+import os, time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from dse.search.executors import _worker_init
+
+def pid_after(delay_s):
+    time.sleep(delay_s)  # long enough that both workers take a task
+    return os.getpid()
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(2, mp_context=get_context("spawn"), initializer=_worker_init)
+    print(" ".join(map(str, sorted(set(pool.map(pid_after, [0.5] * 4))))), flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see the workers")
+def test_process_workers_leave_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """`dse run --executor process` killed with SIGKILL left its spawn workers idle under init (a
+    newcomer found them 35 s later); each now exits within a poll once it is reparented."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHAN_PARENT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        workers = [int(p) for p in line.split()]
+        assert workers, "the pool's workers did not start"
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.2)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    for pid in alive:  # leave nothing behind whatever the outcome
+        os.kill(pid, signal.SIGKILL)
+    assert not alive
