@@ -261,6 +261,12 @@ _CATALOG_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def recorded_gpu_name(recorded: str) -> str:
+    """The GPU a measurement's `gpu` value names: its catalog name, else the value with `_` as `-`
+    (`h100_sxm`), the name `calibrate` looks up."""
+    return catalog_gpu_name(recorded) or recorded.replace("_", "-")
+
+
 def catalog_gpu_name(nvml_name: str) -> str | None:
     """The catalog GPU an NVML product name names ("NVIDIA H100 80GB HBM3" -> "h100-sxm"), or None."""
     for pattern, name in _CATALOG_PATTERNS:

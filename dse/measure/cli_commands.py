@@ -135,9 +135,9 @@ def _write_env(path: Path, gpu: Any, extra: dict[str, Any]) -> None:
 
 def _recorded_tdp_w(recorded: Sequence[KernelSample], default_w: float) -> float:
     """The power limit of the catalog GPU the samples name (as calibrate judges them), else `default_w`."""
-    from dse.hardware.catalog import catalog_gpu_name, list_gpus, load_gpu
+    from dse.hardware.catalog import list_gpus, load_gpu, recorded_gpu_name
 
-    names = {catalog_gpu_name(s.gpu) or s.gpu.strip().lower().replace("_", "-") for s in recorded}
+    names = {recorded_gpu_name(s.gpu) for s in recorded}
     name = names.pop() if len(names) == 1 else None
     return load_gpu(name).power.tdp_w if name in list_gpus() else default_w
 

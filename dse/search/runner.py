@@ -477,6 +477,8 @@ def _prepare(
         if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
             flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
             raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
+        if overrides.get("n_points") is not None:  # before anything of the run is rewritten
+            check_resumed_budget(run_dir, overrides["n_points"])
         cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
         seed = overrides.pop("seed", None)
         if seed is not None and seed != cfg.search.seed:
@@ -551,8 +553,6 @@ def run_study(
     overrides["time_budget_s"] = time_budget_s
     cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
     created = not run_dir.exists()
-    if resume is not None and n_points is not None:
-        check_resumed_budget(run_dir, n_points)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")

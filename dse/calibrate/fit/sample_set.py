@@ -37,7 +37,7 @@ from dse.calibrate.data.samples import (
     samples_frame,
 )
 from dse.errors import ConfigError
-from dse.hardware.catalog import catalog_gpu_name, load_gpu
+from dse.hardware.catalog import catalog_gpu_name, load_gpu, recorded_gpu_name
 from dse.hardware.spec import GpuSpec
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 
@@ -138,7 +138,7 @@ def load_sample_set(
         names = sorted({s.gpu for _, ss in per_file for s in ss})
         if len(names) != 1:
             raise ConfigError(f"the samples name several GPUs ({', '.join(names)}): pass --gpu NAME")
-        gpu = catalog_gpu_name(names[0]) or names[0].replace("_", "-")
+        gpu = recorded_gpu_name(names[0])
     spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
     frames, ops, sources = [], [], []
     skipped: dict[str, int] = {}
