@@ -301,12 +301,22 @@ def check_override_path(gpu: GpuSpec, path: str) -> str | None:
     return None
 
 
-def field_value_problem(path: str, value: Any) -> str | None:
+def field_value_problem(path: str, value: Any, gpu: GpuSpec | None = None) -> str | None:
     """What is wrong with `value` by the own bounds of the GPU field at `path` (`clocks.sm_clock_max_mhz`),
     said in the path's unit, or None: a study refuses at load a value no point can take (9e9 MHz failed at
-    every point). Checks across fields (min <= max), the memory-system keys and the knobs depend on the
-    point and are left to it, as is a value that is no number (its point names it)."""
-    parts = path.strip().removeprefix("gpu.").split(".")
+    every point). A scale knob (`sm.tensor_factor`) is applied to `gpu`, the study's base GPU, whose scaled
+    field must stay in its range. Checks across fields (min <= max) and the memory-system keys depend on
+    the point and are left to it, as is a value that is no number (its point names it)."""
+    knob = path.strip().removeprefix("gpu.")
+    if knob in ("sm.tensor_factor", "memory.energy_factor") and gpu is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        try:
+            _with_factors(gpu, {knob: float(value)})
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    parts = knob.split(".")
     model: Any = GpuSpec
     for part in parts[:-1]:
         info = model.model_fields.get(part)

@@ -113,6 +113,13 @@ class SmSpec(_Frozen):
         huge = [k for k, v in rates.items() if v > 1e7]
         if huge:
             raise ValueError(f"tensor rates are FLOP per clock per SM, at most 1e7 (B200 fp4: 32768): {huge}")
+        # The power model's Tensor-Core peak is the 16-bit rate (bf16, else fp16): without one every
+        # kernel's Tensor utilization would be 0/0.
+        if "bf16" not in rates and "fp16" not in rates:
+            raise ValueError(
+                "needs a 16-bit Tensor-Core rate (bf16 or fp16): GPUs without Tensor Cores (before Volta) "
+                f"are not modelled (has: {sorted(rates) or 'none'})"
+            )
         return rates
 
 

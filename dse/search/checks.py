@@ -331,7 +331,7 @@ def _check_serving(cfg: StudyConfig, smap: SourceMap, space: SearchSpace, modes:
                 cfg, gpu, path, value, clocks_vary, power_varies
             )
             if msg is None and path.startswith("gpu."):
-                msg = field_value_problem(path, value)
+                msg = field_value_problem(path, value, gpu)
             if msg is not None:
                 raise located_error(smap, where, msg)
         if path in INT_KEYS and isinstance(spec, FloatParam):

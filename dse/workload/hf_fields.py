@@ -83,14 +83,16 @@ class Fields:
             )
         return value
 
-    def layer_kinds(self, key: str, num_layers: builtins.int, kinds: tuple[str, ...]) -> list[str] | None:
-        """One of `kinds` per layer, or None when absent."""
+    def layer_kinds(self, key: str, num_layers: builtins.int, kinds: tuple[Any, ...]) -> list[Any] | None:
+        """One of `kinds` (strings, or integer flags) per layer, or None when absent."""
         value = self.raw.get(key)
         if value is None:
             return None
-        if not (isinstance(value, list) and len(value) == num_layers and all(v in kinds for v in value)):
+        ok = isinstance(value, list) and len(value) == num_layers
+        # typed: True == 1 would pass a membership test of integer flags
+        if not (ok and all(type(v) in {type(k) for k in kinds} and v in kinds for v in value)):
             raise ConfigError(
-                f"{self.source}: field '{key}' must list one of {', '.join(kinds)} for each of the "
+                f"{self.source}: field '{key}' must list one of {', '.join(map(str, kinds))} for each of the "
                 f"{num_layers} layers"
             )
         return value

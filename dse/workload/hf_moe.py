@@ -94,10 +94,16 @@ def llama4_text(f: Fields, model_type: str) -> dict[str, Any]:
     (counted as qk_norm's 2 x head_dim per layer, 12k parameters too many)."""
     d, num_heads, n = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
     step, expert_ff = f.int("interleave_moe_layer_step", 1), f.int("intermediate_size")
-    moe_layers = set(f.raw.get("moe_layers") or range(step - 1, n, step))
+    # an empty list means the default, as Llama4TextConfig reads it
+    moe_layers = set(
+        (f.raw.get("moe_layers") != [] and f.layer_list("moe_layers", n)) or range(step - 1, n, step)
+    )
     interval = f.int("no_rope_layer_interval", 4)
-    uses_rope = f.raw.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
-    chunk = f.raw.get("attention_chunk_size")
+    # 1 for a RoPE layer, 0 for a NoPE one
+    uses_rope = (f.raw.get("no_rope_layers") != [] and f.layer_kinds("no_rope_layers", n, (0, 1))) or [
+        int((i + 1) % interval != 0) for i in range(n)
+    ]
+    chunk = f.int("attention_chunk_size") if f.raw.get("attention_chunk_size") is not None else None
     return {
         **rmsnorm_decoder(f, d, num_heads, n),
         "head_dim": f.int("head_dim", d // num_heads),

@@ -1,0 +1,76 @@
+"""A fuzzer's findings (session 34): each was a traceback, a misleading message or a study that failed
+every point. Each now gives one clear line naming the file or field, with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.fuzz_helpers import refused
+
+ROOT = Path(__file__).resolve().parents[2] / "dse"
+GPU_DIR, MODEL_DIR = ROOT / "hardware" / "data" / "gpus", ROOT / "workload" / "data" / "models"
+
+SERVE = ["--gpu", "h100-sxm", "--batch", "2", "--input-tokens", "64", "--output-tokens", "8"]
+
+
+def test_a_gpu_without_a_16_bit_tensor_core_rate_is_refused_at_load(tmp_path: Path) -> None:
+    # the power model's Tensor-Core peak is the 16-bit rate: without one every kernel's Tensor
+    # utilization was 0/0 and each prediction blamed the sm.* thread and register fields instead
+    text = (GPU_DIR / "v100-sxm2.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("fp16:")]
+    text = "\n".join(
+        "  tensor_flop_per_clk: {}" if ln.startswith("  tensor_flop_per_clk:") else ln for ln in lines
+    )
+    path = tmp_path / "p100.yaml"
+    path.write_text(text + "\n")
+    refused(["gpu", "show", str(path)], "sm.tensor_flop_per_clk", "16-bit Tensor-Core rate")
+    refused(["predict", "--gpu", str(path), "--model", "gpt2", "--phase", "prefill", "--precision", "fp32"],
+            "sm.tensor_flop_per_clk")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        ({"no_rope_layers": [1, 0]}, "'no_rope_layers' must list one of 0, 1 for each of the 48 layers"),
+        ({"no_rope_layers": "abc"}, "'no_rope_layers' must list"),
+        ({"no_rope_layers": [True] * 48}, "'no_rope_layers' must list"),
+        ({"moe_layers": 5}, "'moe_layers' must be a list of layer indices 0..47"),
+        ({"moe_layers": "abc"}, "'moe_layers' must be a list of layer indices"),
+        ({"attention_chunk_size": True}, "'attention_chunk_size' must be a positive integer"),
+    ],
+)
+def test_llama4_layer_lists_are_checked_like_other_families(tmp_path: Path, patch: dict, needle: str) -> None:
+    # they were an IndexError / TypeError traceback, or ('abc') a set of letters read as layers
+    config = json.loads((MODEL_DIR / "llama-4-scout.json").read_text())
+    config["text_config"].update(patch)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    refused(["predict", "--model", str(path), *SERVE], needle)
+
+
+@pytest.mark.parametrize(
+    ("param", "needle"),
+    [
+        (
+            "gpu.sm.tensor_factor: {type: float, low: 1.0e-300, high: 1.0e-299}",
+            "tensor rates must be at least 1",
+        ),
+        ("gpu.memory.energy_factor: {type: float, low: 0.5, high: 1.0e+308}", "energy_j_per_bit"),
+        ("gpu.sm.tensor_factor: {values: [1.0, 1.0e+9]}", "at most 1e7"),
+    ],
+)
+def test_a_scale_knob_no_point_can_take_is_refused_at_load(tmp_path: Path, param: str, needle: str) -> None:
+    # every point failed with it (exit 1 after the whole budget), where plain GPU fields are refused at load
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "name: knobs\nmodel: llama-3.1-8b\ngpu: h100-sxm\n"
+        "workload: {batch: 8, input_tokens: 256, output_tokens: 32}\n"
+        f"space:\n  sm_clock_mhz: {{type: int, low: 1005, high: 1980, step: 15}}\n  {param}\n"
+        "objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}\n"
+        "search: {sampler: {kind: nsga2, population: 10}, n_points: 20, executor: serial, seed: 0}\n"
+    )
+    out = refused(["run", str(study), "--out", str(tmp_path / "res"), "--no-report"], "s.yaml:7", needle)
+    assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("points.jsonl")), out
