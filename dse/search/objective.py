@@ -66,6 +66,8 @@ LATENCY_METRICS: tuple[str, ...] = tuple(
 )
 GOODPUT_METRIC = "goodput_requests_per_s"
 CONTEXT_METRICS: tuple[str, ...] = ("tdp_w", "power_cap_w", "sm_clock_hz", "memory_bw_bytes_per_s")
+# Under load: the engine's limits a point ran with (a preset's defaults depend on the GPU's memory)
+ENGINE_METRICS: tuple[str, ...] = ("max_num_seqs", "max_batched_tokens")
 OPERATING_POINT_KEYS: tuple[str, ...] = ("sm_clock_mhz", "power_cap_w")
 MODES: tuple[str, ...] = ("static", "concurrency", "request_rate", "max_throughput")
 LOAD_MODES: tuple[str, ...] = MODES[1:]
@@ -348,7 +350,8 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
         return evaluate_training_point(params, ctx)
     inputs = build_inputs(params, ctx)
     try:
-        metrics = dict(predict_inputs(inputs).metrics())
+        estimate = predict_inputs(inputs)
+        metrics = dict(estimate.metrics())
     except DseError as exc:  # "--precision fp8 needs ..." of a precision the study never wrote: say whose
         precision = inputs["load"].precision if "load" in inputs else inputs["precision"]
         explained = implied_precision_message(str(exc), precision, "no precision written")
@@ -363,6 +366,10 @@ def evaluate_point(params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any
     metrics.setdefault("power_cap_w", power_cap_w(gpu, point))
     metrics.setdefault("sm_clock_hz", point.sm_clock_hz or gpu.clocks.boost_clock_hz)
     metrics.setdefault("memory_bw_bytes_per_s", gpu.memory.bw_bytes_per_s)
+    engine = getattr(estimate, "engine", None)
+    if engine is not None:  # under load: a preset's limits depend on the GPU (vLLM's on its memory)
+        metrics.setdefault("max_num_seqs", engine.max_num_seqs)
+        metrics.setdefault("max_batched_tokens", engine.max_batched_tokens)
     metrics.update(cost_of_point(params, ctx, inputs, metrics))
     return metrics
 
@@ -418,7 +425,7 @@ def serving_metric_names(modes: Sequence[str] | None = None) -> tuple[str, ...]:
     if "effective_clock_hz" in names:
         names.append("effective_clock_mhz")
     static = [*names, *SERVING_METRICS, *LATENCY_METRICS, *LOAD_VIEW_KEYS]
-    per_mode = {mode: static if mode == "static" else list(LOAD_KEYS) for mode in MODES}
+    per_mode = {mode: static if mode == "static" else [*LOAD_KEYS, *ENGINE_METRICS] for mode in MODES}
     chosen = [per_mode[m] for m in (MODES if modes is None else modes)]
     merged = [name for names_ in chosen for name in names_]
     if modes is not None:

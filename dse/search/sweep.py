@@ -282,7 +282,12 @@ def run_sweep(
     rows: list[dict[str, Any]] = []
     try:
         for point in points:  # one by one: a Ctrl-C keeps the rows done (SweepInterrupted)
-            rows.append(_row({p: point[p] for p in paths}, evaluate_chunk([point], ctx, evaluate_point)[0]))
+            row = _row({p: point[p] for p in paths}, evaluate_chunk([point], ctx, evaluate_point)[0])
+            if row["status"] != "failed" and point.get("mode", ctx.mode) in LOAD_MODES:
+                # an engine preset's defaults depend on the GPU (vLLM's on its memory): a swept GPU
+                # field can change them, which the rows must show
+                row["engine"] = _engine_settings(dict(point), ctx)
+            rows.append(row)
             if on_point is not None:
                 on_point(len(rows), len(points))
     except KeyboardInterrupt:

@@ -127,3 +127,17 @@ def test_compare_reports_the_cap_in_force_on_each_gpu() -> None:
     rows = compare_gpus(["h100-sxm", "a10"], CTX, {"power_cap_w": 600.0})
     caps = {r["params"]["gpu"]: r["metrics"]["power_cap_w"] for r in rows}
     assert caps == {"h100-sxm": 600.0, "a10": 150.0}
+
+
+def test_load_rows_carry_the_engine_limits_each_point_ran_with() -> None:
+    # vLLM's defaults follow the GPU's memory (its arg_utils: >= 70 GiB -> 1024 sequences and 8192 tokens a
+    # step for the API server, else 256 and 2048): a bus-width sweep of an H100 crosses it at 4 stacks
+    # (64 GiB), which changed TTFT 2x with nothing in the rows saying why
+    ctx = EvalContext(gpu="h100-sxm", model="llama-3.1-8b", mode="concurrency", concurrency=8,
+                      input_tokens=128, output_tokens=16, num_requests=16, engine="vllm")  # fmt: skip
+    rows = run_sweep([parse_axis("memory.bus_width_bits=4096:5120:2", ctx)], ctx)
+    limits = [(r["engine"]["max_num_seqs"], r["engine"]["max_batched_tokens"]) for r in rows]
+    assert limits == [(256, 2048), (1024, 8192)]
+    assert [(r["metrics"]["max_num_seqs"], r["metrics"]["max_batched_tokens"]) for r in rows] == limits
+    static = run_sweep([parse_axis("batch=1:2:2", CTX)], CTX)
+    assert all("engine" not in r and "max_num_seqs" not in r["metrics"] for r in static)
