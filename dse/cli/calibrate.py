@@ -18,6 +18,7 @@ from dse.cli.common import (
     check_output_file,
     check_split_seed,
     console,
+    esc,
     friendly,
     parse_families,
     pct,
@@ -49,7 +50,7 @@ def calibrate_cmd(
         holdout_frac=HOLDOUT_FRAC if frac is None else frac,
         seed=SEED if split_seed is None else split_seed,
         families=parse_families(families),
-        progress=None if as_json else console.print,
+        progress=None if as_json else lambda line: console.print(esc(line)),
     )
     try:
         path = cal.save(out)
@@ -60,7 +61,7 @@ def calibrate_cmd(
             with_nulls({"path": str(path), "calibration": cal.info, "fit_error": cal.coeffs.fit_error})
         )
         return
-    table = Table(title=f"calibrated {cal.coeffs.gpu}: hold-out latency MAPE (kernels >= 10 us)")
+    table = Table(title=esc(f"calibrated {cal.coeffs.gpu}: hold-out latency MAPE (kernels >= 10 us)"))
     for col in ("family", "n_test", "calibrated", "shipped default"):
         table.add_column(col, justify="left" if col == "family" else "right")
     for family, h in cal.info["holdout"].items():
@@ -77,4 +78,4 @@ def calibrate_cmd(
         )
     if cal.power is None:
         console.print("power: no measured power in the training rows; no energy coefficients fitted")
-    console.print(f"coefficients written to {path}")
+    console.print(f"coefficients written to {esc(path)}")

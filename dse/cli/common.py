@@ -27,8 +27,9 @@ from dse.errors import ConfigError, DseError, implied_precision_message
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
 # cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
 _PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-console = Console(width=_PIPE_WIDTH)
-err_console = Console(stderr=True)
+# emoji=False: a `:name:` in a name or path is printed as written, not as an emoji (`esc` for markup)
+console = Console(width=_PIPE_WIDTH, emoji=False)
+err_console = Console(stderr=True, emoji=False)
 F = TypeVar("F", bound=Callable[..., Any])
 
 JsonOpt = Annotated[
@@ -95,6 +96,12 @@ def with_options(**groups: type) -> Callable[[Callable[..., Any]], Callable[...,
     return decorate
 
 
+def esc(value: object) -> str:
+    """`value` (a name, path, value from a user's file, or message quoting one) as text rich prints as
+    written in a table cell, title or markup line: its `[/]` or `[red]` is not console markup."""
+    return escape(str(value))
+
+
 def on_command_line(ctx: typer.Context, *params: str) -> list[str]:
     """Which of the command's parameters were written on its command line (not defaulted): a flag given at
     its default value (`--tp 1`) still says what the user asked for."""
@@ -110,9 +117,7 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except DseError as exc:
             # escaped: a message quotes file names and values users wrote, and its own [brackets]
-            err_console.print(
-                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True, emoji=False
-            )
+            err_console.print(f"[bold red]error:[/] {esc(exc)}", highlight=False, soft_wrap=True, emoji=False)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:  # Ctrl-C (or `dse run`'s SIGTERM): one line and the shell's code
             err_console.print("interrupted", highlight=False)
@@ -369,17 +374,6 @@ PrecisionOpt = Annotated[
 ]
 
 
-def check_load_attention(attention: str) -> None:
-    """DseError unless `attention` is flash, the serving engines' (one naming an unknown value as written:
-    `--attention foo` under load was refused as if it said eager)."""
-    from dse.workload.llm import ATTENTION_IMPLS
-
-    if attention not in ATTENTION_IMPLS:
-        raise DseError(f"attention '{attention}' (--attention) is not one of {', '.join(ATTENTION_IMPLS)}")
-    if attention != "flash":
-        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
-
-
 def resolve_precision(precision: str | None, model: str | None) -> tuple[str, str | None]:
     """(the precision to run, a note for stderr or None): --precision as written; else the checkpoint's
     quantization of the LLM `model` (`LlmArch.checkpoint_precision`, as vLLM, SGLang and TensorRT-LLM serve
@@ -433,7 +427,7 @@ def implied_precision(precision: str, note: str | None) -> Iterator[None]:
 def print_note(note: str | None) -> None:
     """A dim line on stderr (once the command's input is checked, so that an error stays one line)."""
     if note:
-        err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+        err_console.print(f"[dim]{esc(note)}[/]", soft_wrap=True)
 
 
 AttentionOpt = Annotated[str, typer.Option("--attention", help="flash or eager.")]

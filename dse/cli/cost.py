@@ -8,10 +8,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from dse.cli.common import JsonOpt, console, err_console, friendly, on_command_line, print_json
+from dse.cli.common import JsonOpt, console, err_console, esc, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
@@ -154,7 +153,7 @@ def priced(ledger: Callable[[], dict[str, Any]], keys: Sequence[str]) -> dict[st
     try:
         return ledger()
     except UnpricedError as exc:  # a bad cost input (an unknown process node, ...) stays an error
-        err_console.print(f"warning: not priced: {escape(str(exc))}")
+        err_console.print(f"warning: not priced: {esc(exc)}")
         return {**dict.fromkeys(keys), "cost_note": f"not priced: {exc}"}
 
 
@@ -183,7 +182,7 @@ def cost_block(cost: dict[str, Any], rows: Any) -> Any:
     from dse.cli.render import metrics_table
 
     if cost.get("cost_note"):  # `priced`: every value of the block is null
-        return escape(f"cost and carbon: {cost['cost_note']}")
+        return esc(f"cost and carbon: {cost['cost_note']}")
     return metrics_table(cost, rows, cost_title(cost))
 
 
@@ -208,7 +207,7 @@ def facts_cmd(as_json: JsonOpt = False) -> None:
     for r in rows:
         table.add_row(
             r["path"], f"{r['value']:g}", f"{r['low']:g}..{r['high']:g}", r["unit"], r["date"], r["tag"],
-            escape(str(r["source"])),
+            esc(r["source"]),
         )  # fmt: skip
     console.print(table)
 

@@ -24,6 +24,7 @@ from dse.cli.common import (
     SetOpt,
     build_workload,
     console,
+    esc,
     friendly,
     gpu_from_options,
     print_json,
@@ -102,9 +103,9 @@ def gpu_show_cmd(
     changes += [f"--set {item}" for item in sets or []]
     # the catalog's name alone ("H100 SXM5 80GB") titled a 32 GiB GDDR7 what-if
     title = f"{gpu.display_name}, changed: {' '.join(changes)}" if changes else gpu.display_name
-    table = Table("field", "value (SI)", "readable", title=title)
+    table = Table("field", "value (SI)", "readable", title=esc(title))
     for key, value in gpu.summary().items():
-        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value), human(key, value))
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else esc(value), human(key, value))
     console.print(table)
 
 
@@ -135,10 +136,10 @@ def gpu_fields_cmd(
     if as_json:
         print_json({"gpu": name, "fields": [dataclasses.asdict(f) for f in fields]})
         return
-    table = Table("path (SI)", "or (human unit)", "value", "note", title=f"override paths ({name})")
+    table = Table("path (SI)", "or (human unit)", "value", "note", title=esc(f"override paths ({name})"))
     for f in fields:
         value = "" if f.value is None else (f"{f.value:.6g}" if isinstance(f.value, float) else str(f.value))
-        table.add_row(f.path, f.human_path or "", value[:40], f.note)
+        table.add_row(f.path, f.human_path or "", esc(value[:40]), f.note)
     console.print(table)
     console.print(
         "A leading `gpu.` is optional. Set a human-unit path in its unit (`clocks.sm_clock_max_mhz=1500`)."
@@ -245,13 +246,13 @@ def workload_show_cmd(
         print_json({"name": graph.name, **totals, "meta": graph.meta, "ops": rows})
         return
     shown = ", ".join(str(graph.meta[k]) for k in ("precision", "memory_format") if graph.meta.get(k))
-    table = Table(title=f"{graph.name} ({shown})" if shown else graph.name)
+    table = Table(title=esc(f"{graph.name} ({shown})" if shown else graph.name))
     table.add_column("op", overflow="fold")
     for header in ("kind", "count", "GFLOP", "MB"):
         table.add_column(header, justify="right" if header != "kind" else "left")
     for r in rows:
         table.add_row(
-            str(r["name"]),
+            esc(r["name"]),
             str(r["kind"]),
             str(r["count"]),
             f"{r['total_flop'] / 1e9:.3f}",

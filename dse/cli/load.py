@@ -249,6 +249,17 @@ LOAD_ROWS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
+def check_load_attention(attention: str) -> None:
+    """DseError unless `attention` is flash, the serving engines' (one naming an unknown value as written:
+    `--attention foo` under load was refused as if it said eager)."""
+    from dse.workload.llm import ATTENTION_IMPLS
+
+    if attention not in ATTENTION_IMPLS:
+        raise DseError(f"attention '{attention}' (--attention) is not one of {', '.join(ATTENTION_IMPLS)}")
+    if attention != "flash":
+        raise DseError("--attention eager applies to a static batch; serving engines run flash attention")
+
+
 def serving_lengths(
     input_tokens: int | None, output_tokens: int | None, *, context_tokens: int | None = None
 ) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dse.cli.common import BatchOpt, SeqOpt, console, friendly
+from dse.cli.common import BatchOpt, SeqOpt, console, esc, friendly
 from dse.errors import DseError
 
 
@@ -48,7 +48,7 @@ def measure_kernels_cmd(
     if replay is not None and not dry_run:  # a real GPU measures; the recorded samples stand in for one
         raise DseError("--replay needs --dry-run (it replays recorded samples instead of a GPU)")
     path = measure_kernels_command(suite, _clock_list(clocks_mhz), out, no_lock, dry_run, replay=replay)
-    console.print(f"samples written to {path}")
+    console.print(f"samples written to {esc(path)}")
 
 
 @friendly
@@ -64,4 +64,4 @@ def measure_model_cmd(
     from dse.measure.cli_commands import measure_model_command
 
     path = measure_model_command(model, batch, seq_len, out, no_lock, dry_run=dry_run)
-    console.print(f"model run written to {path}")
+    console.print(f"model run written to {esc(path)}")

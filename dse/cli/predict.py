@@ -32,8 +32,8 @@ from dse.cli.common import (
     RateOpt,
     SamplingOpt,
     SetOpt,
-    check_load_attention,
     console,
+    esc,
     friendly,
     gpu_from_options,
     implied_precision,
@@ -56,6 +56,7 @@ from dse.cli.cost import (
 from dse.cli.load import (
     LOAD_ROWS,
     LoadArgs,
+    check_load_attention,
     implied_lengths,
     load_title,
     named_as_flags,
@@ -423,12 +424,14 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
 
     if isinstance(est, LoadEstimate):
         if not est.feasible:  # no numbers to tabulate: say what was asked and why it cannot run
-            console.print(load_title(est))
-            console.print(f"[bold red]infeasible:[/] {est.infeasible_reason}")
+            console.print(esc(load_title(est)))
+            console.print(f"[bold red]infeasible:[/] {esc(est.infeasible_reason)}")
             return
         console.print(metrics_table(est.metrics(), LOAD_ROWS, load_title(est)))
         console.print(bound_text(est.bound_by))
-        console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
+        console.print(
+            "feasible" if est.feasible else f"[bold red]infeasible:[/] {esc(est.infeasible_reason)}"
+        )
         if breakdown:
             console.print("(--breakdown: energy by module and operator is given for a static batch)")
         return
@@ -454,7 +457,7 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
     rows = SERVING_ROWS + (parallel if getattr(est, "num_gpus", 1) > 1 else ())
     console.print(metrics_table(est.metrics(), rows, title))
     console.print(bound_text(est.bound_by))
-    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {est.infeasible_reason}")
+    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {esc(est.infeasible_reason)}")
     if breakdown:
         console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
         console.print(breakdown_table(rollup_by_level(est.energy_j_by_name, 1), "energy by phase"))
@@ -588,6 +591,8 @@ def _show_whatif(
     if note:
         console.print(note, highlight=False)
     for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):
-        status = "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {side['infeasible_reason']}"
+        status = (
+            "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {esc(side['infeasible_reason'])}"
+        )
         bound = bound_text(est.bound_by)
         console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))

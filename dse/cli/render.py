@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from dse.cli.common import esc
+
 # (metric key, label, scale, format) for serving estimates.
 SERVING_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
@@ -61,7 +63,7 @@ def compare_table(
     """Side by side with the change (the `dse whatif` view): relative, or in percentage points for a row
     shown in % (a share going from 14.7% to 17.7% is +3.0 points, not +20%). A row with a number on one
     side only (the other cannot run) shows it beside "-"; a row with none is skipped."""
-    table = Table("metric", titles[0], titles[1], "change")  # its caller prints the title above it
+    table = Table("metric", esc(titles[0]), esc(titles[1]), "change")  # its caller prints the title above it
     for key, label, scale, fmt in rows:
         a, b = _number(base.get(key)), _number(other.get(key))
         if a is None or b is None:
@@ -94,7 +96,7 @@ def breakdown_table(
     items = sorted(energy_j.items(), key=lambda kv: -kv[1])
     shown = items if limit is None else items[:limit]
     for name, value in shown:
-        table.add_row(name, f"{value:.4g}", f"{value / total:.1%}" if total else "-")
+        table.add_row(esc(name), f"{value:.4g}", f"{value / total:.1%}" if total else "-")
     if len(shown) < len(items):
         rest = sum(v for _, v in items[len(shown) :])
         table.add_row(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dse.cli.common import console, err_console, friendly
+from dse.cli.common import console, err_console, esc, friendly
 from dse.errors import ConfigError, DseError
 
 
@@ -74,7 +74,7 @@ def _nonempty_path(text: str | None, flag: str) -> Path | None:
 
 
 def _show_run(summary: Any) -> None:
-    table = Table("", "", title=f"{summary.study}: {summary.run_id}")
+    table = Table("", "", title=esc(f"{summary.study}: {summary.run_id}"))
     for label, value in (
         ("points", f"{summary.n_points} ({summary.n_evaluated} evaluated, {summary.n_cached} from the log)"),
         ("feasible / failed", f"{summary.n_feasible} / {summary.n_failed}"),
@@ -83,7 +83,7 @@ def _show_run(summary: Any) -> None:
         ("time", f"{summary.elapsed_s:.1f} s, {summary.points_per_s:.0f} points/s ({summary.executor})"),
         ("results", str(summary.run_dir)),
     ):
-        table.add_row(label, value)
+        table.add_row(label, esc(value))
     console.print(table)
 
 
@@ -94,7 +94,7 @@ def _write_report(
 
     fn = _breakdown_fn(run_dir)
     path = write_html_report(run_dir, color_by=color_by, out=out, breakdown_fn=fn, objectives=objectives)
-    console.print(f"report: {path}")
+    console.print(f"report: {esc(path)}")
     return path
 
 
@@ -106,7 +106,7 @@ def _breakdown_fn(run_dir: Path) -> Any:
         run = breakdown_context(run_dir)
     except ConfigError as exc:  # a check added since the run: its points and metrics still make a report
         err_console.print(
-            f"warning: report without energy breakdowns: the run's study no longer loads ({exc})"
+            f"warning: report without energy breakdowns: the run's study no longer loads ({esc(exc)})"
         )
         return None
     return None if run is None else (lambda params: logged_point_breakdown(params, *run))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from dse.cli.common import (
     AttentionOpt,
@@ -26,10 +25,10 @@ from dse.cli.common import (
     PrecisionOpt,
     SamplingOpt,
     SetOpt,
-    check_load_attention,
     check_output_file,
     console,
     err_console,
+    esc,
     explain_implied,
     friendly,
     gpu_from_options,
@@ -42,6 +41,7 @@ from dse.cli.common import (
 from dse.cli.cost import CostArgs
 from dse.cli.load import (
     LoadArgs,
+    check_load_attention,
     note_lengths,
     serving_lengths,
 )
@@ -264,7 +264,7 @@ def _write_html(path: Path, fig: Any, title: str) -> None:
         path.write_text(figure_page(fig, title), encoding="utf-8")
     except OSError as exc:
         raise DseError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
-    err_console.print(f"wrote {path}", highlight=False)
+    err_console.print(f"wrote {esc(path)}", highlight=False)
 
 
 def _with_precision(rows: list[dict[str, Any]], precision: str, note: str | None) -> list[dict[str, Any]]:
@@ -285,8 +285,8 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
     if as_json:
         print_json(with_nulls(rows))
         return
-    table = Table(title=title)
-    for column in (*paths, *(m[1] for m in SWEEP_METRICS), "feasible"):
+    table = Table(title=esc(title))
+    for column in (*map(esc, paths), *(m[1] for m in SWEEP_METRICS), "feasible"):
         table.add_column(column, overflow="fold")
     for row in rows:
         status = "yes" if row["reason"] is None else "[red]no[/]"
@@ -295,9 +295,8 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
     console.print(table)
     for row in rows:
         if row["reason"] is not None:
-            where = ", ".join(f"{p}={row['params'][p]:g}" for p in paths)
-            reason = escape(str(row["reason"]))
-            console.print(f"{where}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+            where = esc(", ".join(f"{p}={row['params'][p]:g}" for p in paths))
+            console.print(f"{where}: [bold red]{row['status']}:[/] {esc(row['reason'])}", highlight=False)
 
 
 @friendly
@@ -404,7 +403,7 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
     if as_json:
         print_json(with_nulls({"mode": mode, "gpus": rows}))
         return
-    table = Table("metric", *(str(r["params"]["gpu"]) for r in rows), title=title)
+    table = Table("metric", *(esc(r["params"]["gpu"]) for r in rows), title=esc(title))
     for key, label, scale, fmt in COMPARE_METRICS:
         if all(r["metrics"].get(key) is None for r in rows):
             continue  # a metric the mode does not give (peak power under load): no row of dashes
@@ -414,8 +413,8 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
     _print_engines(rows)
     for row in rows:
         if row["reason"] is not None:
-            reason = escape(str(row["reason"]))
-            console.print(f"{row['params']['gpu']}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+            gpu, reason = esc(row["params"]["gpu"]), esc(row["reason"])
+            console.print(f"{gpu}: [bold red]{row['status']}:[/] {reason}", highlight=False)
 
 
 def _print_engines(rows: list[dict[str, Any]]) -> None:
@@ -427,7 +426,7 @@ def _print_engines(rows: list[dict[str, Any]]) -> None:
         console.print(next(iter(texts.values())), highlight=False)
         return
     for gpu, text in texts.items():
-        console.print(f"{gpu}: {text}", highlight=False)
+        console.print(f"{esc(gpu)}: {text}", highlight=False)
 
 
 @friendly

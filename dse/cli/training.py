@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dse.cli.common import JsonOpt, console, friendly, print_json, strict_json
+from dse.cli.common import JsonOpt, console, esc, friendly, print_json, strict_json
 from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 
@@ -283,7 +283,9 @@ def run_training(
         )
     )
     console.print(metrics_table(metrics, _ROWS, title))
-    console.print("feasible" if est.feasible else f"[bold red]infeasible:[/] {metrics['infeasible_reason']}")
+    console.print(
+        "feasible" if est.feasible else f"[bold red]infeasible:[/] {esc(metrics['infeasible_reason'])}"
+    )
     if metrics["cap_exceeded"]:
         console.print(
             f"[bold yellow]note:[/] the {est.power_cap_w:.0f} W cap cannot be held: at the lowest clock "

@@ -17,6 +17,7 @@ from dse.cli.common import (
     check_holdout_frac,
     check_split_seed,
     console,
+    esc,
     friendly,
     parse_families,
     pct,
@@ -125,8 +126,10 @@ def validate_samples_cmd(
         print_json(with_nulls({"header": header, "rows": rows}))
         return
     console.print(
-        f"{header['gpu']}: {header['split']}; fitted = {header['fitted']} (on {header['fitted_gpu']}), "
-        f"default = {header['default']}"
+        esc(
+            f"{header['gpu']}: {header['split']}; fitted = {header['fitted']} (on {header['fitted_gpu']}), "
+            f"default = {header['default']}"
+        )
     )
     quantities = ["latency"] + [q for q in ("power", "energy") if any(r["n_power"] for r in rows)]
     for q in quantities:

@@ -39,6 +39,7 @@ class RichProgress:
 
     def __init__(self, console: Any = None, description: str = "search") -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -51,7 +52,8 @@ class RichProgress:
         console = console or Console()
         # At 80 columns: name, bar, n/N, points/s, front size and ETA; wider terminals get the rest.
         wide = console.width >= 110
-        name = description if len(description) <= 20 else description[:19] + "…"
+        # escaped: the column below reads the description as console markup, a name is shown as written
+        name = escape(description if len(description) <= 20 else description[:19] + "…")
         columns: list[Any] = [
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=None if wide else 12),
