@@ -63,6 +63,7 @@ from dse.cli.load import (
     note_lengths,
     note_one_pass,
 )
+from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, show_graph
 from dse.cli.training import (
     TrainingArgs,
     TrainingOpt,
@@ -310,7 +311,7 @@ def predict_cmd(
             note_one_pass(model, phase, seq_len)
 
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
-    _predict_graph(graph, spec, point, coeffs, mode, breakdown, as_json, notes)
+    _predict_graph(graph, model, spec, point, coeffs, mode, breakdown, as_json, notes)
 
 
 def _no_flags_a_pass_ignores(
@@ -357,10 +358,11 @@ def _no_host_gap(host_gap_us: float | None) -> None:
 
 
 def _predict_graph(
-    graph: Any, spec: Any, point: Any, coeffs: Path | None, launch: str | None, breakdown: bool,
-    as_json: bool, notes: Callable[[], None],
+    graph: Any, model: str | None, spec: Any, point: Any, coeffs: Path | None, launch: str | None,
+    breakdown: bool, as_json: bool, notes: Callable[[], None],
 ) -> None:  # fmt: skip
-    """Predict one pass and show it, after `notes` (stderr) once nothing can fail any more."""
+    """Predict one pass of `model`'s (None: a kernel list's) `graph` and show it, after `notes` (stderr)
+    once nothing can fail any more."""
     from dse.perf.predict import predict_command_payload, predict_graph
 
     latency, power = _coefficients(coeffs, spec)
@@ -372,12 +374,8 @@ def _predict_graph(
     payload = predict_command_payload(pred, kernels=True)
     if graph.meta.get("precision") is not None:  # it may be the checkpoint's, not a flag's
         payload["precision"] = graph.meta["precision"]
-    if "image_size" in graph.meta:  # a vision forward pass: does it fit in the GPU's memory?
-        from dse.workload.vision import inference_memory_bytes
-
-        need, have = inference_memory_bytes(graph), spec.memory.capacity_bytes
-        payload |= {"memory_bytes": need, "memory_capacity_bytes": have, "memory_fits": need <= have}
-    _show_graph(payload, pred, breakdown, as_json, title)
+    payload |= pass_memory_fields(graph, model, spec)
+    show_graph(payload, pred, breakdown, as_json, title)
 
 
 _GRAPH_SETTINGS = (("precision", ""), ("attention", " attention"), ("memory_format", ""))
@@ -395,23 +393,6 @@ def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool
     if over:
         console.print(cap_note(cap_w, float(power), "the run"))
     _show_cost(cost, breakdown)
-
-
-# Average power above the cap by more than this share means the cap cannot be held (rounding aside).
-CAP_TOLERANCE = 1e-3
-
-
-def cap_not_held(power_w: float, cap_w: float) -> bool:
-    """Whether a run's average power per GPU stays over the cap in force."""
-    return power_w > cap_w * (1.0 + CAP_TOLERANCE)
-
-
-def cap_note(cap_w: float, power_w: float, what: str) -> str:
-    """The note under a table whose average power is over the cap in force."""
-    return (
-        f"[bold yellow]note:[/] the {cap_w:.0f} W cap is not held: with the SM clock lowered {what} still "
-        f"draws {power_w:.0f} W per GPU on average (power that does not fall with the clock, or clock steps)"
-    )
 
 
 def _show_cost(cost: dict[str, Any], breakdown: bool) -> None:
@@ -462,30 +443,6 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
         console.print(breakdown_table(rollup_by_level(est.energy_j_by_name, 1), "energy by phase"))
         console.print(breakdown_table(est.energy_j_by_name, "energy by operator", limit=25))
-
-
-def _show_graph(
-    payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool, title: str | None = None
-) -> None:
-    from dse.cli.render import GRAPH_ROWS, breakdown_table, metrics_table
-
-    cap, power = float(payload.get("power_cap_w", "inf")), float(payload.get("avg_power_w", 0.0))
-    over = cap_not_held(power, cap)
-    if as_json:
-        print_json({**payload, "cap_exceeded": over})
-        return
-    console.print(metrics_table(payload, GRAPH_ROWS, title or f"{pred.name} on {pred.gpu}"))
-    if over:
-        console.print(cap_note(cap, power, "the pass"))
-    if payload.get("memory_fits") is False:
-        need, have = payload["memory_bytes"] / 2**30, payload["memory_capacity_bytes"] / 2**30
-        console.print(
-            f"[bold red]does not fit:[/] weights, input and the largest activations need {need:.1f} GiB of "
-            f"the GPU's {have:.1f} GiB (lower --batch or --image-size)"
-        )
-    console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
-    if breakdown:
-        console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))
 
 
 @friendly

@@ -1,10 +1,13 @@
-"""Memory of a serving engine: the share of the GPU it may use and the KV-cache tokens that fit.
+"""Memory of a serving engine: the share of the GPU it may use and the KV-cache tokens that fit; and of one
+LLM pass (`pass_memory_bytes`, for `dse predict --phase`).
 
 Each engine sizes its KV cache by its own documented rule (`kv_capacity_tokens`); the static-batch model
 checks its footprint against `USABLE_MEMORY_FRAC` of the capacity (vLLM's default).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from dse.hardware.spec import GpuSpec
 from dse.workload.engine import engine_profile, kv_bytes_per_token
@@ -87,3 +90,20 @@ def kv_capacity_tokens(
 
 # vLLM's default gpu_memory_utilization: the share of device memory the engine may use.
 USABLE_MEMORY_FRAC = 0.9
+
+
+def pass_memory_bytes(arch: LlmArch, meta: Mapping[str, object]) -> dict[str, float]:
+    """GPU memory of one LLM pass as `dse predict --phase` builds it (`meta`: its graph's phase, batch,
+    seq_len or context_len and precision): the weights, a decoder's KV cache after the pass (the prompt's
+    tokens, or the context and the new token; an encoder keeps none), and the pass's peak activations
+    (`prefill_activation_bytes`; one token per sequence in a decode step). Keys `weight_bytes`,
+    `kv_cache_bytes`, `activation_bytes`, `memory_bytes`."""
+    precision, batch = str(meta["precision"]), int(str(meta["batch"]))
+    decode = meta["phase"] == "decode"
+    tokens = int(str(meta["context_len"])) + 1 if decode else int(str(meta["seq_len"]))
+    w = weight_bytes(arch, precision)
+    kv = batch * tokens * kv_bytes_per_token(arch, precision) if arch.family == "decoder" else 0.0
+    act = prefill_activation_bytes(
+        arch, precision, batch=batch, seq_len=1 if decode else tokens, attention=str(meta["attention"])
+    )
+    return {"weight_bytes": w, "kv_cache_bytes": kv, "activation_bytes": act, "memory_bytes": w + kv + act}

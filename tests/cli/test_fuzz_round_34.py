@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dse.cli import app
 from tests.cli.fuzz_helpers import refused
 
 ROOT = Path(__file__).resolve().parents[2] / "dse"
@@ -74,3 +75,32 @@ def test_a_scale_knob_no_point_can_take_is_refused_at_load(tmp_path: Path, param
     )
     out = refused(["run", str(study), "--out", str(tmp_path / "res"), "--no-report"], "s.yaml:7", needle)
     assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("points.jsonl")), out
+
+
+def test_an_llm_pass_that_does_not_fit_says_so() -> None:
+    # a newcomer's first `--phase` questions got a latency for a model that cannot run, with no note
+    from tests.cli.fuzz_helpers import runner
+
+    decode = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "8"]
+    out = json.loads(runner.invoke(app, [*decode, "--seq-len", "131000", "--json"]).output)
+    # Llama-3.1-8B's KV cache: 32 layers x 8 KV heads x 128 x (K, V) x 2 bytes = 131,072 bytes a token
+    assert out["kv_cache_bytes"] == 8 * 131_001 * 131_072
+    assert out["memory_fits"] is False and out["memory_capacity_bytes"] == 80 * 2**30
+    prefill = [
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--phase",
+        "prefill",
+        "--batch",
+        "8",
+    ]
+    fits = json.loads(runner.invoke(app, [*prefill, "--seq-len", "1024", "--json"]).output)
+    assert fits["kv_cache_bytes"] == 8 * 1024 * 131_072 and fits["memory_fits"] is True
+    text = runner.invoke(app, ["predict", "--model", "llama-3.1-405b", "--gpu", "l4", "--phase", "decode",
+                               "--batch", "1", "--seq-len", "1024"]).output  # fmt: skip
+    assert "does not fit" in text and "weights alone exceed it" in text
+    encoder = ["predict", "--model", "bert-large", "--gpu", "h100-sxm", "--batch", "8", "--seq-len", "512"]
+    assert json.loads(runner.invoke(app, [*encoder, "--json"]).output)["kv_cache_bytes"] == 0.0

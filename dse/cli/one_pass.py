@@ -1,0 +1,86 @@
+"""`dse predict` of one pass (`--phase`, `--seq-len`, a vision forward pass, `--kernels`): its memory and
+its display."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dse.cli.common import console, print_json
+
+GIB = 2**30
+
+
+def pass_memory_fields(graph: Any, model: str | None, spec: Any) -> dict[str, Any]:
+    """Whether a model's pass fits in the GPU's memory (keys `memory_bytes`, `memory_capacity_bytes`,
+    `memory_fits`, and an LLM's parts): a vision forward pass (`inference_memory_bytes`), an LLM's prefill
+    or decode step (`dse.serving.memory.pass_memory_bytes`: weights, KV cache, activations). A kernel
+    list has no model: nothing."""
+    have = spec.memory.capacity_bytes
+    if "image_size" in graph.meta:
+        from dse.workload.vision import inference_memory_bytes
+
+        need = inference_memory_bytes(graph)
+        return {"memory_bytes": need, "memory_capacity_bytes": have, "memory_fits": need <= have}
+    if model is None or graph.meta.get("phase") not in ("prefill", "decode"):
+        return {}
+    from dse.serving.memory import pass_memory_bytes
+    from dse.workload.models import load_model_config
+
+    parts = pass_memory_bytes(load_model_config(model), graph.meta)
+    return parts | {"memory_capacity_bytes": have, "memory_fits": parts["memory_bytes"] <= have}
+
+
+def _no_fit_text(payload: dict[str, Any]) -> str:
+    need, have = payload["memory_bytes"] / GIB, payload["memory_capacity_bytes"] / GIB
+    if "kv_cache_bytes" not in payload:  # a vision forward pass
+        return (
+            f"[bold red]does not fit:[/] weights, input and the largest activations need {need:.1f} GiB of "
+            f"the GPU's {have:.1f} GiB (lower --batch or --image-size)"
+        )
+    w, kv, act = (payload[k] / GIB for k in ("weight_bytes", "kv_cache_bytes", "activation_bytes"))
+    hint = (
+        "the weights alone exceed it: a smaller --precision, or a serving prediction over several GPUs (--tp)"
+        if w > have
+        else "lower --batch or --seq-len"
+    )
+    return (
+        f"[bold red]does not fit:[/] weights {w:.1f} GiB, KV cache {kv:.1f} GiB and activations {act:.1f} "
+        f"GiB need {need:.1f} GiB of the GPU's {have:.1f} GiB ({hint})"
+    )
+
+
+# Average power above the cap by more than this share means the cap cannot be held (rounding aside).
+CAP_TOLERANCE = 1e-3
+
+
+def cap_not_held(power_w: float, cap_w: float) -> bool:
+    """Whether a run's average power per GPU stays over the cap in force."""
+    return power_w > cap_w * (1.0 + CAP_TOLERANCE)
+
+
+def cap_note(cap_w: float, power_w: float, what: str) -> str:
+    """The note under a table whose average power is over the cap in force."""
+    return (
+        f"[bold yellow]note:[/] the {cap_w:.0f} W cap is not held: with the SM clock lowered {what} still "
+        f"draws {power_w:.0f} W per GPU on average (power that does not fall with the clock, or clock steps)"
+    )
+
+
+def show_graph(
+    payload: dict[str, Any], pred: Any, breakdown: bool, as_json: bool, title: str | None = None
+) -> None:
+    from dse.cli.render import GRAPH_ROWS, breakdown_table, metrics_table
+
+    cap, power = float(payload.get("power_cap_w", "inf")), float(payload.get("avg_power_w", 0.0))
+    over = cap_not_held(power, cap)
+    if as_json:
+        print_json({**payload, "cap_exceeded": over})
+        return
+    console.print(metrics_table(payload, GRAPH_ROWS, title or f"{pred.name} on {pred.gpu}"))
+    if over:
+        console.print(cap_note(cap, power, "the pass"))
+    if payload.get("memory_fits") is False:
+        console.print(_no_fit_text(payload))
+    console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
+    if breakdown:
+        console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))
