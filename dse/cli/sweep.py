@@ -293,10 +293,13 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
         cells = [_cell(row, key, scale, fmt) for key, _, scale, fmt in SWEEP_METRICS]
         table.add_row(*(f"{row['params'][p]:g}" for p in paths), *cells, status)
     console.print(table)
-    for row in rows:
+    wheres = [", ".join(f"{p}={row['params'][p]:g}" for p in paths) for row in rows]
+    _print_engines(rows, wheres, group=True)
+    for row, where in zip(rows, wheres, strict=True):
         if row["reason"] is not None:
-            where = esc(", ".join(f"{p}={row['params'][p]:g}" for p in paths))
-            console.print(f"{where}: [bold red]{row['status']}:[/] {esc(row['reason'])}", highlight=False)
+            console.print(
+                f"{esc(where)}: [bold red]{row['status']}:[/] {esc(row['reason'])}", highlight=False
+            )
 
 
 @friendly
@@ -410,23 +413,35 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
         table.add_row(label, *(_cell(r, key, scale, fmt) for r in rows))
     table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
     console.print(table)
-    _print_engines(rows)
+    _print_engines(rows, [str(r["params"]["gpu"]) for r in rows])
     for row in rows:
         if row["reason"] is not None:
             gpu, reason = esc(row["params"]["gpu"]), esc(row["reason"])
             console.print(f"{gpu}: [bold red]{row['status']}:[/] {reason}", highlight=False)
 
 
-def _print_engines(rows: list[dict[str, Any]]) -> None:
-    """Under load: the engine settings each GPU ran with, on one line when they agree."""
+def _print_engines(rows: list[dict[str, Any]], labels: list[str], *, group: bool = False) -> None:
+    """Under load: the engine settings the rows (named by `labels`) ran with, on one line when they agree,
+    else a line per row (`group`: a line per setting, naming its rows); a preset's defaults follow the
+    GPU's memory."""
     from dse.cli.load import engine_text
 
-    texts = {str(r["params"]["gpu"]): engine_text(r["engine"]) for r in rows if "engine" in r}
-    if len(texts) == len(rows) and len(set(texts.values())) == 1:  # every GPU ran, with the same settings
+    texts = {label: engine_text(r["engine"]) for r, label in zip(rows, labels, strict=True) if "engine" in r}
+    if len(texts) == len(rows) and len(set(texts.values())) == 1:  # every row ran, with the same settings
         console.print(next(iter(texts.values())), highlight=False)
         return
-    for gpu, text in texts.items():
-        console.print(f"{esc(gpu)}: {text}", highlight=False)
+    by_text: dict[str, list[str]] = {}
+    for label, text in texts.items():
+        by_text.setdefault(text, []).append(label)
+    for text, names in by_text.items() if group else ((t, [n]) for n, t in texts.items()):
+        line = f"{text}: {esc('; '.join(names))}" if group else f"{esc(names[0])}: {text}"
+        console.print(line, highlight=False)
+    if len(by_text) > 1:
+        console.print(
+            "[dim]the engine's defaults follow each GPU (vLLM's at 70 GiB of memory): give --max-num-seqs "
+            "and --max-batched-tokens to hold them[/]",
+            highlight=False,
+        )
 
 
 @friendly

@@ -411,3 +411,15 @@ def test_a_swept_clock_above_that_points_swept_maximum_fails_that_point() -> Non
     assert len(low) == 2 and all("outside this point's SM clock range" in str(r["reason"]) for r in low)
     assert not any(r["feasible"] for r in low)
     assert len(high) == 2 and all(r["feasible"] for r in high)
+
+
+def test_a_sweep_that_crosses_an_engine_default_says_which_points_ran_which() -> None:
+    # an H100 of four HBM3 stacks has 64 GiB, under vLLM's 70 GiB rule: 256 sequences and 2048 tokens a
+    # step instead of 1024 and 8192, a 2x TTFT change a newcomer read as the bandwidth's
+    args = ["sweep", "memory.bus_width_bits=4096:5120:2", "--model", "llama-3.1-8b", "--concurrency", "8",
+            "--input-tokens", "128", "--output-tokens", "16", "--num-requests", "16"]  # fmt: skip
+    out = runner.invoke(app, args).stdout
+    assert "max 256 seqs, 2048 tokens/step" in out and "max 1024 seqs, 8192 tokens/step" in out
+    assert "defaults follow each GPU" in out
+    rows = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert [r["engine"]["max_num_seqs"] for r in rows] == [256, 1024]
