@@ -190,7 +190,13 @@ def cost_title(cost: dict[str, Any]) -> str:
     view = (
         "renter ($/GPU-hour given)" if cost["cost_view"] == "renter" else "owner (price amortized + energy)"
     )
-    return f"cost and carbon: {view} view, {cost['cost_scenario']} prices"
+    # a GPU without a published price is priced at its build cost times H100's ratio: an estimate to say
+    estimate = (
+        "; GPU price estimated (no published price: build cost x the default markup; --gpu-price-usd sets it)"
+        if cost.get("gpu_price_basis") == "markup" and cost["cost_view"] == "owner"
+        else ""
+    )
+    return f"cost and carbon: {view} view, {cost['cost_scenario']} prices{estimate}"
 
 
 @friendly

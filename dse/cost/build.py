@@ -151,6 +151,13 @@ def _parts(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool, float, float, f
     )
 
 
+def price_basis(gpu: GpuSpec, facts: CostFacts) -> str:
+    """Where `gpu_price_usd` takes a GPU's price from: "published" (its catalog GPU's price, scaled for a
+    what-if) or "markup" (build cost x `default_markup`: no published price)."""
+    base = catalog_base(gpu)
+    return "published" if base is not None and facts.has(f"gpu_price_usd.{base.name}") else "markup"
+
+
 def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     """A catalog GPU's published price, scaled by build cost for a what-if of it; else build x markup.
 
@@ -158,7 +165,7 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     dearer wafer) moves the price with the build cost, as a changed design does.
     """
     base = catalog_base(gpu)
-    if base is None or not facts.has(f"gpu_price_usd.{base.name}"):
+    if base is None or price_basis(gpu, facts) == "markup":
         return build_usd * facts.value("default_markup")
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
     return facts.value(f"gpu_price_usd.{base.name}") * build_usd / _base_build_usd(base, shipped)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.cost.build import BuildCost, build_cost
+from dse.cost.build import BuildCost, build_cost, price_basis
 from dse.cost.facts import CostFacts, grid_gco2_per_kwh, load_cost_facts
 from dse.errors import ConfigError, UnpricedError
 from dse.hardware.spec import GpuSpec
@@ -208,6 +208,8 @@ def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = N
     out.update(operation_outputs(build, facts, load, options))
     out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"
     out["cost_scenario"] = options.scenario
+    given = options.gpu_price_usd is not None
+    out["gpu_price_basis"] = "given" if given else (price_basis(gpu, facts) if build is not None else None)
     return out
 
 

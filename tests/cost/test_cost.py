@@ -404,3 +404,19 @@ def test_a_gpu_that_cannot_be_priced_keeps_its_prediction(tmp_path) -> None:
         out = json.loads(result.stdout)
         assert out["ttft_s"] > 0 and out["usd_per_million_output_tokens"] is None
         assert out["cost_note"].startswith("not priced: ")
+
+
+def test_the_price_basis_says_when_a_price_is_an_estimate() -> None:
+    # a GPU without a published price is priced at build cost x H100's ratio; the outputs say so (the text
+    # cost block's title), as a newcomer read an L4-class estimate as a price
+    load = Throughput(1, 300.0, 1000.0, 0.3)
+    a10 = cost_outputs(load_gpu("a10"), load)
+    assert a10["gpu_price_basis"] == "markup"
+    assert a10["gpu_price_usd"] == pytest.approx(
+        a10["gpu_cost_usd"] * load_cost_facts().value("default_markup")
+    )
+    assert cost_outputs(load_gpu("rtx-3090"), load)["gpu_price_usd"] == 1499  # NVIDIA launch MSRP
+    assert cost_outputs(load_gpu("h100-sxm"), load)["gpu_price_basis"] == "published"
+    assert (
+        cost_outputs(load_gpu("a10"), load, CostOptions(gpu_price_usd=3000.0))["gpu_price_basis"] == "given"
+    )
