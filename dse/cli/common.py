@@ -295,54 +295,6 @@ def pass_graph(
     return graph, note
 
 
-def shape_flags(
-    model: str | None,
-    kernels: Path | None,
-    training: bool,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    phase: str | None,
-    seq_len: int | None,
-    attention: str | None,
-    batch: int | None,
-) -> tuple[str, int, str]:
-    """--phase, --seq-len and --attention (and --batch with a kernel list) written where nothing reads them
-    (they would be ignored): an error naming them. Returns them with their defaults filled in. A vision
-    model's input is images; a kernel list fixes its own shapes; serving takes its lengths from
-    --input-tokens / --output-tokens; a training step is one optimizer step, not a phase."""
-    from dse.workload.vision import is_vision_model, load_vision_model
-
-    given = {"--phase": phase, "--seq-len": seq_len, "--attention": attention}
-    named = [flag for flag, value in given.items() if value is not None]
-    vision = model is not None and is_vision_model(model)
-    serving = input_tokens is not None or output_tokens is not None
-    if vision:
-        vit = load_vision_model(str(model)).family == "vit"  # a ViT's attention is flash or eager
-        unused = [f for f in named if f != "--attention" or not vit]
-        why = f"{model} is a vision model (its input is images of --image-size)" + (
-            "; a convolutional network has no attention" if "--attention" in unused else ""
-        )
-    elif kernels is not None:
-        unused = named + (["--batch"] if batch is not None else [])
-        why = "a kernel list (--kernels) fixes its own shapes"
-    elif training:
-        unused, why = (
-            [f for f in named if f == "--phase"],
-            "a training step is forward, backward and optimizer",
-        )
-    elif serving:
-        unused, why = (
-            [f for f in named if f != "--attention"],
-            "serving lengths are --input-tokens/--output-tokens",
-        )
-    else:
-        unused, why = [], ""
-    if unused:
-        raise DseError(f"{', '.join(unused)}: does not apply here: {why}")
-    phase, attention = ("prefill" if phase is None else phase), ("flash" if attention is None else attention)
-    return phase, 1024 if seq_len is None else seq_len, attention
-
-
 ModelOpt = Annotated[
     str | None, typer.Option("--model", help="Model name (see `dse models`) or a config.json path.")
 ]
@@ -436,7 +388,11 @@ PredictPhaseOpt = Annotated[
     str | None, typer.Option("--phase", help="prefill (default) or decode (one step at context --seq-len).")
 ]
 PredictSeqOpt = Annotated[
-    int | None, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode); 1024.")
+    int | None,
+    typer.Option(
+        "--seq-len",
+        help="Prompt length (prefill) or KV context (decode); 1024, or what the model's context holds.",
+    ),
 ]
 PredictAttentionOpt = Annotated[str | None, typer.Option("--attention", help="flash (default) or eager.")]
 CoeffsOpt = Annotated[

@@ -30,8 +30,8 @@ from dse.cli.common import (
     print_json,
     print_note,
     resolve_precision,
-    shape_flags,
 )
+from dse.cli.one_pass import shape_flags
 from dse.cli.training import ImageSizeOpt, MemoryFormatOpt
 from dse.errors import DseError
 from dse.workload.vision import is_vision_model

@@ -43,7 +43,6 @@ from dse.cli.common import (
     print_json,
     print_note,
     resolve_precision,
-    shape_flags,
     with_options,
 )
 from dse.cli.cost import (
@@ -63,7 +62,7 @@ from dse.cli.load import (
     note_lengths,
     note_one_pass,
 )
-from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, show_graph
+from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, shape_flags, show_graph
 from dse.cli.training import (
     TrainingArgs,
     TrainingOpt,

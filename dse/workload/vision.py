@@ -561,6 +561,12 @@ def build_vision_graph(
             f"precision '{precision}' (--precision): {model.name} is a vision model, which runs in "
             + ", ".join(VISION_PRECISIONS)
         )
+    if precision == "fp8" and model.family != "vit":  # a ViT's Linear layers take fp8 (Transformer Engine)
+        raise ConfigError(
+            f"precision fp8 (--precision): {model.name} is a convolutional network, modelled as eager "
+            "PyTorch, which has no fp8 convolutions (TensorRT's are not modelled): use fp16, bf16, tf32 "
+            "or fp32"
+        )
     if batch < 1:
         raise ConfigError(f"batch {batch} (--batch / --micro-batch): {model.name} needs at least one image")
     _check_image_size(model, image_size)

@@ -104,3 +104,28 @@ def test_an_llm_pass_that_does_not_fit_says_so() -> None:
     assert "does not fit" in text and "weights alone exceed it" in text
     encoder = ["predict", "--model", "bert-large", "--gpu", "h100-sxm", "--batch", "8", "--seq-len", "512"]
     assert json.loads(runner.invoke(app, [*encoder, "--json"]).output)["kv_cache_bytes"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("args", "fits"),
+    [
+        (["predict", "--model", "bert-large", "--gpu", "h100-sxm", "--batch", "8"], 512),
+        (["predict", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "8"], 1023),
+        (["predict", "--model", "bert-large", "--gpu", "h100-sxm", "--training"], 512),
+    ],
+)
+def test_the_default_length_is_what_the_model_holds(args: list[str], fits: int) -> None:
+    # --seq-len defaulted to 1024, past BERT's 512 positions and GPT-2's 1024 with a decode step's new
+    # token: a newcomer's first BERT command failed, blaming a flag they never gave. Now the default is
+    # the longest the model holds, the same prediction as that length written out.
+    from tests.cli.fuzz_helpers import runner
+
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    written = runner.invoke(app, [*args, "--seq-len", str(fits), "--json"])
+    assert json.loads(result.stdout) == json.loads(written.stdout)
+
+
+def test_fp8_convolutions_are_refused_for_inference_as_for_training() -> None:
+    refused(["predict", "--model", "resnet-50", "--gpu", "h100-sxm", "--batch", "64", "--precision", "fp8"],
+            "resnet-50 is a convolutional network", "no fp8 convolutions")  # fmt: skip
