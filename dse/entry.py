@@ -54,6 +54,10 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    except BrokenPipeError:  # a write the CLI's own handlers did not meet (they call closed_pipe too)
+        from dse.cli.common import closed_pipe
+
+        closed_pipe()
     except Exception as exc:
         if type(exc).__name__ == "Abort":  # the parser's end of input (EOF at a prompt)
             sys.stderr.write("aborted\n")

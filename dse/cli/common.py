@@ -27,9 +27,28 @@ from dse.errors import ConfigError, DseError, implied_precision_message
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
 # cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
 _PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
+# 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe (`yes | head`)
+CLOSED_PIPE_EXIT_CODE = 141
+
+
+def closed_pipe() -> None:
+    """Stop after the reader of stdout closed it (`dse models | head`): stdout goes to /dev/null, so the
+    interpreter's final flush does not fail again, and the exit code is a shell tool's on SIGPIPE (rich
+    and the parser exit 1, which says a run failed)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(CLOSED_PIPE_EXIT_CODE)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        closed_pipe()
+
+
 # emoji=False: a `:name:` in a name or path is printed as written, not as an emoji (`esc` for markup)
-console = Console(width=_PIPE_WIDTH, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+console = _Console(width=_PIPE_WIDTH, emoji=False)
+err_console = _Console(stderr=True, emoji=False)
 F = TypeVar("F", bound=Callable[..., Any])
 
 JsonOpt = Annotated[
@@ -161,8 +180,13 @@ def strict_json(obj: Any) -> str:
 
 
 def print_json(obj: Any) -> None:
-    """Strict JSON on stdout (`strict_json`)."""
-    sys.stdout.write(strict_json(obj) + "\n")
+    """Strict JSON on stdout (`strict_json`), flushed here so that a reader that closed the pipe is met
+    as the consoles meet it (`closed_pipe`), not by the parser's exit code 1 at exit."""
+    try:
+        sys.stdout.write(strict_json(obj) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed_pipe()
 
 
 def gpu_from_options(

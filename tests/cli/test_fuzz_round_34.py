@@ -129,3 +129,20 @@ def test_the_default_length_is_what_the_model_holds(args: list[str], fits: int) 
 def test_fp8_convolutions_are_refused_for_inference_as_for_training() -> None:
     refused(["predict", "--model", "resnet-50", "--gpu", "h100-sxm", "--batch", "64", "--precision", "fp8"],
             "resnet-50 is a convolutional network", "no fp8 convolutions")  # fmt: skip
+
+
+@pytest.mark.parametrize("args", [["models"], ["gpu", "show", "h100-sxm", "--json"]])
+def test_a_closed_output_pipe_stops_quietly_with_the_sigpipe_code(args: list[str]) -> None:
+    # `dse models | head` exited 1 (rich's and the parser's rule), which README reserves for a failed run;
+    # a shell tool whose reader went away reports 128 + SIGPIPE. The pipe is closed before the command
+    # writes (it takes a second to start), so its first write meets it.
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dse", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == b""
