@@ -344,7 +344,7 @@ PrecisionOpt = Annotated[
         help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, "
         "Kimi-K2.5's int4). Default: an LLM checkpoint's own weights as published (its config's "
         "quantization_config or Hub-id suffix: fp8 for DeepSeek-V3 and *-FP8, mxfp4 for gpt-oss), else "
-        "bf16; bf16 for --training.",
+        "bf16 (a training step, `dse predict --training`: bf16).",
         show_default=False,
     ),
 ]
