@@ -21,10 +21,19 @@ CostScenarioOpt = Annotated[
     typer.Option("--cost-scenario", help=f"Every price at the {'|'.join(SCENARIOS)} end of its range."),
 ]
 LifetimeOpt = Annotated[
-    float | None, typer.Option("--lifetime-years", help="Owner view: years the GPU is used (default 5).")
+    float | None,
+    typer.Option(
+        "--lifetime-years",
+        help="Years the GPU is used (default 5): amortizes the price (owner view) and embodied carbon.",
+    ),
 ]
 UtilizationOpt = Annotated[
-    float | None, typer.Option("--utilization", help="Owner view: share of the lifetime serving (default 1).")
+    float | None,
+    typer.Option(
+        "--utilization",
+        help="Share of the lifetime serving (default 1): amortizes the price (owner view) and embodied "
+        "carbon; a renter's $/GPU-hour is per hour served.",
+    ),
 ]
 ElectricityOpt = Annotated[
     float | None,
@@ -83,6 +92,11 @@ class CostArgs:
                 + ", ".join(owner_only)
             )
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
+        if self.gpu_usd_per_hour is not None and "operation.electricity_usd_per_kwh" in cost_sets:
+            raise DseError(
+                "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
+                "--set cost.operation.electricity_usd_per_kwh"
+            )
         for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh"):
             if getattr(self, key) is not None and f"operation.{key}" in cost_sets:  # the flag won, unsaid
                 flag = "--" + key.replace("_", "-")

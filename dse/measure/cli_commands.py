@@ -151,7 +151,8 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
     if replay is not None and recorded:  # held to what calibrate and validate accept: no NaN, no -300 W
         frame = samples_frame(recorded)
         frame["file"] = replay.name
-        check_sample_values(frame, _recorded_tdp_w(recorded, spec.power.tdp_w))
+        clocks = (spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz)
+        check_sample_values(frame, _recorded_tdp_w(recorded, spec.power.tdp_w), clocks)
     gpu = ReplayGpu(
         recorded,
         name=spec.name,
@@ -246,11 +247,27 @@ def _measure_kernels_dry_run(
     replay: Path | None,
 ) -> None:
     gpu, label, _ = _dry_run_gpu(gpu_name, replay)
+    _check_dry_run_clocks(requested, gpu_name or DRY_RUN_GPU)
     clocks = requested if requested is not None else [gpu.sm_clock_hz()]
     source = f"dry-run:{replay.name}" if replay is not None else "dry-run:synthetic"
     samples = measure_ops(ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=source)
     write_samples(out, samples)
     _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
+
+
+def _check_dry_run_clocks(requested: list[float | None] | None, gpu_name: str) -> None:
+    """A dry run's --clocks-mhz within the replayed GPU's SM clock range: a real run snaps each to the
+    nearest clock the GPU supports, a dry run would record samples at clocks no GPU of its kind runs."""
+    from dse.hardware.catalog import load_gpu
+
+    spec = load_gpu(gpu_name)
+    lo, hi = spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz
+    outside = [c for c in requested or () if c is not None and not lo <= c <= hi]
+    if outside:
+        raise ConfigError(
+            f"--clocks-mhz {outside[0] / MHZ:g} is outside the SM clock range of {spec.name}: "
+            f"{lo / MHZ:g}-{hi / MHZ:g} MHz (a dry run replays that GPU)"
+        )
 
 
 def measure_model_command(

@@ -146,3 +146,26 @@ def test_a_closed_output_pipe_stops_quietly_with_the_sigpipe_code(args: list[str
     proc.stdout.close()
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141 and err == b""
+
+
+def test_a_dry_run_and_a_sample_file_hold_to_the_gpus_clock_range(tmp_path: Path) -> None:
+    # 5 GHz on an H100 was recorded by a dry run and fitted by calibrate (exit 0), 1 MHz validated
+    refused(["measure", "kernels", "--suite", "gemm", "--dry-run", "--clocks-mhz", "5000", "--out",
+             str(tmp_path / "o.csv")], "outside the SM clock range of h100-sxm: 345-1980 MHz")  # fmt: skip
+    from tests.cli.fuzz_helpers import gemm_samples
+
+    path = gemm_samples(tmp_path, sm_clock_hz=5e9)
+    refused(["calibrate", str(path), "--gpu", "h100-sxm", "-o", str(tmp_path / "c.json")],
+            "sm_clock_hz 5e+09", "the GPU's SM clock range")  # fmt: skip
+    one_mhz = gemm_samples(tmp_path, "one.csv", sm_clock_hz=1e6)
+    refused(["validate", "samples", str(one_mhz), "--gpu", "h100-sxm"], "sm_clock_hz 1e+06")
+
+
+def test_the_renter_view_refuses_the_owners_electricity_price_as_a_set_too() -> None:
+    # the flag was refused beside --gpu-usd-per-hour, the same fact through --set was ignored (exit 0)
+    serve = ["--batch", "4", "--input-tokens", "128", "--output-tokens", "16", "--gpu-usd-per-hour", "2"]
+    tariff = ["--set", "cost.operation.electricity_usd_per_kwh=500"]
+    refused(
+        ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *serve, *tariff],
+        "drop --set cost.operation",
+    )

@@ -377,24 +377,36 @@ def _check_power(frame: pd.DataFrame, tdp_w: float) -> None:
             )
 
 
-def _check_clocks(frame: pd.DataFrame) -> None:
+def _check_clocks(frame: pd.DataFrame, clock_range_hz: tuple[float, float] | None) -> None:
     """ConfigError for the first row whose requested or reported SM clock is not in (0, MAX_SM_CLOCK_HZ]
-    (NaN: not locked, or not reported): a -1 Hz lock was fitted and validated as a "-0 MHz" clock."""
+    (NaN: not locked, or not reported): a -1 Hz lock was fitted and validated as a "-0 MHz" clock; nor,
+    given the GPU's `clock_range_hz`, within CLOCK_RANGE_SLACK of it (1 MHz or 5 GHz on an H100, or MHz
+    written in a Hz column, were fitted)."""
+    lo, hi = (0.0, MAX_SM_CLOCK_HZ) if clock_range_hz is None else clock_range_hz
+    lo, hi = lo / CLOCK_RANGE_SLACK, min(hi * CLOCK_RANGE_SLACK, MAX_SM_CLOCK_HZ)
     for column in ("sm_clock_hz", "avg_sm_clock_hz"):
         clock = frame[column].to_numpy(float)
-        bad = ~np.isnan(clock) & ~((clock > 0) & (clock <= MAX_SM_CLOCK_HZ))
+        bad = ~np.isnan(clock) & ~((clock > 0) & (clock >= lo) & (clock <= hi))
         if bad.any():
             i = int(np.nonzero(bad)[0][0])
+            where = "(0, 1e+10] Hz" if clock_range_hz is None else "the GPU's SM clock range"
             raise ConfigError(
                 f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {column} {clock[i]:.4g}, "
-                f"not a clock in (0, {MAX_SM_CLOCK_HZ:.0e}] Hz"
+                f"not a clock in {where} ({lo / 1e6:.0f}-{hi / 1e6:.0f} MHz)"
             )
 
 
-def check_sample_values(frame: pd.DataFrame, tdp_w: float) -> None:
+# A recorded clock may lie a little outside the catalog's range (an unlisted supported clock), not 2x.
+CLOCK_RANGE_SLACK = 1.5
+
+
+def check_sample_values(
+    frame: pd.DataFrame, tdp_w: float, clock_range_hz: tuple[float, float] | None = None
+) -> None:
     """ConfigError naming the file and sample of the first row no measurement gives: a latency that is not
     a positive number, an impossible power or energy (`_check_power`, against `tdp_w` where a row records
-    no power limit) or SM clock. `frame`: `samples_frame` rows with the `file` each came from."""
+    no power limit) or SM clock (given the GPU's `clock_range_hz`, one it cannot run within
+    CLOCK_RANGE_SLACK). `frame`: `samples_frame` rows with the `file` each came from."""
     latency = frame["latency_s"].to_numpy(float)
     bad = ~(np.isfinite(latency) & (latency > 0))
     if bad.any():
@@ -403,4 +415,4 @@ def check_sample_values(frame: pd.DataFrame, tdp_w: float) -> None:
             f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
         )
     _check_power(frame, tdp_w)
-    _check_clocks(frame)
+    _check_clocks(frame, clock_range_hz)

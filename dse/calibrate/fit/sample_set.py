@@ -174,7 +174,7 @@ def load_sample_set(
         raise ConfigError(
             f"no kernel rows of the families {', '.join(wanted)} in {', '.join(str(p) for p, _ in per_file)}"
         )
-    check_sample_values(frame, spec.power.tdp_w)
+    check_sample_values(frame, spec.power.tdp_w, (spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz))
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
