@@ -125,8 +125,9 @@ def report_cmd(
             "--objective",
             help="METRIC[:minimize|maximize] to draw and rank instead of the study's objectives; give two, "
             "e.g. --objective usd_per_million_output_tokens --objective gco2_per_output_token. Without a "
-            "direction: the study's for its own objectives, else maximize rates (*_per_s, mfu) and minimize "
-            "the rest.",
+            "direction: the study's for its own objectives, else maximize rates (*_per_s, mfu) and "
+            "capacities and minimize the rest. The front, its table and the hypervolume are those of the two "
+            "drawn.",
         ),
     ] = None,
 ) -> None:

@@ -298,7 +298,14 @@ def _pareto_section(info: ParetoInfo) -> str:
             f"{unplotted} point(s) have no objective values (errors, or rejected before evaluation) and "
             "are not drawn; see the settings section for the reasons."
         )
-    if not info.front_from_log:
+    if info.reranked:
+        notes.append(
+            f"Ranked by {_objectives_text(info.objectives)} instead of the study's "
+            f"{_objectives_text(info.study_objectives)}: the front, its table, the selected points and the "
+            "hypervolume are those of the objectives drawn here, computed for this report from the "
+            "feasible points."
+        )
+    elif not info.front_from_log:
         notes.append(
             "The log has no on_front column (unfinished run): the front was computed for this report."
         )
@@ -317,6 +324,10 @@ def _pareto_section(info: ParetoInfo) -> str:
         + "".join(f'<p class="note">{_esc(n)}</p>' for n in notes)
         + f"<script>{_COLOR_JS % {'meta': meta}}</script></section>"
     )
+
+
+def _objectives_text(objectives: Sequence[Objective]) -> str:
+    return ", ".join(f"{o.column.removeprefix('metric.')} ({o.direction})" for o in objectives)
 
 
 def _pareto_title(info: ParetoInfo) -> str:
@@ -461,7 +472,9 @@ def build_report_html(
     """The whole page as one string (see `write_html_report`)."""
     _imports.check()
     chosen = run.objectives if not objectives else report_objectives(run, objectives)
-    info = build_pareto_info(run.trials, chosen, parameters=run.parameters, color_by=color_by)
+    info = build_pareto_info(
+        run.trials, chosen, parameters=run.parameters, color_by=color_by, study_objectives=run.objectives
+    )
     breakdown = _breakdown_rows(run, info, breakdown_fn)
     study = run.summary.get("study") or run.run_dir.parent.name
     body = "".join(
@@ -486,15 +499,17 @@ def build_report_html(
     )
 
 
-# Metrics where more is better: rates of work done (tokens, requests, samples per second) and utilization.
+# Metrics where more is better besides rates: model FLOP utilization and what it gives per GPU.
 _MORE_IS_BETTER = ("mfu", "model_tflops_per_gpu")
 
 
 def natural_direction(metric: str) -> str:
-    """maximize for a rate of work done (`*_per_s`, `*_per_s_per_gpu`) or utilization (`mfu`), minimize
-    for everything else (latency, energy, power, cost, carbon, memory)."""
+    """maximize for a rate of work done (`*_per_s`, `*_per_s_per_gpu`: throughput, goodput), utilization
+    (`mfu`) or a capacity (`memory_capacity_bytes`, `kv_capacity_tokens`), minimize for everything else
+    (latency, energy, power, cost, carbon, memory used)."""
     rate = metric.endswith("_per_s") or metric.endswith("_per_s_per_gpu")
-    return "maximize" if rate or metric in _MORE_IS_BETTER else "minimize"
+    capacity = "capacity" in metric.split("_")
+    return "maximize" if rate or capacity or metric in _MORE_IS_BETTER else "minimize"
 
 
 def report_objectives(run: RunData, objectives: Sequence[tuple[str, str]]) -> list[Objective]:

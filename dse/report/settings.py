@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from dse.report.figures.pareto import ParetoInfo
+from dse.report.figures.pareto import ParetoInfo, front_hypervolume
 from dse.report.frames import ParamInfo, RunData
 from dse.report.markup import esc as _esc
 from dse.report.markup import kv_table as _kv_table
@@ -112,6 +112,40 @@ _SUMMARY_SHOWN = (
 )
 
 
+def _point_text(values: Any) -> Any:
+    return "(" + ", ".join(_fmt(v) for v in values) + ")" if isinstance(values, list) else values
+
+
+def _result_pairs(s: Mapping[str, Any], info: ParetoInfo) -> list[tuple[str, Any]]:
+    """The run's counts, and the front size and hypervolume of the objectives the page ranks by: the
+    summary's for the study's own, else computed here, with the study's front named as such."""
+    pairs = [(k, s[k]) for k in ("n_points", "n_feasible", "n_failed") if k in s]
+    if not pairs:
+        pairs = [
+            ("n_points", info.n_points),
+            ("n_feasible", info.count("front") + info.count("dominated")),
+            ("n_failed", info.count("failed")),
+        ]
+    if not info.reranked:
+        pairs.append(("front_size", s.get("front_size", info.count("front"))))
+        pairs += [(k, _point_text(s[k])) for k in ("hypervolume", "reference_point") if k in s]
+        return pairs
+    pairs.append(("front_size", info.count("front")))
+    if (hv := front_hypervolume(info)) is not None:
+        pairs += [
+            ("hypervolume", hv[0]),
+            (
+                "reference_point",
+                _point_text(hv[1]) + " (the feasible points' worst values, 10% of their range further out)",
+            ),
+        ]
+    if "front_size" in s:
+        own = ", ".join(o.column.removeprefix("metric.") for o in info.study_objectives)
+        hv_text = f", hypervolume {_fmt(s['hypervolume'])}" if "hypervolume" in s else ""
+        pairs.append((f"study's front ({own})", f"{s['front_size']} points{hv_text}"))
+    return pairs
+
+
 def settings_section(run: RunData, info: ParetoInfo) -> str:
     s = run.summary
     parts = ['<section id="settings"><h2>Study settings and run summary</h2>']
@@ -133,20 +167,7 @@ def settings_section(run: RunData, info: ParetoInfo) -> str:
     run_pairs += [
         (k, v) for k, v in s.items() if k not in _SUMMARY_SHOWN and isinstance(v, str | int | float)
     ]
-    res_pairs = [(k, s[k]) for k in ("n_points", "n_feasible", "n_failed", "front_size") if k in s]
-    if not res_pairs:
-        res_pairs = [
-            ("n_points", info.n_points),
-            ("n_feasible", info.count("front") + info.count("dominated")),
-            ("n_failed", info.count("failed")),
-            ("front_size", info.count("front")),
-        ]
-    for k in ("hypervolume", "reference_point"):
-        if k in s:
-            value = s[k]
-            if isinstance(value, list):
-                value = "(" + ", ".join(_fmt(v) for v in value) + ")"
-            res_pairs.append((k, value))
+    res_pairs = _result_pairs(s, info)
     objs = ", ".join(f"{o.column.removeprefix('metric.')} ({o.direction})" for o in info.objectives)
     cons = s.get("constraints") or []
     parts.append('<div class="grid"><div><h3>Run</h3>' + _kv_table(run_pairs) + "</div>")

@@ -184,9 +184,14 @@ def front_table(info: ParetoInfo, keep: Collection[str] = ()) -> str:
     """The `#front` section: the sortable table of front points and its CSV link."""
     metric_cols, head = _columns(info, keep)
     body, n_shown, n_front = _body(info, metric_cols)
+    # pareto.csv holds the front of the study's objectives, not of those a redrawn report ranks by
+    every = (
+        "trials.parquet has every point and column (pareto.csv: the study's front)" if info.reranked else ""
+    )
     more = ""
     if n_front > n_shown:
-        more = f'<p class="note">First {n_shown} of {n_front} front points; pareto.csv has them all.</p>'
+        rest = every or "pareto.csv has them all"
+        more = f'<p class="note">First {n_shown} of {n_front} front points; {_esc(rest)}.</p>'
     if info.constant_metrics:
         same = ", ".join(
             f"{info.metric_units[m].title} {fmt_value(info.metric_units[m].convert_one(v))}"
@@ -196,7 +201,7 @@ def front_table(info: ParetoInfo, keep: Collection[str] = ()) -> str:
     tools = (
         '<div class="table-tools"><a id="front-csv" href="#" download="front.csv">Download CSV</a>'
         " · parameters, then metrics (a percentile equal to its mean on every row, or the logged clock "
-        "equal to sm_clock_mhz, shows once; pareto.csv has every column); first "
+        f"equal to sm_clock_mhz, shows once; {_esc(every or 'pareto.csv has every column')}); first "
         f"sorted by {_esc(info.x.unit.label)}; click a header to sort (again to reverse)</div>"
     )
     return (

@@ -22,7 +22,7 @@ from dse.errors import ConfigError
 from dse.report._imports import try_import
 from dse.report.display import DisplayUnit, display_unit, round_sig
 from dse.report.frames import Objective, ParamInfo, default_objectives, infer_parameters, metric_columns
-from dse.search.pareto import pareto_mask
+from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -67,7 +67,8 @@ class ParetoInfo:
     `points` is the trials frame plus `status` (one of STATUS_ORDER), `plotted` (has finite x and y),
     and `_x`/`_y` (the plotted objectives in display units). `front_order` lists the row labels of the
     front sorted along x. `selected` names a few front points (best of each objective, the knee) by row
-    label, for the energy breakdown and the front table.
+    label, for the energy breakdown and the front table. `study_objectives` are the run's own, those its
+    log's `on_front` was computed for.
     """
 
     objectives: tuple[Objective, ...]
@@ -83,6 +84,7 @@ class ParetoInfo:
     selected: dict[str, int]
     color_by: str | None
     front_from_log: bool
+    study_objectives: tuple[Objective, ...]
 
     def count(self, status: str) -> int:
         """Number of points in one class."""
@@ -97,6 +99,11 @@ class ParetoInfo:
     def n_plotted(self) -> int:
         """Points drawn in the scatter (those with finite objective values)."""
         return int(self.points["plotted"].sum())
+
+    @property
+    def reranked(self) -> bool:
+        """Whether the page ranks by objectives other than the study's (`dse report --objective`)."""
+        return set(self.objectives) != set(self.study_objectives)
 
     @property
     def varying_params(self) -> tuple[ParamInfo, ...]:
@@ -133,8 +140,13 @@ def _pick_axes(objectives: Sequence[Objective], columns: Sequence[str]) -> tuple
     return objectives[0], objectives[1]
 
 
-def _classify(df: pd.DataFrame, objectives: Sequence[Objective]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(status per row, mask of the candidates for the front, whether the front came from the log)."""
+def _classify(
+    df: pd.DataFrame, objectives: Sequence[Objective], *, log_is_for_these: bool
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(status per row, mask of the candidates for the front, whether the front came from the log).
+
+    The log's `on_front` is the front of the study's objectives: used only when `log_is_for_these`.
+    """
     feasible = (
         df["feasible"].fillna(False).astype(bool) if "feasible" in df else pd.Series(True, index=df.index)
     )
@@ -144,7 +156,7 @@ def _classify(df: pd.DataFrame, objectives: Sequence[Objective]) -> tuple[np.nda
     has_values = np.isfinite(obj_vals).all(axis=1)
     candidates = (feasible & ~errored).to_numpy() & has_values
 
-    front_from_log = bool("on_front" in df and df["on_front"].notna().any())
+    front_from_log = log_is_for_these and bool("on_front" in df and df["on_front"].notna().any())
     if front_from_log:
         on_front = df["on_front"].fillna(False).astype(bool).to_numpy() & candidates
     else:
@@ -229,26 +241,32 @@ def build_pareto_info(
     *,
     parameters: Sequence[ParamInfo] | None = None,
     color_by: str | None = None,
+    study_objectives: Sequence[Objective] | None = None,
 ) -> ParetoInfo:
     """Classify every point and order the front.
 
     Args:
         trials: one row per point in the trials.parquet layout (`frames.read_trials`).
-        objectives: the run's objectives; the first latency-like and energy-like ones are plotted.
+        objectives: the objectives to rank by; the first latency-like and energy-like ones are plotted.
         parameters: parameter descriptions (`frames.infer_parameters`); inferred when omitted.
         color_by: a parameter path or column to colour by (`sm_clock_mhz` or `param.sm_clock_mhz`);
             ConfigError when the run has no such parameter.
+        study_objectives: the run's own objectives (`RunData.objectives`); None: `objectives` are those.
 
-    The front comes from the log's `on_front` column when it has one, else it is computed over all
-    objectives from the feasible, error-free points.
+    The front comes from the log's `on_front` column when the log has one and `objectives` are the study's
+    (any order, same directions); else it is computed over all objectives from the feasible, error-free
+    points (the log's front would be that of other objectives: `dse report --objective`).
     """
     objectives = tuple(objectives)
+    own = objectives if study_objectives is None else tuple(study_objectives)
     df = trials.reset_index(drop=True).copy()
     ox, oy = _pick_axes(objectives, list(df.columns))
     for col in {o.column for o in (*objectives, ox, oy)} - set(df.columns):
         df[col] = np.nan  # an objective no point produced (every evaluation failed)
     params = tuple(parameters) if parameters is not None else infer_parameters(df)
-    status, candidates, front_from_log = _classify(df, objectives)
+    status, candidates, front_from_log = _classify(
+        df, objectives, log_is_for_these=set(own) == set(objectives)
+    )
     df["status"] = status
     # units from the front's candidates, or from every point where none is feasible (else SI bytes, MB/s)
     scaled = candidates if candidates.any() else np.ones(len(df), dtype=bool)
@@ -284,7 +302,24 @@ def build_pareto_info(
         selected=selected,
         color_by=_color_column(color_by, params),
         front_from_log=front_from_log,
+        study_objectives=own,
     )
+
+
+def front_hypervolume(info: ParetoInfo) -> tuple[float, list[float]] | None:
+    """(hypervolume of the page's front, its reference point), None without a feasible point.
+
+    The reference is what a run whose study gives none takes (`default_reference_point`): the feasible
+    points' nadir pushed out by 10% of their range, here over all of them. For a front of the study's own
+    objectives the run's summary.json has the figure the run reported (its reference may differ).
+    """
+    feasible = info.points["status"].isin(("front", "dominated")).to_numpy()
+    if not feasible.any():
+        return None
+    values = _objective_values(info.points, info.objectives)
+    directions = [o.direction for o in info.objectives]
+    ref = default_reference_point(values[feasible], directions)
+    return hypervolume(values[list(info.front_order)], ref, directions), ref
 
 
 # --- hover data -------------------------------------------------------------------------------------
