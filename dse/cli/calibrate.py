@@ -43,7 +43,7 @@ def calibrate_cmd(
     from dse.calibrate.fit.samples import calibrate
 
     frac, split_seed = check_holdout_frac(holdout_frac), check_split_seed(seed)
-    check_output_file(out, "--out", "coeffs.json")  # before the fit, not after it
+    check_output_file(out, "--out", "coeffs.json", samples)  # before the fit, not after it
     cal = calibrate(
         samples,
         gpu,

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
@@ -160,11 +160,16 @@ def _counts_as_ints(obj: Any) -> Any:
     return obj
 
 
-def check_output_file(path: Path, flag: str, suggested_name: str) -> None:
+def check_output_file(path: Path, flag: str, suggested_name: str, inputs: Sequence[Path] = ()) -> None:
     """Refuse an output file that cannot be written before the work that fills it runs, not after it
-    (`dse.config.outpaths.output_file_problem` says why)."""
+    (`dse.config.outpaths.output_file_problem` says why), or that is one of the command's `inputs` (the
+    measured samples a fit reads were replaced by its coefficients)."""
     if (problem := output_file_problem(path, suggested_name)) is not None:
         raise DseError(f"{flag} {path}: {problem}")
+    if path.exists() and any(p.exists() and path.samefile(p) for p in inputs):
+        raise DseError(
+            f"{flag} {path}: is one of the command's inputs, which it would replace; name a new file"
+        )
 
 
 def strict_json(obj: Any) -> str:

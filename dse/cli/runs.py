@@ -137,7 +137,14 @@ def report_cmd(
         if len(objective) != 2:
             raise DseError(f"--objective: give two (the scatter's x and y), got {len(objective)}")
         chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip()) for o in objective]
-    _write_report(run_dir, color_by, _nonempty_path(out, "--out"), chosen)
+    path = _nonempty_path(out, "--out")
+    # the log is the run's cache and resume point: no output may replace a file of the run but its report
+    own = path is not None and path.exists() and path.parent.resolve() == run_dir.resolve()
+    if own and path is not None and path.name != "report.html":
+        raise DseError(
+            f"--out {path}: is a file of the run directory, which it would replace; name a new file"
+        )
+    _write_report(run_dir, color_by, path, chosen)
 
 
 @friendly

@@ -169,3 +169,25 @@ def test_the_renter_view_refuses_the_owners_electricity_price_as_a_set_too() -> 
         ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *serve, *tariff],
         "drop --set cost.operation",
     )
+
+
+def test_an_output_flag_does_not_replace_the_commands_inputs(tmp_path: Path) -> None:
+    # `dse calibrate S.csv -o S.csv` replaced the measured samples with coefficients; `dse report RUN
+    # --out RUN/points.jsonl` wrote HTML over the run's log (exit 0 both)
+    from tests.cli.fuzz_helpers import gemm_samples, runner
+
+    samples = gemm_samples(tmp_path)
+    before = samples.read_bytes()
+    refused(
+        ["calibrate", str(samples), "--gpu", "h100-sxm", "-o", str(samples)], "one of the command's inputs"
+    )
+    assert samples.read_bytes() == before
+    run = tmp_path / "run"
+    run.mkdir()
+    log = run / "points.jsonl"
+    log.write_text(json.dumps({"point_id": "p0", "params": {"batch": 8},
+                               "metrics": {"e2e_latency_s": 1.0, "energy_j": 2.0}}) + "\n")  # fmt: skip
+    logged = log.read_bytes()
+    refused(["report", str(run), "--out", str(log)], "a file of the run directory")
+    assert log.read_bytes() == logged
+    assert runner.invoke(app, ["report", str(run), "--out", str(run / "report.html")]).exit_code == 0
