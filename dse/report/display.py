@@ -50,6 +50,7 @@ _NAMED: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
         ((1.0, "g"), (1e-3, "mg"), (1e-6, "µg")),
     ),
     "energy_cost_fraction": ("energy share of cost", ((0.01, "%"),)),
+    "mfu": ("MFU", ((0.01, "%"),)),  # in %, as `dse predict --training` prints it
 }
 # A training step's ledger per trained token or sample (dse.cost.operation.TRAINING_COST_KEYS).
 _GRAMS = ((1.0, "g"), (1e-3, "mg"), (1e-6, "µg"))

@@ -91,7 +91,10 @@ def fmt_value(value: Any, digits: int = 4) -> str:
     if isinstance(value, int | np.integer):
         return str(int(value))
     if isinstance(value, float | np.floating):
-        return f"{float(value):.{digits}g}"
+        v = float(value)
+        if 1e4 <= abs(v) < 1e15:  # 27,500 rather than 2.75e+04: a price, a rate, a count
+            return f"{float(f'{v:.{digits}g}'):,.0f}"
+        return f"{v:.{digits}g}"
     return str(value)
 
 

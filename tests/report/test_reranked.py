@@ -73,7 +73,7 @@ def test_a_report_for_other_objectives_shows_their_front(tmp_path: Path) -> None
     ref = v.max(axis=0) + 0.1 * (v.max(axis=0) - v.min(axis=0))
     area = _area_by_cells(v[naive_front(v)], ref)
     shown = re.search(r"<td>hypervolume</td><td>([^<]+)</td>", page)
-    assert shown is not None and float(shown.group(1)) == pytest.approx(area, rel=1e-3)
+    assert shown is not None and float(shown.group(1).replace(",", "")) == pytest.approx(area, rel=1e-3)
     study_front = len(_study_front(run_dir))
     assert (
         f"<td>study&#x27;s front (e2e_latency_s, energy_per_output_token_j)</td>"
