@@ -32,10 +32,14 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dse.config.jsonio import loads_finite, with_nulls
 from dse.errors import ConfigError, SearchError
+
+if TYPE_CHECKING:  # the report reads logs through this module without loading the study schema
+    from dse.search.objective import Evaluator
+    from dse.search.study import StudyConfig
 
 logger = logging.getLogger(__name__)
 
@@ -301,6 +305,75 @@ class PointLog:
         if not self._fh.closed:
             self.sync()
             self._fh.close()
+
+
+def evaluator_name(evaluator: Evaluator) -> str:
+    return f"{getattr(evaluator, '__module__', '?')}.{getattr(evaluator, '__qualname__', repr(evaluator))}"
+
+
+def prepare_run_dir(
+    study: str | Path | StudyConfig | None,
+    resume: str | Path | None,
+    out: str | Path | None,
+    evaluator: Evaluator,
+    fresh: bool,
+    overrides: dict[str, Any],
+) -> tuple[StudyConfig, Path]:
+    """The study a run is made with (the overrides applied) and its run directory: the one `resume`
+    names, checked (a run directory, the same study, seed and model), the newest run of the same study
+    under `out` (unless `fresh`), or a new one."""
+    from dse.search.study import StudyConfig, load_study, study_hash
+
+    name = evaluator_name(evaluator)
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / STUDY_FILE).is_file():
+            raise ConfigError(
+                f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
+                + runs_hint(run_dir)
+            )
+        elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
+        if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
+            flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
+            raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
+        if overrides.get("n_points") is not None:  # before anything of the run is rewritten
+            check_resumed_budget(run_dir, overrides["n_points"])
+        cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
+        seed = overrides.pop("seed", None)
+        if seed is not None and seed != cfg.search.seed:
+            raise ConfigError(
+                f"--seed {seed} differs from the run's seed {cfg.search.seed}; a new seed is a new "
+                "run (drop --resume)"
+            )
+        if study is not None:
+            other = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
+            if study_hash(other, name) != study_hash(cfg, name):
+                raise ConfigError(f"{run_dir} was made by a different study than {study}; drop one of them")
+        made_by = run_fingerprint(run_dir)
+        if made_by != model_fingerprint():
+            # Continuing would mix two models' predictions in one front.
+            raise ConfigError(
+                f"{run_dir} was made by another version of the dse model (fingerprint "
+                f"{made_by or 'unknown'}, now {model_fingerprint()}): its points cannot be reused; run the "
+                "study again without --resume (a new run directory is made)"
+            )
+        return cfg.with_overrides(**overrides), run_dir
+    if study is None:
+        raise ConfigError("give a study file or --resume RUN_DIR")
+    cfg = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
+    cfg = cfg.with_overrides(**overrides)
+    h = study_hash(cfg, name)
+    root = Path(out) if out is not None else Path("results")
+    existing = None if fresh else find_run_dir(root, cfg.name, h)
+    if existing is not None:
+        logger.info("continuing %s (same study and seed)", existing)
+        return cfg, existing
+    run_dir = root / cfg.name / new_run_id(h)
+    n = 1
+    while run_dir.exists():
+        n += 1
+        run_dir = root / cfg.name / f"{new_run_id(h)}.{n}"
+    return cfg, run_dir
 
 
 def check_resumed_budget(run_dir: Path, n_points: int) -> None:

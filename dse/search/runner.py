@@ -9,7 +9,9 @@ resumed or repeated run) is answered from there, the others are split into chunk
 executor; every finished chunk is appended to points.jsonl at once; then every ask is told, in ask order, so
 the sampler's state (and the next batch) does not depend on which chunk finished first. Replaying a run
 with the same seed therefore proposes the same points, and a killed run resumed from its log ends with the
-same points, the same `seq` numbers and the same front as one that was never interrupted.
+same points, the same `seq` numbers and the same front as one that was never interrupted; a batch is cut
+short only by the point budget, as the run's last, so a finished run continued with a larger budget ends as
+one given that budget from the start. Logged points a run does not meet again stay in its results.
 
 A point is feasible when the model says so (`feasible`, e.g. the memory fits) and every study constraint
 holds; infeasible points are logged with the reason and kept out of the front. Optuna sees the constraint
@@ -44,19 +46,15 @@ from dse.search.rundir import (
     SUMMARY_FILE,
     PointLog,
     PointRecord,
-    check_resumed_budget,
     env_info,
-    find_run_dir,
-    model_fingerprint,
-    new_run_id,
-    run_fingerprint,
-    runs_hint,
+    evaluator_name,
+    prepare_run_dir,
     trials_frame,
     write_json,
     write_tables,
 )
 from dse.search.space import point_id
-from dse.search.study import StudyConfig, load_study, resolved_yaml, study_hash
+from dse.search.study import StudyConfig, resolved_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -114,10 +112,6 @@ class RunSummary:
             f"({self.executor}, {self.sampler}, seed {self.seed})",
             f"results: {self.run_dir}",
         ]
-
-
-def evaluator_name(evaluator: Evaluator) -> str:
-    return f"{getattr(evaluator, '__module__', '?')}.{getattr(evaluator, '__qualname__', repr(evaluator))}"
 
 
 # --- the driver ------------------------------------------------------------------------------------------
@@ -313,12 +307,22 @@ class _Run:
         list[Any], list[str], list[PointRecord], dict[int, list[tuple[int, str, dict[str, Any]]]], int
     ]:
         """Ask one batch: (asks, their point ids, records answered without evaluation, submitted chunks by
-        ticket, the next sequence number). Duplicates within the run are answered later from `known`."""
+        ticket, the next sequence number). Duplicates within the run are answered later from `known`.
+
+        A batch is cut short only once it holds the points the budget lacks, which makes it the run's last:
+        no ask is told mid-batch, so its asks are the first ones a larger budget's batch makes from the same
+        state, and a run continued with a larger budget meets every logged point again, in order. (Cutting
+        it at `n_points - known` asks left a batch with duplicates short of the budget; the batches after
+        it were told in between and drew NSGA-II's next parents from an incomplete generation, so a larger
+        budget's replay proposed other points and lost the logged ones.)
+        """
         asks, pids, fresh = [], [], []
         pending: set[str] = set()
         chunks: dict[int, list[tuple[int, str, dict[str, Any]]]] = {}
         buffer: list[tuple[int, str, dict[str, Any]]] = []
-        for _ in range(min(self.cfg.search.effective_batch_size, self.cfg.search.n_points - len(self.known))):
+        for _ in range(self.cfg.search.effective_batch_size):
+            if len(self.known) + len(pending) >= self.cfg.search.n_points:
+                break
             got = sampler.ask(1)
             if not got:
                 break
@@ -405,7 +409,27 @@ class _Run:
 
     # -- outputs
 
-    def finish(self, reason: str) -> RunSummary:
+    def _keep_unreached(self, logged: Mapping[str, PointRecord]) -> None:
+        """Logged points this run did not meet again stay in its results, numbered after its own: it
+        stopped before its replay of the log reached them (a time budget, patience, Ctrl-C), or the sampler
+        proposes other points now (another Optuna). The log is the cache: an evaluated point never leaves
+        the tables, the front or the report while points.jsonl holds it."""
+        unreached = sorted((r for pid, r in logged.items() if pid not in self.known), key=lambda r: r.seq)
+        if not unreached:
+            return
+        logger.warning(
+            "%d points of the log were not proposed again before the run stopped; its results keep them",
+            len(unreached),
+        )
+        next_seq = max((r.seq for r in self.known.values()), default=-1) + 1
+        for i, logged_rec in enumerate(unreached):
+            rec = dataclasses.replace(logged_rec, seq=next_seq + i)
+            self.known[rec.point_id] = rec
+            self._count(rec)
+        self.n_cached += len(unreached)
+
+    def finish(self, reason: str, logged: Mapping[str, PointRecord]) -> RunSummary:
+        self._keep_unreached(logged)
         records = sorted(self.known.values(), key=lambda r: r.seq)
         ok = [r for r in records if self._objective_row(r) is not None]
         on_front: dict[str, bool] = {}
@@ -457,66 +481,6 @@ class _Run:
         return summary
 
 
-def _prepare(
-    study: str | Path | StudyConfig | None,
-    resume: str | Path | None,
-    out: str | Path | None,
-    evaluator: Evaluator,
-    fresh: bool,
-    overrides: dict[str, Any],
-) -> tuple[StudyConfig, Path]:
-    name = evaluator_name(evaluator)
-    if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / STUDY_FILE).is_file():
-            raise ConfigError(
-                f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
-                + runs_hint(run_dir)
-            )
-        elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
-        if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
-            flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
-            raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
-        if overrides.get("n_points") is not None:  # before anything of the run is rewritten
-            check_resumed_budget(run_dir, overrides["n_points"])
-        cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
-        seed = overrides.pop("seed", None)
-        if seed is not None and seed != cfg.search.seed:
-            raise ConfigError(
-                f"--seed {seed} differs from the run's seed {cfg.search.seed}; a new seed is a new "
-                "run (drop --resume)"
-            )
-        if study is not None:
-            other = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
-            if study_hash(other, name) != study_hash(cfg, name):
-                raise ConfigError(f"{run_dir} was made by a different study than {study}; drop one of them")
-        made_by = run_fingerprint(run_dir)
-        if made_by != model_fingerprint():
-            # Continuing would mix two models' predictions in one front.
-            raise ConfigError(
-                f"{run_dir} was made by another version of the dse model (fingerprint "
-                f"{made_by or 'unknown'}, now {model_fingerprint()}): its points cannot be reused; run the "
-                "study again without --resume (a new run directory is made)"
-            )
-        return cfg.with_overrides(**overrides), run_dir
-    if study is None:
-        raise ConfigError("give a study file or --resume RUN_DIR")
-    cfg = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
-    cfg = cfg.with_overrides(**overrides)
-    h = study_hash(cfg, name)
-    root = Path(out) if out is not None else Path("results")
-    existing = None if fresh else find_run_dir(root, cfg.name, h)
-    if existing is not None:
-        logger.info("continuing %s (same study and seed)", existing)
-        return cfg, existing
-    run_dir = root / cfg.name / new_run_id(h)
-    n = 1
-    while run_dir.exists():
-        n += 1
-        run_dir = root / cfg.name / f"{new_run_id(h)}.{n}"
-    return cfg, run_dir
-
-
 def run_study(
     study: str | Path | StudyConfig | None = None,
     *,
@@ -551,7 +515,7 @@ def run_study(
         executor = "ray"
     overrides: dict[str, Any] = {"n_points": n_points, "executor": executor, "seed": seed, "workers": workers}
     overrides["time_budget_s"] = time_budget_s
-    cfg, run_dir = _prepare(study, resume, out, evaluator, fresh, overrides)
+    cfg, run_dir = prepare_run_dir(study, resume, out, evaluator, fresh, overrides)
     created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -589,7 +553,7 @@ def run_study(
         if owned is not None:
             owned.__exit__(None, None, None)
     try:
-        return run.finish(reason)
+        return run.finish(reason, log.records)
     except OSError as exc:
         raise RunFailed(
             f"cannot write the run's tables in {run_dir} ({exc.strerror or exc}); its points are in "

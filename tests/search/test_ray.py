@@ -27,6 +27,19 @@ def test_ray_executor_matches_serial(tmp_path: Path) -> None:
     assert not ray.is_initialized()  # the executor shut down the instance it started
 
 
+def test_ray_continues_a_finished_run_with_every_logged_point(tmp_path: Path) -> None:
+    """A serial run that ended mid-generation, continued on Ray with a larger budget: the serial run of
+    that budget, every logged point kept (tests/search/test_continue.py, for serial and process)."""
+    from .test_continue import FIRST, MORE, assert_results_hold_the_log, discrete_study
+
+    first = run_study(discrete_study(tmp_path, FIRST), out=tmp_path, evaluator=zdt1)
+    more = run_study(resume=first.run_dir, evaluator=zdt1, n_points=MORE, executor="ray", workers=2)
+    assert more.executor == "ray" and more.n_cached == FIRST and more.n_evaluated == MORE - FIRST
+    assert_results_hold_the_log(more)
+    straight = run_study(discrete_study(tmp_path, MORE), out=tmp_path / "straight", evaluator=zdt1)
+    assert comparable(read_log(more.run_dir)) == comparable(read_log(straight.run_dir))
+
+
 def test_local_ray_env_is_loopback_only_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
