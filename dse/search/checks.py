@@ -390,12 +390,11 @@ def _check_every_point_refuses(
 
 
 def _model_names(cfg: StudyConfig, space: SearchSpace) -> list[str]:
-    """Every model a point of the study may run: `model:` and the values of a `model` parameter."""
-    models = {cfg.model} | {
-        str(v) for n, spec in cfg.space.items() if space.path_of(n) == "model"
-        for _, v in param_values_with_locs(n, spec)
-    }  # fmt: skip
-    return sorted(models)
+    """Every model a point of the study may run: the values of a `model` parameter, and `model:` unless
+    such a parameter is always active."""
+    given = [(n, spec) for n, spec in cfg.space.items() if space.path_of(n) == "model"]
+    models = {str(v) for n, spec in given for _, v in param_values_with_locs(n, spec)}
+    return sorted(models if any(not spec.when for _, spec in given) else models | {cfg.model})
 
 
 def _check_layout(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
@@ -511,7 +510,7 @@ def _check_training(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> No
                     raise located_error(smap, where, msg)
         else:
             _check_workload_values(cfg, smap, name, path)
-    _check_metrics(cfg, smap, (*training_metrics(cfg.model), *CONTEXT_METRICS))
+    _check_metrics(cfg, smap, (*training_metrics(*_model_names(cfg, space)), *CONTEXT_METRICS))
     _check_training_layouts(cfg, smap, space)
 
 

@@ -288,6 +288,39 @@ def _matches(value: Any, allowed: Sequence[Any]) -> bool:
     return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in allowed)
 
 
+def _never_taken(cond: Scalar | list[Scalar], ref: str, spec: _ParamBase) -> str | None:
+    """Why a `when` on parameter `ref` (of `spec`) can never hold, or None: an empty list, a value the
+    parameter never takes (off its range or its step grid, not among its values), or any value of a
+    continuous range, which a sampled real equals with probability zero. The parameter it guards would
+    silently never exist."""
+    wanted = _allowed(cond)
+    if not wanted:
+        return f"an empty list matches no value of '{ref}'"
+    if isinstance(spec, ChoiceParam | ConstParam):
+        possible = spec.grid_values()
+        bad = [c for c in wanted if not _matches(c, possible)]
+        return (
+            f"{bad[0]!r} is never a value of '{ref}' (allowed: {', '.join(map(str, possible))})"
+            if bad
+            else None
+        )
+    if isinstance(spec, FloatParam) and spec.step is None:
+        return (
+            f"'{ref}' is a continuous range: a sampled value never equals {wanted[0]!r}; give it a step "
+            "or values"
+        )
+    if isinstance(spec, IntParam | FloatParam):
+        step = float(spec.step or 1)
+        for c in wanted:
+            number = isinstance(c, int | float) and not isinstance(c, bool)
+            k = (float(c) - spec.low) / step if number else math.nan
+            if not (number and spec.low <= c <= spec.high and abs(k - round(k)) <= 1e-9 * max(1.0, abs(k))):
+                return (
+                    f"{c!r} is never a value of '{ref}' ({spec.low:g} to {spec.high:g} in steps of {step:g})"
+                )
+    return None
+
+
 class SearchSpace:
     """Parameters in dependency order, with sampling, grid enumeration and a description for reports."""
 
@@ -412,18 +445,9 @@ class SearchSpace:
                 if other == name:
                     out.append(((name, "when", ref), "a parameter cannot depend on itself"))
                     continue
-                ospec = self.params[other]
-                if isinstance(ospec, ChoiceParam | ConstParam):
-                    possible = ospec.grid_values()
-                    bad = [c for c in _allowed(cond) if not _matches(c, possible)]
-                    if bad:
-                        out.append(
-                            (
-                                (name, "when", ref),
-                                f"{bad[0]!r} is never a value of '{ref}' "
-                                f"(allowed: {', '.join(map(str, possible))})",
-                            )
-                        )
+                problem = _never_taken(cond, ref, self.params[other])
+                if problem is not None:
+                    out.append(((name, "when", ref), problem))
         by_path: dict[str, list[str]] = {}
         for name in self.params:
             by_path.setdefault(self.path_of(name), []).append(name)

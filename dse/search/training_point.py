@@ -64,11 +64,13 @@ PER_SAMPLE_METRICS: tuple[str, ...] = ("samples_per_s_per_gpu", "energy_per_samp
 PER_SAMPLE_METRICS += ("usd_per_million_samples", "gco2_per_sample", "embodied_gco2_per_sample")
 
 
-def training_metrics(model: str) -> tuple[str, ...]:
-    """The training metrics a step of `model` reports: per token for an LLM, per sample for a vision model."""
+def training_metrics(*models: str) -> tuple[str, ...]:
+    """The training metrics a step of each of `models` reports (per token for an LLM, per sample for a
+    vision model): of several, those every one reports."""
     from dse.workload.vision import is_vision_model
 
-    other = PER_TOKEN_METRICS if is_vision_model(model) else PER_SAMPLE_METRICS
+    vision = {is_vision_model(m) for m in models}
+    other = (PER_TOKEN_METRICS if True in vision else ()) + (PER_SAMPLE_METRICS if False in vision else ())
     return tuple(m for m in TRAINING_METRICS if m not in other)
 
 

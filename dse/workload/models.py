@@ -178,6 +178,11 @@ def _resolve(name_or_path: str | Path) -> tuple[dict[str, Any], str, str]:
     if known is None:
         from dse.workload.vision import VISION_MODELS  # named beside the LLMs: one namespace for --model
 
+        if str(name_or_path) in VISION_MODELS:  # a vision model where an LLM is read (a serving study)
+            raise ConfigError(
+                f"'{name_or_path}' is a vision model, not an LLM: serving takes LLMs; a vision model runs "
+                "as a forward pass (dse predict --model NAME --batch B) or a training step"
+            )
         raise ConfigError(
             f"unknown model '{name_or_path}'"
             f"{did_you_mean(str(name_or_path), [*list_models(), *VISION_MODELS], _key)}; known LLMs: "

@@ -191,3 +191,60 @@ def test_an_output_flag_does_not_replace_the_commands_inputs(tmp_path: Path) -> 
     refused(["report", str(run), "--out", str(log)], "a file of the run directory")
     assert log.read_bytes() == logged
     assert runner.invoke(app, ["report", str(run), "--out", str(run / "report.html")]).exit_code == 0
+
+
+STUDY_BASE = """\
+name: knobs
+model: llama-3.1-8b
+gpu: h100-sxm
+workload: {batch: 8, input_tokens: 256, output_tokens: 32}
+space:
+  gpu.num_sms: {type: int, low: 96, high: 144, step: 4}
+  sm_clock_mhz: {type: int, low: 1005, high: 1980, step: 15, when: WHEN}
+objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}
+search: {sampler: random, n_points: 10, executor: serial, seed: 0}
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "needle"),
+    [
+        ("{gpu.num_sms: 101}", "101 is never a value of 'gpu.num_sms' (96 to 144 in steps of 4)"),
+        ("{gpu.num_sms: 1000}", "1000 is never a value"),
+        ("{gpu.num_sms: []}", "an empty list matches no value"),
+    ],
+)
+def test_a_when_on_a_range_holds_to_its_values(tmp_path: Path, when: str, needle: str) -> None:
+    # the clock, the study's main knob, silently never existed: no point of the run had it
+    study = tmp_path / "w.yaml"
+    study.write_text(STUDY_BASE.replace("WHEN", when))
+    refused(["run", str(study), "--out", str(tmp_path / "r"), "--no-report"], "w.yaml:7", needle)
+
+
+def test_a_when_on_a_range_value_it_takes_runs(tmp_path: Path) -> None:
+    from tests.cli.fuzz_helpers import runner
+
+    study = tmp_path / "w.yaml"
+    study.write_text(STUDY_BASE.replace("WHEN", "{gpu.num_sms: [100, 104]}"))
+    assert runner.invoke(app, ["run", str(study), "--out", str(tmp_path / "r"), "--no-report"]).exit_code == 0
+
+
+def test_a_studys_models_of_the_wrong_kind_are_named_as_such(tmp_path: Path) -> None:
+    # "unknown model 'vit-b-16' (did you mean vit-b-16?)" in a serving study; in a training study the
+    # vision points failed one by one on a per-token objective they never report
+    serving = tmp_path / "s.yaml"
+    serving.write_text(
+        STUDY_BASE.replace("  gpu.num_sms: {type: int, low: 96, high: 144, step: 4}\n", "")
+        .replace(", when: WHEN", "")
+        .replace("space:\n", "space:\n  model: {values: [llama-3.1-8b, vit-b-16]}\n")
+    )
+    refused(["run", str(serving), "--out", str(tmp_path / "r")], "'vit-b-16' is a vision model, not an LLM")
+    training = tmp_path / "t.yaml"
+    training.write_text(
+        "name: mix\nmodel: bert-base\ngpu: h100-sxm\n"
+        "workload: {mode: training, micro_batch: 1, seq_len: 512}\n"
+        "space:\n  model: {values: [bert-base, vit-b-16]}\n"
+        "objectives: {step_time_s: minimize, energy_per_token_j: minimize}\n"
+        "search: {sampler: random, n_points: 4, executor: serial, seed: 0}\n"
+    )
+    refused(["run", str(training), "--out", str(tmp_path / "r")], "unknown metric 'energy_per_token_j'")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,9 @@ def test_a_run_stopped_before_its_replay_ends_keeps_the_log(
     assert stopped.stop_reason == "time budget reached (0.001 s)"
     assert stopped.n_evaluated == 0 and stopped.n_cached == stopped.n_points == FIRST
     assert_results_hold_the_log(stopped)
-    assert f"{FIRST} points of the log were not proposed again" in caplog.text
+    # how many batches the sampler re-asked before the first budget check depends on the machine's speed
+    missed = re.search(r"(\d+) points of the log were not proposed again", caplog.text)
+    assert missed is not None and 0 < int(missed.group(1)) <= FIRST
     assert stopped.front_size == first.front_size
 
 
