@@ -565,8 +565,12 @@ def _state_blocks(arch: LlmArch, par: Parallelism, precision: str, kv_dtype: str
 
 
 def _window(sim: SimResult, load: LoadRequest, running_cap: int) -> Window:
-    """The steady-state window whose metrics are reported (`dse.serving.metrics.steady_window`)."""
-    k = {"concurrency": running_cap, "max_throughput": running_cap}.get(load.mode, len(sim.finish_s) // 10)
+    """The steady-state window whose metrics are reported (`dse.serving.metrics.steady_window`). A closed
+    loop's k is the batch it runs: the running cap, or fewer where the KV cache holds fewer sequences (with
+    the cap, the window of a run of a few waves fell between two waves' prefills: half the throughput)."""
+    sustained = int(round(float(sim.step_running.max()))) if len(sim.step_running) else running_cap
+    closed = max(1, min(running_cap, sustained))
+    k = {"concurrency": closed, "max_throughput": closed}.get(load.mode, len(sim.finish_s) // 10)
     return steady_window(sim, k)
 
 

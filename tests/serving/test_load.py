@@ -334,3 +334,23 @@ def test_the_default_run_is_long_enough_for_littles_law_at_wide_length_spreads()
     fixed = dataclasses.replace(req, length_dist="fixed")
     assert default_num_requests(fixed, preset) == 640  # fixed lengths keep 10 waves of 64
     assert default_num_requests(req, preset) == int(np.ceil(640 * np.exp(2.25)))
+
+
+def test_a_running_cap_the_kv_cache_never_reaches_changes_no_metric() -> None:
+    """The KV cache holds ~483 of Llama-3.2-3B's 1,280-token sequences on an H100 under TensorRT-LLM: a
+    closed loop of 512 or 1,000 clients schedules the same run, so every metric must agree. The steady
+    window was sized by the cap: at 512 its start waited for a 512th first token that only the second wave
+    gives, and the window fell between two waves' prefills (half the tokens/s, twice the J/token)."""
+    arch, gpu = load_model_config("llama-3.2-3b"), load_gpu("h100-sxm")
+    out = []
+    for c in (512, 1000):
+        req = LoadRequest(mode="concurrency", concurrency=c, input_tokens=1024, output_tokens=256,
+                          num_requests=1000, engine="trtllm")  # fmt: skip
+        out.append(predict_load(arch, gpu, req).metrics())
+    assert out[0]["steps"] == out[1]["steps"] and out[0]["avg_batch_size"] < 500  # the same, KV-bound run
+    for key in ("output_tokens_per_s", "energy_per_output_token_j", "avg_power_w", "window_s"):
+        assert out[0][key] == pytest.approx(out[1][key], rel=1e-4), key
+    # the window is the run's steady state: about the running batch over a request's median TPOT (within
+    # the prefill steps' share); the half-throughput window was 0.43 of it
+    steady = out[0]["avg_batch_size"] / out[0]["tpot_p50_s"]
+    assert out[0]["output_tokens_per_s"] == pytest.approx(steady, rel=0.15)
