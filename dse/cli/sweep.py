@@ -191,8 +191,10 @@ def _check_operating_axes(axes: list[Any], gpu: str, spec: Any) -> None:
             for clock in (min(axis.values), max(axis.values)):
                 try:
                     operating_point(clock, None, {gpu: spec})
-                except DseError as exc:
-                    raise DseError(str(exc).replace("--clock-mhz ", "sweep sm_clock_mhz=", 1)) from None
+                except DseError as exc:  # "--clock-mhz [VALUE] ..." said of the axis's end
+                    said = str(exc).removeprefix("--clock-mhz ")
+                    said = said if said.startswith(f"{clock:g} ") else f"{clock:g}: {said}"
+                    raise DseError(f"sweep sm_clock_mhz={said}") from None
         if axis.path == "power_cap_w":
             lowest = min(axis.values)
             try:

@@ -194,7 +194,9 @@ def _axis_value_problem(path: str, value: float, ctx: EvalContext) -> str | None
     if path.startswith("cost."):
         problem = cost_fact_problem(path, value)
     elif path.startswith("gpu."):
-        problem = field_value_problem(path, value)
+        from dse.hardware.catalog import load_gpu
+
+        problem = field_value_problem(path, value, load_gpu(ctx.gpu))
     else:
         return None
     return None if problem is None else f"{path}={value:g}: {problem}"
@@ -221,15 +223,22 @@ def parse_axis(spec: str, ctx: EvalContext) -> SweepAxis:
     return SweepAxis(path, values)
 
 
+def _quantity(path: str) -> str:
+    """The quantity a path sets, whatever its unit spelling; the memory's data rate is one quantity as a
+    rate or as `data_rate_frac`, a share of its technology's range (given both, every point failed)."""
+    key = si_key(path)[0]
+    return "gpu.memory.data_rate" if key.removeprefix("gpu.").startswith("memory.data_rate_") else key
+
+
 def sweep_points(axes: Sequence[SweepAxis], base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The grid of the axes (the first varies slowest), each point on top of the fixed `base` params."""
     paths = [a.path for a in axes]
     # one quantity under two unit spellings (sm_clock_max_mhz, sm_clock_max_hz) is one parameter: the
     # first axis had no effect, its rows repeated
-    quantities = [si_key(path)[0] for path in paths]
+    quantities = [_quantity(path) for path in paths]
     if len(set(quantities)) != len(quantities):
         raise ConfigError(f"sweep: each parameter once (got {', '.join(paths)})")
-    fixed = {si_key(key)[0]: key for key in base or {}}
+    fixed = {_quantity(key): key for key in base or {}}
     for path, quantity in zip(paths, quantities, strict=True):
         if quantity in fixed:  # a --set or --clock-mhz the sweep would override point by point
             key = fixed[quantity]

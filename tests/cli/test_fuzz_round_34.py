@@ -248,3 +248,27 @@ def test_a_studys_models_of_the_wrong_kind_are_named_as_such(tmp_path: Path) -> 
         "search: {sampler: random, n_points: 4, executor: serial, seed: 0}\n"
     )
     refused(["run", str(training), "--out", str(tmp_path / "r")], "unknown metric 'energy_per_token_j'")
+
+
+@pytest.mark.parametrize(
+    ("axis", "extra", "needle"),
+    [
+        (
+            "memory.data_rate_gbit_per_s=3.2:6.4:2",
+            ["--set", "gpu.memory.data_rate_frac=0.5"],
+            "swept and also fixed",
+        ),
+        (
+            "memory.data_rate_frac=0:1:2",
+            ["--set", "gpu.memory.data_rate_gbit_per_s=5"],
+            "swept and also fixed",
+        ),
+        ("gpu.memory.data_rate_frac=0:2:3", [], "must lie in [0, 1]"),
+        ("sm_clock_mhz=-1980:1980:3", [], "sweep sm_clock_mhz=-1980: must be positive"),
+    ],
+)
+def test_a_sweep_no_point_can_take_is_refused_once(axis: str, extra: list[str], needle: str) -> None:
+    # the data rate as a rate beside it as a share of the range (or a share of 2) failed every point with
+    # exit 0; a negative clock read "sweep sm_clock_mhz=must be positive"
+    serve = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
+    refused(["sweep", axis, *extra, *serve], needle)
