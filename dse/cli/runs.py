@@ -56,10 +56,13 @@ def run_cmd(
     if interrupted:
         raise typer.Exit(130)  # what ran is logged and in the report; --resume continues exactly
     if summary.n_feasible == 0:
-        err_console.print(
-            f"[bold red]no feasible point:[/] all {summary.n_points} points failed or broke a constraint "
-            "(the report's settings section lists the reasons)"
+        why = (  # a budget spent before the first point is the reason, not the points
+            f"no point ran before the search stopped ({esc(summary.stop_reason)})"
+            if summary.n_points == 0
+            else f"all {summary.n_points} points failed or broke a constraint (the report's settings section "
+            "lists the reasons)"
         )
+        err_console.print(f"[bold red]no feasible point:[/] {why}")
         raise typer.Exit(1)
 
 

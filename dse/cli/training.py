@@ -305,6 +305,8 @@ def _lora_targets(text: str | None) -> tuple[str, ...]:
     targets = tuple(t.strip() for t in text.split(","))
     if not all(targets):
         raise DseError(f"--lora-targets names projections separated by commas, got {text!r}")
+    if len(set(targets)) != len(targets):  # an adapter counted twice
+        raise DseError(f"--lora-targets names each projection once, got {text!r}")
     return targets
 
 

@@ -272,3 +272,21 @@ def test_a_sweep_no_point_can_take_is_refused_once(axis: str, extra: list[str], 
     # exit 0; a negative clock read "sweep sm_clock_mhz=must be positive"
     serve = ["--model", "llama-3.1-8b", "--input-tokens", "128", "--output-tokens", "16"]
     refused(["sweep", axis, *extra, *serve], needle)
+
+
+def test_a_run_whose_budget_ends_before_a_point_says_so(tmp_path: Path) -> None:
+    # "all 0 points failed or broke a constraint" blamed the points for a spent time budget
+    from tests.cli.fuzz_helpers import runner
+
+    study = tmp_path / "tb.yaml"
+    text = STUDY_BASE.replace(", when: WHEN", "").replace(
+        "n_points: 10", "n_points: 10, time_budget_s: 1.0e-9"
+    )
+    study.write_text(text)
+    result = runner.invoke(app, ["run", str(study), "--out", str(tmp_path / "r"), "--no-report"])
+    assert result.exit_code == 1 and "no point ran before the search stopped" in result.output
+
+
+def test_lora_targets_name_each_projection_once() -> None:
+    refused(["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--training", "--lora-rank", "8",
+             "--lora-targets", "qkv_proj,qkv_proj"], "each projection once")  # fmt: skip
