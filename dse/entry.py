@@ -46,7 +46,17 @@ def _show_help(exc: BaseException) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def _printable_streams() -> None:
+    """A terminal whose encoding cannot show a character of the output (PYTHONIOENCODING=ascii: the `·`
+    and `²` of the tables) gets `?` for it, not a UnicodeEncodeError traceback after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="replace")
+
+
 def main() -> None:
+    _printable_streams()
     try:
         from dse.cli import app
 

@@ -290,3 +290,16 @@ def test_a_run_whose_budget_ends_before_a_point_says_so(tmp_path: Path) -> None:
 def test_lora_targets_name_each_projection_once() -> None:
     refused(["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--training", "--lora-rank", "8",
              "--lora-targets", "qkv_proj,qkv_proj"], "each projection once")  # fmt: skip
+
+
+def test_an_ascii_terminal_gets_the_output_not_a_traceback() -> None:
+    # PYTHONIOENCODING=ascii ended in a UnicodeEncodeError on the tables' "·" once the work was done
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    args = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", "1", "--input-tokens", "10",
+            "--output-tokens", "5"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "dse", *args], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr and b"bound by" in done.stdout
