@@ -76,8 +76,11 @@ class DisplayUnit:
         return f"{self.label} ({self.unit})" if self.unit else self.label
 
     def convert(self, values: np.ndarray) -> np.ndarray:
-        """SI values -> display values."""
-        return values / self.factor if self.factor != 1.0 else values
+        """SI values -> display values (a hand-edited 1e308 s in ms overflows to inf, shown as missing)."""
+        if self.factor == 1.0:
+            return values
+        with np.errstate(over="ignore"):
+            return values / self.factor
 
     def convert_one(self, value: float) -> float:
         """One SI value -> its display value (the same arithmetic as `convert`)."""
