@@ -4,7 +4,7 @@ all-to-all and the MoE dispatch/combine exchanges (DESIGN.md section 13).
 For a collective of `message_bytes` on `n` GPUs with link bandwidth B and latency L
 (`GpuSpec.interconnect`), one call takes
 
-    t = launch_s + steps(n) * latency_frac * L
+    t = launch_s + steps(n) * latency_frac * min(L, L_fit) + crossings * max(L - L_fit, 0)
         + wire_bytes / (bw_eff(n) * B) * (1 + (ramp_bytes / message_bytes) ** ramp_exp)
 
 - `wire_bytes` is what each GPU sends (ring algorithms; `wire_bytes`): all-reduce `2 (n-1)/n x bytes`,
@@ -18,6 +18,10 @@ For a collective of `message_bytes` on `n` GPUs with link bandwidth B and latenc
   ring's wire bytes, so it can exceed 1), and a ramp that stands for pipeline fill and protocol switches
   (mid-size messages reach the asymptotic bandwidth only slowly). `ramp_exp <= 1` keeps the time
   non-decreasing in message size; the time falls as B rises and rises with L, for every coefficient.
+- The fits were made at one link latency, `FIT_LATENCY_S` (every catalog part's), so they cannot separate
+  it from the fixed cost; a slower link (a what-if) adds its excess over that at each sequential crossing
+  of the link on the call's critical path (`crossings`: a ring's steps, two for a one-shot all-reduce), a
+  faster one keeps the fitted (small) share, since the fitted time is mostly software.
 - Algorithms: `nccl` (nccl-tests, the NCCL default for the size), the framework all-reduces `vllm`,
   `trtllm` and `sglang` (graph-captured custom one-shot/two-shot kernels below their size limits, NCCL
   above: what serving runs; eager launch cost is the engine's host time, not modelled here), and the
@@ -134,16 +138,39 @@ def bw_eff_at(fit: CollectiveFit, num_gpus: Scalar) -> np.ndarray:
     return np.interp(x, np.log2(np.asarray(fit.bw_eff_num_gpus, dtype=float)), np.asarray(fit.bw_eff))
 
 
+# The link latency the fits were made at: every catalog part's `interconnect.latency_us` (aiconfigurator's
+# empirical p2p latency, software included). One value for all data, so a fit cannot tell the latency apart
+# from its fixed cost: `latency_frac` came out 0.002-0.08 and a slower link barely mattered.
+FIT_LATENCY_S = 10e-6
+
+
+def crossings(algorithm: str, collective: str, num_gpus: Scalar) -> np.ndarray:
+    """Sequential link crossings on a call's critical path: a ring's steps for NCCL's all-reduce,
+    all-gather and reduce-scatter; two for a framework's one-shot all-reduce (its data to the peers, then
+    their flags) and DeepEP's high-throughput kernels (the layout notice, then the tokens); one for a
+    switched exchange (every rank sends at once) and DeepEP's low-latency kernels."""
+    n = np.asarray(num_gpus, dtype=float)
+    if algorithm == "nccl" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
+        return num_steps(collective, n)
+    hops = 2.0 if algorithm in ("vllm", "trtllm", "sglang", "deepep_ht") else 1.0
+    return np.where(n > 1, hops, 0.0)
+
+
 def time_from_fit(
-    fit: CollectiveFit, collective: str, message_bytes: Scalar, num_gpus: Scalar, link: InterconnectSpec
-) -> np.ndarray:
-    """The module equation for one fit (what the calibration fits against); zero on one GPU."""
+    fit: CollectiveFit, collective: str, message_bytes: Scalar, num_gpus: Scalar, link: InterconnectSpec,
+    algorithm: str = "nccl",
+) -> np.ndarray:  # fmt: skip
+    """The module equation for one fit (what the calibration fits against); zero on one GPU. A link slower
+    than the fits' (FIT_LATENCY_S) adds the difference at each of the call's sequential `crossings`; a
+    faster one keeps the fitted share (the fitted time is mostly software, which a faster link keeps)."""
     n = np.asarray(num_gpus, dtype=float)
     size = np.asarray(message_bytes, dtype=float)
     wire = wire_bytes(collective, size, n, link.topology)
     ramp = np.where(size > 0, fit.ramp_bytes / np.where(size > 0, size, 1.0), 0.0) ** fit.ramp_exp
     transfer = wire / (bw_eff_at(fit, n) * link.link_bw_bytes_per_s) * (1.0 + ramp)
-    fixed = fit.launch_s + num_steps(collective, n) * fit.latency_frac * link.latency_s
+    latency = min(link.latency_s, FIT_LATENCY_S)
+    fixed = fit.launch_s + num_steps(collective, n) * fit.latency_frac * latency
+    fixed = fixed + crossings(algorithm, collective, n) * max(link.latency_s - FIT_LATENCY_S, 0.0)
     return np.where(n > 1, fixed + transfer, 0.0)
 
 
@@ -193,13 +220,14 @@ def time_with_coeffs(
 ) -> np.ndarray:
     """The time of the module equation with `coeffs`, including the NCCL hand-over above `max_bytes`."""
     fit = fit_for(coeffs, algorithm, collective)
-    own = time_from_fit(fit, collective, message_bytes, num_gpus, link)
+    own = time_from_fit(fit, collective, message_bytes, num_gpus, link, algorithm)
     if fit.max_bytes is None:
         return own
     # Above its limit the framework hands the message to NCCL; never faster than its largest own
     # message, so time stays non-decreasing in size.
-    nccl = time_from_fit(fit_for(coeffs, "nccl", collective), collective, message_bytes, num_gpus, link)
-    at_limit = time_from_fit(fit, collective, fit.max_bytes, num_gpus, link)
+    nccl_fit = fit_for(coeffs, "nccl", collective)
+    nccl = time_from_fit(nccl_fit, collective, message_bytes, num_gpus, link)
+    at_limit = time_from_fit(fit, collective, fit.max_bytes, num_gpus, link, algorithm)
     return np.where(np.asarray(message_bytes) <= fit.max_bytes, own, np.maximum(nccl, at_limit))
 
 
