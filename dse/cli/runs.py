@@ -142,7 +142,7 @@ def report_cmd(
         chosen = [(o.partition(":")[0].strip(), o.partition(":")[2].strip()) for o in objective]
     path = _nonempty_path(out, "--out")
     # the log is the run's cache and resume point: no output may replace a file of the run but its report
-    own = path is not None and path.exists() and path.parent.resolve() == run_dir.resolve()
+    own = path is not None and path.is_file() and path.parent.resolve() == run_dir.resolve()
     if own and path is not None and path.name != "report.html":
         raise DseError(
             f"--out {path}: is a file of the run directory, which it would replace; name a new file"
