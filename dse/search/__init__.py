@@ -12,7 +12,8 @@ Modules (one concept each):
     feasibility the model's verdict plus the study's constraints -> feasible, reason
     samplers    grid enumerator and Optuna ask/tell samplers (random, qmc, nsga2, nsga3, tpe)
     executors   serial, process and Ray executors over chunks of points
-    results     run directory layout, the append-only points.jsonl, trials.parquet, pareto.csv
+    rundir      run directory layout, the append-only points.jsonl, trials.parquet, pareto.csv, resume
+    runlock     one dse run at a time per run directory (an flock on its run.lock)
     pareto      numpy Pareto masks and hypervolume
     progress    ProgressState and a rich progress bar
     runner      run_study: the batch driver, stopping rules, resume

@@ -10,20 +10,30 @@
     pareto.csv           the front's rows, same columns, sorted by the first objective
     summary.json         objectives, constraints, parameters, counts, front size, hypervolume and reference
                          point, stop reason, timing, sampler, executor, seed
+    run.lock             the pid of the dse run writing the directory, which holds an flock on the file
 
 run-id = UTC timestamp + "-" + an 8-hex hash of what decides the proposed points (`study_hash`), so a rerun
 of the same study finds its run directory and continues it. env.json also records `model_fingerprint`, a hash
 of the dse package's code and data files (coefficients, GPU catalog, model configs): logged points are only
 reused by a run of the same model, so a refit or an upgrade never mixes old and new predictions silently.
+It records `study_hash` too: a run whose study.resolved.yaml no longer hashes to it (an edited file) is not
+continued, and a logged point that is no point of the study (a hand-edited log) is not reused.
+
+One dse run at a time writes a run directory: it holds an exclusive flock on run.lock from choosing the
+directory to writing its summary (the OS drops it when the process ends, even on SIGKILL); a second run of
+the directory is refused. Readers (`dse report`) take no lock: every file but the log is replaced
+atomically, and the log is append-only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 import platform
+import re
 import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,9 +46,11 @@ from typing import TYPE_CHECKING, Any
 
 from dse.config.jsonio import loads_finite, with_nulls
 from dse.errors import ConfigError, SearchError
+from dse.search.runlock import RunLock, lock_run_dir
 
 if TYPE_CHECKING:  # the report reads logs through this module without loading the study schema
     from dse.search.objective import Evaluator
+    from dse.search.space import SearchSpace
     from dse.search.study import StudyConfig
 
 logger = logging.getLogger(__name__)
@@ -49,6 +61,7 @@ POINTS_FILE = "points.jsonl"
 TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.csv"
 SUMMARY_FILE = "summary.json"
+LOCK_FILE = "run.lock"
 RECORD_KEYS = ("point_id", "params", "metrics", "feasible", "reason", "error", "t_eval_s", "seq")
 
 
@@ -167,17 +180,49 @@ def tree_fingerprint(root: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+def _env_record(run_dir: Path) -> dict[str, Any]:
+    """The run's env.json ({} when it is missing or damaged: what it would say is unknown)."""
+    try:
+        data = loads_finite((run_dir / ENV_FILE).read_bytes())[0]
+    except (OSError, ValueError):  # loads_finite says deep nesting as a ValueError too
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def run_fingerprint(run_dir: Path) -> str | None:
     """The model fingerprint a run directory was made with (None: unknown, e.g. an older run)."""
-    try:
-        value = loads_finite((run_dir / ENV_FILE).read_bytes())[0].get("model_fingerprint")
-    except (OSError, ValueError, AttributeError):  # loads_finite says deep nesting as a ValueError too
-        return None
+    value = _env_record(run_dir).get("model_fingerprint")
     return value if isinstance(value, str) else None
 
 
-def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
-    """What ran the study: interpreter, versions, host."""
+_RUN_ID_HASH = re.compile(r"-([0-9a-f]{8})(?:\.\d+)?$")  # new_run_id's suffix, `.N` for a same-second twin
+
+
+def check_study_unchanged(run_dir: Path, cfg: StudyConfig, evaluator: str) -> None:
+    """Refuse a run whose study.resolved.yaml (loaded as `cfg`) no longer hashes to the study hash the run
+    recorded (env.json, else its run id): the file was edited, and the logged points belong to the study
+    as it was (another model or space would be mixed into one front)."""
+    from dse.search.study import study_hash
+
+    env = _env_record(run_dir)
+    recorded, made_with = env.get("study_hash"), env.get("evaluator")
+    if not isinstance(recorded, str):
+        match = _RUN_ID_HASH.search(run_dir.name)
+        recorded = match.group(1) if match else None
+    if recorded is None:  # a renamed directory of a run older than the record: nothing to compare with
+        return
+    now = study_hash(cfg, made_with if isinstance(made_with, str) else evaluator)
+    if now != recorded:
+        raise ConfigError(
+            f"{run_dir / STUDY_FILE}: edited since the run was made (study hash {now}, the run's "
+            f"{recorded}): its logged points are of the study as it was; restore the file, or run the "
+            "study as a new run (dse run STUDY.yaml --fresh, without --resume)"
+        )
+
+
+def env_info(evaluator_name: str, executor: str, study_hash: str) -> dict[str, Any]:
+    """What ran the study: interpreter, versions, host, and the study hash of its study.resolved.yaml
+    (`study_hash(cfg, evaluator_name)`)."""
     import dse
 
     packages: dict[str, str | None] = {}
@@ -191,6 +236,7 @@ def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "dse_version": dse.__version__,
         "model_fingerprint": model_fingerprint(),
+        "study_hash": study_hash,
         "packages": packages,
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -202,7 +248,8 @@ def env_info(evaluator_name: str, executor: str) -> dict[str, Any]:
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """`path` replaced by `text` at once: a reader (`dse report` of a running run) sees either file whole."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -210,7 +257,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     # strict JSON: a non-finite number (a hypervolume past the float range) is null, never `Infinity`
-    _write_atomic(path, json.dumps(with_nulls(data), indent=2, default=_json_default, allow_nan=False) + "\n")
+    write_atomic(path, json.dumps(with_nulls(data), indent=2, default=_json_default, allow_nan=False) + "\n")
 
 
 def _json_default(value: Any) -> Any:
@@ -233,15 +280,40 @@ def without_negative_metrics(metrics: Mapping[str, Any], where: str) -> dict[str
     return {k: (None if k in negative else v) for k, v in metrics.items()}
 
 
+_RECORD_KINDS = (("feasible", bool, "true or false"), ("reason", str, "text"), ("error", str, "text"))
+
+
+def logged_point_problem(data: Mapping[str, Any], record: PointRecord, space: SearchSpace) -> str | None:
+    """Why a log line (parsed as `data`, read as `record`) is no point a run of `space` logs, or None: a
+    hand edit, or a line of another study. dse writes true/false feasibility, text reasons and errors,
+    numbers or null as metrics, and params of the space under their own point_id."""
+    from dse.search.space import point_id
+
+    for key, kind, text in _RECORD_KINDS:
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            return f"{key}: {data[key]!r} is not {text}"
+    for name, value in record.metrics.items():
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            return f"metrics.{name}: {value!r} is not a number"
+    if (problem := space.point_problem(record.params)) is not None:
+        return f"params.{problem}"
+    if record.point_id != point_id(record.params):
+        return "point_id: not that of its params"
+    return None
+
+
 class PointLog:
     """points.jsonl: read what is there (skipping a torn last line), then append records chunk by chunk.
 
     Appends are flushed per chunk and fsynced per batch (`sync`): a killed run loses at most the chunks
     that had not been written, never a written one, and never leaves a line half-parsed for the reader.
+    Given the study's `space`, a line that is no point of it (`logged_point_problem`) is skipped with a
+    warning: the run evaluates that point again if it is proposed.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, space: SearchSpace | None = None) -> None:
         self.path = path
+        self.space = space
         self.records: dict[str, PointRecord] = {}
         if path.exists():
             self._read_existing()
@@ -251,6 +323,7 @@ class PointLog:
         data = self.path.read_bytes()
         good_end = 0
         pos = 0
+        lineno = 0  # counted as read: counting the newlines before each line was quadratic in the log
         torn = False
         while pos < len(data):
             nl = data.find(b"\n", pos)
@@ -259,6 +332,7 @@ class PointLog:
                 break
             line = data[pos:nl]
             pos = nl + 1
+            lineno += 1
             if not line.strip():
                 good_end = pos
                 continue
@@ -268,17 +342,18 @@ class PointLog:
                 if pos >= len(data):
                     torn = True
                     break
-                lineno = data[:pos].count(b"\n")
                 raise SearchError(f"{self.path}:{lineno}: not JSON; the log is damaged") from None
             if not isinstance(rec, dict):
                 raise SearchError(f"{self.path}: a line that is not an object; is this a dse points log?")
-            lineno = data[:pos].count(b"\n")
             if nonfinite:  # not JSON and never written by dse: a hand edit; the value counts as missing
                 logger.warning("%s:%d: NaN or Infinity read as null (missing)", self.path, lineno)
             record = PointRecord.from_json(rec, where := f"{self.path}:{lineno}")
             record = replace(record, metrics=without_negative_metrics(record.metrics, where))
-            self.records[record.point_id] = record
             good_end = pos
+            if self.space is not None and (why := logged_point_problem(rec, record, self.space)):
+                logger.warning("%s: %s; no point of this study (a hand-edited run log?): skipped", where, why)
+                continue
+            self.records[record.point_id] = record
         if torn:
             logger.warning("%s: dropping a torn last line (the previous run was killed mid-write)", self.path)
             with self.path.open("r+b") as fh:
@@ -318,24 +393,68 @@ def prepare_run_dir(
     evaluator: Evaluator,
     fresh: bool,
     overrides: dict[str, Any],
-) -> tuple[StudyConfig, Path]:
-    """The study a run is made with (the overrides applied) and its run directory: the one `resume`
-    names, checked (a run directory, the same study, seed and model), the newest run of the same study
-    under `out` (unless `fresh`), or a new one."""
+) -> tuple[StudyConfig, Path, RunLock]:
+    """The study a run is made with (the overrides applied), its run directory and the directory's lock,
+    held (the caller releases it when the run is done): the directory `resume` names, checked (a run
+    directory, not in use, the same study, seed and model), the newest run of the same study under `out`
+    (unless `fresh`), or a new one."""
+    from dse.search.study import StudyConfig, load_study, study_hash
+
+    if resume is not None:
+        return _resumed_run_dir(study, Path(resume), out, evaluator, fresh, overrides)
+    if study is None:
+        raise ConfigError("give a study file or --resume RUN_DIR")
+    name = evaluator_name(evaluator)
+    cfg = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
+    cfg = cfg.with_overrides(**overrides)
+    h = study_hash(cfg, name)
+    root = Path(out) if out is not None else Path("results")
+    existing = None if fresh else find_run_dir(root, cfg.name, h)
+    if existing is not None:
+        lock = lock_run_dir(existing / LOCK_FILE)
+        try:
+            logged_study = load_study(existing / STUDY_FILE, evaluator=evaluator).config
+            check_study_unchanged(existing, logged_study, name)
+        except BaseException:
+            lock.release()
+            raise
+        logger.info("continuing %s (same study and seed)", existing)
+        return cfg, existing, lock
+    for n in itertools.count(1):  # mkdir claims a name: two runs started in one second get two directories
+        run_dir = root / cfg.name / (new_run_id(h) + (f".{n}" if n > 1 else ""))
+        try:
+            run_dir.mkdir(parents=True)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ConfigError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
+    return cfg, run_dir, lock_run_dir(run_dir / LOCK_FILE, created=True)
+
+
+def _resumed_run_dir(
+    study: str | Path | StudyConfig | None,
+    run_dir: Path,
+    out: str | Path | None,
+    evaluator: Evaluator,
+    fresh: bool,
+    overrides: dict[str, Any],
+) -> tuple[StudyConfig, Path, RunLock]:
+    """`prepare_run_dir` for --resume: the run's own study, locked and checked before it is rewritten."""
     from dse.search.study import StudyConfig, load_study, study_hash
 
     name = evaluator_name(evaluator)
-    if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / STUDY_FILE).is_file():
-            raise ConfigError(
-                f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
-                + runs_hint(run_dir)
-            )
-        elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
-        if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
-            flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
-            raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
+    if not (run_dir / STUDY_FILE).is_file():
+        raise ConfigError(
+            f"{run_dir}: not a run directory (no {STUDY_FILE}); expected results/<study>/<run-id>"
+            + runs_hint(run_dir)
+        )
+    elsewhere = out is not None and Path(out).resolve() != run_dir.resolve().parent.parent
+    if fresh or elsewhere:  # both place a new run; a resumed one stays where it is (<out>/<study>/<id>)
+        flags = " and ".join(f for f, on in (("--fresh", fresh), (f"--out {out}", elsewhere)) if on)
+        raise ConfigError(f"{flags}: for a new run; --resume continues {run_dir} where it is: drop one")
+    lock = lock_run_dir(run_dir / LOCK_FILE)  # before the log is read: a running run may be appending to it
+    try:
         if overrides.get("n_points") is not None:  # before anything of the run is rewritten
             check_resumed_budget(run_dir, overrides["n_points"])
         cfg = load_study(run_dir / STUDY_FILE, evaluator=evaluator).config
@@ -357,23 +476,11 @@ def prepare_run_dir(
                 f"{made_by or 'unknown'}, now {model_fingerprint()}): its points cannot be reused; run the "
                 "study again without --resume (a new run directory is made)"
             )
-        return cfg.with_overrides(**overrides), run_dir
-    if study is None:
-        raise ConfigError("give a study file or --resume RUN_DIR")
-    cfg = study if isinstance(study, StudyConfig) else load_study(study, evaluator=evaluator).config
-    cfg = cfg.with_overrides(**overrides)
-    h = study_hash(cfg, name)
-    root = Path(out) if out is not None else Path("results")
-    existing = None if fresh else find_run_dir(root, cfg.name, h)
-    if existing is not None:
-        logger.info("continuing %s (same study and seed)", existing)
-        return cfg, existing
-    run_dir = root / cfg.name / new_run_id(h)
-    n = 1
-    while run_dir.exists():
-        n += 1
-        run_dir = root / cfg.name / f"{new_run_id(h)}.{n}"
-    return cfg, run_dir
+        check_study_unchanged(run_dir, cfg, name)
+        return cfg.with_overrides(**overrides), run_dir, lock
+    except BaseException:
+        lock.release()
+        raise
 
 
 def check_resumed_budget(run_dir: Path, n_points: int) -> None:
@@ -454,4 +561,4 @@ def write_tables(run_dir: Path, df: Any, objective_metrics: Sequence[str]) -> No
     first = f"metric.{objective_metrics[0]}"
     if first in front.columns:
         front = front.sort_values([first, "seq"], kind="stable")
-    _write_atomic(run_dir / PARETO_FILE, front.to_csv(index=False))
+    write_atomic(run_dir / PARETO_FILE, front.to_csv(index=False))

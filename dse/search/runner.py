@@ -50,11 +50,12 @@ from dse.search.rundir import (
     evaluator_name,
     prepare_run_dir,
     trials_frame,
+    write_atomic,
     write_json,
     write_tables,
 )
 from dse.search.space import point_id
-from dse.search.study import StudyConfig, resolved_yaml
+from dse.search.study import StudyConfig, resolved_yaml, study_hash
 
 logger = logging.getLogger(__name__)
 
@@ -515,13 +516,25 @@ def run_study(
         executor = "ray"
     overrides: dict[str, Any] = {"n_points": n_points, "executor": executor, "seed": seed, "workers": workers}
     overrides["time_budget_s"] = time_budget_s
-    cfg, run_dir = prepare_run_dir(study, resume, out, evaluator, fresh, overrides)
-    created = not run_dir.exists()
+    cfg, run_dir, lock = prepare_run_dir(study, resume, out, evaluator, fresh, overrides)
+    with lock:  # no other dse run writes the directory meanwhile (dse.search.runlock)
+        return _run_locked(cfg, run_dir, lock.created, evaluator, progress, address)
+
+
+def _run_locked(
+    cfg: StudyConfig,
+    run_dir: Path,
+    created: bool,
+    evaluator: Evaluator,
+    progress: ProgressCallback | Any | None,
+    address: str | None,
+) -> RunSummary:
+    """`run_study` in its run directory, which this process holds (`created`: the run made it)."""
+    name = evaluator_name(evaluator)
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / STUDY_FILE).write_text(resolved_yaml(cfg), encoding="utf-8")
-        write_json(run_dir / ENV_FILE, env_info(evaluator_name(evaluator), cfg.search.executor))
-        log = PointLog(run_dir / POINTS_FILE)
+        write_atomic(run_dir / STUDY_FILE, resolved_yaml(cfg))
+        write_json(run_dir / ENV_FILE, env_info(name, cfg.search.executor, study_hash(cfg, name)))
+        log = PointLog(run_dir / POINTS_FILE, cfg.search_space())  # lines of no point of the study: skipped
     except OSError as exc:
         raise ConfigError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 

@@ -99,6 +99,10 @@ class _ParamBase(BaseModel):
         """How many values `grid_values` yields, computed, not counted."""
         raise NotImplementedError
 
+    def value_problem(self, value: Any) -> str | None:
+        """Why `value` (read back from a run log) is no value this parameter takes, or None."""
+        raise NotImplementedError
+
     @property
     def is_finite(self) -> bool:
         return True
@@ -131,6 +135,15 @@ class IntParam(_ParamBase):
 
     def grid_count(self) -> int:
         return (self.high - self.low) // self.step + 1
+
+    def value_problem(self, value: Any) -> str | None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{value!r} is not an integer"
+        if not self.low <= value <= self.high:
+            return f"{value} is outside [{self.low}, {self.high}]"
+        if (value - self.low) % self.step:
+            return f"{value} is not {self.low} + a multiple of its step {self.step}"
+        return None
 
 
 class FloatParam(_ParamBase):
@@ -187,6 +200,19 @@ class FloatParam(_ParamBase):
             raise ValueError("a float parameter needs `step` to be enumerated by the grid sampler")
         return int(round((self.high - self.low) / self.step)) + 1
 
+    def value_problem(self, value: Any) -> str | None:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            return f"{value!r} is not a finite number"
+        # NOTE: slack of a rounding error: samplers compute low + k * step, and grid values are rounded
+        slack = 1e-9 * max(abs(self.low), abs(self.high), self.step or 0.0)
+        if not self.low - slack <= value <= self.high + slack:
+            return f"{value:g} is outside [{self.low:g}, {self.high:g}]"
+        if self.step is not None:
+            k = (value - self.low) / self.step
+            if abs(k - round(k)) > 1e-6:
+                return f"{value:g} is not {self.low:g} + a multiple of its step {self.step:g}"
+        return None
+
 
 class ChoiceParam(_ParamBase):
     """One of an ordered list of values (DVFS tables, technologies, precisions)."""
@@ -217,6 +243,11 @@ class ChoiceParam(_ParamBase):
     def grid_count(self) -> int:
         return len(self.values)
 
+    def value_problem(self, value: Any) -> str | None:
+        if _matches(value, self.values):
+            return None
+        return f"{value!r} is not one of its values ({', '.join(map(str, self.values))})"
+
 
 class ConstParam(_ParamBase):
     """A fixed value (recorded with every point so that reports show it)."""
@@ -236,6 +267,9 @@ class ConstParam(_ParamBase):
 
     def grid_count(self) -> int:
         return 1
+
+    def value_problem(self, value: Any) -> str | None:
+        return None if _matches(value, [self.value]) else f"{value!r} is not its value {self.value!r}"
 
 
 def _param_kind(data: Any) -> str | None:
@@ -376,6 +410,22 @@ class SearchSpace:
             if self.is_active(name, values) and self.path_of(name) in logged:
                 values[name] = logged[self.path_of(name)]
         return self.to_point(values)
+
+    def point_problem(self, point: Mapping[str, Any]) -> str | None:
+        """Why `point` (a logged one) is no point of this space, or None: each parameter active for the
+        values before it has a value it takes, and no other path is set."""
+        values: dict[str, Any] = {}
+        for name in self.order:
+            if not self.is_active(name, values):
+                continue
+            path = self.path_of(name)
+            if path not in point:
+                return f"{path}: missing"
+            if (problem := self.params[name].value_problem(point[path])) is not None:
+                return f"{path}: {problem}"
+            values[name] = point[path]
+        extra = [p for p in point if p not in self.to_point(values)]
+        return f"{extra[0]}: no parameter of the study sets it here" if extra else None
 
     @property
     def is_finite(self) -> bool:
