@@ -214,9 +214,9 @@ def check_study_unchanged(run_dir: Path, cfg: StudyConfig, evaluator: str) -> No
     now = study_hash(cfg, made_with if isinstance(made_with, str) else evaluator)
     if now != recorded:
         raise ConfigError(
-            f"{run_dir / STUDY_FILE}: edited since the run was made (study hash {now}, the run's "
-            f"{recorded}): its logged points are of the study as it was; restore the file, or run the "
-            "study as a new run (dse run STUDY.yaml --fresh, without --resume)"
+            f"{run_dir / STUDY_FILE}, or a GPU file or model config it names, was edited since the run was "
+            f"made (study hash {now}, the run's {recorded}): its logged points are of the study as it was; "
+            "restore it, or run the study as a new run (dse run STUDY.yaml --fresh, without --resume)"
         )
 
 

@@ -363,7 +363,29 @@ def study_hash(cfg: StudyConfig, evaluator_name: str = "") -> str:
     for key in _BUDGET_FIELDS:
         data["search"].pop(key, None)
     data["evaluator"] = evaluator_name
+    files = _file_digests(data)
+    if files:  # a study of catalog names keeps its hash
+        data["files"] = files
     return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _file_digests(data: Any) -> dict[str, str]:
+    """sha1 of each GPU file or model config the resolved study names (absolute paths; a model folder's
+    config.json): an edited design is another study, whose rerun starts a new run directory (it was
+    continued, old and new points in one front)."""
+    out: dict[str, str] = {}
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item.startswith("/"):
+            path = Path(item) / "config.json" if Path(item).is_dir() else Path(item)
+            if path.is_file():
+                out[item] = hashlib.sha1(path.read_bytes()).hexdigest()
+    return out
 
 
 # --- loading ---------------------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def test_a_run_whose_resolved_study_was_edited_is_not_continued(
     resolved.write_text(resolved.read_text().replace(old, new))
     log_before, study_before = (run_dir / "points.jsonl").read_bytes(), resolved.read_bytes()
     for kwargs in ({"resume": run_dir, "n_points": 30}, {"study": study, "out": tmp_path}):
-        with pytest.raises(ConfigError, match=f"{resolved}: edited since the run was made"):
+        with pytest.raises(
+            ConfigError, match=f"{resolved}, or a GPU file or model config it names, was edited"
+        ):
             run_study(evaluator=zdt1, **kwargs)  # type: ignore[arg-type]
     assert (run_dir / "points.jsonl").read_bytes() == log_before and resolved.read_bytes() == study_before
     # the file as the run wrote it is continued again: the check compares content, not a timestamp
@@ -94,7 +96,9 @@ def test_a_resume_of_a_run_whose_model_was_edited_is_exit_2_naming_the_file(tmp_
     resolved.write_text(resolved.read_text().replace("model: llama-3.1-8b", "model: gpt2"))
     result = runner.invoke(app, ["run", "--resume", str(run_dir), "--n-points", "6", "--no-report"])
     assert result.exit_code == 2, result.output
-    assert f"{resolved}: edited since the run was made" in " ".join(result.output.split())
+    assert f"{resolved}, or a GPU file or model config it names, was edited" in " ".join(
+        result.output.split()
+    )
     assert "Traceback" not in result.output and len(read_log(run_dir)) == 3
 
 
@@ -188,3 +192,24 @@ def test_reading_a_long_log_takes_time_in_proportion_to_it(tmp_path: Path) -> No
     log = PointLog(path)
     log.close()
     assert len(log.records) == 40_000 and time.perf_counter() - start_s < 5.0
+
+
+def test_an_edited_gpu_file_starts_a_new_run_and_refuses_the_old_ones_resume(tmp_path: Path) -> None:
+    """A GPU file a study names, edited between two runs (a 700 W TDP made 350 W), was continued: the old
+    points and the new in one log and one front. Its content is part of the study's hash now."""
+    gpu = tmp_path / "mygpu.yaml"
+    gpu.write_text((Path(__file__).resolve().parents[2] / "dse/hardware/data/gpus/h100-sxm.yaml").read_text())
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        f"name: gpufile\nmodel: llama-3.1-8b\ngpu: {gpu}\n"
+        "workload: {batch: 8, input_tokens: 128, output_tokens: 16}\n"
+        "space:\n  sm_clock_mhz: {type: int, low: 1005, high: 1980, step: 15}\n"
+        "objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}\n"
+        "search: {sampler: random, n_points: 6, executor: serial, seed: 0}\n"
+    )
+    first = run_study(study, out=tmp_path / "out")
+    gpu.write_text(gpu.read_text().replace("  tdp_w: 700 ", "  tdp_w: 350 "))
+    second = run_study(study, out=tmp_path / "out")
+    assert second.run_dir != first.run_dir and second.n_cached == 0
+    with pytest.raises(ConfigError, match="or a GPU file or model config it names, was edited"):
+        run_study(resume=first.run_dir)
