@@ -220,6 +220,8 @@ def time_with_coeffs(
 ) -> np.ndarray:
     """The time of the module equation with `coeffs`, including the NCCL hand-over above `max_bytes`."""
     fit = fit_for(coeffs, algorithm, collective)
+    # a pair without its own fit runs NCCL's algorithm (the frameworks call NCCL but for all-reduce)
+    algorithm = algorithm if coeffs.get(algorithm, collective) is not None else "nccl"
     own = time_from_fit(fit, collective, message_bytes, num_gpus, link, algorithm)
     if fit.max_bytes is None:
         return own

@@ -415,6 +415,8 @@ def prepare_run_dir(
         try:
             logged_study = load_study(existing / STUDY_FILE, evaluator=evaluator).config
             check_study_unchanged(existing, logged_study, name)
+            if cfg.search.n_points is not None:  # as a --resume's: its results would hold more than asked
+                check_resumed_budget(existing, cfg.search.n_points, "or --fresh for a new run")
         except BaseException:
             lock.release()
             raise
@@ -483,17 +485,17 @@ def _resumed_run_dir(
         raise
 
 
-def check_resumed_budget(run_dir: Path, n_points: int) -> None:
-    """A resumed run's --n-points below the points it logged would rewrite its tables, front and report for
-    its first n_points alone (the log keeps the rest): refused, before anything is written."""
+def check_resumed_budget(run_dir: Path, n_points: int, instead: str = "or leave it out") -> None:
+    """A continued run's --n-points below the points it logged: refused, before anything is written (its
+    results keep every logged point, and a summary of more points than its budget read as a defect)."""
     if not (run_dir / POINTS_FILE).is_file():
         return
     logged = PointLog(run_dir / POINTS_FILE)
     logged.close()
     if n_points < len(logged.records):
         raise ConfigError(
-            f"--n-points {n_points}: the run has {len(logged.records):,} points logged; give at least that "
-            "many (its tables would keep only the first --n-points), or leave it out"
+            f"--n-points {n_points}: the run {run_dir} has {len(logged.records):,} points logged; give at "
+            f"least that many, {instead}"
         )
 
 

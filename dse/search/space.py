@@ -319,7 +319,14 @@ def _allowed(cond: Scalar | list[Scalar]) -> list[Any]:
 
 
 def _matches(value: Any, allowed: Sequence[Any]) -> bool:
-    return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in allowed)
+    """Whether `value` is one of `allowed`; numbers within rounding (a stepped float range's sampler draws
+    0.7 + 2 x 0.1 = 0.8999999999999999 for a `when:` written 0.9), booleans only as booleans."""
+    return any(isinstance(value, bool) == isinstance(a, bool) and _same(value, a) for a in allowed)
+
+
+def _same(value: Any, other: Any) -> bool:
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, other))
+    return bool(value == other) or (numbers and math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12))
 
 
 def _never_taken(cond: Scalar | list[Scalar], ref: str, spec: _ParamBase) -> str | None:

@@ -370,8 +370,9 @@ def study_hash(cfg: StudyConfig, evaluator_name: str = "") -> str:
 
 
 def _file_digests(data: Any) -> dict[str, str]:
-    """sha1 of each GPU file or model config the resolved study names (absolute paths; a model folder's
-    config.json): an edited design is another study, whose rerun starts a new run directory (it was
+    """sha1 of each GPU file or model config the resolved study names (a model folder's config.json; the
+    top-level paths absolute, a `model:` value of the space as the points read it, from the working
+    directory): an edited design is another study, whose rerun starts a new run directory (it was
     continued, old and new points in one front)."""
     out: dict[str, str] = {}
     stack = [data]
@@ -381,11 +382,18 @@ def _file_digests(data: Any) -> dict[str, str]:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, str) and item.startswith("/"):
-            path = Path(item) / "config.json" if Path(item).is_dir() else Path(item)
-            if path.is_file():
-                out[item] = hashlib.sha1(path.read_bytes()).hexdigest()
+        elif isinstance(item, str) and (path := _named_file(item)) is not None:
+            out[item] = hashlib.sha1(path.read_bytes()).hexdigest()
     return out
+
+
+def _named_file(text: str) -> Path | None:
+    """The file a study value names (a model folder: its config.json), or None for a name or a value."""
+    try:
+        path = Path(text) / "config.json" if Path(text).is_dir() else Path(text)
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # a value too long for a file name, or with a NUL
+        return None
 
 
 # --- loading ---------------------------------------------------------------------------------------------

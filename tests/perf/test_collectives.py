@@ -195,3 +195,14 @@ def test_a_slower_link_costs_its_latency_at_every_sequential_crossing(
         collective_time_s("all_reduce", 16384.0, num_gpus, g, algorithm=algorithm) for g in (base, slow)
     )
     assert t1 - t0 == pytest.approx(crossed * (1e-3 - 10e-6), rel=1e-9)
+
+
+def test_a_framework_pair_without_its_own_fit_crosses_the_link_as_nccl() -> None:
+    # vLLM calls NCCL for all-gather: it takes NCCL's fit, so its n - 1 ring steps (it counted two)
+    from dse.hardware.overrides import apply_overrides
+
+    slow = apply_overrides(load_gpu("h100-sxm"), {"interconnect.latency_us": 1000})
+    args = ("all_gather", 1 << 20, 8, slow)
+    assert collective_time_s(*args, algorithm="vllm") == pytest.approx(
+        collective_time_s(*args, algorithm="nccl")
+    )

@@ -213,3 +213,23 @@ def test_an_edited_gpu_file_starts_a_new_run_and_refuses_the_old_ones_resume(tmp
     assert second.run_dir != first.run_dir and second.n_cached == 0
     with pytest.raises(ConfigError, match="or a GPU file or model config it names, was edited"):
         run_study(resume=first.run_dir)
+
+
+def test_an_edited_model_config_named_in_the_space_starts_a_new_run(tmp_path: Path, monkeypatch) -> None:
+    """A `model:` value of the space is read from the working directory as a relative path: its edits were
+    not in the hash (review: 0 evaluated, 4 from the log, the old layers' latencies)."""
+    monkeypatch.chdir(tmp_path)
+    config = Path(__file__).resolve().parents[2] / "dse/workload/data/models/gpt2.json"
+    (tmp_path / "m1.json").write_text(config.read_text())
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "name: spmodel\nmodel: gpt2\ngpu: h100-sxm\n"
+        "workload: {batch: 8, input_tokens: 64, output_tokens: 8}\n"
+        "space:\n  model: {values: [m1.json, gpt2]}\n"
+        "objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}\n"
+        "search: {sampler: grid, n_points: 2, executor: serial}\n"
+    )
+    first = run_study(study, out=tmp_path / "out")
+    (tmp_path / "m1.json").write_text(config.read_text().replace('"n_layer": 12', '"n_layer": 24'))
+    second = run_study(study, out=tmp_path / "out")
+    assert second.run_dir != first.run_dir and second.n_cached == 0

@@ -445,7 +445,10 @@ def test_a_resumed_budget_below_the_logged_points_is_refused(tmp_path: Path) -> 
     """--resume with --n-points 8 on a 32-point run rewrote its tables, front and report for 8 points."""
     done = run_study(zdt_study(tmp_path, 32), out=tmp_path, evaluator=zdt1)
     study_text = (done.run_dir / STUDY_FILE).read_text()
-    with pytest.raises(ConfigError, match="--n-points 8: the run has 32 points logged"):
+    with pytest.raises(ConfigError, match="--n-points 8: the run .* has 32 points logged"):
         run_study(resume=done.run_dir, evaluator=zdt1, n_points=8)
     assert (done.run_dir / STUDY_FILE).read_text() == study_text  # nothing rewritten
+    # so is a rerun that would continue it (it summed 32 points under "point budget reached (8 points)")
+    with pytest.raises(ConfigError, match="has 32 points logged; give at least that many, or --fresh"):
+        run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1)
     assert run_study(resume=done.run_dir, evaluator=zdt1, n_points=40).n_points == 40

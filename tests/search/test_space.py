@@ -130,3 +130,16 @@ def test_a_when_on_a_missing_parameter_of_a_one_parameter_space_says_so() -> Non
             "'nonexistent' is not a parameter of this space (allowed: none: add it)",
         )
     ]
+
+
+def test_a_when_on_a_stepped_float_holds_for_the_samplers_rounded_draw() -> None:
+    # Optuna draws 0.7 + 2 x 0.1 = 0.8999999999999999 for a step of 0.1: a `when: {ef: 0.9}` never held and
+    # the guarded parameter was off for the whole run (review)
+    sp = space(
+        {
+            "ef": {"type": "float", "low": 0.7, "high": 1.3, "step": 0.1},
+            "x": {"type": "int", "low": 1, "high": 4, "when": {"ef": 0.9}},
+        }
+    )
+    assert sp.is_active("x", {"ef": 0.7 + 2 * 0.1})
+    assert not sp.is_active("x", {"ef": 1.0})
