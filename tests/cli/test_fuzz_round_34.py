@@ -303,3 +303,10 @@ def test_an_ascii_terminal_gets_the_output_not_a_traceback() -> None:
             "--output-tokens", "5"]  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "dse", *args], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and b"Traceback" not in done.stderr and b"bound by" in done.stdout
+
+
+def test_a_gemm_sample_of_batch_zero_is_refused_not_read_as_one(tmp_path: Path) -> None:
+    # `batch or 1` read a damaged 0 as an unbatched GEMM and fitted it
+    from tests.cli.fuzz_helpers import gemm_samples
+
+    refused(["validate", "samples", str(gemm_samples(tmp_path, batch=0)), "--gpu", "h100-sxm"], "batch must be")

@@ -202,7 +202,7 @@ def op_from_sample(sample: KernelSample) -> Op:
                 m=_dim(s.m),
                 n=_dim(s.n),
                 k=_dim(s.k),
-                batch=s.batch or 1,
+                batch=1 if s.batch is None else s.batch,  # 0 is a damaged row, not "unbatched"
                 dtype=_dtype(s.dtype),
                 out_dtype=_opt_dtype(s.out_dtype),
                 b_shared=bool(s.b_shared),
