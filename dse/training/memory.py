@@ -132,7 +132,15 @@ class MemoryEstimate:
         shard = [] if autocast else ["--distributed-optimizer"]
         if not (autocast or req.lora_rank or lay.ep > 1):
             shard.insert(0, "--fsdp")
-        if not (lay.fsdp or lay.distributed_optimizer) and states > self.activations_bytes:
+        if lay.num_gpus == 1:  # nothing to shard or split over: more GPUs, or less memory on this one
+            # LoRA's frozen weights are what is large, which only splitting the model spreads
+            spread = ([] if req.lora_rank else shard) + (
+                ["--tp", "--pp"] if model_parallel and not autocast else []
+            )
+            if spread and states > self.activations_bytes:
+                tips.append(f"more GPUs (--num-gpus N with {', '.join(spread)})")
+            model_parallel = False
+        elif not (lay.fsdp or lay.distributed_optimizer) and states > self.activations_bytes:
             tips.append(f"shard the model states ({' or '.join(shard)})" if shard else "drop --autocast")
         if model_parallel and not autocast:
             split = ["--tp", "--pp"] + (["--ep"] if moe and lay.ep == 1 else [])

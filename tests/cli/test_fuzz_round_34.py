@@ -309,4 +309,21 @@ def test_a_gemm_sample_of_batch_zero_is_refused_not_read_as_one(tmp_path: Path) 
     # `batch or 1` read a damaged 0 as an unbatched GEMM and fitted it
     from tests.cli.fuzz_helpers import gemm_samples
 
-    refused(["validate", "samples", str(gemm_samples(tmp_path, batch=0)), "--gpu", "h100-sxm"], "batch must be")
+    refused(
+        ["validate", "samples", str(gemm_samples(tmp_path, batch=0)), "--gpu", "h100-sxm"], "batch must be"
+    )
+
+
+def test_memory_advice_on_one_gpu_names_only_what_can_help() -> None:
+    # on one GPU it advised sharding the states (accepted, changes nothing) and --tp / --pp (refused:
+    # "--num-gpus 1 is not a multiple of tp x pp x cp"); for LoRA, whose frozen weights are what is large,
+    # --distributed-optimizer first (newcomer)
+    from tests.cli.fuzz_helpers import runner
+
+    train = ["predict", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--training", "--num-gpus", "1",
+             "--micro-batch", "1", "--global-batch", "1", "--seq-len", "2048", "--json"]  # fmt: skip
+    full = json.loads(runner.invoke(app, train).stdout)["infeasible_reason"]
+    assert "more GPUs (--num-gpus N with --fsdp, --distributed-optimizer, --tp, --pp)" in full
+    assert "shard the model states" not in full and "split the model" not in full
+    lora = json.loads(runner.invoke(app, [*train, "--lora-rank", "8"]).stdout)["infeasible_reason"]
+    assert "more GPUs (--num-gpus N with --tp, --pp)" in lora
