@@ -15,6 +15,7 @@ a tell, so the proposed points are identical to the stock sampler's (tested).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import random
 import warnings
@@ -333,7 +334,17 @@ def build_sampler(study: StudyConfig) -> PointSampler:
     """The point sampler for a study (seeded by `search.seed`)."""
     cfg = study.search.sampler
     if cfg.kind == "grid":
-        return GridSampler(study.search_space(), shuffle=cfg.shuffle, seed=study.search.seed)
+        space, budget = study.search_space(), study.search.n_points
+        if not cfg.shuffle and budget is not None and budget < space.grid_size_bound():
+            # the grid enumerates its last parameter fastest: a cut budget never reaches the first one's
+            # other values (a 24-point training study ran every point at one clock)
+            logging.getLogger(__name__).warning(
+                "the grid holds up to %d points and the budget of %d covers the first in listed order, where "
+                "the first parameters keep their first values; give `search: {sampler: {kind: grid, "
+                "shuffle: true}}` to spread them, or the whole grid as --n-points",
+                space.grid_size_bound(), budget,
+            )  # fmt: skip
+        return GridSampler(space, shuffle=cfg.shuffle, seed=study.search.seed)
     return OptunaSampler(study, build_optuna_sampler(study, study.search.seed))
 
 

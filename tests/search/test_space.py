@@ -143,3 +143,21 @@ def test_a_when_on_a_stepped_float_holds_for_the_samplers_rounded_draw() -> None
     )
     assert sp.is_active("x", {"ef": 0.7 + 2 * 0.1})
     assert not sp.is_active("x", {"ef": 1.0})
+
+
+def test_a_grid_cut_short_warns_that_its_first_parameters_keep_their_first_values(caplog) -> None:
+    # a 24-point run of the 120-point training grid ran every point at one clock, and nothing said so
+    import logging
+    from pathlib import Path
+
+    from dse.search.samplers import build_sampler
+    from dse.search.study import load_study
+
+    study = load_study(Path(__file__).resolve().parents[2] / "studies" / "training.yaml").config
+    with caplog.at_level(logging.WARNING, logger="dse.search.samplers"):
+        build_sampler(study.with_overrides(n_points=24))
+    assert "shuffle: true" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dse.search.samplers"):
+        build_sampler(study)
+    assert caplog.text == ""
