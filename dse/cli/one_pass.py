@@ -1,5 +1,6 @@
-"""`dse predict` of one pass (`--phase`, `--seq-len`, a vision forward pass, `--kernels`): its memory and
-its display."""
+"""`dse predict` of one pass (`--phase`, `--seq-len`, a vision forward pass, `--kernels`): the shape flags
+and their defaults (`shape_flags`, also read by `dse workload show` and a training step), the pass's memory
+and its display."""
 
 from __future__ import annotations
 
