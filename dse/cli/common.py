@@ -136,7 +136,7 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except DseError as exc:
             # escaped: a message quotes file names and values users wrote, and its own [brackets]
-            err_console.print(f"[bold red]error:[/] {esc(exc)}", highlight=False, soft_wrap=True, emoji=False)
+            err_console.print(f"[bold red]error:[/] {esc(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:  # Ctrl-C (or `dse run`'s SIGTERM): one line and the shell's code
             err_console.print("interrupted", highlight=False)

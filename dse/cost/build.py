@@ -165,7 +165,7 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     dearer wafer) moves the price with the build cost, as a changed design does.
     """
     base = catalog_base(gpu)
-    if base is None or price_basis(gpu, facts) == "markup":
+    if base is None or price_basis(gpu, facts) == "markup":  # (None is "markup" too; said for the types)
         return build_usd * facts.value("default_markup")
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
     return facts.value(f"gpu_price_usd.{base.name}") * build_usd / _base_build_usd(base, shipped)

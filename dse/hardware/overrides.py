@@ -308,9 +308,11 @@ def field_value_problem(path: str, value: Any, gpu: GpuSpec | None = None) -> st
     field must stay in its range. Checks across fields (min <= max) and the memory-system keys depend on
     the point and are left to it, as is a value that is no number (its point names it)."""
     knob = path.strip().removeprefix("gpu.")
-    if knob == "memory.data_rate_frac":  # a share of the technology's data-rate range
+    if knob == "memory.data_rate_frac":
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if not number or 0 <= value <= 1 else f"must lie in [0, 1] (got {value!r})"
+        if not (number and 0 <= value <= 1):
+            return f"a fraction of the technology's data-rate range must lie in [0, 1] (got {value!r})"
+        return None
     if knob in ("sm.tensor_factor", "memory.energy_factor") and gpu is not None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None

@@ -230,8 +230,6 @@ def _value_problem(path: str, value: Any, allowed: Sequence[str] | None, *, unde
         return f"layer_host_s is seconds of engine CPU time per dense layer in [0, 0.1] (got {value!r})"
     if path == "length_sigma" and not (number and 0 < value <= 3):
         return f"length_sigma must lie in (0, 3] (got {value!r})"
-    if path == "gpu.memory.data_rate_frac" and not (number and 0 <= value <= 1):
-        return f"a fraction of the technology's data-rate range must lie in [0, 1] (got {value!r})"
     if path in ("gpu.memory.energy_factor", "gpu.sm.tensor_factor") and not (number and value > 0):
         return f"a scale factor must be a positive number (got {value!r})"
     return None
