@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import inspect
 import json
@@ -141,8 +142,23 @@ def friendly(fn: F) -> F:
         except KeyboardInterrupt:  # Ctrl-C (or `dse run`'s SIGTERM): one line and the shell's code
             err_console.print("interrupted", highlight=False)
             raise typer.Exit(130) from None
+        except OSError as exc:  # a path no reader checked first (Path.exists() re-raises a name too long)
+            line = esc(os_error_line(exc))
+            err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2 if exc.errno in _PATH_ERRNOS else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# Errors of the path a user gave (bad input, exit 2); any other OSError is the machine's (a full or read-only
+# disk: exit 1, README's exit codes).
+_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError: the path it names, then the system's reason."""
+    where = exc.filename if exc.filename is not None else "a file"
+    return f"{where}: {exc.strerror or exc}"
 
 
 # Counts the models carry as floats (metrics dicts are float-valued), written as JSON integers.

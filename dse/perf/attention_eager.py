@@ -36,8 +36,8 @@ def eager_arrays(
 ) -> dict[str, Any]:
     """Eager attention as its kernels (QK^T GEMM, softmax, PV GEMM, GQA repeat copies), summed.
 
-    `choice_clock_hz` and `choice_memo` reach the two GEMMs as in `gemm.gemm_arrays`: under a power cap
-    their kernels stay those chosen at the requested clock, as every other GEMM's do."""
+    `choice_clock_hz` and `choice_memo` reach the two GEMMs as in `gemm.gemm_arrays`, as every other
+    GEMM's do."""
     num = np.asarray(batch).shape[0]
     bc = lambda x: float_rows(x, num)  # noqa: E731
     b, sq, skv, h, hkv, d, f = (

@@ -21,15 +21,14 @@ whose predicted power fits the cap:
    in one call when they are few (`MAX_TABLE_ROWS`), else bisection rounds (`_CapSearch`), each round one
    call for all kernels at their own clocks (`dse.perf.multiclock` evaluates a clock per op).
 
-This assumes power is non-decreasing in clock for a fixed kernel, which the model satisfies (tested: a
-throttled GEMM keeps the tile chosen at the requested clock, `gemm_arrays`' `choice_clock_hz`). A kernel
+This assumes power is non-decreasing in clock for a kernel, which the model satisfies for a fixed kernel; a
+throttled GEMM runs the tile best at its clock, as at a locked clock (`dse.perf.pass_cap`). A kernel
 that exceeds the cap even at the minimum clock runs at the minimum clock and is flagged (`cap_exceeded`);
 caps below the GPU's minimum settable limit (or its idle power, where none is published) are rejected.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -166,8 +165,6 @@ def capped_rows(
     f_req = requested_clock_hz(gpu, point)
     cap = power_cap_w(gpu, point)
     n = len(ops)
-    if rows_fn is op_rows:  # GEMMs keep the kernel chosen at the requested clock as they throttle
-        rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)
     rows = rows_fn(ops, gpu, np.full(n, f_req), coeffs)
     parts = rows_power(rows, terms, power_coeffs)
     over = np.nonzero(parts["total"] > cap)[0]

@@ -503,9 +503,9 @@ def gemm_arrays(
     from `gpu` in SM count, DRAM bandwidth and Tensor-Core rates, each row as on its own: `gpu_rows`).
 
     `choice_clock_hz` (per row, default each row's own clock): the clock at which the kernel (tile,
-    split) is chosen; it then runs at `sm_clock_hz`. The power-cap search passes the requested clock, so
-    a kernel throttled under the cap keeps the kernel chosen for the clock asked for (a library does not
-    re-choose as the clock falls) and its power falls monotonically with the clock. `choice_memo` (a
+    split) is chosen; it then runs at `sm_clock_hz`. The power-cap search chooses at each clock it probes
+    (as a locked clock does; `dse.perf.pass_cap`) and passes the requested clock explicitly to its first
+    call, whose choices a prefetch may hold (`dse.perf.first_pass`). `choice_memo` (a
     dict): choices kept for later calls with the same `gpu` and `coeffs` (the power-cap search's probes).
 
     `act_quant` (bool per row, default none): the 8-bit GEMMs whose estimate includes vLLM's dynamic

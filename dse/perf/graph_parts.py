@@ -41,8 +41,8 @@ def predict_graph_parts(
 ) -> GraphParts:
     """Every kernel of each graph at `clock_hz`, in one vectorized pass over the graphs' distinct ops: what a
     caller that holds a power cap itself needs (`dse.serving.step_table.capped_steps`). `choice_clock_hz`:
-    the clock GEMM tiles are chosen at (default `clock_hz`): a GPU throttled under its cap keeps the tile
-    chosen for the clock it was asked for, as `dse.perf.pass_cap` does."""
+    the clock GEMM tiles are chosen at (default `clock_hz`: a GPU throttled under its cap runs the tiles
+    best at the clock it runs at, as `dse.perf.pass_cap` does)."""
     coeffs = gpu_only_coeffs(coeffs)
     pc = power_coeffs or default_power_coeffs(gpu)
     n = len(graphs)

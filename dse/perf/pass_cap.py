@@ -27,10 +27,15 @@ guess is often a few steps high, where some of the power falls slower than f V^2
 energy), and probing the clocks below it too closes such a bracket at once. How many below depends on the
 pass's size (`PROBE_ROWS`): a few rows more cost far less than another call, so a static batch's prefill
 pass probes eight (one kernel-model round instead of two or three), a decode pass of ~270 kernels one.
-Then two rounds of a pair from the bracket (the mean interpolated between its ends); then bisection. A
-GEMM keeps the tile chosen at the requested clock (`choice_clock_hz`), so a pass's mean power is
-non-decreasing in its clock and the bracket holds the answer (tested against an exhaustive search). A pass
-over the cap even at the minimum clock runs there, flagged.
+Then two rounds of a pair from the bracket (the mean interpolated between its ends); then bisection. Each
+GEMM runs the kernel that is best at the clock probed, as at a locked clock (`--clock-mhz`), so a capped
+pass is the pass locked at its effective clock and no lower clock whose pass fits is faster. (Keeping the
+kernel chosen at the requested clock, as a library that does not watch the clock would, made a capped
+pass slower than a lower locked clock that fits: the model's best tile at boost can be far from its best at
+a low clock, while real decode kernels keep their DRAM-bound speed as the clock falls; session 35.) A
+pass's mean power then need not be exactly monotone in its clock; the bracket's answer was checked
+against an exhaustive search of locked clocks (tests). A pass over the cap even at the minimum clock runs
+there, flagged.
 """
 
 from __future__ import annotations
@@ -100,10 +105,13 @@ def pass_capped_rows(
         )  # fmt: skip
     f_req = requested_clock_hz(gpu, point)
     cap = power_cap_w(gpu, point)
-    if rows_fn is op_rows:  # GEMMs keep the kernel chosen at the requested clock as the pass throttles,
-        # chosen once: the probes' GEMMs are the first call's (same GPU, coefficients and choice clock)
-        rows_fn = functools.partial(op_rows, choice_clock_hz=f_req, choice_memo={})
-    rows = rows_fn(ops, gpu, np.full(len(ops), f_req), coeffs)
+    first_fn = rows_fn
+    if rows_fn is op_rows:  # each GEMM's kernel is the best at the clock it runs at, as at a locked clock
+        # (module docstring); the choices are kept for probes at the same clocks
+        memo: dict = {}
+        first_fn = functools.partial(op_rows, choice_clock_hz=f_req, choice_memo=memo)  # a prefetched share's
+        rows_fn = functools.partial(op_rows, choice_memo=memo)
+    rows = first_fn(ops, gpu, np.full(len(ops), f_req), coeffs)
     parts = rows_power(rows, terms, power_coeffs)
     out_rows = [take_rows(rows, m) for m in members]
     out_parts = [take_rows(parts, m) for m in members]

@@ -300,7 +300,7 @@ def capped_steps(
         if not todo.size or f_probe >= clocks[-1] - 1e-3:
             break
         steps = [graphs[i] for i in over[todo].tolist()]
-        probe = predict_graph_parts(steps, gpu, f_probe, coeffs, power_coeffs, choice_clock_hz=f_req)
+        probe = predict_graph_parts(steps, gpu, f_probe, coeffs, power_coeffs)
         column = np.full(over.size, np.nan)  # steps not probed keep their fit above this clock
         column[todo] = probe.latency_s
         clocks.append(f_probe)

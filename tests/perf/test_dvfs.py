@@ -157,8 +157,8 @@ def test_power_non_decreasing_in_clock(m, n, k):
     assert np.all(np.diff(p) >= -1e-9)
 
 
-# The real kernel model (not the roofline stand-in): a throttled GEMM keeps the kernel chosen at the
-# requested clock, so its power rises with the clock and the cap search finds the highest fitting clock.
+# The real kernel model (not the roofline stand-in): a throttled GEMM runs the kernel best at its clock, as at
+# a locked clock; the cap search finds the highest fitting clock.
 REAL_OPS = [
     GemmOp(name="qkv", m=256, n=10240, k=8192, dtype="fp8"),
     GemmOp(name="up", m=8192, n=28672, k=8192),
@@ -193,9 +193,7 @@ def test_a_gemm_keeps_the_kernel_chosen_at_its_choice_clock(gpu_name):
 
 
 @pytest.mark.parametrize("gpu_name", ["l40s", "a10", "h100-sxm", "a100-sxm-80gb"])
-def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(gpu_name):
-    import functools
-
+def test_real_power_rises_with_clock_and_the_cap_search_is_exhaustive(gpu_name):
     from dse.perf.coeffs import default_power_coeffs
     from dse.perf.dvfs import rows_power
     from dse.perf.multiclock import op_rows
@@ -204,11 +202,13 @@ def test_real_power_is_non_decreasing_in_clock_and_the_cap_search_is_exhaustive(
     pc, terms = default_power_coeffs(gpu), gpu_power_terms(gpu)
     f_req = requested_clock_hz(gpu, OperatingPoint())
     grid = clock_grid_hz(gpu, hi_hz=f_req)
-    rows_fn = functools.partial(op_rows, choice_clock_hz=f_req)  # as the cap search evaluates them
+    rows_fn = op_rows  # each GEMM on the tile best at the clock it runs at, as the cap search evaluates them
     table = clock_table(REAL_OPS, gpu, grid, None, rows_fn)
     power = rows_power({k: table[k] for k in ("util", "latency_s", "dram_bytes")} | {
         "sm_clock_hz": grid[:, None], "tensor_flop": table["tensor_flop"]}, terms, pc)["total"]  # fmt: skip
-    assert np.all(np.diff(power, axis=0) >= -1e-9 * power[1:])
+    # each clock's best tile: where the choice switches a kernel's power may dip a little as the clock rises
+    # (2.8% at most on the L40S, none on H100 / A100), which the search must still get right
+    assert np.all(np.diff(power, axis=0) >= -0.03 * power[1:])
     for frac in (0.45, 0.6, 0.8):
         cap = max(frac * gpu.power.tdp_w, gpu.power.power_cap_min_w or 0.0)
         res = capped_rows(REAL_OPS, gpu, OperatingPoint(power_cap_w=cap), None, pc, terms)

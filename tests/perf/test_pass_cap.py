@@ -198,11 +198,10 @@ def test_a_pipelined_training_step_holds_its_kernels_at_the_cap():
         assert est.avg_power_w < kernel_w
 
 
-def test_eager_attention_gemms_keep_the_kernel_chosen_at_the_requested_clock():
-    """Under a power cap a GEMM keeps the kernel chosen for the clock asked for (a library does not re-choose
-    as the clock falls; the cap search's bracket relies on it). Eager attention's two batched GEMMs re-chose
-    at every probe clock: Llama-3.1-8B's PV product at 2,048 tokens of context picks another kernel at
-    1,000 MHz than at 1,980."""
+def test_eager_attention_gemms_keep_the_kernel_chosen_at_the_choice_clock():
+    """A GEMM runs the kernel chosen at its choice clock (`choice_clock_hz`) whatever clock it runs at.
+    Eager attention's two batched GEMMs ignored it: Llama-3.1-8B's PV product at 2,048 tokens of context
+    picks another kernel at 1,000 MHz than at 1,980."""
     from dse.perf.multiclock import family_arrays, family_of
     from dse.workload.llm import build_decode_graph
     from dse.workload.models import load_model_config
@@ -218,6 +217,29 @@ def test_eager_attention_gemms_keep_the_kernel_chosen_at_the_requested_clock():
     assert not np.array_equal(chosen_high, chosen_low)  # the shape where the choice depends on the clock
     kept = family_arrays("attention_eager", ops, gpu, low, choice_clock_hz=1.98e9, choice_memo={})
     assert np.array_equal(kept["parts"]["pv"]["tile_idx"], chosen_high)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "cap_w"), [("mixtral-8x7b", "b200", 400.0), ("mixtral-8x7b", "h100-sxm", 300.0)]
+)
+def test_a_capped_decode_is_the_fastest_locked_clock_that_fits(model, gpu_name, cap_w):
+    """Under a cap the pass runs as it would locked at its effective clock, and no grid clock whose locked
+    pass fits the cap is faster. Mixtral's decode on B200 under 400 W took 23.7 ms at the default clock
+    (reported at 900 MHz, on kernels chosen for 1,965 MHz) but 21.6 ms locked at 600 MHz, where its mean fits
+    too: asking for a lower clock made a capped GPU faster (physics review, session 35)."""
+    from dse.workload.llm import build_decode_graph
+    from dse.workload.models import load_model_config
+
+    gpu = load_gpu(gpu_name)
+    graph = build_decode_graph(load_model_config(model), batch=16, context_len=300, precision="bf16")
+    capped = predict_graph(graph, gpu, OperatingPoint(power_cap_w=cap_w))
+    assert capped.effective_clock_hz < gpu.clocks.boost_clock_hz  # the cap binds
+    at_clock = predict_graph(graph, gpu, OperatingPoint(sm_clock_hz=capped.effective_clock_hz))
+    assert capped.latency_s == pytest.approx(at_clock.latency_s, rel=1e-9)
+    for f in clock_grid_hz(gpu)[::4]:
+        locked = predict_graph(graph, gpu, OperatingPoint(sm_clock_hz=float(f)))
+        if locked.avg_power_w <= cap_w:
+            assert capped.latency_s <= locked.latency_s * (1 + 1e-9), f / 1e6
 
 
 def test_a_small_pass_guessed_a_few_clocks_high_is_searched_in_one_call(monkeypatch):

@@ -143,8 +143,8 @@ def evaluate(
 ) -> dict:
     """Run the family model on the samples' shapes at `clock_hz` (one per row, or one for all; default:
     the boost clock). `default_clock_hz` gives the clocks the rows were measured at in the model.
-    `choice_clock_hz`: the clock GEMM tiles are chosen at (default: each row's own clock; a GEMM
-    throttled under the cap keeps the tile chosen at the requested clock, `dse.perf.gemm.gemm_arrays`)."""
+    `choice_clock_hz`: the clock GEMM tiles are chosen at (default: each row's own clock, as a GEMM
+    throttled under the cap or locked at a clock runs the tile best there, `dse.perf.pass_cap`)."""
     gpu = gpu or load_gpu(samples.gpu)
     df = samples.frame
     n = len(df)
@@ -295,12 +295,10 @@ def evaluate_at_default_point(
     samples: KernelSamples, gpu: GpuSpec | None = None, coeffs: object | None = None
 ) -> dict:
     """`evaluate` at `default_clock_hz` under the same coefficients: each row as `dse predict` gives it
-    at the default operating point (what the validation scores), throttled GEMMs on the tile chosen at
-    the requested boost clock. (The shipped fits chose each row's tile at its own clock: on the 40 long
-    H100 GEMMs of the tests one row differs, by 0.24%.)"""
+    at the default operating point (what the validation scores), throttled GEMMs on the tile best at the
+    clock they run at, as the shipped fits chose them."""
     gpu = gpu or load_gpu(samples.gpu)
-    clocks = default_clock_hz(samples, gpu, coeffs)
-    return evaluate(samples, gpu, coeffs, clocks, choice_clock_hz=gpu.clocks.boost_clock_hz)
+    return evaluate(samples, gpu, coeffs, default_clock_hz(samples, gpu, coeffs))
 
 
 def group_names(family: str) -> tuple[str, ...]:

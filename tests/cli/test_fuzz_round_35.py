@@ -1,0 +1,30 @@
+"""A fuzzer's findings (session 35): each was a traceback; each now gives one clear line naming the path,
+with exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.fuzz_helpers import refused
+
+LONG = "x" * 300  # one path component over the 255 bytes a Linux file name may hold
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "studies/llm_serving.yaml", "--n-points", "2", "--executor", "serial", "--no-report",
+         "--out", f"{{tmp}}/{LONG}"],
+        ["run", f"{{tmp}}/{LONG}.yaml"],
+        ["report", f"{{tmp}}/{LONG}"],
+        ["predict", "--model", f"{{tmp}}/{LONG}/config.json", "--gpu", "h100-sxm", "--batch", "1",
+         "--input-tokens", "8", "--output-tokens", "8"],
+        ["measure", "kernels", "--suite", "smoke", "--dry-run", "--out", f"{{tmp}}/{LONG}.csv"],
+    ],
+)  # fmt: skip
+def test_a_path_whose_name_is_too_long_is_one_error_line(tmp_path: Path, args: list[str]) -> None:
+    # Python 3.11's Path.exists() re-raises ENAMETOOLONG: ten commands printed a traceback, exit 1
+    out = refused([a.replace("{tmp}", str(tmp_path)) for a in args], "File name too long", LONG[:40])
+    assert len(out.strip().splitlines()) <= 3, out  # one message (wrapped at most)
