@@ -21,8 +21,19 @@ def usage_error_line(exc: BaseException) -> str | None:
     format_message = getattr(exc, "format_message", None)
     if not callable(format_message):
         return None
+    _drop_hidden_suggestions(exc)
     command = getattr(exc.ctx, "command_path", None) or _innermost_command_path(exc) or "dse"
     return f"{' '.join(str(format_message()).split())} (see `{command} --help`)"
+
+
+def _drop_hidden_suggestions(exc: BaseException) -> None:
+    """An unknown option's "Possible options" without the command's hidden ones (a removed flag kept only
+    to say so, `--host-gap-us`, was suggested for `--host`)."""
+    possible = getattr(exc, "possibilities", None)
+    params = getattr(getattr(exc.ctx, "command", None), "params", None) or []  # type: ignore[attr-defined]
+    hidden = {opt for p in params if getattr(p, "hidden", False) for opt in getattr(p, "opts", ())}
+    if possible and hidden:
+        exc.possibilities = [o for o in possible if o not in hidden]  # type: ignore[attr-defined]
 
 
 def _innermost_command_path(exc: BaseException) -> str | None:

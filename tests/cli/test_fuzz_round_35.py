@@ -28,3 +28,19 @@ def test_a_path_whose_name_is_too_long_is_one_error_line(tmp_path: Path, args: l
     # Python 3.11's Path.exists() re-raises ENAMETOOLONG: ten commands printed a traceback, exit 1
     out = refused([a.replace("{tmp}", str(tmp_path)) for a in args], "File name too long", LONG[:40])
     assert len(out.strip().splitlines()) <= 3, out  # one message (wrapped at most)
+
+
+def test_an_unknown_option_is_never_answered_with_a_hidden_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--host-gap-us` was removed and stays hidden only to say so; the parser suggested it for `--bogus`
+    import sys
+
+    from dse.entry import main
+
+    monkeypatch.setattr(sys, "argv", ["dse", "predict", "--bogus"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "No such option: --bogus" in err and "--gpu" in err, err
+    assert "--host-gap-us" not in err, err
