@@ -4,7 +4,7 @@ and `dse validate area`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +13,7 @@ from rich.table import Table
 from dse.cli.common import JsonOpt, console, err_console, esc, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
-from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs
+from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs, operation_value_problem
 from dse.errors import DseError, UnpricedError
 
 CostScenarioOpt = Annotated[
@@ -48,8 +48,13 @@ GridOpt = Annotated[
     ),
 ]
 RentOpt = Annotated[
-    float | None,
-    typer.Option("--gpu-usd-per-hour", help="Renter view: $ per GPU-hour, replacing the owner's ledger."),
+    str | None,
+    typer.Option(
+        "--gpu-usd-per-hour",
+        help="Renter view: $ per GPU-hour, replacing the owner's ledger. `dse compare`: one price for every "
+        "GPU, or each GPU's as NAME=PRICE,... (h100-sxm=2.99,l40s=0.9).",
+        show_default=False,
+    ),
 ]
 PriceOpt = Annotated[
     float | None,
@@ -75,8 +80,8 @@ class CostArgs:
         from dse.cost.operation import check_operation_value
         from dse.hardware.overrides import parse_set_options
 
-        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "gpu_usd_per_hour",
-                    "gpu_price_usd"):  # fmt: skip
+        rate_usd_per_h = self.usd_per_gpu_hour()
+        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "gpu_price_usd"):
             value = getattr(self, key)
             if value is not None:  # the flag's own range, before the facts are built from it
                 check_operation_value(key, value)
@@ -85,14 +90,14 @@ class CostArgs:
                                      ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh))
             if value is not None
         ]  # fmt: skip
-        if self.gpu_usd_per_hour is not None and owner_only:
+        if rate_usd_per_h is not None and owner_only:
             # the rate replaces the owner's ledger: a price or an electricity tariff would show, unused
             raise DseError(
                 "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
                 + ", ".join(owner_only)
             )
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
-        if self.gpu_usd_per_hour is not None and "operation.electricity_usd_per_kwh" in cost_sets:
+        if rate_usd_per_h is not None and "operation.electricity_usd_per_kwh" in cost_sets:
             raise DseError(
                 "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
                 "--set cost.operation.electricity_usd_per_kwh"
@@ -103,11 +108,61 @@ class CostArgs:
                 raise DseError(f"{flag} and --set cost.operation.{key} set the same fact; give one")
         options = CostOptions(
             self.cost_scenario, cost_sets, self.lifetime_years, self.utilization,
-            self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, self.gpu_usd_per_hour,
+            self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, rate_usd_per_h,
             self.gpu_price_usd,
         )  # fmt: skip
         grid_gco2_per_kwh(options.facts(), options.grid)  # validates scenario, paths, ranges and the grid
         return options
+
+    def usd_per_gpu_hour(self) -> float | None:
+        """`--gpu-usd-per-hour` as one price (None: not given), in its range; a price per named GPU is
+        `dse compare`'s (`per_gpu`), refused here."""
+        if self.gpu_usd_per_hour is None:
+            return None
+        if "=" in self.gpu_usd_per_hour:
+            raise DseError(
+                f"--gpu-usd-per-hour {self.gpu_usd_per_hour}: NAME=PRICE prices each GPU of `dse compare`; "
+                "give one $ per GPU-hour here"
+            )
+        return _rent_usd_per_h(self.gpu_usd_per_hour)
+
+    def per_gpu(self, gpus: Sequence[str]) -> dict[str, CostArgs]:
+        """Each compared GPU's cost options (`dse compare`): `--gpu-usd-per-hour NAME=PRICE,...` gives each
+        its own price and must name every GPU (as written on the command line), and nothing else; one price
+        (or none) is every GPU's. DseError naming the GPU and the price at fault."""
+        text = self.gpu_usd_per_hour
+        if text is None or ("=" not in text and "," not in text):
+            return dict.fromkeys(gpus, self)
+        if "=" not in text:  # prices by name: a reordered command line cannot move one to another GPU
+            prices = [p.strip() for p in text.split(",")]
+            named_prices = zip(
+                gpus, prices if len(prices) == len(gpus) else ["PRICE"] * len(gpus), strict=True
+            )
+            raise DseError(
+                f"--gpu-usd-per-hour {text}: name each GPU's price, "
+                + ",".join(f"{gpu}={price}" for gpu, price in named_prices)
+            )
+        named: dict[str, str] = {}
+        for item in text.split(","):
+            name, equals, price = (part.strip() for part in item.rpartition("="))
+            if not equals or not name:  # "2.99,l40s=0.9": one price for all and one named, both meant?
+                raise DseError(
+                    f"--gpu-usd-per-hour {text}: give one price for every GPU, or NAME=PRICE for each of "
+                    f"{', '.join(gpus)}, not {item.strip() or 'an empty item'}"
+                )
+            if name in named:
+                raise DseError(f"--gpu-usd-per-hour {text}: {name} is priced twice")
+            if name not in gpus:
+                raise DseError(f"--gpu-usd-per-hour {text}: {name} is not a compared GPU ({', '.join(gpus)})")
+            _rent_usd_per_h(price, name)
+            named[name] = price
+        missing = [name for name in dict.fromkeys(gpus) if name not in named]
+        if missing:
+            raise DseError(
+                f"--gpu-usd-per-hour {text}: no price for {', '.join(missing)} (NAME=PRICE for every "
+                "compared GPU, or one price for all)"
+            )
+        return {name: replace(self, gpu_usd_per_hour=named[name]) for name in gpus}
 
     def context_fields(self, sets: list[str] | None) -> tuple[tuple[str, Any], ...]:
         """The options (checked as `options` checks them) as an `EvalContext.cost`, the form a study's `cost:`
@@ -135,6 +190,19 @@ class CostArgs:
                 f"{', '.join(given)}: {what} is not priced; cost options apply to serving predictions, "
                 "what-ifs and training steps"
             )
+
+
+def _rent_usd_per_h(text: str, gpu: str | None = None) -> float:
+    """One $ per GPU-hour of `--gpu-usd-per-hour` (`gpu`: the GPU it prices, NAME=PRICE) in its range."""
+    flag = "--gpu-usd-per-hour" + (f" {gpu}={text}:" if gpu is not None else "")
+    try:
+        value = float(text)
+    except ValueError:
+        raise DseError(f"{flag} {text.strip()!r} is not a number ($ per GPU-hour)") from None
+    problem = operation_value_problem("gpu_usd_per_hour", value)
+    if problem is not None:
+        raise DseError(f"{flag} {problem}")
+    return value
 
 
 def cost_set_paths(sets: list[str] | None) -> list[str]:
@@ -187,7 +255,13 @@ LEDGER_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("memory_cost_usd", "memory ($)", 1.0, ",.0f"),
     ("package_cost_usd", "package ($)", 1.0, ",.0f"),
     ("board_cost_usd", "board and server share ($)", 1.0, ",.0f"),
-    ("usd_per_million_input_tokens", "$ per million input tokens (prefill time)", 1.0, ".3f"),
+    # the prefill's share of the all-in output price above: the two are not additive (README)
+    (
+        "usd_per_million_input_tokens",
+        "$ per million input tokens (prefill, inside the output price)",
+        1.0,
+        ".3f",
+    ),
 )
 
 

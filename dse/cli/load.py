@@ -70,8 +70,10 @@ NumRequestsOpt = Annotated[
     int | None,
     typer.Option(
         "--num-requests",
-        help="Load: requests simulated (default: 10 x concurrency, >= 200; with --dp, rounded up to a "
-        "multiple of it).",
+        help="Load: requests simulated. Default (per --dp replica): 10 x concurrency, >= 200 "
+        "(--concurrency); 500 (--request-rate); 4 x max_num_seqs, >= 1,000 (--max-throughput); each times "
+        "1 + CV^2 of the lengths (lognormal 1.28 at sigma 0.5, exponential 2). A number given is shared by "
+        "the --dp replicas, rounded up to a multiple of dp. README: --num-requests.",
     ),
 ]
 RequestSeedOpt = Annotated[int, typer.Option("--seed", help="Load: seed of lengths and arrivals.")]

@@ -400,26 +400,50 @@ def _run_with_progress(axes: list[Any], ctx: Any, base: dict[str, Any]) -> list[
         return run_sweep(axes, ctx, base, on_point=lambda done, _total: bar.update(task, completed=done))
 
 
-def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: str) -> None:
+def _show_compare(
+    rows: list[dict[str, Any]], title: str, as_json: bool, mode: str, changed: list[str], cost: CostArgs
+) -> None:
+    """The comparison's table (or `--json`): `changed` lists the `--set` changes every GPU ran with, which
+    the title and each column say (a pasted table read "l4" for an L4 of 100 SMs)."""
     from rich.table import Table
 
     from dse.search.sweep import COMPARE_METRICS
 
+    view = "owner" if cost.gpu_usd_per_hour is None else "renter"
     if as_json:
-        print_json(with_nulls({"mode": mode, "gpus": rows}))
+        print_json(with_nulls({"mode": mode, "changed": changed, "cost_view": view, "gpus": rows}))
         return
-    table = Table("metric", *(esc(r["params"]["gpu"]) for r in rows), title=esc(title))
+    mark = " (changed)" if changed else ""
+    table = Table("metric", *(esc(f"{r['params']['gpu']}{mark}") for r in rows), title=esc(title))
     for key, label, scale, fmt in COMPARE_METRICS:
         if all(r["metrics"].get(key) is None for r in rows):
             continue  # a metric the mode does not give (peak power under load): no row of dashes
         table.add_row(label, *(_cell(r, key, scale, fmt) for r in rows))
     table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
     console.print(table)
+    if any(r["metrics"].get("usd_per_gpu_hour") is not None for r in rows):
+        console.print(esc(_cost_basis(view, cost)), highlight=False)
     _print_engines(rows, [str(r["params"]["gpu"]) for r in rows])
     for row in rows:
         if row["reason"] is not None:
             gpu, reason = esc(row["params"]["gpu"]), esc(row["reason"])
             console.print(f"{gpu}: [bold red]{row['status']}:[/] {reason}", highlight=False)
+
+
+def _cost_basis(view: str, cost: CostArgs) -> str:
+    """The line under a comparison naming its cost view: one renter's price for every GPU favours the
+    fastest by construction, and the "GPU price" row is then no part of the cost."""
+    from dse.cli.cost import cost_title
+
+    line = cost_title({"cost_view": view, "cost_scenario": cost.cost_scenario})
+    if view == "owner":
+        return line
+    if "=" in (cost.gpu_usd_per_hour or ""):
+        return f"{line}: each GPU at its own $ per GPU-hour; the GPU price row is not in the cost"
+    return (
+        f"{line}: one $ per GPU-hour for every GPU (--gpu-usd-per-hour NAME=PRICE,... prices each); "
+        "the GPU price row is not in the cost"
+    )
 
 
 def _print_engines(rows: list[dict[str, Any]], labels: list[str], *, group: bool = False) -> None:
@@ -469,24 +493,29 @@ def compare_cmd(
 ) -> None:
     """The same serving workload on each GPU, side by side: latency, throughput, power, J per token, memory
     needed against capacity and cost (a static --batch, or a load mode as in `dse predict`; `--set` changes
-    every GPU alike)."""
+    every GPU alike, and the title and columns say so; a renter prices each GPU with --gpu-usd-per-hour
+    NAME=PRICE,...)."""
     from dse.search.sweep import compare_gpus
 
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
     _check_html(html, "compare")
+    costs = {name: args.context_fields(sets) for name, args in cost.per_gpu(gpus).items()}
     precision, note = resolve_precision(precision, model)
     options: dict[str, Any] = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
-    options |= {"engine": engine, "sampling": sampling, "cost": cost.context_fields(sets)}
+    options |= {"engine": engine, "sampling": sampling, "cost": costs[gpus[0]]}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", (), **options)
     specs = {name: gpu_from_options(name, None, None, None, sets) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
     base = _base_params(specs[gpus[0]], gpus[0], sets, clock_mhz, power_cap_w)
     note_lengths(input_tokens, output_tokens)
     print_note(note)
-    rows = _with_precision(compare_gpus(gpus, ctx, base), precision, note)
+    rows = _with_precision(compare_gpus(gpus, ctx, base, costs), precision, note)
+    changed = [f"--set {item}" for item in sets or []]  # as `dse whatif` and `dse gpu show` label them
     title = f"{ctx.model}: {_workload_text(ctx)}"
-    _show_compare(rows, title, as_json, ctx.mode)
+    if changed:
+        title += f"; every GPU changed: {' '.join(changed)}"
+    _show_compare(rows, title, as_json, ctx.mode, changed, cost)
     if html is not None:
         from dse.report.figures.sweep import plot_compare
 

@@ -5,8 +5,10 @@ GPU's average power x the server's power multiplier x PUE x $/kWh. Renter view (
 the rent replaces the owner's ledger, energy included, so `energy_cost_fraction` is not known (None).
 
     usd_per_million_output_tokens = usd_per_gpu_hour x GPUs / (output tokens/s x 3600) x 1e6
+                                    (all-in: tokens/s over the whole run, prefill included)
     usd_per_million_input_tokens  = the same $ rate over the prefill time only, per input token
-                                    (None where prefill is not separable: under load it shares steps)
+                                    (None where prefill is not separable: under load it shares steps);
+                                    that time is inside the output price too: the two are not additive
     gco2_per_output_token         = J per output token / 3.6e6 x PUE x grid gCO2/kWh   (GPU energy)
     embodied_gco2_per_output_token = embodied gCO2 x GPUs / (lifetime hours x utilization x tokens/hour)
 

@@ -76,6 +76,7 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
+    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),  # the basis of the next row: owned or rented
     ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3f"),
     ("gco2_per_output_token", "gCO2 per output token", 1.0, ".3g"),
 )
@@ -313,15 +314,19 @@ class SweepInterrupted(KeyboardInterrupt):
 
 
 def compare_gpus(
-    gpus: Sequence[str], ctx: EvalContext, params: Mapping[str, Any] | None = None
+    gpus: Sequence[str],
+    ctx: EvalContext,
+    params: Mapping[str, Any] | None = None,
+    cost_by_gpu: Mapping[str, tuple[tuple[str, Any], ...]] | None = None,
 ) -> list[dict[str, Any]]:
     """The same workload (`ctx` plus the fixed `params`) on each GPU: one row per GPU, whose `params` is
-    {"gpu": name}."""
+    {"gpu": name}. `cost_by_gpu`: a GPU's own `EvalContext.cost` in place of `ctx.cost` (a renter's
+    price per GPU: an L40S does not rent at an H100's rate)."""
     if len(gpus) < 2:
         raise ConfigError("compare: give at least two GPUs")
     rows = []
     for name in gpus:
-        gpu_ctx = dataclasses.replace(ctx, gpu=name)
+        gpu_ctx = dataclasses.replace(ctx, gpu=name, cost=(cost_by_gpu or {}).get(name, ctx.cost))
         row = _row({"gpu": name}, evaluate_chunk([dict(params or {})], gpu_ctx, evaluate_point)[0])
         if row["status"] != "failed" and ctx.mode in LOAD_MODES:
             row["engine"] = _engine_settings(dict(params or {}), gpu_ctx)

@@ -114,6 +114,20 @@ def test_compare_gpus() -> None:
         compare_gpus(["h100-sxm"], CTX)
 
 
+def test_compare_gpus_prices_each_gpu_at_its_own_rent() -> None:
+    """A renter's price per GPU (`cost_by_gpu`): each row's $ per GPU-hour is its own, and its $ per million
+    output tokens is that rate over the tokens the GPU makes in an hour (the renter's ledger)."""
+    rent_usd_per_h = {"h100-sxm": 2.99, "a100-sxm-80gb": 1.2}
+    costs = {name: (("gpu_usd_per_hour", rate),) for name, rate in rent_usd_per_h.items()}
+    rows = compare_gpus(list(rent_usd_per_h), CTX, None, costs)
+    for row in rows:
+        m, rate = row["metrics"], rent_usd_per_h[row["params"]["gpu"]]
+        assert m["usd_per_gpu_hour"] == rate
+        assert m["usd_per_million_output_tokens"] == pytest.approx(
+            rate / 3600 / m["output_tokens_per_s"] * 1e6
+        )
+
+
 def test_a_sweep_past_ten_thousand_points_is_refused() -> None:
     """Two 1,000-step axes made a million points that ran for hours with no output (a fuzzer's finding)."""
     axes = [parse_axis("sm_clock_mhz=1000:1980:1000", CTX), parse_axis("power_cap_w=200:700:1000", CTX)]
