@@ -261,9 +261,30 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _specs_by_path(declared: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The declared parameters merged per path: several may set one path under disjoint `when`s
+    (`hbm_bus`, `gddr_bus` on `gpu.memory.bus_width_bits`), and the column holds all of their values, so
+    it keeps a kind only all of them share and their values in declaration order (the last one's alone
+    made a column a constant when that one was `{value: x}`)."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for p in declared:
+        if isinstance(p, Mapping):
+            grouped.setdefault(str(p.get("path", "")), []).append(p)
+    merged = {}
+    for path, specs in grouped.items():
+        kinds = {str(s.get("kind", "")) for s in specs}
+        values = [v for s in specs for v in (s.get("values") or s.get("choices") or ())]
+        merged[path] = {
+            "kind": kinds.pop() if len(kinds) == 1 else "",
+            "values": list(dict.fromkeys(values)),
+            "value": specs[0].get("value"),
+        }
+    return merged
+
+
 def infer_parameters(df: pd.DataFrame, declared: Sequence[Mapping[str, Any]] = ()) -> tuple[ParamInfo, ...]:
     """Describe every `param.*` column, using the runner's declared kinds and value lists when present."""
-    by_path = {str(p.get("path", "")): p for p in declared if isinstance(p, Mapping)}
+    by_path = _specs_by_path(declared)
     infos = []
     for col in param_columns(df):
         spec = by_path.get(col.removeprefix(PARAM_PREFIX), {})
@@ -279,7 +300,7 @@ def infer_parameters(df: pd.DataFrame, declared: Sequence[Mapping[str, Any]] = (
             is_int = all(float(_plain(v)).is_integer() for v in uniques) and declared_kind != "float"
             infos.append(ParamInfo(column=col, kind="int" if is_int else "float"))
             continue
-        order = [v for v in spec.get("values") or spec.get("choices") or () if v in set(uniques)]
+        order = [v for v in spec.get("values") or () if v in set(uniques)]
         rest = sorted((v for v in uniques if v not in set(order)), key=str)
         infos.append(
             ParamInfo(column=col, kind="categorical", categories=tuple(_plain(v) for v in order + rest))

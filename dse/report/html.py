@@ -190,6 +190,9 @@ def _serving_line(run: RunData) -> str:
     if mode == "training":
         return _training_line(study, workload)
     space = study.get("space") or {}
+    # a searched knob's workload value is only the default its parameter overrides (h100_gddr7.yaml's
+    # batch 32 against the 8 and 64 it searches)
+    searched = _searched(study)
     mode_param = space.get("mode") if isinstance(space, dict) else None
     if isinstance(mode_param, dict) and isinstance(mode_param.get("values"), list):
         modes = ", ".join(str(m) for m in mode_param["values"])
@@ -197,11 +200,12 @@ def _serving_line(run: RunData) -> str:
     else:
         how = f"mode: {mode} ({MODE_TEXT.get(mode, mode)})"
         for knob in ("batch", "concurrency", "request_rate_per_s"):
-            if knob in workload and (knob == "batch") == (mode == "static"):
-                how += f", {knob} {workload[knob]}"
+            if (knob in workload or knob in searched) and (knob == "batch") == (mode == "static"):
+                how += f", {knob} searched" if knob in searched else f", {knob} {workload[knob]}"
     engine = workload.get("engine") or ("none" if mode == "static" else "vllm")
     # `none` is no serving engine: one kernel per operator, no scheduler
     engine_text = "no serving engine (one kernel per operator)" if engine == "none" else f"{engine} engine"
+    engine_text = "engine searched" if "engine" in searched else engine_text
     lengths = f"{workload.get('input_tokens', '?')} in / {workload.get('output_tokens', '?')} out"
     if workload.get("length_dist", "fixed") != "fixed":
         lengths += f" ({workload['length_dist']})"

@@ -52,41 +52,51 @@ def constraint_text(c: Any) -> str:
     return str(c)
 
 
-def _describe_param(p: ParamInfo, spec: Mapping[str, Any]) -> str:
-    """`96 … 144, step 4`, `hbm3, hbm3e`, `4096`, plus `when` and a name that differs from the path."""
-    kind = spec.get("kind", p.kind)
+def _alternatives(value: Any) -> str:
+    """A `when:` condition's values: `hbm3 or hbm3e` (a list's repr read ['hbm3', 'hbm3e'])."""
+    return " or ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
+def _describe_param(spec: Mapping[str, Any], p: ParamInfo | None) -> str:
+    """`96 … 144, step 4`, `hbm3, hbm3e`, `4096`, plus its `when`; from the logged column without a spec."""
+    kind = spec.get("kind", p.kind if p else "")
     if kind in ("int", "float") and "low" in spec:
         text = f"{spec['low']} … {spec['high']}"
         text += f", step {spec['step']}" if spec.get("step") is not None else ""
         text += ", log scale" if spec.get("log") else ""
-    elif kind == "constant" or p.kind == "constant":
-        text = f"{spec.get('value', p.constant_value)}"
+    elif kind == "constant":
+        text = f"{spec.get('value', p.constant_value if p else '')}"
     elif spec.get("values") is not None:
         text = ", ".join(str(v) for v in spec["values"])
-    elif p.categories:
+    elif p is not None and p.categories:
         text = ", ".join(str(v) for v in p.categories)
     else:
         text = ""
     if spec.get("when"):
-        text += " when " + ", ".join(f"{k} = {v}" for k, v in dict(spec["when"]).items())
-    name = spec.get("name")
-    if name and name != p.path:
-        text += f" (named {name})"
+        text += " when " + ", ".join(f"{k} = {_alternatives(v)}" for k, v in dict(spec["when"]).items())
     return text
 
 
 def _param_rows(run: RunData, info: ParetoInfo) -> str:
-    declared = {str(p.get("path")): p for p in run.summary.get("parameters") or () if isinstance(p, Mapping)}
-    rows = []
-    for p in info.params:
-        spec = declared.get(p.path, {})
-        rows.append(
-            f'<tr><td class="text">{_esc(p.path)}</td><td class="text">{_esc(spec.get("kind", p.kind))}</td>'
-            f'<td class="text">{_esc(_describe_param(p, spec))}</td></tr>'
+    """One row per space parameter, by name with the path it sets beside it: parameters sharing a path
+    under disjoint `when`s (`hbm_bus`, `gddr_bus`, `lpddr_bus`) are each a row (keyed by path, only the
+    last was shown). A logged column that the summary does not declare (no summary.json) is a row too."""
+    declared = [p for p in run.summary.get("parameters") or () if isinstance(p, Mapping) and p.get("path")]
+    logged = {p.path: p for p in info.params}
+    rows = [(str(d.get("name") or d["path"]), str(d["path"]), d) for d in declared]
+    named_paths = {path for _, path, _ in rows}
+    rows += [(p.path, p.path, {}) for p in info.params if p.path not in named_paths]
+    cells = []
+    for name, path, spec in rows:
+        p = logged.get(path)
+        kind = spec.get("kind", p.kind if p else "")
+        cells.append(
+            f'<tr><td class="text">{_esc(name)}</td><td class="text">{_esc(path)}</td>'
+            f'<td class="text">{_esc(kind)}</td><td class="text">{_esc(_describe_param(spec, p))}</td></tr>'
         )
     return (
-        '<h3>Parameters</h3><table><tr><th class="text">path</th><th class="text">kind</th>'
-        f'<th class="text">range / values</th></tr>{"".join(rows)}</table>'
+        '<h3>Parameters</h3><table><tr><th class="text">parameter</th><th class="text">path</th>'
+        f'<th class="text">kind</th><th class="text">range / values</th></tr>{"".join(cells)}</table>'
     )
 
 

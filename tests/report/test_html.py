@@ -246,6 +246,21 @@ def test_a_static_studys_header_names_no_engine_as_such() -> None:
     assert "; vllm engine;" in _serving_line(SimpleNamespace(study=vllm))  # type: ignore[arg-type]
 
 
+def test_a_static_studys_header_says_a_searched_batch_or_engine_is_searched() -> None:
+    """h100_gddr7.yaml writes `batch: 32` as the workload's default and searches batch 8 and 64: the header
+    read "batch 32", a batch no point ran; an engine searched read as the workload's one likewise."""
+    from types import SimpleNamespace
+
+    from dse.report.html import _serving_line
+
+    workload = {"batch": 32, "input_tokens": 1024, "output_tokens": 256, "engine": "vllm"}
+    space = {"batch": {"values": [8, 64]}, "eng": {"path": "engine", "values": ["none", "trtllm"]}}
+    line = _serving_line(SimpleNamespace(study={"model": "m", "workload": workload, "space": space}))  # type: ignore[arg-type]
+    assert "batch searched; engine searched;" in line and "32" not in line and "vllm" not in line
+    kept = _serving_line(SimpleNamespace(study={"model": "m", "workload": workload, "space": {}}))  # type: ignore[arg-type]
+    assert "batch 32; vllm engine;" in kept
+
+
 def test_a_percentile_equal_to_its_mean_shows_once_unless_a_constraint_names_it(tmp_path: Path) -> None:
     """A static batch's tpot_p90_s equals tpot_s on every row: one column, unless the study constrains it
     (a reviewer found a constraint's column hidden). Other columns stay even where their values happen to
@@ -308,3 +323,50 @@ def test_a_training_studys_header_names_its_default_precision() -> None:
 
     study = {"model": "gpt-oss-20b", "space": {}, "workload": {"mode": "training", "num_gpus": 8}}
     assert _serving_line(SimpleNamespace(study=study)).endswith(", bf16")  # type: ignore[arg-type]
+
+
+ALIASED_BUS = """\
+name: aliased-bus
+model: llama-3.1-8b
+gpu: h100-sxm
+workload: {batch: 8, input_tokens: 128, output_tokens: 16}
+space:
+  gpu.memory.technology: {values: [hbm3, hbm3e, gddr7]}
+  hbm_bus:
+    {path: gpu.memory.bus_width_bits, values: [4096, 5120], when: {gpu.memory.technology: [hbm3, hbm3e]}}
+  gddr_bus: {path: gpu.memory.bus_width_bits, value: 384, when: {gpu.memory.technology: gddr7}}
+objectives: {e2e_latency_s: minimize, energy_per_output_token_j: minimize}
+search: {sampler: grid, n_points: 10, executor: serial}
+"""
+
+
+def test_parameters_sharing_a_path_each_get_a_row_and_the_column_keeps_every_value(tmp_path: Path) -> None:
+    """An architect's finding: the Parameters table was keyed by path, so of h100_gddr7.yaml's hbm_bus,
+    gddr_bus and lpddr_bus (all on gpu.memory.bus_width_bits) only the last was listed. And a last alias
+    that is a constant (`{value: 384}`) made the whole bus column a constant, though it holds 4096 and 5120
+    too. A `when:` list read as Python's repr, ['hbm3', 'hbm3e']."""
+    from dse.report.frames import load_run
+    from dse.search.runner import run_study
+
+    (tmp_path / "s.yaml").write_text(ALIASED_BUS)
+    summary = run_study(tmp_path / "s.yaml", out=tmp_path, executor="serial")
+    run_dir = Path(summary.run_dir)
+    page = write_html_report(run_dir).read_text(encoding="utf-8")
+    table = page[page.index("<h3>Parameters</h3>") :]
+    rows = re.findall(r"<tr>(.*?)</tr>", table[: table.index("</table>")])
+    cells = [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in rows]
+    # one row per parameter of the space, as the study declares them: name, path, kind, values
+    assert cells == [
+        ["parameter", "path", "kind", "range / values"],
+        ["gpu.memory.technology", "gpu.memory.technology", "categorical", "hbm3, hbm3e, gddr7"],
+        [
+            "hbm_bus",
+            "gpu.memory.bus_width_bits",
+            "categorical",
+            "4096, 5120 when gpu.memory.technology = hbm3 or hbm3e",
+        ],
+        ["gddr_bus", "gpu.memory.bus_width_bits", "constant", "384 when gpu.memory.technology = gddr7"],
+    ]
+    # the grid holds 4 HBM points and 1 GDDR7 one: the bus column varies (3 values), it is no constant
+    bus = next(p for p in load_run(run_dir).parameters if p.path == "gpu.memory.bus_width_bits")
+    assert bus.kind == "int"

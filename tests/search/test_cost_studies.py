@@ -145,6 +145,23 @@ def test_a_training_study_checks_its_cost_section(tmp_path: Path) -> None:
         load_study(tmp_path / "t.yaml")
 
 
-def test_the_memory_cost_study_loads() -> None:
-    loaded = load_study(REPO / "studies" / "memory_cost.yaml")
-    assert "usd_per_million_output_tokens" in loaded.config.objectives
+def test_each_memory_cost_study_puts_its_own_model_on_the_front(tmp_path: Path) -> None:
+    """An architect's finding: memory_cost.yaml searched `model` (8B and 70B) against $/Mtoken and J/token,
+    so every 70B point was dominated by the 8B ones and no 70B design reached the front it promised. One
+    study per model: the 70B one's front is a design that holds the model (~70 GB in fp8) in HBM."""
+    import pandas as pd
+
+    fronts = {}
+    for name in ("memory_cost.yaml", "memory_cost_70b.yaml"):
+        config = load_study(REPO / "studies" / name).config
+        assert "model" not in config.space and "usd_per_million_output_tokens" in config.objectives
+        summary = run_study(REPO / "studies" / name, out=tmp_path, executor="serial")
+        trials = pd.read_parquet(Path(summary.run_dir) / "trials.parquet")
+        fronts[config.model] = trials[trials["on_front"]]
+        gddr7 = trials[trials["param.gpu.memory.technology"] == "gddr7"]
+        if config.model == "llama-3.1-70b":
+            # GDDR7's widest bus holds 16 x 4 GiB = 64 GiB, less than the 70B model's fp8 weights
+            assert not gddr7["feasible"].any()
+            assert gddr7["reason"].str.contains("no memory for a KV cache").all()
+    assert set(fronts) == {"llama-3.1-8b", "llama-3.1-70b"} and all(len(f) for f in fronts.values())
+    assert set(fronts["llama-3.1-70b"]["param.gpu.memory.technology"]) <= {"hbm3", "hbm3e"}

@@ -126,20 +126,23 @@ def test_load_knobs_reach_predict_load() -> None:
 
 
 def test_static_studies_evaluate_as_before() -> None:
-    # The shipped static study: mode static, engine and sampling "none", the static request as before.
+    # The shipped static study: mode static, its engine (vllm: it searches fp8), sampling "none", the static
+    # request as before; without an engine a static study runs one kernel per operator, as `dse predict`.
     cfg = load_study(REPO / "studies" / "llm_serving.yaml").config
     ctx = cfg.eval_context()
     assert study_modes(cfg) == ("static",) and ctx.slo == () and ctx.mode == "static"
     inputs = build_inputs({"sm_clock_mhz": 1500}, ctx)
     assert "load" not in inputs
     assert (inputs["batch"], inputs["engine"], inputs["sampling"], inputs["attention"]) == (
-        32, "none", "none", "flash",
+        32, "vllm", "none", "flash",
     )  # fmt: skip
+    unnamed = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"engine": None})})
+    assert build_inputs({}, unnamed.eval_context())["engine"] == "none"
     from dse.serving.static import ServingRequest, predict_serving
 
     request = ServingRequest(
         batch=32, input_tokens=1024, output_tokens=256, precision="bf16", attention="flash", kv_dtype=None,
-        engine="none", sampling="none",
+        engine="vllm", sampling="none",
     )  # fmt: skip
     direct = predict_serving(inputs["arch"], inputs["gpu"], request, inputs["point"]).metrics()
     m = evaluate_point({"sm_clock_mhz": 1500}, ctx)
