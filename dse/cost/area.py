@@ -8,11 +8,13 @@ logic and SRAM.
     SM        control + FP32/FP64/INT32 lanes + Tensor-Core FMAs (logic) + register file + L1 (SRAM)
     crossbar  per SM (logic)          L2      physical MiB (SRAM)
     memory    PHY per HBM stack or x32 channel (fixed) + controller (logic)
-    links     NVLink and PCIe PHYs (fixed) + controllers (logic)
+    links     NVLink PHYs (fixed) + controllers (logic), as many as carry the link bandwidth
+              (`GpuSpec.num_nvlinks_physical`: 1800 GB/s on Hopper's 25 GB/s links takes 72); PCIe lanes
     misc      a fraction of the rest (display, media, clocks)
 
 A catalog GPU reports its published area; a what-if of it moves that area by the modelled difference
-(`die_area_mm2`). The physical counts come from `GpuSpec.die` (harvested SMs, L2 and HBM sites count).
+(`die_area_mm2`). The physical counts come from `GpuSpec.die` (harvested SMs, L2, HBM sites and NVLinks
+count), grown to what a what-if enables (`GpuSpec.*_physical`).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def modelled_area(gpu: GpuSpec, facts: CostFacts) -> AreaBreakdown:
     units = bits / 1024 if hbm else bits / 32
     mem_ctrl_tr = facts.value(a + ("hbm_controller_transistors" if hbm else "dram_controller_transistors"))
     nvlink = "nvlink3" if gpu.architecture == "ampere" else "nvlink4"  # NVLink 4 PHYs for Hopper and later
-    links, lanes = gpu.die.num_nvlinks, gpu.die.pcie_lanes
+    # the NVLinks the die carries: its own, or as many as the link bandwidth takes at the generation's rate
+    links, lanes = gpu.num_nvlinks_physical(), gpu.die.pcie_lanes
     parts = {
         "sm": num_sms * _sm_mm2(gpu, facts, mm2_per_tr, logic, sram),
         "crossbar": num_sms * facts.value(a + "crossbar_transistors_per_sm") * mm2_per_tr * logic,

@@ -36,7 +36,7 @@ from dse.errors import ConfigError, did_you_mean, format_validation_error
 from dse.hardware.memory import memory_problem
 from dse.hardware.overrides import apply_generic, apply_memory_and_knobs, split_overrides
 from dse.hardware.spec import GpuSpec
-from dse.units import UnitKeyError, normalize_unit_keys, si_key
+from dse.units import UnitKeyError, normalize_unit_keys, si_key, written_key
 
 
 def _canonical(name: str) -> str:
@@ -128,12 +128,21 @@ def _shorten(text: str, limit: int = 120) -> str:
 
 def _validated(raw: dict[str, Any], source: str, smap: SourceMap | None = None) -> GpuSpec:
     try:
-        return GpuSpec.model_validate(raw)
+        gpu = GpuSpec.model_validate(raw)
     except ValidationError as exc:
         if smap is not None:  # a user's file: `file:line: field: message` (a unit key: its line and unit)
             message = format_errors(exc, GpuSpec, smap, unit_keys=True, spellings=_catalog_spellings())
             raise ConfigError(message) from None
         raise ConfigError(format_validation_error(exc, source)) from exc
+    # A die that contradicts the GPU it carries (100 SMs under 132 enabled, a 64-bit memory interface under a
+    # 5120-bit bus, 9 NVLinks under 450 GB/s) was priced without a word.
+    if (problem := gpu.die_problem()) is not None:
+        field, message = problem
+        if smap is not None:
+            twin = written_key(field, smap.keys_at(("die",)))  # `l2_physical_mib`, as the file wrote it
+            raise located_error(smap, ("die", twin[0] if twin else field), message)
+        raise ConfigError(f"{_shorten(source)}: die.{field}: {message}")
+    return gpu
 
 
 @cache

@@ -19,7 +19,8 @@ and of fields with a unit suffix must be numbers; every problem is a `ConfigErro
 what is allowed.
 
 Order of application (so that results do not depend on the order of the mapping): the generic fields,
-then the memory system, then other memory fields, then the derived knobs.
+then the memory system, then other memory fields, then the derived knobs. Last, a `die.*` count an override
+sets must hold what the GPU then enables (`GpuSpec.die_problem`); an enabled count raised alone grows the die.
 """
 
 from __future__ import annotations
@@ -261,7 +262,8 @@ def _validated(kind: Any, part: Any, fields: dict[str, Any], knob: str) -> Any:
 
 
 def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:
-    """The steps after the generic fields: memory system, memory fields, derived knobs."""
+    """The steps after the generic fields: memory system, memory fields, derived knobs; then the die fields
+    they set are checked against what the GPU ends up enabling."""
     knobs = dict(split.knobs)
     system = _memory_system(gpu, dict(split.memory_system), knobs)
     if system:
@@ -269,7 +271,21 @@ def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:
         gpu = with_memory(gpu, technology, **system)
     if split.memory_fields:
         gpu = _with_memory_fields(gpu, dict(split.memory_fields), dict(split.spelled))
-    return _with_factors(gpu, knobs)
+    return _checked_die(_with_factors(gpu, knobs), split.generic)
+
+
+def _checked_die(gpu: GpuSpec, generic: tuple[tuple[str, Any], ...]) -> GpuSpec:
+    """`gpu`, whose die fields set by `generic` hold what it enables (`GpuSpec.die_problem`); a what-if that
+    only enables more (`num_sms=200`, `interconnect.link_bw_gb_per_s=1800`) grows the die instead."""
+    written = {_si_path(path).removeprefix("die."): path for path, _ in generic if path.startswith("die.")}
+    problem = gpu.die_problem(written) if written else None
+    if problem is not None:
+        field, message = problem
+        raise ConfigError(
+            f"override '{written[field]}': {message}; set the two to agree, or leave the die field alone (a "
+            "what-if enabling more than the die has grows the die)"
+        )
+    return gpu
 
 
 def apply_overrides(gpu: GpuSpec, overrides: Mapping[str, Any] | None, source: str = "") -> GpuSpec:

@@ -7,10 +7,16 @@ before validation. Derived quantities (memory bandwidth, peak rates) are propert
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
+from functools import cache
+from importlib import resources
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from dse.config.yamlio import parse_yaml_value
 
 TensorDtype = Literal["tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 Provenance = Literal["measured", "datasheet", "derived", "estimated"]
@@ -29,8 +35,13 @@ class _Frozen(BaseModel):
         return value
 
 
+# SM supply voltages a V-f table may hold (`PowerSpec.core_v`): past them a value is no core voltage.
+CORE_V_MIN_V, CORE_V_MAX_V = 0.3, 2.0
+
+
 class DvfsTable(_Frozen):
-    """A quantity tabulated against SM clock, linearly interpolated and clamped at the ends."""
+    """A quantity tabulated against SM clock, linearly interpolated and clamped at the ends (a GPU's V-f
+    table first reaches its top clock: `GpuSpec._vf_reaches_max_clock`)."""
 
     source: Provenance
     note: str = ""
@@ -51,6 +62,28 @@ class DvfsTable(_Frozen):
         """Interpolated value at one clock or an array of clocks."""
         out = np.interp(sm_clock_hz, self.clock_hz, self.value)
         return float(out) if np.ndim(out) == 0 else out
+
+    def ridge_slope(self) -> float:
+        """The steepest rise of the table per Hz (0 for a flat one): the slope of a V-f ridge model, constant
+        voltage below a ridge clock and linear above it (hardware-facts 4.1, Kernel Tuner's model)."""
+        if len(self.clock_hz) < 2:
+            return 0.0
+        return max(0.0, float(np.max(np.diff(self.value) / np.diff(self.clock_hz))))
+
+    def extended_along_ridge(self, sm_clock_hz: float) -> DvfsTable:
+        """The table reaching `sm_clock_hz`: one more point, its last value raised along `ridge_slope`."""
+        end_hz = self.clock_hz[-1]
+        if sm_clock_hz <= end_hz:
+            return self
+        value = self.value[-1] + self.ridge_slope() * (sm_clock_hz - end_hz)
+        note = f"{self.note}; " if self.note else ""
+        return self.model_copy(
+            update={
+                "clock_hz": (*self.clock_hz, sm_clock_hz),
+                "value": (*self.value, value),
+                "note": f"{note}{end_hz / 1e6:g}-{sm_clock_hz / 1e6:g} MHz extrapolated along the ridge",
+            }
+        )
 
 
 class ClockSpec(_Frozen):
@@ -169,8 +202,8 @@ class PowerSpec(_Frozen):
             raise ValueError(
                 f"idle_power_w reaches {max(self.idle_power_w.value):g} W, not below tdp_w {self.tdp_w:g}"
             )
-        if not all(0.3 <= v <= 2.0 for v in self.core_v.value):
-            raise ValueError("core_v values must be SM supply voltages, 0.3-2.0 V")
+        if not all(CORE_V_MIN_V <= v <= CORE_V_MAX_V for v in self.core_v.value):
+            raise ValueError(f"core_v values must be SM supply voltages, {CORE_V_MIN_V}-{CORE_V_MAX_V} V")
         if self.power_cap_min_w is not None and self.power_cap_min_w > self.tdp_w:
             # the default limit is the TDP: no prediction could run at it (every one failed)
             raise ValueError(f"power_cap_min_w {self.power_cap_min_w:g} W is above tdp_w {self.tdp_w:g}")
@@ -183,6 +216,15 @@ Topology = Literal["nvswitch", "ring", "pcie"]
 # ("hoper" ran the neutral model without a word); a future GPU names the generation whose kernels, sets and
 # network it should borrow (a Rubin what-if: blackwell).
 ARCHITECTURES = ("pascal", "volta", "turing", "ampere", "ada", "lovelace", "hopper", "blackwell")
+
+
+NVLINK_TOPOLOGIES: tuple[Topology, ...] = ("nvswitch", "ring")
+# Per-direction bandwidth of one NVLink (hardware-facts 1.5): NVLink 2 (V100: 6 links, 150 GB/s a
+# direction [V100-WP]), 3 (A100: 12 links, 600 GB/s both ways) and 4 (H100: 18 links, 900 GB/s both ways)
+# carry 25 GB/s a link, NVLink 5 (B200: 1.8 TB/s both ways over 18 links) 50. An architecture without NVLink
+# (Ada) is sized at 25, its generation's rate (Hopper's NVLink 4); Pascal's NVLink 1 (20) is not told apart.
+NVLINK_BYTES_PER_S_PER_LINK: dict[str, float] = {"blackwell": 50e9}
+NVLINK_DEFAULT_BYTES_PER_S_PER_LINK = 25e9
 
 
 class InterconnectSpec(_Frozen):
@@ -204,13 +246,22 @@ class InterconnectSpec(_Frozen):
     )
 
 
+@cache
+def list_process_nodes() -> list[str]:
+    """The foundry nodes a die may name: those the cost facts price (`nodes` of cost/data/cost_facts.yaml)."""
+    # Read as data: the cost layer owning the file sits above this one (importing it would invert the layers).
+    text = resources.files("dse").joinpath("cost/data/cost_facts.yaml").read_text(encoding="utf-8")
+    return sorted(parse_yaml_value(text, "cost_facts.yaml").get("nodes") or {})
+
+
 class DieSpec(_Frozen):
     """The silicon behind the enabled units: what die area and build cost (`dse.cost`) are computed from.
 
     Products harvest dies (H100 SXM enables 132 of 144 SMs, 50 of 60 MB L2, 5 of 6 HBM sites), so the
-    physical counts are facts of their own. A what-if that enables more than the die has grows the die to
-    exactly what is enabled (`*_effective`). A rebuilt memory system (`dse.hardware.memory.with_memory`)
-    has every PHY enabled, so it drops `memory_phy_bits`.
+    physical counts are facts of their own, never below what the GPU enables (`GpuSpec.die_problem`). A
+    what-if that enables more than the die has grows the die to exactly what is enabled
+    (`GpuSpec.*_physical`). A rebuilt memory system (`dse.hardware.memory.with_memory`) has every PHY enabled,
+    so it drops `memory_phy_bits`.
     """
 
     process_node: str = Field(
@@ -220,11 +271,25 @@ class DieSpec(_Frozen):
     num_sms_physical: int | None = Field(default=None, gt=0, description="SMs on all dies, enabled or not")
     l2_physical_bytes: float | None = Field(default=None, gt=0, description="L2 SRAM on all dies")
     memory_phy_bits: int | None = Field(default=None, gt=0, description="DRAM interface width on the dies")
-    num_nvlinks: int = Field(default=0, ge=0, description="NVLink links (PHYs) on all dies")
+    num_nvlinks: int | None = Field(
+        default=None,
+        ge=0,
+        description="NVLink links (PHYs) on all dies; null: those the link bandwidth needs",
+    )
     pcie_lanes: int = Field(default=16, ge=0)
     published_area_mm2: float | None = Field(
         default=None, gt=0, description="published area of all dies; null where unpublished (B200)"
     )
+
+    @field_validator("process_node")
+    @classmethod
+    def _known_node(cls, value: str) -> str:
+        # the area and cost ledgers read the node's densities and wafer price: an unknown one loaded, then
+        # failed every prediction (a whole study's points) with an error naming neither the file nor the line
+        known = list_process_nodes()
+        if value not in known:
+            raise ValueError(f"unknown process node '{value}'; known: {', '.join(known)}")
+        return value
 
 
 class GpuSpec(_Frozen):
@@ -264,6 +329,28 @@ class GpuSpec(_Frozen):
             )
         return value
 
+    @field_validator("power")
+    @classmethod
+    def _vf_reaches_max_clock(cls, power: PowerSpec, info: ValidationInfo) -> PowerSpec:
+        """The V-f table carried up to the top SM clock along its ridge (`DvfsTable.extended_along_ridge`):
+        a what-if clock past the table's end costs voltage, where clamping held the last one (`--set
+        clocks.sm_clock_max_mhz=3960` ran at 0.95 V, 66 SMs at 3960 MHz drew what 132 at 1980 did). Every
+        catalog table ends at its GPU's top clock. Idle power stays clamped at its table's end."""
+        clocks = info.data.get("clocks")
+        if not isinstance(clocks, ClockSpec):
+            return power  # the clocks' own error is reported
+        table = power.core_v.extended_along_ridge(clocks.sm_clock_max_hz)
+        if table.value[-1] > CORE_V_MAX_V:
+            slope_v_per_hz = power.core_v.ridge_slope()
+            reach_hz = power.core_v.clock_hz[-1] + (CORE_V_MAX_V - power.core_v.value[-1]) / slope_v_per_hz
+            raise ValueError(
+                f"core_v extended along its ridge ({slope_v_per_hz * 1e9:.3g} V/GHz) reaches "
+                f"{CORE_V_MAX_V} V, the most taken for an SM supply, at {reach_hz / 1e6:.0f} MHz, below the "
+                f"top SM clock {clocks.sm_clock_max_hz / 1e6:g} MHz: lower clocks.sm_clock_max_mhz or give a "
+                "V-f table that reaches it"
+            )
+        return power if table is power.core_v else power.model_copy(update={"core_v": table})
+
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
         lo, hi = self.power.idle_power_w.clock_hz[0], self.power.idle_power_w.clock_hz[-1]
@@ -271,7 +358,8 @@ class GpuSpec(_Frozen):
             raise ValueError("power.idle_power_w table does not cover the SM clock range")
         return self
 
-    # The die as enabled by this spec: a what-if with more units than the die has grows it to fit.
+    # The die as enabled by this spec: a what-if with more units than the die has grows it to fit (a GPU file
+    # or a --set of the die's own count below what is enabled is refused: `die_problem`).
     def num_sms_physical(self) -> int:
         own = self.die.num_sms_physical if self.die else None
         return max(own or 0, self.num_sms)
@@ -283,6 +371,60 @@ class GpuSpec(_Frozen):
     def memory_phy_bits(self) -> int:
         own = self.die.memory_phy_bits if self.die else None
         return max(own or 0, self.memory.bus_width_bits)
+
+    def nvlink_bytes_per_s_per_link(self) -> float:
+        """Per-direction bandwidth of one of this architecture's NVLinks (`NVLINK_BYTES_PER_S_PER_LINK`)."""
+        return NVLINK_BYTES_PER_S_PER_LINK.get(self.architecture.lower(), NVLINK_DEFAULT_BYTES_PER_S_PER_LINK)
+
+    def nvlinks_needed(self) -> int:
+        """NVLinks that carry the interconnect's bandwidth per direction; 0 for PCIe or no interconnect."""
+        link = self.interconnect
+        if link is None or link.topology not in NVLINK_TOPOLOGIES:
+            return 0
+        # less a hair: 450 GB/s over 25 is 18 links, not 19 by rounding
+        return math.ceil(link.link_bw_bytes_per_s / self.nvlink_bytes_per_s_per_link() * (1 - 1e-12))
+
+    def num_nvlinks_physical(self) -> int:
+        """NVLinks (PHYs and controllers) on the die: its own, or more where the link bandwidth needs them."""
+        own = self.die.num_nvlinks if self.die else None
+        return max(own or 0, self.nvlinks_needed())
+
+    def die_problem(self, fields: Collection[str] | None = None) -> tuple[str, str] | None:
+        """(die field, what is wrong) for the first count of `die` below what the spec enables, else None.
+
+        `fields` (the die's SI field names) limits the check to them: an override checks the die fields it
+        sets, while a what-if that only enables more (`num_sms=200`) grows the die (`*_physical`)."""
+        die = self.die
+        if die is None:
+            return None
+        want = set(fields) if fields is not None else set(DieSpec.model_fields)
+        mib = 2.0**20
+        own_sms, own_l2, own_phy = die.num_sms_physical, die.l2_physical_bytes, die.memory_phy_bits
+        if "num_sms_physical" in want and own_sms is not None and own_sms < self.num_sms:
+            return (
+                "num_sms_physical",
+                f"{own_sms} SMs on the die, fewer than the {self.num_sms} enabled (num_sms)",
+            )
+        if "l2_physical_bytes" in want and own_l2 is not None and own_l2 < self.l2.l2_bytes:
+            return "l2_physical_bytes", (
+                f"{own_l2 / mib:g} MiB of L2 on the die, less than the {self.l2.l2_bytes / mib:g} MiB "
+                "enabled (l2.l2_mib)"
+            )
+        if "memory_phy_bits" in want and own_phy is not None and own_phy < self.memory.bus_width_bits:
+            return "memory_phy_bits", (
+                f"a {own_phy}-bit memory interface on the die, narrower than the "
+                f"{self.memory.bus_width_bits}-bit bus (memory.bus_width_bits)"
+            )
+        needed = self.nvlinks_needed()
+        if "num_nvlinks" in want and die.num_nvlinks is not None and die.num_nvlinks < needed:
+            assert self.interconnect is not None  # needed > 0
+            rate = self.nvlink_bytes_per_s_per_link()
+            return "num_nvlinks", (
+                f"{die.num_nvlinks} NVLinks at {rate / 1e9:g} GB/s each ({self.architecture}) carry "
+                f"{die.num_nvlinks * rate / 1e9:g} GB/s a direction, less than interconnect.link_bw_gb_per_s "
+                f"{self.interconnect.link_bw_bytes_per_s / 1e9:g}: that takes {needed} links"
+            )
+        return None
 
     # Peak rates at a clock. Tensor peaks scale with the clock from the per-SM per-clock rate.
     def tensor_peak_flop_per_s(self, dtype: str, sm_clock_hz: float | None = None) -> float:

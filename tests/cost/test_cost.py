@@ -161,6 +161,30 @@ def test_a_what_if_moves_the_published_area_by_the_modelled_delta() -> None:
     assert build_cost(more, facts).die_area_mm2 == pytest.approx(814 + delta)
 
 
+@pytest.mark.parametrize(
+    ("name", "bw_gb_per_s", "links"),
+    # links at the generation's per-direction rate (hardware-facts 1.5): NVLink 4 25 GB/s, NVLink 5 50 GB/s
+    [("h100-sxm", 1800, 72), ("h100-sxm", 900, 36), ("b200", 1800, 36)],
+)
+def test_nvlink_bandwidth_is_carried_by_nvlink_phys(name: str, bw_gb_per_s: float, links: int) -> None:
+    """4x the H100's NVLink bandwidth left its die, dies and build cost unchanged (+0.0%): the bandwidth
+    was free. It now takes the links it needs, the same die as one given those links outright."""
+    facts = load_cost_facts()
+    base = load_gpu(name)
+    faster = load_gpu(name, {"interconnect.link_bw_gb_per_s": bw_gb_per_s})
+    linked = load_gpu(name, {"die.num_nvlinks": links})
+    a, b, c = (build_cost(g, facts) for g in (base, faster, linked))
+    assert b.die_area_mm2 > a.die_area_mm2 and b.gpu_cost_usd > a.gpu_cost_usd
+    assert b.die_area_mm2 == pytest.approx(c.die_area_mm2) and b.die_cost_usd == pytest.approx(c.die_cost_usd)
+
+
+def test_bandwidth_the_die_already_carries_keeps_its_area() -> None:
+    """A slower link runs on the H100's 18 NVLinks (as fused SMs stay on the die): its area is unchanged."""
+    facts = load_cost_facts()
+    slow = load_gpu("h100-sxm", {"interconnect.link_bw_gb_per_s": 64})
+    assert build_cost(slow, facts).die_area_mm2 == pytest.approx(814)
+
+
 def _h100_file(tmp_path, name: str, edit=lambda text: text):
     text = (resources.files("dse.hardware") / "data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
     path = tmp_path / f"{name}.yaml"
@@ -215,7 +239,12 @@ def test_a_design_of_its_own_is_sized_by_the_model_whatever_area_its_file_copied
     from dse.cost.area import die_area_mm2, modelled_area
 
     facts = load_cost_facts()
-    sms = lambda n: lambda t: t.replace("num_sms: 132 ", f"num_sms: {n} ")  # noqa: E731
+
+    def sms(n: int):  # n SMs enabled on a die of n (a file enabling more than its die has is refused)
+        return lambda t: t.replace("num_sms: 132 ", f"num_sms: {n} ").replace(
+            "num_sms_physical: 144 ", f"num_sms_physical: {n} "
+        )
+
     small, large = (load_gpu(_h100_file(tmp_path, f"own{n}", sms(n))) for n in (200, 300))
     assert small.based_on is None and small.die.published_area_mm2 == 814  # the copied figure
     area, published = die_area_mm2(small, facts)
@@ -273,8 +302,14 @@ def test_grid_presets_and_numbers() -> None:
 
 def test_unknown_node_and_missing_die_are_config_errors() -> None:
     facts = load_cost_facts()
+    # refused at load, as a file's is; the ledger still names a node it cannot price in a spec built in code
+    with pytest.raises(ConfigError, match=r"die\.process_node: .*unknown process node 'tsmc-n1'; known: "):
+        load_gpu("h100-sxm", {"die.process_node": "tsmc-n1"})
+    h100 = load_gpu("h100-sxm")
+    assert h100.die is not None
+    unpriced = h100.model_copy(update={"die": h100.die.model_copy(update={"process_node": "tsmc-n1"})})
     with pytest.raises(ConfigError, match="process_node 'tsmc-n1'"):
-        build_cost(load_gpu("h100-sxm", {"die.process_node": "tsmc-n1"}), facts)
+        build_cost(unpriced, facts)
     no_die = load_gpu("h100-sxm").model_copy(update={"die": None})
     with pytest.raises(ConfigError, match="no `die` section"):
         build_cost(no_die, facts)

@@ -523,11 +523,12 @@ def test_a_bare_catalog_name_is_the_catalog_gpu_beside_a_file_of_that_name(tmp_p
     from importlib import resources
 
     text = (resources.files("dse.hardware") / "data/gpus/h100-sxm.yaml").read_text(encoding="utf-8")
-    (tmp_path / "h100-sxm").write_text(text.replace("num_sms: 132 ", "num_sms: 200 "), encoding="utf-8")
+    # 140 of the die's 144 SMs (a file enabling more than its die has is refused)
+    (tmp_path / "h100-sxm").write_text(text.replace("num_sms: 132 ", "num_sms: 140 "), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert load_gpu("h100-sxm").num_sms == 132
     assert load_gpu("H100_SXM").num_sms == 132
-    assert load_gpu("./h100-sxm").num_sms == 200
+    assert load_gpu("./h100-sxm").num_sms == 140
 
 
 def test_every_catalog_memory_keeps_its_technologys_rules() -> None:
