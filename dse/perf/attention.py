@@ -54,13 +54,12 @@ from dse.perf.pipeline import (
 )
 from dse.perf.rates import (
     DRAM_LATENCY_S,
-    Rates,
     arch_family,
     effective_sm_clock_hz,
     rates_at,
     tensor_flop_per_clk,
 )
-from dse.perf.tiles import flash_tile_arrays
+from dse.perf.tiles import flash_tile_arrays, occupancy
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
 from dse.workload.ops import AttentionOp
 
@@ -91,15 +90,6 @@ def _head_dim_class(d: np.ndarray) -> np.ndarray:
     return select([d <= 64, d <= 128, d <= 192, d <= 256], [0, 1, 2, 3], 4)
 
 
-def _occupancy(rates: Rates, threads: float, smem_b: np.ndarray, regs_per_thread: np.ndarray) -> np.ndarray:
-    by_smem = np.floor(rates.smem_bytes_per_sm / smem_b)
-    by_regs = np.floor(rates.registers_per_sm / (threads * regs_per_thread))
-    by_threads = rates.max_threads_per_sm // threads
-    return np.maximum(
-        1.0, np.minimum(np.minimum(by_smem, by_regs), min(by_threads, rates.max_threadblocks_per_sm))
-    )
-
-
 def _common(
     batch, sq, skv, heads, kv_heads, d, kv_b, act_b, gpu: GpuSpec, f, decode: bool,
     gpu_rows: GpuRows | None = None,
@@ -123,7 +113,8 @@ def _common(
     f8_mma = f8 & (arch == "hopper") & decode
     tc_clk = np.where(f8_mma, *(_tensor_rate(gpu, gpu_rows, dtype) for dtype in ("fp8", "bf16")))
     consumers = threads - 128.0 if arch == "hopper" else threads
-    regs = np.minimum(255.0, (bq * d_ + bq * bkv) / consumers + 40.0)
+    acc = (bq * d_ + bq * bkv) / consumers  # fp32 accumulators (O and S) per consumer thread
+    regs = np.minimum(255.0, acc + 40.0)
     mma_b = np.where(f8_mma, 1.0, act_b_)
     smem_b = bq * d_ * mma_b + 2.0 * 2.0 * bkv * d_ * kv_b_ + 2048.0
     return AttentionInputs(
@@ -143,7 +134,17 @@ def _common(
         rows=bq,
         threads=threads,
         tc_flop_per_s_per_sm=tc_clk * f_,
-        conc=_occupancy(rates, threads, smem_b, regs),
+        # Shared memory only lowers occupancy: FlashAttention shrinks its tiles to fit it (FA2's sm86
+        # traits), these fixed tiles do not. The accumulators must fit the registers, at most 255 a thread
+        # (`regs`' cap, which the FA4-style tiles of head dims above 256 reach).
+        conc=occupancy(
+            rates,
+            threads=threads,
+            smem_bytes=smem_b,
+            regs_per_thread=regs,
+            min_regs=consumers * np.minimum(255.0, acc),
+            min_smem_bytes=0.0,
+        ),
         kv_f8=f8,
         mma_elem_bytes=mma_b,
     )

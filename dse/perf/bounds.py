@@ -6,9 +6,14 @@ A kernel is bound by:
     power_cap    the power cap lowered its SM clock below the one requested (by more than 1%)
     dram, l2, smem, tensor, cuda
                  otherwise the module busiest during it (the kernel model's utilization: the fraction of the
-                 kernel's time that module works); the SFU counts as cuda. A math unit (tensor, cuda) within
-                 MATH_TIE of the busiest module wins: shared memory and L2 feed the Tensor Cores in lockstep,
-                 so a large GEMM with smem at 100% and tensor at 99.5% is compute-bound
+                 kernel's time that module works); the SFU counts as cuda. A math unit (tensor, cuda) whose
+                 utilization is within MATH_TIE of the busiest module's, as a share of it, wins: shared
+                 memory and L2 feed the Tensor Cores in lockstep, so a large GEMM with smem at 100% and
+                 tensor at 99.5% is compute-bound. The margin is relative because a kernel held by its
+                 latency floor (a small elementwise kernel: launch ramp and DRAM round trip, every module
+                 under 5% busy) has all its utilizations scaled down alike; it keeps its busiest module's
+                 label (dram for the streaming kernels, whose floor is the memory latency), and a unit it
+                 does not use (utilization 0) never wins
     communication  collectives (multi-GPU; none on one GPU)
 
 A phase's `shares` are the fractions of its wall time under each label (a kernel's gaps count as host), and
@@ -26,7 +31,7 @@ from dse.perf.types import MODULES
 BOUND_LABELS: tuple[str, ...] = ("dram", "l2", "smem", "tensor", "cuda", "host", "communication", "power_cap")
 # Clock lowered by the cap by more than this share: the cap binds.
 CAP_BINDS_FRAC = 0.01
-# A math unit this close to the busiest module's utilization is the bound (module docstring).
+# A math unit within this share of the busiest module's utilization is the bound (module docstring).
 MATH_TIE = 0.05
 _MATH = np.array([MODULES.index("tensor"), MODULES.index("cuda")])
 _MATH.flags.writeable = False
@@ -41,7 +46,8 @@ def kernel_bounds(
     u = np.asarray(util, dtype=float)
     busiest = u.argmax(axis=1)
     math = _MATH[u[:, _MATH].argmax(axis=1)]
-    near = u[np.arange(len(u)), math] >= u.max(axis=1) - MATH_TIE
+    math_u = u[np.arange(len(u)), math]
+    near = (math_u > 0.0) & (math_u >= (1.0 - MATH_TIE) * u.max(axis=1))
     chosen = np.where(near, math, busiest)
     labels: list[str] = _LABEL_OF_MODULE[chosen].tolist()
     capped = np.asarray(clock_hz, dtype=float) < (1.0 - CAP_BINDS_FRAC) * requested_hz

@@ -290,12 +290,35 @@ class SmLimits:
     max_threadblocks_per_sm: int
 
 
-def occupancy(rates: Rates | SmLimits, *, smem_bytes: float, threads: int, regs_per_thread: float) -> int:
-    """Concurrent threadblocks per SM allowed by shared memory, registers, threads and the block limit."""
-    by_smem = rates.smem_bytes_per_sm // max(smem_bytes, 1.0)
-    by_regs = rates.registers_per_sm // max(threads * regs_per_thread, 1.0)
+def occupancy(
+    rates: Rates | SmLimits,
+    *,
+    threads: float,
+    smem_bytes: np.ndarray | float,
+    regs_per_thread: np.ndarray | float,
+    min_regs: np.ndarray | float,
+    min_smem_bytes: np.ndarray | float,
+) -> np.ndarray:
+    """Concurrent threadblocks per SM allowed by shared memory, registers, threads and the block limit; 0
+    where not even one block fits, so that no kernel runs on an SM too small for it.
+
+    The counts take the block's estimated registers and shared memory, which may exceed an SM that still
+    runs one block: the compiler caps a block's registers at what the SM holds (`__launch_bounds__`) and
+    spills the rest, and CUTLASS's epilogue reuses the mainloop's stages. What cannot shrink decides
+    whether a block fits at all: its threads, `min_regs` (the MMA accumulators, which live in registers)
+    and `min_smem_bytes` (shared memory it cannot run without)."""
+    by_smem = rates.smem_bytes_per_sm // np.maximum(smem_bytes, 1.0)
+    by_regs = rates.registers_per_sm // np.maximum(threads * regs_per_thread, 1.0)
     by_threads = rates.max_threads_per_sm // threads
-    return int(max(1, min(by_smem, by_regs, by_threads, rates.max_threadblocks_per_sm)))
+    conc = np.maximum(
+        1.0, np.minimum(np.minimum(by_smem, by_regs), min(by_threads, rates.max_threadblocks_per_sm))
+    )
+    fits = (
+        (threads <= rates.max_threads_per_sm)
+        & (np.asarray(min_regs) <= rates.registers_per_sm)
+        & (np.asarray(min_smem_bytes) <= rates.smem_bytes_per_sm)
+    )
+    return np.where(fits, conc, 0.0)
 
 
 def flash_tile_arrays(arch: str, head_dim: np.ndarray, decode: bool) -> tuple[np.ndarray, np.ndarray, int]:
@@ -341,14 +364,13 @@ def gemm_candidates(library: str, rates: Rates) -> GemmCandidates:
 @functools.lru_cache(maxsize=256)
 def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
     tiles = gemm_tiles(library)
+    concs = [_tile_occupancy(t, limits) for t in tiles]
+    # A tile whose threadblock does not fit an SM is no candidate; with none left, every tile stays at
+    # occupancy 0, so that the GEMM's latency is not finite and `predict.check_finite` refuses the GPU.
+    kept = [ti for ti, conc in enumerate(concs) if conc > 0] or list(range(len(tiles)))
     rows = []
-    for ti, t in enumerate(tiles):
-        conc = occupancy(
-            limits,
-            smem_bytes=t.smem_bytes(limits.smem_bytes_per_sm),
-            threads=t.threads,
-            regs_per_thread=t.regs_per_thread(),
-        )
+    for ti in kept:
+        t = tiles[ti]
         stages = t.stage_count(limits.smem_bytes_per_sm)
         for s in t.splits:
             cls = t.tile_class if t.simt or s == 1 else ("streamk" if s == STREAM_K else "splitk")
@@ -361,7 +383,7 @@ def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
                     t.warp_m,
                     t.warp_n,
                     stages,
-                    conc,
+                    concs[ti],
                     s,
                     t.multicast,
                     t.multicast_a,
@@ -373,6 +395,21 @@ def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
     arr = np.array(rows, dtype=float).T
     arr.flags.writeable = False
     return GemmCandidates(*(arr[i][None, :] for i in range(arr.shape[0])))  # the tuple's order is the fields'
+
+
+def _tile_occupancy(t: GemmTile, limits: SmLimits) -> float:
+    """Threadblocks of tile `t` per SM (0: it does not fit). A block cannot run without its fp32
+    accumulators, one register per output element, and two pipeline stages of shared memory."""
+    return float(
+        occupancy(
+            limits,
+            threads=t.threads,
+            smem_bytes=t.smem_bytes(limits.smem_bytes_per_sm),
+            regs_per_thread=t.regs_per_thread(),
+            min_regs=t.tile_m * t.tile_n,
+            min_smem_bytes=2 * (t.tile_m + t.tile_n) * t.k_step_bytes,
+        )
+    )
 
 
 def dispatch_valid(

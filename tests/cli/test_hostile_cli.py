@@ -31,6 +31,16 @@ def test_a_gpu_that_cannot_run_a_kernel_is_an_error_not_infinity(mode: list[str]
     one_line_error([*SERVE, *mode, "--set", "sm.max_threads=1", "--json"], "cannot run on this GPU", "sm.")
 
 
+@pytest.mark.parametrize("field", ["sm.registers=1", "sm.smem_bytes=1"])
+def test_an_sm_too_small_for_every_gemm_tile_is_refused_in_one_line(field: str) -> None:
+    # The first kernel refused is the QKV projection: the embedding before it holds no accumulators nor
+    # pipeline stages, and a norm's block still runs alone on any SM (`dse.perf.reduction`).
+    result = runner.invoke(app, [*SERVE, "--set", field])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+    assert "kernel 'llama-3.1-8b/layer[0-31]/attn/qkv_proj' cannot run on this GPU" in result.output
+
+
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
 def test_non_finite_fields_in_a_gpu_file_are_refused(tmp_path: Path, value: str) -> None:
     path = tmp_path / "h100-inf.yaml"

@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dse.errors import ConfigError
+from dse.hardware.overrides import apply_overrides
 from dse.perf import attention
+from dse.perf.predict import predict_graph
 from dse.perf.types import OperatingPoint
+from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import AttentionOp
 
 P = OperatingPoint()
@@ -30,6 +34,15 @@ def test_flash_long_prefill_is_tensor_bound(h100):
     est = attention.estimate(_op(), h100, P)
     assert est.util["tensor"] > 0.7
     assert est.tile.startswith("fa_fa3")
+
+
+def test_flash_attention_needs_registers_for_its_accumulators(h100):
+    # FA3's prefill tile at head dim 128: 128 query rows x (128 dims of O + 128 keys of S) fp32
+    # accumulators, 32768 registers; an SM with one fewer cannot hold a threadblock of it.
+    graph = WorkloadGraph(name="a", ops=(_op(),))
+    assert predict_graph(graph, apply_overrides(h100, {"sm.registers": 32768})).latency_s > 0
+    with pytest.raises(ConfigError, match="kernel 'a' cannot run on this GPU"):
+        predict_graph(graph, apply_overrides(h100, {"sm.registers": 32767}))
 
 
 def test_gqa_shares_kv_traffic(h100):

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dse.errors import ConfigError
+from dse.hardware.overrides import apply_overrides
 from dse.perf import gemm
+from dse.perf.predict import predict_graph
 from dse.perf.rates import DRAM_LATENCY_S
 from dse.perf.tiles import simt_ffma_rate_factor
 from dse.perf.types import OperatingPoint
+from dse.workload.graph import WorkloadGraph
 from dse.workload.ops import GemmOp
 from tests.perf.perf_roofline import roofline_s
 
@@ -24,6 +30,37 @@ def test_large_square_gemm_is_compute_bound_and_near_roofline(h100):
     assert est.util["tensor"] > 0.9
     assert est.util["dram"] < 0.5
     assert est.tile.startswith("sm90_128x256") or est.tile.startswith("sm90_256x128")
+
+
+def _tile_mn(tile: str) -> tuple[int, int]:
+    m, n = re.search(r"_(\d+)x(\d+)", tile).groups()  # sm90_128x256_streamk: (128, 256)
+    return int(m), int(n)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fits"),
+    [
+        # one fp32 accumulator register per output element: 128x256 needs 32768, 128x128 16384
+        ("sm.registers", 16384, lambda m, n: m * n <= 16384),
+        # two pipeline stages of (m + n) rows x 128 bytes of K: 128x256 needs 98304 B, 128x64 49152 B
+        ("sm.smem_bytes", 60000, lambda m, n: 2 * (m + n) * 128 <= 60000),
+    ],
+)
+def test_tiles_that_do_not_fit_an_sm_are_not_chosen(h100, field, value, fits):
+    op = GemmOp(name="g", m=8192, n=8192, k=8192)
+    full = gemm.estimate(op, h100, OperatingPoint())
+    small = gemm.estimate(op, apply_overrides(h100, {field: value}), OperatingPoint())
+    assert not fits(*_tile_mn(full.tile)) and fits(*_tile_mn(small.tile))
+    if field == "sm.registers":  # the fastest of fewer candidates, at their own occupancy or lower
+        assert small.latency_s > full.latency_s
+
+
+def test_a_gemm_no_tile_of_which_fits_is_refused(h100):
+    # The smallest Hopper tile, 64x64, holds 4096 fp32 accumulators: 4095 registers per SM run no tile.
+    graph = WorkloadGraph(name="g", ops=(GemmOp(name="g", m=8192, n=8192, k=8192),))
+    assert predict_graph(graph, apply_overrides(h100, {"sm.registers": 4096})).latency_s > 0
+    with pytest.raises(ConfigError, match="kernel 'g' cannot run on this GPU"):
+        predict_graph(graph, apply_overrides(h100, {"sm.registers": 4095}))
 
 
 def test_decode_gemm_is_memory_bound(h100):
