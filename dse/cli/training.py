@@ -128,7 +128,12 @@ RecomputeOpt = Annotated[
     ),
 ]
 OptimizerOpt = Annotated[
-    str | None, typer.Option("--optimizer", help="Training: adamw (default) or sgd (with momentum).")
+    str | None,
+    typer.Option(
+        "--optimizer",
+        help="Training: adamw (default: fused), sgd (with momentum) or adamw-foreach (torch.optim.AdamW's "
+        "default multi-tensor implementation, as eager PyTorch runs it).",
+    ),
 ]
 MemoryFormatOpt = Annotated[
     str | None,

@@ -44,3 +44,15 @@ def test_an_unknown_option_is_never_answered_with_a_hidden_one(
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "No such option: --bogus" in err and "--gpu" in err, err
     assert "--host-gap-us" not in err, err
+
+
+def test_the_optimizer_help_names_every_optimizer_the_flag_takes() -> None:
+    # `--optimizer adamw-foreach` works and README documents it; the help listed adamw and sgd only
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+    from dse.training.memory import OPTIMIZERS
+
+    text = " ".join(CliRunner().invoke(app, ["predict", "--help"], terminal_width=200).output.split())
+    for name in OPTIMIZERS:
+        assert name in text.split("--optimizer", 1)[1][:400], name
