@@ -380,6 +380,20 @@ def load_title(est: Any) -> str:
     )
 
 
+def overload_warning(est: Any) -> str | None:
+    """The line under an overloaded open loop's table (`dse.serving.metrics.overloaded`), else None: its
+    queue grows with every request, so its TTFT figures are those of the run's length, not the server's."""
+    if not getattr(est, "overloaded", False):
+        return None
+    m = est.metrics()
+    return (
+        f"[bold yellow]warning:[/] overloaded: {est.request.request_rate_per_s:g} requests/s arrive and the "
+        f"server completes {float(m['requests_per_s']):.3g}/s (requests_per_s, the rate it sustains): its "
+        f"queue grows through the run, so TTFT and queue figures depend on --num-requests "
+        f"({int(m['num_requests'] or 0)} here)"
+    )
+
+
 def engine_text(settings: Mapping[str, Any]) -> str:
     """The engine settings of `dse.serving.load.engine_settings` in a few words."""
     host = f", {settings['host_step_s'] * 1e6:g} us host/step" if settings["host_step_s"] else ""

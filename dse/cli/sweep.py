@@ -297,6 +297,7 @@ def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_jso
     console.print(table)
     wheres = [", ".join(f"{p}={row['params'][p]:g}" for p in paths) for row in rows]
     _print_engines(rows, wheres, group=True)
+    _print_overloaded(rows, wheres)
     for row, where in zip(rows, wheres, strict=True):
         if row["reason"] is not None:
             console.print(
@@ -424,6 +425,7 @@ def _show_compare(
     if any(r["metrics"].get("usd_per_gpu_hour") is not None for r in rows):
         console.print(esc(_cost_basis(view, cost)), highlight=False)
     _print_engines(rows, [str(r["params"]["gpu"]) for r in rows])
+    _print_overloaded(rows, [str(r["params"]["gpu"]) for r in rows])
     for row in rows:
         if row["reason"] is not None:
             gpu, reason = esc(row["params"]["gpu"]), esc(row["reason"])
@@ -444,6 +446,19 @@ def _cost_basis(view: str, cost: CostArgs) -> str:
         f"{line}: one $ per GPU-hour for every GPU (--gpu-usd-per-hour NAME=PRICE,... prices each); "
         "the GPU price row is not in the cost"
     )
+
+
+def _print_overloaded(rows: list[dict[str, Any]], labels: list[str]) -> None:
+    """One line naming the rows (by `labels`) of an open loop whose arrivals outpace the server
+    (`dse.serving.metrics.overloaded`), as `dse predict` warns under its table."""
+    over = [label for row, label in zip(rows, labels, strict=True) if row["metrics"].get("overloaded")]
+    if over:
+        console.print(
+            "[bold yellow]warning:[/] overloaded (arrivals outpace the server, its queue grows: TTFT and "
+            "queue figures depend on --num-requests; requests/s is what it sustains): "
+            f"{esc('; '.join(over))}",
+            highlight=False,
+        )
 
 
 def _print_engines(rows: list[dict[str, Any]], labels: list[str], *, group: bool = False) -> None:

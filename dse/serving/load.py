@@ -44,7 +44,7 @@ from dse.hardware.spec import GpuSpec
 from dse.perf.rates import check_serving_precision
 from dse.perf.types import OperatingPoint
 from dse.serving.memory import CHUNK_TOKENS, kv_capacity_tokens
-from dse.serving.metrics import Window, request_metrics, steady_window, system_metrics
+from dse.serving.metrics import Window, overloaded, request_metrics, steady_window, system_metrics
 from dse.serving.parallel import combine_uneven, scale_metrics
 from dse.serving.presets import ENGINE_NAMES, EnginePreset, engine_preset
 from dse.serving.scheduler import Requests, SchedulerConfig, SimResult, simulate
@@ -207,6 +207,7 @@ class LoadEstimate:
     values: dict[str, float | None]
     feasible: bool
     infeasible_reason: str
+    overloaded: bool = False  # an open loop's arrivals outpace the server (`dse.serving.metrics.overloaded`)
     # What bounds the decode and prefill steps (`dse.serving.load_bounds.with_bounds`; empty unless asked).
     bound_by: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -215,6 +216,7 @@ class LoadEstimate:
         out: dict[str, float | bool | str | None] = dict(self.values)
         out["feasible"] = self.feasible
         out["infeasible_reason"] = self.infeasible_reason
+        out["overloaded"] = self.overloaded if self.feasible else None  # no run, no verdict
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -360,7 +362,8 @@ def unfit_layout(arch: LlmArch, gpu: GpuSpec, load: LoadRequest) -> LoadEstimate
     return None
 
 
-# The numeric keys of every load estimate (`LoadEstimate.metrics`), besides feasible / infeasible_reason.
+# The keys of every load estimate (`LoadEstimate.metrics`) but feasible / infeasible_reason: numbers, and
+# `overloaded` (a bool, 0 / 1 in a study's log), all null where the workload cannot run.
 LOAD_KEYS: tuple[str, ...] = (
     "num_gpus", "ttft_s", "tpot_s", "e2e_latency_s",
     "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
@@ -369,7 +372,7 @@ LOAD_KEYS: tuple[str, ...] = (
     "energy_per_output_token_j", "energy_per_request_j", "kv_cache_utilization", "preemptions",
     "energy_j", "duration_s", "window_s", "num_requests", "steps", "kv_capacity_tokens",
     "weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "memory_capacity_bytes",
-    "comm_time_fraction", "input_tokens_mean", "output_tokens_mean",
+    "comm_time_fraction", "input_tokens_mean", "output_tokens_mean", "overloaded",
 )  # fmt: skip
 
 
@@ -436,6 +439,7 @@ def predict_load(
     )  # fmt: skip
     sim = simulate(_requests(load, inp, out, par.dp), config, table, idle_power_w=table.idle_w)
     values: dict[str, float | None] = {**_values(sim, load, preset, running_cap, table.idle_w)}
+    over = load.mode == "request_rate" and overloaded(sim)  # one replica's arrivals against its own pace
     values |= _memory(arch, gpu, load.precision, kv_dtype, sim, preset, pool_tokens, par)
     values["comm_time_fraction"] = 0.0
     # the lengths as drawn: a distribution's tail is clipped to the model's context (`draw_lengths`)
@@ -446,7 +450,7 @@ def predict_load(
         load = request
     return LoadEstimate(
         model=arch.name, gpu=gpu.name, request=load, engine=preset,
-        values=values, feasible=True, infeasible_reason="",
+        values=values, feasible=True, infeasible_reason="", overloaded=over,
     )  # fmt: skip
 
 

@@ -30,6 +30,17 @@ overloaded run.
     kv_cache_utilization        time-weighted mean share of the KV blocks in use over the window
 
 Steps that straddle a window edge count in proportion to their time inside it.
+
+An open loop is overloaded (`overloaded`) when its arrivals outpace the server, so that its queue grows
+with every request and its TTFT percentiles depend on how many requests the run simulates. Either queue
+shows it: at least OVERLOAD_QUEUE_SHARE of the run's requests wait for their first token when the last
+one arrives (the engine admits no more: its running limit or KV cache is full), or, over the arrivals, the
+server emits tokens for fewer than STEADY_FINISH_SHARE of the requests per second that arrive while the
+arrivals span more than OVERLOAD_SPAN_DECODES times a request's median decode time (the running batch
+grows instead). Over a shorter span a server that keeps up is itself still filling its batch: 20
+requests of 2,000 tokens at 1 per second emit half their tokens' worth while they arrive and finish after,
+which is no overload. So a run too short to fill its batch, without a queue, is not called overloaded
+where a longer one would be (Llama-3.1-8B on an H100 at 1.25x its offline throughput, 600 requests).
 """
 
 from __future__ import annotations
@@ -44,6 +55,13 @@ PERCENTILES: tuple[int, ...] = (50, 90, 99)
 # A steady window finishes about as many requests as it starts (0.94 or more in the closed loops and
 # sub-capacity request rates tried); a ramp of an overloaded open loop finishes a few percent of them.
 STEADY_FINISH_SHARE = 0.8
+# A server that keeps up admits an arrival within a step or two: at most 1 of 600 requests waits for its
+# first token at the last arrival in the runs tried (Llama-3.1-8B on an L40S and an H100, 512/128, 1024/256
+# and 2048/64 tokens, up to 0.8x the offline throughput); at 1.5-3x it, 5.5-65% of them do.
+OVERLOAD_QUEUE_SHARE = 0.05
+# Over a span of k decode times a server that keeps up emits about 1 - 1 / (2k) of the arrivals' tokens (the
+# first decode time is a ramp): 0.88 at 4 (lognormal lengths: 0.81 or more in those runs).
+OVERLOAD_SPAN_DECODES = 4.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,3 +148,23 @@ def system_metrics(sim: SimResult, window: Window) -> dict[str, float]:
         ),
         "window_s": duration_s,
     }
+
+
+def overloaded(sim: SimResult) -> bool:
+    """Whether an open loop's arrivals outpace the server (module docstring). Its rates are the run's
+    own: the arrivals as they came (a Poisson stream of a few hundred requests strays by a few % from the
+    rate asked for) and the tokens emitted while they came (not after: the drain of a short run's last
+    requests says nothing of the server's pace)."""
+    n = len(sim.arrival_s)
+    if n < 2:
+        return False
+    arrival = np.sort(sim.arrival_s)
+    first, last = float(arrival[0]), float(arrival[-1])
+    queued = np.count_nonzero((sim.arrival_s < last) & (sim.first_token_s > last))
+    if queued >= OVERLOAD_QUEUE_SHARE * n:
+        return True
+    span_s = last - first
+    if span_s <= OVERLOAD_SPAN_DECODES * float(np.median(sim.finish_s - sim.first_token_s)):
+        return False  # too short to tell a growing batch from one still filling
+    during = system_metrics(sim, Window(start_s=first, end_s=last, whole_run=False))
+    return bool(during["requests_per_s"] < STEADY_FINISH_SHARE * (n - 1) / span_s)

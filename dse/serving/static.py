@@ -140,6 +140,7 @@ LOAD_VIEW_KEYS: tuple[str, ...] = (
     "total_power_w",
     "kv_cache_utilization",
     "preemptions",
+    "overloaded",
 )
 
 
@@ -188,6 +189,7 @@ class ServingEstimate:
             if isinstance(value, bool | str | float | int) and f.name not in ("model", "gpu"):
                 out[f.name] = value
         out["effective_clock_mhz"] = self.effective_clock_hz / 1e6
+        out["overloaded"] = False  # as under load: no arrivals to outpace the batch
         out |= self._load_view()
         return out
 

@@ -152,6 +152,11 @@ def check_engine_options(
         _check("kv_dtype", kv_dtype, KV_DTYPES)
 
 
+def is_sampler_op(op: Op) -> bool:
+    """Whether `op` is one of `sampler_ops`' kernels (they sit under the model's `sampler` block)."""
+    return op.name.rpartition("/")[0].endswith("/sampler")
+
+
 def sampler_ops(arch: LlmArch, *, rows: int, sampling: str) -> tuple[Op, ...]:
     """The sampling kernels of one step for `rows` sequences emitting a token (module docstring)."""
     _check("sampling", sampling, SAMPLINGS)
@@ -295,10 +300,10 @@ def engine_step_graph(
     prompt_attention: list[Op] = []
     if prefills:
         prefill = build_prefill_graph(arch, batch=prefills, seq_len=input_tokens, precision=precision)
-        prompt_attention = [o for o in prefill.ops if _per_sequence(o)]
+        prompt_attention = [o for o in prefill.ops if per_sequence_op(o)]
     ops: list[Op] = []
     for op in fuse_ops(linear.ops, engine):
-        if _per_sequence(op):
+        if per_sequence_op(op):
             if decodes:
                 ops.append(with_kv_dtype(_rebatch(op, decodes, tokens), kv_dtype))
             # the prompts' attention in the same layers (local layers may split it into several ops)
@@ -315,7 +320,7 @@ def engine_step_graph(
     return WorkloadGraph(name=f"{arch.name}/step", ops=tuple(ops), meta=meta)
 
 
-def _per_sequence(op: Op) -> bool:
+def per_sequence_op(op: Op) -> bool:
     """Ops whose work follows the sequences, not the step's tokens: attention over each sequence's keys
     (the sparse-attention indexer's too, a GEMM in prefill) and the linear-attention recurrence over its
     state (`dse.workload.linear_attention`)."""
@@ -351,7 +356,9 @@ __all__ = [
     "check_engine_options",
     "engine_profile",
     "engine_step_graph",
+    "is_sampler_op",
     "kv_bytes_per_token",
+    "per_sequence_op",
     "sampler_ops",
     "with_kv_dtype",
 ]

@@ -26,7 +26,7 @@ KEYS = {
     "mode", "num_gpus", "ttft_s", "tpot_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
     "tpot_p90_s", "tpot_p99_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s", "avg_batch_size",
     "avg_power_w", "total_power_w", "energy_per_output_token_j", "energy_per_request_j",
-    "kv_cache_utilization", "preemptions", "feasible", "infeasible_reason",
+    "kv_cache_utilization", "preemptions", "feasible", "infeasible_reason", "overloaded",
 }  # fmt: skip
 
 
@@ -49,6 +49,9 @@ def run_json(*args: str) -> dict:
 def test_every_mode_prints_every_key(flags: list[str], mode: str) -> None:
     data = run_json(*BASE, *flags)
     assert set(data) >= KEYS and data["mode"] == mode and data["feasible"] is True
+    # a closed loop, an offline run and a static batch have no arrivals to outpace the server; 5 requests a
+    # second of 512 / 64 tokens are a fraction of what an H100 serves
+    assert data["overloaded"] is False
     assert data["num_gpus"] == 1 and data["total_power_w"] == data["avg_power_w"]
 
 
@@ -132,6 +135,22 @@ def test_load_mode_text_says_mode_and_engine() -> None:
     assert "host/dense layer" not in " ".join(bare.stdout.split())
     static = runner.invoke(app, [*BASE, "--batch", "4"])
     assert "static batch of 4" in " ".join(static.stdout.split())
+
+
+def test_an_overloaded_open_loop_says_so_under_its_table_and_in_its_json() -> None:
+    # 500 requests a second of 512 / 64 tokens: 256,000 prompt tokens a second at 2 x 8e9 flop each, 4e15
+    # flop/s, 4x an H100's dense bf16 peak, so the 100 requests queue; at 5 a second none waits.
+    flags = ["--request-rate", "500", "--num-requests", "100"]
+    data = run_json(*BASE, *flags)
+    assert data["overloaded"] is True and data["feasible"] is True
+    text = runner.invoke(app, [*BASE, *flags]).stdout
+    assert "warning: overloaded: 500 requests/s arrive" in " ".join(text.split())
+    assert "depend on --num-requests (100 here)" in " ".join(text.split())
+    calm = runner.invoke(app, [*BASE, "--request-rate", "5", "--num-requests", "100"]).stdout
+    assert "overloaded" not in calm
+    sweep = runner.invoke(app, ["sweep", "request_rate_per_s=5:500:2", *BASE[1:], "--num-requests", "100"])
+    named = " ".join(sweep.stdout.split()).partition("warning: overloaded")[2]
+    assert named.endswith("sustains): request_rate_per_s=500")  # the row at 5 a second is not named
 
 
 def test_engine_knobs_reach_the_simulation() -> None:
