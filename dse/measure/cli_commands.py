@@ -21,6 +21,7 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +30,12 @@ import pandas as pd
 from dse.calibrate.data.samples import (
     KernelSample,
     check_sample_values,
+    is_synthetic,
     read_samples,
     samples_frame,
     write_samples,
 )
+from dse.config.jsonio import with_nulls
 from dse.errors import ConfigError, MeasurementError
 from dse.measure.harness import MeasureProtocol, measure_ops
 from dse.measure.suites import build_suite
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DRY_RUN_GPU = "h100-sxm"
+# The `source` of rows a dry run makes up (their `energy_method` is `synthetic`); rows it replays from a
+# recorded file are `replay:<file>` (`energy_method` `replay`).
+SYNTHETIC_SOURCE = "dry-run:synthetic"
 
 
 MAX_CLOCK_MHZ = 10_000.0  # past any GPU's SM clock: a typo (a real GPU snaps the rest to its supported set)
@@ -130,7 +136,9 @@ def _write_env(path: Path, gpu: Any, extra: dict[str, Any]) -> None:
     from dse.measure.env import collect_env
 
     env = {**collect_env(gpu), **extra}
-    path.write_text(json.dumps(env, indent=2, default=str) + "\n")
+    # Strict JSON: a value the probe does not know (a replay's memory clock, NaN) is null, not `NaN`.
+    plain = with_nulls(json.loads(json.dumps(env, default=str)))
+    path.write_text(json.dumps(plain, indent=2, allow_nan=False) + "\n")
 
 
 def _recorded_tdp_w(recorded: Sequence[KernelSample], default_w: float) -> float:
@@ -151,6 +159,7 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
     if replay is not None and recorded:  # held to what calibrate and validate accept: no NaN, no -300 W
         frame = samples_frame(recorded)
         frame["file"] = replay.name
+        frame["row"] = range(1, len(frame) + 1)
         clocks = (spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz)
         check_sample_values(frame, _recorded_tdp_w(recorded, spec.power.tdp_w), clocks)
     gpu = ReplayGpu(
@@ -183,8 +192,8 @@ def measure_kernels_command(
         clocks_mhz: SM clocks to lock, MHz; None: the highest supported clock.
         out: samples file (`.parquet` or `.csv`); `<out>.env.json` records the machine.
         no_lock: lock nothing, record the clocks the GPU runs at.
-        dry_run: no GPU: replay `replay` samples where they match, synthetic values elsewhere (rows are
-            tagged `dry-run`); exercises the whole pipeline in seconds of wall time.
+        dry_run: no GPU: replay `replay` samples where they match, synthetic values elsewhere (marked by
+            `energy_method` `replay` / `synthetic`: `_marked`); exercises the whole pipeline in seconds.
         gpu_index: CUDA device index.
         replay: recorded samples file for the dry run.
         gpu_name: catalog GPU the dry run pretends to be (default h100-sxm).
@@ -249,10 +258,20 @@ def _measure_kernels_dry_run(
     gpu, label, _ = _dry_run_gpu(gpu_name, replay)
     _check_dry_run_clocks(requested, gpu_name or DRY_RUN_GPU)
     clocks = requested if requested is not None else [gpu.sm_clock_hz()]
-    source = f"dry-run:{replay.name}" if replay is not None else "dry-run:synthetic"
-    samples = measure_ops(ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=source)
-    write_samples(out, samples)
+    samples = measure_ops(
+        ops, clocks, protocol, gpu, gpu.launcher(), gpu_label=label, source=SYNTHETIC_SOURCE
+    )
+    write_samples(out, [_marked(s, gpu.recorded_for(s), replay) for s in samples])
     _write_env(env_path, gpu, {"dry_run": True, "suite": suite})
+
+
+def _marked(sample: KernelSample, recorded: Sequence[KernelSample], replay: Path | None) -> KernelSample:
+    """A dry run's row marked as what it is: a copy of measured rows of the replayed file, or made up
+    (`dse calibrate` refuses those). Both were labelled with the file's name, and calibrate fitted the
+    made-up rows as measured; a replayed row that was itself made up stays made up."""
+    if replay is not None and recorded and not any(is_synthetic(r) for r in recorded):
+        return replace(sample, source=f"replay:{replay.name}", energy_method="replay")
+    return replace(sample, source=SYNTHETIC_SOURCE, energy_method="synthetic")
 
 
 def _check_dry_run_clocks(requested: list[float | None] | None, gpu_name: str) -> None:
@@ -377,9 +396,9 @@ def _measure_model_dry_run(
     runner = ReplayModelRunner(gpu, graph, name=arch.name)
     clock = requested[0] if requested is not None else gpu.sm_clock_hz()
     result = measure_model(
-        runner, gpu, protocol, sm_clock_hz=clock, gpu_label=label, phase=phase, source="dry-run:synthetic"
+        runner, gpu, protocol, sm_clock_hz=clock, gpu_label=label, phase=phase, source=SYNTHETIC_SOURCE
     )
-    _write_run(out, result)
+    _write_run(out, replace(result, sample=replace(result.sample, energy_method="synthetic")))
     _write_env(out / "env.json", gpu, {"dry_run": True, "model": arch.name})
 
 

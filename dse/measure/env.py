@@ -43,8 +43,10 @@ def _gpu_info(gpu: Any) -> dict[str, Any]:
     for key, method in readers.items():
         try:
             info[key] = getattr(gpu, method)() if method else getattr(gpu, "power_source", None)
-        except (MeasurementError, AttributeError) as exc:
+        except MeasurementError as exc:
             info[key] = f"unavailable: {exc}"
+        except AttributeError:  # a probe without the reader (an old driver's NVML binding): not known
+            info[key] = None
     try:
         clocks = gpu.supported_sm_clocks_hz()
         info["sm_clock_supported_max_hz"], info["sm_clock_supported_min_hz"] = max(clocks), min(clocks)

@@ -181,7 +181,11 @@ class ReplayGpu:
         return self._locked_hz if self._locked_hz is not None else self._default_clock_hz
 
     def mem_clock_hz(self) -> float:
-        return math.nan
+        return math.nan  # not recorded: `.env.json` says null
+
+    def uuid(self) -> str:
+        """No board behind it: the value NVML's UUID takes in a replay's `.env.json`."""
+        return "replay"
 
     def power_limit_w(self) -> float:
         return self._power_limit_w
@@ -216,6 +220,10 @@ class ReplayGpu:
         return ReplayLauncher(self)
 
     # ---- ops
+    def recorded_for(self, sample: KernelSample) -> tuple[KernelSample, ...]:
+        """The recorded samples `sample`'s op is replayed from (none: the fallback made its numbers up)."""
+        return tuple(self._table.get(_sample_key(sample), ()))
+
     def lookup(self, op: Op) -> tuple[float, float, str]:
         """(latency_s, avg_power_w, kernel_name) of `op` at the current clock.
 

@@ -167,8 +167,17 @@ def test_bad_options(h200_gemm: Path, tmp_path: Path) -> None:
     one_line_error(["validate", "samples", h200_gemm, "--coeffs", bad], "not a dse coefficient file")
 
 
+def _as_measured(path: Path) -> None:
+    """A dry run's file with its rows relabelled as measured: the pipeline's file format without a GPU
+    (calibrate refuses rows marked as made up)."""
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    frame = frame.assign(source="test: a dry run relabelled", energy_method="counter")
+    frame.to_parquet(path, index=False) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
+
+
 def test_measure_dry_run_then_calibrate_and_validate(tmp_path: Path) -> None:
-    """The whole chain on the files `dse measure kernels` writes (a dry run: no GPU, roofline numbers)."""
+    """The whole chain on the files `dse measure kernels` writes (a dry run: no GPU, roofline numbers,
+    relabelled as measured)."""
     samples = tmp_path / "dry.parquet"
     measured = runner.invoke(
         app,
@@ -185,6 +194,7 @@ def test_measure_dry_run_then_calibrate_and_validate(tmp_path: Path) -> None:
         ],
     )
     assert measured.exit_code == 0, measured.output
+    _as_measured(samples)
     out = tmp_path / "dry.json"
     result = runner.invoke(app, ["calibrate", str(samples), "--gpu", "h100-sxm", "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -215,6 +225,7 @@ def test_calibration_without_power_writes_a_file_predict_can_read(tmp_path: Path
     power = [c for c in ("avg_power_w", "energy_j", "trace_energy_j", "power_w", "idle_power_w") if c in df]
     df[power] = float("nan")
     df.to_csv(samples, index=False)
+    _as_measured(samples)
     out = tmp_path / "c.json"
     args = ["calibrate", str(samples), "--gpu", "h100-sxm", "--families", "gemm", "-o", str(out)]
     result = runner.invoke(app, args)
@@ -234,3 +245,31 @@ def test_calibration_without_power_writes_a_file_predict_can_read(tmp_path: Path
     ]
     predicted = runner.invoke(app, args)
     assert predicted.exit_code == 0, predicted.output
+
+
+def test_synthetic_rows_are_never_fitted(tmp_path: Path) -> None:
+    """A dry run's made-up rows were fitted without a word: H100 serving power 588 -> 369 W with the file
+    (operator review, session 35). A file of nothing else is refused, in either marking (a dry run's rows
+    before this session said `counter` with source `dry-run:...`); a replay's copied rows are fitted and
+    its made-up ones left out with a warning."""
+    dry = tmp_path / "dry.parquet"
+    made = runner.invoke(app, ["measure", "kernels", "--suite", "gemm", "--dry-run", "--out", str(dry)])
+    assert made.exit_code == 0, made.output
+    old = tmp_path / "old.parquet"
+    pd.read_parquet(dry).assign(energy_method="counter").to_parquet(old, index=False)
+    for path in (dry, old):
+        for command in (["calibrate", path, "--gpu", "h100-sxm", "-o", tmp_path / "c.json"],
+                        ["validate", "samples", path]):  # fmt: skip
+            text = one_line_error(command, path.name, "every row is synthetic", "dry-run")
+            assert len(text) < 300
+    assert not (tmp_path / "c.json").exists()
+
+    recorded = pd.read_parquet(dry).head(30).assign(source="test-bench", energy_method="counter")
+    mixed = tmp_path / "mixed.parquet"
+    pd.concat([recorded, pd.read_parquet(dry).tail(20)]).to_parquet(mixed, index=False)
+    out = tmp_path / "mixed.json"
+    result = runner.invoke(app, ["calibrate", str(mixed), "--gpu", "h100-sxm", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "mixed.parquet: 20 synthetic rows left out" in result.stderr
+    rows = json.loads(result.stdout)["calibration"]["rows"]
+    assert rows["total"] == 30 and rows["synthetic_left_out"] == {"mixed.parquet": 20}

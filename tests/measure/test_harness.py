@@ -182,8 +182,39 @@ def test_dry_run_command_replays_recorded_rows_and_synthesizes_the_rest(tmp_path
     assert all(s.sm_clock_hz == pytest.approx(1.98e9) for s in samples)
     env = json.loads(out.with_name(out.name + ".env.json").read_text())
     assert env["dry_run"] is True and env["gpus"][0]["name"] == "h200-sxm"
+
+    # Rows copied from the recorded file say so; the rest were made up: both carried the file's name as
+    # their source, and calibrate fitted the made-up ones as measured (operator review, session 35)
+    def shapes(rows):
+        return {(r.m, r.n, r.k, r.dtype) for r in rows}
+
+    replayed = [s for s in samples if s.energy_method == "replay"]
+    assert replayed and shapes(replayed) == shapes(samples) & shapes(recorded)
+    assert {s.source for s in replayed} == {"replay:h200_sxm+gemm.csv"}
+    made_up = [s for s in samples if s not in replayed]
+    assert len(made_up) == 100 - len(replayed)
+    assert {(s.source, s.energy_method) for s in made_up} == {("dry-run:synthetic", "synthetic")}
     with pytest.raises(ConfigError, match="never overwritten"):
         measure_kernels_command("gemm", None, out, dry_run=True)
+
+
+def test_replaying_a_dry_runs_file_keeps_its_made_up_rows_made_up(tmp_path):
+    dry = measure_kernels_command("smoke", None, tmp_path / "dry.csv", dry_run=True)
+    again = measure_kernels_command("smoke", None, tmp_path / "again.csv", dry_run=True, replay=dry)
+    assert {(s.source, s.energy_method) for s in read_samples(again)} == {("dry-run:synthetic", "synthetic")}
+
+
+def test_a_dry_runs_env_file_is_strict_json_with_no_error_text(tmp_path):
+    """It held `"mem_clock_hz": NaN` (not JSON) and `"uuid": "unavailable: 'ReplayGpu' object has no
+    attribute 'uuid'"` (fuzz F5, session 35)."""
+    out = measure_kernels_command("smoke", None, tmp_path / "dry.csv", dry_run=True)
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    env = json.loads(out.with_name(out.name + ".env.json").read_text(), parse_constant=refuse)
+    (gpu,) = env["gpus"]
+    assert gpu["uuid"] == "replay" and gpu["mem_clock_hz"] is None
 
 
 def test_dry_run_smoke_suite_covers_every_kind(tmp_path):

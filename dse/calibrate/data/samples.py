@@ -65,7 +65,8 @@ class KernelSample:
     `sm_clock_hz` is the requested lock (None: not locked, `--no-lock`); `avg_sm_clock_hz` is what the
     GPU reported during the window (lower than the lock when a power or thermal limit clamps it).
     `energy_method` says where `energy_j` came from: `counter` (NVML total-energy counter deltas),
-    `trace` (integrated power samples) or `replay`/`synthetic` (no GPU involved).
+    `trace` (integrated power samples), `replay` (a dry run's copy of a recorded row) or `synthetic` (made
+    up by a dry run: `is_synthetic`, which calibration refuses).
     """
 
     gpu: str
@@ -174,6 +175,13 @@ def op_fields(op: Op) -> dict[str, Any]:
     return fields
 
 
+def is_synthetic(sample: KernelSample) -> bool:
+    """Whether a dry run made the sample's numbers up (`energy_method` `synthetic`; before dry runs marked
+    them, every dry-run row had a `source` of `dry-run:...`, its replayed rows too). Rows a dry run replays
+    from a recorded file are `energy_method` `replay`, `source` `replay:<file>`."""
+    return sample.energy_method == "synthetic" or sample.source.startswith("dry-run:")
+
+
 # The op constructors validate shapes, dtypes and backends (ValueError, turned into ConfigError below),
 # so these casts only tell the type checker what the sample's loosely typed fields hold.
 def _dim(value: int | None) -> int:
@@ -272,6 +280,13 @@ def write_samples(path: str | Path, samples: Sequence[KernelSample]) -> Path:
     return path
 
 
+# Integer cells stop at 2^53 (a float holds every integer below it; 2^70 overflowed the int64 column of
+# `samples_frame`: a traceback). Counts of a measurement start at their least possible value (num_samples:
+# 0 where no power trace was sampled); shapes are checked by the op they build.
+MAX_INT_CELL = 2**53
+_COUNT_MIN: dict[str, int] = {"num_calls": 1, "num_repeats": 1, "num_samples": 0, "stages": 1}
+
+
 def _cell(name: str, value: Any) -> Any:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         if name in _STR_FIELDS:
@@ -283,7 +298,12 @@ def _cell(name: str, value: Any) -> Any:
         number = float(value)  # "1.5" or 1.5 is no count: refused, not truncated to 1
         if not number.is_integer():
             raise ValueError(f"not an integer: {value!r}")
-        return int(value) if not isinstance(value, str) else int(number)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if name in _COUNT_MIN and not _COUNT_MIN[name] <= number < MAX_INT_CELL:
+            raise ValueError(f"{shown} is not a count in [{_COUNT_MIN[name]}, 2^53)")
+        if not abs(number) < MAX_INT_CELL:
+            raise ValueError(f"{shown} is not an integer below 2^53")
+        return int(number)
     if name in _BOOL_FIELDS:
         text = str(value).strip().lower()
         if text not in ("true", "false", "1", "0", "1.0", "0.0"):
@@ -372,8 +392,8 @@ def _check_power(frame: pd.DataFrame, tdp_w: float) -> None:
         if bad.any():
             i = int(np.nonzero(bad)[0][0])
             raise ConfigError(
-                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {what}: avg_power_w "
-                f"{power[i]:.4g}, latency_s {frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
+                f"{row_label(frame, i)} has {what}: avg_power_w {power[i]:.4g}, latency_s "
+                f"{frame['latency_s'].iloc[i]:.4g}, energy_j {energy[i]:.4g}"
             )
 
 
@@ -391,8 +411,8 @@ def _check_clocks(frame: pd.DataFrame, clock_range_hz: tuple[float, float] | Non
             i = int(np.nonzero(bad)[0][0])
             where = "(0, 1e+10] Hz" if clock_range_hz is None else "the GPU's SM clock range"
             raise ConfigError(
-                f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has {column} {clock[i]:.4g}, "
-                f"not a clock in {where} ({lo / 1e6:.0f}-{hi / 1e6:.0f} MHz)"
+                f"{row_label(frame, i)} has {column} {clock[i]:.4g}, not a clock in {where} "
+                f"({lo / 1e6:.0f}-{hi / 1e6:.0f} MHz)"
             )
 
 
@@ -400,19 +420,51 @@ def _check_clocks(frame: pd.DataFrame, clock_range_hz: tuple[float, float] | Non
 CLOCK_RANGE_SLACK = 1.5
 
 
-def check_sample_values(
-    frame: pd.DataFrame, tdp_w: float, clock_range_hz: tuple[float, float] | None = None
-) -> None:
-    """ConfigError naming the file and sample of the first row no measurement gives: a latency that is not
-    a positive number, an impossible power or energy (`_check_power`, against `tdp_w` where a row records
-    no power limit) or SM clock (given the GPU's `clock_range_hz`, one it cannot run within
-    CLOCK_RANGE_SLACK). `frame`: `samples_frame` rows with the `file` each came from."""
+# A kernel or forward pass timed for over an hour per call is a damaged row (1e308 s was fitted).
+MAX_LATENCY_S = 3600.0
+# A recorded power limit may read a little over the catalog TDP (rounding), not above it.
+POWER_LIMIT_TDP_SLACK = 1.01
+
+
+def row_label(frame: pd.DataFrame, i: int) -> str:
+    """The label of row `i` of a checked frame, `FILE: row R, sample 'NAME'` (`row`: the row in its file,
+    where the frame records it)."""
+    row = f"row {frame['row'].iloc[i]}, " if "row" in frame else ""
+    return f"{frame['file'].iloc[i]}: {row}sample '{frame['name'].iloc[i]}'"
+
+
+def _check_latency_and_limit(frame: pd.DataFrame, tdp_w: float) -> None:
     latency = frame["latency_s"].to_numpy(float)
     bad = ~(np.isfinite(latency) & (latency > 0))
     if bad.any():
-        i = int(np.nonzero(bad)[0][0])
-        raise ConfigError(
-            f"{frame['file'].iloc[i]}: sample '{frame['name'].iloc[i]}' has no positive latency_s"
-        )
+        raise ConfigError(f"{row_label(frame, int(np.nonzero(bad)[0][0]))} has no positive latency_s")
+    limit = (
+        frame["power_limit_w"].to_numpy(float) if "power_limit_w" in frame else np.full(len(frame), np.nan)
+    )
+    checks = (
+        ("latency_s", latency, latency > MAX_LATENCY_S, f"s is over {MAX_LATENCY_S:g} s (an hour) per call"),
+        # NaN: no limit recorded (the TDP applies); inf, 0 or -1 were taken for the TDP without a word
+        (
+            "power_limit_w",
+            limit,
+            ~np.isnan(limit) & ~((limit > 0) & (limit <= tdp_w * POWER_LIMIT_TDP_SLACK)),
+            f"W is not a power limit in (0, {tdp_w:g}] W (up to the GPU's TDP)",
+        ),
+    )
+    for column, values, bad, what in checks:
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConfigError(f"{row_label(frame, i)}, column {column}: {values[i]:.4g} {what}")
+
+
+def check_sample_values(
+    frame: pd.DataFrame, tdp_w: float, clock_range_hz: tuple[float, float] | None = None
+) -> None:
+    """ConfigError naming the file, row and sample of the first row no measurement gives: a latency that is
+    not a positive number of at most an hour, a power limit that is not positive or above `tdp_w`, an
+    impossible power or energy (`_check_power`, against `tdp_w` where a row records no power limit) or
+    SM clock (given the GPU's `clock_range_hz`, one it cannot run within CLOCK_RANGE_SLACK). `frame`:
+    `samples_frame` rows with the `file` each came from (and its `row` there, named where given)."""
+    _check_latency_and_limit(frame, tdp_w)
     _check_power(frame, tdp_w)
     _check_clocks(frame, clock_range_hz)

@@ -17,8 +17,12 @@ runs weigh alike)
     subject to lower_j <= c_j <= upper_j,   lower_j >= 0
 
 Columns are scaled by their typical magnitude before solving (coefficients span 1e-13 to 1), so the
-problem is well conditioned; `scale_j` is that magnitude, which makes the ridge dimensionless. The ridge
-(default tiny) only pins coefficients the data cannot see (an all-zero column) to their prior.
+problem is well conditioned. By default `scale_j` is that magnitude (the coefficient that would explain all
+dynamic power alone), which makes the ridge dimensionless but weighs a change in every column by its share
+of all the power: at a tiny ridge it only pins coefficients the data cannot see (an all-zero column) to
+their prior, and leaves free those it cannot tell apart from others. `prior_scale = prior` makes it a
+penalty on each coefficient's relative change instead (`dse.calibrate.fit.samples`), under which a
+coefficient moves in proportion to its share of the rows' power.
 
 The second half builds those rows from the kernel model: `workload_run` (a whole graph at a measured
 clock, for the EnergAIzer forward passes, with host gaps) and `kernel_table` / `fit_through_cap` (single
@@ -108,6 +112,7 @@ def fit_power_rows(
     upper: np.ndarray | None = None,
     prior: np.ndarray | None = None,
     ridge: float = 1e-6,
+    prior_scale: np.ndarray | None = None,
 ) -> PowerFit:
     """Solve the bounded, ridge-regularized relative least squares of the module docstring.
 
@@ -116,6 +121,8 @@ def fit_power_rows(
         lower, upper: [K] bounds (default 0 and +inf); equal bounds fix a coefficient.
         prior: [K] values the ridge pulls towards (default 0).
         ridge: weight of the ridge, relative to one row's squared relative error.
+        prior_scale: [K] the distance from the prior (in each coefficient's unit) that costs one ridge
+            unit; entries that are not positive fall back to the column scale (default: all do).
 
     Raises:
         CalibrationError: negative lower bounds, lower > upper, or a solver failure.
@@ -138,7 +145,8 @@ def fit_power_rows(
     seen = np.nonzero(np.abs(a).sum(axis=0) > 0)[0]
     status = "optimal"
     if seen.size:
-        c[seen], status = _solve(a[:, seen], b, sw, lower[seen], upper[seen], prior[seen], ridge)
+        tol = None if prior_scale is None else np.asarray(prior_scale, dtype=float)[seen]
+        c[seen], status = _solve(a[:, seen], b, sw, lower[seen], upper[seen], prior[seen], ridge, tol)
     pred = rows.predict_w(c)
     mape = float(np.mean(np.abs(pred - rows.power_w) / rows.power_w))
     return PowerFit(coeffs=c, predicted_w=pred, mape=mape, status=status)
@@ -152,13 +160,15 @@ def _solve(
     upper: np.ndarray,
     prior: np.ndarray,
     ridge: float,
+    prior_scale: np.ndarray | None,
 ) -> tuple[np.ndarray, str]:
     k = a.shape[1]
     # Column scale: the coefficient value that would explain all dynamic power by that column alone.
     scale = np.abs(b).mean() / np.abs(a).mean(axis=0)
+    tol = scale if prior_scale is None else np.where(prior_scale > 0, prior_scale, scale)
     z = cp.Variable(k)  # c = scale * z
     objective = cp.sum_squares(cp.multiply(sw, (a * scale) @ z - b)) + ridge * cp.sum_squares(
-        z - prior / scale
+        cp.multiply(scale / tol, z - prior / scale)
     )
     cons = [z >= lower / scale]
     finite = np.isfinite(upper)

@@ -9,6 +9,9 @@ Hold-out: per family, the distinct shapes (kind, dtype, variant, shape fields) a
 `dataset.split_holdout(frac, seed)` (`split_mask`); a shape measured at several clocks lands on one side
 only.
 
+Rows a dry run made up (`dse.calibrate.data.samples.is_synthetic`) are no measurement: they are left out
+(`SampleSet.synthetic` counts them per file), and a file of nothing else is refused.
+
 Output dtype, weight sharing and KV-cache dtype are read from the samples (`out_dtype`, `b_shared`,
 `kv_dtype`); files written before those columns existed are read with the kernel suites' conventions
 (`dse.measure.suites`): fp8 / int8 GEMMs write bf16, a GEMM's B is a shared weight, `cast` writes fp32, the
@@ -32,13 +35,17 @@ from dse.calibrate.data.samples import (
     SHAPE_FIELDS,
     KernelSample,
     check_sample_values,
+    is_synthetic,
     op_from_sample,
     read_samples,
+    row_label,
     samples_frame,
 )
 from dse.errors import ConfigError
 from dse.hardware.catalog import catalog_gpu_name, load_gpu, recorded_gpu_name
 from dse.hardware.spec import GpuSpec
+from dse.perf.dvfs import power_cap_w
+from dse.perf.types import OperatingPoint
 from dse.workload.ops import ElementwiseOp, GemmOp, Op
 
 # Sample kinds fitted here (attention_eager is a composite of GEMM and softmax kernels; `model` rows are
@@ -67,6 +74,7 @@ class SampleSet:
     ops: tuple[Op, ...]
     sources: tuple[dict[str, Any], ...]
     skipped: dict[str, int] = field(default_factory=dict, hash=False)
+    synthetic: dict[str, int] = field(default_factory=dict, hash=False)  # rows left out, per file
 
     def take(self, mask: np.ndarray) -> SampleSet:
         idx = np.nonzero(mask)[0]
@@ -142,6 +150,7 @@ def load_sample_set(
     spec = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
     frames, ops, sources = [], [], []
     skipped: dict[str, int] = {}
+    synthetic: dict[str, int] = {}
     seen: dict[str, Path] = {}
     for path, samples in per_file:
         digest = file_sha256(path)
@@ -154,12 +163,11 @@ def load_sample_set(
             raise ConfigError(
                 f"{path}: samples of {', '.join(repr(g) for g in foreign)}, not of --gpu {spec.name}"
             )
-        keep = []
-        for s in samples:
-            if s.kind in wanted:
-                keep.append(s)
-            else:
-                skipped[s.kind] = skipped.get(s.kind, 0) + 1
+        keep, rows, other_kinds, made_up = _rows_to_fit(path, samples, wanted)
+        for kind, n in other_kinds.items():
+            skipped[kind] = skipped.get(kind, 0) + n
+        if made_up:
+            synthetic[path.name] = made_up
         for s in keep:
             try:
                 ops.append(_op(s))
@@ -167,6 +175,7 @@ def load_sample_set(
                 raise ConfigError(f"{path}: {exc}") from None
         df = samples_frame(keep)
         df["file"] = path.name
+        df["row"] = rows
         frames.append(df)
         sources.append({"file": path.name, "sha256": digest, "rows": len(samples)})
     frame = pd.concat(frames, ignore_index=True)
@@ -175,6 +184,7 @@ def load_sample_set(
             f"no kernel rows of the families {', '.join(wanted)} in {', '.join(str(p) for p, _ in per_file)}"
         )
     check_sample_values(frame, spec.power.tdp_w, (spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz))
+    _check_settable_limits(frame, spec)
     frame["family"] = frame["kind"]
     avg = frame["avg_sm_clock_hz"].to_numpy(float)
     locked = frame["sm_clock_hz"].to_numpy(float)
@@ -184,7 +194,50 @@ def load_sample_set(
     )
     frame["clock_known"] = (np.isfinite(avg) & (avg > 0)) | np.isfinite(locked)
     frame["clock"] = [f"{f / 1e6:.0f} MHz" if np.isfinite(f) else "default" for f in locked]
-    return SampleSet(gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped)
+    return SampleSet(
+        gpu=spec, frame=frame, ops=tuple(ops), sources=tuple(sources), skipped=skipped, synthetic=synthetic
+    )
+
+
+def _rows_to_fit(
+    path: Path, samples: Sequence[KernelSample], wanted: tuple[str, ...]
+) -> tuple[list[KernelSample], list[int], dict[str, int], int]:
+    """One file's measured rows of the `wanted` kinds and their row numbers, the rows of other kinds per
+    kind, and how many rows were made up (`is_synthetic`: left out; a file of nothing else is refused)."""
+    made_up = [is_synthetic(s) for s in samples]
+    if all(made_up):
+        raise ConfigError(
+            f"{path}: every row is synthetic (source '{samples[0].source}'): `dse measure --dry-run` made "
+            "the numbers up, no GPU measured them; give samples measured on a GPU"
+        )
+    keep: list[KernelSample] = []
+    rows: list[int] = []
+    other_kinds: dict[str, int] = {}
+    for row, (s, fake) in enumerate(zip(samples, made_up, strict=True), start=1):
+        if fake:
+            continue
+        if s.kind in wanted:
+            keep.append(s)
+            rows.append(row)
+        else:
+            other_kinds[s.kind] = other_kinds.get(s.kind, 0) + 1
+    return keep, rows, other_kinds, sum(made_up)
+
+
+def _check_settable_limits(frame: pd.DataFrame, spec: GpuSpec) -> None:
+    """ConfigError naming the first row whose recorded power limit the GPU cannot be set to (below its
+    minimum settable limit: the model's cap rule refused it with no file or row); `check_sample_values`
+    has refused limits that are not positive or above the TDP."""
+    limit = frame["power_limit_w"].to_numpy(float)
+    for value in np.unique(limit[np.isfinite(limit)]):
+        try:
+            power_cap_w(spec, OperatingPoint(power_cap_w=float(value)))
+        except ConfigError as exc:
+            i = int(np.nonzero(limit == value)[0][0])
+            raise ConfigError(
+                f"{row_label(frame, i)}, column power_limit_w: {value:.4g} W is no limit {spec.name} can be "
+                f"set to: {exc}"
+            ) from None
 
 
 def split_mask(frame: pd.DataFrame, frac: float = HOLDOUT_FRAC, seed: int = SEED) -> np.ndarray:

@@ -18,9 +18,10 @@ Fits, the same as the shipped sets':
   `dse.calibrate.fit.kernels` evaluates the shared tables.
 - power (rows with a measured mean power): the relative least squares of
   `dse.calibrate.fit.power.fit_power_rows` on the rows' energy features at their clock, with the latency
-  model just fitted, bounded (dram_scale in [0.25, 4]) and pulled gently (`POWER_RIDGE`) towards the
-  shipped set of the GPU's architecture, which also keeps the coefficients that kernels in a loop cannot
-  see (the host-gap term).
+  model just fitted, bounded (dram_scale in [0.25, 4]) and pulled (`POWER_RIDGE`, on each coefficient's
+  relative change) towards the shipped set of the GPU's architecture: energies that make a small share of
+  the rows' power (a GEMM suite's L2, CUDA-core or DRAM energy) stay near it, coefficients that kernels in
+  a loop cannot see (the host-gap term) keep it, and one the fit still pushes onto a bound is warned about.
 
 Hold-out: per family, by distinct shape (`dse.calibrate.fit.sample_set.split_mask`); a shape measured at
 several clocks lands on one side only. Families whose groups are not in the samples keep the shipped
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -70,6 +72,8 @@ from dse.perf.power import gpu_power_terms, power_features
 from dse.perf.types import CoeffTable, PhaseCoeffs
 from dse.workload.ops import Op
 
+logger = logging.getLogger(__name__)
+
 # Families sharing one model function (and so one fallback tree) are fitted together.
 _UNIT: dict[str, str] = {"softmax": "reduction", "layernorm": "reduction", "rmsnorm": "reduction"}
 _GROUPS: dict[str, tuple[str, ...]] = {
@@ -81,14 +85,19 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 }
 GEMM_ROUNDS = 3
 HUBER_M = 0.05  # as the shipped fits: robust to the odd outlier row
-# Ridge of the power fit towards the shipped set (dimensionless, see fit_power): small enough that a
-# coefficient the rows determine follows the rows, large enough to pin the ones they barely see.
-POWER_RIDGE = 1e-4
+# Ridge of the power fit towards the shipped set, on each coefficient's relative change: moving one by its
+# own value (2x) costs what a 3% RMS power error over the rows does (sqrt(1e-3)). An energy that makes 1% of
+# the rows' power must explain far more than that to move, so the ones the samples barely exercise stay
+# near the shipped set. The first ridge (1e-4 in units of all the rows' dynamic power) let a GEMM suite move
+# the L2 and CUDA-core energies 8x and 46x, the active one to ~0 and dram_scale to its bound: a DRAM-bound
+# decode step rose from 524 W to 695 W.
+POWER_RIDGE = 1e-3
 DRAM_SCALE_BOUNDS = (0.25, 4.0)  # the catalog e_bit is a literature value: allow 4x either way
 METHOD = (
     "dse.calibrate.fit.samples: latency per kernel group by dse.calibrate.fit.latency.fit_group "
     f"(cvxpy QP, Huber {HUBER_M}, derate scan, {GEMM_ROUNDS} GEMM tile rounds) at each row's clock; power by "
-    f"fit.power.fit_power_rows (relative least squares, ridge {POWER_RIDGE} towards the shipped set)"
+    f"fit.power.fit_power_rows (relative least squares, ridge {POWER_RIDGE} on the relative change from the "
+    "shipped set)"
 )
 
 
@@ -193,7 +202,9 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
     lower, upper = np.zeros(len(names)), np.full(len(names), np.inf)
     j = names.index("dram_scale")
     lower[j], upper[j] = DRAM_SCALE_BOUNDS
-    fit = fit_power_rows(rows, lower=lower, upper=upper, prior=prior.vector(), ridge=POWER_RIDGE)
+    fit = fit_power_rows(
+        rows, lower=lower, upper=upper, prior=prior.vector(), ridge=POWER_RIDGE, prior_scale=prior.vector()
+    )
     pc = PowerCoeffs.from_vector(
         ss.gpu.architecture,
         fit.coeffs,
@@ -201,16 +212,26 @@ def fit_power(ss: SampleSet, latency_coeffs: Any) -> tuple[PowerCoeffs, float]:
             "name": f"calibrated-{ss.gpu.name}",
             "gpu": ss.gpu.name,
             "method": "fit.power.fit_power_rows at each row's clock (the cap rule's clock under the first "
-            f"fit's corrections where none was recorded), ridge "
-            f"{POWER_RIDGE} towards the shipped set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
+            f"fit's corrections where none was recorded), ridge {POWER_RIDGE} on each coefficient's change "
+            f"relative to the shipped set, dram_scale in {list(DRAM_SCALE_BOUNDS)}",
             "prior": str(prior.provenance.get("name", prior.architecture)),
             "num_rows": int(sel.sum()),
             "num_rows_without_clock": int((~sub.frame["clock_known"]).sum()),
             "fit_power_mape": fit.mape,
             "solver_status": fit.status,
+            "at_bound": at_bounds(fit.coeffs, lower, upper, prior.vector()),
         },
     )
     return pc, fit.mape
+
+
+def at_bounds(coeffs: np.ndarray, lower: np.ndarray, upper: np.ndarray, prior: np.ndarray) -> list[str]:
+    """Coefficients a fit pushed onto a bound, away from their prior (within 0.1%): the rows could not
+    place them, and predictions of work the rows do not cover inherit the guess."""
+    tol = 1e-3 * np.maximum(np.abs(prior), np.abs(np.where(np.isfinite(upper), upper, lower)))
+    on = (coeffs - lower <= tol) | (np.isfinite(upper) & (upper - coeffs <= tol))
+    moved = np.abs(coeffs - prior) > tol
+    return [name for name, hit in zip(PowerCoeffs.coeff_names(), on & moved, strict=True) if hit]
 
 
 # ---------------------------------------------------------------------------------------- calibration
@@ -238,6 +259,14 @@ class Calibration:
         plain = with_nulls(json.loads(json.dumps(self.to_dict(), default=float)))
         path.write_text(json.dumps(plain, indent=1, allow_nan=False) + "\n")
         return path
+
+
+def warn_synthetic(ss: SampleSet) -> None:
+    """A warning per file whose made-up rows (a dry run's) were left out."""
+    for name, n in ss.synthetic.items():
+        logger.warning(
+            "%s: %d synthetic rows left out (made up by `dse measure --dry-run`, not measured)", name, n
+        )
 
 
 def _check_sizes(train: SampleSet, min_latency_s: float) -> None:
@@ -303,6 +332,7 @@ def calibrate(
         CalibrationError: a fit that does not converge.
     """
     raw = load_sample_set(paths, gpu, families)
+    warn_synthetic(raw)
     if raw.skipped and progress:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(raw.skipped.items()))
         progress(f"left out: rows of kinds outside the families fitted ({kinds})")
@@ -327,6 +357,7 @@ def calibrate(
         power, power_err = fit_power(train, latency)
         if progress:
             progress(f"power: {n_power} rows, train MAPE {100 * power_err:.1f}%")
+        _warn_at_bounds(power, default_power)
     cs = _calibrated_set(ss, train, test, latency, infos, holdout_frac, seed, min_latency_s)
     held = _holdout_summary(test, latency, default, power, min_latency_s)
     info = {
@@ -342,12 +373,24 @@ def calibrate(
             "test": len(test.frame),
             "train_with_power": n_power,
             "skipped_kinds": dict(ss.skipped),
+            "synthetic_left_out": dict(ss.synthetic),
         },
         "train_mape_by_unit": unit_mape,
         "power_train_mape": power_err,
         "holdout": held,
     }
     return Calibration(coeffs=cs, power=power, info=info)
+
+
+def _warn_at_bounds(power: PowerCoeffs, shipped: PowerCoeffs) -> None:
+    for name in power.provenance["at_bound"]:
+        logger.warning(
+            "power fit: %s is at a bound (%.3g; shipped %.3g): the samples cannot place it, so predictions "
+            "of work they do not cover (other kernel families) may be off",
+            name,
+            getattr(power, name),
+            getattr(shipped, name),
+        )
 
 
 def _calibrated_set(

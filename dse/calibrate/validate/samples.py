@@ -24,7 +24,14 @@ from dse.calibrate.data.aiconfigurator import load_aiconfigurator_attention, loa
 from dse.calibrate.data.samples import KernelSample
 from dse.calibrate.fit.kernels import MIN_LATENCY_S
 from dse.calibrate.fit.sample_set import FAMILIES, HOLDOUT_FRAC, SEED, SampleSet, load_sample_set, split_mask
-from dse.calibrate.fit.samples import calibrate, load_calibration, mape, power_mask, predict
+from dse.calibrate.fit.samples import (
+    calibrate,
+    load_calibration,
+    mape,
+    power_mask,
+    predict,
+    warn_synthetic,
+)
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
 from dse.perf.coeffs import default_power_coeffs, load_default_coeffs
@@ -61,6 +68,7 @@ def validate_samples(
     frac = holdout_frac if holdout_frac is not None else HOLDOUT_FRAC
     sd = seed if seed is not None else SEED
     if coeffs_path is not None:
+        warn_synthetic(ss)  # made-up rows left out (else the fit below says so)
         fitted_on = {s.get("sha256") for s in cs.sources}
         given = {s["sha256"] for s in ss.sources}
         overlap = bool(given & fitted_on)

@@ -69,3 +69,28 @@ def test_stack_and_validation():
         )
     with pytest.raises(CalibrationError, match="bounds"):
         fit_power_rows(a, lower=-np.ones(8))
+
+
+def test_a_relative_prior_keeps_an_energy_the_rows_barely_exercise():
+    """Two columns the rows cannot tell apart (proportional features), one making 99% of the dynamic power at
+    the prior and one 1%, and rows asking for 10% more. The cheapest change in relative terms moves each
+    coefficient in proportion to its share of the power (minimize sum (d_j / p_j)^2 subject to
+    sum a_j d_j = delta gives d_j / p_j proportional to a_j p_j): the small one stays within 0.2% of its prior
+    while the large one takes the 10%. Scaled only by the column magnitudes (the default), both move by the
+    same share of the power, which is +10% on the large column's value but +10x on the small one's."""
+    rng = np.random.default_rng(0)
+    n = 40
+    wall = rng.uniform(1e-3, 1e-2, n)
+    work = rng.uniform(0.5, 1.0, n) * wall
+    x = np.zeros((n, 8))
+    x[:, 0], x[:, 1] = work * 99.0, work * 1.0  # J per unit coefficient; prior 1 each: 99% and 1%
+    prior = np.zeros(8)
+    prior[:2] = 1.0
+    idle = np.full(n, 50.0)
+    power = idle + 1.1 * (x @ prior) / wall
+    rows = PowerRows(features_j=x, wall_s=wall, idle_w=idle, power_w=power)
+    relative = fit_power_rows(rows, prior=prior, ridge=1e-6, prior_scale=prior).coeffs
+    assert relative[1] == pytest.approx(1.0, abs=2e-3)
+    assert relative[0] == pytest.approx(1.0 + 0.1 * 100 / 99, rel=2e-3)
+    default = fit_power_rows(rows, prior=prior, ridge=1e-6).coeffs
+    assert default[1] > 5.0  # what a GEMM suite did to the L2 and CUDA-core energies (8x, 46x)
