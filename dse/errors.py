@@ -3,6 +3,7 @@ input (the default), 1 for a run that failed although its input was fine (a full
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,18 @@ class RunFailed(DseError):
     had logged is kept and `--resume` continues it."""
 
     exit_code = 1
+
+
+# An OSError of the path a user gave (too long, missing, a directory, no permission): bad input, exit 2. Any
+# other is the machine's (a full or read-only disk, an I/O error): the input was fine, exit 1.
+PATH_ERRNOS = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EACCES, errno.EPERM}
+)
+
+
+def os_failure(message: str, exc: OSError) -> DseError:
+    """`message` as the error an OSError `exc` is: ConfigError for the path's, RunFailed for the machine's."""
+    return ConfigError(message) if exc.errno in PATH_ERRNOS else RunFailed(message)
 
 
 def format_validation_error(

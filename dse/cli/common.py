@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import functools
 import inspect
 import json
@@ -23,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dse.config.outpaths import output_file_problem
-from dse.errors import ConfigError, DseError, implied_precision_message
+from dse.errors import PATH_ERRNOS, ConfigError, DseError, implied_precision_message
 
 # Piped or redirected output has no terminal width, and rich would fold tables to 80 columns (model names
 # cut to "llama…", numbers split across lines): such output gets a wide page unless COLUMNS says otherwise.
@@ -145,14 +144,9 @@ def friendly(fn: F) -> F:
         except OSError as exc:  # a path no reader checked first (Path.exists() re-raises a name too long)
             line = esc(os_error_line(exc))
             err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2 if exc.errno in _PATH_ERRNOS else 1) from None
+            raise typer.Exit(2 if exc.errno in PATH_ERRNOS else 1) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-# Errors of the path a user gave (bad input, exit 2); any other OSError is the machine's (a full or read-only
-# disk: exit 1, README's exit codes).
-_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
 
 
 def os_error_line(exc: OSError) -> str:

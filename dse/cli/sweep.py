@@ -526,7 +526,9 @@ def compare_cmd(
     note_lengths(input_tokens, output_tokens)
     print_note(note)
     rows = _with_precision(compare_gpus(gpus, ctx, base, costs), precision, note)
-    changed = [f"--set {item}" for item in sets or []]  # as `dse whatif` and `dse gpu show` label them
+    # the hardware's changes, as `dse whatif` and `dse gpu show` label them (a `cost.` price changes no GPU)
+    hardware = [item for item in sets or [] if not item.split("=", 1)[0].strip().startswith("cost.")]
+    changed = [f"--set {item}" for item in hardware]
     title = f"{ctx.model}: {_workload_text(ctx)}"
     if changed:
         title += f"; every GPU changed: {' '.join(changed)}"

@@ -291,7 +291,7 @@ def infer_parameters(df: pd.DataFrame, declared: Sequence[Mapping[str, Any]] = (
         values = df[col].dropna()
         uniques = pd.unique(values)
         declared_kind = str(spec.get("kind", ""))
-        if declared_kind == "constant" or len(uniques) <= 1:
+        if len(uniques) <= 1:  # by the data: constants under disjoint `when`s fill one column with several
             const = uniques[0] if len(uniques) else spec.get("value")
             infos.append(ParamInfo(column=col, kind="constant", constant_value=_plain(const)))
             continue

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.config.outpaths import output_file_problem
-from dse.errors import ConfigError
+from dse.errors import ConfigError, os_failure
 from dse.report._imports import try_import
 from dse.report.display import display_unit
 from dse.report.figures.breakdown import BreakdownRow, plot_breakdowns
@@ -569,6 +569,6 @@ def write_html_report(
     except OSError as exc:  # a read-only directory, a full disk: no half-written page left behind
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise ConfigError(f"report {path}: cannot write ({exc.strerror or exc})") from None
+        raise os_failure(f"report {path}: cannot write ({exc.strerror or exc})", exc) from None
     logger.info("wrote %s (%.1f MB)", path, path.stat().st_size / 1e6)
     return path

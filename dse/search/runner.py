@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.errors import ConfigError, DseError, RunFailed
+from dse.errors import DseError, RunFailed, os_failure
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
 from dse.search.interrupts import ignore_interrupts
 from dse.search.objective import Evaluator, evaluate_point, finite
@@ -536,7 +536,7 @@ def _run_locked(
         write_json(run_dir / ENV_FILE, env_info(name, cfg.search.executor, study_hash(cfg, name)))
         log = PointLog(run_dir / POINTS_FILE, cfg.search_space())  # lines of no point of the study: skipped
     except OSError as exc:
-        raise ConfigError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
+        raise os_failure(f"cannot write the run directory {run_dir}: {exc.strerror or exc}", exc) from None
 
     callback, owned = progress_callback(progress, cfg.name)
     run = _Run(cfg, run_dir, evaluator, callback, address)
@@ -557,8 +557,8 @@ def _run_locked(
             raise
         # the log could not be appended: what it holds stays valid
         raise RunFailed(
-            f"cannot write to {run_dir} ({exc.strerror or exc}); the {len(log.records)} points logged so "
-            f"far are kept: fix it and continue with `dse run --resume {run_dir}`"
+            f"cannot write to {run_dir} ({exc.strerror or exc}); every point its log holds is kept (a line "
+            f"cut short is dropped): fix it and continue with `dse run --resume {run_dir}`"
         ) from None
     finally:
         with contextlib.suppress(OSError):  # reported above; every complete line is already in the log

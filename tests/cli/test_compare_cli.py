@@ -33,6 +33,9 @@ def test_compare_says_what_set_changed_in_title_columns_and_json() -> None:
     assert data["changed"] == ["--set gpu.num_sms=100"]
     text, data = _compare("h100-sxm", "l4", *WORKLOAD)
     assert "changed" not in text and data["changed"] == []
+    # a price (`cost.` path) changes no GPU: an H100 was labelled changed by a GDDR6 price (review)
+    text, data = _compare("h100-sxm", "l4", *WORKLOAD, "--set", "cost.memory_usd_per_gb.gddr6=5")
+    assert "changed" not in text and data["changed"] == []
 
 
 def test_compare_prices_each_gpu_at_its_own_rent_and_shows_the_rate() -> None:

@@ -3,6 +3,8 @@ with exit code 2."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,43 @@ def test_the_optimizer_help_names_every_optimizer_the_flag_takes() -> None:
     text = " ".join(CliRunner().invoke(app, ["predict", "--help"], terminal_width=200).output.split())
     for name in OPTIMIZERS:
         assert name in text.split("--optimizer", 1)[1][:400], name
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code"),
+    [(errno.EACCES, 2), (errno.EPERM, 2), (errno.ENAMETOOLONG, 2), (errno.ENOSPC, 1), (errno.EROFS, 1)],
+)
+def test_an_os_error_exits_2_for_the_paths_fault_and_1_for_the_machines(code: int, exit_code: int) -> None:
+    # review: a permission-denied study or output folder exited 1, which README keeps for a run that failed
+    # although its input was fine (a full or read-only disk)
+    import typer
+
+    from dse.cli.common import friendly
+    from dse.errors import RunFailed, os_failure
+
+    @friendly
+    def command() -> None:
+        raise OSError(code, os.strerror(code), "/some/where")
+
+    with pytest.raises(typer.Exit) as exit_:
+        command()
+    assert exit_.value.exit_code == exit_code
+    assert isinstance(os_failure("x", OSError(code, "y")), RunFailed) == (exit_code == 1)
+
+
+def test_a_full_disk_while_the_report_is_written_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review: every point, the summary and pareto.csv were written, then the report's ENOSPC said "bad input"
+    from dse.errors import RunFailed
+    from dse.report.html import write_html_report
+    from tests.report.runs import write_run
+
+    run_dir = write_run(tmp_path, 50)
+
+    def full(self: Path, *args: object, **kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(RunFailed, match="No space left on device"):
+        write_html_report(run_dir)

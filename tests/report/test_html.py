@@ -370,3 +370,17 @@ def test_parameters_sharing_a_path_each_get_a_row_and_the_column_keeps_every_val
     # the grid holds 4 HBM points and 1 GDDR7 one: the bus column varies (3 values), it is no constant
     bus = next(p for p in load_run(run_dir).parameters if p.path == "gpu.memory.bus_width_bits")
     assert bus.kind == "int"
+
+
+def test_a_column_that_only_constants_under_disjoint_whens_fill_still_varies(tmp_path: Path) -> None:
+    """Review of the fix above: with every parameter on the path a `{value: x}` constant, the declared kind
+    (constant) still beat the data, so a bus width of 5120 and 384 dropped out of the front's table."""
+    from dse.report.frames import load_run
+    from dse.search.runner import run_study
+
+    text = ALIASED_BUS.replace("values: [4096, 5120]", "value: 5120")
+    assert "value: 5120" in text
+    (tmp_path / "s.yaml").write_text(text)
+    run_dir = Path(run_study(tmp_path / "s.yaml", out=tmp_path, executor="serial").run_dir)
+    bus = next(p for p in load_run(run_dir).parameters if p.path == "gpu.memory.bus_width_bits")
+    assert bus.kind == "int"  # 5120 on the HBM points, 384 on the GDDR7 one

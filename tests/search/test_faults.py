@@ -31,7 +31,7 @@ def test_a_full_disk_mid_run_keeps_the_log_and_resume_finishes_it(
         original(self, records)
 
     monkeypatch.setattr(rundir.PointLog, "append", append_until_full)
-    with pytest.raises(RunFailed, match="No space left on device.*points logged so far are kept.*--resume"):
+    with pytest.raises(RunFailed, match="No space left on device.*every point its log holds.*--resume"):
         run_study(study, out=tmp_path / "out", evaluator=zdt1, executor="serial")
     run_dir = next((tmp_path / "out").glob("zdt/*"))
     kept = read_log(run_dir)
