@@ -475,9 +475,9 @@ def _uneven_replicas(
 ) -> LoadEstimate:
     """Concurrency C not a multiple of dp: C mod dp replicas run C // dp + 1 clients, the others C // dp.
     Both even splits are simulated and mixed (`combine_uneven`). Replicas without a client idle, except
-    with expert parallelism, where the dp ranks run the MoE layers in lock-step (vLLM and SGLang run dummy
-    batches on ranks without requests to join every dispatch and combine): there they draw the busier
-    replicas' power."""
+    for an MoE model, whose MoE layers the dp ranks share (split by experts with `--ep`, else by each
+    expert's width) and run in lock-step (vLLM and SGLang run dummy batches on ranks without requests to
+    join every MoE layer): there they draw the busier replicas' power."""
     dp, conc = load.dp, int(load.concurrency or 0)
     lo, n_hi = divmod(conc, dp)
 
@@ -496,7 +496,7 @@ def _uneven_replicas(
         if est is not None and not est.feasible:
             return dataclasses.replace(est, request=load)
     empty_w = run_idle_power_w(gpu, point)
-    if arch.is_moe and load.ep > 1:
+    if arch.is_moe:  # with ep 1 too: each rank holds 1 / dp of every expert (a newcomer's finding)
         empty_w = float(hi_est.values["avg_power_w"] or empty_w)
     values = combine_uneven(hi_est.values, None if lo_est is None else lo_est.values, n_hi / dp, empty_w)
     return dataclasses.replace(hi_est, request=load, values=values)

@@ -36,6 +36,20 @@ def test_more_replicas_than_clients_leave_replicas_idle():
     assert eight["energy_per_output_token_j"] == pytest.approx(eight["total_power_w"] / tokens, rel=1e-12)
 
 
+@pytest.mark.parametrize("ep", [1, 8])
+def test_moe_replicas_without_clients_run_the_shared_moe_layers(ep: int) -> None:
+    # README: the dp replicas share an MoE model's MoE layers (by experts with --ep, else by each expert's
+    # width), so a replica without a client still runs each of them in lock-step and draws the busy
+    # replicas' power; with ep 1 they were priced at idle power, making that layout look ~28% cheaper
+    moe = load_model_config("qwen3-30b-a3b")
+    m = predict_load(moe, GPU, dataclasses.replace(BASE, dp=8, ep=ep)).metrics()  # 4 clients, 8 replicas
+    # the busy half runs as a deployment with a client on every replica (`_uneven_replicas`' even split)
+    busy = predict_load(moe, GPU, dataclasses.replace(BASE, dp=8, ep=ep, concurrency=8, num_requests=32))
+    assert m["avg_power_w"] == pytest.approx(busy.metrics()["avg_power_w"], rel=1e-9)
+    idle = float(idle_power_w(GPU, GPU.clocks.sm_clock_default_hz))
+    assert m["avg_power_w"] > 1.5 * idle
+
+
 def test_uneven_shares_lie_between_the_even_ones():
     # 4 clients on 3 replicas: one replica with 2, two with 1; never more throughput than 4 replicas of 1
     three = _metrics(dp=3)
