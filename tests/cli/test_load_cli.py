@@ -153,6 +153,19 @@ def test_an_overloaded_open_loop_says_so_under_its_table_and_in_its_json() -> No
     assert named.endswith("sustains): request_rate_per_s=500")  # the row at 5 a second is not named
 
 
+def test_a_rate_run_too_short_to_fill_its_batch_says_its_figures_include_the_ramp() -> None:
+    # 100 requests at 20 a second arrive over 5 s and each stays ~5 s (512 tokens at ~10 ms): the batch is
+    # still filling when the last one comes, so no steady window exists and the system figures are the whole
+    # run's; 2,000 requests hold one (a newcomer read a Mixtral TP2 run 19% short of the offered tokens/s)
+    flags = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm"]
+    flags += ["--input-tokens", "512", "--output-tokens", "512"]
+    short = runner.invoke(app, ["predict", *flags, "--request-rate", "20", "--num-requests", "100"]).stdout
+    assert "warning: no steady state in 100 requests" in " ".join(short.split())
+    assert "overloaded" not in short
+    long = runner.invoke(app, ["predict", *flags, "--request-rate", "20", "--num-requests", "2000"]).stdout
+    assert "no steady state" not in long
+
+
 def test_engine_knobs_reach_the_simulation() -> None:
     few = run_json(*BASE, "--max-throughput", "--num-requests", "64", "--max-num-seqs", "8")
     many = run_json(*BASE, "--max-throughput", "--num-requests", "64", "--max-num-seqs", "64")
