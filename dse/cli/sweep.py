@@ -241,7 +241,12 @@ def _workload_text(ctx: Any, swept: list[str] | None = None) -> str:
         f"{kind} swept" if f"{kind}_tokens" in (swept or []) else f"{getattr(ctx, f'{kind}_tokens')} {word}"
         for kind, word in (("input", "in"), ("output", "out"))
     ]
-    return f"{load}, {' / '.join(lengths)}, {ctx.precision}"
+    sizes = {k: int(getattr(ctx, k, 1)) for k in ("tp", "pp", "ep", "dp")}
+    layout = " ".join(f"{k.upper()}{v}" for k, v in sizes.items() if v > 1)
+    gpus = sizes["tp"] * sizes["pp"] * sizes["dp"]
+    # a layout said in the title: power and memory rows are per GPU, J per token over all of them
+    where = f", {layout} ({gpus} GPUs per point)" if layout else ""
+    return f"{load}, {' / '.join(lengths)}, {ctx.precision}{where}"
 
 
 def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:

@@ -60,7 +60,7 @@ SWEEP_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
     ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
-    ("avg_power_w", "avg power (W)", 1.0, ".0f"),
+    ("avg_power_w", "avg power per GPU (W)", 1.0, ".0f"),
     ("usd_per_million_output_tokens", "$ per M output tokens", 1.0, ".3f"),
 )
 COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
@@ -68,11 +68,11 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
     ("e2e_latency_s", "end-to-end latency (s)", 1.0, ".3f"),
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
-    ("avg_power_w", "average power (W)", 1.0, ".0f"),
+    ("avg_power_w", "average power per GPU (W)", 1.0, ".0f"),
     ("peak_power_w", "peak power (W)", 1.0, ".0f"),
     ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
     ("energy_per_request_j", "energy per request (J)", 1.0, ".2f"),
-    ("memory_bytes", "memory needed (GiB)", 2**-30, ".2f"),
+    ("memory_bytes", "memory needed per GPU (GiB)", 2**-30, ".2f"),
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),

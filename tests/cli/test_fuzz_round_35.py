@@ -98,3 +98,25 @@ def test_a_full_disk_while_the_report_is_written_exits_1(
     monkeypatch.setattr(Path, "write_text", full)
     with pytest.raises(RunFailed, match="No space left on device"):
         write_html_report(run_dir)
+
+
+def test_compare_and_sweep_titles_say_the_layout_and_power_is_per_gpu() -> None:
+    # a multi-GPU newcomer: a TP4 table read exactly like a one-GPU one, power and memory unlabelled as
+    # per GPU while J per token covers all of them
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    args = ["--model", "llama-3.1-70b", "--tp", "4", "--num-requests", "40"]
+    for cmd in (
+        ["compare", "h100-sxm", "h200-sxm", "--concurrency", "8"],
+        ["sweep", "concurrency=8:16:2", "--gpu", "h100-sxm"],
+    ):
+        out = CliRunner().invoke(app, [*cmd, *args], env={"COLUMNS": "250"})
+        assert out.exit_code == 0, out.output
+        assert "TP4 (4 GPUs per point)" in " ".join(out.stdout.split()), out.stdout
+    from dse.search.sweep import COMPARE_METRICS, SWEEP_METRICS
+
+    for rows in (COMPARE_METRICS, SWEEP_METRICS):  # the row labels (a narrow console wraps them)
+        labels = {key: label for key, label, *_ in rows}
+        assert "per GPU" in labels["avg_power_w"] and "per GPU" in labels.get("memory_bytes", "per GPU")

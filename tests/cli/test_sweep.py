@@ -105,7 +105,7 @@ def test_compare_h100_is_faster_than_a100(tmp_path: Path) -> None:
     assert h100["metrics"]["output_tokens_per_s"] > a100["metrics"]["output_tokens_per_s"]
     result = runner.invoke(app, [*args, "--html", str(out)])
     assert result.exit_code == 0, result.output
-    for label in ("memory needed (GiB)", "memory capacity (GiB)", "J per output token", "h100-sxm"):
+    for label in ("memory needed per GPU (GiB)", "memory capacity (GiB)", "J per output token", "h100-sxm"):
         assert label in result.stdout
     check_offline_page(out)
 
