@@ -266,10 +266,9 @@ def predict_cmd(
     """Predict latency, energy and power: a workload (--kernels, or --model with --phase), LLM serving
     (--model with --input-tokens and --output-tokens, 1024 and 256 when a load mode, layout or engine
     option is given without them) as one static batch (--batch, the default) or under load (--concurrency,
-    --request-rate or --max-throughput), or a training step (--training). Serving cost: $ per million output
-    tokens is all-in (the run's GPU time, prefill included, over its output tokens); a static batch's $ per
-    million input tokens (--breakdown, --json) is the prefill's share of that time, so the two are not
-    additive: an input/output price list charges output tokens the rest (README, Cost and carbon)."""
+    --request-rate or --max-throughput), or a training step (--training). $ per million output tokens is
+    all-in (prefill included); a static batch's $ per million input tokens is the prefill's share of it, so
+    the two do not add up (README, Cost and carbon)."""
     spec = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)
     point = operating_point(clock_mhz, power_cap_w, {spec.name: spec})
     shape_given = phase is not None or seq_len is not None

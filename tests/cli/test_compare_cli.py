@@ -118,4 +118,4 @@ def test_predict_help_says_the_token_prices_are_not_additive() -> None:
     group = typer.main.get_command(app)
     text = " ".join(str(group.commands["predict"].help).split())  # type: ignore[attr-defined]
     assert "$ per million output tokens is all-in" in text
-    assert "so the two are not additive" in text
+    assert "so the two do not add up" in text
