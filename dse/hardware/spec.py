@@ -8,7 +8,7 @@ before validation. Derived quantities (memory bandwidth, peak rates) are propert
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -180,10 +180,7 @@ class MemorySpec(_Frozen):
         # one loaded, then failed every prediction with an error naming neither the file nor the field
         from dse.hardware.memory import list_memory_technologies  # lazy: memory.py builds on this module
 
-        known = list_memory_technologies()
-        if value not in known:
-            raise ValueError(f"unknown memory technology '{value}'; known: {', '.join(known)}")
-        return value
+        return _one_of(value, list_memory_technologies(), "memory technology")
 
     @property
     def bw_bytes_per_s(self) -> float:
@@ -286,10 +283,14 @@ class DieSpec(_Frozen):
     def _known_node(cls, value: str) -> str:
         # the area and cost ledgers read the node's densities and wafer price: an unknown one loaded, then
         # failed every prediction (a whole study's points) with an error naming neither the file nor the line
-        known = list_process_nodes()
-        if value not in known:
-            raise ValueError(f"unknown process node '{value}'; known: {', '.join(known)}")
-        return value
+        return _one_of(value, list_process_nodes(), "process node")
+
+
+def _one_of(value: str, known: Sequence[str], what: str) -> str:
+    """`value` if it is one of `known`, else the ValueError a field validator raises, naming them."""
+    if value not in known:
+        raise ValueError(f"unknown {what} '{value}'; known: {', '.join(known)}")
+    return value
 
 
 class GpuSpec(_Frozen):
