@@ -268,7 +268,11 @@ def apply_memory_and_knobs(gpu: GpuSpec, split: SplitOverrides) -> GpuSpec:
     system = _memory_system(gpu, dict(split.memory_system), knobs)
     if system:
         technology = str(system.pop("technology", gpu.memory.technology))
-        gpu = with_memory(gpu, technology, **system)
+        phy_bits = gpu.die.memory_phy_bits if gpu.die is not None else None
+        gpu = with_memory(gpu, technology, **system)  # a rebuilt memory drops the die's spare PHY sites,
+        if gpu.die is not None and any(_si_path(p) == "die.memory_phy_bits" for p, _ in split.generic):
+            # but not those the same override set (they were dropped without a word): checked below
+            gpu = gpu.model_copy(update={"die": gpu.die.model_copy(update={"memory_phy_bits": phy_bits})})
     if split.memory_fields:
         gpu = _with_memory_fields(gpu, dict(split.memory_fields), dict(split.spelled))
     return _checked_die(_with_factors(gpu, knobs), split.generic)

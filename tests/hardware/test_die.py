@@ -134,3 +134,15 @@ def test_every_catalog_die_carries_its_gpu_and_its_links_its_bandwidth(name: str
     expected["b200"] = 18
     if name in expected:
         assert gpu.nvlinks_needed() == expected[name]
+
+
+def test_a_die_phy_width_set_beside_a_rebuilt_memory_is_kept_and_checked() -> None:
+    # review: `die.memory_phy_bits=8192` with a 4096-bit HBM3 rebuild was dropped without a word (the
+    # rebuild clears the die's spare PHY sites); a die field an override sets is honoured or refused
+    rebuilt = {"memory.technology": "hbm3", "memory.bus_width_bits": 4096}
+    wide = load_gpu("h100-sxm", {**rebuilt, "die.memory_phy_bits": 8192})
+    assert wide.die is not None and wide.die.memory_phy_bits == 8192
+    plain = load_gpu("h100-sxm", rebuilt)
+    assert plain.die is not None and plain.die.memory_phy_bits is None  # every PHY enabled: the bus's width
+    with pytest.raises(ConfigError, match="narrower than the 4096-bit bus"):
+        load_gpu("h100-sxm", {**rebuilt, "die.memory_phy_bits": 2048})
