@@ -258,24 +258,30 @@ class DieSpec(_Frozen):
     physical counts are facts of their own, never below what the GPU enables (`GpuSpec.die_problem`). A
     what-if that enables more than the die has grows the die to exactly what is enabled
     (`GpuSpec.*_physical`). A rebuilt memory system (`dse.hardware.memory.with_memory`) has every PHY enabled,
-    so it drops `memory_phy_bits`.
+    so it drops `memory_phy_bits` (unless the same override sets it). Bounds, as elsewhere, lie ~1000x past
+    any die: past them a value is a typo (a 1e-300 mm² die was priced).
     """
 
     process_node: str = Field(
         min_length=1, description="foundry node, a key of dse/cost/data/cost_facts.yaml"
     )
-    num_dies: int = Field(default=1, gt=0, description="compute dies in the package (B200: 2)")
-    num_sms_physical: int | None = Field(default=None, gt=0, description="SMs on all dies, enabled or not")
-    l2_physical_bytes: float | None = Field(default=None, gt=0, description="L2 SRAM on all dies")
-    memory_phy_bits: int | None = Field(default=None, gt=0, description="DRAM interface width on the dies")
+    num_dies: int = Field(default=1, gt=0, le=1000, description="compute dies in the package (B200: 2)")
+    num_sms_physical: int | None = Field(
+        default=None, gt=0, le=10**6, description="SMs on all dies, enabled or not"
+    )
+    l2_physical_bytes: float | None = Field(default=None, gt=0, le=1e12, description="L2 SRAM on all dies")
+    memory_phy_bits: int | None = Field(
+        default=None, gt=0, le=10**6, description="DRAM interface width on the dies"
+    )
     num_nvlinks: int | None = Field(
         default=None,
         ge=0,
+        le=10**4,
         description="NVLink links (PHYs) on all dies; null: those the link bandwidth needs",
     )
-    pcie_lanes: int = Field(default=16, ge=0)
+    pcie_lanes: int = Field(default=16, ge=0, le=10**4)
     published_area_mm2: float | None = Field(
-        default=None, gt=0, description="published area of all dies; null where unpublished (B200)"
+        default=None, ge=1.0, le=1e6, description="published area of all dies; null where unpublished (B200)"
     )
 
     @field_validator("process_node")

@@ -146,3 +146,21 @@ def test_a_die_phy_width_set_beside_a_rebuilt_memory_is_kept_and_checked() -> No
     assert plain.die is not None and plain.die.memory_phy_bits is None  # every PHY enabled: the bus's width
     with pytest.raises(ConfigError, match="narrower than the 4096-bit bus"):
         load_gpu("h100-sxm", {**rebuilt, "die.memory_phy_bits": 2048})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("die.published_area_mm2", 1e-300),
+        ("die.published_area_mm2", 1e300),
+        ("die.num_sms_physical", 10**9),
+        ("die.memory_phy_bits", 10**12),
+        ("die.num_nvlinks", 10**9),
+        ("die.pcie_lanes", 10**9),
+    ],
+)
+def test_die_fields_are_bounded_like_every_gpu_field(field: str, value: float) -> None:
+    # a fuzzer's finding: a 1e-300 mm² die was priced (exit 0), a 1e9-SM die reported "not priced: does not
+    # fit on a wafer"; README bounds GPU fields ~1000x past any GPU
+    with pytest.raises(ConfigError, match=field.split(".")[1]):
+        load_gpu("h100-sxm", {field: value})
