@@ -201,6 +201,9 @@ class PowerSpec(_Frozen):
             )
         if not all(CORE_V_MIN_V <= v <= CORE_V_MAX_V for v in self.core_v.value):
             raise ValueError(f"core_v values must be SM supply voltages, {CORE_V_MIN_V}-{CORE_V_MAX_V} V")
+        if any(b < a for a, b in zip(self.core_v.value, self.core_v.value[1:], strict=False)):
+            # a higher clock needs at least the voltage of a lower one (a falling table made low clocks dear)
+            raise ValueError("core_v values must not fall as the clock rises")
         if self.power_cap_min_w is not None and self.power_cap_min_w > self.tdp_w:
             # the default limit is the TDP: no prediction could run at it (every one failed)
             raise ValueError(f"power_cap_min_w {self.power_cap_min_w:g} W is above tdp_w {self.tdp_w:g}")
@@ -347,6 +350,14 @@ class GpuSpec(_Frozen):
         if not isinstance(clocks, ClockSpec):
             return power  # the clocks' own error is reported
         table = power.core_v.extended_along_ridge(clocks.sm_clock_max_hz)
+        end_hz = power.core_v.clock_hz[-1]
+        if table is not power.core_v and power.core_v.ridge_slope() <= 0.0:
+            # no rising segment to extend along: clocks past the table would run at its last voltage
+            raise ValueError(
+                f"core_v ends at {end_hz / 1e6:g} MHz, below the top SM clock "
+                f"{clocks.sm_clock_max_hz / 1e6:g} MHz, and does not rise anywhere, so the voltage above "
+                "it is unknown: give the voltage up to the top clock"
+            )
         if table.value[-1] > CORE_V_MAX_V:
             slope_v_per_hz = power.core_v.ridge_slope()
             reach_hz = power.core_v.clock_hz[-1] + (CORE_V_MAX_V - power.core_v.value[-1]) / slope_v_per_hz

@@ -66,3 +66,24 @@ def test_catalog_tables_reach_their_top_clock_unextended(name: str) -> None:
     gpu = load_gpu(name)
     assert gpu.power.core_v.clock_hz[-1] == gpu.clocks.sm_clock_max_hz
     assert "extrapolated" not in gpu.power.core_v.note
+
+
+def _with_core_v(clock_mhz: list[float], volts: list[float]) -> dict:
+    """Overrides that replace the H100's V-f table (a GPU file's `power.core_v`, as a fuzzer wrote it)."""
+    return {"power.core_v.clock_hz": [f * 1e6 for f in clock_mhz], "power.core_v.value": volts}
+
+
+@pytest.mark.parametrize(
+    ("clock_mhz", "volts", "needle"),
+    [
+        # voltage falling as the clock rises: low clocks cost more voltage than high ones
+        ([345, 1140, 1875, 1980], [0.95, 0.9, 0.8, 0.7], "must not fall"),
+        # one point at 345 MHz, 1,635 MHz short of the top clock: no ridge, the top ran at 0.67 V, and a
+        # 100 GHz what-if was accepted while the stock table refuses past 4,736 MHz
+        ([345], [0.67], "does not rise anywhere"),
+        ([345, 1140], [0.67, 0.67], "does not rise anywhere"),
+    ],
+)
+def test_a_vf_table_that_cannot_say_the_top_clocks_voltage_is_refused(clock_mhz, volts, needle) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_gpu("h100-sxm", _with_core_v(clock_mhz, volts))
