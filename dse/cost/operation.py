@@ -94,7 +94,9 @@ def operation_value_problem(key: str, value: float) -> str | None:
     """What is wrong with `value` for OPERATION_RANGES[key] (NaN is out of every range), None if nothing:
     the caller names what the user gave (a flag, a `--set` path, a study's `cost.<key>`)."""
     low, high, note = OPERATION_RANGES[key]
-    return None if low <= value <= high else f"must be in [{low:g}, {high:g}]{note}, got {value:g}"
+    # `1e309` overflows to inf when read: said as what it was, not as an `inf` the user never wrote
+    shown = "a number past a float's range" if math.isinf(value) else f"{value:g}"
+    return None if low <= value <= high else f"must be in [{low:g}, {high:g}]{note}, got {shown}"
 
 
 def check_operation_value(key: str, value: float, override: bool = False) -> None:

@@ -120,3 +120,11 @@ def test_compare_and_sweep_titles_say_the_layout_and_power_is_per_gpu() -> None:
     for rows in (COMPARE_METRICS, SWEEP_METRICS):  # the row labels (a narrow console wraps them)
         labels = {key: label for key, label, *_ in rows}
         assert "per GPU" in labels["avg_power_w"] and "per GPU" in labels.get("memory_bytes", "per GPU")
+
+
+def test_a_price_that_overflows_is_not_shown_as_inf() -> None:
+    # `--gpu-usd-per-hour 1e309` said "got inf", a value the user never wrote (README: an overflowing
+    # number is named as written, not as inf)
+    out = refused(["predict", "--model", "llama-3.1-8b", "--batch", "1", "--input-tokens", "16",
+                   "--output-tokens", "4", "--gpu-usd-per-hour", "1e309"], "--gpu-usd-per-hour")  # fmt: skip
+    assert "got inf" not in out and "past a float's range" in out, out
