@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -306,12 +307,8 @@ def predict_cmd(
     _no_flags_a_pass_ignores(ctx, model, vision, load, (kv_dtype, engine, sampling), cost, sets)
     _no_host_gap(host_gap_us)
     graph, note = pass_graph(model, kernels, load.batch, phase, seq_len, precision, attention, train, spec)
-
-    def notes() -> None:  # once the prediction ran: an error stays one line
-        print_note(note)
-        if model is not None and not vision and not shape_given and not as_json:
-            note_one_pass(model, phase, seq_len)
-
+    one_pass = model is not None and not vision and not shape_given and not as_json
+    notes = functools.partial(_pass_notes, note, model if one_pass else None, phase, seq_len)
     mode = launch if launch is not None else ("eager" if kernels is not None else None)
     _predict_graph(graph, model, spec, point, coeffs, mode, breakdown, as_json, notes)
 
@@ -349,6 +346,14 @@ def _no_flags_a_pass_ignores(
     cost.refuse(
         ctx, sets, f"a forward pass of {model}" if vision else "one pass (--phase, --seq-len, --kernels)"
     )
+
+
+def _pass_notes(note: str | None, model: str | None, phase: Any, seq_len: Any) -> None:
+    """A pass's notes, printed once its prediction ran (an error stays one line): `note`, and for a
+    `model` predicted with the default phase and length, which ones those were."""
+    print_note(note)
+    if model is not None:
+        note_one_pass(model, phase, seq_len)
 
 
 def _no_host_gap(host_gap_us: float | None) -> None:
