@@ -380,7 +380,7 @@ def load_title(est: Any) -> str:
     )
 
 
-def overload_warning(est: Any) -> str | None:
+def load_warning(est: Any) -> str | None:
     """The line under an overloaded open loop's table (`dse.serving.metrics.overloaded`): its queue grows
     with every request, so its TTFT figures are those of the run's length, not the server's. Or, under a
     rate run that keeps up but held no steady window (`dse.serving.metrics.steady_window` fell back to the

@@ -59,10 +59,10 @@ from dse.cli.load import (
     check_load_attention,
     implied_lengths,
     load_title,
+    load_warning,
     named_as_flags,
     note_lengths,
     note_one_pass,
-    overload_warning,
 )
 from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, shape_flags, show_graph
 from dse.cli.training import (
@@ -420,7 +420,7 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         console.print(
             "feasible" if est.feasible else f"[bold red]infeasible:[/] {esc(est.infeasible_reason)}"
         )
-        if (warning := overload_warning(est)) is not None:
+        if (warning := load_warning(est)) is not None:
             console.print(warning)
         if breakdown:
             console.print("(--breakdown: energy by module and operator is given for a static batch)")
@@ -562,5 +562,5 @@ def _show_whatif(
         )
         bound = bound_text(est.bound_by)
         console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))
-        if (warning := overload_warning(est)) is not None:
+        if (warning := load_warning(est)) is not None:
             console.print(f"{name}: {warning}")

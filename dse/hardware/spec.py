@@ -360,7 +360,7 @@ class GpuSpec(_Frozen):
             )
         if table.value[-1] > CORE_V_MAX_V:
             slope_v_per_hz = power.core_v.ridge_slope()
-            reach_hz = power.core_v.clock_hz[-1] + (CORE_V_MAX_V - power.core_v.value[-1]) / slope_v_per_hz
+            reach_hz = end_hz + (CORE_V_MAX_V - power.core_v.value[-1]) / slope_v_per_hz
             raise ValueError(
                 f"core_v extended along its ridge ({slope_v_per_hz * 1e9:.3g} V/GHz) reaches "
                 f"{CORE_V_MAX_V} V, the most taken for an SM supply, at {reach_hz / 1e6:.0f} MHz, below the "
