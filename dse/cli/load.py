@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from dse.cli.common import ServingBatchOpt, err_console
 from dse.errors import ConfigError, DseError
@@ -380,15 +381,26 @@ def load_title(est: Any) -> str:
     )
 
 
-def load_warning(est: Any) -> str | None:
-    """The line under an overloaded open loop's table (`dse.serving.metrics.overloaded`): its queue grows
-    with every request, so its TTFT figures are those of the run's length, not the server's. Or, under a
-    rate run that keeps up but held no steady window (`dse.serving.metrics.steady_window` fell back to the
-    whole run: its batch was still filling), the line saying its system figures include that ramp (a
-    newcomer's Mixtral-8x7B TP2 at 20 requests/s read 4,150 tokens/s over the default 500 requests, 5,099
-    over 3,000, of 5,120 offered). Else None."""
-    if not getattr(est, "overloaded", False):
-        return _ramp_warning(est)
+def load_warnings(est: Any) -> list[str]:
+    """The lines under a load run's table (rich markup; `plain_warnings` for JSON): an overloaded open
+    loop (`dse.serving.metrics.overloaded`), whose queue grows with every request, so its TTFT figures are
+    those of the run's length, not the server's; or a rate run that keeps up but held no steady window
+    (`dse.serving.metrics.steady_window` fell back to the whole run: its batch was still filling), whose
+    system figures include that ramp (a newcomer's Mixtral-8x7B TP2 at 20 requests/s read 4,150 tokens/s
+    over the default 500 requests, 5,099 over 3,000, of 5,120 offered); and a run whose KV cache holds
+    fewer sequences than the engine admits (`_preemption_warning`)."""
+    if not getattr(est, "feasible", False):
+        return []
+    first = _overload_warning(est) if getattr(est, "overloaded", False) else _ramp_warning(est)
+    return [w for w in (first, _preemption_warning(est)) if w is not None]
+
+
+def plain_warnings(est: Any) -> list[str]:
+    """`load_warnings` without markup: the `warnings` key of a load run's JSON."""
+    return [Text.from_markup(w).plain.removeprefix("warning: ") for w in load_warnings(est)]
+
+
+def _overload_warning(est: Any) -> str:
     m = est.metrics()
     return (
         f"[bold yellow]warning:[/] overloaded: {est.request.request_rate_per_s:g} requests/s arrive and the "
@@ -398,9 +410,30 @@ def load_warning(est: Any) -> str | None:
     )
 
 
+# Preemptions per request above which a run is said to thrash: vLLM's recompute preemption evicts the
+# newest request when a decode finds no free block, and a pool that holds fewer whole requests than
+# max_num_seqs admits does so every few steps (Qwen3-32B TP2 on H100s, 1024 / 1024 offline: 2,771 in
+# 4,096 requests, 3,950 tokens/s against 4,095 at concurrency 256).
+PREEMPTIONS_PER_REQUEST = 0.05
+
+
+def _preemption_warning(est: Any) -> str | None:
+    m = est.metrics()
+    n, preempted = float(m.get("num_requests") or 0), float(m.get("preemptions") or 0)
+    if n <= 0 or preempted <= PREEMPTIONS_PER_REQUEST * n:
+        return None
+    per_request = float(m["input_tokens_mean"]) + float(m["output_tokens_mean"])
+    fit = int(float(m["kv_capacity_tokens"]) // per_request)
+    return (
+        f"[bold yellow]warning:[/] {int(preempted)} preemptions in {int(n)} requests: the KV cache "
+        f"({int(m['kv_capacity_tokens'])} tokens) holds about {fit} whole requests of these lengths and the "
+        f"engine admits up to {est.engine.max_num_seqs}, so running requests are evicted and recomputed "
+        f"(throughput, power and J/token include the recompute); --max-num-seqs {max(fit, 1)} avoids it"
+    )
+
+
 def _ramp_warning(est: Any) -> str | None:
-    request = getattr(est, "request", None)
-    if getattr(request, "mode", None) != "request_rate" or not getattr(est, "feasible", False):
+    if getattr(getattr(est, "request", None), "mode", None) != "request_rate":
         return None
     m = est.metrics()
     window_s, duration_s = m.get("window_s"), m.get("duration_s")

@@ -59,10 +59,11 @@ from dse.cli.load import (
     check_load_attention,
     implied_lengths,
     load_title,
-    load_warning,
+    load_warnings,
     named_as_flags,
     note_lengths,
     note_one_pass,
+    plain_warnings,
 )
 from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, shape_flags, show_graph
 from dse.cli.training import (
@@ -394,7 +395,8 @@ def _show_serving(est: Any, cost: dict[str, Any], breakdown: bool, as_json: bool
     # GPU with 50x the memory energy) stays over the cap even at the lowest clock: said, not hidden.
     over = power is not None and cap_not_held(float(power), cap_w)
     if as_json:
-        print_json({**est.to_dict(), "power_cap_w": cap_w, "cap_exceeded": over, **cost})
+        warned = {"warnings": plain_warnings(est)} if isinstance(est, LoadEstimate) else {}
+        print_json({**est.to_dict(), "power_cap_w": cap_w, "cap_exceeded": over, **warned, **cost})
         return
     _show_serving_text(est, breakdown)
     if over:
@@ -420,7 +422,7 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         console.print(
             "feasible" if est.feasible else f"[bold red]infeasible:[/] {esc(est.infeasible_reason)}"
         )
-        if (warning := load_warning(est)) is not None:
+        for warning in load_warnings(est):
             console.print(warning)
         if breakdown:
             console.print("(--breakdown: energy by module and operator is given for a static batch)")
@@ -528,6 +530,8 @@ def _show_whatif(
     ]
     for side, est in zip(sides, runs, strict=True):  # what bounds each phase: a change's effect, explained
         side["bound_by"] = est.bound_by
+        if under_load:
+            side["warnings"] = plain_warnings(est)
     if as_json:
         mode = runs[0].request.mode if under_load else "static"
         print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
@@ -562,5 +566,5 @@ def _show_whatif(
         )
         bound = bound_text(est.bound_by)
         console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))
-        if (warning := load_warning(est)) is not None:
+        for warning in load_warnings(est):
             console.print(f"{name}: {warning}")

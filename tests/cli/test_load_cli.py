@@ -164,6 +164,29 @@ def test_a_rate_run_too_short_to_fill_its_batch_says_its_figures_include_the_ram
     assert "overloaded" not in short
     long = runner.invoke(app, ["predict", *flags, "--request-rate", "20", "--num-requests", "2000"]).stdout
     assert "no steady state" not in long
+    # JSON users get the same lines (markup stripped) under `warnings`, an empty list when there are none
+    short_json = run_json("predict", *flags, "--request-rate", "20", "--num-requests", "100")
+    assert [w.startswith("no steady state in 100 requests") for w in short_json["warnings"]] == [True]
+    assert run_json("predict", *flags, "--request-rate", "20", "--num-requests", "2000")["warnings"] == []
+
+
+def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
+    """A pool that holds fewer whole requests than max_num_seqs admits evicts and recomputes running
+    requests (vLLM's recompute preemption); capping the batch at the number of whole requests the pool holds
+    leaves every admitted request room for its whole sequence, so nothing is evicted and the run is faster."""
+    flags = [*BASE[:-1], "512", "--max-throughput", "--num-requests", "64"]
+    flags += ["--gpu-memory-utilization", "0.25"]
+    thrash = run_json(*flags, "--max-num-seqs", "64")
+    fit = int(thrash["kv_capacity_tokens"] // (512 + 512))
+    assert thrash["preemptions"] > 0.05 * 64 and fit < 64
+    said = f"{thrash['preemptions']} preemptions in 64 requests"
+    assert [w.split(":")[0] for w in thrash["warnings"]] == [said]
+    assert f"--max-num-seqs {fit} avoids it" in thrash["warnings"][0]
+    capped = run_json(*flags, "--max-num-seqs", str(fit))
+    assert capped["preemptions"] == 0 and capped["warnings"] == []
+    assert capped["output_tokens_per_s"] > thrash["output_tokens_per_s"]
+    text = " ".join(runner.invoke(app, [*flags, "--max-num-seqs", "64"]).stdout.split())
+    assert f"warning: {said}" in text
 
 
 def test_engine_knobs_reach_the_simulation() -> None:
