@@ -352,14 +352,20 @@ ServingBatchOpt = Annotated[
 SeqOpt = Annotated[
     int, typer.Option("--seq-len", help="Prompt length (prefill) or KV context length (decode).")
 ]
+_PRECISION_HELP = (
+    "fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, Kimi-K2.5's "
+    "int4). Default: an LLM checkpoint's own weights as published (its config's quantization_config or "
+    "Hub-id suffix: fp8 for DeepSeek-V3 and *-FP8, mxfp4 for gpt-oss), else bf16"
+)
 PrecisionOpt = Annotated[
+    str | None, typer.Option("--precision", help=f"{_PRECISION_HELP}.", show_default=False)
+]
+# `dse predict`'s, the one command with --training: the other commands would describe a mode they refuse
+PredictPrecisionOpt = Annotated[
     str | None,
     typer.Option(
         "--precision",
-        help="fp32, tf32, bf16, fp16, fp8 or mxfp4 (4-bit weight-only expert weights: gpt-oss's MXFP4, "
-        "Kimi-K2.5's int4). Default: an LLM checkpoint's own weights as published (its config's "
-        "quantization_config or Hub-id suffix: fp8 for DeepSeek-V3 and *-FP8, mxfp4 for gpt-oss), else "
-        "bf16 (a training step, `dse predict --training`: bf16).",
+        help=f"{_PRECISION_HELP} (a training step, --training: bf16).",
         show_default=False,
     ),
 ]

@@ -88,6 +88,19 @@ LengthDistOpt = Annotated[
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica (heads, widths / T).")]
 PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers / P; one micro-batch per step).")]
 EpOpt = Annotated[
+    int, typer.Option("--ep", help="Expert-parallel ways of the MoE layers (experts / E); divides T x D.")
+]
+# `dse predict`'s: it alone takes --training, whose step reads --pp and --ep as a training layout
+PredictPpOpt = Annotated[
+    int,
+    typer.Option(
+        "--pp",
+        help="Pipeline stages (layers / P). Serving: one micro-batch per step. A training step (--training): "
+        "1F1B over its global batch / (micro-batch x dp) micro-batches plus a bubble of (P - 1) / vp "
+        "micro-batch times.",
+    ),
+]
+PredictEpOpt = Annotated[
     int,
     typer.Option(
         "--ep",
@@ -220,6 +233,14 @@ class LoadArgs:
             ep=self.ep,
             dp=self.dp,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictLoadArgs(LoadArgs):
+    """`dse predict`'s load options: LoadArgs with the help of --pp and --ep for a training step too."""
+
+    pp: PredictPpOpt = 1
+    ep: PredictEpOpt = 1
 
 
 # (metric key, label, scale, format) for estimates under load.

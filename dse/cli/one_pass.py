@@ -92,6 +92,18 @@ def pass_memory_fields(graph: Any, model: str | None, spec: Any) -> dict[str, An
     return parts | {"memory_capacity_bytes": have, "memory_fits": parts["memory_bytes"] <= have}
 
 
+def vision_pass_fields(graph: Any, latency_s: float, energy_j: float) -> dict[str, Any]:
+    """A vision forward pass's settings (batch, image size, and its layout: a CNN's memory format, a ViT's
+    attention) and its rate and energy per image, under the keys a vision training step's `--json` uses
+    (`samples_per_s`, `energy_per_sample_j`): a saved result says what ran. Any other pass: nothing."""
+    meta = graph.meta
+    if "image_size" not in meta:
+        return {}
+    batch = int(str(meta["batch"]))
+    settings = {k: meta[k] for k in ("batch", "image_size", "memory_format", "attention") if k in meta}
+    return settings | {"samples_per_s": batch / latency_s, "energy_per_sample_j": energy_j / batch}
+
+
 def _no_fit_text(payload: dict[str, Any]) -> str:
     need, have = payload["memory_bytes"] / GIB, payload["memory_capacity_bytes"] / GIB
     if "kv_cache_bytes" not in payload:  # a vision forward pass

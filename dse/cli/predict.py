@@ -29,6 +29,7 @@ from dse.cli.common import (
     PrecisionOpt,
     PredictAttentionOpt,
     PredictPhaseOpt,
+    PredictPrecisionOpt,
     PredictSeqOpt,
     RateOpt,
     SamplingOpt,
@@ -56,6 +57,7 @@ from dse.cli.cost import (
 from dse.cli.load import (
     LOAD_ROWS,
     LoadArgs,
+    PredictLoadArgs,
     check_load_attention,
     implied_lengths,
     load_title,
@@ -65,7 +67,14 @@ from dse.cli.load import (
     note_one_pass,
     plain_warnings,
 )
-from dse.cli.one_pass import cap_not_held, cap_note, pass_memory_fields, shape_flags, show_graph
+from dse.cli.one_pass import (
+    cap_not_held,
+    cap_note,
+    pass_memory_fields,
+    shape_flags,
+    show_graph,
+    vision_pass_fields,
+)
 from dse.cli.training import (
     TrainingArgs,
     TrainingOpt,
@@ -233,7 +242,7 @@ def _no_training_flags(train: TrainingArgs, allowed: tuple[str, ...] = ()) -> No
 
 
 @friendly
-@with_options(load=LoadArgs, cost=CostArgs, train=TrainingArgs)
+@with_options(load=PredictLoadArgs, cost=CostArgs, train=TrainingArgs)
 def predict_cmd(
     ctx: typer.Context,
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name or a GPU YAML path.")] = "h100-sxm",
@@ -243,7 +252,7 @@ def predict_cmd(
     seq_len: PredictSeqOpt = None,
     input_tokens: InOpt = None,
     output_tokens: OutOpt = None,
-    precision: PrecisionOpt = None,
+    precision: PredictPrecisionOpt = None,
     attention: PredictAttentionOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = None,
@@ -378,11 +387,15 @@ def _predict_graph(
     notes()
     # the settings the graph was built with, in the text title (precision, attention or memory format)
     shown = [f"{graph.meta[k]}{label}" for k, label in _GRAPH_SETTINGS if graph.meta.get(k) is not None]
+    if "image_size" in graph.meta:  # a vision pass: its batch and image size
+        shown.append(f"{graph.meta['batch']} images of {graph.meta['image_size']} px")
     title = f"{pred.name} on {pred.gpu}" + (f" ({', '.join(shown)})" if shown else "")
     payload = predict_command_payload(pred, kernels=True)
     if graph.meta.get("precision") is not None:  # it may be the checkpoint's, not a flag's
         payload["precision"] = graph.meta["precision"]
-    payload |= pass_memory_fields(graph, model, spec)
+    payload |= pass_memory_fields(graph, model, spec) | vision_pass_fields(
+        graph, pred.latency_s, pred.energy_j
+    )
     show_graph(payload, pred, breakdown, as_json, title)
 
 

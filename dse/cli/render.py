@@ -33,6 +33,9 @@ GRAPH_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("latency_s", "latency (ms)", 1e3, ".3f"),
     ("busy_s", "GPU busy (ms)", 1e3, ".3f"),
     ("energy_j", "energy (J)", 1.0, ".4g"),
+    # a vision forward pass's only (`vision_pass_fields`): the training step's keys, per image
+    ("samples_per_s", "images/s", 1.0, ",.1f"),
+    ("energy_per_sample_j", "energy per image (J)", 1.0, ".4g"),
     ("avg_power_w", "average power (W)", 1.0, ".1f"),
     ("peak_power_w", "peak kernel power (W; the cap holds the mean)", 1.0, ".1f"),
     ("effective_clock_hz", "effective SM clock (MHz)", 1e-6, ".0f"),

@@ -333,7 +333,8 @@ def sweep_cmd(
     cost: CostArgs,
 ) -> None:
     """Vary one or two parameters (PATH=START:STOP:STEPS, STEPS points each) for one serving workload: a
-    table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible)."""
+    table with one row per point (TTFT, TPOT, tokens/s, J per token, power, feasible). Serving only: a
+    training step's settings are swept by a training study (`dse run studies/training.yaml`)."""
     from dse.search.sweep import SweepInterrupted, parse_axis
 
     if not 1 <= len(params) <= 2:
@@ -514,7 +515,7 @@ def compare_cmd(
     """The same serving workload on each GPU, side by side: latency, throughput, power, J per token, memory
     needed against capacity and cost (a static --batch, or a load mode as in `dse predict`; `--set` changes
     every GPU alike, and the title and columns say so; a renter prices each GPU with --gpu-usd-per-hour
-    NAME=PRICE,...)."""
+    NAME=PRICE,...). Serving only: a training step is predicted per GPU by `dse predict`."""
     from dse.search.sweep import compare_gpus
 
     if len(gpus) < 2:

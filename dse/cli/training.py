@@ -12,7 +12,13 @@ from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 
 TrainingOpt = Annotated[
-    bool, typer.Option("--training", help="Predict one training step (forward + backward + optimizer).")
+    bool,
+    typer.Option(
+        "--training",
+        help="Predict one training step (forward + backward + optimizer). Its MFU divides by the dense "
+        "tensor peak of --precision (fp8: the fp8 peak, twice bf16's, so an fp8 MFU is not comparable with "
+        "a bf16 one; model TFLOP/s per GPU is; fp32: the CUDA cores' FP32 peak).",
+    ),
 ]
 NumGpusOpt = Annotated[
     int | None, typer.Option("--num-gpus", help="Training: GPUs in all; dp = N / (tp x pp x cp) (default 1).")
