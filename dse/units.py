@@ -8,6 +8,7 @@ at load time.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -161,3 +162,21 @@ def mw_to_w(value_mw: float) -> float:
 def mj_to_j(value_mj: float) -> float:
     """NVML's energy counter is in millijoules."""
     return value_mj * MILLI
+
+
+# A row format for significant figures in fixed notation (d3-format's `r` type, which the plotly charts read
+# too): `.3r` shows 0.00306, 0.290, 12.3 and 1230. Prices per million tokens span 1e-3 (a 1B model at batch
+# 256) to 1e2, so `.3f` showed 0.003 for every such design and `.3g` shows 0.29 and 1.23e+03.
+_SIGNIFICANT = re.compile(r"^(,?)\.(\d+)r$")
+
+
+def format_value(value: float, fmt: str) -> str:
+    """`value` in a table's row format: Python's format spec, or `[,].Nr` for N significant figures in fixed
+    notation (the report's `r`: a row format serves the text tables and the charts' hover alike)."""
+    match = _SIGNIFICANT.match(fmt)
+    if match is None or not math.isfinite(value):
+        return format(value, fmt if match is None else "")
+    digits = max(int(match.group(2)), 1)
+    rounded = float(f"{value:.{digits - 1}e}")  # to N significant figures; its exponent may have moved up
+    exponent = math.floor(math.log10(abs(rounded))) if rounded else 0
+    return format(rounded, f"{match.group(1)}.{max(digits - 1 - exponent, 0)}f")

@@ -5,7 +5,8 @@ Commands live in one module per group and are registered here, explicitly, in th
 lists them:
 
     hardware   gpus, models, demo, gpu show, workload show
-    predict    predict, whatif
+    predict    predict
+    whatif     whatif
     calibrate  calibrate
     runs       run, report, serve
     bench      bench
@@ -21,7 +22,19 @@ import sys
 
 import typer
 
-from dse.cli import bench, calibrate, cost, hardware, measure, predict, runs, sweep, training, validate
+from dse.cli import (
+    bench,
+    calibrate,
+    cost,
+    hardware,
+    measure,
+    predict,
+    runs,
+    sweep,
+    training,
+    validate,
+    whatif,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -64,7 +77,7 @@ def _show_warnings() -> None:
 app.command("gpus")(hardware.gpus_cmd)
 app.command("models")(hardware.models_cmd)
 app.command("predict")(predict.predict_cmd)
-app.command("whatif")(predict.whatif_cmd)
+app.command("whatif")(whatif.whatif_cmd)
 app.command("demo")(hardware.demo_cmd)
 app.command("calibrate")(calibrate.calibrate_cmd)
 app.command("run")(runs.run_cmd)

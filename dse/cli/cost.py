@@ -13,7 +13,15 @@ from rich.table import Table
 from dse.cli.common import JsonOpt, console, err_console, esc, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
-from dse.cost.operation import COST_KEYS, CostOptions, Throughput, cost_outputs, operation_value_problem
+from dse.cost.operation import (
+    COST_KEYS,
+    CostOptions,
+    Throughput,
+    cost_outputs,
+    operation_value_problem,
+    renter_ignores,
+    renter_problem,
+)
 from dse.errors import DseError, UnpricedError
 
 CostScenarioOpt = Annotated[
@@ -52,14 +60,21 @@ RentOpt = Annotated[
     typer.Option(
         "--gpu-usd-per-hour",
         help="Renter view: $ per GPU-hour, replacing the owner's ledger. `dse compare`: one price for every "
-        "GPU, or each GPU's as NAME=PRICE,... (h100-sxm=2.99,l40s=0.9).",
+        "GPU, or each GPU's as NAME=PRICE,... (h100-sxm=2.99,l40s=0.9). `dse whatif`: one price for both "
+        "sides, or each side's as baseline=PRICE,changed=PRICE (baseline=2.99,changed=2.2).",
         show_default=False,
     ),
 ]
 PriceOpt = Annotated[
     float | None,
-    typer.Option("--gpu-price-usd", help="Owner view: purchase price per GPU (default: derived)."),
+    typer.Option(
+        "--gpu-price-usd",
+        help="Owner view: purchase price per GPU (default: derived). `dse whatif`: the baseline's price; the "
+        "changed GPU's moves with its build cost, as a catalog GPU's published price does.",
+    ),
 ]
+# How the CLI names the renter's rate in a refusal of the owner's prices beside it (`renter_problem`).
+RENT_FLAG = "--gpu-usd-per-hour (the renter's view)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,23 +100,15 @@ class CostArgs:
             value = getattr(self, key)
             if value is not None:  # the flag's own range, before the facts are built from it
                 check_operation_value(key, value)
+        _, cost_sets = split_cost_overrides(parse_set_options(sets))
         owner_only = [
             flag for flag, value in (("--gpu-price-usd", self.gpu_price_usd),
                                      ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh))
             if value is not None
-        ]  # fmt: skip
+        ] + [f"--set cost.{path}" for path in cost_sets if renter_ignores(path)]  # fmt: skip
         if rate_usd_per_h is not None and owner_only:
-            # the rate replaces the owner's ledger: a price or an electricity tariff would show, unused
-            raise DseError(
-                "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
-                + ", ".join(owner_only)
-            )
-        _, cost_sets = split_cost_overrides(parse_set_options(sets))
-        if rate_usd_per_h is not None and "operation.electricity_usd_per_kwh" in cost_sets:
-            raise DseError(
-                "--gpu-usd-per-hour (the renter's view) replaces the owner's ledger: drop "
-                "--set cost.operation.electricity_usd_per_kwh"
-            )
+            # the rate replaces the owner's ledger: a price, tariff or server multiplier would show, unused
+            raise DseError(renter_problem(owner_only, RENT_FLAG))
         for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh"):
             if getattr(self, key) is not None and f"operation.{key}" in cost_sets:  # the flag won, unsaid
                 flag = "--" + key.replace("_", "-")
@@ -121,15 +128,16 @@ class CostArgs:
             return None
         if "=" in self.gpu_usd_per_hour:
             raise DseError(
-                f"--gpu-usd-per-hour {self.gpu_usd_per_hour}: NAME=PRICE prices each GPU of `dse compare`; "
-                "give one $ per GPU-hour here"
+                f"--gpu-usd-per-hour {self.gpu_usd_per_hour}: NAME=PRICE prices each GPU of `dse compare` "
+                "(each side of `dse whatif`); give one $ per GPU-hour here"
             )
         return _rent_usd_per_h(self.gpu_usd_per_hour)
 
-    def per_gpu(self, gpus: Sequence[str]) -> dict[str, CostArgs]:
-        """Each compared GPU's cost options (`dse compare`): `--gpu-usd-per-hour NAME=PRICE,...` gives each
-        its own price and must name every GPU (as written on the command line), and nothing else; one price
-        (or none) is every GPU's. DseError naming the GPU and the price at fault."""
+    def per_gpu(self, gpus: Sequence[str], noun: str = "GPU") -> dict[str, CostArgs]:
+        """Each compared GPU's cost options (`dse compare`; `dse whatif`'s sides, `noun` "side"):
+        `--gpu-usd-per-hour NAME=PRICE,...` gives each its own price and must name every GPU (as written on
+        the command line), and nothing else; one price (or none) is every GPU's. DseError naming the GPU and
+        the price at fault."""
         text = self.gpu_usd_per_hour
         if text is None or ("=" not in text and "," not in text):
             return dict.fromkeys(gpus, self)
@@ -139,7 +147,7 @@ class CostArgs:
                 gpus, prices if len(prices) == len(gpus) else ["PRICE"] * len(gpus), strict=True
             )
             raise DseError(
-                f"--gpu-usd-per-hour {text}: name each GPU's price, "
+                f"--gpu-usd-per-hour {text}: name each {noun}'s price, "
                 + ",".join(f"{gpu}={price}" for gpu, price in named_prices)
             )
         named: dict[str, str] = {}
@@ -147,20 +155,22 @@ class CostArgs:
             name, equals, price = (part.strip() for part in item.rpartition("="))
             if not equals or not name:  # "2.99,l40s=0.9": one price for all and one named, both meant?
                 raise DseError(
-                    f"--gpu-usd-per-hour {text}: give one price for every GPU, or NAME=PRICE for each of "
+                    f"--gpu-usd-per-hour {text}: give one price for every {noun}, or NAME=PRICE for each of "
                     f"{', '.join(gpus)}, not {item.strip() or 'an empty item'}"
                 )
             if name in named:
                 raise DseError(f"--gpu-usd-per-hour {text}: {name} is priced twice")
             if name not in gpus:
-                raise DseError(f"--gpu-usd-per-hour {text}: {name} is not a compared GPU ({', '.join(gpus)})")
+                raise DseError(
+                    f"--gpu-usd-per-hour {text}: {name} is not a compared {noun} ({', '.join(gpus)})"
+                )
             _rent_usd_per_h(price, name)
             named[name] = price
         missing = [name for name in dict.fromkeys(gpus) if name not in named]
         if missing:
             raise DseError(
                 f"--gpu-usd-per-hour {text}: no price for {', '.join(missing)} (NAME=PRICE for every "
-                "compared GPU, or one price for all)"
+                f"compared {noun}, or one price for all)"
             )
         return {name: replace(self, gpu_usd_per_hour=named[name]) for name in gpus}
 
@@ -245,7 +255,7 @@ COST_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
     ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),
-    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3f"),
+    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3r"),
     ("energy_cost_fraction", "energy share of cost (%)", 100.0, ".1f"),
     ("gco2_per_output_token", "gCO2 per output token (operational)", 1.0, ".3g"),
     ("embodied_gco2_per_output_token", "gCO2 per output token (embodied)", 1.0, ".3g"),
@@ -260,18 +270,29 @@ LEDGER_ROWS: tuple[tuple[str, str, float, str], ...] = (
         "usd_per_million_input_tokens",
         "$ per million input tokens (prefill, inside the output price)",
         1.0,
-        ".3f",
+        ".3r",
     ),
 )
 
 
 def cost_block(cost: dict[str, Any], rows: Any) -> Any:
-    """The text output's cost block: a table of `rows`, or the line saying why the GPU was not priced."""
+    """The text output's cost block: a table of `rows` and a warning with its `cost_note` (a die past the
+    reticle, ...), or the line saying why the GPU was not priced."""
+    from rich.console import Group
+    from rich.text import Text
+
     from dse.cli.render import metrics_table
 
-    if cost.get("cost_note"):  # `priced`: every value of the block is null
-        return esc(f"cost and carbon: {cost['cost_note']}")
-    return metrics_table(cost, rows, cost_title(cost))
+    note = cost.get("cost_note")
+    if note and all(cost.get(row[0]) is None for row in rows):  # `priced`: every value of the block is null
+        return esc(f"cost and carbon: {note}")
+    table = metrics_table(cost, rows, cost_title(cost))
+    return Group(table, Text.from_markup(cost_warning(note))) if note else table
+
+
+def cost_warning(note: str) -> str:
+    """The warning line (console markup) of a priced ledger's `cost_note`."""
+    return f"[bold yellow]warning:[/] {esc(note)}"
 
 
 def cost_title(cost: dict[str, Any]) -> str:
@@ -287,8 +308,33 @@ def cost_title(cost: dict[str, Any]) -> str:
     return f"cost and carbon: {view} view, {cost['cost_scenario']} prices{estimate}"
 
 
+def rent_basis(cost: dict[str, Any], rent: str | None, noun: str, form: str) -> str:
+    """The line under a side-by-side table (`dse compare` of GPUs, `dse whatif` of sides; `noun`) naming its
+    cost view: in the renter's, whether each has its own $ per GPU-hour (`rent`, the flag's text; `form`,
+    how to give each its own). One rate for all favours the fastest by construction: a design that is
+    cheaper to build is charged a dearer one's rent. The "GPU price" row is then no part of the cost."""
+    line = cost_title(cost)
+    if cost["cost_view"] == "owner":
+        return line
+    if "=" in (rent or ""):
+        return f"{line}: each {noun} at its own $ per GPU-hour; the GPU price row is not in the cost"
+    return (
+        f"{line}: one $ per GPU-hour for every {noun} (--gpu-usd-per-hour {form} prices each), so $ per "
+        "token follows speed alone, not build cost; the GPU price row is not in the cost"
+    )
+
+
 @friendly
-def facts_cmd(as_json: JsonOpt = False) -> None:
+def facts_cmd(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON list: path, value, low, high, unit (each fact's own, as the table shows "
+            "it: mm2, USD/wafer, kgCO2e/cm2 ...), date, tag, source.",
+        ),
+    ] = False,
+) -> None:
     """Every cost and carbon constant: value, range, unit, date, tag and source (`--set cost.PATH=X`)."""
     facts = load_cost_facts()
     rows = [{"path": p, **asdict(f)} for p, f in sorted(facts.entries.items())]

@@ -1,18 +1,17 @@
-"""`dse predict` and `dse whatif`: workloads, serving, DVFS and power caps, and what-if GPUs side by side."""
+"""`dse predict`: workloads, serving, DVFS and power caps (`dse whatif`, in `whatif.py`, runs its serving
+prediction on two GPUs)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from dse.cli.common import (
-    AttentionOpt,
     BreakdownOpt,
     BusOpt,
     CapOpt,
@@ -26,7 +25,6 @@ from dse.cli.common import (
     MemoryOpt,
     ModelOpt,
     OutOpt,
-    PrecisionOpt,
     PredictAttentionOpt,
     PredictPhaseOpt,
     PredictPrecisionOpt,
@@ -81,7 +79,6 @@ from dse.cli.training import (
     run_training,
 )
 from dse.errors import DseError
-from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from dse.serving.load import LoadEstimate
 from dse.workload.sharding import PARALLEL_FLAGS
 from dse.workload.vision import is_vision_model
@@ -122,7 +119,7 @@ def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
     return latency, power
 
 
-def _serving(
+def estimate_serving(
     model: str | None,
     gpu: Any,
     load: LoadArgs,
@@ -310,7 +307,7 @@ def predict_cmd(
         options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
         options |= {"engine": engine, "sampling": sampling}
         with implied_precision(precision, precision_note):
-            est = _serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
+            est = estimate_serving(model, spec, load, input_tokens, output_tokens, point, coeffs, **options)
         print_note(precision_note)
         _report_serving(est, spec, point, cost.options(sets), given_tokens, breakdown, as_json, precision)
         return
@@ -467,117 +464,3 @@ def _show_serving_text(est: Any, breakdown: bool) -> None:
         console.print(breakdown_table(est.energy_j_by_module, "energy by hardware module"))
         console.print(breakdown_table(rollup_by_level(est.energy_j_by_name, 1), "energy by phase"))
         console.print(breakdown_table(est.energy_j_by_name, "energy by operator", limit=25))
-
-
-@friendly
-@with_options(load=LoadArgs, cost=CostArgs)
-def whatif_cmd(
-    gpu: Annotated[str, typer.Argument(help="The baseline GPU (catalog name or YAML path).")],
-    model: ModelOpt = "llama-3.1-8b",
-    input_tokens: Annotated[int, typer.Option("--input-tokens")] = DEFAULT_INPUT_TOKENS,
-    output_tokens: Annotated[int, typer.Option("--output-tokens")] = DEFAULT_OUTPUT_TOKENS,
-    precision: PrecisionOpt = None,
-    attention: AttentionOpt = "flash",
-    kv_dtype: KvDtypeOpt = None,
-    engine: EngineOpt = None,
-    sampling: SamplingOpt = None,
-    clock_mhz: ClockOpt = None,
-    power_cap_w: CapOpt = None,
-    memory: MemoryOpt = None,
-    bus_width_bits: BusOpt = None,
-    data_rate_gbps: RateOpt = None,
-    sets: SetOpt = None,
-    coeffs: CoeffsOpt = None,
-    as_json: JsonOpt = False,
-    *,
-    load: LoadArgs,
-    cost: CostArgs,
-) -> None:
-    """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
-    batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput)."""
-    new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)  # refuses a bare bus width
-    if memory is None and not sets:
-        given = (("--clock-mhz", clock_mhz), ("--power-cap-w", power_cap_w))
-        both = " and ".join(flag for flag, value in given if value is not None)
-        raise DseError(
-            "say what changes: --memory TECH [--bus-width-bits N --data-rate-gbps X] and/or --set PATH=VALUE"
-            + (f" (both sides run at the {both} given; a GPU's clock range: --set clocks.*)" if both else "")
-        )
-    base_gpu = gpu_from_options(gpu, None, None, None, None)
-    point = operating_point(
-        clock_mhz, power_cap_w, {f"the baseline {gpu}": base_gpu, f"the changed {gpu}": new_gpu}
-    )
-    if load.mode() == "static" and load.batch is None:
-        load = replace(load, batch=32)
-    precision, precision_note = resolve_precision(precision, model)
-    options = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
-    options |= {"engine": engine, "sampling": sampling}
-    with implied_precision(precision, precision_note):
-        runs = [
-            _serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
-            for g in (base_gpu, new_gpu)
-        ]
-    # `--set cost.*` changes the changed side's prices, as `--set gpu.*` its GPU; the flags price both
-    sides_costs = (cost.options(None), cost.options(sets))
-    sides = zip((base_gpu, new_gpu), runs, sides_costs, strict=True)
-    priced = [serving_cost(g, est, c) for g, est, c in sides]
-    print_note(precision_note)
-    _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
-
-
-def _workload_fields(est: Any) -> dict[str, Any]:
-    """What a side of `dse whatif --json` ran: the model, the request and (under load) the engine settings
-    `dse predict --json` reports, without its per-op breakdowns."""
-    return {k: v for k, v in est.to_dict().items() if k != "gpu" and not isinstance(v, dict)}
-
-
-def _show_whatif(
-    base_gpu: Any, new_gpu: Any, runs: list[Any], costs: list[dict[str, Any]], as_json: bool
-) -> None:
-    from dse.cli.render import SERVING_ROWS, bound_text, compare_table
-
-    under_load = isinstance(runs[0], LoadEstimate)
-    sides = [
-        {**g.summary(), **_workload_fields(est), **est.metrics(), **cost}
-        for g, est, cost in zip((base_gpu, new_gpu), runs, costs, strict=True)
-    ]
-    for side, est in zip(sides, runs, strict=True):  # what bounds each phase: a change's effect, explained
-        side["bound_by"] = est.bound_by
-        if under_load:
-            side["warnings"] = plain_warnings(est)
-    if as_json:
-        mode = runs[0].request.mode if under_load else "static"
-        print_json({"mode": mode, "baseline": sides[0], "changed": sides[1]})
-        return
-    bandwidth = (("memory_bw_bytes_per_s", "memory bandwidth (TB/s)", 1e-12, ".2f"),)
-    rows = bandwidth + (LOAD_ROWS if under_load else SERVING_ROWS) + LEDGER_ROWS[:3] + COST_ROWS
-    memory = (new_gpu.memory.technology, new_gpu.memory.bus_width_bits)
-    same_memory = memory == (base_gpu.memory.technology, base_gpu.memory.bus_width_bits)
-    label = "changed" if same_memory else f"{memory[0]} {memory[1]}-bit"  # name the memory only if it moved
-    note = ""
-    if under_load:
-        title = load_title(runs[0])
-        base_e, new_e = (est.engine for est in runs)
-        if (base_e.max_num_seqs, base_e.max_batched_tokens) != (new_e.max_num_seqs, new_e.max_batched_tokens):
-            # the engine's defaults follow the GPU (vLLM's by device memory): say so, not credit the hardware
-            note = (
-                f"the changed GPU runs the {new_e.name} engine's defaults for it: max {new_e.max_num_seqs} "
-                f"seqs, {new_e.max_batched_tokens} tokens/step (--max-num-seqs / --max-batched-tokens set "
-                "them for both)"
-            )
-    else:
-        r = runs[0].request
-        title = f"{runs[0].model}: static batch of {r.batch}, {r.input_tokens} in / {r.output_tokens} out, "
-        title += r.precision
-    console.print(Text(title))  # a paragraph at the console's width, not wrapped to the table
-    console.print(compare_table(sides[0], sides[1], rows, (base_gpu.name, label)))
-    if note:
-        console.print(note, highlight=False)
-    for name, side, est in (("baseline", sides[0], runs[0]), ("changed", sides[1], runs[1])):
-        status = (
-            "feasible" if side["feasible"] else f"[bold red]infeasible:[/] {esc(side['infeasible_reason'])}"
-        )
-        bound = bound_text(est.bound_by)
-        console.print(f"{name}: {status}" + (f"; {bound}" if bound else ""))
-        for warning in load_warnings(est):
-            console.print(f"{name}: {warning}")

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse.cli.common import esc
+from dse.units import format_value
 
 # (metric key, label, scale, format) for serving estimates.
 SERVING_ROWS: tuple[tuple[str, str, float, str], ...] = (
@@ -53,7 +54,7 @@ def metrics_table(
     table = Table("metric", "value")
     for key, label, scale, fmt in rows:
         if isinstance(values.get(key), int | float):
-            table.add_row(label, format(values[key] * scale, fmt))
+            table.add_row(label, format_value(values[key] * scale, fmt))
     return Group(Text(title), table)
 
 
@@ -71,14 +72,14 @@ def compare_table(
         a, b = _number(base.get(key)), _number(other.get(key))
         if a is None or b is None:
             if a is not None or b is not None:
-                shown = ["-" if v is None else format(v * scale, fmt) for v in (a, b)]
+                shown = ["-" if v is None else format_value(v * scale, fmt) for v in (a, b)]
                 table.add_row(label, *shown, "")
             continue
         if "%" in label or fmt.endswith("%"):  # a share: "(%)" rows are scaled to %, "%" formats from 1
             change = f"{(b - a) * scale * (100.0 if fmt.endswith('%') else 1.0):+.1f} points"
         else:
             change = f"{(b - a) / a:+.1%}" if a else ""
-        table.add_row(label, format(a * scale, fmt), format(b * scale, fmt), change)
+        table.add_row(label, format_value(a * scale, fmt), format_value(b * scale, fmt), change)
     return table
 
 

@@ -38,7 +38,7 @@ from dse.cli.common import (
     resolve_precision,
     with_options,
 )
-from dse.cli.cost import CostArgs
+from dse.cli.cost import RENT_FLAG, CostArgs, rent_basis
 from dse.cli.load import (
     LoadArgs,
     check_load_attention,
@@ -48,6 +48,7 @@ from dse.cli.load import (
 from dse.config.jsonio import with_nulls
 from dse.errors import DseError
 from dse.search.interrupts import sigterm_as_interrupt
+from dse.units import format_value
 
 HtmlOpt = Annotated[
     Path | None, typer.Option("--html", help="Also write an offline HTML chart (plotly.js inlined) here.")
@@ -171,7 +172,14 @@ def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
 
 def _check_cost_axes(axes: list[Any], cost: CostArgs) -> None:
     """A swept `cost.operation.*` value beside its own flag (`--pue` with `cost.operation.pue=1:2:2`): the
-    flag won at every point, the rows equal (as `dse predict` refuses `--pue` beside `--set`)."""
+    flag won at every point, the rows equal (as `dse predict` refuses `--pue` beside `--set`). So did a swept
+    price the renter's rate replaces (`cost.operation.electricity_usd_per_kwh` beside --gpu-usd-per-hour)."""
+    from dse.cost.operation import renter_ignores, renter_problem
+
+    swept = [axis.path for axis in axes if axis.path.startswith("cost.")]
+    owner_only = [f"the swept {path}" for path in swept if renter_ignores(path)]
+    if cost.gpu_usd_per_hour is not None and owner_only:
+        raise DseError(renter_problem(owner_only, RENT_FLAG))
     for axis in axes:
         key = axis.path.removeprefix("cost.").removeprefix("operation.")
         if axis.path.startswith("cost.operation.") and getattr(cost, key, None) is not None:
@@ -253,7 +261,7 @@ def _cell(row: dict[str, Any], key: str, scale: float, fmt: str) -> str:
     value = row["metrics"].get(key)
     if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
         return "-"
-    return format(value * scale, fmt)
+    return format_value(value * scale, fmt)
 
 
 def _check_html(path: Path | None, command: str = "sweep") -> None:
@@ -429,29 +437,15 @@ def _show_compare(
     table.add_row("feasible", *("yes" if r["reason"] is None else "[red]no[/]" for r in rows))
     console.print(table)
     if any(r["metrics"].get("usd_per_gpu_hour") is not None for r in rows):
-        console.print(esc(_cost_basis(view, cost)), highlight=False)
+        basis = rent_basis({"cost_view": view, "cost_scenario": cost.cost_scenario}, cost.gpu_usd_per_hour,
+                           "GPU", "NAME=PRICE,...")  # fmt: skip
+        console.print(esc(basis), highlight=False)
     _print_engines(rows, [str(r["params"]["gpu"]) for r in rows])
     _print_overloaded(rows, [str(r["params"]["gpu"]) for r in rows])
     for row in rows:
         if row["reason"] is not None:
             gpu, reason = esc(row["params"]["gpu"]), esc(row["reason"])
             console.print(f"{gpu}: [bold red]{row['status']}:[/] {reason}", highlight=False)
-
-
-def _cost_basis(view: str, cost: CostArgs) -> str:
-    """The line under a comparison naming its cost view: one renter's price for every GPU favours the
-    fastest by construction, and the "GPU price" row is then no part of the cost."""
-    from dse.cli.cost import cost_title
-
-    line = cost_title({"cost_view": view, "cost_scenario": cost.cost_scenario})
-    if view == "owner":
-        return line
-    if "=" in (cost.gpu_usd_per_hour or ""):
-        return f"{line}: each GPU at its own $ per GPU-hour; the GPU price row is not in the cost"
-    return (
-        f"{line}: one $ per GPU-hour for every GPU (--gpu-usd-per-hour NAME=PRICE,... prices each); "
-        "the GPU price row is not in the cost"
-    )
 
 
 def _print_overloaded(rows: list[dict[str, Any]], labels: list[str]) -> None:

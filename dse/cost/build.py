@@ -5,6 +5,8 @@
     package   organic substrate; HBM parts add a silicon interposer sized to the dies and HBM sites
     board     board and server share, proportional to the power the board delivers (TDP)
     price     the owner's purchase: a published price, moved with the build cost for a what-if
+    notes     what is priced although it could not be built so: a die past the reticle, an interposer past
+              CoWoS-S (a what-if may be hypothetical: said, not refused)
 
 Yield is negative binomial, `(1 + A D0 / alpha)^-alpha`. Harvesting: a die sells when the area outside
 the SM array is defect-free and at most its spare SMs (physical - enabled) are hit; defects in the SM
@@ -114,16 +116,44 @@ def memory_cost_usd(gpu: GpuSpec, facts: CostFacts) -> float:
     return gpu.memory.capacity_bytes / BYTES_PER_GB * facts.value(f"memory_usd_per_gb.{tech}")
 
 
+def interposer_mm2(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> float:
+    """The silicon interposer under an HBM part's dies and HBM sites; 0 for GDDR and LPDDR parts."""
+    if not gpu.memory.technology.startswith("hbm"):
+        return 0.0
+    sites = gpu.memory_phy_bits() / 1024
+    return facts.value("package.interposer_overhead") * (
+        area_mm2 + sites * facts.value("package.hbm_stack_footprint_mm2")
+    )
+
+
 def package_cost_usd(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> float:
     """Substrate for every part; an interposer under the dies and HBM sites for HBM parts."""
-    cost = facts.value("package.substrate_usd")
-    if gpu.memory.technology.startswith("hbm"):
-        sites = gpu.memory_phy_bits() / 1024
-        interposer_mm2 = facts.value("package.interposer_overhead") * (
-            area_mm2 + sites * facts.value("package.hbm_stack_footprint_mm2")
+    interposer_usd = interposer_mm2(gpu, area_mm2, facts) * facts.value("package.interposer_usd_per_mm2")
+    return facts.value("package.substrate_usd") + interposer_usd
+
+
+def build_notes(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> tuple[str, ...]:
+    """What the ledger prices although it could not be built as modelled: a die past the reticle field (no
+    stitching or split into dies is priced) or an interposer past CoWoS-S's largest (priced at CoWoS-S's
+    $/mm²). A what-if may be hypothetical, so these are said, not refused."""
+    assert gpu.die is not None
+    notes = []
+    per_die_mm2, reticle_mm2 = area_mm2 / gpu.die.num_dies, facts.value("limits.reticle_mm2")
+    if per_die_mm2 > reticle_mm2:
+        dies = "the die is" if gpu.die.num_dies == 1 else f"each of the {gpu.die.num_dies} dies is"
+        notes.append(
+            f"{dies} {per_die_mm2:,.0f} mm², over the {reticle_mm2:,.0f} mm² reticle field "
+            "(cost.limits.reticle_mm2): no scanner exposes a die that large in one shot, and it is priced "
+            "with no stitching (more dies: die.num_dies)"
         )
-        cost += interposer_mm2 * facts.value("package.interposer_usd_per_mm2")
-    return cost
+    cowos_mm2, limit_mm2 = interposer_mm2(gpu, area_mm2, facts), facts.value("limits.cowos_s_interposer_mm2")
+    if cowos_mm2 > limit_mm2:
+        notes.append(
+            f"the interposer is {cowos_mm2:,.0f} mm², over CoWoS-S's {limit_mm2:,.0f} mm² "
+            "(cost.limits.cowos_s_interposer_mm2): it needs a CoWoS-L-class package (B200 ships on one), "
+            "priced here at CoWoS-S's $ per mm²"
+        )
+    return tuple(notes)
 
 
 def embodied_gco2(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> float:
@@ -158,6 +188,13 @@ def price_basis(gpu: GpuSpec, facts: CostFacts) -> str:
     return "published" if base is not None and facts.has(f"gpu_price_usd.{base.name}") else "markup"
 
 
+def price_moved_with_build(base_price_usd: float, base_build_usd: float, build_usd: float) -> float:
+    """A changed design's price: its base design's price, moved with the build cost (the ratio of price to
+    build cost held), as a what-if of a catalog GPU moves the published price and `dse whatif` a given
+    `--gpu-price-usd`."""
+    return base_price_usd * build_usd / base_build_usd
+
+
 def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     """A catalog GPU's published price, scaled by build cost for a what-if of it; else build x markup.
 
@@ -168,7 +205,8 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     if base is None or price_basis(gpu, facts) == "markup":  # (None is "markup" too; said for the types)
         return build_usd * facts.value("default_markup")
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
-    return facts.value(f"gpu_price_usd.{base.name}") * build_usd / _base_build_usd(base, shipped)
+    published_usd = facts.value(f"gpu_price_usd.{base.name}")
+    return price_moved_with_build(published_usd, _base_build_usd(base, shipped), build_usd)
 
 
 # The build cost of catalog GPUs under shipped facts, by the ids of both (cached objects, held by the entry

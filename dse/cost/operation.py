@@ -19,11 +19,11 @@ ML.ENERGY and zeus measure it, so the two identities stay exact and separate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.cost.build import BuildCost, build_cost, price_basis
+from dse.cost.build import BuildCost, build_cost, build_notes, price_basis
 from dse.cost.facts import CostFacts, grid_gco2_per_kwh, load_cost_facts
 from dse.errors import ConfigError, UnpricedError
 from dse.hardware.spec import GpuSpec
@@ -74,7 +74,37 @@ class CostOptions:
         facts = load_cost_facts(self.scenario, {**self.overrides, **flags})
         _check_operation(facts, flags)
         _check_prices(self)
+        if self.gpu_usd_per_hour is not None:
+            owner = [k for k in ("gpu_price_usd", "electricity_usd_per_kwh") if getattr(self, k) is not None]
+            owner += [f"cost.{p}" for p in self.overrides if renter_ignores(p)]
+            if owner:
+                raise ConfigError(renter_problem(owner, "gpu_usd_per_hour (the renter's rate)"))
         return facts
+
+
+# The facts only the owner's ledger reads: the renter's rate replaces the purchase price (published, or build
+# cost x markup) and the electricity bill. PUE, the grid, lifetime and utilization still price carbon.
+_OWNER_ONLY_FACTS = (
+    "operation.electricity_usd_per_kwh",
+    "operation.server_power_multiplier",
+    "default_markup",
+)
+
+
+def renter_ignores(path: str) -> bool:
+    """Whether the renter's ledger leaves the cost fact at `path` (`cost.` optional) unread."""
+    key = str(path).strip().removeprefix("cost.")
+    return key in _OWNER_ONLY_FACTS or key.startswith("gpu_price_usd.")
+
+
+def renter_problem(given: Sequence[str], rate: str = "the renter's rate") -> str:
+    """The refusal of owner-only prices beside a renter's rate: `given` names each as the user wrote it (a
+    flag, `--set cost.<path>`, a swept or searched path), `rate` the rate (a flag, a study field). A sweep
+    or search over one ran every point alike, and read as "this price does not matter"."""
+    return (
+        f"{rate} replaces the owner's ledger (purchase price and electricity): drop {', '.join(given)}, "
+        "which only the owner's ledger reads"
+    )
 
 
 # The range of each operating assumption and of each price given as a flag, with what the bound means: past
@@ -210,6 +240,9 @@ def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = N
     else:
         out = {**dict.fromkeys(COST_KEYS), "gpu_price_usd": options.gpu_price_usd}
     out.update(operation_outputs(build, facts, load, options))
+    notes = build_notes(gpu, build.die_area_mm2, facts) if build is not None else ()
+    if notes:  # a die past the reticle, an interposer past CoWoS-S: priced, and said
+        out["cost_note"] = "; ".join(notes)
     out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"
     out["cost_scenario"] = options.scenario
     given = options.gpu_price_usd is not None

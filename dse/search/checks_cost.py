@@ -35,9 +35,9 @@ _FACT_FIELDS = ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue
 
 def check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
     """The `cost:` section as `dse predict` takes its flags, each problem at the field written: a value out
-    of its range (`cost.pue`, not the flag `--pue`), the renter's rate beside the owner's price or tariff,
-    one fact given twice (a field, `facts:`, a space parameter: all but one were ignored unsaid), a grid
-    region."""
+    of its range (`cost.pue`, not the flag `--pue`), the renter's rate beside a price it replaces (a field,
+    a fact or a searched one: every point priced alike), one fact given twice (a field, `facts:`, a space
+    parameter: all but one were ignored unsaid), a grid region."""
     from dse.cost.facts import grid_gco2_per_kwh
     from dse.cost.operation import OPERATION_RANGES, CostOptions, operation_value_problem
 
@@ -47,10 +47,7 @@ def check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
         problem = None if value is None else operation_value_problem(key, value)
         if problem is not None:
             raise located_error(smap, ("cost", key), problem)
-    owner = [f"cost.{k}" for k in ("gpu_price_usd", "electricity_usd_per_kwh") if getattr(c, k) is not None]
-    if c.gpu_usd_per_hour is not None and owner:
-        msg = f"the renter's rate replaces the owner's ledger: drop {', '.join(owner)}"
-        raise located_error(smap, ("cost", "gpu_usd_per_hour"), msg)
+    _check_renter(cfg, smap, space)
     fixed = {f"operation.{k}": f"cost.{k}" for k in _FACT_FIELDS if getattr(c, k) is not None}
     for path, value in c.facts.items():
         key, where = path.strip().removeprefix("cost."), ("cost", "facts", path)
@@ -79,3 +76,24 @@ def check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
         grid_gco2_per_kwh(facts, options.grid, given="")  # named by the field, not by the flag
     except ConfigError as exc:
         raise located_error(smap, ("cost", "grid_gco2_per_kwh"), str(exc)) from None
+
+
+def _check_renter(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
+    """The renter's rate (`cost.gpu_usd_per_hour`) beside a price only the owner's ledger reads, at the
+    field, fact or space parameter written: a searched electricity price moved no objective."""
+    from dse.cost.operation import renter_ignores, renter_problem
+
+    c = cfg.cost
+    if c.gpu_usd_per_hour is None:
+        return
+    owner = [f"cost.{k}" for k in ("gpu_price_usd", "electricity_usd_per_kwh") if getattr(c, k) is not None]
+    if owner:
+        raise located_error(smap, ("cost", "gpu_usd_per_hour"), renter_problem(owner))
+    rate = "cost.gpu_usd_per_hour (the renter's rate)"
+    for path in c.facts:
+        if renter_ignores(path):
+            raise located_error(smap, ("cost", "facts", path), renter_problem([f"cost.facts.{path}"], rate))
+    for name in cfg.space:
+        path = space.path_of(name)
+        if path.startswith("cost.") and renter_ignores(path):
+            raise located_error(smap, ("space", name), renter_problem([f"the searched {path}"], rate))

@@ -61,7 +61,7 @@ SWEEP_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("output_tokens_per_s", "output tokens/s", 1.0, ".0f"),
     ("energy_per_output_token_j", "J per output token", 1.0, ".4f"),
     ("avg_power_w", "avg power per GPU (W)", 1.0, ".0f"),
-    ("usd_per_million_output_tokens", "$ per M output tokens", 1.0, ".3f"),
+    ("usd_per_million_output_tokens", "$ per M output tokens", 1.0, ".3r"),
 )
 COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
@@ -77,7 +77,7 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
     ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),  # the basis of the next row: owned or rented
-    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3f"),
+    ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3r"),
     ("gco2_per_output_token", "gCO2 per output token", 1.0, ".3g"),
 )
 AXIS_SYNTAX = "PATH=START:STOP:STEPS, e.g. sm_clock_mhz=1000:1980:5"

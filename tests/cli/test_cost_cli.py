@@ -215,3 +215,47 @@ def test_an_operating_flag_out_of_range_names_its_one_range(flag: str, value: st
     result = runner.invoke(app, [*BASE, flag, value])
     assert result.exit_code == 2 and f"{flag} must be in {allowed}" in result.stderr, result.output
     assert ">= 0" not in result.stderr
+
+
+def test_cost_facts_json_help_says_each_rows_unit() -> None:
+    """`--json` said "SI-unit keys", but the rows carry the table's units (mm2, USD/wafer, kgCO2e/cm2)."""
+    rows = run_json("cost", "facts")
+    assert isinstance(rows, list)
+    assert {"mm2", "USD/wafer"} <= {r["unit"] for r in rows}  # not SI: the help must not say so
+    result = runner.invoke(app, ["cost", "facts", "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    shown = " ".join(result.output.replace("│", " ").split())  # the help box, unfolded
+    assert "SI-unit" not in shown and "unit (each fact's own" in shown
+
+
+RENT = [*BASE, "--batch", "8", "--gpu-usd-per-hour", "2"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # a swept tariff ran three identical rows (exit 0): the renter's ledger never reads it
+        ["sweep", "cost.operation.electricity_usd_per_kwh=0:0.2:3", *RENT[1:]],
+        [*RENT, "--set", "cost.operation.server_power_multiplier=2"],  # accepted, and no effect
+        [*RENT, "--set", "cost.gpu_price_usd.h100-sxm=20000"],
+    ],
+)
+def test_the_renter_view_refuses_every_price_it_does_not_read(command: list[str]) -> None:
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    path = next(a for a in command if a.startswith("cost.")).split("=")[0]
+    assert result.stderr.startswith(
+        "error: --gpu-usd-per-hour (the renter's view) replaces the owner's ledger"
+    )
+    assert path in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_the_renter_view_refuses_a_multiplier_and_still_takes_the_facts_of_carbon() -> None:
+    """The server multiplier scales the owner's electricity bill alone (refused beside a rent); PUE also
+    prices the operational carbon the renter's view reports, so it stays a renter's setting."""
+    refused = runner.invoke(app, [*RENT, "--set", "cost.operation.server_power_multiplier=1.5"])
+    assert refused.exit_code == 2 and "drop --set cost.operation.server_power_multiplier" in refused.stderr
+    low, high = (run_json(*RENT, "--set", f"cost.operation.pue={pue}") for pue in (1.1, 1.5))
+    assert isinstance(low, dict) and isinstance(high, dict)
+    assert high["gco2_per_output_token"] / low["gco2_per_output_token"] == pytest.approx(1.5 / 1.1)
+    assert high["usd_per_million_output_tokens"] == low["usd_per_million_output_tokens"]

@@ -455,3 +455,16 @@ def test_the_price_basis_says_when_a_price_is_an_estimate() -> None:
     assert (
         cost_outputs(load_gpu("a10"), load, CostOptions(gpu_price_usd=3000.0))["gpu_price_basis"] == "given"
     )
+
+
+@pytest.mark.parametrize(
+    "path", ["operation.electricity_usd_per_kwh", "operation.server_power_multiplier", "gpu_price_usd.b200",
+             "default_markup"],
+)  # fmt: skip
+def test_the_renters_ledger_refuses_the_facts_it_does_not_read(path: str) -> None:
+    """The rate replaces the purchase price and the electricity bill: a fact that sets either moved nothing
+    (a server multiplier of 2 gave 0.19387 $/Mtoken either way)."""
+    value = load_cost_facts().value(path)
+    with pytest.raises(ConfigError, match=re.escape(f"drop cost.{path}")):
+        cost_outputs(load_gpu("h100-sxm"), LOAD, CostOptions(gpu_usd_per_hour=2.0, overrides={path: value}))
+    cost_outputs(load_gpu("h100-sxm"), LOAD, CostOptions(overrides={path: value}))  # the owner's: read

@@ -165,3 +165,28 @@ def test_each_memory_cost_study_puts_its_own_model_on_the_front(tmp_path: Path) 
             assert gddr7["reason"].str.contains("no memory for a KV cache").all()
     assert set(fronts) == {"llama-3.1-8b", "llama-3.1-70b"} and all(len(f) for f in fronts.values())
     assert set(fronts["llama-3.1-70b"]["param.gpu.memory.technology"]) <= {"hbm3", "hbm3e"}
+
+
+RENTED = {"gpu_usd_per_hour": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # a searched tariff beside the renter's rate: every point priced alike, read as "it does not matter"
+        ({"space": {"cost.operation.electricity_usd_per_kwh": {"values": [0.0, 0.3]},
+                    "batch": {"values": [8]}}, "cost": RENTED},
+         "space.cost.operation.electricity_usd_per_kwh: cost.gpu_usd_per_hour (the renter's rate) replaces "
+         "the owner's ledger (purchase price and electricity): drop the searched "
+         "cost.operation.electricity_usd_per_kwh"),
+        ({"cost": {**RENTED, "facts": {"operation.server_power_multiplier": 2}}},
+         "cost.facts.operation.server_power_multiplier: cost.gpu_usd_per_hour (the renter's rate) replaces"),
+        ({"space": {"cost.gpu_price_usd.h100-sxm": {"values": [20000, 30000]}, "batch": {"values": [8]}},
+          "cost": RENTED}, "drop the searched cost.gpu_price_usd.h100-sxm"),
+    ],
+)  # fmt: skip
+def test_a_renter_study_refuses_the_prices_only_an_owner_pays(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_from_dict({**STUDY, "cost": {}, **change})
+    # the same search priced by an owner is a parameter
+    study_from_dict({**STUDY, **change, "cost": {}})

@@ -16,6 +16,7 @@ from typing import Any
 from dse.report._imports import try_import
 from dse.report.markup import plotly_text
 from dse.search.sweep import COMPARE_METRICS, SWEEP_METRICS
+from dse.units import format_value
 
 with try_import() as _imports:
     import plotly.graph_objects as go
@@ -97,7 +98,7 @@ def plot_compare(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
         for key, _, scale, fmt in metrics:
             value, ref = _display(row, key, scale), _display(base, key, scale)
             ratios.append(None if value is None or not ref else value / ref)
-            texts.append("-" if value is None else format(value, fmt))
+            texts.append("-" if value is None else format_value(value, fmt))
         name = str(row["params"]["gpu"]) + ("" if row["reason"] is None else f" ({row['status']})")
         fig.add_trace(
             go.Bar(
