@@ -134,8 +134,9 @@ def package_cost_usd(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> float:
 
 def build_notes(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> tuple[str, ...]:
     """What the ledger prices although it could not be built as modelled: a die past the reticle field (no
-    stitching or split into dies is priced) or an interposer past CoWoS-S's largest (priced at CoWoS-S's
-    $/mm²). A what-if may be hypothetical, so these are said, not refused."""
+    stitching or split into dies is priced) or an interposer past its package's largest (CoWoS-S for one
+    die, CoWoS-L for several; priced at CoWoS-S's $/mm²). A what-if may be hypothetical, so these are said,
+    not refused."""
     assert gpu.die is not None
     notes = []
     per_die_mm2, reticle_mm2 = area_mm2 / gpu.die.num_dies, facts.value("limits.reticle_mm2")
@@ -146,12 +147,15 @@ def build_notes(gpu: GpuSpec, area_mm2: float, facts: CostFacts) -> tuple[str, .
             "(cost.limits.reticle_mm2): no scanner exposes a die that large in one shot, and it is priced "
             "with no stitching (more dies: die.num_dies)"
         )
-    cowos_mm2, limit_mm2 = interposer_mm2(gpu, area_mm2, facts), facts.value("limits.cowos_s_interposer_mm2")
+    # a part of several dies sits on CoWoS-L (B200, the first: [TI-B200]), whose interposer is larger
+    kind = "cowos_l" if gpu.die.num_dies > 1 else "cowos_s"
+    cowos_mm2, limit_mm2 = interposer_mm2(gpu, area_mm2, facts), facts.value(f"limits.{kind}_interposer_mm2")
     if cowos_mm2 > limit_mm2:
+        package = "CoWoS-L" if kind == "cowos_l" else "CoWoS-S"
+        beyond = "no package holds it" if kind == "cowos_l" else "it needs a CoWoS-L-class package"
         notes.append(
-            f"the interposer is {cowos_mm2:,.0f} mm², over CoWoS-S's {limit_mm2:,.0f} mm² "
-            "(cost.limits.cowos_s_interposer_mm2): it needs a CoWoS-L-class package (B200 ships on one), "
-            "priced here at CoWoS-S's $ per mm²"
+            f"the interposer is {cowos_mm2:,.0f} mm², over {package}'s {limit_mm2:,.0f} mm² "
+            f"(cost.limits.{kind}_interposer_mm2): {beyond}, priced here at CoWoS-S's $ per mm²"
         )
     return tuple(notes)
 

@@ -56,6 +56,20 @@ def test_an_interposer_past_cowos_s_is_priced_with_a_note() -> None:
     assert interposer_mm2(load_gpu("l40s"), 608.5, facts) == 0.0
 
 
+def test_a_part_of_several_dies_is_held_to_cowos_l() -> None:
+    """B200 ships on CoWoS-L ([TI-B200]), whose interposer reaches ~5.5 reticles (~4,700 mm², cost-facts.md
+    5): its modelled 3,259 mm² interposer is past CoWoS-S's 2,500 but within CoWoS-L's, so the catalog part
+    carries no note; doubling its HBM sites takes it past CoWoS-L too."""
+    facts = load_cost_facts()
+    assert facts.value("limits.cowos_l_interposer_mm2") == 4700
+    b200 = load_gpu("b200")
+    assert COWOS_S_MM2 < interposer_mm2(b200, 1069.0, facts) < 4700
+    assert not _notes("b200")[1]
+    # dies of 2 x 1,000 mm² beside the eight sites: 1.6 x (2000 + 8 x 121) = 4749 mm², past CoWoS-L too
+    notes = build_notes(b200, 2000.0, facts)
+    assert any("CoWoS-L" in n and "no package holds it" in n for n in notes), notes
+
+
 def test_the_note_travels_with_the_ledger_and_the_cli_says_it() -> None:
     n7 = load_gpu("h100-sxm", {"die.process_node": "tsmc-n7"})
     out = cost_outputs(n7, LOAD)
