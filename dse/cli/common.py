@@ -250,7 +250,7 @@ def build_workload(
     phase: str,
     batch: int,
     seq_len: int,
-    precision: str,
+    precision: str | None,
     attention: str,
     kernels: Path | None,
     *,
@@ -258,25 +258,17 @@ def build_workload(
     memory_format: str | None = None,
     gpu: Any = None,
 ) -> Any:
-    """The workload graph named by CLI options (shared by `workload show` and `predict`): a kernel list, a
-    vision model's forward pass of `batch` images (`image_size`, `memory_format`; on `gpu`, when given, a
-    precision its Tensor Cores run), or an LLM's prefill or decode step."""
+    """The workload graph named by CLI options (shared by `workload show` and `predict`): a kernel list
+    (`dse.cli.kernel_list`; `precision` None: as recorded), a vision model's forward pass of `batch` images
+    (`image_size`, `memory_format`; on `gpu`, when given, a precision its Tensor Cores run), or an LLM's
+    prefill or decode step."""
     if (model is None) == (kernels is None):
         raise DseError("give exactly one of --model NAME or --kernels FILE")
-    if kernels is not None:
-        from dse.workload.energaizer import as_precision, load_kernel_list
+    if kernels is not None:  # its own dtypes, unless --precision re-types it
+        from dse.cli.kernel_list import kernel_list_graph
 
-        # The lists are bf16 traces; fp32 runs of the same model re-type them (as the artifact's report does).
-        graph = as_precision(load_kernel_list(kernels), precision)
-        if gpu is not None:  # a bf16 trace on a V100 (fp16 Tensor Cores only): refused, as serving refuses it
-            from dse.perf.rates import check_tensor_dtype
-            from dse.workload.ops import GemmOp
-
-            # (an fp32 run's TF32 convolutions are cuDNN's choice where the GPU has TF32, not a refusal)
-            for dtype in sorted({op.dtype for op in graph.ops if isinstance(op, GemmOp)} - {"tf32"}):
-                # the lists re-type to fp32 only (`as_precision`): that is the remedy to name
-                check_tensor_dtype(gpu, dtype, f"a {dtype} kernel list runs there as --precision fp32")
-        return graph
+        return kernel_list_graph(kernels, precision, gpu)[0]
+    precision = "bf16" if precision is None else precision  # (callers resolve it: None for a list only)
     from dse.units import MAX_COUNT
     from dse.workload import vision
 
@@ -323,9 +315,14 @@ def pass_graph(
     precision: str | None, attention: str, train: Any, spec: Any,
 ) -> tuple[Any, str | None]:  # fmt: skip
     """One pass's workload graph (`build_workload`) at the precision asked for, else an LLM checkpoint's
-    (a kernel list and a vision model: bf16), and the note saying which (`resolve_precision`); `train`
-    holds a vision model's image size and memory format."""
-    precision, note = resolve_precision(precision, None if kernels else model)
+    (a vision model: bf16; a kernel list: the dtypes it records), and the note saying which
+    (`resolve_precision`; a kernel list's: `dse.cli.kernel_list`); `train` holds a vision model's image
+    size and memory format."""
+    if kernels is not None and model is None:  # (both: `build_workload`'s error)
+        from dse.cli.kernel_list import kernel_list_graph
+
+        return kernel_list_graph(kernels, precision, spec)
+    precision, note = resolve_precision(precision, model)
     with implied_precision(precision, note):
         graph = build_workload(
             model, phase, 1 if batch is None else batch, seq_len, precision, attention, kernels,

@@ -226,7 +226,9 @@ def workload_show_cmd(
     if (image_size is not None or memory_format is not None) and not (model and is_vision_model(model)):
         raise DseError("--image-size / --memory-format: only for a vision model (see `dse models`)")
     vision = model is not None and is_vision_model(model)
-    precision, precision_note = resolve_precision(precision, None if vision or kernels else model)
+    precision_note = None  # a kernel list: the dtypes it records, unless --precision re-types it
+    if kernels is None:
+        precision, precision_note = resolve_precision(precision, None if vision else model)
     graph = build_workload(
         model, phase_, 1 if batch is None else batch, seq, precision, attn, kernels,
         image_size=image_size, memory_format=memory_format,

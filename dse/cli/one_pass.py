@@ -157,4 +157,12 @@ def show_graph(
         console.print(_no_fit_text(payload))
     console.print(breakdown_table(pred.energy_j_by_module(), "energy by hardware module"))
     if breakdown:
-        console.print(breakdown_table(pred.energy_j_by_name(), "energy by operator", limit=25))
+        from dse.perf.kernel_rows import HOST_GAP_PART
+
+        by_name = pred.energy_j_by_name()
+        title = "energy by operator" + (
+            f" (each kernel's own; {HOST_GAP_PART}: the GPU waiting for the host)"
+            if HOST_GAP_PART in by_name
+            else ""
+        )
+        console.print(breakdown_table(by_name, title, limit=25))

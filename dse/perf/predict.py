@@ -11,7 +11,8 @@
    (`dse.perf.host`): the GPU waits only when the host falls behind, drawing gap power (idle + the
    fitted gap term); without one (None, the library default) the workload is GPU time only;
 4. totals: latency_s = the queue's wall time (busy time without a launch mode), energy_j = every kernel's
-   and every wait's energy, avg_power_w = energy_j / latency_s.
+   and every wait's energy, avg_power_w = energy_j / latency_s. Per kernel, by name and by kind a kernel's
+   energy is its own, and the waits are a part of their own (`dse.perf.kernel_rows`).
 
 History of the host rule. Until issue 16 a fixed host gap h per kernel launch was added to the wall time
 (`--host-gap-us`): on the EnergAIzer A100 workloads it fitted best among single-constant rules (latency
@@ -20,7 +21,7 @@ and it did not transfer (H100 whole models ~32% off). The queue of `dse.perf.hos
 costs are calibrated on the same whole-run data (`dse.calibrate.fit.host`).
 
 Everything is vectorized over the kernels of the graph; the per-kernel Python work is building the
-`KernelPrediction` values at the end.
+`KernelPrediction` values (`dse.perf.kernel_rows`) when they are read.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 
 from dse.errors import ConfigError
 from dse.hardware.spec import GpuSpec
-from dse.perf.bounds import kernel_bounds, summarize, time_shares
+from dse.perf.bounds import kernel_bounds, summarize
 from dse.perf.coeffs import PowerCoeffs, default_power_coeffs
 from dse.perf.distinct import distinct_ops
 from dse.perf.dvfs import row_estimator
@@ -47,93 +48,13 @@ from dse.perf.host import (
     launch_plan,
     schedule,
 )
+from dse.perf.kernel_rows import KernelPrediction, KernelRows, op_counts
 from dse.perf.multiclock import Estimator
 from dse.perf.pass_cap import CapRule, PassRows, group_slices, pass_capped_rows, pass_groups, sliced_rows
 from dse.perf.power import ENERGY_KEYS, GpuPowerTerms, gap_power_w, gpu_power_terms
 from dse.perf.types import OperatingPoint
 from dse.units import MHZ
 from dse.workload.graph import WorkloadGraph
-from dse.workload.ops import op_kind
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KernelPrediction:
-    """One op of the graph: per-execution latency and power, energy of all `count` executions.
-
-    `energy_j = count * (power_w * latency_s + gap_power_w * gap_s)`; `energy_j_by_module` splits it into
-    ENERGY_KEYS (idle, active, dram, l2, smem, tensor, cuda, sfu) and sums to it.
-    """
-
-    name: str
-    kind: str
-    count: int
-    latency_s: float
-    gap_s: float
-    power_w: float
-    gap_power_w: float
-    energy_j: float
-    effective_clock_hz: float
-    cap_exceeded: bool
-    energy_j_by_module: dict[str, float] = field(hash=False)
-    bound_by: str = ""  # dse.perf.bounds: dram, l2, smem, tensor, cuda, host or power_cap
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "count": self.count,
-            "latency_s": self.latency_s,
-            "gap_s": self.gap_s,
-            "power_w": self.power_w,
-            "gap_power_w": self.gap_power_w,
-            "energy_j": self.energy_j,
-            "effective_clock_hz": self.effective_clock_hz,
-            "cap_exceeded": self.cap_exceeded,
-            "bound_by": self.bound_by,
-            "energy_j_by_module": dict(self.energy_j_by_module),
-        }
-
-
-class KernelRows:
-    """The per-kernel arrays of a prediction, in op order; its `KernelPrediction` values are built on first
-    use. A serving prediction reads only totals by name and by bound over hundreds of decode-step kernels,
-    so building a value per kernel there would cost more than the kernel model (issue 21). The totals read
-    the same floats in the same order as a loop over the built values would."""
-
-    __slots__ = (
-        "_built", "bounds", "clock_hz", "count", "energy", "energy_j", "exceeded", "gap_power_w", "gap_s",
-        "latency_s", "ops", "power_w",
-    )  # fmt: skip
-
-    def __init__(self, ops: Sequence[Any], arrays: dict[str, np.ndarray], bounds: Sequence[str]) -> None:
-        self.ops = ops
-        self.count = arrays["count"]  # each op's `count`, as floats
-        self.latency_s = arrays["latency_s"]
-        self.gap_s = arrays["gap_s"]
-        self.power_w = arrays["power_w"]
-        self.gap_power_w = arrays["gap_power_w"]
-        self.clock_hz = arrays["clock_hz"]
-        self.exceeded = arrays["exceeded"]
-        self.energy = arrays["energy"]  # [n, len(ENERGY_KEYS)] of all executions and their gaps
-        self.energy_j = arrays["energy_j"]  # [n] its row sums
-        self.bounds = bounds
-        self._built: tuple[KernelPrediction, ...] | None = None
-
-    @classmethod
-    def empty(cls) -> KernelRows:
-        none = np.zeros(0)
-        keys = ("count", "latency_s", "gap_s", "power_w", "gap_power_w", "clock_hz", "exceeded", "energy_j")
-        return cls((), {**dict.fromkeys(keys, none), "energy": np.zeros((0, len(ENERGY_KEYS)))}, ())
-
-    def predictions(self) -> tuple[KernelPrediction, ...]:
-        if self._built is None:
-            self._built = _kernel_predictions(self)
-        return self._built
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, KernelRows) and self.predictions() == other.predictions()
-
-    __hash__ = None  # type: ignore[assignment]  # equal by value, holds arrays
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,10 +63,11 @@ class WorkloadPrediction:
 
     latency_s: wall time, kernels plus the GPU's waits for the host; busy_s: kernels only; host_s:
     the host's own busy time (0 without a launch mode); launch: the launch mode or "none".
-    avg_power_w = energy_j / latency_s. peak_power_w: the highest kernel power. effective_clock_hz:
-    the busy-time-weighted mean of the kernels' effective clocks; min_effective_clock_hz the lowest.
-    requested_clock_hz and power_cap_w: what the operating point asked for (clamped to the GPU; cap
-    default = TDP).
+    energy_j: kernels and waits; gap_energy_j: the waits' share of it (the GPU idling for the host, at
+    gap power; 0 without a launch mode). avg_power_w = energy_j / latency_s. peak_power_w: the highest
+    kernel power. effective_clock_hz: the busy-time-weighted mean of the kernels' effective clocks;
+    min_effective_clock_hz the lowest. requested_clock_hz and power_cap_w: what the operating point asked
+    for (clamped to the GPU; cap default = TDP).
     """
 
     name: str
@@ -161,6 +83,7 @@ class WorkloadPrediction:
     power_cap_w: float
     launch: str
     host_s: float
+    gap_energy_j: float = 0.0
     _by_module: dict[str, float] = field(default_factory=dict, hash=False, repr=False)
     _kernels: KernelRows = field(default_factory=KernelRows.empty, hash=False, repr=False)
 
@@ -174,33 +97,18 @@ class WorkloadPrediction:
         return dict(self._by_module)
 
     def energy_j_by_name(self) -> dict[str, float]:
-        """Energy per op name (all executions and their gaps); sums to energy_j."""
-        rows = self._kernels
-        if not isinstance(rows.ops, tuple):  # a graph's ops are a tuple (the key of `_ops_info`)
-            out: dict[str, float] = {}
-            for op, energy_j in zip(rows.ops, rows.energy_j.tolist(), strict=True):
-                out[op.name] = out.get(op.name, 0.0) + energy_j
-            return out
-        _, _, names, code = _ops_info(rows.ops)
-        # bincount adds each name's energies in op order from 0.0, as the loop above does: the same bits
-        energy_j = np.bincount(code, weights=rows.energy_j, minlength=len(names)).tolist()
-        return dict(zip(names, energy_j, strict=True))
+        """Energy per op name (each kernel's own, all executions), plus the waits for the host as
+        `HOST_GAP_PART` under a launch mode (`dse.perf.kernel_rows`); sums to energy_j."""
+        return self._kernels.by_name()
 
     def bound_by_shares(self) -> dict[str, float]:
         """Shares of the wall time by what bounds it (`dse.perf.bounds`): kernel time by the kernel's label,
         gaps as host."""
-        rows = self._kernels
-        # count x time as numpy products: the bits of the Python products (an int count converts exactly)
-        parts = list(zip(rows.bounds, (rows.count * rows.latency_s).tolist(), strict=True))
-        if rows.gap_s.any():  # (zero gaps are no time: `time_shares` would skip them one by one)
-            parts += [("host", s) for s in (rows.count * rows.gap_s).tolist()]
-        return time_shares(parts)
+        return self._kernels.bound_by_shares()
 
     def energy_j_by_kind(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for op, energy_j in zip(self._kernels.ops, self._kernels.energy_j.tolist(), strict=True):
-            out[op_kind(op)] = out.get(op_kind(op), 0.0) + energy_j
-        return out
+        """Energy per op kind, as `energy_j_by_name` (the waits as `HOST_GAP_PART`); sums to energy_j."""
+        return self._kernels.by_kind()
 
     def to_dict(self, kernels: bool = True) -> dict[str, Any]:
         """JSON-ready dict with SI keys."""
@@ -210,6 +118,7 @@ class WorkloadPrediction:
             "latency_s": self.latency_s,
             "busy_s": self.busy_s,
             "energy_j": self.energy_j,
+            "gap_energy_j": self.gap_energy_j,
             "avg_power_w": self.avg_power_w,
             "peak_power_w": self.peak_power_w,
             "effective_clock_hz": self.effective_clock_hz,
@@ -341,37 +250,6 @@ def predict_graphs(
     return [r for r in results if r is not None]
 
 
-# What is read of a graph's ops at every prediction, by the ids of the op tuples (an entry holds its tuple,
-# so no other object takes that id while it lives): a search predicts the same cached graphs
-# (`dse.serving.static._graphs`) at every point. Read-only arrays and tuples, shared between calls.
-_OPS_INFO: dict[int, tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]] = {}
-_OPS_INFO_MAX = 256
-_OPS_INFO_MAX_OPS = 4096
-
-
-def _ops_info(ops: tuple[Any, ...]) -> tuple[tuple[Any, ...], np.ndarray, tuple[str, ...], np.ndarray]:
-    """(ops, each op's count as floats, the distinct op names in order of appearance, each op's name's
-    index in them)."""
-    hit = _OPS_INFO.pop(id(ops), None)
-    if hit is None:
-        counts = np.array([op.count for op in ops], dtype=float)
-        slot: dict[str, int] = {}
-        codes = np.array([slot.setdefault(op.name, len(slot)) for op in ops], dtype=np.intp)
-        counts.flags.writeable = codes.flags.writeable = False
-        hit = (ops, counts, tuple(slot), codes)
-    if len(ops) > _OPS_INFO_MAX_OPS:  # read once (a calibration sample's graph): not kept
-        return hit
-    _OPS_INFO[id(ops)] = hit  # the most recently used last
-    while len(_OPS_INFO) > _OPS_INFO_MAX:
-        del _OPS_INFO[next(iter(_OPS_INFO))]
-    return hit
-
-
-def op_counts(graph: WorkloadGraph) -> np.ndarray:
-    """Each op's `count` as a float array (read-only: shared between calls)."""
-    return _ops_info(graph.ops)[1]
-
-
 def _assemble(
     graph: WorkloadGraph,
     gpu: GpuSpec,
@@ -398,13 +276,18 @@ def _assemble(
         queue = schedule(lat, plan, mode, host, f)
         gap, host_s, gapless = queue.wait_s / count, queue.host_s, False
     gp = gap_power_w(f, terms, pc)
-    # [n, len(ENERGY_KEYS)] energy of all executions (ENERGY_KEYS: idle, active, dram, then on-chip).
+    # [n, len(ENERGY_KEYS)] the kernels' own energy of all executions (ENERGY_KEYS: idle, active, dram, then
+    # on-chip). The waits for the host count in the totals and modules, per kernel apart from its own
+    # energy (`dse.perf.kernel_rows`).
     run = np.column_stack([p["idle"], p["active"], p["dram"], p["onchip"]]) * lat[:, None]
+    own = run * count[:, None]
+    own_j = own.sum(axis=1)
+    energy, k_energy, gap_j = own, own_j, np.zeros_like(lat)
     if not gapless:  # (without gaps their energy's zeros would change no bit of the sums)
         run[:, 0] += gp["idle"] * gap
         run[:, 1] += gp["active"] * gap
-    energy = run * count[:, None]
-    k_energy = energy.sum(axis=1)
+        energy, gap_j = run * count[:, None], count * gp["total"] * gap
+        k_energy = energy.sum(axis=1)
     by_module = dict(zip(ENERGY_KEYS, energy.sum(axis=0).tolist(), strict=True))
     busy = float(np.dot(count, lat))
     wall = busy if gapless else busy + float(np.dot(count, gap))
@@ -417,8 +300,8 @@ def _assemble(
         "gap_power_w": gp["total"],
         "clock_hz": f,
     }
-    arrays |= {"count": count, "exceeded": exceeded, "energy": energy, "energy_j": k_energy}
-    kernels = KernelRows(ops, arrays, bounds)
+    arrays |= {"count": count, "exceeded": exceeded, "energy": own, "energy_j": own_j, "gap_energy_j": gap_j}
+    kernels = KernelRows(ops, arrays, bounds, waits=not gapless)
     return WorkloadPrediction(
         name=graph.name,
         gpu=gpu.name,
@@ -433,6 +316,7 @@ def _assemble(
         power_cap_w=passes.power_cap_w,
         launch=mode or "none",
         host_s=host_s,
+        gap_energy_j=float(gap_j.sum()),
         _by_module=by_module,
         _kernels=kernels,
     )
@@ -527,32 +411,6 @@ def _weighted_clock_hz(weight: np.ndarray, f: np.ndarray) -> float:
     total = float(weight.sum())
     mean = float(np.dot(weight, f) / total) if total > 0 else float(f.mean())
     return min(max(mean, float(f.min())), float(f.max()))
-
-
-def _kernel_predictions(rows: KernelRows) -> tuple[KernelPrediction, ...]:
-    energy = rows.energy.tolist()
-    lat, gap, pw, gp, f, ex = (
-        a.tolist()
-        for a in (rows.latency_s, rows.gap_s, rows.power_w, rows.gap_power_w, rows.clock_hz, rows.exceeded)
-    )
-    k_energy = rows.energy_j.tolist()
-    return tuple(
-        KernelPrediction(
-            name=op.name,
-            kind=op_kind(op),
-            count=op.count,
-            latency_s=lat[i],
-            gap_s=gap[i],
-            power_w=pw[i],
-            gap_power_w=gp[i],
-            energy_j=k_energy[i],
-            effective_clock_hz=f[i],
-            cap_exceeded=ex[i],
-            energy_j_by_module=dict(zip(ENERGY_KEYS, energy[i], strict=True)),
-            bound_by=rows.bounds[i],
-        )
-        for i, op in enumerate(rows.ops)
-    )
 
 
 def _empty(graph: WorkloadGraph, gpu: GpuSpec, point: OperatingPoint, launch: str) -> WorkloadPrediction:

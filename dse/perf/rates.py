@@ -40,14 +40,17 @@ DTYPE_BYTES: dict[str, float] = {
 }
 
 # When a GPU lacks Tensor Cores for a dtype, the kernel runs on the next wider type it has (e.g. fp8
-# weights on an A100 are up-converted and multiplied in bf16).
+# weights on an A100 are up-converted and multiplied in bf16). TF32 has no wider Tensor-Core type: it is
+# fp32 data, which a narrower bf16 or fp16 MMA would round, so where the GPU has no TF32 (Volta) it runs
+# on the CUDA cores in FP32 (rate 0 here: the SIMT path), as cuBLAS and cuDNN run an `allow_tf32` matmul
+# or convolution there (TF32 needs compute capability 8.0).
 _TENSOR_FALLBACK: dict[str, tuple[str, ...]] = {
     "fp4": ("fp4", "fp8", "bf16", "fp16", "tf32"),
     "fp8": ("fp8", "bf16", "fp16", "tf32"),
     "int8": ("int8", "bf16", "fp16", "tf32"),
     "bf16": ("bf16", "fp16", "tf32"),
     "fp16": ("fp16", "bf16", "tf32"),
-    "tf32": ("tf32", "bf16", "fp16"),
+    "tf32": ("tf32",),
 }
 
 

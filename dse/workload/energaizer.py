@@ -200,8 +200,8 @@ def load_kernel_list(path: str | Path) -> WorkloadGraph:
         path: the JSON file; its stem names the graph and prefixes every op name.
 
     Returns:
-        The graph; `meta` holds `source` (the path), `num_entries` and, when the stem follows the
-        artifact's naming scheme, the fields of `parse_workload_name`.
+        The graph; `meta` holds `source` (the path), `num_entries`, `precision` (`list_precision`) and,
+        when the stem follows the artifact's naming scheme, the other fields of `parse_workload_name`.
 
     Raises:
         ConfigError: missing file, invalid JSON, a top level that is not a non-empty list, or an entry of
@@ -231,9 +231,11 @@ def load_kernel_list(path: str | Path) -> WorkloadGraph:
 
     ops, restored = _restore_score_passes(stem, ops)
     meta: dict[str, object] = {"source": str(path), "num_entries": len(entries), "restored_kernels": restored}
-    # A hand-written file need not follow the artifact's naming scheme.
+    # A hand-written file need not follow the artifact's naming scheme. Its precision is what its entries
+    # record: a name's `p<precision>` token labelled a bf16 list saved as `..._pfp32_...` fp32 (session 36).
     with contextlib.suppress(ConfigError):
         meta.update(parse_workload_name(stem))
+    meta["precision"] = list_precision(ops)
     return WorkloadGraph(name=stem, ops=tuple(ops), meta=meta)
 
 
@@ -248,10 +250,26 @@ def _restore_score_passes(stem: str, ops: list[Op]) -> tuple[list[Op], int]:
         if not (isinstance(op, ElementwiseOp) and op.name.endswith(":unspecified_tensor")):
             continue
         if isinstance(nxt, SoftmaxOp) and nxt.rows * nxt.cols == op.num_elements:
-            index = op.name.rsplit("/", 1)[1].split(":", 1)[0]
+            index, _ = entry_of(op.name)
             out.append(dataclasses.replace(op, name=f"{stem}/{index}:score_pass", kind="scale"))
             restored += op.count
     return out, restored
+
+
+def entry_of(op_name: str) -> tuple[int, str]:
+    """(the index of the file's entry, its entry kind) of an op named `<stem>/<index>:<entry kind>`."""
+    index, label = op_name.rsplit("/", 1)[1].split(":", 1)
+    return int(index), label
+
+
+def list_precision(ops: Sequence[Op]) -> str:
+    """The precision a kernel list is priced at, from its ops' dtypes: that of its Tensor-Core GEMMs and
+    convolutions (the math `--precision` names for a model; a bf16 trace keeps RoPE's small fp32 CUDA-core
+    GEMM), else of its CUDA-core GEMMs, else of its other ops; "mixed" where they differ."""
+    gemms = [op for op in ops if isinstance(op, GemmOp)]
+    tensor = [op for op in gemms if op.dtype != "fp32"]
+    dtypes = {op.dtype for op in tensor or gemms or ops}
+    return dtypes.pop() if len(dtypes) == 1 else "mixed"
 
 
 def _short(entry: Any, limit: int = 300) -> str:
@@ -335,18 +353,42 @@ def parse_workload_name(stem: str) -> dict[str, Any]:
     return out
 
 
-def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
-    """An EnergAIzer bf16 kernel list re-typed for a run at another precision (the README's fp32 rows).
+# `as_precision`: the Tensor-Core GEMM dtypes a 16-bit run re-types (its own type is kept).
+_HALF_RETYPE: dict[str, frozenset[str]] = {
+    "bf16": frozenset({"fp16", "fp8", "int8", "fp4"}),
+    "fp16": frozenset({"bf16", "fp8", "int8", "fp4"}),
+}
 
-    fp32 runs of eager PyTorch: `nn.Linear` / matmul GEMMs on CUDA cores (`allow_tf32` is off by default
-    for matmul), convolutions on Tensor Cores as TF32 (cuDNN's `allow_tf32` is on by default), every other
-    kernel in fp32, and no dtype casts (a cast to the tensor's own dtype launches nothing).
+
+def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
+    """An EnergAIzer kernel list re-typed for a run at `precision` (`meta["precision"]` says which).
+
+    fp32 (the README's fp32 rows): runs of eager PyTorch: `nn.Linear` / matmul GEMMs on CUDA cores
+    (`allow_tf32` is off by default for matmul), convolutions on Tensor Cores as TF32 (cuDNN's `allow_tf32`
+    is on by default), every other kernel in fp32, and no dtype casts (a cast to the tensor's own dtype
+    launches nothing).
+    bf16 or fp16: the list's 16-bit and narrower Tensor-Core GEMMs and convolutions (bf16, fp16, fp8, int8,
+    fp4) in that type, the rest as recorded: a bf16 trace on a GPU with fp16 Tensor Cores only (Volta), or
+    an fp8 list on one without fp8 (Ampere), priced as a 16-bit run.
     """
-    if precision == "bf16":
-        return graph
+    if precision in _HALF_RETYPE:
+        half = tuple(
+            dataclasses.replace(op, dtype=cast(Dtype, precision))
+            if isinstance(op, GemmOp) and op.dtype in _HALF_RETYPE[precision]
+            else op
+            for op in graph.ops
+        )
+        if all(a is b for a, b in zip(half, graph.ops, strict=True)):  # as recorded (a bf16 trace)
+            if graph.meta.get("precision") == precision:
+                return graph
+            return WorkloadGraph(name=graph.name, ops=graph.ops, meta={**graph.meta, "precision": precision})
+        return WorkloadGraph(
+            name=f"{graph.name}@{precision}", ops=half, meta={**graph.meta, "precision": precision}
+        )
     if precision != "fp32":
         raise ConfigError(
-            f"--precision {precision}: a kernel list (bf16, as recorded) can be re-typed to bf16 or fp32 only"
+            f"--precision {precision}: a kernel list (priced in the dtypes it records) can be re-typed to "
+            "bf16, fp16 or fp32 only"
         )
     ops: list[Op] = []
     for op in graph.ops:

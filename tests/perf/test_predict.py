@@ -54,14 +54,16 @@ def test_energy_is_power_times_time_everywhere(point, launch):
     r = _predict(point, launch=launch)
     assert r.energy_j == pytest.approx(r.avg_power_w * r.latency_s, rel=1e-12)
     assert r.latency_s == pytest.approx(sum(k.count * (k.latency_s + k.gap_s) for k in r.kernels), rel=1e-12)
-    for k in r.kernels:
-        assert k.energy_j == pytest.approx(
-            k.count * (k.power_w * k.latency_s + k.gap_power_w * k.gap_s), rel=1e-12
-        )
+    for k in r.kernels:  # a kernel's own energy; the wait for the host before it apart
+        assert k.energy_j == pytest.approx(k.count * k.power_w * k.latency_s, rel=1e-12)
+        assert k.gap_energy_j == pytest.approx(k.count * k.gap_power_w * k.gap_s, rel=1e-12)
         assert sum(k.energy_j_by_module.values()) == pytest.approx(k.energy_j, rel=1e-12)
         assert set(k.energy_j_by_module) == set(ENERGY_KEYS)
+    assert r.gap_energy_j == pytest.approx(sum(k.gap_energy_j for k in r.kernels), rel=1e-12)
+    assert sum(k.energy_j for k in r.kernels) + r.gap_energy_j == pytest.approx(r.energy_j, rel=1e-12)
     assert sum(r.energy_j_by_module().values()) == pytest.approx(r.energy_j, rel=1e-12)
     assert sum(r.energy_j_by_name().values()) == pytest.approx(r.energy_j, rel=1e-12)
+    assert sum(r.energy_j_by_kind().values()) == pytest.approx(r.energy_j, rel=1e-12)
     assert r.peak_power_w == max(k.power_w for k in r.kernels)
     assert r.min_effective_clock_hz <= r.effective_clock_hz <= r.requested_clock_hz + 1e-3
 
@@ -86,6 +88,31 @@ def test_a_slow_host_makes_the_gpu_wait_at_lower_power():
     assert r1.launch == "eager" and r1.host_s >= 13 * 5e-3
     with pytest.raises(ConfigError):
         _predict(launch="lazy")
+
+
+def test_a_kernels_energy_is_its_own_and_the_host_waits_are_a_part_of_their_own():
+    """Session 36: each kernel's energy included the GPU's wait for the host before it, so the first kernel
+    of an eager pass carried the pass's 1 ms framework entry and read as its hottest kernel. The waits are
+    now one part of their own (by name and by kind, `HOST_GAP_PART`), and the totals are unchanged."""
+    from dse.perf.kernel_rows import HOST_GAP_PART
+
+    r = _predict(launch="eager")
+    first = r.kernels[0]
+    # the pass's entry (DEFAULT_HOST.step_s, 1 ms) is waited out before the first kernel can start (gap_s is
+    # per execution: the first op runs 4 times)
+    assert first.count * first.gap_s >= DEFAULT_HOST.step_s
+    # its own energy: its power over its own time, the definition of a kernel's energy
+    assert first.energy_j == pytest.approx(first.count * first.power_w * first.latency_s, rel=1e-12)
+    # the entry's idle time costs at least the GPU's idle power over it: all of it in the waits' part
+    assert first.gap_energy_j >= DEFAULT_HOST.step_s * H100.power.idle_power_w.at(first.effective_clock_hz)
+    by_name, by_kind = r.energy_j_by_name(), r.energy_j_by_kind()
+    assert by_name[HOST_GAP_PART] == by_kind[HOST_GAP_PART] == pytest.approx(r.gap_energy_j, rel=1e-12)
+    assert by_name[first.name] == pytest.approx(first.energy_j, rel=1e-12)
+    # kernels plus waits are the workload's energy, which a launch mode's waits still add to
+    assert sum(k.energy_j for k in r.kernels) + r.gap_energy_j == pytest.approx(r.energy_j, rel=1e-12)
+    assert r.energy_j > sum(k.energy_j for k in _predict().kernels)
+    # without a launch mode there is no wait, and no part for it
+    assert HOST_GAP_PART not in _predict().energy_j_by_name() and _predict().gap_energy_j == 0.0
 
 
 def test_cap_lowers_the_effective_clock_and_reports_it():

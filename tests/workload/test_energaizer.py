@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dse.calibrate.data.common import data_root
 from dse.errors import ConfigError
-from dse.workload.energaizer import ELEMENTWISE_OP_KINDS, load_kernel_list, parse_workload_name
+from dse.workload.energaizer import ELEMENTWISE_OP_KINDS, as_precision, load_kernel_list, parse_workload_name
 from dse.workload.ops import ELEMENTWISE_KINDS, OP_TYPES, ElementwiseOp, GemmOp, NormOp, SoftmaxOp
 
 
@@ -172,6 +172,51 @@ def test_gemm_dtype_follows_tensor_core_flag(
     ]
     (op,) = load_kernel_list(_write(tmp_path, [entry])).ops
     assert isinstance(op, GemmOp) and op.dtype == dtype
+
+
+def _gemm(prec: str, use_tc: bool = True, kind: str = "gemm") -> list[object]:
+    return [{**GEMM_BF16[0], "precM": prec, "precA": prec, "useTensorCore": use_tc}, [kind]]
+
+
+@pytest.mark.parametrize(
+    ("entries", "precision"),
+    [
+        ([GEMM_BF16, ADD], "bf16"),
+        ([_gemm("fp8"), ADD], "fp8"),  # bf16 activations around fp8 GEMMs: the GEMMs' type
+        ([_gemm("fp32", use_tc=False), GEMM_BF16], "bf16"),  # Qwen2's fp32 RoPE GEMM on the CUDA cores
+        ([_gemm("fp32", use_tc=False)], "fp32"),
+        ([_gemm("fp32", kind="conv2d"), _gemm("fp32", use_tc=False)], "tf32"),  # cuDNN's TF32 convolutions
+        ([GEMM_BF16, _gemm("fp8")], "mixed"),
+        ([ADD], "bf16"),  # no GEMM: the other kernels' type
+        ([ADD, [{"batch": 4, "dim": 64, "prec": "fp32"}, ["softmax"]]], "mixed"),
+    ],
+)
+def test_a_lists_precision_is_what_its_entries_record(tmp_path: Path, entries: list, precision: str) -> None:
+    """Session 36: the precision came from the file name's `p<precision>` token, so a bf16 list saved as
+    `..._pfp32_...` said fp32, and a hand-named list had none. It is the type of the list's Tensor-Core
+    GEMMs (what --precision names for a model), else of its GEMMs, else of its kernels; "mixed" if several."""
+    for name in ("my_fp32_pfp32_b1.json", "mymodel_x_pbf16_b1.json", "hand_named.json"):
+        assert load_kernel_list(_write(tmp_path, entries, name)).meta["precision"] == precision, name
+
+
+def test_a_16_bit_precision_retypes_the_tensor_core_gemms(tmp_path: Path) -> None:
+    """Session 36: `--precision bf16` left a list as recorded, so an fp8 list could run on an A100 only by
+    editing it. bf16 and fp16 re-type the 16-bit and narrower Tensor-Core GEMMs (a bf16 trace as fp16 for a
+    V100, fp8 as bf16 for an A100); fp32 data (CUDA-core GEMMs, TF32 convolutions) and other kernels stay."""
+    fp8_add = [{"dim": 4096, "op": "pointwise_add", "prec": "fp8"}, ["elementwise"]]
+    entries = [_gemm("fp8"), GEMM_BF16, _gemm("fp32", use_tc=False), _gemm("fp32", kind="conv2d"), fp8_add]
+    graph = load_kernel_list(_write(tmp_path, entries))
+    for precision, gemms in (("bf16", ["bf16", "bf16"]), ("fp16", ["fp16", "fp16"])):
+        typed = as_precision(graph, precision)
+        assert [op.dtype for op in typed.ops] == [*gemms, "fp32", "tf32", "fp8"]
+        assert typed.ops[0].c_dtype == precision  # an fp8 GEMM that wrote fp8 writes the new type
+        assert typed.meta["precision"] == precision and typed.name == f"synthetic@{precision}"
+        assert [op.name for op in typed.ops] == [op.name for op in graph.ops]
+    # a bf16 trace is its own bf16 run: the same graph, not a copy
+    trace = load_kernel_list(_write(tmp_path, [GEMM_BF16, ADD], "trace.json"))
+    assert as_precision(trace, "bf16") is trace
+    with pytest.raises(ConfigError, match="bf16, fp16 or fp32 only"):
+        as_precision(trace, "fp8")
 
 
 def test_elementwise_softmax_layernorm_mapping(tmp_path: Path) -> None:
