@@ -60,11 +60,17 @@ class ParamInfo:
     kind: ParamKind
     categories: tuple[Any, ...] | None = None
     constant_value: Any = None
+    names: tuple[str, ...] = ()  # the study's names for this path where they differ (`gddr_bus`, `hbm_bus`)
 
     @property
     def path(self) -> str:
         """The parameter's path in the study (`gpu.num_sms`)."""
         return self.column.removeprefix(PARAM_PREFIX)
+
+    @property
+    def label(self) -> str:
+        """The path, with the study's own names for it: `gpu.memory.bus_width_bits (gddr_bus, hbm_bus)`."""
+        return f"{self.path} ({', '.join(self.names)})" if self.names else self.path
 
     @property
     def is_categorical(self) -> bool:
@@ -159,21 +165,41 @@ def read_points_jsonl(path: Path) -> pd.DataFrame:
     return df
 
 
+def _line_count(path: Path) -> int:
+    """Lines in a file, a last one without its newline included: 20-70 ms for a 10,000-point log of 22 MB
+    on a loaded 2-core machine, where parsing it takes ~2 s."""
+    with path.open("rb") as fh:
+        data = fh.read()
+    return data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+
+
 def read_trials(run_dir: str | Path) -> tuple[pd.DataFrame, str]:
-    """Return the run's trials (one row per point) and the file they came from."""
+    """Return the run's trials (one row per point) and the file they came from.
+
+    The table is read unless the log holds points it lacks: a run (a resumed one, say) that stopped before
+    it rewrote the table. Content decides, not file times (a copy, `cp -r` or rsync without -t, may write
+    the table before the log): the log is append-only and the table holds every point logged when it was
+    written, so a log of no more lines than the table's rows has no point since.
+    """
     run_dir = Path(run_dir)
     parquet, log = run_dir / TRIALS_FILE, run_dir / POINTS_FILE
-    if parquet.is_file() and log.is_file() and log.stat().st_mtime > parquet.stat().st_mtime:
-        # a run (a resumed one, say) stopped before it rewrote the table: the log holds every point
-        logger.warning(
-            "%s is older than %s (the run stopped before writing it); reading the log", parquet, log
-        )
-    elif parquet.is_file():
+    if parquet.is_file():
         try:
-            df = pd.read_parquet(parquet)
-            return df.drop_duplicates("point_id", keep="last").reset_index(drop=True), TRIALS_FILE
+            df = pd.read_parquet(parquet).drop_duplicates("point_id", keep="last").reset_index(drop=True)
         except Exception as exc:  # a torn parquet: the log is the source of truth anyway
             logger.warning("%s unreadable (%s); reading %s", parquet, exc, POINTS_FILE)
+        else:
+            if not log.is_file() or _line_count(log) <= len(df):
+                return df, TRIALS_FILE
+            logged = read_points_jsonl(log)
+            missing = len(set(logged["point_id"]) - set(df["point_id"].astype(str)))
+            if not missing:
+                return df, TRIALS_FILE
+            logger.warning(
+                "%s lacks %d point(s) of %s (the run stopped before writing it); reading the log",
+                parquet, missing, log,
+            )  # fmt: skip
+            return logged, POINTS_FILE
     if log.is_file():
         return read_points_jsonl(log), POINTS_FILE
     raise ConfigError(
@@ -274,10 +300,12 @@ def _specs_by_path(declared: Sequence[Mapping[str, Any]]) -> dict[str, dict[str,
     for path, specs in grouped.items():
         kinds = {str(s.get("kind", "")) for s in specs}
         values = [v for s in specs for v in (s.get("values") or s.get("choices") or ())]
+        names = [str(s["name"]) for s in specs if s.get("name") not in (None, path)]
         merged[path] = {
             "kind": kinds.pop() if len(kinds) == 1 else "",
             "values": list(dict.fromkeys(values)),
             "value": specs[0].get("value"),
+            "names": tuple(dict.fromkeys(names)),
         }
     return merged
 
@@ -291,20 +319,20 @@ def infer_parameters(df: pd.DataFrame, declared: Sequence[Mapping[str, Any]] = (
         values = df[col].dropna()
         uniques = pd.unique(values)
         declared_kind = str(spec.get("kind", ""))
+        names = tuple(spec.get("names", ()))
         if len(uniques) <= 1:  # by the data: constants under disjoint `when`s fill one column with several
             const = uniques[0] if len(uniques) else spec.get("value")
-            infos.append(ParamInfo(column=col, kind="constant", constant_value=_plain(const)))
+            infos.append(ParamInfo(column=col, kind="constant", constant_value=_plain(const), names=names))
             continue
         numeric = all(_is_number(_plain(v)) for v in uniques)
         if numeric:
             is_int = all(float(_plain(v)).is_integer() for v in uniques) and declared_kind != "float"
-            infos.append(ParamInfo(column=col, kind="int" if is_int else "float"))
+            infos.append(ParamInfo(column=col, kind="int" if is_int else "float", names=names))
             continue
         order = [v for v in spec.get("values") or () if v in set(uniques)]
         rest = sorted((v for v in uniques if v not in set(order)), key=str)
-        infos.append(
-            ParamInfo(column=col, kind="categorical", categories=tuple(_plain(v) for v in order + rest))
-        )
+        categories = tuple(_plain(v) for v in order + rest)
+        infos.append(ParamInfo(column=col, kind="categorical", categories=categories, names=names))
     return tuple(infos)
 
 

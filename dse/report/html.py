@@ -280,7 +280,7 @@ def _pareto_section(info: ParetoInfo) -> str:
     meta_params = []
     for p in info.varying_params:
         selected = " selected" if p.path == current else ""
-        options.append(f'<option value="{_esc(p.path)}"{selected}>{_esc(p.path)}</option>')
+        options.append(f'<option value="{_esc(p.path)}"{selected}>{_esc(p.label)}</option>')
         meta_params.append(
             {
                 "path": p.path,

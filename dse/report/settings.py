@@ -114,6 +114,8 @@ _SUMMARY_SHOWN = (
     "front_size",
     "hypervolume",
     "reference_point",
+    "reference_point_source",
+    "warnings",
     "stop_reason",
     "objectives",
     "constraints",
@@ -124,6 +126,12 @@ _SUMMARY_SHOWN = (
 
 def _point_text(values: Any) -> Any:
     return "(" + ", ".join(_fmt(v) for v in values) + ")" if isinstance(values, list) else values
+
+
+_DEFAULT_REFERENCE = (
+    "the study gives none: the worst values of the first batch with a feasible point, 10% of their range "
+    "further out (later front points outside it add no hypervolume)"
+)
 
 
 def _result_pairs(s: Mapping[str, Any], info: ParetoInfo) -> list[tuple[str, Any]]:
@@ -139,6 +147,8 @@ def _result_pairs(s: Mapping[str, Any], info: ParetoInfo) -> list[tuple[str, Any
     if not info.reranked:
         pairs.append(("front_size", s.get("front_size", info.count("front"))))
         pairs += [(k, _point_text(s[k])) for k in ("hypervolume", "reference_point") if k in s]
+        if s.get("reference_point_source") == "first feasible batch":
+            pairs.append(("reference_point from", _DEFAULT_REFERENCE))
         return pairs
     pairs.append(("front_size", info.count("front")))
     if (hv := front_hypervolume(info)) is not None:
@@ -167,6 +177,9 @@ def settings_section(run: RunData, info: ParetoInfo) -> str:
             '<p><span class="stop"><b>No summary.json:</b> the run did not finish (killed, or still '
             f"running). Everything here is computed from {_esc(run.source)}.</span></p>"
         )
+    warnings = s.get("warnings")
+    for text in warnings if isinstance(warnings, list) else ():  # what the run warned of at its end
+        parts.append(f'<p><span class="stop"><b>Warning:</b> {_esc(str(text))}</span></p>')
     run_pairs = [(k, s[k]) for k in ("study", "run_id", "sampler", "executor", "seed") if k in s]
     run_pairs.append(("data source", run.source))
     run_pairs.append(("run directory", str(run.run_dir)))

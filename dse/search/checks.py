@@ -28,13 +28,7 @@ from dse.search.objective import (
     metric_names_of,
     serving_metric_names,
 )
-from dse.search.space import (
-    ChoiceParam,
-    ConstParam,
-    FloatParam,
-    IntParam,
-    SearchSpace,
-)
+from dse.search.space import ChoiceParam, ConstParam, FloatParam, IntParam, SearchSpace
 from dse.search.study import (
     INT_KEYS,
     Attention,
@@ -77,18 +71,15 @@ def check_study(cfg: StudyConfig, smap: SourceMap, evaluator: Evaluator) -> None
         names = metric_names_of(evaluator)
         if names is not None:
             _check_metrics(cfg, smap, names)
+    _check_reference_point(cfg, smap)
     sampler = cfg.search.sampler
     if sampler.kind == "nsga3" and (problem := sampler.directions_problem(len(cfg.objectives))):
         raise located_error(smap, ("search", "sampler", "dividing_parameter"), problem)
-    if cfg.search.sampler.kind == "grid":
-        for name, spec in cfg.space.items():
-            if not spec.is_finite:
-                raise located_error(
-                    smap,
-                    ("space", name),
-                    "the grid sampler needs a finite space: give this float parameter a `step`, or use "
-                    "`values: [...]` (samplers for continuous spaces: random, qmc, nsga2, nsga3, tpe)",
-                )
+    for name, spec in cfg.space.items() if cfg.search.sampler.kind == "grid" else ():
+        if not spec.is_finite:
+            msg = "the grid sampler needs a finite space: give this float parameter a `step`, or use "
+            msg += "`values: [...]` (samplers for continuous spaces: random, qmc, nsga2, nsga3, tpe)"
+            raise located_error(smap, ("space", name), msg)
 
 
 def _check_metrics(
@@ -113,12 +104,23 @@ def _check_metrics(
         for metric in c.metrics():
             if metric not in names:
                 raise located_error(smap, ("constraints", i), f"in '{c.text}': {problem(metric)}")
+
+
+def _check_reference_point(cfg: StudyConfig, smap: SourceMap) -> None:
+    """One bound per objective, each at its own line, and a box the points can fill."""
+    objectives = ", ".join(cfg.objectives)
     for metric, ref in (cfg.reference_point or {}).items():
+        if metric not in cfg.objectives:
+            msg = f"'{metric}' is not an objective (allowed: {objectives})"
+            raise located_error(smap, ("reference_point", metric), msg)
         # every metric a point reports is >= 0: a bound at or under 0 on one to minimize is dominated by
         # no point, and the hypervolume stays 0 whatever the run finds
-        if cfg.objectives.get(metric) == "minimize" and ref <= 0:
+        if cfg.objectives[metric] == "minimize" and ref <= 0:
             msg = f"{ref:g} for a metric to minimize: no point is below it (all are >= 0); hypervolume 0"
             raise located_error(smap, ("reference_point", metric), msg)
+    if missing := [m for m in cfg.objectives if cfg.reference_point and m not in cfg.reference_point]:
+        msg = f"no bound for {', '.join(missing)} (the reference point gives one for each of: {objectives})"
+        raise located_error(smap, ("reference_point",), msg)
     # the box's sides along maximized metrics are the points' own distances from the bound, so only the
     # minimized values (all > 0 here) size it; a sum of logs is order-free (a product met inf x 0 = nan)
     sides = [ref for m, ref in (cfg.reference_point or {}).items() if cfg.objectives.get(m) == "minimize"]

@@ -11,11 +11,14 @@ duplicates of a front point are all on the front.
 
 Hypervolume is of the region dominated by the front and bounded by the reference point; points that are
 not strictly better than the reference in every objective contribute nothing.
+
+`RunFront` keeps a run's front batch by batch and counts the batches without progress (`patience`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -160,3 +163,75 @@ def default_reference_point(
     pad = np.where(span > 0, span * margin, np.maximum(np.abs(worst) * margin, 1e-12))
     ref = worst + pad
     return [float(-r) if d == "maximize" else float(r) for r, d in zip(ref, directions, strict=True)]
+
+
+def _beats(values: np.ndarray, reference_point: Sequence[float], directions: Sequence[str]) -> np.ndarray:
+    """Mask of the rows of `values` strictly better than `reference_point` in every objective (the rows
+    that add to the hypervolume)."""
+    ref = to_minimization(np.asarray(reference_point, dtype=float)[None, :], directions)[0]
+    return np.all(to_minimization(values, directions) < ref, axis=1)
+
+
+def unbeaten_reference_warning(
+    values: np.ndarray, reference_point: Sequence[float], directions: Sequence[str], names: Sequence[str]
+) -> str | None:
+    """Why the hypervolume of `values` (the feasible points, n x m) is 0: no row beats `reference_point`
+    in every objective (one in another unit, ms for s, is the easy mistake); None when one does or there
+    are no points."""
+    if len(values) == 0 or _beats(values, reference_point, directions).any():
+        return None
+    best = [
+        float(np.max(col) if d == "maximize" else np.min(col))
+        for col, d in zip(np.asarray(values, dtype=float).T, directions, strict=True)
+    ]
+    sides = ", ".join(f"{n} {r:.4g}" for n, r in zip(names, reference_point, strict=True))
+    return (
+        f"no feasible point is better than the reference point in every objective ({sides}; the best "
+        f"values found: {', '.join(f'{b:.4g}' for b in best)}), so the hypervolume is 0 and measures "
+        "nothing: give a reference_point the points beat (check its units), or none (the first feasible "
+        "batch's worst values, 10% of their range further out)"
+    )
+
+
+@dataclass
+class RunFront:
+    """A run's front as its batches come in, its hypervolume, and the batches in a row without progress.
+
+    The reference point is the study's, else the first batch with a feasible point fixes it
+    (`default_reference_point` of that batch), so that the hypervolumes of later batches compare. A batch
+    is progress when the hypervolume grows by more than `min_improvement` (relative), or when a point of
+    another value joins the front outside the reference box, where the hypervolume cannot see it (a
+    reference point no point beats, or a default one the front has outgrown): patience counted such
+    batches as stalled and stopped a run whose front was still moving.
+    """
+
+    directions: Sequence[str]
+    ref: list[float] | None
+    min_improvement: float
+    ids: list[str] = field(default_factory=list)
+    values: np.ndarray | None = None
+    hv: float = 0.0
+    best_hv: float = 0.0
+    stalled: int = 0
+
+    def add(self, ids: Sequence[str], rows: Sequence[Sequence[float]]) -> None:
+        """Merge one batch's feasible points (their ids and objective rows; maybe none) and count it."""
+        outside = False
+        if rows:
+            old = self.values if self.values is not None else np.empty((0, len(self.directions)))
+            all_vals = np.vstack([old, np.asarray(rows, dtype=float)])
+            if self.ref is None:
+                self.ref = default_reference_point(all_vals, self.directions)
+            mask = pareto_mask(all_vals, self.directions)
+            joined = all_vals[len(old) :][mask[len(old) :]]
+            unseen = [not (old == row).all(axis=1).any() for row in joined]  # duplicates change nothing
+            outside = bool((~_beats(joined, self.ref, self.directions) & np.asarray(unseen, bool)).any())
+            self.ids = [i for i, keep in zip([*self.ids, *ids], mask, strict=True) if keep]
+            self.values = all_vals[mask]
+            self.hv = hypervolume(self.values, self.ref, self.directions)
+        if self.ref is None:
+            return  # no feasible point yet: nothing to stall on
+        gained = self.hv > self.best_hv * (1.0 + self.min_improvement) and self.hv > self.best_hv
+        if gained:
+            self.best_hv = self.hv
+        self.stalled = 0 if gained or outside else self.stalled + 1

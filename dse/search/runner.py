@@ -37,7 +37,13 @@ from dse.errors import DseError, RunFailed, os_failure
 from dse.search.feasibility import MODEL_REASON_PREFIX, classify, clean_metrics, constraint_check
 from dse.search.interrupts import ignore_interrupts
 from dse.search.objective import Evaluator, evaluate_point, finite
-from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
+from dse.search.pareto import (
+    RunFront,
+    default_reference_point,
+    hypervolume,
+    pareto_mask,
+    unbeaten_reference_warning,
+)
 from dse.search.progress import ProgressCallback, ProgressState, progress_callback
 from dse.search.rundir import (
     ENV_FILE,
@@ -146,13 +152,12 @@ class _Run:
         self.eval_s = 0.0
         self.n_feasible = 0
         self.n_failed = 0
-        self.front_ids: list[str] = []
-        self.front_vals = np.empty((0, len(self.metric_names)))
         ref = cfg.reference_point
-        self.ref: list[float] | None = [ref[m] for m in self.metric_names] if ref else None
-        self.hv = 0.0
-        self.best_hv = 0.0
-        self.stalled = 0
+        self.front = RunFront(
+            directions=self.directions,
+            ref=[ref[m] for m in self.metric_names] if ref else None,
+            min_improvement=cfg.search.min_improvement,
+        )
         self.executor: Any = None
         self.t0 = time.perf_counter()
         self.space_size = self._space_size()
@@ -209,31 +214,9 @@ class _Run:
         return values if len(values) == len(self.metric_names) else None
 
     def _update_front(self, batch: Sequence[PointRecord]) -> None:
-        ids, rows = [], []
-        for rec in batch:
-            row = self._objective_row(rec)
-            if row is not None:
-                ids.append(rec.point_id)
-                rows.append(row)
-        if not rows:
-            return
-        all_ids = self.front_ids + ids
-        all_vals = np.vstack([self.front_vals, np.asarray(rows)])
-        if self.ref is None:
-            self.ref = default_reference_point(all_vals, self.directions)
-        mask = pareto_mask(all_vals, self.directions)
-        self.front_ids = [i for i, keep in zip(all_ids, mask, strict=True) if keep]
-        self.front_vals = all_vals[mask]
-        self.hv = hypervolume(self.front_vals, self.ref, self.directions)
-
-    def _note_hv(self) -> None:
-        if self.ref is None:
-            return
-        if self.hv > self.best_hv * (1.0 + self.cfg.search.min_improvement) and self.hv > self.best_hv:
-            self.best_hv = self.hv
-            self.stalled = 0
-        else:
-            self.stalled += 1
+        """Add a batch's feasible points to the front and count the batch for `patience` (`RunFront`)."""
+        rows = {rec.point_id: row for rec in batch if (row := self._objective_row(rec)) is not None}
+        self.front.add(list(rows), list(rows.values()))
 
     # -- progress
 
@@ -248,8 +231,8 @@ class _Run:
                 n_feasible=self.n_feasible,
                 n_failed=self.n_failed,
                 n_cached=self.n_cached,
-                front_size=len(self.front_ids),
-                hypervolume=self.hv,
+                front_size=len(self.front.ids),
+                hypervolume=self.front.hv,
                 elapsed_s=elapsed,
                 points_per_s=len(self.known) / elapsed if elapsed > 0 else 0.0,
                 done=done,
@@ -267,8 +250,11 @@ class _Run:
             return f"search space exhausted (all {self.space_size} points evaluated)"
         if s.time_budget_s is not None and time.perf_counter() - self.t0 >= s.time_budget_s:
             return f"time budget reached ({s.time_budget_s:g} s)"
-        if s.patience is not None and self.stalled >= s.patience:
-            return f"hypervolume stalled for {s.patience} batches (gain below {s.min_improvement:g})"
+        if s.patience is not None and self.front.stalled >= s.patience:
+            return (
+                f"hypervolume stalled for {s.patience} batches (gain below {s.min_improvement:g}, and no new "
+                "front point outside the reference box)"
+            )
         if idle_batches >= _MAX_IDLE_BATCHES:
             return f"sampler proposed only evaluated points for {idle_batches} batches"
         return ""
@@ -392,9 +378,8 @@ class _Run:
                 for ask, pid in zip(asks[told:], pids[told:], strict=True):
                     sampler.tell(ask, self._outcome(self.known[pid]))
                 idle = 0 if fresh else idle + 1
-                self._update_front(fresh)
                 if fresh:
-                    self._note_hv()
+                    self._update_front(fresh)
                 self._report()
         except KeyboardInterrupt:
             self.restore_signals = ignore_interrupts()  # a second Ctrl-C cuts nothing (dse.search.interrupts)
@@ -429,19 +414,29 @@ class _Run:
             self._count(rec)
         self.n_cached += len(unreached)
 
+    def _final_front(self, records: Sequence[PointRecord]) -> tuple[dict[str, bool], float, list[str]]:
+        """(on the front by point id, hypervolume, warnings) over all of the run's feasible points."""
+        ok = [r for r in records if self._objective_row(r) is not None]
+        if not ok:
+            return {}, 0.0, []
+        vals = np.asarray([self._objective_row(r) for r in ok])
+        mask = pareto_mask(vals, self.directions)
+        if self.front.ref is None:  # only logged points the run did not meet again are feasible
+            self.front.ref = default_reference_point(vals, self.directions)
+        warning = unbeaten_reference_warning(vals, self.front.ref, self.directions, self.metric_names)
+        if warning:
+            logger.warning("%s", warning)
+        on_front = {r.point_id: bool(m) for r, m in zip(ok, mask, strict=True)}
+        return (
+            on_front,
+            hypervolume(vals[mask], self.front.ref, self.directions),
+            [warning] if warning else [],
+        )
+
     def finish(self, reason: str, logged: Mapping[str, PointRecord]) -> RunSummary:
         self._keep_unreached(logged)
         records = sorted(self.known.values(), key=lambda r: r.seq)
-        ok = [r for r in records if self._objective_row(r) is not None]
-        on_front: dict[str, bool] = {}
-        hv = 0.0
-        if ok:
-            vals = np.asarray([self._objective_row(r) for r in ok])
-            mask = pareto_mask(vals, self.directions)
-            on_front = {r.point_id: bool(m) for r, m in zip(ok, mask, strict=True)}
-            if self.ref is None:
-                self.ref = default_reference_point(vals, self.directions)
-            hv = hypervolume(vals[mask], self.ref, self.directions)
+        on_front, hv, warnings = self._final_front(records)
         elapsed = time.perf_counter() - self.t0
         df = trials_frame(records, self.space.paths, on_front)
         write_tables(self.run_dir, df, self.metric_names)
@@ -463,7 +458,7 @@ class _Run:
             n_cached=self.n_cached,
             front_size=sum(on_front.values()),
             hypervolume=hv,
-            reference_point=self.ref,
+            reference_point=self.front.ref,
             stop_reason=reason,
             elapsed_s=elapsed,
             points_per_s=self.n_evaluated / elapsed if elapsed > 0 else 0.0,
@@ -474,10 +469,12 @@ class _Run:
                 "n_target": s.n_points,
                 "batch_size": s.effective_batch_size,
                 "evaluator": evaluator_name(self.evaluator),
+                "reference_point_source": "study" if self.cfg.reference_point else "first feasible batch",
+                "warnings": warnings,
             },
         )
         write_json(self.run_dir / SUMMARY_FILE, summary.to_dict())
-        self.hv = hv
+        self.front.hv = hv
         self._report(done=True, reason=reason)
         return summary
 

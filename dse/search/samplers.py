@@ -345,6 +345,14 @@ def build_sampler(study: StudyConfig) -> PointSampler:
                 space.grid_size_bound(), budget,
             )  # fmt: skip
         return GridSampler(space, shuffle=cfg.shuffle, seed=study.search.seed)
+    batch = min(study.search.effective_batch_size, study.search.n_points)
+    if cfg.kind == "tpe" and batch > cfg.n_startup_trials:
+        # the driver tells a batch only once it is all asked: TPE has seen no result in its first one
+        logging.getLogger(__name__).warning(
+            "tpe: batch_size %d is above n_startup_trials %d, so the first %d points are drawn at random "
+            "(TPE learns only from finished batches); leave batch_size out or at most n_startup_trials",
+            batch, cfg.n_startup_trials, batch,
+        )  # fmt: skip
     return OptunaSampler(study, build_optuna_sampler(study, study.search.seed))
 
 

@@ -136,4 +136,24 @@ def test_a_log_newer_than_the_table_is_read(tmp_path: Path, caplog: pytest.LogCa
     os.utime(table, (table.stat().st_atime, log.stat().st_mtime - 10))  # the table from the earlier end
     trials, source = read_trials(run)
     assert source == "points.jsonl" and "extra" in set(trials["point_id"])
-    assert "older than" in caplog.text
+    assert "trials.parquet lacks 1 point(s) of" in caplog.text
+
+
+def test_a_copied_run_reads_its_table_whatever_the_file_times(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`cp -r` (rsync without -t, an archive without times) may write the table before the log: the report
+    said the run "stopped before writing" it and read the log. The log holds no point the table lacks, a
+    point logged twice included, so the table is read without a word."""
+    import os
+
+    from dse.report.frames import read_trials
+
+    run = write_run(tmp_path, 50)
+    log, table = run / "points.jsonl", run / "trials.parquet"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines) + lines[7])  # a point logged again (a resumed run): 51 lines, 50 points
+    os.utime(table, (table.stat().st_atime, log.stat().st_mtime - 10))
+    trials, source = read_trials(run)
+    assert source == "trials.parquet" and len(trials) == 50
+    assert not caplog.text

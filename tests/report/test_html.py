@@ -384,3 +384,29 @@ def test_a_column_that_only_constants_under_disjoint_whens_fill_still_varies(tmp
     run_dir = Path(run_study(tmp_path / "s.yaml", out=tmp_path, executor="serial").run_dir)
     bus = next(p for p in load_run(run_dir).parameters if p.path == "gpu.memory.bus_width_bits")
     assert bus.kind == "int"  # 5120 on the HBM points, 384 on the GDDR7 one
+
+
+def test_settings_say_why_the_hypervolume_is_0_and_where_the_reference_comes_from(tmp_path: Path) -> None:
+    """ZDT1's points have f2 >= 1 - sqrt(f1), so none beats (0.1, 0.1): the run's hypervolume is 0, which
+    the report showed without a word. Its settings repeat the run's warning; a run whose study gives no
+    reference point says how its own was chosen."""
+    from dse.search.runner import run_study
+
+    from ..search.toy import zdt1
+
+    base = "space: {x0: {type: float, low: 0, high: 1}, x1: {type: float, low: 0, high: 1}}\n"
+    base += "objectives: {f1: minimize, f2: minimize}\n"
+    base += "search: {sampler: random, n_points: 16, executor: serial}\n"
+    (tmp_path / "ref.yaml").write_text("name: ref\n" + base + "reference_point: {f1: 0.1, f2: 0.1}\n")
+    (tmp_path / "free.yaml").write_text("name: free\n" + base)
+    pages = {}
+    for name in ("ref", "free"):
+        run_dir = run_study(tmp_path / f"{name}.yaml", out=tmp_path, evaluator=zdt1).run_dir
+        settings = write_html_report(run_dir).read_text(encoding="utf-8").split('<section id="settings">')[1]
+        pages[name] = settings[: settings.index("</section>")]
+    warning = (
+        "<b>Warning:</b> no feasible point is better than the reference point in every objective (f1 0.1"
+    )
+    assert warning in pages["ref"] and "Warning:" not in pages["free"]
+    assert "worst values of the first batch with a feasible point" in pages["free"]
+    assert "first batch with a feasible point" not in pages["ref"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,9 @@ from dse.errors import ConfigError
 from dse.report.display import display_unit
 from dse.report.figures.pareto import build_pareto_info, plot_pareto
 from dse.report.frames import load_run
+from dse.search.runner import run_study
 
+from ..search.toy import zdt1
 from .runs import write_run
 
 
@@ -57,6 +60,35 @@ def test_color_by_accepts_a_path_and_rejects_unknown(small_run: Path) -> None:
     assert info.color_by == "param.precision"
     with pytest.raises(ConfigError, match="no such parameter"):
         build_pareto_info(run.trials, run.objectives, color_by="gpu.nope")
+
+
+def test_color_by_takes_the_study_names_of_a_path(tmp_path: Path) -> None:
+    """`lo` and `hi` set one path, x0, under disjoint `when`s (as `gddr_bus` and `hbm_bus` set the bus
+    width); the log keys the points by path, and the report refused `--color-by lo`. A study's name picks
+    its path, and the error lists the names beside the path."""
+    study = tmp_path / "alias.yaml"
+    study.write_text(
+        textwrap.dedent(
+            """\
+            name: alias
+            space:
+              side: {values: [lo, hi]}
+              lo: {path: x0, type: float, low: 0.0, high: 0.5, when: {side: lo}}
+              hi: {path: x0, type: float, low: 0.5, high: 1.0, when: {side: hi}}
+              x1: {type: float, low: 0.0, high: 1.0}
+            objectives: {f1: minimize, f2: minimize}
+            search: {sampler: random, n_points: 20, executor: serial}
+            """
+        )
+    )
+    run = load_run(run_study(study, out=tmp_path, evaluator=zdt1).run_dir)
+    for name in ("lo", "hi", "x0", "param.x0"):
+        info = build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by=name)
+        assert info.color_by == "param.x0"
+    with pytest.raises(
+        ConfigError, match=r"'mid': no such parameter in this run \(known: side, x0 \(lo, hi\), x1\)"
+    ):
+        build_pareto_info(run.trials, run.objectives, parameters=run.parameters, color_by="mid")
 
 
 def test_plot_pareto_smoke(small_run: Path) -> None:

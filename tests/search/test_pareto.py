@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dse.search.pareto import default_reference_point, hypervolume, pareto_mask
+from dse.search.pareto import RunFront, default_reference_point, hypervolume, pareto_mask
 
 
 def naive_mask(v: np.ndarray) -> np.ndarray:
@@ -105,3 +105,24 @@ def test_default_reference_point_is_beyond_the_nadir() -> None:
     v = np.array([[1.0, 10.0], [3.0, 5.0]])
     ref = default_reference_point(v, ["minimize", "maximize"])
     assert ref[0] > 3.0 and ref[1] < 5.0
+
+
+def test_run_front_counts_front_points_outside_its_reference_box_as_progress() -> None:
+    """The default reference point is frozen from the first feasible batch; a later front point beyond it
+    adds no hypervolume, yet the front moved, so the batch is not stalled. A repeat of a front value, or a
+    dominated point, is no progress."""
+    front = RunFront(directions=["minimize", "minimize"], ref=None, min_improvement=1e-6)
+    front.add(["a"], [[1.0, 1.0]])
+    assert front.ref == pytest.approx([1.1, 1.1])  # one point: 10% of its magnitude out (no range)
+    hv = front.hv
+    assert hv == pytest.approx(0.01) and front.stalled == 0
+    front.add(["b"], [[0.5, 2.0]])  # on the front, beyond the reference's f2: no hypervolume
+    assert front.hv == hv and front.stalled == 0 and front.ids == ["a", "b"]
+    front.add(["c"], [[0.5, 2.0]])  # the same value again
+    assert front.stalled == 1 and front.ids == ["a", "b", "c"]
+    front.add(["d"], [[3.0, 3.0]])  # dominated
+    assert front.stalled == 2
+    front.add(["e"], [[0.9, 0.9]])  # dominates a: more hypervolume
+    assert front.hv == pytest.approx(0.04) and front.stalled == 0 and front.ids == ["b", "c", "e"]
+    front.add([], [])  # a batch of infeasible points only
+    assert front.stalled == 1

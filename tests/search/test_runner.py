@@ -452,3 +452,36 @@ def test_a_resumed_budget_below_the_logged_points_is_refused(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="has 32 points logged; give at least that many, or --fresh"):
         run_study(zdt_study(tmp_path, 8), out=tmp_path, evaluator=zdt1)
     assert run_study(resume=done.run_dir, evaluator=zdt1, n_points=40).n_points == 40
+
+
+def test_a_reference_point_no_point_beats_is_warned_of_and_does_not_stall_patience(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ZDT1's points have f2 >= 1 - sqrt(f1), so f1 < 0.1 means f2 > 0.68 and none beats (0.1, 0.1): the
+    hypervolume is 0 throughout. Patience counted every such batch as stalled and stopped NSGA-II after 2
+    of 10 generations, its front still moving; a changing front is progress, and the run says why its
+    hypervolume is 0, at its end and in summary.json."""
+    text = ZDT.replace("N_POINTS", "160").replace("seed: 7}", "seed: 7, patience: 2}")
+    (tmp_path / "ref.yaml").write_text(text + "reference_point: {f1: 0.1, f2: 0.1}\n")
+    s = run_study(tmp_path / "ref.yaml", out=tmp_path, evaluator=zdt1)
+    # the same run without the reference point (a default one, hypervolume > 0) is never stalled for 2
+    (tmp_path / "free.yaml").write_text(text.replace("name: zdt", "name: free"))
+    free = run_study(tmp_path / "free.yaml", out=tmp_path, evaluator=zdt1)
+    assert free.stop_reason.startswith("point budget reached") and free.hypervolume > 0
+    assert s.stop_reason == free.stop_reason and s.n_points == free.n_points == 160
+    assert s.hypervolume == 0 and s.front_size == free.front_size
+    warning = "no feasible point is better than the reference point in every objective (f1 0.1, f2 0.1"
+    assert warning in caplog.text
+    summary = json.loads((s.run_dir / "summary.json").read_text())
+    assert summary["warnings"] and warning in summary["warnings"][0]
+    assert summary["reference_point_source"] == "study" and free.extra["warnings"] == []
+
+
+def test_patience_still_stops_a_front_that_no_longer_moves_outside_the_reference_box(tmp_path: Path) -> None:
+    """Every point of `flat` is (1, 1), outside the box of (0.5, 0.5): the first batch makes the front, and
+    the points after it repeat its value, which is no progress, so patience stops the run 3 batches later."""
+    text = ZDT.replace("N_POINTS", "1000").replace("seed: 7}", "seed: 7, patience: 3}")
+    (tmp_path / "p.yaml").write_text(text + "reference_point: {f1: 0.5, f2: 0.5}\n")
+    s = run_study(tmp_path / "p.yaml", out=tmp_path, evaluator=flat)
+    assert s.stop_reason.startswith("hypervolume stalled for 3 batches")
+    assert 16 * 3 < s.n_points <= 16 * 4  # 1 + 3 batches (NSGA-II may propose a few duplicates)

@@ -344,6 +344,22 @@ MALFORMED = [
         10,
         ["reference_point.e2e_latency_s", "no point is below it"],
     ),
+    (  # was `study.yaml:1: (top level): reference_point must give exactly the objectives ...`
+        "reference-point-key-of-no-objective",
+        GOOD.replace(
+            "constraints:",
+            "reference_point:\n  e2e_latency_s: 9\n  energy_per_output_token_j: 5\n  energy_j: 3\n"
+            "constraints:",
+        ),
+        13,
+        ["reference_point.energy_j:", "'energy_j' is not an objective", "allowed: e2e_latency_s, energy_per"],
+    ),
+    (
+        "reference-point-missing-an-objective",
+        GOOD.replace("constraints:", "reference_point: {e2e_latency_s: 10}\nconstraints:"),
+        10,
+        ["reference_point:", "no bound for energy_per_output_token_j"],
+    ),
     (  # every point failed "batch must be an integer in [1, 2147483647]" and the run exited 1
         "huge-batch",
         GOOD.replace("gpu: h100-sxm", "gpu: h100-sxm\nworkload: {batch: 1000000000000000000000000000000}"),

@@ -226,13 +226,14 @@ def _metric_info(
 
 
 def _color_column(color_by: str | None, params: Sequence[ParamInfo]) -> str | None:
+    """The column of a parameter given by path, column or the study's name for it (`gddr_bus`)."""
     if not color_by:
         return None
-    column = color_by if color_by.startswith("param.") else "param." + color_by
-    if column not in {p.column for p in params}:
-        known = ", ".join(p.path for p in params)
-        raise ConfigError(f"--color-by {color_by!r}: no such parameter in this run (known: {known})")
-    return column
+    for p in params:
+        if color_by in (p.column, p.path, *p.names):
+            return p.column
+    known = ", ".join(p.label for p in params)
+    raise ConfigError(f"--color-by {color_by!r}: no such parameter in this run (known: {known})")
 
 
 def build_pareto_info(
