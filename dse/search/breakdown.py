@@ -92,6 +92,7 @@ def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[st
 def roofline_for_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The kernels of a static point's prefill and of its middle decode step, with the GPU's roofs at the
     point's clock: what the report's roofline figure draws (DRAM bytes are each op's minimum traffic)."""
+    from dse.perf.rates import tensor_flop_per_clk
     from dse.workload.engine import apply_engine, with_kv_dtype
     from dse.workload.graph import WorkloadGraph
     from dse.workload.llm import activation_dtype, build_decode_graph, build_prefill_graph
@@ -113,10 +114,11 @@ def roofline_for_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         kernels += _phase_kernels(phase, graph, gpu, point)
     clock_hz = point.sm_clock_hz or gpu.clocks.boost_clock_hz
     dtype = "fp8" if inputs["precision"] == "fp8" else str(activation_dtype(inputs["precision"]))
-    tensor = gpu.sm.tensor_flop_per_clk.get(dtype) or max(gpu.sm.tensor_flop_per_clk.values())
+    # the kernel model's rule: a narrower type runs on the next wider one, TF32 without TF32 on CUDA cores
+    tensor = tensor_flop_per_clk(gpu, dtype)
     return {
         "kernels": kernels,
-        "tensor_peak_flop_per_s": tensor * gpu.num_sms * clock_hz,
+        "tensor_peak_flop_per_s": tensor * gpu.num_sms * clock_hz or gpu.fp32_peak_flop_per_s(clock_hz),
         "cuda_peak_flop_per_s": gpu.fp32_peak_flop_per_s(clock_hz),
         "dram_bw_bytes_per_s": gpu.memory.bw_bytes_per_s,
         "l2_bw_bytes_per_s": gpu.l2_bw_bytes_per_s(clock_hz),

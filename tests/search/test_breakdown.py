@@ -87,3 +87,17 @@ def test_report_breakdowns_leave_out_parameters_their_when_switched_off(tmp_path
         breakdown_for_point(logged, ctx)  # the row as it was passed on before
     data = logged_point_breakdown(logged, ctx, space)
     assert data["by_module"] and sum(data["by_module"].values()) > 0
+
+
+def test_roofline_tensor_roof_follows_the_kernel_models_dtype_rule() -> None:
+    """The roof a GEMM is drawn under is the rate the kernel model prices it at: fp8 on an A100 (no fp8
+    Tensor Cores) runs on its bf16 ones, and TF32 on a V100 (no TF32: compute capability 7.0) on the CUDA
+    cores in FP32, not on the fp16 Tensor Cores, which would round its operands."""
+    a100, v100 = load_gpu("a100-sxm-80gb"), load_gpu("v100-sxm2")
+    ctx = EvalContext(gpu="a100-sxm-80gb", batch=4, input_tokens=128, output_tokens=8)
+    roof = breakdown_for_point({"precision": "fp8", "sm_clock_mhz": 1410}, ctx)["roofline"]
+    assert roof["tensor_peak_flop_per_s"] == pytest.approx(a100.sm.tensor_flop_per_clk["bf16"] * 108 * 1.41e9)
+    ctx = EvalContext(gpu="v100-sxm2", batch=4, input_tokens=128, output_tokens=8)
+    roof = breakdown_for_point({"precision": "tf32"}, ctx)["roofline"]
+    assert "tf32" not in v100.sm.tensor_flop_per_clk
+    assert roof["tensor_peak_flop_per_s"] == pytest.approx(v100.fp32_peak_flop_per_s(roof["sm_clock_hz"]))
