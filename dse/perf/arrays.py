@@ -201,6 +201,7 @@ class GemmCandidates:
     m_lo: np.ndarray  # m dispatch range (0, 0: any m)
     m_hi: np.ndarray
     tile_class: np.ndarray  # index into `dse.perf.tiles.TILE_CLASSES`
+    cta_pair: np.ndarray  # 2: one CTA of a Blackwell 2-SM MMA, which holds half of B (`tiles.GemmTile`)
 
     def at_pairs(self, cands: np.ndarray) -> GemmCandidates:
         """Candidate `cands[j]` for each (row, candidate) pair j, shape [P]."""
@@ -231,6 +232,7 @@ class GemmCandidates:
             m_lo=pick(self.m_lo),
             m_hi=pick(self.m_hi),
             tile_class=pick(self.tile_class),
+            cta_pair=pick(self.cta_pair),
         )
 
 
@@ -281,7 +283,8 @@ class RoundSchedule:
 
 @dataclass(frozen=True, slots=True)
 class StepCosts:
-    """Math and shared-memory time of one K step, and the store / split-K reduction bytes (`_step_costs`)."""
+    """Math and shared-memory time of one K step, and the store / split-K reduction bytes
+    (`gemm_steps.step_costs`)."""
 
     flop_step: np.ndarray
     smem_rd_bytes: np.ndarray

@@ -11,14 +11,14 @@ Traffic (per execution):
   fit is re-read once per wave: a wave covers a near-square block of `a x b` output tiles and loads
   `a` row panels of A and `b` column panels of B. DRAM traffic is always at least the compulsory bytes.
 - C is written once (split-K: each slice writes fp32 partials, a reduction kernel reads them and writes C).
-- shared memory: the stage writes plus the warp-level reads (`(tile_m / warp_m) (tile_n / warp_n)
-  (warp_m + warp_n) K` elements per stage).
+- shared memory: the stage writes plus the MMA instructions' operand reads, per warp (Ampere), warpgroup
+  (Hopper) or CTA (Blackwell's tcgen05; a 2-SM CTA pair splits B): `dse.perf.gemm_steps`.
 
 Timeline per round of threadblocks (`conc` per SM, `active` device-wide):
 - load of one stage: max(DRAM share, L2 slice, shared-memory write, latency / (stages - 1));
 - MMA of one stage: max(Tensor-Core time of the padded tile, shared-memory reads, and for weight-only
-  GEMMs the CUDA-core dequantization of the stage's B tile, `DEQUANT_SM_CYCLES_PER_WEIGHT`, whose work the
-  power model charges to the CUDA cores);
+  GEMMs the CUDA-core dequantization of the stage's B tile, `gemm_steps.DEQUANT_SM_CYCLES_PER_WEIGHT`,
+  whose work the power model charges to the CUDA cores);
 - prologue = DRAM latency + one stage load; mainloop = K steps x max(load, MMA); epilogue = C store.
 """
 
@@ -39,13 +39,13 @@ from dse.perf.arrays import (
     OperandTraffic,
     PhaseTimes,
     RoundSchedule,
-    StepCosts,
     TileGeometry,
     uniform_cut,
 )
 from dse.perf.gemm_quant import activation_quant
 from dse.perf.gemm_result import SK_FIX_TILES, KeptScores, ResultInputs, full_result, result_inputs
 from dse.perf.gemm_rows import ChoiceMemo, ChoiceProblems, choice_rows, row_inputs
+from dse.perf.gemm_steps import step_costs
 from dse.perf.gpu_rows import GpuRows, tensor_rates
 from dse.perf.pipeline import (
     Timeline,
@@ -60,22 +60,16 @@ from dse.perf.pipeline import (
     vmax,
     wave_schedule,
 )
-from dse.perf.rates import (
-    DRAM_LATENCY_S,
-    Rates,
-    arch_family,
-    effective_sm_clock_hz,
-    rates_at,
-)
+from dse.perf.rates import DRAM_LATENCY_S, Rates, effective_sm_clock_hz, rates_at, tensor_dtype_used
 from dse.perf.tiles import (
     LIBRARIES,
+    PERSISTENT_LIBRARIES,
     STREAM_K,
     TILE_CLASSES,
     dispatch_valid,
     gemm_candidates,
     gemm_library,
     kernel_name,
-    simt_ffma_rate_factor,
     valid_grid,
 )
 from dse.perf.types import CoeffTable, KernelEstimate, OperatingPoint, coeff_table
@@ -94,16 +88,6 @@ DTYPE_CLASS: dict[str, str] = {
 DTYPE_CLASSES: tuple[str, ...] = ("f16", "f8", "tf32", "fp32", "f4")
 GROUPS: tuple[str, ...] = tuple(f"gemm/{d}/{t}" for d in DTYPE_CLASSES for t in TILE_CLASSES)
 
-_SPLIT_REDUCE_BYTES = 4.0  # split-K partials are fp32
-# Weight-only GEMMs (B stored narrower than the MMA operands: MXFP4 experts on GPUs without fp4 Tensor
-# Cores) dequantize every B element a threadblock loads, on the CUDA cores, before the MMA. Marlin's
-# e2m1 -> bf16 sequence takes about three integer ops (mask, shift, merge) per bf16x2 pair and one packed
-# bf16 multiply that applies the exponent bias and the e8m0 block scale: per weight 1.5 ops on the INT32
-# pipe (64 lanes per SM since Volta) and 0.5 on the packed-half pipe (128 lanes): SM cycles per weight.
-# As CUDA-core work it is those cycles times the SM's fp32 FLOP per clock: 7 FLOP on Hopper (256 per
-# clock), 3.5 on the A100 (128).
-DEQUANT_SM_CYCLES_PER_WEIGHT = 1.5 / 64.0 + 0.5 / 128.0
-
 # `_best_candidate` scores the valid (row, candidate) pairs only from this many rows x candidates, when at
 # most this share of them is valid (below, gathering the pairs costs more than it saves).
 _PAIRS_MIN_GRID = 2048
@@ -113,11 +97,11 @@ _PAIRS_MAX_FRAC = 0.6
 def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: np.ndarray | float) -> TileGeometry:
     """Output tiles, K steps and per-step staging bytes of candidates `c` for rows `r` (broadcast)."""
     m, n, k, batch, in_b, b_b = r.m, r.n, r.k, r.batch, r.in_elem_bytes, r.b_elem_bytes
-    tm, tn = c.tile_m, c.tile_n
+    tm, tn, pair = c.tile_m, c.tile_n, c.cta_pair
     stream_k = c.split == STREAM_K
     s = np.where(stream_k, 1.0, c.split)
     kt = c.k_step_bytes / in_b
-    tiles_m = np.ceil(m / tm)
+    tiles_m = np.ceil(m / (tm * pair)) * pair  # a 2-SM MMA's pair of CTAs covers 2 tile_m rows
     tiles_n = np.ceil(n / tn)
     k_split = np.ceil(k / s)
     nk = np.ceil(k_split / kt)
@@ -127,9 +111,11 @@ def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: np.ndarray | float) -> T
     mt_avg = m / tiles_m
     nt_avg = n / tiles_n
     kt_avg = k_split / nk
-    # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist).
+    # L2 reads per K step: B is multicast to the threadblocks of a cluster (only when they exist); a CTA of
+    # a 2-SM MMA pair loads and stages only its half of B.
     mcast = np.minimum(c.multicast, tiles_m)
     mcast_a = np.minimum(c.multicast_a, tiles_n)
+    nt_own = nt_avg / pair
     return TileGeometry(
         stream_k=stream_k,
         splits=s,
@@ -145,8 +131,8 @@ def _tile_geometry(r: GemmRows, c: GemmCandidates, sms: np.ndarray | float) -> T
         valid=valid,
         mt_avg=mt_avg,
         nt_avg=nt_avg,
-        step_bytes=(mt_avg * in_b + nt_avg * b_b) * kt_avg,  # what one threadblock stages per K step
-        step_l2_bytes=(mt_avg / mcast_a * in_b + nt_avg / mcast * b_b) * kt_avg,
+        step_bytes=(mt_avg * in_b + nt_own * b_b) * kt_avg,  # what one threadblock stages per K step
+        step_l2_bytes=(mt_avg / mcast_a * in_b + nt_own / mcast * b_b) * kt_avg,
     )
 
 
@@ -190,44 +176,6 @@ def _round_schedule(v: TileGeometry, conc: np.ndarray, sms: np.ndarray | float) 
         cc=np.where(stream_k, sk_cc, sched["conc_avg"]),
         cc_tile=np.where(stream_k, sk_cc_tile, sched["conc_avg"]),
         act=np.where(stream_k, sk_act, sched["active_avg"]),
-    )
-
-
-def _step_costs(r: GemmRows, c: GemmCandidates, v: TileGeometry, rates: Rates, simt: bool) -> StepCosts:
-    """Math and shared-memory time of one K step, and the store / split-K reduction bytes."""
-    m, n, batch, out_b = r.m, r.n, r.batch, r.out_elem_bytes
-    tm, tn, kt, s, mt_avg, nt_avg = c.tile_m, c.tile_n, v.k_tile, v.splits, v.mt_avg, v.nt_avg
-    flop_step = 2.0 * tm * tn * kt
-    warp_b = c.warp_m * r.in_elem_bytes + c.warp_n * r.b_elem_bytes  # B as stored (Marlin dequantizes late)
-    smem_rd = (tm / c.warp_m) * (tn / c.warp_n) * warp_b * kt
-    if simt:  # FFMA issue slots shared with the mainloop's other instructions on 128-lane SMs
-        math_sm = r.fp32_flop_per_s_per_sm * simt_ffma_rate_factor(
-            c.warp_m, c.warp_n, tm, tn, kt, rates.fp32_flop_per_clk
-        )
-    else:
-        math_sm = r.tc_flop_per_s_per_sm
-    # CUDA-core dequantization of the B tile of weight-only GEMMs (DEQUANT_SM_CYCLES_PER_WEIGHT), as FLOP
-    deq_flop_per_weight = DEQUANT_SM_CYCLES_PER_WEIGHT * rates.fp32_flop_per_clk
-    deq_step = np.where(r.b_elem_bytes < r.in_elem_bytes, deq_flop_per_weight * tn * kt, 0.0)
-    # Split-K partials stay in L2 when they fit in half of it: then only C reaches DRAM.
-    part_in_l2 = (s > 1) & (batch * m * n * s * _SPLIT_REDUCE_BYTES <= 0.5 * rates.l2_bytes)
-    red_b = np.where(s > 1, batch * m * n * (s * _SPLIT_REDUCE_BYTES + out_b), 0.0)
-    red_dram_b = np.where(part_in_l2, batch * m * n * out_b, red_b)
-    bw_dram, l2_tot = r.dram_bw_bytes_per_s, r.l2_bw_bytes_per_s
-    return StepCosts(
-        flop_step=flop_step,
-        smem_rd_bytes=smem_rd,
-        math_flop_per_s_per_sm=math_sm,
-        dequant_flop_step=deq_step,
-        t_math_s=vmax(
-            flop_step / math_sm, smem_rd / r.smem_bw_per_sm_bytes_per_s, deq_step / r.fp32_flop_per_s_per_sm
-        ),
-        out_cta_bytes=mt_avg * nt_avg * np.where(s > 1, _SPLIT_REDUCE_BYTES, out_b),
-        fix_bytes=2.0 * mt_avg * nt_avg * _SPLIT_REDUCE_BYTES,
-        out_dram=np.where(part_in_l2, 0.0, 1.0),
-        red_bytes=red_b,
-        red_dram_bytes=red_dram_b,
-        t_red_s=np.where(s > 1, DRAM_LATENCY_S + np.maximum(red_dram_b / bw_dram, red_b / l2_tot), 0.0),
     )
 
 
@@ -288,9 +236,7 @@ def _phase_times(
     return PhaseTimes(t_pro_s=t_pro, t_epi_s=t_epi, steps=w, load_s=ld, math_s=mm)
 
 
-def _evaluate(
-    r: GemmRows, c: GemmCandidates, rates: Rates, simt: bool, persistent: bool
-) -> tuple[CandidatePlan, PhaseTimes]:
+def _evaluate(r: GemmRows, c: GemmCandidates, rates: Rates, library: str) -> tuple[CandidatePlan, PhaseTimes]:
     """Plan and phase times of candidates `c` for rows `r` (rows [N, 1], candidates [1, C] or [N, 1],
     broadcast): what the candidate choice needs, and `gemm_result.full_result` turns into a timeline."""
     v = _tile_geometry(r, c, r.num_sms)
@@ -298,9 +244,9 @@ def _evaluate(
         geo=v,
         traffic=_operand_traffic(r, v, rates.l2_bytes),
         sched=_round_schedule(v, c.conc, r.num_sms),
-        costs=_step_costs(r, c, v, rates, simt),
+        costs=step_costs(r, c, v, rates, library),
     )
-    return p, _phase_times(r, c, p, rates, persistent)
+    return p, _phase_times(r, c, p, rates, library in PERSISTENT_LIBRARIES)
 
 
 def _best_candidate(
@@ -309,8 +255,7 @@ def _best_candidate(
     cand_group: np.ndarray,
     rates: Rates,
     table: np.ndarray,
-    simt: bool,
-    persistent: bool,
+    library: str,
     math_factor: np.ndarray,
     kept: list[KeptScores] | None = None,
 ) -> np.ndarray:
@@ -334,7 +279,7 @@ def _best_candidate(
     if small or np.count_nonzero(valid) > _PAIRS_MAX_FRAC * num * cols.size:
         some = cols.size < num_c
         sub, sub_group = (cands.at_columns(cols), cand_group[:, cols]) if some else (cands, cand_group)
-        pred, p, t = _scores(grid_rows, sub, sub_group, rates, table, simt, persistent, math_factor[:, None])
+        pred, p, t = _scores(grid_rows, sub, sub_group, rates, table, library, math_factor[:, None])
         pred = pred if pred.shape[0] == num else np.broadcast_to(pred, (num, pred.shape[1]))
         if kept is not None:
             col_of = np.full(num_c, -1, dtype=np.intp)
@@ -347,7 +292,7 @@ def _best_candidate(
     pair_rows, pair_cands = col.at_pairs(ri), cands.at_pairs(ci)
     pair_group = np.broadcast_to(cand_group, (num, num_c))[ri, ci]
     pair_factor = np.broadcast_to(math_factor, (num,))[ri]
-    pred, p, t = _scores(pair_rows, pair_cands, pair_group, rates, table, simt, persistent, pair_factor)
+    pred, p, t = _scores(pair_rows, pair_cands, pair_group, rates, table, library, pair_factor)
     grid[ri, ci] = pred
     if kept is not None:
         pos = np.full((num, num_c), -1, dtype=np.intp)
@@ -363,13 +308,12 @@ def _scores(
     group: np.ndarray,
     rates: Rates,
     table: np.ndarray,
-    simt: bool,
-    persistent: bool,
+    library: str,
     math_factor: np.ndarray,
 ) -> tuple[np.ndarray, CandidatePlan, PhaseTimes]:
     """Corrected latency of candidates `c` for rows `r` (broadcast), the math time stretched by
     `math_factor` (broadcast like the rows), and the evaluation behind it (`p.geo.valid`: which are valid)."""
-    p, t = _evaluate(r, c, rates, simt, persistent=persistent)
+    p, t = _evaluate(r, c, rates, library)
     # Each coefficient gathered on its own: contiguous arrays (`table[group][..., j]` reads with a stride,
     # half the speed on eager attention's [rows, candidates] grids).
     cf = [column[group] for column in table.T]
@@ -400,10 +344,9 @@ def _problem_choices(
         # one dtype class or math factor for every problem (most calls): [1, C] coefficient gathers
         dcls = uniform_cut(problems.dcls[todo])
         group = dcls[:, None] * len(TILE_CLASSES) + cands.tile_class.astype(int)
-        simt, persistent = library == "simt", library == "hopper_tc"
         col, factor = problems.pick_rows(todo), uniform_cut(problems.math_factor[todo])
         keep = kept if todo.size == own.size else None
-        best = _best_candidate(col, cands, group, rates, table, simt, persistent, factor, kept=keep)
+        best = _best_candidate(col, cands, group, rates, table, library, factor, kept=keep)
     scored = kept[0] if kept else None
     if memo is None:
         return best, scored
@@ -422,10 +365,9 @@ def _library_rows(
     `gemm_result.full_result` plus tile_idx, split and group. `aq` (1.0 / 0.0 per row) adds the
     activation quantization. `scored`: the choice's own evaluation of those candidates, when the rows run
     at their choice clock (the same values as evaluating them again)."""
-    simt, persistent = library == "simt", library == "hopper_tc"
     if scored is None:
-        scored = result_inputs(*_evaluate(col, chosen, rates, simt, persistent=persistent))
-    ev = full_result(col, scored, simt)
+        scored = result_inputs(*_evaluate(col, chosen, rates, library))
+    ev = full_result(col, scored, library == "simt")
     if aq.any():
         quant, quant_b = activation_quant(col, rates, aq.size)
         ev = replace(
@@ -480,6 +422,26 @@ def _by_library(
     return res, parts[0][1] if len(parts) == 1 else merge_timelines(parts, num), group
 
 
+def _library_index(gpu: GpuSpec, dtype: str, simt: bool, eight_bit: bool) -> int:
+    """Index in LIBRARIES of the kernel library that runs a `dtype` GEMM on `gpu` (`tiles.gemm_library`)."""
+    fp4_mma = tensor_dtype_used(gpu, dtype) == "fp4"  # Blackwell's block-scaled fp4 MMA
+    return LIBRARIES.index(gemm_library(gpu.architecture, simt, eight_bit, fp4_mma))
+
+
+def _coefficient_rows(table: CoeffTable, gpu: GpuSpec) -> np.ndarray:
+    """[len(GROUPS), 6]: each group's corrections. No shipped set measured an fp4 Tensor-Core GEMM: on a GPU
+    that multiplies fp4 (Blackwell), a set without f4 groups lends f8's to them (the same tcgen05 tiles and
+    stage bytes, half the operand bits), rather than leaving fp4 uncorrected beside corrected fp8 kernels."""
+    rows = table.matrix(GROUPS)
+    own_f4 = any(g == "gemm/f4" or g.startswith("gemm/f4/") for g in table.groups)
+    if own_f4 or "fp4" not in gpu.sm.tensor_flop_per_clk:
+        return rows
+    width, f4, f8 = len(TILE_CLASSES), DTYPE_CLASSES.index("f4"), DTYPE_CLASSES.index("f8")
+    lent = rows.copy()
+    lent[f4 * width : (f4 + 1) * width] = rows[f8 * width : (f8 + 1) * width]
+    return lent
+
+
 def gemm_arrays(
     *,
     m: np.ndarray,
@@ -528,10 +490,10 @@ def gemm_arrays(
     simt = tc_clk <= 0.0  # the GPUs of `gpu_rows` have Tensor Cores for the same dtypes
     rates = rates_at(gpu, f)
     rows = row_inputs(num, (m, n, k, batch, f), dtype, stored, out_dtype, b_shared, tc_clk, rates, per_gpu)
-    table = coeff_table(coeffs).matrix(GROUPS)
+    table = _coefficient_rows(coeff_table(coeffs), gpu)
     dcls = lookup_rows(dcls_of, dtype)
-    arch, f8 = arch_family(gpu), DTYPE_CLASSES.index("f8")
-    lib_of = {d: LIBRARIES.index(gemm_library(arch, tc_of[d] <= 0.0, dcls_of[d] == f8)) for d in tc_of}
+    f8 = DTYPE_CLASSES.index("f8")
+    lib_of = {d: _library_index(gpu, d, tc_of[d] <= 0.0, dcls_of[d] == f8) for d in tc_of}
     lib = lookup_rows(lib_of, dtype)
     choice_hz = f if choice_clock_hz is None else bc(choice_clock_hz)
     is_grouped = grouped is not None and bool(np.asarray(grouped).any())

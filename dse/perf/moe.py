@@ -13,8 +13,9 @@ tables show the effect: 680 TFLOP/s at best for bf16 on H100 (989 dense peak), a
 The correction keeps the dense model's tiles, traffic and fitted phase coefficients and adds two
 physical parameters per kernel class (`MoeKernelFit`), keyed by the MMA dtype class (`f16`, `f8`) with
 `_wo` for weight-only kernels (`f16_wo`: MXFP4 weights dequantized to bf16 in the mainloop on Hopper; the
-dense model counts that dequantization as CUDA-core work, `dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`, so
-`math_eff` is what is left: 0.68 with it, 0.61 when the fit had to absorb it, train MAPE 15.0% / 15.6%):
+dense model counts that dequantization as CUDA-core work,
+`dse.perf.gemm_steps.DEQUANT_SM_CYCLES_PER_WEIGHT`, so `math_eff` is what is left: 0.68 with it, 0.61
+when the fit had to absorb it, train MAPE 15.0% / 15.6%):
 
 - `math_eff` (0..1]: the grouped kernel's Tensor-Core throughput as a fraction of the dense model's;
   the mainloop's math time is divided by it (memory-bound steps are unchanged);

@@ -159,5 +159,6 @@ def rates_at(gpu: GpuSpec, sm_clock_hz: np.ndarray | float) -> Rates:
 
 
 def arch_family(gpu: GpuSpec) -> str:
-    """Kernel-library generation: `hopper` (TMA + wgmma, FlashAttention-3; also Blackwell) or `ampere`."""
+    """Kernel-library generation: `hopper` (TMA + wgmma, FlashAttention-3; also Blackwell) or `ampere`.
+    GEMMs tell Blackwell apart (its tcgen05 kernels: `dse.perf.tiles.gemm_library`)."""
     return "hopper" if gpu.architecture.lower() in ("hopper", "blackwell") else "ampere"

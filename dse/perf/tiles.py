@@ -6,6 +6,9 @@ GEMM candidates follow the cuBLAS / CUTLASS kernel families of each generation:
   (K = 64 for 16-bit inputs, 128 for fp8), as many stages as fit (CUTLASS auto carve-out, 4 for
   128x256, 13 for 64x64), warpgroup tiles 64 x N (the `*_tnspA/B_gmma`
   kernels of cuBLAS, `KernelTmaWarpSpecialized{Cooperative,Pingpong}` in CUTLASS).
+- Blackwell (sm100, TMA + tcgen05 MMA, accumulators in tensor memory): CUTLASS's default sm100 tiles
+  (`BLACKWELL_GEMM_TILES`), 1-SM 64x64 ... 128x256 and 2-SM (a CTA pair) 256x128 and 256x256, 128 bytes
+  of K per stage; wgmma does not exist on sm100, so the Hopper sets do not run there.
 - Ampere (sm80, cp.async + mma.sync): tiles 64x64 ... 256x128 with 64 bytes of K per stage (K = 32 for
   16-bit inputs), 3-5 stages, 64x64 warp tiles (`ampere_*_s16816gemm_*` names).
 - SIMT fp32 on CUDA cores: 128x128x8, 128x64x8, 64x64x8 with 2 stages (`sgemm_128x128x8` style).
@@ -54,13 +57,17 @@ class GemmTile:
     """One threadblock tile of a GEMM kernel family.
 
     `k_step_bytes` is the K extent of one pipeline stage in bytes per row (K elements = k_step_bytes /
-    dtype bytes). `warp_m x warp_n` is the tile one warp (Ampere) or warpgroup (Hopper) computes; it sets
-    the shared-memory read traffic. `tile_class` names the coefficient group (small, medium, large, simt).
+    dtype bytes). `warp_m x warp_n` is the tile one warp (Ampere) or warpgroup (Hopper) computes, or on
+    Blackwell the CTA's MMA; with the MMA instruction it sets the shared-memory read traffic. `tile_class`
+    names the coefficient group (small, medium, large, simt).
     `multicast`: threadblocks of a cluster along M that share one B tile load (Hopper TMA multicast,
     CUTLASS cluster shape 2x1x1), which divides the L2 reads of B; `multicast_a` likewise along N for A.
     `m_dispatch = (lo, hi)`: a library that dispatches on M uses this tile only when
     max(32, next_pow2(m)) lies in (lo, hi]; (0, 0) means any M. `splits`: the split-K counts (and
-    STREAM_K) the library offers with this tile.
+    STREAM_K) the library offers with this tile. `cta_pair` = 2: one CTA of a Blackwell 2-SM MMA
+    (tcgen05 `cta_group::2`), whose MMA tile is 2 tile_m x tile_n: each CTA of the pair holds its tile_m
+    rows of A and half of the B tile (tile_n / 2 columns) in its shared memory, and the MMA reads both
+    halves, so a CTA stages and serves only its half of B (`gemm_steps.smem_read_bytes`).
     """
 
     name: str
@@ -77,6 +84,7 @@ class GemmTile:
     multicast_a: int = 1
     m_dispatch: tuple[int, int] = (0, 0)
     splits: tuple[int, ...] = SPLITS
+    cta_pair: int = 1
 
     def stage_count(self, smem_per_sm: float) -> int:
         """Pipeline stages: fixed, or (stages == 0) as many as fit beside the epilogue buffer, at most 16,
@@ -84,12 +92,15 @@ class GemmTile:
         if self.stages:
             return self.stages
         free = smem_per_sm - self.tile_m * self.tile_n * 2.0
-        return int(np.clip(free // ((self.tile_m + self.tile_n) * self.k_step_bytes), 2, 16))
+        return int(np.clip(free // self.stage_bytes(), 2, 16))
+
+    def stage_bytes(self) -> float:
+        """Shared memory of one operand stage: the A rows and this CTA's B columns."""
+        return (self.tile_m + self.tile_n / self.cta_pair) * self.k_step_bytes
 
     def smem_bytes(self, smem_per_sm: float) -> float:
         """Shared memory of the operand stages plus an epilogue staging buffer (16-bit C tile)."""
-        stages = self.stage_count(smem_per_sm)
-        return stages * (self.tile_m + self.tile_n) * self.k_step_bytes + self.tile_m * self.tile_n * 2.0
+        return self.stage_count(smem_per_sm) * self.stage_bytes() + self.tile_m * self.tile_n * 2.0
 
     def regs_per_thread(self) -> float:
         acc = self.tile_m * self.tile_n / self.threads
@@ -107,6 +118,7 @@ def _tc(
     threads: int,
     cls: str,
     multicast: int = 1,
+    cta_pair: int = 1,
 ) -> GemmTile:
     return GemmTile(
         name=name,
@@ -119,6 +131,7 @@ def _tc(
         threads=threads,
         tile_class=cls,
         multicast=multicast,
+        cta_pair=cta_pair,
     )
 
 
@@ -130,6 +143,31 @@ HOPPER_GEMM_TILES: tuple[GemmTile, ...] = (
     _tc("sm90_64x128", 64, 128, 128, 64, 128, 0, 256, "small"),
     _tc("sm90_64x64", 64, 64, 128, 64, 64, 0, 256, "small"),
 )
+
+# Blackwell sm100 (`KernelTmaWarpSpecialized{1,2}SmSm100`): tcgen05.mma is issued by one thread for the
+# whole CTA (or CTA pair) tile, M = 64 or 128 per CTA, N up to 256, and the fp32 accumulators live in tensor
+# memory, 128 lanes x 512 columns of 32 bits per SM: a 128x256 accumulator takes 256 columns, the
+# persistent kernel's two buffers all 512. `_tile_occupancy`'s register checks bound the same 65536 values.
+# The shapes are those CUTLASS builds by default for 16-bit inputs (cutlass_library
+# `sm100_shapes.py`, level 0: 1-SM 64x128, 128x128, 128x256, 2-SM 256x128, 256x256) and its level-2
+# 128x64 and 64x64 for short problems, as the Hopper set has; each exists for 8-bit inputs too. K per
+# stage: 4 MMA instructions of 32 bytes each.
+# The MMA tile is in the name; tile_m x tile_n is one CTA's share (a 2-SM 256xN MMA: 128xN per CTA).
+# `warp_m x warp_n` is the MMA's tile per CTA (one MMA per CTA, no warp tiling). 256 threads: the
+# scheduler, TMA, MMA and epilogue-load warps and four epilogue warps (`sm100_gemm_tma_warpspecialized.hpp`).
+# The 1-SM large and medium tiles run in 2x1 clusters that multicast B, as Hopper's; the 2-SM tiles' pair
+# is their cluster.
+BLACKWELL_GEMM_TILES: tuple[GemmTile, ...] = (
+    _tc("sm100_2sm_256x256", 128, 256, 128, 128, 256, 0, 256, "large", cta_pair=2),
+    _tc("sm100_128x256", 128, 256, 128, 128, 256, 0, 256, "large", 2),
+    _tc("sm100_2sm_256x128", 128, 128, 128, 128, 128, 0, 256, "medium", cta_pair=2),
+    _tc("sm100_128x128", 128, 128, 128, 128, 128, 0, 256, "medium", 2),
+    _tc("sm100_128x64", 128, 64, 128, 128, 64, 0, 256, "small"),
+    _tc("sm100_64x128", 64, 128, 128, 64, 128, 0, 256, "small"),
+    _tc("sm100_64x64", 64, 64, 128, 64, 64, 0, 256, "small"),
+)
+# The block-scaled fp4 MMA (tcgen05 `kind::mxf4nvf4`) has no M = 64 shape.
+BLACKWELL_FP4_TILES: tuple[GemmTile, ...] = tuple(t for t in BLACKWELL_GEMM_TILES if t.tile_m >= 128)
 
 AMPERE_GEMM_TILES: tuple[GemmTile, ...] = (
     _tc("sm80_256x128", 256, 128, 64, 64, 64, 3, 256, "large"),
@@ -255,21 +293,41 @@ HOPPER_FP8_TILES: tuple[GemmTile, ...] = (
 )
 
 # Kernel libraries: which candidate set runs a GEMM (see `gemm_library`).
-LIBRARIES: tuple[str, ...] = ("hopper_tc", "hopper_fp8", "ampere_tc", "simt")
+LIBRARIES: tuple[str, ...] = ("hopper_tc", "hopper_fp8", "ampere_tc", "simt", "blackwell_tc", "blackwell_fp4")
 _LIBRARY_TILES: dict[str, tuple[GemmTile, ...]] = {
     "hopper_tc": HOPPER_GEMM_TILES,
     "hopper_fp8": HOPPER_FP8_TILES,
     "ampere_tc": AMPERE_GEMM_TILES,
     "simt": SIMT_GEMM_TILES,
+    "blackwell_tc": BLACKWELL_GEMM_TILES,
+    "blackwell_fp4": BLACKWELL_FP4_TILES,
 }
+# The MMA instruction of each library's mainloop, which decides its shared-memory operand reads
+# (`dse.perf.gemm_steps.smem_read_bytes`): FFMA (CUDA cores), mma.sync (Ampere, per warp), wgmma (Hopper,
+# per warpgroup), tcgen05.mma (Blackwell, per CTA or CTA pair).
+LIBRARY_MMA: dict[str, str] = {
+    "hopper_tc": "wgmma",
+    "hopper_fp8": "wgmma",
+    "ampere_tc": "mma_sync",
+    "simt": "ffma",
+    "blackwell_tc": "tcgen05",
+    "blackwell_fp4": "tcgen05",
+}
+# Persistent kernels: one threadblock per slot loops over its tiles (`gemm._phase_times`); on Blackwell the
+# accumulator's two buffers in tensor memory let the epilogue of one tile overlap the next tile's mainloop.
+PERSISTENT_LIBRARIES: frozenset[str] = frozenset({"hopper_tc", "blackwell_tc", "blackwell_fp4"})
 
 
-def gemm_library(arch: str, simt: bool, eight_bit: bool) -> str:
-    """The kernel library of a GEMM: SIMT for fp32; on Hopper, 8-bit inputs go to the CUTLASS fp8
-    kernels that vLLM dispatches by M (the measured data's `CutlassFP8ScaledMMLinearKernel`), the rest to
-    the cuBLAS-like set; otherwise the Ampere set."""
+def gemm_library(architecture: str, simt: bool, eight_bit: bool, fp4_mma: bool = False) -> str:
+    """The kernel library of a GEMM on a GPU of `architecture` (its spec's name): SIMT for fp32; on
+    Blackwell the sm100 set (`fp4_mma`: the GPU multiplies fp4 natively, whose MMA has fewer tiles); on
+    Hopper, 8-bit inputs go to the CUTLASS fp8 kernels that vLLM dispatches by M (the measured data's
+    `CutlassFP8ScaledMMLinearKernel`), the rest to the cuBLAS-like set; otherwise the Ampere set."""
+    arch = architecture.lower()
     if simt:
         return "simt"
+    if arch == "blackwell":  # wgmma does not run on sm100: every dtype takes the tcgen05 kernels
+        return "blackwell_fp4" if fp4_mma else "blackwell_tc"
     if arch == "hopper":
         return "hopper_fp8" if eight_bit else "hopper_tc"
     return "ampere_tc"
@@ -390,6 +448,7 @@ def _library_candidates(library: str, limits: SmLimits) -> GemmCandidates:
                     t.m_dispatch[0],
                     t.m_dispatch[1],
                     TILE_CLASSES.index(cls),
+                    t.cta_pair,
                 )
             )
     arr = np.array(rows, dtype=float).T
@@ -407,7 +466,7 @@ def _tile_occupancy(t: GemmTile, limits: SmLimits) -> float:
             smem_bytes=t.smem_bytes(limits.smem_bytes_per_sm),
             regs_per_thread=t.regs_per_thread(),
             min_regs=t.tile_m * t.tile_n,
-            min_smem_bytes=2 * (t.tile_m + t.tile_n) * t.k_step_bytes,
+            min_smem_bytes=2 * t.stage_bytes(),
         )
     )
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dse.hardware.catalog import load_gpu
-from dse.perf import gemm
+from dse.perf import gemm, gemm_steps
 from dse.perf.coeffs import MoeCoeffs, MoeKernelFit, default_moe_coeffs
 from dse.perf.moe import math_dtype
 from dse.perf.pipeline import MODULE_INDEX
@@ -53,7 +53,7 @@ def test_weight_only_b_tiles_are_dequantized_on_the_cuda_cores_on_hopper(h100):
     # One row block per expert: every B element of every expert is dequantized exactly once (3072 and
     # 4096 divide every tile and K step, so there is no padding).
     decode = _expert(m=1, batch=32, b_dtype="fp4")
-    per_weight = gemm.DEQUANT_SM_CYCLES_PER_WEIGHT * h100.sm.fp32_flop_per_clk
+    per_weight = gemm_steps.DEQUANT_SM_CYCLES_PER_WEIGHT * h100.sm.fp32_flop_per_clk
     assert per_weight == pytest.approx(
         7.0
     )  # 1.5 INT32 ops at 64 lanes + 0.5 HMUL2 at 128, in fp32 FLOP slots

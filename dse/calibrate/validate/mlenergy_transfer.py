@@ -20,9 +20,9 @@ What the rows show (`dse validate serving`, source `mlenergy_transfer`):
   time per step (`dse.serving.presets.VLLM_SYNC_HOST_STEP_S`, fitted on the in-sample rows; without it
   TPOT 12.8%, bias -9%) and its eager steps' per-layer dispatch (`VLLM_EAGER_LAYER_HOST_S`; before it
   10.8% / 6.4% / 11.8%; B200 chat rows TPOT 12.4 -> 9.3%, throughput 28.5 -> 17.8%). gpt-oss was the
-  largest power miss (120b: -19% to -29%) until the dequantization
-  of its MXFP4 experts on the CUDA cores was counted (`dse.perf.gemm.DEQUANT_SM_CYCLES_PER_WEIGHT`); 20b's
-  and gemma-3-12b's TPOT stay 10-23% short, more so at larger batches.
+  largest power miss (120b: -19% to -29%) until the dequantization of its MXFP4 experts on the CUDA
+  cores was counted (`dse.perf.gemm_steps.DEQUANT_SM_CYCLES_PER_WEIGHT`); 20b's and gemma-3-12b's TPOT
+  stay 10-23% short, more so at larger batches.
 - B200: vLLM 0.11.1 on Blackwell runs far below what the hardware allows in many rows: Qwen3-8B gpqa at
   8 sequences has a median ITL of 32 ms at 294 W (H100: 9.7 ms at 494 W) and Llama-3.1-8B goes from 9 ms
   at 64 sequences to 27 ms at 128 while its power falls from 617 W to 449 W. A GPU that slows down while
