@@ -434,7 +434,10 @@ def _overload_warning(est: Any) -> str:
 # Preemptions per request above which a run is said to thrash: vLLM's recompute preemption evicts the
 # newest request when a decode finds no free block, and a pool that holds fewer whole requests than
 # max_num_seqs admits does so every few steps (Qwen3-32B TP2 on H100s, 1024 / 1024 offline: 2,771 in
-# 4,096 requests, 3,950 tokens/s against 4,095 at concurrency 256).
+# 4,096 requests, 3,950 tokens/s against 4,095 at concurrency 256 and 4,398 at 162 sequences, all the pool
+# holds whole). Capping the batch there is not always faster: requests hold about half their output on
+# average, so a larger batch with some recompute can win (Llama-3.1-8B on an L4, 1024 / 1024: 310 tokens/s
+# with 359 preemptions, 290 at the 22 it holds whole), hence "between" in the warning.
 PREEMPTIONS_PER_REQUEST = 0.05
 
 
@@ -449,7 +452,8 @@ def _preemption_warning(est: Any) -> str | None:
         f"[bold yellow]warning:[/] {int(preempted)} preemptions in {int(n)} requests: the KV cache "
         f"({int(m['kv_capacity_tokens'])} tokens) holds about {fit} whole requests of these lengths and the "
         f"engine admits up to {est.engine.max_num_seqs}, so running requests are evicted and recomputed "
-        f"(throughput, power and J/token include the recompute); --max-num-seqs {max(fit, 1)} avoids it"
+        f"(throughput, power and J/token include the recompute); --max-num-seqs {max(fit, 1)} admits no more "
+        "than it holds whole, with no preemption but a smaller batch: the fastest setting lies between"
     )
 
 

@@ -92,10 +92,11 @@ def _phase_kernels(phase: str, graph: Any, gpu: Any, point: Any) -> list[dict[st
 def roofline_for_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The kernels of a static point's prefill and of its middle decode step, with the GPU's roofs at the
     point's clock: what the report's roofline figure draws (DRAM bytes are each op's minimum traffic)."""
+    from dse.perf.moe import math_dtype
     from dse.perf.rates import tensor_flop_per_clk
     from dse.workload.engine import apply_engine, with_kv_dtype
     from dse.workload.graph import WorkloadGraph
-    from dse.workload.llm import activation_dtype, build_decode_graph, build_prefill_graph
+    from dse.workload.llm import build_decode_graph, build_prefill_graph, gemm_dtype
 
     arch, gpu, point = inputs["arch"], inputs["gpu"], inputs["point"]
     kw = {"precision": inputs["precision"], "attention": inputs["attention"]}
@@ -113,9 +114,12 @@ def roofline_for_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
         kernels += _phase_kernels(phase, graph, gpu, point)
     clock_hz = point.sm_clock_hz or gpu.clocks.boost_clock_hz
-    dtype = "fp8" if inputs["precision"] == "fp8" else str(activation_dtype(inputs["precision"]))
-    # the kernel model's rule: a narrower type runs on the next wider one, TF32 without TF32 on CUDA cores
-    tensor = tensor_flop_per_clk(gpu, dtype)
+    # the fastest MMA the point's GEMMs run, by the kernel model's rules: a narrower type on the next wider
+    # one, TF32 without TF32 Tensor Cores on the CUDA cores (rate 0), mxfp4 experts in fp4 where it is native
+    dtypes: list[str] = [gemm_dtype(inputs["precision"])]
+    if inputs["precision"] == "mxfp4":
+        dtypes.append(math_dtype(gpu, "bf16", "fp4"))
+    tensor = max(tensor_flop_per_clk(gpu, d) for d in dtypes)
     return {
         "kernels": kernels,
         "tensor_peak_flop_per_s": tensor * gpu.num_sms * clock_hz or gpu.fp32_peak_flop_per_s(clock_hz),

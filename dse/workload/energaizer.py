@@ -378,12 +378,14 @@ def as_precision(graph: WorkloadGraph, precision: str) -> WorkloadGraph:
             else op
             for op in graph.ops
         )
+        # the precision priced, not the flag's: a TF32 list keeps its TF32 GEMMs, so it stays "tf32"
+        priced = list_precision(half)
         if all(a is b for a, b in zip(half, graph.ops, strict=True)):  # as recorded (a bf16 trace)
-            if graph.meta.get("precision") == precision:
+            if graph.meta.get("precision") == priced:
                 return graph
-            return WorkloadGraph(name=graph.name, ops=graph.ops, meta={**graph.meta, "precision": precision})
+            return WorkloadGraph(name=graph.name, ops=graph.ops, meta={**graph.meta, "precision": priced})
         return WorkloadGraph(
-            name=f"{graph.name}@{precision}", ops=half, meta={**graph.meta, "precision": precision}
+            name=f"{graph.name}@{precision}", ops=half, meta={**graph.meta, "precision": priced}
         )
     if precision != "fp32":
         raise ConfigError(

@@ -137,7 +137,7 @@ def weight_bytes(arch: LlmArch, precision: str) -> float:
     prec = _check_precision(precision)
     _check_mxfp4(arch, prec)
     counts = arch.param_counts()
-    gemm_b = BYTES_PER_ELEMENT[_gemm_dtype(prec)]
+    gemm_b = BYTES_PER_ELEMENT[gemm_dtype(prec)]
     act_b = BYTES_PER_ELEMENT[_act_dtype(prec)]
     expert_b = MXFP4_BITS_PER_PARAM / 8 if prec == "mxfp4" else gemm_b
     layers, experts = counts["layers"], counts["experts"]
@@ -229,7 +229,7 @@ def _act_dtype(precision: Precision) -> Dtype:
     return precision
 
 
-def _gemm_dtype(precision: Precision) -> Dtype:
+def gemm_dtype(precision: Precision) -> Dtype:
     """Dtype of the GEMMs other than the routed experts (mxfp4 quantizes only those)."""
     return "bf16" if precision == "mxfp4" else precision
 
@@ -250,7 +250,7 @@ class _Builder:
     ) -> None:
         self.arch, self.batch, self.q_len, self.kv_len = arch, batch, q_len, kv_len
         self.tokens = batch * q_len
-        self.precision: Dtype = _gemm_dtype(precision)
+        self.precision: Dtype = gemm_dtype(precision)
         self.expert_dtype: Dtype = "fp4" if precision == "mxfp4" else self.precision
         self.act = _act_dtype(precision)
         # fp8 attention (FA3) is not the default anywhere: attention runs in bf16 then.

@@ -173,7 +173,8 @@ def test_a_rate_run_too_short_to_fill_its_batch_says_its_figures_include_the_ram
 def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
     """A pool that holds fewer whole requests than max_num_seqs admits evicts and recomputes running
     requests (vLLM's recompute preemption); capping the batch at the number of whole requests the pool holds
-    leaves every admitted request room for its whole sequence, so nothing is evicted and the run is faster."""
+    leaves every admitted request room for its whole sequence, so nothing is evicted (whether that is faster
+    depends on how much recompute the larger batch pays: the warning does not promise it)."""
     flags = [*BASE[:-1], "512", "--max-throughput", "--num-requests", "64"]
     flags += ["--gpu-memory-utilization", "0.25"]
     thrash = run_json(*flags, "--max-num-seqs", "64")
@@ -181,10 +182,9 @@ def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
     assert thrash["preemptions"] > 0.05 * 64 and fit < 64
     said = f"{thrash['preemptions']} preemptions in 64 requests"
     assert [w.split(":")[0] for w in thrash["warnings"]] == [said]
-    assert f"--max-num-seqs {fit} avoids it" in thrash["warnings"][0]
+    assert f"--max-num-seqs {fit} admits no more than it holds whole" in thrash["warnings"][0]
     capped = run_json(*flags, "--max-num-seqs", str(fit))
     assert capped["preemptions"] == 0 and capped["warnings"] == []
-    assert capped["output_tokens_per_s"] > thrash["output_tokens_per_s"]
     text = " ".join(runner.invoke(app, [*flags, "--max-num-seqs", "64"]).stdout.split())
     assert f"warning: {said}" in text
 

@@ -89,15 +89,32 @@ def test_report_breakdowns_leave_out_parameters_their_when_switched_off(tmp_path
     assert data["by_module"] and sum(data["by_module"].values()) > 0
 
 
+def _roof(gpu: str, precision: str, model: str = "llama-3.1-8b") -> dict:
+    ctx = EvalContext(gpu=gpu, model=model, batch=4, input_tokens=128, output_tokens=8)
+    return breakdown_for_point({"precision": precision, "sm_clock_mhz": 1000}, ctx)["roofline"]
+
+
 def test_roofline_tensor_roof_follows_the_kernel_models_dtype_rule() -> None:
-    """The roof a GEMM is drawn under is the rate the kernel model prices it at: fp8 on an A100 (no fp8
-    Tensor Cores) runs on its bf16 ones, and TF32 on a V100 (no TF32: compute capability 7.0) on the CUDA
-    cores in FP32, not on the fp16 Tensor Cores, which would round its operands."""
-    a100, v100 = load_gpu("a100-sxm-80gb"), load_gpu("v100-sxm2")
-    ctx = EvalContext(gpu="a100-sxm-80gb", batch=4, input_tokens=128, output_tokens=8)
-    roof = breakdown_for_point({"precision": "fp8", "sm_clock_mhz": 1410}, ctx)["roofline"]
-    assert roof["tensor_peak_flop_per_s"] == pytest.approx(a100.sm.tensor_flop_per_clk["bf16"] * 108 * 1.41e9)
-    ctx = EvalContext(gpu="v100-sxm2", batch=4, input_tokens=128, output_tokens=8)
-    roof = breakdown_for_point({"precision": "tf32"}, ctx)["roofline"]
+    """The roof a GEMM is drawn under is the fastest rate the kernel model prices the point's GEMMs at, each
+    from the catalog's dense Tensor-Core rates: TF32 GEMMs on H100's TF32 Tensor Cores (not the FP32 CUDA
+    cores their fp32 activations use); fp8 on an A100 (no fp8 Tensor Cores) on its bf16 ones, not its
+    faster int8 ones; TF32 on a V100 (no TF32: compute capability 7.0) and fp32 anywhere on the CUDA cores;
+    gpt-oss's mxfp4 experts on B200's native fp4 Tensor Cores."""
+    h100, a100, v100, b200 = (load_gpu(g) for g in ("h100-sxm", "a100-sxm-80gb", "v100-sxm2", "b200"))
+
+    def tc(gpu, dtype: str) -> float:  # the catalog's rate at the roofs' 1000 MHz
+        return gpu.sm.tensor_flop_per_clk[dtype] * gpu.num_sms * 1e9
+
+    assert _roof("h100-sxm", "tf32")["tensor_peak_flop_per_s"] == pytest.approx(tc(h100, "tf32"))
+    assert _roof("h100-sxm", "fp32")["tensor_peak_flop_per_s"] == pytest.approx(
+        h100.fp32_peak_flop_per_s(1e9)
+    )
+    assert a100.sm.tensor_flop_per_clk["int8"] > a100.sm.tensor_flop_per_clk["bf16"]
+    assert _roof("a100-sxm-80gb", "fp8")["tensor_peak_flop_per_s"] == pytest.approx(tc(a100, "bf16"))
     assert "tf32" not in v100.sm.tensor_flop_per_clk
-    assert roof["tensor_peak_flop_per_s"] == pytest.approx(v100.fp32_peak_flop_per_s(roof["sm_clock_hz"]))
+    v100_roof = _roof("v100-sxm2", "tf32")
+    assert v100_roof["tensor_peak_flop_per_s"] == pytest.approx(
+        v100.fp32_peak_flop_per_s(v100_roof["sm_clock_hz"])
+    )
+    mx = _roof("b200", "mxfp4", model="gpt-oss-20b")["tensor_peak_flop_per_s"]
+    assert mx == pytest.approx(tc(b200, "fp4"))

@@ -210,13 +210,26 @@ def test_a_16_bit_precision_retypes_the_tensor_core_gemms(tmp_path: Path) -> Non
         typed = as_precision(graph, precision)
         assert [op.dtype for op in typed.ops] == [*gemms, "fp32", "tf32", "fp8"]
         assert typed.ops[0].c_dtype == precision  # an fp8 GEMM that wrote fp8 writes the new type
-        assert typed.meta["precision"] == precision and typed.name == f"synthetic@{precision}"
+        # what is priced: the re-typed GEMMs beside the TF32 convolution, two Tensor-Core types
+        assert typed.meta["precision"] == "mixed" and typed.name == f"synthetic@{precision}"
         assert [op.name for op in typed.ops] == [op.name for op in graph.ops]
     # a bf16 trace is its own bf16 run: the same graph, not a copy
     trace = load_kernel_list(_write(tmp_path, [GEMM_BF16, ADD], "trace.json"))
     assert as_precision(trace, "bf16") is trace
     with pytest.raises(ConfigError, match="bf16, fp16 or fp32 only"):
         as_precision(trace, "fp8")
+
+
+def test_a_16_bit_precision_reports_what_it_retyped_not_the_flag(tmp_path: Path) -> None:
+    """A TF32 list keeps its fp32-data GEMMs under --precision bf16 (nothing 16-bit to re-type), so it is
+    priced as TF32 and says so, as `list_precision` of the ops it runs; it said "bf16" (session 36 fuzzer)."""
+    tf32 = load_kernel_list(_write(tmp_path, [_gemm("fp32", kind="conv2d"), _gemm("fp32")], "tf32.json"))
+    for precision in ("bf16", "fp16"):
+        typed = as_precision(tf32, precision)
+        assert [op.dtype for op in typed.ops] == ["tf32", "tf32"] and typed.meta["precision"] == "tf32"
+    # a list of both re-types its 16-bit GEMMs and keeps the TF32 ones: two types priced
+    both = load_kernel_list(_write(tmp_path, [GEMM_BF16, _gemm("fp32", kind="conv2d")], "both.json"))
+    assert as_precision(both, "fp16").meta["precision"] == "mixed"
 
 
 def test_elementwise_softmax_layernorm_mapping(tmp_path: Path) -> None:
