@@ -436,8 +436,8 @@ def _overload_warning(est: Any) -> str:
 # max_num_seqs admits does so every few steps (Qwen3-32B TP2 on H100s, 1024 / 1024 offline: 2,771 in
 # 4,096 requests, 3,950 tokens/s against 4,095 at concurrency 256 and 4,398 at 162 sequences, all the pool
 # holds whole). Capping the batch there is not always faster: requests hold about half their output on
-# average, so a larger batch with some recompute can win (Llama-3.1-8B on an L4, 1024 / 1024: 310 tokens/s
-# with 359 preemptions, 290 at the 22 it holds whole), hence "between" in the warning.
+# average, so a larger batch with some recompute can win (Llama-3.1-8B on an L4, 1024 / 1024 offline: 309
+# tokens/s with 950 preemptions, 289 at the 22 it holds whole, 318 at 32), hence "between" in the warning.
 PREEMPTIONS_PER_REQUEST = 0.05
 
 
@@ -448,10 +448,13 @@ def _preemption_warning(est: Any) -> str | None:
         return None
     per_request = float(m["input_tokens_mean"]) + float(m["output_tokens_mean"])
     fit = int(float(m["kv_capacity_tokens"]) // per_request)
+    r, admits = est.request, est.engine.max_num_seqs  # a closed loop runs at most its replica's clients
+    if r.mode == "concurrency":
+        admits = min(admits, -(-r.concurrency // r.dp))
     return (
         f"[bold yellow]warning:[/] {int(preempted)} preemptions in {int(n)} requests: the KV cache "
         f"({int(m['kv_capacity_tokens'])} tokens) holds about {fit} whole requests of these lengths and the "
-        f"engine admits up to {est.engine.max_num_seqs}, so running requests are evicted and recomputed "
+        f"engine admits up to {admits}, so running requests are evicted and recomputed "
         f"(throughput, power and J/token include the recompute); --max-num-seqs {max(fit, 1)} admits no more "
         "than it holds whole, with no preemption but a smaller batch: the fastest setting lies between"
     )

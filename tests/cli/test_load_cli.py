@@ -185,6 +185,18 @@ def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
     assert f"--max-num-seqs {fit} admits no more than it holds whole" in thrash["warnings"][0]
     capped = run_json(*flags, "--max-num-seqs", str(fit))
     assert capped["preemptions"] == 0 and capped["warnings"] == []
+    # a closed loop runs no more requests than its clients, whatever max_num_seqs allows
+    loop = [
+        *BASE[:-1],
+        "512",
+        "--concurrency",
+        "48",
+        "--num-requests",
+        "96",
+        "--gpu-memory-utilization",
+        "0.25",
+    ]
+    assert "engine admits up to 48," in run_json(*loop)["warnings"][0]
     text = " ".join(runner.invoke(app, [*flags, "--max-num-seqs", "64"]).stdout.split())
     assert f"warning: {said}" in text
 
