@@ -164,19 +164,36 @@ def mj_to_j(value_mj: float) -> float:
     return value_mj * MILLI
 
 
-# A row format for significant figures in fixed notation (d3-format's `r` type, which the plotly charts read
-# too): `.3r` shows 0.00306, 0.290, 12.3 and 1230. Prices per million tokens span 1e-3 (a 1B model at batch
-# 256) to 1e2, so `.3f` showed 0.003 for every such design and `.3g` shows 0.29 and 1.23e+03.
-_SIGNIFICANT = re.compile(r"^(,?)\.(\d+)r$")
+# A row format for significant figures (d3-format's `r` type): `.3r` shows 0.00306, 0.290, 12.3 and 1230.
+# Prices per million tokens span 1e-3 (a 1B model at batch 256) to 1e2, so `.3f` showed 0.003 for every such
+# design and `.3g` shows 0.29 and 1.23e+03. Past SCIENTIFIC_BELOW and SCIENTIFIC_FROM the figures are
+# written with an exponent (6.27e-08, 1.38e+08), as `.3g` writes them: a rent of 1e-300 $/h printed 300
+# zeros in fixed notation. A leading `+` signs the value (a change column).
+_SIGNIFICANT = re.compile(r"^(\+?)(,?)\.(\d+)r$")
+SCIENTIFIC_BELOW = 1e-4  # 0.0000969 has four leading zeros: 9.69e-05 (0.000306 stays fixed)
+SCIENTIFIC_FROM = 1e6  # 1,230,000 is 1.23e+06
 
 
 def format_value(value: float, fmt: str) -> str:
-    """`value` in a table's row format: Python's format spec, or `[,].Nr` for N significant figures in fixed
-    notation (the report's `r`: a row format serves the text tables and the charts' hover alike)."""
+    """`value` in a table's row format: Python's format spec, or `[+][,].Nr` for N significant figures,
+    in fixed notation from SCIENTIFIC_BELOW up to SCIENTIFIC_FROM and with an exponent past them (a row
+    format serves the text tables and the charts' hover alike)."""
     match = _SIGNIFICANT.match(fmt)
     if match is None or not math.isfinite(value):
-        return format(value, fmt if match is None else "")
-    digits = max(int(match.group(2)), 1)
+        return format(value, fmt if match is None else match.group(1))
+    sign, comma, digits = match.group(1), match.group(2), max(int(match.group(3)), 1)
     rounded = float(f"{value:.{digits - 1}e}")  # to N significant figures; its exponent may have moved up
+    if rounded and not SCIENTIFIC_BELOW <= abs(rounded) < SCIENTIFIC_FROM:
+        return format(rounded, f"{sign}.{digits - 1}e")
     exponent = math.floor(math.log10(abs(rounded))) if rounded else 0
-    return format(rounded, f"{match.group(1)}.{max(digits - 1 - exponent, 0)}f")
+    return format(rounded, f"{sign}{comma}.{max(digits - 1 - exponent, 0)}f")
+
+
+def format_change(ratio: float) -> str:
+    """A relative change (0.278 for +27.8%) as a change column shows it: one decimal of a percent, and past
+    a million percent (a rent of 1e-6 against 1) three significant figures with an exponent
+    (`format_value`), not a 300-digit number."""
+    percent = ratio * 100.0
+    if math.isfinite(percent) and abs(percent) < SCIENTIFIC_FROM:
+        return f"{percent:+.1f}%"
+    return format_value(percent, "+.3r") + "%"

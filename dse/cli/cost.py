@@ -3,7 +3,7 @@ and `dse validate area`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Annotated, Any
 
@@ -12,9 +12,11 @@ from rich.table import Table
 
 from dse.cli.common import JsonOpt, console, err_console, esc, friendly, on_command_line, print_json
 from dse.config.jsonio import with_nulls
+from dse.cost.build import build_cost, price_moved_with_build
 from dse.cost.facts import SCENARIOS, grid_gco2_per_kwh, load_cost_facts, split_cost_overrides
 from dse.cost.operation import (
     COST_KEYS,
+    OPERATION_RANGES,
     CostOptions,
     Throughput,
     cost_outputs,
@@ -66,13 +68,17 @@ RentOpt = Annotated[
     ),
 ]
 PriceOpt = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--gpu-price-usd",
-        help="Owner view: purchase price per GPU (default: derived). `dse whatif`: the baseline's price; the "
-        "changed GPU's moves with its build cost, as a catalog GPU's published price does.",
+        help="Owner view: purchase price per GPU (default: derived). `dse compare`: the first GPU's price, "
+        "the others' moving with their build cost, or each GPU's as NAME=PRICE,... (h100-sxm=30000,"
+        "l40s=9000). `dse whatif`: the baseline's, the changed GPU's moving with its build cost, or each "
+        "side's as baseline=PRICE,changed=PRICE.",
+        show_default=False,
     ),
 ]
+GPU_FORM = "NAME=PRICE,..."  # how a price or rent flag of `dse compare` gives each GPU its own
 # How the CLI names the renter's rate in a refusal of the owner's prices beside it (`renter_problem`).
 RENT_FLAG = "--gpu-usd-per-hour (the renter's view)"
 
@@ -95,90 +101,85 @@ class CostArgs:
         from dse.cost.operation import check_operation_value
         from dse.hardware.overrides import parse_set_options
 
-        rate_usd_per_h = self.usd_per_gpu_hour()
-        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "gpu_price_usd"):
+        rate_usd_per_h, price_usd = self.usd_per_gpu_hour(), self.usd_price()
+        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue"):
             value = getattr(self, key)
             if value is not None:  # the flag's own range, before the facts are built from it
                 check_operation_value(key, value)
         _, cost_sets = split_cost_overrides(parse_set_options(sets))
         owner_only = [
-            flag for flag, value in (("--gpu-price-usd", self.gpu_price_usd),
+            flag for flag, value in (("--gpu-price-usd", price_usd),
                                      ("--electricity-usd-per-kwh", self.electricity_usd_per_kwh))
             if value is not None
         ] + [f"--set cost.{path}" for path in cost_sets if renter_ignores(path)]  # fmt: skip
         if rate_usd_per_h is not None and owner_only:
             # the rate replaces the owner's ledger: a price, tariff or server multiplier would show, unused
             raise DseError(renter_problem(owner_only, RENT_FLAG))
-        for key in ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh"):
-            if getattr(self, key) is not None and f"operation.{key}" in cost_sets:  # the flag won, unsaid
-                flag = "--" + key.replace("_", "-")
-                raise DseError(f"{flag} and --set cost.operation.{key} set the same fact; give one")
+        for path in cost_sets:
+            flag = self.flag_setting(path)
+            if flag is not None:  # the flag won, unsaid
+                raise DseError(f"{flag} and --set cost.{path} set the same fact; give one")
         options = CostOptions(
             self.cost_scenario, cost_sets, self.lifetime_years, self.utilization,
-            self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, rate_usd_per_h,
-            self.gpu_price_usd,
+            self.electricity_usd_per_kwh, self.pue, self.grid_gco2_per_kwh, rate_usd_per_h, price_usd,
         )  # fmt: skip
         grid_gco2_per_kwh(options.facts(), options.grid)  # validates scenario, paths, ranges and the grid
         return options
 
+    def flag_setting(self, path: str) -> str | None:
+        """The flag given that sets the cost fact at `path` (`cost.` optional), or None: beside a `--set` or a
+        swept value of that fact one of the two went unread. `--gpu-price-usd` replaces every published price
+        (`cost.gpu_price_usd.*`), an operation flag its `cost.operation.*` fact."""
+        key = path.strip().removeprefix("cost.")
+        if key.startswith("gpu_price_usd.") and self.gpu_price_usd is not None:
+            return "--gpu-price-usd"
+        name = key.removeprefix("operation.")
+        if key.startswith("operation.") and name in _FACT_FLAGS and getattr(self, name) is not None:
+            return "--" + name.replace("_", "-")
+        return None
+
     def usd_per_gpu_hour(self) -> float | None:
         """`--gpu-usd-per-hour` as one price (None: not given), in its range; a price per named GPU is
         `dse compare`'s (`per_gpu`), refused here."""
-        if self.gpu_usd_per_hour is None:
-            return None
-        if "=" in self.gpu_usd_per_hour:
-            raise DseError(
-                f"--gpu-usd-per-hour {self.gpu_usd_per_hour}: NAME=PRICE prices each GPU of `dse compare` "
-                "(each side of `dse whatif`); give one $ per GPU-hour here"
-            )
-        return _rent_usd_per_h(self.gpu_usd_per_hour)
+        return _one_value(RENT, self.gpu_usd_per_hour)
+
+    def usd_price(self) -> float | None:
+        """`--gpu-price-usd` as one price (None: not given), in its range; per named GPU, refused here."""
+        return _one_value(PRICE, self.gpu_price_usd)
+
+    def shared_price_usd(self) -> float | None:
+        """The one `--gpu-price-usd` given for every GPU or side (None: none, or one each by name), which
+        `dse compare` and `dse whatif` move with each other design's build cost
+        (`prices_moved_with_build`)."""
+        text = self.gpu_price_usd
+        return None if text is None or "=" in text or "," in text else self.usd_price()
 
     def per_gpu(self, gpus: Sequence[str], noun: str = "GPU") -> dict[str, CostArgs]:
         """Each compared GPU's cost options (`dse compare`; `dse whatif`'s sides, `noun` "side"):
-        `--gpu-usd-per-hour NAME=PRICE,...` gives each its own price and must name every GPU (as written on
-        the command line), and nothing else; one price (or none) is every GPU's. DseError naming the GPU and
-        the price at fault."""
-        text = self.gpu_usd_per_hour
-        if text is None or ("=" not in text and "," not in text):
-            return dict.fromkeys(gpus, self)
-        if "=" not in text:  # prices by name: a reordered command line cannot move one to another GPU
-            prices = [p.strip() for p in text.split(",")]
-            named_prices = zip(
-                gpus, prices if len(prices) == len(gpus) else ["PRICE"] * len(gpus), strict=True
+        `--gpu-usd-per-hour` or `--gpu-price-usd` as NAME=PRICE,... gives each its own price and must name
+        every GPU (as written on the command line), and nothing else; one price (or none) is every GPU's.
+        DseError naming the GPU and the price at fault."""
+        rents = _per_name(RENT, self.gpu_usd_per_hour, gpus, noun)
+        prices = _per_name(PRICE, self.gpu_price_usd, gpus, noun)
+        return {
+            name: replace(
+                self,
+                gpu_usd_per_hour=rents.get(name, self.gpu_usd_per_hour),
+                gpu_price_usd=prices.get(name, self.gpu_price_usd),
             )
-            raise DseError(
-                f"--gpu-usd-per-hour {text}: name each {noun}'s price, "
-                + ",".join(f"{gpu}={price}" for gpu, price in named_prices)
-            )
-        named: dict[str, str] = {}
-        for item in text.split(","):
-            name, equals, price = (part.strip() for part in item.rpartition("="))
-            if not equals or not name:  # "2.99,l40s=0.9": one price for all and one named, both meant?
-                raise DseError(
-                    f"--gpu-usd-per-hour {text}: give one price for every {noun}, or NAME=PRICE for each of "
-                    f"{', '.join(gpus)}, not {item.strip() or 'an empty item'}"
-                )
-            if name in named:
-                raise DseError(f"--gpu-usd-per-hour {text}: {name} is priced twice")
-            if name not in gpus:
-                raise DseError(
-                    f"--gpu-usd-per-hour {text}: {name} is not a compared {noun} ({', '.join(gpus)})"
-                )
-            _rent_usd_per_h(price, name)
-            named[name] = price
-        missing = [name for name in dict.fromkeys(gpus) if name not in named]
-        if missing:
-            raise DseError(
-                f"--gpu-usd-per-hour {text}: no price for {', '.join(missing)} (NAME=PRICE for every "
-                f"compared {noun}, or one price for all)"
-            )
-        return {name: replace(self, gpu_usd_per_hour=named[name]) for name in gpus}
+            for name in gpus
+        }
 
-    def context_fields(self, sets: list[str] | None) -> tuple[tuple[str, Any], ...]:
+    def context_fields(
+        self, sets: list[str] | None, price_usd: float | None = None
+    ) -> tuple[tuple[str, Any], ...]:
         """The options (checked as `options` checks them) as an `EvalContext.cost`, the form a study's `cost:`
-        section takes, for the commands that evaluate search points (`dse sweep`, `dse compare`). The
-        `--set cost.*` facts are not in it: those commands pass them as each point's `cost.<path>`."""
+        section takes, for the commands that evaluate search points (`dse sweep`, `dse compare`; `price_usd`:
+        a compared GPU's price moved from the one given, `compare_prices`). The `--set cost.*` facts are not
+        in it: those commands pass them as each point's `cost.<path>`."""
         options = self.options(sets)
+        if price_usd is not None:
+            options = replace(options, gpu_price_usd=price_usd)
         return (
             ("scenario", options.scenario), ("lifetime_years", options.lifetime_years),
             ("utilization", options.utilization),
@@ -202,17 +203,155 @@ class CostArgs:
             )
 
 
-def _rent_usd_per_h(text: str, gpu: str | None = None) -> float:
-    """One $ per GPU-hour of `--gpu-usd-per-hour` (`gpu`: the GPU it prices, NAME=PRICE) in its range."""
-    flag = "--gpu-usd-per-hour" + (f" {gpu}={text}:" if gpu is not None else "")
+# The operation facts with a flag of their own (`--pue` sets `cost.operation.pue`).
+_FACT_FLAGS = ("lifetime_years", "utilization", "electricity_usd_per_kwh", "pue", "grid_gco2_per_kwh")
+
+
+@dataclass(frozen=True, slots=True)
+class _PriceFlag:
+    """A price flag that takes one number or one per named GPU: its name, OPERATION_RANGES key and unit."""
+
+    flag: str
+    key: str
+    unit: str
+    what: str  # what one number gives, in the refusal of NAME=PRICE where one price is read
+
+
+RENT = _PriceFlag("--gpu-usd-per-hour", "gpu_usd_per_hour", "$ per GPU-hour", "one $ per GPU-hour")
+PRICE = _PriceFlag("--gpu-price-usd", "gpu_price_usd", "$", "one purchase price")
+
+
+def _one_value(kind: _PriceFlag, text: str | None) -> float | None:
+    """`kind`'s flag as one price (None: not given), in its range; NAME=PRICE is refused here."""
+    if text is None:
+        return None
+    if "=" in text:
+        raise DseError(
+            f"{kind.flag} {text}: NAME=PRICE prices each GPU of `dse compare` (each side of `dse whatif`); "
+            f"give {kind.what} here"
+        )
+    return _flag_value(kind, text)
+
+
+def _flag_value(kind: _PriceFlag, text: str, gpu: str | None = None) -> float:
+    """One number of `kind`'s flag (`gpu`: the GPU it prices, NAME=PRICE) in its range."""
+    flag = kind.flag + (f" {gpu}={text}:" if gpu is not None else "")
     try:
         value = float(text)
     except ValueError:
-        raise DseError(f"{flag} {text.strip()!r} is not a number ($ per GPU-hour)") from None
-    problem = operation_value_problem("gpu_usd_per_hour", value)
+        raise DseError(f"{flag} {text.strip()!r} is not a number ({kind.unit})") from None
+    problem = operation_value_problem(kind.key, value)
     if problem is not None:
         raise DseError(f"{flag} {problem}")
     return value
+
+
+def _per_name(kind: _PriceFlag, text: str | None, gpus: Sequence[str], noun: str) -> dict[str, str]:
+    """`kind`'s flag as NAME=PRICE,... over `gpus` (`per_gpu`), each checked; {} for one price or none."""
+    flag = kind.flag
+    if text is None or ("=" not in text and "," not in text):
+        return {}
+    if "=" not in text:  # prices by name: a reordered command line cannot move one to another GPU
+        prices = [p.strip() for p in text.split(",")]
+        named_prices = zip(gpus, prices if len(prices) == len(gpus) else ["PRICE"] * len(gpus), strict=True)
+        raise DseError(
+            f"{flag} {text}: name each {noun}'s price, "
+            + ",".join(f"{gpu}={price}" for gpu, price in named_prices)
+        )
+    named: dict[str, str] = {}
+    for item in text.split(","):
+        name, equals, price = (part.strip() for part in item.rpartition("="))
+        if not equals or not name:  # "2.99,l40s=0.9": one price for all and one named, both meant?
+            raise DseError(
+                f"{flag} {text}: give one price for every {noun}, or NAME=PRICE for each of "
+                f"{', '.join(gpus)}, not {item.strip() or 'an empty item'}"
+            )
+        if name in named:
+            raise DseError(f"{flag} {text}: {name} is priced twice")
+        if name not in gpus:
+            raise DseError(f"{flag} {text}: {name} is not a compared {noun} ({', '.join(gpus)})")
+        _flag_value(kind, price, name)
+        named[name] = price
+    missing = [name for name in dict.fromkeys(gpus) if name not in named]
+    if missing:
+        raise DseError(
+            f"{flag} {text}: no price for {', '.join(missing)} (NAME=PRICE for every compared {noun}, or "
+            "one price for all)"
+        )
+    return named
+
+
+def prices_moved_with_build(
+    price_usd: float, build_usd: Sequence[float | None], labels: Sequence[str], form: str
+) -> list[float]:
+    """One `--gpu-price-usd` over several designs (`dse compare`'s GPUs, `dse whatif`'s sides; `labels`
+    name them, the first's price is the one given): each other design's price moves with its build cost
+    (`price_moved_with_build`), the rule that moves a catalog GPU's published price for a what-if. One price
+    for all made a GDDR7 H100, 28% cheaper to build, 36% dearer per token. A design without a build cost (no
+    die, a die no wafer holds), or all of them when the first has none, is priced as given. DseError naming
+    the price given and the one derived when that leaves the flag's range (`form`: how to give each)."""
+    first, moved = build_usd[0], [price_usd]
+    for label, build in zip(labels[1:], build_usd[1:], strict=True):
+        if not first or build is None:
+            moved.append(price_usd)
+            continue
+        usd = price_moved_with_build(price_usd, first, build)
+        if operation_value_problem(PRICE.key, usd) is not None:
+            high = OPERATION_RANGES[PRICE.key][1]
+            raise DseError(
+                f"--gpu-price-usd {price_usd:g} is {labels[0]}'s price; {label}'s moves with its build "
+                f"cost (x{build / first:.4g}) to {usd:.3g}, past the flag's range [0, {high:g}]: give each "
+                f"its own (--gpu-price-usd {form})"
+            )
+        moved.append(usd)
+    return moved
+
+
+def price_moves(build_usd: Sequence[float | None]) -> bool:
+    """Whether `prices_moved_with_build` moves the first design's price to any other (both have a build
+    cost)."""
+    return bool(build_usd[0]) and any(build is not None for build in build_usd[1:])
+
+
+def compare_prices(
+    cost: CostArgs, specs: Mapping[str, Any], sets: list[str] | None
+) -> tuple[dict[str, float], bool]:
+    """`dse compare`'s one `--gpu-price-usd` over its GPUs (`specs`, in order): the first's price as given,
+    each other's moved with its build cost (`prices_moved_with_build`), and whether any moved (`price_moves`);
+    ({}, False) when none or one each was given."""
+    price_usd = cost.shared_price_usd()
+    if price_usd is None:
+        return {}, False
+    options = cost.options(sets)
+    builds = [build_cost_usd(spec, options) for spec in specs.values()]
+    prices = prices_moved_with_build(price_usd, builds, list(specs), GPU_FORM)
+    return dict(zip(specs, prices, strict=True)), price_moves(builds)
+
+
+def build_cost_usd(gpu: Any, options: CostOptions) -> float | None:
+    """`gpu`'s build cost under `options`' facts, None when it has none (no die, a die no wafer holds)."""
+    try:
+        return build_cost(gpu, options.facts()).gpu_cost_usd
+    except UnpricedError:
+        return None
+
+
+def price_line(cost: CostArgs, first: str, rest: str, noun: str, form: str, moved: bool) -> str | None:
+    """How a given `--gpu-price-usd` priced a side-by-side table (`dse compare`'s GPUs, `dse whatif`'s
+    sides, `noun`), None when none was given: one each by name (`form`), or one that is `first`'s price and
+    moves with the build cost for `rest` (`moved`; else it priced every one as given)."""
+    if cost.gpu_price_usd is None:
+        return None
+    price_usd = cost.shared_price_usd()
+    if price_usd is None:
+        return f"each {noun} at its own --gpu-price-usd"
+    given = f"--gpu-price-usd {price_usd:,.0f}"
+    if not moved:
+        return f"{given} prices every {noun} (no build cost to move a price with; {form} prices each)"
+    return (
+        f"{given} is {first}'s price; {rest} moves with its build cost, as a catalog GPU's published price "
+        f"does for a what-if ({form} prices each)"
+    )
 
 
 def cost_set_paths(sets: list[str] | None) -> list[str]:
@@ -231,21 +370,23 @@ def throughput_of(est: Any) -> Throughput:
     return Throughput.from_metrics(est.metrics(), float(est.request.batch * est.request.input_tokens))
 
 
-def serving_cost(gpu: Any, est: Any, options: CostOptions) -> dict[str, Any]:
-    """The cost keys of one serving estimate; the build ledger alone when it is infeasible."""
+def serving_cost(gpu: Any, est: Any, options: CostOptions, who: str = "") -> dict[str, Any]:
+    """The cost keys of one serving estimate; the build ledger alone when it is infeasible. `who` names
+    the side of a what-if in a warning ("changed: ")."""
     if not est.feasible:
-        out = priced(lambda: cost_outputs(gpu, Throughput(1, 0.0, 0.0, 0.0), options), COST_KEYS)
+        out = priced(lambda: cost_outputs(gpu, Throughput(1, 0.0, 0.0, 0.0), options), COST_KEYS, who)
         return {**out, **{k: None for k in ("usd_per_million_output_tokens", "gco2_per_output_token")}}
-    return priced(lambda: cost_outputs(gpu, throughput_of(est), options), COST_KEYS)
+    return priced(lambda: cost_outputs(gpu, throughput_of(est), options), COST_KEYS, who)
 
 
-def priced(ledger: Callable[[], dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
-    """`ledger()`, or its keys as null with `cost_note` and a warning when the GPU cannot be priced (a file
-    without a `die` section, a die no wafer holds): the prediction it prices is not lost over its cost."""
+def priced(ledger: Callable[[], dict[str, Any]], keys: Sequence[str], who: str = "") -> dict[str, Any]:
+    """`ledger()`, or its keys as null with `cost_note` and a warning (prefixed by `who`) when the GPU
+    cannot be priced (a file without a `die` section, a die no wafer holds): the prediction it prices is
+    not lost over its cost."""
     try:
         return ledger()
     except UnpricedError as exc:  # a bad cost input (an unknown process node, ...) stays an error
-        err_console.print(f"warning: not priced: {esc(exc)}")
+        err_console.print(f"{esc(who)}warning: not priced: {esc(exc)}")
         return {**dict.fromkeys(keys), "cost_note": f"not priced: {exc}"}
 
 
@@ -254,7 +395,7 @@ COST_ROWS: tuple[tuple[str, str, float, str], ...] = (
     ("die_area_mm2", "die area (mm²)", 1.0, ".0f"),
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
-    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),
+    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3r"),
     ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3r"),
     ("energy_cost_fraction", "energy share of cost (%)", 100.0, ".1f"),
     ("gco2_per_output_token", "gCO2 per output token (operational)", 1.0, ".3g"),

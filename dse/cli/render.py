@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dse.cli.common import esc
-from dse.units import format_value
+from dse.units import format_change, format_value
 
 # (metric key, label, scale, format) for serving estimates.
 SERVING_ROWS: tuple[tuple[str, str, float, str], ...] = (
@@ -78,7 +78,7 @@ def compare_table(
         if "%" in label or fmt.endswith("%"):  # a share: "(%)" rows are scaled to %, "%" formats from 1
             change = f"{(b - a) * scale * (100.0 if fmt.endswith('%') else 1.0):+.1f} points"
         else:
-            change = f"{(b - a) / a:+.1%}" if a else ""
+            change = format_change((b - a) / a) if a else ""
         table.add_row(label, format_value(a * scale, fmt), format_value(b * scale, fmt), change)
     return table
 

@@ -38,7 +38,7 @@ from dse.cli.common import (
     resolve_precision,
     with_options,
 )
-from dse.cli.cost import RENT_FLAG, CostArgs, rent_basis
+from dse.cli.cost import GPU_FORM, RENT_FLAG, CostArgs, compare_prices, price_line, rent_basis
 from dse.cli.load import (
     LoadArgs,
     check_load_attention,
@@ -171,20 +171,20 @@ def _implied_mode(load: LoadArgs, swept: tuple[str, ...]) -> LoadArgs:
 
 
 def _check_cost_axes(axes: list[Any], cost: CostArgs) -> None:
-    """A swept `cost.operation.*` value beside its own flag (`--pue` with `cost.operation.pue=1:2:2`): the
-    flag won at every point, the rows equal (as `dse predict` refuses `--pue` beside `--set`). So did a swept
-    price the renter's rate replaces (`cost.operation.electricity_usd_per_kwh` beside --gpu-usd-per-hour)."""
+    """A swept cost fact beside its own flag (`--pue` with `cost.operation.pue=1:2:2`, `--gpu-price-usd` with
+    a swept `cost.gpu_price_usd.*`): the flag won at every point, the rows equal (as `dse predict` refuses
+    `--pue` beside `--set`). So did a swept price the renter's rate replaces
+    (`cost.operation.electricity_usd_per_kwh` beside --gpu-usd-per-hour)."""
     from dse.cost.operation import renter_ignores, renter_problem
 
     swept = [axis.path for axis in axes if axis.path.startswith("cost.")]
     owner_only = [f"the swept {path}" for path in swept if renter_ignores(path)]
     if cost.gpu_usd_per_hour is not None and owner_only:
         raise DseError(renter_problem(owner_only, RENT_FLAG))
-    for axis in axes:
-        key = axis.path.removeprefix("cost.").removeprefix("operation.")
-        if axis.path.startswith("cost.operation.") and getattr(cost, key, None) is not None:
-            flag = "--" + key.replace("_", "-")
-            raise DseError(f"{flag} and the swept {axis.path} set the same fact; drop one")
+    for path in swept:
+        flag = cost.flag_setting(path)
+        if flag is not None:
+            raise DseError(f"{flag} and the swept {path} set the same fact; drop one")
 
 
 def _check_operating_axes(axes: list[Any], gpu: str, spec: Any) -> None:
@@ -295,17 +295,18 @@ def _with_precision(rows: list[dict[str, Any]], precision: str, note: str | None
 def _show_sweep(rows: list[dict[str, Any]], paths: list[str], title: str, as_json: bool) -> None:
     from rich.table import Table
 
-    from dse.search.sweep import SWEEP_METRICS
+    from dse.search.sweep import sweep_metrics
 
     if as_json:
         print_json(with_nulls(rows))
         return
+    metrics = sweep_metrics(paths)
     table = Table(title=esc(title))
-    for column in (*map(esc, paths), *(m[1] for m in SWEEP_METRICS), "feasible"):
+    for column in (*map(esc, paths), *(m[1] for m in metrics), "feasible"):
         table.add_column(column, overflow="fold")
     for row in rows:
         status = "yes" if row["reason"] is None else "[red]no[/]"
-        cells = [_cell(row, key, scale, fmt) for key, _, scale, fmt in SWEEP_METRICS]
+        cells = [_cell(row, key, scale, fmt) for key, _, scale, fmt in metrics]
         table.add_row(*(f"{row['params'][p]:g}" for p in paths), *cells, status)
     console.print(table)
     wheres = [", ".join(f"{p}={row['params'][p]:g}" for p in paths) for row in rows]
@@ -415,11 +416,12 @@ def _run_with_progress(axes: list[Any], ctx: Any, base: dict[str, Any]) -> list[
         return run_sweep(axes, ctx, base, on_point=lambda done, _total: bar.update(task, completed=done))
 
 
-def _show_compare(
-    rows: list[dict[str, Any]], title: str, as_json: bool, mode: str, changed: list[str], cost: CostArgs
-) -> None:
+def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: str, changed: list[str],
+                  cost: CostArgs, *, moved: bool = False) -> None:  # fmt: skip
     """The comparison's table (or `--json`): `changed` lists the `--set` changes every GPU ran with, which
-    the title and each column say (a pasted table read "l4" for an L4 of 100 SMs)."""
+    the title and each column say (a pasted table read "l4" for an L4 of 100 SMs). `moved`: one price given
+    moved with the other GPUs' build costs (`compare_prices`), which the cost view line says (`price_line`):
+    one price for an A100 and an H100 read as the A100's own."""
     from rich.table import Table
 
     from dse.search.sweep import COMPARE_METRICS
@@ -438,8 +440,9 @@ def _show_compare(
     console.print(table)
     if any(r["metrics"].get("usd_per_gpu_hour") is not None for r in rows):
         basis = rent_basis({"cost_view": view, "cost_scenario": cost.cost_scenario}, cost.gpu_usd_per_hour,
-                           "GPU", "NAME=PRICE,...")  # fmt: skip
-        console.print(esc(basis), highlight=False)
+                           "GPU", GPU_FORM)  # fmt: skip
+        given = price_line(cost, str(rows[0]["params"]["gpu"]), "each other GPU's", "GPU", GPU_FORM, moved)
+        console.print(esc(basis if given is None else f"{basis}: {given}"), highlight=False)
     _print_engines(rows, [str(r["params"]["gpu"]) for r in rows])
     _print_overloaded(rows, [str(r["params"]["gpu"]) for r in rows])
     for row in rows:
@@ -515,13 +518,17 @@ def compare_cmd(
     if len(gpus) < 2:
         raise DseError("give at least two GPUs to compare")
     _check_html(html, "compare")
-    costs = {name: args.context_fields(sets) for name, args in cost.per_gpu(gpus).items()}
+    per_gpu = cost.per_gpu(gpus)
+    costs = {name: args.context_fields(sets) for name, args in per_gpu.items()}
     precision, note = resolve_precision(precision, model)
     options: dict[str, Any] = {"precision": precision, "attention": attention, "kv_dtype": kv_dtype}
     options |= {"engine": engine, "sampling": sampling, "cost": costs[gpus[0]]}
     ctx = _context(gpus[0], model, load, (input_tokens, output_tokens), "compare", (), **options)
     specs = {name: gpu_from_options(name, None, None, None, sets) for name in gpus}
     operating_point(clock_mhz, power_cap_w, specs)
+    # one price given is the first GPU's; the others' move with their build cost, as in `dse whatif`
+    prices, moved = compare_prices(cost, specs, sets)
+    costs |= {name: per_gpu[name].context_fields(sets, price) for name, price in prices.items()}
     base = _base_params(specs[gpus[0]], gpus[0], sets, clock_mhz, power_cap_w)
     note_lengths(input_tokens, output_tokens)
     print_note(note)
@@ -532,7 +539,7 @@ def compare_cmd(
     title = f"{ctx.model}: {_workload_text(ctx)}"
     if changed:
         title += f"; every GPU changed: {' '.join(changed)}"
-    _show_compare(rows, title, as_json, ctx.mode, changed, cost)
+    _show_compare(rows, title, as_json, ctx.mode, changed, cost, moved=moved)
     if html is not None:
         from dse.report.figures.sweep import plot_compare
 

@@ -41,12 +41,15 @@ from dse.cli.cost import (
     CostArgs,
     cost_title,
     cost_warning,
+    price_line,
+    price_moves,
+    prices_moved_with_build,
     rent_basis,
     serving_cost,
 )
 from dse.cli.load import LOAD_ROWS, LoadArgs, load_title, load_warnings, plain_warnings
 from dse.cli.predict import estimate_serving
-from dse.cost.build import price_moved_with_build
+from dse.cost.build import price_fact
 from dse.cost.operation import CostOptions
 from dse.errors import DseError
 from dse.serving import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
@@ -54,6 +57,7 @@ from dse.serving.load import LoadEstimate
 
 # The two sides, as `--json` keys them and `--gpu-usd-per-hour baseline=X,changed=Y` names them.
 SIDES = ("baseline", "changed")
+SIDE_FORM = "baseline=X,changed=Y"  # how a price or rent flag gives each side its own
 # The ledger rows of the table: dies, memory, package and board, the parts the build cost adds up.
 BUILD_ROWS = tuple(row for row in LEDGER_ROWS if row[0] != "usd_per_million_input_tokens")
 
@@ -83,9 +87,9 @@ def whatif_cmd(
     cost: CostArgs,
 ) -> None:
     """Baseline GPU against the changed one (--memory ..., --set ...) for one serving workload: a static
-    batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput). A given
-    --gpu-price-usd is the baseline's, the changed GPU's moves with its build cost; a rent is both sides'
-    unless given per side (--gpu-usd-per-hour baseline=X,changed=Y)."""
+    batch (--batch, default 32) or a load mode (--concurrency, --request-rate, --max-throughput). One
+    --gpu-price-usd is the baseline's, the changed GPU's moves with its build cost; one rent is both sides';
+    either flag takes each side's as baseline=X,changed=Y."""
     new_gpu = gpu_from_options(gpu, memory, bus_width_bits, data_rate_gbps, sets)  # refuses a bare bus width
     if memory is None and not sets:
         given = (("--clock-mhz", clock_mhz), ("--power-cap-w", power_cap_w))
@@ -112,23 +116,28 @@ def whatif_cmd(
             estimate_serving(model, g, load, input_tokens, output_tokens, point, coeffs, **options)
             for g in (base_gpu, new_gpu)
         ]
-    priced = _priced((base_gpu, new_gpu), runs, costs, cost.gpu_price_usd)
+    priced = _priced((base_gpu, new_gpu), runs, costs, cost.shared_price_usd())
     print_note(precision_note)
     _show_whatif(base_gpu, new_gpu, runs, priced, as_json)
     if not as_json:
-        _print_cost_lines(base_gpu, new_gpu, priced, cost)
+        _print_cost_lines(base_gpu, new_gpu, priced, cost, costs[1])
 
 
 def _priced(
     gpus: tuple[Any, Any], runs: list[Any], costs: tuple[CostOptions, CostOptions], price_usd: float | None
 ) -> list[dict[str, Any]]:
-    """Each side's cost keys. A given `--gpu-price-usd` is the baseline's price, and the changed GPU's moves
-    with its build cost (`price_moved_with_build`, the rule that moves a catalog GPU's published price):
-    one price for both made a GDDR7 H100, 28% cheaper to build, 36% dearer per token."""
-    base, new = (serving_cost(g, est, c) for g, est, c in zip(gpus, runs, costs, strict=True))
-    if price_usd is not None and base.get("gpu_cost_usd") and new.get("gpu_cost_usd") is not None:
-        moved_usd = price_moved_with_build(price_usd, base["gpu_cost_usd"], new["gpu_cost_usd"])
-        new = serving_cost(gpus[1], runs[1], replace(costs[1], gpu_price_usd=moved_usd))
+    """Each side's cost keys. One `--gpu-price-usd` for both is the baseline's price, and the changed GPU's
+    moves with its build cost (`prices_moved_with_build`, `dse compare`'s rule too)."""
+    base, new = (
+        serving_cost(g, est, c, f"{side}: ") for g, est, c, side in zip(gpus, runs, costs, SIDES, strict=True)
+    )
+    if price_usd is not None:
+        builds = (base.get("gpu_cost_usd"), new.get("gpu_cost_usd"))
+        moved_usd = prices_moved_with_build(
+            price_usd, builds, ("the baseline", "the changed GPU"), SIDE_FORM
+        )[1]
+        if moved_usd != price_usd:
+            new = serving_cost(gpus[1], runs[1], replace(costs[1], gpu_price_usd=moved_usd), "changed: ")
     return [base, new]
 
 
@@ -190,10 +199,12 @@ def _show_whatif(
             console.print(f"{name}: {warning}")
 
 
-def _print_cost_lines(base_gpu: Any, new_gpu: Any, costs: list[dict[str, Any]], cost: CostArgs) -> None:
+def _print_cost_lines(
+    base_gpu: Any, new_gpu: Any, costs: list[dict[str, Any]], cost: CostArgs, changed: CostOptions
+) -> None:
     """Under the table: the cost view and how each side was priced (`_cost_line`), each side's cost warning
     (a die past the reticle, ...), and a note when the change is the die's alone (`_die_only_note`)."""
-    line = _cost_line(costs, cost)
+    line = _cost_line(costs, cost, new_gpu, changed)
     if line is not None:
         console.print(esc(line), highlight=False)
     for name, side in zip(SIDES, costs, strict=True):
@@ -203,26 +214,30 @@ def _print_cost_lines(base_gpu: Any, new_gpu: Any, costs: list[dict[str, Any]], 
         console.print(note, highlight=False)
 
 
-def _cost_line(costs: list[dict[str, Any]], cost: CostArgs) -> str | None:
-    """`dse predict`'s cost view line (`cost_title`), with how the sides were priced: a rent for both (or
-    each side's), a given price moved with the build cost, a published one moved likewise. None when
-    neither side could be priced (stderr said why)."""
+def _cost_line(costs: list[dict[str, Any]], cost: CostArgs, new_gpu: Any, changed: CostOptions) -> str | None:
+    """`dse predict`'s cost view line (`cost_title`), with how the changed side was priced: a rent for both
+    (or each side's), a given price (`price_line`), its `--set cost.gpu_price_usd.<gpu>` or the published
+    price moved with the build cost, or no price at all. None when neither side could be priced (stderr
+    said why)."""
     base, new = costs
     shown = base if base.get("cost_view") else new
     if not shown.get("cost_view"):
         return None
     if shown["cost_view"] == "renter":
-        return rent_basis(shown, cost.gpu_usd_per_hour, "side", "baseline=X,changed=Y")
+        return rent_basis(shown, cost.gpu_usd_per_hour, "side", SIDE_FORM)
     line = cost_title(shown)
-    if cost.gpu_price_usd is not None:
-        given = f"--gpu-price-usd {cost.gpu_price_usd:,.0f}"
-        if not (base.get("gpu_cost_usd") and new.get("gpu_cost_usd") is not None):
-            return f"{line}: {given} prices both sides (no build cost to move the changed GPU's price with)"
-        return (
-            f"{line}: {given} is the baseline's price; the changed GPU's, {new['gpu_price_usd']:,.0f}, moves "
-            "with its build cost, as a catalog GPU's published price does for a what-if"
-        )
-    if shown.get("gpu_price_basis") == "published":
+    if new.get("gpu_price_usd") is None:  # the cannot-be-priced warning says why: no price to explain
+        return f"{line}: the changed GPU is not priced (its warning says why)"
+    moved = price_moves((base.get("gpu_cost_usd"), new.get("gpu_cost_usd")))
+    rest = f"the changed GPU's, {new['gpu_price_usd']:,.0f},"
+    given = price_line(cost, "the baseline", rest, "side", SIDE_FORM, moved)
+    if given is not None:
+        return f"{line}: {given}"
+    basis, path = new.get("gpu_price_basis"), price_fact(new_gpu)
+    if basis == "set" and path is not None:  # the user's price, not the published one, moved
+        value = changed.facts().value(path)
+        return f"{line}: the changed GPU's price is --set cost.{path}={value:,.0f} moved with its build cost"
+    if basis == "published":
         return f"{line}: the changed GPU's price is the baseline's published price moved with its build cost"
     return line
 

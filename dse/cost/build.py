@@ -185,11 +185,21 @@ def _parts(gpu: GpuSpec, facts: CostFacts) -> tuple[float, bool, float, float, f
     )
 
 
+def price_fact(gpu: GpuSpec) -> str | None:
+    """The cost fact holding `gpu`'s published price (`gpu_price_usd.<its catalog GPU>`), None for a GPU of
+    no catalog GPU; the fact may not exist (a catalog GPU with no published price)."""
+    base = catalog_base(gpu)
+    return None if base is None else f"gpu_price_usd.{base.name}"
+
+
 def price_basis(gpu: GpuSpec, facts: CostFacts) -> str:
     """Where `gpu_price_usd` takes a GPU's price from: "published" (its catalog GPU's price, scaled for a
-    what-if) or "markup" (build cost x `default_markup`: no published price)."""
-    base = catalog_base(gpu)
-    return "published" if base is not None and facts.has(f"gpu_price_usd.{base.name}") else "markup"
+    what-if), "set" (that price as `--set cost.gpu_price_usd.<gpu>` gave it, scaled likewise) or "markup"
+    (build cost x `default_markup`: no published price)."""
+    path = price_fact(gpu)
+    if path is None or not facts.has(path):
+        return "markup"
+    return "set" if path in facts.overridden else "published"
 
 
 def price_moved_with_build(base_price_usd: float, base_build_usd: float, build_usd: float) -> float:

@@ -154,7 +154,9 @@ def load_cost_facts(scenario: str = "mid", overrides: Mapping[str, Any] | None =
             raise ConfigError(f"override 'cost.{path}': no such cost fact{hint}")
         bounded = None if path in FLAG_RANGED else entries[path]
         entries[path] = replace(entries[path], value=_number(path, value, bounded))
-    return CostFacts(entries, scenario, tuple(sorted(str(p).removeprefix("cost.") for p in overrides)))
+    return CostFacts(
+        entries, scenario, tuple(sorted(str(p).strip().removeprefix("cost.") for p in overrides))
+    )
 
 
 def split_cost_overrides(overrides: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -231,16 +231,18 @@ def cost_outputs(gpu: GpuSpec, load: Throughput, options: CostOptions | None = N
     facts = options.facts()
     try:
         build: BuildCost | None = build_cost(gpu, facts, options.gpu_price_usd)
-    except UnpricedError:
+    except UnpricedError as exc:
         if options.gpu_usd_per_hour is None and options.gpu_price_usd is None:
             raise
         build = None  # an hourly or purchase price prices the run; the ledger (dies, memory, ...) stays null
+        # and says why: a 100,000 mm² die read as a cost-neutral what-if once a price was given
+        notes: tuple[str, ...] = (f"build cost and embodied carbon not priced: {exc}",)
     if build is not None:
         out: dict[str, Any] = {k: v for k, v in build.as_dict().items() if k in COST_KEYS}
+        notes = build_notes(gpu, build.die_area_mm2, facts)
     else:
         out = {**dict.fromkeys(COST_KEYS), "gpu_price_usd": options.gpu_price_usd}
     out.update(operation_outputs(build, facts, load, options))
-    notes = build_notes(gpu, build.die_area_mm2, facts) if build is not None else ()
     if notes:  # a die past the reticle, an interposer past CoWoS-S: priced, and said
         out["cost_note"] = "; ".join(notes)
     out["cost_view"] = "renter" if options.gpu_usd_per_hour is not None else "owner"

@@ -49,20 +49,23 @@ def check_cost(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None:
             raise located_error(smap, ("cost", key), problem)
     _check_renter(cfg, smap, space)
     fixed = {f"operation.{k}": f"cost.{k}" for k in _FACT_FIELDS if getattr(c, k) is not None}
+
+    def fixed_by(key: str) -> str | None:  # `cost.gpu_price_usd` replaces every published price
+        price = c.gpu_price_usd is not None and key.startswith("gpu_price_usd.")
+        return "cost.gpu_price_usd" if price else fixed.get(key)
+
     for path, value in c.facts.items():
         key, where = path.strip().removeprefix("cost."), ("cost", "facts", path)
-        if key in fixed:
-            raise located_error(
-                smap, where, f"{fixed[key]} and cost.facts.{path} set the same fact; give one"
-            )
+        if (field := fixed_by(key)) is not None:
+            raise located_error(smap, where, f"{field} and cost.facts.{path} set the same fact; give one")
         fixed[key] = f"cost.facts.{path}"
         problem = cost_fact_problem(key, value)
         if problem is not None:
             raise located_error(smap, where, problem)
     for name in cfg.space:
         key = space.path_of(name).removeprefix("cost.")
-        if space.path_of(name).startswith("cost.") and key in fixed:
-            msg = f"cost.{key} is searched here and fixed by {fixed[key]}; give one"
+        if space.path_of(name).startswith("cost.") and (field := fixed_by(key)) is not None:
+            msg = f"cost.{key} is searched here and fixed by {field}; give one"
             raise located_error(smap, ("space", name), msg)
     try:
         options = CostOptions(

@@ -63,6 +63,12 @@ SWEEP_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("avg_power_w", "avg power per GPU (W)", 1.0, ".0f"),
     ("usd_per_million_output_tokens", "$ per M output tokens", 1.0, ".3r"),
 )
+# The carbon of a token, shown beside SWEEP_METRICS when a cost fact is swept: PUE and the grid move nothing
+# else (a renter's sweep of either printed equal rows), nor, for a renter, do lifetime and utilization.
+SWEEP_CARBON_METRICS: tuple[tuple[str, str, float, str], ...] = (
+    ("gco2_per_output_token", "gCO2 per output token (operational)", 1.0, ".3g"),
+    ("embodied_gco2_per_output_token", "gCO2 per output token (embodied)", 1.0, ".3g"),
+)
 COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("ttft_s", "TTFT (ms)", 1e3, ".2f"),
     ("tpot_s", "TPOT (ms)", 1e3, ".3f"),
@@ -76,13 +82,21 @@ COMPARE_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("memory_capacity_bytes", "memory capacity (GiB)", 2**-30, ".1f"),
     ("gpu_cost_usd", "GPU build cost ($)", 1.0, ",.0f"),
     ("gpu_price_usd", "GPU price ($)", 1.0, ",.0f"),
-    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3f"),  # the basis of the next row: owned or rented
+    ("usd_per_gpu_hour", "$ per GPU-hour", 1.0, ".3r"),  # the basis of the next row: owned or rented
     ("usd_per_million_output_tokens", "$ per million output tokens", 1.0, ".3r"),
     ("gco2_per_output_token", "gCO2 per output token", 1.0, ".3g"),
 )
 AXIS_SYNTAX = "PATH=START:STOP:STEPS, e.g. sm_clock_mhz=1000:1980:5"
 MAX_SWEEP_POINTS = 10_000  # a sweep prints when it is done: past this it is a study's job
-_AXIS_RE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([^:]+):([^:]+):([^:]+)\s*$")
+# A path may hold '-': cost.gpu_price_usd.h100-sxm, as catalog GPU names are written (not a minus sign)
+_AXIS_RE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*=\s*([^:]+):([^:]+):([^:]+)\s*$")
+
+
+def sweep_metrics(paths: Sequence[str]) -> tuple[tuple[str, str, float, str], ...]:
+    """The metrics a sweep of `paths` shows: SWEEP_METRICS, with SWEEP_CARBON_METRICS when a path is a cost
+    fact (`cost.*`), whose rows could otherwise differ in gCO2 alone and read as equal."""
+    carbon = any(path.startswith("cost.") for path in paths)
+    return SWEEP_METRICS + (SWEEP_CARBON_METRICS if carbon else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +358,7 @@ def _engine_settings(params: dict[str, Any], ctx: EvalContext) -> dict[str, Any]
 
 __all__ = [
     "COMPARE_METRICS",
+    "SWEEP_CARBON_METRICS",
     "SWEEP_METRICS",
     "SweepAxis",
     "SweepInterrupted",
@@ -351,5 +366,6 @@ __all__ = [
     "linspace_values",
     "parse_axis",
     "run_sweep",
+    "sweep_metrics",
     "sweep_points",
 ]

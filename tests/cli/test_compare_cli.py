@@ -51,7 +51,7 @@ def test_compare_prices_each_gpu_at_its_own_rent_and_shows_the_rate() -> None:
         assert m["usd_per_million_output_tokens"] == pytest.approx(
             rate / 3600 / m["output_tokens_per_s"] * 1e6
         )
-    assert "$ per GPU-hour │ 2.990 │ 0.900" in text
+    assert "$ per GPU-hour │ 2.99 │ 0.900" in text  # three significant figures, as $ per token
     assert "each GPU at its own $ per GPU-hour" in text
 
 
@@ -60,7 +60,7 @@ def test_one_rent_for_every_gpu_is_shown_and_said() -> None:
     the rate is a row now, and the line under the table says one rate priced them all."""
     text, data = _compare("h100-sxm", "l40s", *WORKLOAD, "--gpu-usd-per-hour", "2.99")
     assert [row["metrics"]["usd_per_gpu_hour"] for row in data["gpus"]] == [2.99, 2.99]
-    assert "$ per GPU-hour │ 2.990 │ 2.990" in text
+    assert "$ per GPU-hour │ 2.99 │ 2.99" in text
     assert "one $ per GPU-hour for every GPU (--gpu-usd-per-hour NAME=PRICE,... prices each)" in text
     assert "the GPU price row is not in the cost" in text
 

@@ -455,6 +455,21 @@ def test_the_price_basis_says_when_a_price_is_an_estimate() -> None:
     assert (
         cost_outputs(load_gpu("a10"), load, CostOptions(gpu_price_usd=3000.0))["gpu_price_basis"] == "given"
     )
+    # a published price set by `--set cost.gpu_price_usd.<gpu>` was said to be the published one
+    set_price = cost_outputs(
+        load_gpu("h100-sxm"), load, CostOptions(overrides={"gpu_price_usd.h100-sxm": 1e3})
+    )
+    assert (set_price["gpu_price_basis"], set_price["gpu_price_usd"]) == ("set", 1000)
+
+
+def test_a_die_no_wafer_holds_says_so_when_a_given_price_prices_it() -> None:
+    # a given price or rent prices the tokens, but the build ledger stays null, and its note said nothing
+    huge = load_gpu("h100-sxm").model_copy(update={"die": load_gpu("h100-sxm").die.model_copy(
+        update={"published_area_mm2": 1e5})})  # fmt: skip
+    for options in (CostOptions(gpu_price_usd=3e4), CostOptions(gpu_usd_per_hour=2.0)):
+        out = cost_outputs(huge, LOAD, options)
+        assert out["gpu_cost_usd"] is None and out["usd_per_million_output_tokens"] is not None
+        assert out["cost_note"].startswith("build cost and embodied carbon not priced: a 100000 mm² die")
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,9 @@ PUE_SEARCHED = {"space": {"cost.operation.pue": {"values": [1.1, 1.2]}, "batch":
         ({"facts": {"cost.operation.utilization": 0.5}, "utilization": 0.9},
          "cost.facts.cost.operation.utilization: cost.utilization and cost.facts.cost.operation.utilization"),
         ({"facts": {"operation.pue": 30}}, "cost.facts.operation.pue: must be in [1, 10]"),
+        # the given price replaces every published one: the fact was ignored, as `--set` beside the flag
+        ({"facts": {"gpu_price_usd.h100-sxm": 1000}, "gpu_price_usd": 30000},
+         "cost.gpu_price_usd and cost.facts.gpu_price_usd.h100-sxm set the same fact; give one"),
         # a study field is named as the study writes it, not as the flag `--pue`
         ({"pue": 20}, "cost.pue: must be in [1, 10] (facility power over IT power), got 20"),
         ({"lifetime_years": 1000}, "cost.lifetime_years: must be in [0.01, 100]"),
@@ -128,6 +131,15 @@ def test_a_searched_cost_fact_that_is_also_fixed_is_refused(cost: dict, message:
     with pytest.raises(ConfigError, match=re.escape(message)):
         study_from_dict({**STUDY, **PUE_SEARCHED, "cost": cost})
     study_from_dict({**STUDY, **PUE_SEARCHED, "cost": {}})  # searched alone it is a parameter
+
+
+def test_a_searched_published_price_beside_a_given_price_is_refused() -> None:
+    # every point was priced at `cost.gpu_price_usd`, the searched price unread (the `--set` rule of the CLI)
+    searched = {"space": {"cost.gpu_price_usd.h100-sxm": {"values": [1e4, 2e4]}, "batch": {"values": [8]}}}
+    message = "cost.gpu_price_usd.h100-sxm is searched here and fixed by cost.gpu_price_usd; give one"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_from_dict({**STUDY, **searched, "cost": {"gpu_price_usd": 30000}})
+    study_from_dict({**STUDY, **searched, "cost": {}})
 
 
 def test_a_searched_operation_fact_is_checked_against_its_range() -> None:

@@ -1,6 +1,6 @@
 """Figures of `dse sweep` and `dse compare`, and the offline page that holds one.
 
-`plot_sweep(rows, paths)`: one line chart per metric of `SWEEP_METRICS` (stacked, shared x = the first
+`plot_sweep(rows, paths)`: one line chart per metric of `sweep_metrics(paths)` (stacked, shared x = the first
 swept parameter), one line per value of the second parameter; infeasible points are drawn as crosses
 with their reason in hover, failed points leave a gap. `plot_compare(rows)`: a grouped bar chart, one group
 per metric of `COMPARE_METRICS`, one bar per GPU, normalized to the first GPU, absolute values in hover.
@@ -15,7 +15,7 @@ from typing import Any
 
 from dse.report._imports import try_import
 from dse.report.markup import plotly_text
-from dse.search.sweep import COMPARE_METRICS, SWEEP_METRICS
+from dse.search.sweep import COMPARE_METRICS, sweep_metrics
 from dse.units import format_value
 
 with try_import() as _imports:
@@ -44,9 +44,10 @@ def _series(rows: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> dict[Any
 def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: str = "") -> Any:
     """The sweep's line charts (see the module docstring)."""
     _imports.check()
-    n = len(SWEEP_METRICS)
+    metrics = sweep_metrics(paths)
+    n = len(metrics)
     fig = make_subplots(
-        rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.03, subplot_titles=[m[1] for m in SWEEP_METRICS]
+        rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.03, subplot_titles=[m[1] for m in metrics]
     )
     palette = ["#1f77b4", "#e4572e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
     for i, (value, group) in enumerate(_series(rows, paths).items()):
@@ -58,19 +59,22 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], title: s
             for r in group
         ]
         symbols = ["circle" if r["reason"] is None else "x" for r in group]
-        for j, (key, label, scale, fmt) in enumerate(SWEEP_METRICS):
+        for j, (key, label, scale, fmt) in enumerate(metrics):
+            ys = [_display(r, key, scale) for r in group]
+            # the value as the text table shows it (`format_value`: 3.32e-300, not d3's 300 zeros)
+            shown = ["-" if y is None else format_value(y, fmt) for y in ys]
             fig.add_trace(
                 go.Scatter(
                     x=xs,
-                    y=[_display(r, key, scale) for r in group],
+                    y=ys,
                     mode="lines+markers",
                     name=plotly_text(name),
                     legendgroup=name,
                     showlegend=j == 0,
                     line={"color": color},
                     marker={"symbol": symbols, "size": 8},
-                    customdata=hover,
-                    hovertemplate=f"{paths[0]} = %{{x}}<br>{label}: %{{y:{fmt}}}<br>%{{customdata}}"
+                    customdata=list(zip(shown, hover, strict=True)),
+                    hovertemplate=f"{paths[0]} = %{{x}}<br>{label}: %{{customdata[0]}}<br>%{{customdata[1]}}"
                     "<extra>%{fullData.name}</extra>",
                 ),
                 row=j + 1,
