@@ -40,6 +40,7 @@ from dse.cli.common import (
 )
 from dse.cli.cost import GPU_FORM, RENT_FLAG, CostArgs, compare_prices, price_line, rent_basis
 from dse.cli.load import (
+    PREEMPTIONS_PER_REQUEST,
     LoadArgs,
     check_load_attention,
     note_lengths,
@@ -453,13 +454,26 @@ def _show_compare(rows: list[dict[str, Any]], title: str, as_json: bool, mode: s
 
 def _print_overloaded(rows: list[dict[str, Any]], labels: list[str]) -> None:
     """One line naming the rows (by `labels`) of an open loop whose arrivals outpace the server
-    (`dse.serving.metrics.overloaded`), as `dse predict` warns under its table."""
+    (`dse.serving.metrics.overloaded`), and one naming those whose KV cache thrashes
+    (`dse.cli.load.PREEMPTIONS_PER_REQUEST`), as `dse predict` warns under its table."""
     over = [label for row, label in zip(rows, labels, strict=True) if row["metrics"].get("overloaded")]
     if over:
         console.print(
             "[bold yellow]warning:[/] overloaded (arrivals outpace the server, its queue grows: TTFT and "
             "queue figures depend on --num-requests; requests/s is what it sustains): "
             f"{esc('; '.join(over))}",
+            highlight=False,
+        )
+    thrash = [
+        f"{label} ({int(m['preemptions'])} in {int(m['num_requests'])})"
+        for label, m in zip(labels, (row["metrics"] for row in rows), strict=True)
+        if (m.get("preemptions") or 0) > PREEMPTIONS_PER_REQUEST * (m.get("num_requests") or 0)
+    ]
+    if thrash:
+        console.print(
+            "[bold yellow]warning:[/] preemptions (the KV cache holds fewer requests than the engine "
+            "admits; evicted requests are recomputed, `dse predict` says how many fit): "
+            f"{esc('; '.join(thrash))}",
             highlight=False,
         )
 

@@ -197,6 +197,11 @@ def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
         "0.25",
     ]
     assert "engine admits up to 48," in run_json(*loop)["warnings"][0]
+    # a sweep names its thrashing rows, with their preemptions, as predict does under its table
+    sweep = ["sweep", f"max_num_seqs={fit}:64:2", *flags[1:]]
+    out = " ".join(runner.invoke(app, sweep, env={"COLUMNS": "300"}).stdout.split())
+    assert "warning: preemptions" in out and f"max_num_seqs=64 ({thrash['preemptions']} in 64)" in out
+    assert f"max_num_seqs={fit} (" not in out
     text = " ".join(runner.invoke(app, [*flags, "--max-num-seqs", "64"]).stdout.split())
     assert f"warning: {said}" in text
 
