@@ -451,10 +451,17 @@ def _preemption_warning(est: Any) -> str | None:
     r, admits = est.request, est.engine.max_num_seqs  # a closed loop runs at most its replica's clients
     if r.mode == "concurrency":
         admits = min(admits, -(-r.concurrency // r.dp))
-    return (
+    head = (
         f"[bold yellow]warning:[/] {int(preempted)} preemptions in {int(n)} requests: the KV cache "
-        f"({int(m['kv_capacity_tokens'])} tokens) holds about {fit} whole requests of these lengths and the "
-        f"engine admits up to {admits}, so running requests are evicted and recomputed "
+        f"({int(m['kv_capacity_tokens'])} tokens) holds about {fit} whole requests of the mean lengths"
+    )
+    if fit >= admits:  # drawn lengths: the longer requests outgrow a pool that holds the mean ones
+        return (
+            f"{head}, as many as the engine runs ({admits}), but longer ones outgrow it, so running requests "
+            "are evicted and recomputed (throughput, power and J/token include the recompute)"
+        )
+    return (
+        f"{head} and the engine admits up to {admits}, so running requests are evicted and recomputed "
         f"(throughput, power and J/token include the recompute); --max-num-seqs {max(fit, 1)} admits no more "
         "than it holds whole, with no preemption but a smaller batch: the fastest setting lies between"
     )

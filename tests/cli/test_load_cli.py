@@ -197,6 +197,12 @@ def test_thrashing_kv_cache_is_said_with_the_batch_that_fits() -> None:
         "0.25",
     ]
     assert "engine admits up to 48," in run_json(*loop)["warnings"][0]
+    # drawn lengths: a pool that holds the mean request as many times as there are clients still evicts the
+    # longer ones; no --max-num-seqs at or above the clients is offered, as it would change nothing
+    drawn = [*loop[:-6], "--concurrency", "27", "--num-requests", "200", "--gpu-memory-utilization", "0.25"]
+    outgrown = run_json(*drawn, "--length-dist", "exponential")["warnings"]
+    assert len(outgrown) == 1 and "as many as the engine runs (27), but longer ones outgrow it" in outgrown[0]
+    assert "--max-num-seqs" not in outgrown[0]
     # a sweep names its thrashing rows, with their preemptions, as predict does under its table
     sweep = ["sweep", f"max_num_seqs={fit}:64:2", *flags[1:]]
     out = " ".join(runner.invoke(app, sweep, env={"COLUMNS": "300"}).stdout.split())
