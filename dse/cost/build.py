@@ -223,6 +223,20 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     return price_moved_with_build(published_usd, _base_build_usd(base, shipped), build_usd)
 
 
+def given_price_moved(given_usd: float, base: GpuSpec, gpu: GpuSpec, facts: CostFacts) -> float:
+    """A given price (`--gpu-price-usd`, a study's `cost: gpu_price_usd`) is the price of a sweep's or
+    study's base GPU; a point that changes the design takes it moved with its build cost
+    (`price_moved_with_build`, its facts against the base's as shipped, as `gpu_price_usd` moves a
+    published price), as `dse whatif` and `dse compare` do. Either side without a ledger: as given."""
+    if gpu is base or base.die is None or gpu.die is None:
+        return given_usd
+    shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
+    try:
+        return price_moved_with_build(given_usd, _base_build_usd(base, shipped), sum(_parts(gpu, facts)[3:]))
+    except UnpricedError:  # a die no wafer holds: the ledger says so (`cost_outputs`), the price stands
+        return given_usd
+
+
 # The build cost of catalog GPUs under shipped facts, by the ids of both (cached objects, held by the entry
 # so that no other object takes their ids): a search prices its base GPU at every point.
 _BASE_BUILD: dict[tuple[int, int], tuple[GpuSpec, CostFacts, float]] = {}

@@ -386,6 +386,26 @@ def cost_options(params: Mapping[str, Any], ctx: EvalContext) -> Any:
     return CostOptions(overrides=facts, grid=grid, **fields)
 
 
+def moved_price(options: Any, ctx: EvalContext, gpu: Any) -> Any:
+    """`options` with a given purchase price moved with the point's build cost from the study's base GPU's
+    (`dse.cost.build.given_price_moved`): one price for every design favoured the dearest to build."""
+    from dataclasses import replace
+
+    from dse.cost.build import given_price_moved
+
+    if options.gpu_price_usd is None:
+        return options
+    moved = given_price_moved(options.gpu_price_usd, _base_gpu(ctx.gpu), gpu, options.facts())
+    return replace(options, gpu_price_usd=moved)
+
+
+@lru_cache(maxsize=16)
+def _base_gpu(name: str) -> Any:
+    from dse.hardware.catalog import load_gpu
+
+    return load_gpu(name)
+
+
 def cost_of_point(
     params: Mapping[str, Any], ctx: EvalContext, inputs: Mapping[str, Any], metrics: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -394,7 +414,7 @@ def cost_of_point(
     from dse.cost.operation import COST_KEYS, Throughput, cost_outputs
 
     gpu = inputs["gpu"]
-    options = cost_options(params, ctx)
+    options = moved_price(cost_options(params, ctx), ctx, gpu)
     if gpu.die is None and options.gpu_usd_per_hour is None and options.gpu_price_usd is None:
         return {}
     if not finite(metrics.get("output_tokens_per_s")):

@@ -204,7 +204,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     from dse.cost.operation import training_cost_outputs
     from dse.hardware.catalog import load_gpu
     from dse.perf.types import OperatingPoint
-    from dse.search.objective import check_point_clock, cost_options, split_params
+    from dse.search.objective import check_point_clock, cost_options, moved_price, split_params
     from dse.training.predict import check_model_options, predict_training
     from dse.units import MHZ
 
@@ -226,7 +226,7 @@ def evaluate_training_point(params: Mapping[str, Any], ctx: Any) -> dict[str, An
     out: dict[str, Any] = {k: raw[k] for k in TRAINING_METRICS if k in raw}
     out |= {"feasible": raw["feasible"], "infeasible_reason": raw["infeasible_reason"]}
     if gpu.die is not None:  # a GPU file without a die section has no build ledger
-        out |= training_cost_outputs(gpu, raw, cost_options(params, ctx))
+        out |= training_cost_outputs(gpu, raw, moved_price(cost_options(params, ctx), ctx, gpu))
     out |= {
         "tdp_w": gpu.power.tdp_w,
         "power_cap_w": point.power_cap_w if point.power_cap_w is not None else gpu.power.tdp_w,
