@@ -3,6 +3,7 @@ its flags, and one cost fact's path and value as `--set cost.*` takes them."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from dse.config.yamlio import SourceMap, located_error
@@ -100,3 +101,9 @@ def _check_renter(cfg: StudyConfig, smap: SourceMap, space: SearchSpace) -> None
         path = space.path_of(name)
         if path.startswith("cost.") and renter_ignores(path):
             raise located_error(smap, ("space", name), renter_problem([f"the searched {path}"], rate))
+    if any(space.path_of(name).startswith("gpu.") for name in cfg.space):  # as `dse compare` warns
+        logging.getLogger(__name__).warning(
+            "cost.gpu_usd_per_hour rents every searched GPU design at one rate, which favours the fastest by "
+            "construction; a purchase price (cost.gpu_price_usd, the base GPU's) moves with each design's "
+            "build cost"
+        )

@@ -202,3 +202,19 @@ def test_a_renter_study_refuses_the_prices_only_an_owner_pays(change: dict, mess
         study_from_dict({**STUDY, "cost": {}, **change})
     # the same search priced by an owner is a parameter
     study_from_dict({**STUDY, **change, "cost": {}})
+
+
+def test_a_renter_study_that_searches_the_gpu_warns_that_one_rate_favours_the_fastest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One hourly rate for every design ranks them by throughput alone (`dse compare` says so for one rent
+    over several GPUs); a search over workload settings on one GPU is not warned."""
+    gpu_space = {"gpu.memory.bus_width_bits": {"values": [4096, 5120]}, "batch": {"values": [8]}}
+    with caplog.at_level("WARNING"):
+        study_from_dict({**STUDY, "space": gpu_space, "cost": RENTED})
+    assert any("rents every searched GPU design at one rate" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        study_from_dict({**STUDY, "space": {"batch": {"values": [8, 32]}}, "cost": RENTED})
+        study_from_dict({**STUDY, "space": gpu_space})
+    assert not any("one rate" in r.getMessage() for r in caplog.records)
