@@ -141,27 +141,19 @@ def _write_env(path: Path, gpu: Any, extra: dict[str, Any]) -> None:
     path.write_text(json.dumps(plain, indent=2, allow_nan=False) + "\n")
 
 
-def _recorded_tdp_w(recorded: Sequence[KernelSample], default_w: float) -> float:
-    """The power limit of the catalog GPU the samples name (as calibrate judges them), else `default_w`."""
-    from dse.hardware.catalog import list_gpus, load_gpu, recorded_gpu_name
-
-    names = {recorded_gpu_name(s.gpu) for s in recorded}
-    name = names.pop() if len(names) == 1 else None
-    return load_gpu(name).power.tdp_w if name in list_gpus() else default_w
-
-
 def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, list[KernelSample]]:
     from dse.hardware.catalog import load_gpu
     from dse.measure.replay import ReplayGpu, synthetic_fallback
 
     spec = load_gpu(gpu_name or DRY_RUN_GPU)
     recorded = read_samples(replay) if replay is not None else []
+    _check_replay_gpu(replay, recorded, spec)
     if replay is not None and recorded:  # held to what calibrate and validate accept: no NaN, no -300 W
         frame = samples_frame(recorded)
         frame["file"] = replay.name
         frame["row"] = range(1, len(frame) + 1)
         clocks = (spec.clocks.sm_clock_min_hz, spec.clocks.sm_clock_max_hz)
-        check_sample_values(frame, _recorded_tdp_w(recorded, spec.power.tdp_w), clocks)
+        check_sample_values(frame, spec.power.tdp_w, clocks)  # the rows are spec's: _check_replay_gpu
     gpu = ReplayGpu(
         recorded,
         name=spec.name,
@@ -171,6 +163,19 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
         fallback=synthetic_fallback(spec),
     )
     return gpu, spec.name, recorded
+
+
+def _check_replay_gpu(replay: Path | None, recorded: Sequence[KernelSample], spec: Any) -> None:
+    """Recorded rows of the GPU the dry run pretends to be: its rows are labelled that GPU and fitted, so
+    another GPU's rows came out as, say, H100 measurements that `calibrate --gpu h100-sxm` took."""
+    from dse.calibrate.fit.sample_set import gpu_matches
+
+    foreign = sorted({s.gpu for s in recorded if not gpu_matches(s.gpu, spec)})
+    if foreign:
+        raise ConfigError(
+            f"--replay {replay}: samples of {', '.join(repr(g) for g in foreign)}, but the dry run "
+            f"pretends to be {spec.name}; replay samples measured on {spec.name}"
+        )
 
 
 def measure_kernels_command(

@@ -90,9 +90,10 @@ def test_a_replay_is_held_to_the_sample_checks_calibrate_applies(
     assert not out.exists()
 
 
-def test_a_replay_is_judged_against_the_power_limit_of_the_gpu_it_names(tmp_path: Path) -> None:
+def test_a_replay_of_another_gpus_file_is_refused_before_its_values_are_judged(tmp_path: Path) -> None:
     """An A10 file (150 W) at 500 W with no recorded limit: calibrate refuses it (over 3 x 150 W); the replay
-    judged it against the dry run's H100 (3 x 700 W) and wrote it out."""
+    judged it against the dry run's H100 (3 x 700 W) and wrote it out. Since session 36 a replay takes only
+    rows of the GPU the dry run pretends to be, so the file is refused as an A10's, and nothing is written."""
     from dse.calibrate.data.samples import KernelSample, write_samples
 
     sample = KernelSample(gpu="a10", kind="gemm", name="g", dtype="bf16", m=1024, n=1024, k=1024,
@@ -100,7 +101,8 @@ def test_a_replay_is_judged_against_the_power_limit_of_the_gpu_it_names(tmp_path
     path = write_samples(tmp_path / "a10.csv", [sample] * 3)
     out = tmp_path / "out.csv"
     refused(["measure", "kernels", "--out", str(out), "--suite", "smoke", "--dry-run", "--replay", str(path)],
-            "over 3 x the power limit")  # fmt: skip
+            "samples of 'a10'", "pretends to be h100-sxm")  # fmt: skip
+    assert not out.exists()
 
 
 def test_calibrate_refuses_a_directory_as_output_before_fitting(tmp_path: Path) -> None:

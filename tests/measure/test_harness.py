@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -196,6 +197,28 @@ def test_dry_run_command_replays_recorded_rows_and_synthesizes_the_rest(tmp_path
     assert {(s.source, s.energy_method) for s in made_up} == {("dry-run:synthetic", "synthetic")}
     with pytest.raises(ConfigError, match="never overwritten"):
         measure_kernels_command("gemm", None, out, dry_run=True)
+
+
+def test_a_replay_of_another_gpus_samples_is_refused(tmp_path, recorded):
+    """The dry run pretends to be h200-sxm here and labels every row it writes so; an A100 file's rows came
+    out as fittable h200-sxm measurements (replay:FILE) with no word (calibration review, session 36)."""
+    a100 = tmp_path / "a100.csv"
+    write_samples(a100, [replace(s, gpu="a100-sxm-80gb") for s in recorded])
+    out = tmp_path / "dry.parquet"
+    with pytest.raises(ConfigError) as err:
+        measure_kernels_command("gemm", None, out, dry_run=True, replay=a100, gpu_name="h200-sxm")
+    assert str(err.value) == (
+        f"--replay {a100}: samples of 'a100-sxm-80gb', but the dry run pretends to be h200-sxm; "
+        "replay samples measured on h200-sxm"
+    )
+    assert not out.exists()
+    # The NVML spelling of the same GPU is that GPU: replayed as before.
+    nvml = tmp_path / "nvml.csv"
+    write_samples(nvml, [replace(s, gpu="NVIDIA H200") for s in recorded])
+    replayed = read_samples(
+        measure_kernels_command("gemm", None, out, dry_run=True, replay=nvml, gpu_name="h200-sxm")
+    )
+    assert {s.energy_method for s in replayed} == {"replay", "synthetic"}
 
 
 def test_replaying_a_dry_runs_file_keeps_its_made_up_rows_made_up(tmp_path):
