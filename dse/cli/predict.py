@@ -102,20 +102,10 @@ def _coefficients(path: Path | None, gpu: Any) -> tuple[Any, Any]:
         from dse.perf.coeffs import load_default_coeffs
 
         return load_default_coeffs(gpu), None  # None: the shipped energies of the GPU's generation
-    from dse.calibrate.fit.samples import load_calibration
-    from dse.perf.rates import arch_family
+    from dse.calibrate.fit.samples import check_generation, load_calibration
 
     latency, power, _ = load_calibration(path)
-    family = arch_family(gpu)
-    # A set is stamped with its GPU's architecture (ada, blackwell, ...): compare kernel-library generations,
-    # by the rule of `arch_family`.
-    stamped = "hopper" if latency.architecture.lower() in ("hopper", "blackwell") else "ampere"
-    if stamped != family:
-        # Corrections and energies are per kernel-library generation; another one's would be silently wrong.
-        raise DseError(
-            f"{path}: coefficients for {latency.architecture} GPUs ({latency.gpu or 'unnamed GPU'}) cannot "
-            f"predict {gpu.name} ({family} generation); calibrate on {family} samples or drop --coeffs"
-        )
+    check_generation(path, latency, gpu)
     return latency, power
 
 

@@ -480,6 +480,22 @@ def load_calibration(path: str | Path) -> tuple[CoeffSet, PowerCoeffs | None, di
     return cs, power, info if isinstance(info, dict) else {}
 
 
+def check_generation(path: str | Path, latency: CoeffSet, gpu: GpuSpec) -> None:
+    """Refuse a coefficient file of another kernel-library generation than `gpu`'s (`arch_family`'s rule):
+    corrections and energies are per generation, another one's would be silently wrong (`dse predict`,
+    `dse validate samples --coeffs`)."""
+    from dse.perf.rates import arch_family
+
+    family = arch_family(gpu)
+    # A set is stamped with its GPU's architecture (ada, blackwell, ...): compare generations.
+    stamped = "hopper" if latency.architecture.lower() in ("hopper", "blackwell") else "ampere"
+    if stamped != family:
+        raise ConfigError(
+            f"{path}: coefficients for {latency.architecture} GPUs ({latency.gpu or 'unnamed GPU'}) cannot "
+            f"predict {gpu.name} ({family} generation); calibrate on {family} samples or drop --coeffs"
+        )
+
+
 # --------------------------------------------------------------------------- rows at their default clocks
 
 

@@ -26,6 +26,7 @@ from dse.calibrate.fit.kernels import MIN_LATENCY_S
 from dse.calibrate.fit.sample_set import FAMILIES, HOLDOUT_FRAC, SEED, SampleSet, load_sample_set, split_mask
 from dse.calibrate.fit.samples import (
     calibrate,
+    check_generation,
     load_calibration,
     mape,
     power_mask,
@@ -68,6 +69,7 @@ def validate_samples(
     frac = holdout_frac if holdout_frac is not None else HOLDOUT_FRAC
     sd = seed if seed is not None else SEED
     if coeffs_path is not None:
+        check_generation(coeffs_path, cs, ss.gpu)  # scored as `dse predict` would use it: not at all
         warn_synthetic(ss)  # made-up rows left out (else the fit below says so)
         fitted_on = {s.get("sha256") for s in cs.sources}
         given = {s["sha256"] for s in ss.sources}

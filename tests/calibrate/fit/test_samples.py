@@ -171,6 +171,38 @@ def test_synthetic_validation_table(synthetic: tuple[Path, Calibration], tmp_pat
     assert all(r["latency_fitted"] < 0.01 for r in fitted_here)
 
 
+def test_validate_refuses_another_generations_coefficients_as_predict_does(
+    synthetic: tuple[Path, Calibration], tmp_path: Path
+) -> None:
+    """An Ampere set scored H100 rows as "the fitted set" (exit 0) while `dse predict` refused it for an
+    H100 (calibration review, session 36): both now refuse it with one message."""
+    from dse.cli.predict import _coefficients
+    from dse.errors import ConfigError
+
+    path, cal = synthetic
+    data = json.loads(cal.save(tmp_path / "c.json").read_text())
+    ampere = tmp_path / "ampere.json"
+    ampere.write_text(json.dumps(data | {"architecture": "ampere", "gpu": "a100-sxm-80gb"}))
+    with pytest.raises(ConfigError) as validated:
+        validate_samples([path], coeffs_path=ampere)
+    with pytest.raises(ConfigError) as predicted:
+        _coefficients(ampere, load_gpu(GPU))
+    assert (
+        str(validated.value)
+        == str(predicted.value)
+        == (
+            f"{ampere}: coefficients for ampere GPUs (a100-sxm-80gb) cannot predict h100-sxm (hopper "
+            "generation); calibrate on hopper samples or drop --coeffs"
+        )
+    )
+    # A set of the same generation fitted on another GPU (h100-sxm's, scored on H200 rows) is scored.
+    h200 = tmp_path / "h200.parquet"
+    frame = pd.read_parquet(path).assign(gpu="h200-sxm")
+    frame.to_parquet(h200)
+    rows, header = validate_samples([h200], coeffs_path=tmp_path / "c.json")
+    assert header["gpu"] == "h200-sxm" and header["fitted_gpu"] == GPU and rows
+
+
 def test_coefficient_file_loads_on_the_prediction_path(
     synthetic: tuple[Path, Calibration], tmp_path: Path
 ) -> None:
