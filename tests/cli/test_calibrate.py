@@ -273,3 +273,43 @@ def test_synthetic_rows_are_never_fitted(tmp_path: Path) -> None:
     assert "mixed.parquet: 20 synthetic rows left out" in result.stderr
     rows = json.loads(result.stdout)["calibration"]["rows"]
     assert rows["total"] == 30 and rows["synthetic_left_out"] == {"mixed.parquet": 20}
+
+
+def test_calibrate_warns_that_replayed_rows_carry_the_dry_runs_clock(tmp_path: Path) -> None:
+    """A replay of the shipped H100 file wrote its power-capped GEMMs (recorded at 1.27-1.47 GHz) at the dry
+    run's 1.98 GHz, and calibrate fitted them without a word: the calibrated H100 stopped throttling
+    (calibration review, session 36)."""
+    shipped = Path(__file__).parents[2] / "dse" / "calibrate" / "measured" / "h100_sxm_kernels.csv"
+    replay = tmp_path / "replay.parquet"
+    made = runner.invoke(
+        app,
+        [
+            "measure",
+            "kernels",
+            "--suite",
+            "gemm",
+            "--dry-run",
+            "--replay",
+            str(shipped),
+            "--out",
+            str(replay),
+        ],
+    )
+    assert made.exit_code == 0, made.output
+    frame = pd.read_parquet(replay)
+    copied = frame[frame["energy_method"] == "replay"]
+    recorded = pd.read_csv(shipped)
+    # The premise: the copies are at 1.98 GHz, while the file recorded some GEMMs well below it.
+    assert set(copied["avg_sm_clock_hz"]) == {1.98e9}
+    assert recorded.loc[recorded["kind"] == "gemm", "avg_sm_clock_hz"].min() < 1.5e9
+    out = tmp_path / "c.json"
+    result = runner.invoke(
+        app, ["calibrate", str(replay), "--gpu", "h100-sxm", "-o", str(out), "--families", "gemm"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"replay.parquet: {len(copied)} replayed rows fitted at the dry run's clock" in result.stderr
+    # A file as measured gets no such warning.
+    direct = runner.invoke(app, ["calibrate", str(shipped), "--gpu", "h100-sxm", "-o", str(tmp_path / "d.json"),
+                                 "--families", "gemm"])  # fmt: skip
+    assert direct.exit_code == 0, direct.output
+    assert "replayed rows" not in direct.stderr

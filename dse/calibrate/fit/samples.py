@@ -269,6 +269,20 @@ def warn_synthetic(ss: SampleSet) -> None:
         )
 
 
+def warn_replayed(ss: SampleSet) -> None:
+    """A warning per file of rows a `--replay` dry run copied: they keep the recorded latency and power but
+    carry the dry run's clock, so power-capped rows recorded at 1.27-1.47 GHz were fitted at 1.98 GHz and
+    the calibrated H100 stopped throttling (the replayed file does not say which clock they ran at)."""
+    replayed = ss.frame.loc[ss.frame["energy_method"] == "replay", "file"]
+    for name, n in replayed.value_counts(sort=False).items():
+        logger.warning(
+            "%s: %d replayed rows fitted at the dry run's clock, not the clock they were measured at "
+            "(`dse measure --dry-run --replay` keeps only latency and power); fit the recorded file instead",
+            name,
+            n,
+        )
+
+
 def _check_sizes(train: SampleSet, min_latency_s: float) -> None:
     fam = train.frame["family"].to_numpy()
     long_enough = train.latency_s >= min_latency_s
@@ -333,6 +347,7 @@ def calibrate(
     """
     raw = load_sample_set(paths, gpu, families)
     warn_synthetic(raw)
+    warn_replayed(raw)
     if raw.skipped and progress:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(raw.skipped.items()))
         progress(f"left out: rows of kinds outside the families fitted ({kinds})")
