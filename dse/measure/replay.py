@@ -10,7 +10,7 @@ no wall time, which lets tests drive `measure_ops` end to end (zeus `tests/profi
 
 Ops with no recorded sample use `fallback(op, sm_clock_hz) -> (latency_s, avg_power_w)` when given
 (`synthetic_fallback(spec)` for `--dry-run`), else are skipped as unsupported. Samples are matched on the
-op's kind, dtype and shape (not its name), and on the nearest recorded clock.
+op's kind, dtype and shape (not its name; a shape within `SHAPE_REL_TOL`), and on the nearest recorded clock.
 """
 
 from __future__ import annotations
@@ -50,6 +50,19 @@ def op_key(fields: dict[str, object]) -> tuple[object, ...]:
 
 def _sample_key(sample: KernelSample) -> tuple[object, ...]:
     return op_key({f: getattr(sample, f) for f in _KEY_FIELDS})
+
+
+# A shape written with 6 significant digits (`%g`: 2^27 as 1.34218e+08, the shipped H100 file) is off by at
+# most half a unit in its 6th digit: 5e-6 relative. Exact matching made every such row up.
+SHAPE_REL_TOL = 5e-6
+
+
+def _same_shape(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Keys equal, integers within SHAPE_REL_TOL of each other (a 6-digit rounding of the same shape)."""
+    return all(
+        x == y or (isinstance(x, int) and isinstance(y, int) and math.isclose(x, y, rel_tol=SHAPE_REL_TOL))
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,9 +233,16 @@ class ReplayGpu:
         return ReplayLauncher(self)
 
     # ---- ops
+    def _recorded(self, key: tuple[object, ...]) -> list[KernelSample]:
+        """The recorded samples of a key: exact, else of a shape within SHAPE_REL_TOL (`_same_shape`)."""
+        exact = self._table.get(key)
+        if exact:
+            return exact
+        return next((group for k, group in self._table.items() if _same_shape(k, key)), [])
+
     def recorded_for(self, sample: KernelSample) -> tuple[KernelSample, ...]:
         """The recorded samples `sample`'s op is replayed from (none: the fallback made its numbers up)."""
-        return tuple(self._table.get(_sample_key(sample), ()))
+        return tuple(self._recorded(_sample_key(sample)))
 
     def lookup(self, op: Op) -> tuple[float, float, str]:
         """(latency_s, avg_power_w, kernel_name) of `op` at the current clock.
@@ -230,7 +250,7 @@ class ReplayGpu:
         Raises:
             UnsupportedOpError: no recorded sample and no fallback.
         """
-        candidates = self._table.get(op_key(op_fields(op)))
+        candidates = self._recorded(op_key(op_fields(op)))
         clock = self.sm_clock_hz()
         if candidates:
             best = min(candidates, key=lambda s: abs((s.sm_clock_hz or s.avg_sm_clock_hz or clock) - clock))

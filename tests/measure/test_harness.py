@@ -273,3 +273,26 @@ def test_clock_list_resolution_against_the_supported_clocks():
     gpu.supported_sm_clocks_hz.assert_not_called()  # --no-lock never needs the list
     assert _snap_clocks(gpu, _resolve_clocks(None, no_lock=False)) == [1.98e9]  # default: the highest
     assert _snap_clocks(gpu, _resolve_clocks([1400, 1985], no_lock=False)) == [1.41e9, 1.98e9]
+
+
+SHIPPED = Path(__file__).parents[2] / "dse" / "calibrate" / "measured" / "h100_sxm_kernels.csv"
+
+
+def test_a_replay_matches_shapes_written_with_six_significant_digits(tmp_path):
+    """The shipped H100 file stores 2^27 elements as 1.34218e+08: `--replay` of it made all its elementwise
+    rows up (calibration review, session 36)."""
+    shipped = pd.read_csv(SHIPPED)
+    recorded = shipped[shipped["kind"] == "elementwise"]
+    assert set(recorded["num_elements"]) == {134218000}  # 2^27 = 134,217,728 to 6 digits
+    out = measure_kernels_command("elementwise", None, tmp_path / "ew.csv", dry_run=True, replay=SHIPPED)
+    replayed = [s for s in read_samples(out) if s.energy_method == "replay"]
+    assert sorted(s.variant for s in replayed) == sorted(recorded["variant"])
+    assert {s.num_elements for s in replayed} == {2**27}  # the suite's shape, not the rounded one
+    for s in replayed:
+        (want,) = recorded[recorded["variant"] == s.variant]["latency_s"]
+        assert s.latency_s == pytest.approx(want, rel=1e-9)
+    # Five digits (1.3422e+08, 1.6e-5 off) is another shape: made up, not matched.
+    five = tmp_path / "five.csv"
+    recorded.assign(num_elements=134220000).to_csv(five, index=False)
+    again = measure_kernels_command("elementwise", None, tmp_path / "ew5.csv", dry_run=True, replay=five)
+    assert {s.energy_method for s in read_samples(again)} == {"synthetic"}
