@@ -276,6 +276,12 @@ def recorded_gpu_name(recorded: str) -> str:
     return catalog_gpu_name(recorded) or recorded.replace("_", "-")
 
 
+def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
+    """Whether a sample's `gpu` value names `gpu` (catalog name, `h100_sxm` spelling or NVML name)."""
+    value = recorded.strip().lower()
+    return value.replace("_", "-") == gpu.name.lower() or catalog_gpu_name(recorded) == gpu.name
+
+
 def catalog_gpu_name(nvml_name: str) -> str | None:
     """The catalog GPU an NVML product name names ("NVIDIA H100 80GB HBM3" -> "h100-sxm"), or None."""
     for pattern, name in _CATALOG_PATTERNS:

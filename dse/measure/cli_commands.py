@@ -168,7 +168,7 @@ def _dry_run_gpu(gpu_name: str | None, replay: Path | None) -> tuple[Any, str, l
 def _check_replay_gpu(replay: Path | None, recorded: Sequence[KernelSample], spec: Any) -> None:
     """Recorded rows of the GPU the dry run pretends to be: its rows are labelled that GPU and fitted, so
     another GPU's rows came out as, say, H100 measurements that `calibrate --gpu h100-sxm` took."""
-    from dse.calibrate.fit.sample_set import gpu_matches
+    from dse.hardware.catalog import gpu_matches
 
     foreign = sorted({s.gpu for s in recorded if not gpu_matches(s.gpu, spec)})
     if foreign:

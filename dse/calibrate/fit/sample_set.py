@@ -42,7 +42,7 @@ from dse.calibrate.data.samples import (
     samples_frame,
 )
 from dse.errors import ConfigError
-from dse.hardware.catalog import catalog_gpu_name, load_gpu, recorded_gpu_name
+from dse.hardware.catalog import gpu_matches, load_gpu, recorded_gpu_name
 from dse.hardware.spec import GpuSpec
 from dse.perf.dvfs import power_cap_w
 from dse.perf.types import OperatingPoint
@@ -106,12 +106,6 @@ def read_sample_file(path: str | Path) -> list[KernelSample]:
     if not samples:
         raise ConfigError(f"{path}: no sample rows")
     return samples
-
-
-def gpu_matches(recorded: str, gpu: GpuSpec) -> bool:
-    """Whether a sample's `gpu` value names `gpu` (catalog name, `h100_sxm` spelling or NVML name)."""
-    value = recorded.strip().lower()
-    return value.replace("_", "-") == gpu.name.lower() or catalog_gpu_name(recorded) == gpu.name
 
 
 def _op(sample: KernelSample) -> Op:
