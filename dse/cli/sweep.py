@@ -186,6 +186,13 @@ def _check_cost_axes(axes: list[Any], cost: CostArgs) -> None:
         flag = cost.flag_setting(path)
         if flag is not None:
             raise DseError(f"{flag} and the swept {path} set the same fact; drop one")
+    if cost.gpu_usd_per_hour is not None and any(axis.path.startswith("gpu.") for axis in axes):
+        err_console.print(  # as `dse compare` says under one rent for several GPUs
+            "[bold yellow]warning:[/] one $ per GPU-hour for every swept GPU design (--gpu-usd-per-hour), "
+            "so $ per token follows speed alone, not build cost; --gpu-price-usd (the owner's view) moves "
+            "with each design's build cost",
+            highlight=False,
+        )
 
 
 def _check_operating_axes(axes: list[Any], gpu: str, spec: Any) -> None:

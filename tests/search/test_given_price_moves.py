@@ -48,3 +48,22 @@ def test_a_point_that_changes_no_build_cost_takes_the_price_as_given() -> None:
     result = CliRunner().invoke(app, [*args, "--gpu-price-usd", "30000", "--json"])
     assert result.exit_code == 0, result.output
     assert [p["metrics"]["gpu_price_usd"] for p in json.loads(result.stdout)] == [30000.0, 30000.0]
+
+
+def test_one_rent_over_swept_gpu_designs_is_warned_and_a_workload_sweep_is_not() -> None:
+    """One hourly rate for every design ranks them by speed alone (`dse compare` says so for several GPUs)."""
+    args = [
+        "--model",
+        "llama-3.1-8b",
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "32",
+        "--gpu-usd-per-hour",
+        "2",
+    ]
+    runner = CliRunner()
+    designs = runner.invoke(app, ["sweep", "gpu.memory.bus_width_bits=4096:5120:2", "--batch", "8", *args])
+    assert designs.exit_code == 0 and "one $ per GPU-hour for every swept GPU design" in designs.stderr
+    batches = runner.invoke(app, ["sweep", "batch=1:8:2", *args])
+    assert batches.exit_code == 0 and "one $ per GPU-hour" not in batches.stderr
