@@ -218,9 +218,14 @@ def gpu_price_usd(gpu: GpuSpec, build_usd: float, facts: CostFacts) -> float:
     base = catalog_base(gpu)
     if base is None or price_basis(gpu, facts) == "markup":  # (None is "markup" too; said for the types)
         return build_usd * facts.value("default_markup")
+    return _moved_from(base, facts.value(f"gpu_price_usd.{base.name}"), build_usd, facts)
+
+
+def _moved_from(base: GpuSpec, price_usd: float, build_usd: float, facts: CostFacts) -> float:
+    """`price_usd`, the price of `base`, moved to a design of `build_usd` under `facts`: the base's build
+    cost is taken under the scenario's facts as shipped, so an overridden fact moves the price too."""
     shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
-    published_usd = facts.value(f"gpu_price_usd.{base.name}")
-    return price_moved_with_build(published_usd, _base_build_usd(base, shipped), build_usd)
+    return price_moved_with_build(price_usd, _base_build_usd(base, shipped), build_usd)
 
 
 def given_price_moved(given_usd: float, base: GpuSpec, gpu: GpuSpec, facts: CostFacts) -> float:
@@ -230,9 +235,8 @@ def given_price_moved(given_usd: float, base: GpuSpec, gpu: GpuSpec, facts: Cost
     published price), as `dse whatif` and `dse compare` do. Either side without a ledger: as given."""
     if gpu is base or base.die is None or gpu.die is None:
         return given_usd
-    shipped = load_cost_facts(facts.scenario) if facts.overridden else facts
     try:
-        return price_moved_with_build(given_usd, _base_build_usd(base, shipped), sum(_parts(gpu, facts)[3:]))
+        return _moved_from(base, given_usd, sum(_parts(gpu, facts)[3:]), facts)
     except UnpricedError:  # a die no wafer holds: the ledger says so (`cost_outputs`), the price stands
         return given_usd
 

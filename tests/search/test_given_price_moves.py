@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from dse.cli import app
 
+WORKLOAD = ["--model", "llama-3.1-8b", "--input-tokens", "256", "--output-tokens", "32"]
+
 
 def _sweep(*flags: str) -> list[dict]:
-    args = ["sweep", "gpu.memory.bus_width_bits=4096:5120:2", "--model", "llama-3.1-8b", "--batch", "8"]
-    result = CliRunner().invoke(
-        app, [*args, "--input-tokens", "256", "--output-tokens", "32", *flags, "--json"]
-    )
+    args = ["sweep", "gpu.memory.bus_width_bits=4096:5120:2", *WORKLOAD, "--batch", "8"]
+    result = CliRunner().invoke(app, [*args, *flags, "--json"])
     assert result.exit_code == 0, result.output
     return [p["metrics"] for p in json.loads(result.stdout)]
 
@@ -35,33 +35,16 @@ def test_a_given_price_is_the_base_gpus_and_moves_with_each_points_build_cost() 
 
 
 def test_a_point_that_changes_no_build_cost_takes_the_price_as_given() -> None:
-    args = [
-        "sweep",
-        "batch=1:8:2",
-        "--model",
-        "llama-3.1-8b",
-        "--input-tokens",
-        "256",
-        "--output-tokens",
-        "32",
-    ]
-    result = CliRunner().invoke(app, [*args, "--gpu-price-usd", "30000", "--json"])
+    result = CliRunner().invoke(
+        app, ["sweep", "batch=1:8:2", *WORKLOAD, "--gpu-price-usd", "30000", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert [p["metrics"]["gpu_price_usd"] for p in json.loads(result.stdout)] == [30000.0, 30000.0]
 
 
 def test_one_rent_over_swept_gpu_designs_is_warned_and_a_workload_sweep_is_not() -> None:
     """One hourly rate for every design ranks them by speed alone (`dse compare` says so for several GPUs)."""
-    args = [
-        "--model",
-        "llama-3.1-8b",
-        "--input-tokens",
-        "256",
-        "--output-tokens",
-        "32",
-        "--gpu-usd-per-hour",
-        "2",
-    ]
+    args = [*WORKLOAD, "--gpu-usd-per-hour", "2"]
     runner = CliRunner()
     designs = runner.invoke(app, ["sweep", "gpu.memory.bus_width_bits=4096:5120:2", "--batch", "8", *args])
     assert designs.exit_code == 0 and "one $ per GPU-hour for every swept GPU design" in designs.stderr
